@@ -1,0 +1,1 @@
+"""rl-harness: reproducible RL experiments on RLlib."""

@@ -1,0 +1,80 @@
+"""Runtime access to the build identity that rl_py_binary bakes into every binary.
+
+    from rl.harness import buildinfo
+
+    info = buildinfo.current()
+    info.build_hash        # sha256: interpreter + Bazel + lock + first-party sources
+    info.git_commit        # set only for binaries built with `--stamp`
+    info.as_dict()         # what the harness writes into run provenance
+
+Outside a Bazel binary (plain `python -m ...`, tests) there is no build identity:
+`current()` then returns a BuildInfo with `built_with_bazel=False` and says why,
+rather than inventing a hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Optional
+
+BUILD_INFO_ENV = "RL_BUILD_INFO"
+BUILD_STAMP_ENV = "RL_BUILD_STAMP"
+
+
+class BuildInfoError(RuntimeError):
+    """The build-info file named by the environment is missing or corrupt."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildInfo:
+    built_with_bazel: bool
+    build_hash: Optional[str] = None
+    target: Optional[str] = None
+    sources_sha256: Optional[str] = None
+    num_sources: Optional[int] = None
+    lock_sha256: Optional[str] = None
+    bazel_version: Optional[str] = None
+    interpreter: Optional[dict] = None
+    git_commit: Optional[str] = None
+    git_dirty: Optional[bool] = None
+    reason: Optional[str] = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _read_json(path: str, what: str) -> dict:
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, json.JSONDecodeError) as error:
+        raise BuildInfoError(
+            f"cannot read the {what} at {path} ({error}); rebuild the binary with bazel"
+        ) from error
+
+
+def current() -> BuildInfo:
+    """The identity of the running binary (see module docstring)."""
+    path = os.environ.get(BUILD_INFO_ENV)
+    if not path:
+        return BuildInfo(
+            built_with_bazel=False,
+            reason=f"${BUILD_INFO_ENV} is unset: not running as an rl_py_binary",
+        )
+    record = _read_json(path, "build info")
+    stamp_path = os.environ.get(BUILD_STAMP_ENV)
+    stamp = _read_json(stamp_path, "build stamp") if stamp_path else {}
+    return BuildInfo(
+        built_with_bazel=True,
+        build_hash=record["build_hash"],
+        target=record.get("target"),
+        sources_sha256=record.get("sources_sha256"),
+        num_sources=record.get("num_sources"),
+        lock_sha256=record.get("lock_sha256"),
+        bazel_version=record.get("bazel_version"),
+        interpreter=record.get("interpreter"),
+        git_commit=stamp.get("git_commit"),
+        git_dirty=stamp.get("git_dirty"),
+    )

@@ -1,0 +1,58 @@
+"""Every import under rl/ follows the layer rules; a forbidden import is caught."""
+
+import os
+import pathlib
+
+from tools.layering import check_imports
+
+WORKSPACE = pathlib.Path(os.environ.get("TEST_SRCDIR", "."), os.environ.get("TEST_WORKSPACE", "rl_harness"))
+
+
+def _write(root: pathlib.Path, relative: str, text: str) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_the_tree_follows_the_layer_rules():
+    sources = list((WORKSPACE / "rl").rglob("*.py"))
+    assert len(sources) >= 7, f"expected the layers' sources in runfiles, found {sources}"
+    assert check_imports.find_violations(WORKSPACE) == []
+
+
+def test_envs_importing_harness_is_a_violation(tmp_path):
+    _write(tmp_path, "rl/envs/bad.py", "import rl.harness\nfrom rl.harness import buildinfo\n")
+    violations = check_imports.find_violations(tmp_path)
+    assert [(v.path, v.line) for v in violations] == [("rl/envs/bad.py", 1), ("rl/envs/bad.py", 2)]
+    assert "may not depend on rl/harness" in violations[0].reason
+
+
+def test_relative_import_across_layers_is_resolved(tmp_path):
+    _write(tmp_path, "rl/losses/sub/mod.py", "from ...learners import models\n")
+    (violation,) = check_imports.find_violations(tmp_path)
+    assert violation.module == "rl.learners"
+
+
+def test_forbidden_third_party_in_envs(tmp_path):
+    _write(tmp_path, "rl/envs/uses_torch.py", "import torch\nimport numpy\nimport json\n")
+    (violation,) = check_imports.find_violations(tmp_path)
+    assert violation.module == "torch" and "third-party" in violation.reason
+
+
+def test_learners_may_use_losses_but_not_envs(tmp_path):
+    _write(tmp_path, "rl/learners/a.py", "from rl.losses import quantile\nfrom rl.envs import hmm\n")
+    (violation,) = check_imports.find_violations(tmp_path)
+    assert violation.module == "rl.envs"
+
+
+def test_generic_code_never_imports_an_experiment(tmp_path):
+    _write(tmp_path, "rl/analysis/a.py", "from experiments.mess3 import reward_only\n")
+    (violation,) = check_imports.find_violations(tmp_path)
+    assert "experiment" in violation.reason
+
+
+def test_pytest_only_in_tests(tmp_path):
+    _write(tmp_path, "rl/envs/tests/thing_test.py", "import pytest\n")
+    _write(tmp_path, "rl/envs/thing.py", "import pytest\n")
+    (violation,) = check_imports.find_violations(tmp_path)
+    assert violation.path == "rl/envs/thing.py"

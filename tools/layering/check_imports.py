@@ -1,0 +1,94 @@
+"""Checks every import under rl/ against tools/layering/rules.py.
+
+    python3 tools/layering/check_imports.py [ROOT]     # exit 1 and one line per violation
+
+`find_violations(root)` is the library entry point (used by //rl:layering_test).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import pathlib
+import sys
+
+from tools.layering import rules
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    path: str
+    line: int
+    module: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: imports {self.module}: {self.reason}"
+
+
+def _imported_modules(tree: ast.AST, package: str):
+    """Yields (line, absolute dotted module) for each import in a module of `package`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            yield node.lineno, module
+
+
+def check_file(path: pathlib.Path, root: pathlib.Path) -> list[Violation]:
+    relative = path.relative_to(root)
+    parts = relative.parts
+    if len(parts) < 3 or parts[0] != "rl":
+        return []  # rl/__init__.py and files outside layers have no rules
+    layer = parts[1]
+    if layer not in rules.LAYERS:
+        return [Violation(str(relative), 0, "-", f"rl/{layer} is not a known layer; add it to tools/layering/rules.py")]
+    allowed_layers, allowed_third_party = rules.LAYERS[layer]
+    is_test = "tests" in parts or path.name.endswith("_test.py")
+    package = ".".join(parts[:-1])
+    violations = []
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for line, module in _imported_modules(tree, package):
+        top = module.split(".")[0]
+        if top == "rl":
+            target = module.split(".")[1] if module.count(".") else None
+            if target is None or target == layer or target in allowed_layers:
+                continue
+            reason = f"rl/{layer} may not depend on rl/{target} (allowed: {sorted(allowed_layers) or 'none'})"
+        elif top in ("experiments", "experiments_template"):
+            reason = "generic code must never import an experiment"
+        elif top in rules.STDLIB or top in allowed_third_party:
+            continue
+        elif is_test and top in rules.TEST_ONLY:
+            continue
+        else:
+            reason = f"third-party '{top}' is not allowed in rl/{layer} (allowed: {sorted(allowed_third_party)})"
+        violations.append(Violation(str(relative), line, module, reason))
+    return violations
+
+
+def find_violations(root: pathlib.Path) -> list[Violation]:
+    root = pathlib.Path(root)
+    violations = []
+    for path in sorted((root / "rl").rglob("*.py")):
+        violations.extend(check_file(path, root))
+    return violations
+
+
+def main(argv: list[str]) -> int:
+    root = pathlib.Path(argv[0]) if argv else pathlib.Path(__file__).resolve().parents[2]
+    violations = find_violations(root)
+    for violation in violations:
+        print(violation)
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

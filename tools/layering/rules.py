@@ -1,0 +1,28 @@
+"""The import rules of the library's layers (what each package under rl/ may import).
+
+Bazel visibility (//:BUILD.bazel package groups) enforces first-party edges at
+analysis time; this table additionally covers third-party packages and imports
+hidden from Bazel (e.g. a lazy import inside a function). Keep both in sync.
+"""
+
+from __future__ import annotations
+
+import sys
+
+# Third-party distributions every layer's tests may use.
+TEST_ONLY = frozenset({"pytest"})
+
+# layer -> (first-party layers it may import, third-party top-level modules it may import)
+LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "envs": (frozenset(), frozenset({"numpy", "gymnasium", "scipy"})),
+    "losses": (frozenset(), frozenset({"torch"})),
+    "learners": (frozenset({"losses"}), frozenset({"torch", "ray", "numpy", "gymnasium"})),
+    "harness": (frozenset(), frozenset({"absl", "ray", "numpy", "torch", "b2sdk"})),
+    "analysis": (
+        frozenset({"learners", "harness"}),
+        frozenset({"numpy", "scipy", "torch", "ray", "matplotlib", "gymnasium"}),
+    ),
+    "devops": (frozenset({"harness"}), frozenset({"vastai", "requests", "b2sdk"})),
+}
+
+STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}

@@ -1,0 +1,3 @@
+"""The one place that pins the Python version of the whole build."""
+
+PYTHON_MINOR_VERSION = "3.11"

@@ -1,0 +1,149 @@
+"""Repository rule `rl_python`: the pinned interpreter, a hashed-lock venv, and its toolchain.
+
+No rules_python (it cannot be fetched offline). The rule
+  1. finds the interpreter: $RL_PYTHON, else `python<PYTHON_MINOR_VERSION>` on PATH;
+  2. checks its version and records its identity (sha256 of the executable and
+     libpython) together with the lock's sha256 in `identity.json`;
+  3. builds a virtualenv from //:requirements_lock.txt with
+     `pip install --require-hashes --no-deps` (byte-compiled at install time, so
+     read-only sandboxes never recompile torch);
+  4. registers the venv's python as the Python 3 toolchain.
+
+It re-runs when the lock, this file or $RL_PYTHON change; after changing the
+interpreter on disk, run `bazel sync --configure` (docs/building.md).
+"""
+
+load(":python_pin.bzl", "PYTHON_MINOR_VERSION")
+
+_ENV_INTERPRETER = "RL_PYTHON"
+
+# pip reads these itself; declaring them makes Bazel redo the venv when they change.
+_PIP_ENVIRON = ["PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"]
+
+_BUILD_TEMPLATE = """\
+load("@bazel_tools//tools/python:toolchain.bzl", "py_runtime_pair")
+
+package(default_visibility = ["//visibility:public"])
+
+exports_files(["identity.json"])
+
+py_runtime(
+    name = "py3_runtime",
+    interpreter_path = "{python}",
+    python_version = "PY3",
+    stub_shebang = "#!{python}",
+)
+
+py_runtime_pair(
+    name = "runtime_pair",
+    py3_runtime = ":py3_runtime",
+)
+
+toolchain(
+    name = "toolchain",
+    toolchain = ":runtime_pair",
+    toolchain_type = "@bazel_tools//tools/python:toolchain_type",
+)
+"""
+
+def _fail_interpreter(message):
+    fail(("rl_python: %s\nFix: install Python %s (e.g. `pyenv install %s` or " +
+          "`apt-get install python%s python%s-venv`) and put `python%s` on PATH, " +
+          "or set %s=/path/to/python%s, then rerun bazel.") % (
+        message,
+        PYTHON_MINOR_VERSION,
+        PYTHON_MINOR_VERSION,
+        PYTHON_MINOR_VERSION,
+        PYTHON_MINOR_VERSION,
+        PYTHON_MINOR_VERSION,
+        _ENV_INTERPRETER,
+        PYTHON_MINOR_VERSION,
+    ))
+
+def _find_interpreter(rctx):
+    explicit = rctx.os.environ.get(_ENV_INTERPRETER, "")
+    if explicit:
+        path = rctx.path(explicit)
+        if not path.exists:
+            _fail_interpreter("%s=%s does not exist." % (_ENV_INTERPRETER, explicit))
+        return path
+    found = rctx.which("python" + PYTHON_MINOR_VERSION)
+    if not found:
+        _fail_interpreter("no `python%s` on PATH." % PYTHON_MINOR_VERSION)
+    return found
+
+def _bazel_version(rctx):
+    version = native.bazel_version
+    if version and version != "no_version":
+        return version
+
+    # Debian's build reports no version; its package knows it.
+    result = rctx.execute(["dpkg-query", "-W", "-f=${Version}", "bazel-bootstrap"])
+    if result.return_code == 0 and result.stdout.strip():
+        return "debian-bazel-bootstrap-" + result.stdout.strip()
+    return "unknown"
+
+def _rl_python_impl(rctx):
+    interpreter = _find_interpreter(rctx)
+    lock = rctx.path(rctx.attr.lock)
+    probe = rctx.execute([interpreter, rctx.path(rctx.attr._probe), lock])
+    if probe.return_code != 0:
+        _fail_interpreter("`%s` could not run: %s" % (interpreter, probe.stderr))
+    identity = json.decode(probe.stdout)
+    if not identity["version"].startswith(PYTHON_MINOR_VERSION + "."):
+        _fail_interpreter("`%s` is Python %s, but the build pins %s." % (
+            interpreter,
+            identity["version"],
+            PYTHON_MINOR_VERSION,
+        ))
+    if not identity["has_venv"]:
+        _fail_interpreter("`%s` lacks the venv/ensurepip modules." % interpreter)
+
+    rctx.report_progress("creating venv with %s" % identity["executable"])
+    result = rctx.execute([identity["executable"], "-m", "venv", "venv"])
+    if result.return_code != 0:
+        fail("rl_python: `python -m venv` failed:\n%s" % result.stderr)
+    python = str(rctx.path("venv/bin/python3"))
+
+    rctx.report_progress("pip install --require-hashes -r requirements_lock.txt (minutes on first build)")
+    result = rctx.execute(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-warn-script-location",
+            "--require-hashes",
+            "--no-deps",
+            "--compile",
+            "-r",
+            lock,
+        ],
+        timeout = rctx.attr.install_timeout,
+    )
+    if result.return_code != 0:
+        fail(("rl_python: installing requirements_lock.txt failed (exit %d).\n%s\n" +
+              "Fix: check network access to the package index; if the lock is stale, " +
+              "run `python%s tools/relock.py`.") % (result.return_code, result.stderr, PYTHON_MINOR_VERSION))
+
+    identity["bazel_version"] = _bazel_version(rctx)
+    identity["python_minor_pin"] = PYTHON_MINOR_VERSION
+    identity["venv_python"] = python
+    identity.pop("has_venv")
+    rctx.file("identity.json", json.encode_indent(identity, indent = "  ") + "\n")
+    rctx.file("BUILD.bazel", _BUILD_TEMPLATE.format(python = python))
+    rctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % rctx.name)
+
+rl_python = repository_rule(
+    implementation = _rl_python_impl,
+    attrs = {
+        "lock": attr.label(allow_single_file = True, mandatory = True),
+        "install_timeout": attr.int(default = 3600),
+        "_probe": attr.label(default = Label("//tools/rules:probe_interpreter.py")),
+    },
+    environ = [_ENV_INTERPRETER] + _PIP_ENVIRON,
+    configure = True,
+    doc = "Pinned Python interpreter + venv from the hashed lock, as the Python toolchain.",
+)
