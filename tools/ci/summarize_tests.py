@@ -15,7 +15,7 @@ import sys
 import xml.etree.ElementTree as ElementTree
 
 STATUS_LINE = re.compile(
-    r"^(//\S+)\s+(?:\(cached\)\s+)?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|FAILED TO BUILD|INCOMPLETE|SKIPPED)\b"
+    r"^(//\S+)\s+(?:\(cached\)\s+)?(FAILED TO BUILD|PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|SKIPPED)\b"
 )
 
 
