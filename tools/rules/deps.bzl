@@ -1,24 +1,14 @@
 """WORKSPACE set-up (Bazel 4.2.3): offline stand-ins plus the Python toolchain repository.
 
-WORKSPACE files cannot call `native` rules directly in Bazel 4, so they live here.
+WORKSPACE files cannot call `native` rules directly in Bazel 4, so they live
+here. A dependent workspace (experiments_template/) calls the same macro.
 """
 
 load(":python_repo.bzl", "rl_python")
-
-# Bazel 4's implicit WORKSPACE suffix fetches these from GitHub the moment a
-# test or cc rule needs them; declaring in-repo stand-ins under the same names
-# pre-empts the download (the suffix uses `maybe`).
-_OFFLINE_STANDINS = {
-    "rules_cc": "tools/stubs/rules_cc",
-    "rules_java": "tools/stubs/rules_java",
-    "remote_coverage_tools": "tools/stubs/remote_coverage_tools",
-}
-
-def rl_offline_standins():
-    for name, path in _OFFLINE_STANDINS.items():
-        if name not in native.existing_rules():
-            native.local_repository(name = name, path = path)
+load(":standins.bzl", "STANDIN_FILES", "standin_repository")
 
 def rl_dependencies():
-    rl_offline_standins()
-    rl_python(name = "rl_python", lock = "//:requirements_lock.txt")
+    for name in STANDIN_FILES:
+        if name not in native.existing_rules():
+            standin_repository(name = name, standin = name)
+    rl_python(name = "rl_python", lock = Label("//:requirements_lock.txt"))
