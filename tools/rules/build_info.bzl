@@ -4,16 +4,16 @@ build_hash = sha256 over
   * the interpreter identity and Bazel version (@rl_python//:identity.json),
   * the lock's sha256 (//:requirements_lock.txt),
   * the content of every first-party source in the binary's transitive closure
-    (path and bytes), so editing an unrelated package leaves it unchanged.
+    (path and bytes, the pinned library's too in a dependent workspace), so
+    editing an unrelated package leaves it unchanged.
 """
 
 def _first_party_sources(ctx):
+    # Third-party code lives in the venv (covered by the lock hash), so every Python
+    # source Bazel sees is first-party: this repository's, or the library's when a
+    # dependent workspace (experiments_template/) builds against a pinned rl_harness.
     transitive = [dep[PyInfo].transitive_sources for dep in ctx.attr.deps if PyInfo in dep]
-    sources = depset(ctx.files.srcs, transitive = transitive).to_list()
-
-    # Third-party code lives in the venv (covered by the lock hash), never in a Bazel repo,
-    # but skip other repositories explicitly anyway.
-    return [f for f in sources if f.owner == None or f.owner.workspace_name == ""]
+    return depset(ctx.files.srcs, transitive = transitive).to_list()
 
 def _rl_build_info_impl(ctx):
     sources = _first_party_sources(ctx)
