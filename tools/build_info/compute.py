@@ -59,7 +59,21 @@ def write_json_atomically(path: str, record: dict) -> None:
     os.replace(temporary, path)
 
 
-def build_info_record(target: str, manifest: str, identity_path: str, lock_path: str) -> dict:
+def library_record(revision_path: str | None) -> dict:
+    """Which rl-harness revision the binary was built against.
+
+    In this repository the library is the workspace itself (its commit is the
+    experiment commit). A dependent workspace pins it; its repository rule
+    writes LIBRARY_REVISION.json (commit, dirty flag, source).
+    """
+    if not revision_path:
+        return {"external": False}
+    with open(revision_path) as handle:
+        return dict(json.load(handle), external=True)
+
+
+def build_info_record(target: str, manifest: str, identity_path: str, lock_path: str,
+                      library_revision: str | None = None) -> dict:
     with open(identity_path) as handle:
         identity = json.load(handle)
     sources = read_manifest(manifest)
@@ -73,6 +87,7 @@ def build_info_record(target: str, manifest: str, identity_path: str, lock_path:
         "num_sources": len(sources),
         "lock_sha256": lock_sha256,
         "bazel_version": identity.get("bazel_version"),
+        "library": library_record(library_revision),
         "interpreter": {
             key: identity.get(key)
             for key in ("version", "implementation", "executable", "executable_sha256",
@@ -101,11 +116,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--manifest")
     parser.add_argument("--identity")
     parser.add_argument("--lock")
+    parser.add_argument("--library-revision")
     args = parser.parse_args(argv)
     if args.stamp_from:
         record = stamp_record(args.stamp_from)
     else:
-        record = build_info_record(args.target, args.manifest, args.identity, args.lock)
+        record = build_info_record(args.target, args.manifest, args.identity, args.lock,
+                                   args.library_revision)
     write_json_atomically(args.output, record)
 
 

@@ -25,11 +25,12 @@ def _rl_build_info_impl(ctx):
     args.add("--manifest", manifest)
     args.add("--identity", ctx.file._identity)
     args.add("--lock", ctx.file._lock)
+    args.add_all("--library-revision", ctx.files._library_revision)
     args.add("--output", out)
     ctx.actions.run(
         executable = ctx.executable._compute,
         arguments = [args],
-        inputs = sources + [manifest, ctx.file._identity, ctx.file._lock],
+        inputs = sources + [manifest, ctx.file._identity, ctx.file._lock] + ctx.files._library_revision,
         outputs = [out],
         mnemonic = "RlBuildInfo",
         progress_message = "Hashing build identity of %s" % ctx.label,
@@ -49,6 +50,8 @@ rl_build_info = rule(
         ),
         "_identity": attr.label(default = Label("@rl_python//:identity.json"), allow_single_file = True),
         "_lock": attr.label(default = Label("//:requirements_lock.txt"), allow_single_file = True),
+        # Empty in this repository; holds the pin when a dependent workspace builds against it.
+        "_library_revision": attr.label(default = Label("//:library_revision"), allow_files = True),
     },
     doc = "Writes <name>.json with the build hash of `srcs` + the transitive closure of `deps`.",
 )

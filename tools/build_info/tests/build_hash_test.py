@@ -74,3 +74,14 @@ def test_bazel_build_info_records_the_real_lock():
 
     assert _target_info("fixture_app")["lock_sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
     assert _target_info("fixture_app")["interpreter"]["version"].startswith("3.11.")
+
+
+def test_library_is_the_workspace_itself_here():
+    assert _target_info("fixture_app")["library"] == {"external": False}
+
+
+def test_pinned_library_revision_is_recorded(tmp_path):
+    revision = tmp_path / "LIBRARY_REVISION.json"
+    revision.write_text(json.dumps({"commit": "abc123", "dirty": False, "source": "remote"}))
+    assert compute.library_record(str(revision)) == {
+        "commit": "abc123", "dirty": False, "source": "remote", "external": True}
