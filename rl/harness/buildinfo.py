@@ -5,6 +5,7 @@
     info = buildinfo.current()
     info.build_hash        # sha256: interpreter + Bazel + lock + first-party sources
     info.git_commit        # set only for binaries built with `--stamp`
+    info.library           # {"external": False} here; the pinned revision in a dependent workspace
     info.as_dict()         # what the harness writes into run provenance
 
 Outside a Bazel binary (plain `python -m ...`, tests) there is no build identity:
@@ -37,6 +38,7 @@ class BuildInfo:
     lock_sha256: Optional[str] = None
     bazel_version: Optional[str] = None
     interpreter: Optional[dict] = None
+    library: Optional[dict] = None
     git_commit: Optional[str] = None
     git_dirty: Optional[bool] = None
     reason: Optional[str] = None
@@ -75,6 +77,7 @@ def current() -> BuildInfo:
         lock_sha256=record.get("lock_sha256"),
         bazel_version=record.get("bazel_version"),
         interpreter=record.get("interpreter"),
+        library=record.get("library"),
         git_commit=stamp.get("git_commit"),
         git_dirty=stamp.get("git_dirty"),
     )
