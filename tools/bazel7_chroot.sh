@@ -22,24 +22,33 @@ mirror=$(grep -hoE '^URIs: *[^ ]+' /etc/apt/sources.list.d/*.sources 2>/dev/null
 [ -n "$mirror" ] || mirror=$(grep -hoE '^deb +[^ ]+' /etc/apt/sources.list 2>/dev/null | head -n1 | awk '{print $2}')
 [ -n "$mirror" ] || { echo "bazel7_chroot: no Debian mirror found in apt sources" >&2; exit 1; }
 
-if [ ! -x "$root/usr/bin/bazel" ]; then
+if [ ! -d "$root/usr/bin" ]; then
   command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap
   echo "bazel7_chroot: creating sid chroot in $root" >&2
-  debootstrap --variant=minbase --include=bazel-bootstrap,zip,g++,git,ca-certificates sid "$root" "$mirror"
+  debootstrap --variant=minbase sid "$root" "$mirror"
 fi
 
 mounts=("$repo:/src" "$python_home:$python_home" "/proc:/proc" "/dev:/dev")
 [ -d /opt/wheels ] && mounts+=("/opt/wheels:/opt/wheels")
+# The host's CA bundle (it may trust a proxy that sid's bundle does not).
+ca_bundle=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
+mounts+=("$ca_bundle:/etc/rl-host-ca.crt")
 cleanup() {
   for ((i=${#mounts[@]}-1; i>=0; i--)); do umount "$root${mounts[$i]#*:}" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 for spec in "${mounts[@]}"; do
-  mkdir -p "$root${spec#*:}"
+  if [ -d "${spec%%:*}" ]; then mkdir -p "$root${spec#*:}"; else touch "$root${spec#*:}"; fi
   mount --bind "${spec%%:*}" "$root${spec#*:}"
 done
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 
+# apt's resolver copes with sid's library transitions better than debootstrap's;
+# Java's post-install scripts need /proc, hence after the mounts. Idempotent.
+chroot "$root" env DEBIAN_FRONTEND=noninteractive sh -c \
+  'dpkg --configure -a && apt-get install -y -qq bazel-bootstrap zip g++ git ca-certificates >/dev/null'
+
+
 chroot "$root" env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-  RL_PYTHON="$python" PIP_FIND_LINKS=/opt/wheels \
+  RL_PYTHON="$python" PIP_FIND_LINKS=/opt/wheels PIP_CERT=/etc/rl-host-ca.crt \
   bash -c "cd /src && bazel --version && bazel --output_user_root=/root/.cache/bazel7 test --config=bazel7_offline --experimental_convenience_symlinks=ignore ${targets[*]}"
