@@ -1,0 +1,124 @@
+"""FinitePOMDP: a validated, immutable finite POMDP with dense arrays.
+
+    pomdp = load_pomdp("machine.POMDP")                 # or FinitePOMDP(transitions=..., ...)
+    pomdp.transitions[a, s, s2]                         # P(s2 | s, a)
+    pomdp.observations[a, s2, o]                        # P(o | a, s2)
+    pomdp.rewards[a, s, s2, o]; pomdp.expected_rewards[a, s]
+    belief = pomdp.belief_update(belief, action, observation)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from rl.envs import stochastic
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FinitePOMDP:
+    """A finite POMDP. Rewards are to be maximised (a file's costs arrive negated); the discount is data.
+
+    Names are tuples of strings where the source had them, else None (elements are then numbered).
+    Construction copies, validates and freezes every array.
+    """
+
+    transitions: np.ndarray
+    observations: np.ndarray
+    rewards: np.ndarray
+    start: np.ndarray
+    discount: float
+    state_names: tuple[str, ...] | None = None
+    action_names: tuple[str, ...] | None = None
+    observation_names: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        transitions = _frozen_copy(self.transitions)
+        observations = _frozen_copy(self.observations)
+        start = _frozen_copy(self.start)
+        if transitions.ndim != 3 or transitions.shape[1] != transitions.shape[2]:
+            raise ValueError(f"transitions has shape {transitions.shape}; expected (actions, states, states)")
+        num_actions, num_states, _ = transitions.shape
+        if observations.ndim != 3 or observations.shape[:2] != (num_actions, num_states):
+            raise ValueError(
+                f"observations has shape {observations.shape}; expected ({num_actions}, {num_states}, observations)"
+            )
+        expected_rewards_shape = (num_actions, num_states, num_states, observations.shape[2])
+        # a copy of what was given, broadcast without copying: (actions, states, 1, 1) rewards stay small
+        rewards = np.broadcast_to(np.array(self.rewards, dtype=np.float64), expected_rewards_shape)
+        if not np.all(np.isfinite(rewards)):
+            raise ValueError("rewards contain a non-finite entry; every reward must be a finite number")
+        if start.shape != (num_states,):
+            raise ValueError(f"start has shape {start.shape}; expected ({num_states},)")
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"discount={self.discount}; expected a number in [0, 1]")
+        for names, count, what in (
+            (self.state_names, num_states, "state_names"),
+            (self.action_names, num_actions, "action_names"),
+            (self.observation_names, observations.shape[2], "observation_names"),
+        ):
+            if names is not None and len(names) != count:
+                raise ValueError(f"{what} has {len(names)} names for {count} elements")
+        stochastic.require_stochastic(
+            transitions,
+            name="transitions",
+            sum_axes=(2,),
+            describe_row=lambda i: f"{self.label('action', i[0])}, {self.label('state', i[1])}",
+        )
+        stochastic.require_stochastic(
+            observations,
+            name="observations",
+            sum_axes=(2,),
+            describe_row=lambda i: f"{self.label('action', i[0])}, end {self.label('state', i[1])}",
+        )
+        stochastic.require_stochastic(start, name="start", sum_axes=(0,), describe_row=lambda _: "start")
+        frozen = {"transitions": transitions, "observations": observations, "rewards": rewards, "start": start}
+        for field, value in frozen.items():
+            object.__setattr__(self, field, value)
+        object.__setattr__(self, "discount", float(self.discount))
+
+    def label(self, kind: str, index: int) -> str:
+        """'state 3' or, where names exist, "state 3 ('tiger-left')"; kind is state, action or observation."""
+        names = {"state": self.state_names, "action": self.action_names, "observation": self.observation_names}[kind]
+        return f"{kind} {index}" + (f" ({names[index]!r})" if names is not None else "")
+
+    @property
+    def num_states(self) -> int:
+        return self.transitions.shape[1]
+
+    @property
+    def num_actions(self) -> int:
+        return self.transitions.shape[0]
+
+    @property
+    def num_observations(self) -> int:
+        return self.observations.shape[2]
+
+    @functools.cached_property
+    def expected_rewards(self) -> np.ndarray:
+        """expected_rewards[a, s] = sum over s2, o of T[a, s, s2] O[a, s2, o] R[a, s, s2, o]."""
+        expected = np.einsum("ast,ato,asto->as", self.transitions, self.observations, self.rewards)
+        expected.flags.writeable = False
+        return expected
+
+    def belief_update(self, belief: np.ndarray, action: int, observation: int) -> np.ndarray:
+        """b'(s2) proportional to O[a, s2, o] * sum_s b(s) T[a, s, s2], for beliefs of shape (..., states)."""
+        return self.condition_on_observation(np.asarray(belief) @ self.transitions[action], action, observation)
+
+    def condition_on_observation(self, predicted: np.ndarray, action: int, observation: int) -> np.ndarray:
+        """The evidence step alone: predicted(s2) * O[a, s2, o], renormalised.
+
+        Raises ValueError when the observation is impossible under the predicted belief.
+        """
+        return stochastic.normalize(
+            predicted * self.observations[action, :, observation],
+            impossible=lambda index: f"observation {observation} after action {action} (batch index {index})",
+        )
+
+
+def _frozen_copy(array) -> np.ndarray:
+    array = np.array(array, dtype=np.float64)
+    array.flags.writeable = False
+    return array
