@@ -6,7 +6,7 @@ No rules_python (it cannot be fetched offline). The rule
      libpython) together with the lock's sha256 in `identity.json`;
   3. builds a virtualenv from //:requirements_lock.txt with
      `pip install --require-hashes --no-deps` (byte-compiled at install time, so
-     read-only sandboxes never recompile torch);
+     read-only sandboxes never recompile torch), then `pip check`s it;
   4. registers the venv's python as the Python 3 toolchain.
 
 It re-runs when the lock, this file or $RL_PYTHON change; after changing the
@@ -127,6 +127,16 @@ def _rl_python_impl(rctx):
         fail(("rl_python: installing requirements_lock.txt failed (exit %d).\n%s\n" +
               "Fix: check network access to the package index; if the lock is stale, " +
               "run `python%s tools/relock.py`.") % (result.return_code, result.stderr, PYTHON_MINOR_VERSION))
+
+    # --no-deps trusts the lock to be complete; `pip check` proves it (e.g. a CUDA
+    # torch build picked without its NVIDIA packages fails here, not at import time).
+    result = rctx.execute([python, "-m", "pip", "check", "--disable-pip-version-check"])
+    if result.return_code != 0:
+        fail(("rl_python: the venv from requirements_lock.txt is inconsistent:\n%s\n" +
+              "Fix: relock with `python%s tools/relock.py` (docs/building.md explains torch's CPU wheel).") % (
+            result.stdout,
+            PYTHON_MINOR_VERSION,
+        ))
 
     identity["bazel_version"] = _bazel_version(rctx)
     identity["python_minor_pin"] = PYTHON_MINOR_VERSION
