@@ -1,1 +1,30 @@
-"""rl.learners."""
+"""rl.learners: RLlib Learners and RLModules of the library.
+
+    from rl.learners import ActorCriticPPOTorchLearner, IQNPPOTorchLearner, QRPPOTorchLearner
+    from rl.learners.models import MLPModel, TransformerModel, IQNValueMixin, QRValueMixin
+
+Exports load lazily: `import rl.learners` does not import RLlib until a name is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ActorCriticPPOTorchLearner": "rl.learners.ppo.learner",
+    "IQNPPOTorchLearner": "rl.learners.ppo.quantile_critic",
+    "QRPPOTorchLearner": "rl.learners.ppo.quantile_critic",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'rl.learners' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,135 @@
+"""Validated settings of the actor-critic RLModules, read from RLlib's `model_config` dict.
+
+    RLModuleSpec(
+        module_class=TransformerModel,
+        model_config={"d_model": 64, "n_heads": 4, "max_seq_len": 16, "vf_share_layers": True},
+    )
+
+Each module class reads the fields of its settings class from the top level of
+`model_config`; value-head mixins read their own section (e.g. `"iqn_value"`).
+Unknown keys and bad values raise ValueError naming the key and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Collection, Mapping, TypeVar
+
+SettingsT = TypeVar("SettingsT")
+
+ACTIVATIONS = ("tanh", "relu")
+
+
+def require_positive_int(name: str, value: Any) -> None:
+    """Raises ValueError unless `value` is an int >= 1 (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+
+
+def require_bool(name: str, value: Any) -> None:
+    """Raises ValueError unless `value` is a bool."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}.")
+
+
+def parse_settings(
+    settings_class: type[SettingsT],
+    values: Mapping[str, Any],
+    *,
+    where: str,
+    sections: Collection[str] = (),
+) -> SettingsT:
+    """Builds `settings_class` from `values`, rejecting keys that are neither fields nor `sections`.
+
+    Example:
+        parse_settings(MLPSettings, {"hidden_sizes": [32]}, where="model_config")
+    """
+    if not isinstance(values, Mapping):
+        raise ValueError(f"{where} must be a dict, got {type(values).__name__}.")
+    fields = [field.name for field in dataclasses.fields(settings_class)]
+    unknown = sorted(set(values) - set(fields) - set(sections))
+    if unknown:
+        raise ValueError(
+            f"{where} has unknown key(s) {unknown}: {settings_class.__name__} reads {fields}"
+            + (f" and the section(s) {sorted(sections)}" if sections else "")
+            + "; remove or rename them."
+        )
+    try:
+        return settings_class(**{name: values[name] for name in fields if name in values})
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from error
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCriticSettings:
+    """Fields every actor-critic module reads from `model_config`.
+
+    Attributes:
+        vf_share_layers: True: the policy and value heads read one encoder (PPG's detach
+            design needs this). False: the value head gets its own encoder of the same
+            architecture, RLlib's PPO default (PPO writes False into `model_config`
+            unless you set it).
+    """
+
+    vf_share_layers: bool = False
+
+    def __post_init__(self) -> None:
+        require_bool("vf_share_layers", self.vf_share_layers)
+
+
+@dataclasses.dataclass(frozen=True)
+class MLPSettings(ActorCriticSettings):
+    """MLPModel's encoder.
+
+    Attributes:
+        hidden_sizes: widths of the hidden layers; the last one is the embedding size.
+        activation: "tanh" or "relu".
+    """
+
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.hidden_sizes, (list, tuple)) or not self.hidden_sizes:
+            raise ValueError(f"hidden_sizes must be a non-empty list of positive ints, got {self.hidden_sizes!r}.")
+        for size in self.hidden_sizes:
+            require_positive_int("every entry of hidden_sizes", size)
+        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerSettings(ActorCriticSettings):
+    """TransformerModel's causal, sliding-window transformer encoder.
+
+    Attributes:
+        d_model: width of the residual stream (the embedding size); a multiple of n_heads.
+        n_heads: attention heads per layer.
+        n_layers: transformer blocks.
+        feedforward_dim: hidden width of each block's MLP.
+        memory_len: how many earlier steps each step attends to (besides itself). The
+            rollout state caches this many keys and values per layer, so a rollout step
+            costs the same at any episode position.
+        max_seq_len: length of the chunks RLlib cuts episodes into for training (RLlib's
+            own `model_config["max_seq_len"]` key). The training minibatch size must be a
+            multiple of it.
+    """
+
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    feedforward_dim: int = 256
+    memory_len: int = 32
+    max_seq_len: int = 32
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("d_model", "n_heads", "n_layers", "feedforward_dim", "memory_len", "max_seq_len"):
+            require_positive_int(name, getattr(self, name))
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}); "
+                f"choose e.g. d_model={self.n_heads * max(1, round(self.d_model / self.n_heads))}."
+            )

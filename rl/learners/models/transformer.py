@@ -1,0 +1,205 @@
+"""TransformerModel: a causal transformer over the observation history, as a stateful RLModule.
+
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+    from rl.learners import ActorCriticPPOTorchLearner
+    from rl.learners.models import TransformerModel
+
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .rl_module(rl_module_spec=RLModuleSpec(
+            module_class=TransformerModel,
+            model_config={"d_model": 64, "n_heads": 4, "n_layers": 2, "memory_len": 16,
+                          "max_seq_len": 16, "vf_share_layers": True},
+        ))
+        .training(minibatch_size=256)               # a multiple of max_seq_len
+        .learners(learner_class=ActorCriticPPOTorchLearner)   # checks that when built
+    )
+
+Each step attends to itself and the `memory_len` steps before it (a sliding
+window, pre-LayerNorm blocks, a learned bias per head and distance). The
+recurrent state is every layer's keys and values for those `memory_len` steps
+plus a validity mask, so a rollout step computes one new token at the same cost
+at any episode position. Training runs RLlib's `max_seq_len` chunks at once,
+attending to the cached keys and values in `STATE_IN` (as in Transformer-XL, no
+gradient flows into the cache); it reproduces step-by-step rollout outputs
+exactly (up to float rounding).
+
+Analysis reads the residual stream (the projected input and the output of each
+block) in a batch or step by step:
+
+    stream = module.residual_stream(obs)            # obs (B, T, obs_dim) from episode starts
+    stream.activations                              # (n_layers + 1, B, T, d_model)
+    step = module.residual_stream(obs[:, :1])       # or one step at a time ...
+    step = module.residual_stream(obs[:, 1:2], step.state_out)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rl.learners.models.base import ACTOR_ENCODER, ActorCriticModule
+from rl.learners.models.config import TransformerSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class ResidualStream:
+    """Residual-stream activations of one encoder run.
+
+    Attributes:
+        activations: (n_layers + 1, B, T, d_model): the projected observations, then the
+            stream after each block (before the final LayerNorm).
+        state_out: the recurrent state after the last step (valid when the input has no
+            zero padding), to pass back as `state` for the next steps.
+    """
+
+    activations: torch.Tensor
+    state_out: dict[str, torch.Tensor]
+
+
+class TransformerBlock(nn.Module):
+    """Pre-LayerNorm block: windowed causal self-attention over cached + new keys, then an MLP."""
+
+    def __init__(self, settings: TransformerSettings):
+        super().__init__()
+        d_model = settings.d_model
+        self.n_heads = settings.n_heads
+        self.attention_norm = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.attention_out = nn.Linear(d_model, d_model)
+        # One learned score offset per head and distance 0..memory_len: the only position signal.
+        self.distance_bias = nn.Parameter(torch.zeros(settings.n_heads, settings.memory_len + 1))
+        self.mlp_norm = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, settings.feedforward_dim), nn.GELU(), nn.Linear(settings.feedforward_dim, d_model)
+        )
+
+    def _split_heads(self, tensor: torch.Tensor) -> torch.Tensor:
+        batch, length, width = tensor.shape
+        return tensor.view(batch, length, self.n_heads, width // self.n_heads).transpose(1, 2)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cached_keys: torch.Tensor,
+        cached_values: torch.Tensor,
+        distances: torch.Tensor,
+        allowed: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, d); cached_* (B, M, d); distances (T, M + T) in [0, M]; allowed (B, T, M + T).
+
+        Returns the new stream and the keys and values of cache + new steps, (B, M + T, d).
+        """
+        batch, length, width = x.shape
+        queries, new_keys, new_values = self.qkv(self.attention_norm(x)).chunk(3, dim=-1)
+        keys = torch.cat([cached_keys, new_keys], dim=1)
+        values = torch.cat([cached_values, new_values], dim=1)
+        scores_bias = self.distance_bias[:, distances].unsqueeze(0).masked_fill(~allowed.unsqueeze(1), float("-inf"))
+        attended = F.scaled_dot_product_attention(
+            self._split_heads(queries), self._split_heads(keys), self._split_heads(values), attn_mask=scores_bias
+        )
+        x = x + self.attention_out(attended.transpose(1, 2).reshape(batch, length, width))
+        x = x + self.mlp(self.mlp_norm(x))
+        return x, keys, values
+
+
+class TransformerEncoder(nn.Module):
+    """The encoder of TransformerModel; state: {"keys", "values": (n_layers, M, d), "valid": (M,)}."""
+
+    def __init__(self, input_dim: int, settings: TransformerSettings):
+        super().__init__()
+        self.memory_len = settings.memory_len
+        self.n_layers = settings.n_layers
+        self.output_dim = settings.d_model
+        self.input_projection = nn.Linear(input_dim, settings.d_model)
+        self.blocks = nn.ModuleList(TransformerBlock(settings) for _ in range(settings.n_layers))
+        self.final_norm = nn.LayerNorm(settings.d_model)
+
+    def initial_state(self) -> dict[str, np.ndarray]:
+        cache = np.zeros((self.n_layers, self.memory_len, self.output_dim), dtype=np.float32)
+        return {"keys": cache, "values": cache.copy(), "valid": np.zeros(self.memory_len, dtype=np.float32)}
+
+    def residual_stream(self, obs: torch.Tensor, state_in: dict[str, torch.Tensor] | None = None) -> ResidualStream:
+        """Runs the blocks over obs (B, T, obs_dim) after `state_in` (None: episode start)."""
+        if obs.dim() != 3:
+            raise ValueError(f"TransformerEncoder expects observations (B, T, obs_dim), got shape {tuple(obs.shape)}.")
+        batch, length, _ = obs.shape
+        memory = self.memory_len
+        if state_in is None:
+            state_in = {
+                name: torch.as_tensor(array, device=obs.device).expand(batch, *array.shape)
+                for name, array in self.initial_state().items()
+            }
+        # Keys are the cached steps (positions 0..M-1) followed by the new ones (M..M+T-1).
+        new_steps = torch.ones(batch, length, dtype=torch.bool, device=obs.device)
+        valid_keys = torch.cat([state_in["valid"] > 0.5, new_steps], dim=1)
+        query_positions = torch.arange(length, device=obs.device).unsqueeze(1) + memory
+        distances = query_positions - torch.arange(memory + length, device=obs.device).unsqueeze(0)
+        in_window = (distances >= 0) & (distances <= memory)
+        allowed = in_window.unsqueeze(0) & valid_keys.unsqueeze(1)
+        distances = distances.clamp(0, memory)
+
+        x = self.input_projection(obs)
+        activations, keys_out, values_out = [x], [], []
+        for layer, block in enumerate(self.blocks):
+            x, keys, values = block(x, state_in["keys"][:, layer], state_in["values"][:, layer], distances, allowed)
+            activations.append(x)
+            keys_out.append(keys[:, -memory:])
+            values_out.append(values[:, -memory:])
+        state_out = {
+            "keys": torch.stack(keys_out, dim=1),
+            "values": torch.stack(values_out, dim=1),
+            "valid": valid_keys[:, -memory:].to(obs.dtype),
+        }
+        return ResidualStream(activations=torch.stack(activations), state_out=state_out)
+
+    def forward(self, obs: torch.Tensor, state_in: dict[str, torch.Tensor] | None) -> tuple[torch.Tensor, dict]:
+        stream = self.residual_stream(obs, state_in)
+        return self.final_norm(stream.activations[-1]), stream.state_out
+
+
+class TransformerModel(ActorCriticModule):
+    """Stateful actor-critic module over a sliding-window causal transformer; settings: `TransformerSettings`.
+
+    Prefer `vf_share_layers=True`: with a separate critic transformer, EnvRunners must
+    run both to collect both states.
+    """
+
+    settings_class = TransformerSettings
+
+    def setup(self) -> None:
+        super().setup()
+        # RLlib's connectors read the chunk length from the module's model_config.
+        self.model_config = {**self.model_config, "max_seq_len": self.model_settings.max_seq_len}
+
+    def build_encoder(self, input_dim: int) -> TransformerEncoder:
+        return TransformerEncoder(input_dim, self.model_settings)
+
+    def check_algorithm_config(self, config: Any) -> None:
+        minibatch_size = config.minibatch_size or config.train_batch_size_per_learner
+        max_seq_len = self.model_settings.max_seq_len
+        if minibatch_size % max_seq_len:
+            raise ValueError(
+                f"minibatch_size ({minibatch_size}) must be a multiple of model_config['max_seq_len'] "
+                f"({max_seq_len}): RLlib cuts minibatches in whole chunks, so a smaller or uneven size "
+                f"gives empty or truncated minibatches. Set e.g. "
+                f"config.training(minibatch_size={max(1, round(minibatch_size / max_seq_len)) * max_seq_len})."
+            )
+
+    def residual_stream(
+        self, obs: torch.Tensor, state: dict[str, torch.Tensor] | None = None, *, encoder: str = ACTOR_ENCODER
+    ) -> ResidualStream:
+        """Residual-stream activations of `encoder` ("encoder" or "critic_encoder") for obs (B, T, obs_dim).
+
+        `state` is that encoder's state (None: episode start), e.g. the previous call's `state_out`.
+        """
+        if encoder not in self.encoder_names():
+            raise ValueError(f"encoder must be one of {self.encoder_names()}, got {encoder!r}.")
+        return getattr(self, encoder).residual_stream(obs, state)

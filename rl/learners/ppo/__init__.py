@@ -1,0 +1,1 @@
+"""PPO Learners for the modules in rl.learners.models (imported through rl.learners)."""

@@ -1,0 +1,150 @@
+"""TransformerModel: chunked training equals step-by-step rollout, window semantics, residual stream."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+from rl.learners import ActorCriticPPOTorchLearner
+from rl.learners.models import TransformerModel
+
+OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+ACTIONS = gym.spaces.Discrete(4)
+SMALL = {"d_model": 16, "n_heads": 2, "n_layers": 2, "feedforward_dim": 32, "memory_len": 5, "max_seq_len": 8}
+TOLERANCE = 1e-5
+
+
+def transformer(**overrides):
+    torch.manual_seed(0)
+    return TransformerModel(observation_space=OBS_SPACE, action_space=ACTIONS, model_config={**SMALL, **overrides})
+
+
+def concatenated(states):
+    """Concatenates module states (encoder name -> key -> tensor) along the batch axis."""
+    return {name: {key: torch.cat([s[name][key] for s in states]) for key in states[0][name]} for name in states[0]}
+
+
+def step_by_step(module, obs):
+    """Per-step logits (B, T, A), values (B, T) and the state after each step."""
+    state = module.batched_initial_state(obs.shape[0])
+    logits, values, states = [], [], []
+    for t in range(obs.shape[1]):
+        batch = {Columns.OBS: obs[:, t : t + 1], Columns.STATE_IN: state}
+        out = module.forward_exploration(batch)
+        with torch.no_grad():
+            values.append(module.compute_values(batch)[:, 0])
+        logits.append(out[Columns.ACTION_DIST_INPUTS][:, 0])
+        state = out[Columns.STATE_OUT]
+        states.append(state)
+    return torch.stack(logits, 1), torch.stack(values, 1), states
+
+
+@pytest.mark.parametrize("vf_share_layers", [True, False])
+def test_chunked_training_forward_equals_step_by_step_rollout(vf_share_layers):
+    module = transformer(vf_share_layers=vf_share_layers)
+    batch_size, length, chunk = 3, 21, SMALL["max_seq_len"]
+    obs = torch.randn(batch_size, length, 3)
+    rollout_logits, rollout_values, states = step_by_step(module, obs)
+
+    # Cut like RLlib: chunks of max_seq_len, the last zero-padded, STATE_IN = state before the chunk.
+    padded = torch.cat([obs, torch.zeros(batch_size, 3 * chunk - length, 3)], 1)
+    starts = range(0, length, chunk)
+    chunk_obs = torch.cat([padded[:, s : s + chunk] for s in starts])
+    initial = module.batched_initial_state(batch_size)
+    state_in = concatenated([initial if s == 0 else states[s - 1] for s in starts])
+    batch = {Columns.OBS: chunk_obs, Columns.STATE_IN: state_in}
+    out = module.forward_train(batch)
+    values = module.compute_values(batch, embeddings=out[Columns.EMBEDDINGS])
+
+    def unchunk(x):  # (len(starts) * B, chunk, ...) -> (B, length, ...)
+        return torch.cat(x.split(batch_size), 1)[:, :length]
+
+    assert (unchunk(out[Columns.ACTION_DIST_INPUTS]) - rollout_logits).abs().max() < TOLERANCE
+    assert (unchunk(values) - rollout_values).abs().max() < TOLERANCE
+
+
+def test_a_step_attends_to_itself_and_exactly_memory_len_steps_before():
+    module = transformer(n_layers=1, memory_len=3)
+    obs = torch.randn(1, 8, 3)
+    baseline = module.residual_stream(obs).activations[-1, 0, 6]
+    too_far, in_window = obs.clone(), obs.clone()
+    too_far[0, 2] += 1.0  # distance 4 from step 6
+    in_window[0, 3] += 1.0  # distance 3
+    assert torch.equal(module.residual_stream(too_far).activations[-1, 0, 6], baseline)
+    assert (module.residual_stream(in_window).activations[-1, 0, 6] - baseline).abs().max() > 1e-3
+
+
+def test_residual_stream_in_a_batch_equals_step_by_step():
+    module = transformer()
+    obs = torch.randn(2, 13, 3)
+    with torch.no_grad():
+        whole = module.residual_stream(obs)
+        state, steps = None, []
+        for t in range(13):
+            step = module.residual_stream(obs[:, t : t + 1], state)
+            steps.append(step.activations)
+            state = step.state_out
+    assert whole.activations.shape == (SMALL["n_layers"] + 1, 2, 13, SMALL["d_model"])
+    assert (torch.cat(steps, dim=2) - whole.activations).abs().max() < TOLERANCE
+    # The state has the same size at every episode position: a step costs the same anywhere.
+    assert state["keys"].shape == (2, SMALL["n_layers"], SMALL["memory_len"], SMALL["d_model"])
+    with pytest.raises(ValueError, match=r"encoder must be one of \['encoder', 'critic_encoder'\]"):
+        module.residual_stream(obs, encoder="decoder")
+
+
+def test_stateful_layout_and_rllib_keys():
+    separate = transformer()
+    shared = transformer(vf_share_layers=True)
+    assert separate.is_stateful() and set(separate.get_initial_state()) == {"encoder", "critic_encoder"}
+    assert set(shared.get_initial_state()) == {"encoder"}
+    # A separate critic's state is collected while sampling, so EnvRunners keep it.
+    assert separate.get_non_inference_attributes() == ["vf"]
+    runner_module = TransformerModel(
+        observation_space=OBS_SPACE, action_space=ACTIONS, inference_only=True, model_config=dict(SMALL)
+    )
+    assert hasattr(runner_module, "critic_encoder") and not hasattr(runner_module, "vf")
+    default = TransformerModel(observation_space=OBS_SPACE, action_space=ACTIONS, model_config={})
+    assert default.model_config["max_seq_len"] == 32  # written back for RLlib's connectors
+
+
+def ppo_config(**training):
+    return (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=TransformerModel, model_config={**SMALL, "vf_share_layers": True})
+        )
+        .training(**{"train_batch_size_per_learner": 128, "minibatch_size": 64, "num_epochs": 1, **training})
+        .learners(learner_class=ActorCriticPPOTorchLearner)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+    )
+
+
+def test_rllib_learner_batch_reproduces_the_env_runner_outputs():
+    config = ppo_config()
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    runner = SingleAgentEnvRunner(config=config)
+    runner.module.set_state(learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True))
+    runner.sample(num_timesteps=60, random_actions=False)
+    # The second sample continues cut episodes, so STATE_IN also comes from earlier chunks.
+    episodes = runner.sample(num_timesteps=150, random_actions=False)
+    connector = config.build_learner_connector(input_observation_space=None, input_action_space=None)
+    batch = connector(rl_module=learner.module, batch={}, episodes=episodes, shared_data={})[DEFAULT_MODULE_ID]
+    assert batch[Columns.OBS].shape[1] == SMALL["max_seq_len"]
+    with torch.no_grad():
+        out = learner.module[DEFAULT_MODULE_ID].forward_train(batch)
+    mask = batch[Columns.LOSS_MASK]
+    difference = (out[Columns.ACTION_DIST_INPUTS] - batch[Columns.ACTION_DIST_INPUTS])[mask]
+    assert difference.numel() > 0 and difference.abs().max() < TOLERANCE
+
+
+def test_learner_rejects_a_minibatch_that_is_not_whole_chunks():
+    message = r"minibatch_size \(100\) must be a multiple of .*max_seq_len'\] \(8\).*minibatch_size=96"
+    with pytest.raises(ValueError, match=message):
+        ppo_config(minibatch_size=100).build_learner(env=gym.make("CartPole-v1"))
