@@ -1,0 +1,179 @@
+"""Finding runs on disk and explaining them: what `rl-harness runs | show | diff` print.
+
+    runs = catalog.find_runs([workspace_root])        # every results/[smoke/]<run-id>/ below
+    print("\n".join(catalog.format_runs(runs)))
+    run = catalog.find_run("20261201T011500Z-3f9a2c", [workspace_root])
+    print("\n".join(catalog.format_show(run)))
+    print("\n".join(catalog.format_diff(run_a, run_b)))   # code, lock, build, seed, hardware, options
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Iterable, Optional
+
+from rl.harness import records
+
+# Folders never searched for results (build trees, artifacts, virtual environments, VCS).
+_SKIPPED = frozenset({"artifacts", "node_modules", "__pycache__", "venv", ".venv"})
+_MAX_DEPTH = 8
+
+# What `diff` compares, by manifest section (first match wins, so the lock hash inside `build`
+# reads as "lock"); run-specific fields (times, pids, paths) are not compared.
+DIFF_SECTIONS = {
+    "code": ("experiment", "code"),
+    "lock": ("build.lock_sha256",),
+    "build": ("build",),
+    "seed": ("seed", "seed_streams"),
+    "hardware": ("hardware",),
+    "options": ("options", "runner", "parent_run"),
+    "versions": ("versions",),
+}
+_NOT_COMPARED = ("options.results_dir", "options.artifacts_dir", "options.run_id")
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    run_dir: str
+    manifest: dict
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest["run_id"]
+
+    @property
+    def status(self) -> str:
+        return records.effective_status(self.manifest)
+
+    def summary(self) -> dict:
+        path = os.path.join(self.run_dir, records.SUMMARY_FILE)
+        return records.read_json(path, "run summary") if os.path.exists(path) else {}
+
+
+class RunNotFound(LookupError):
+    pass
+
+
+def _results_folders(root: str) -> Iterable[str]:
+    """`root` itself if it holds runs, else every folder named `results` below it."""
+    if any(records.iter_run_dirs(root)):
+        yield root
+        return
+    for folder, subfolders, _ in os.walk(root):
+        depth = folder[len(root):].count(os.sep)
+        subfolders[:] = sorted(
+            name for name in subfolders
+            if not (name.startswith(".") or name.startswith("bazel-") or name in _SKIPPED) and depth < _MAX_DEPTH
+        )
+        if os.path.basename(folder) == "results":
+            subfolders[:] = []
+            yield folder
+
+
+def find_runs(roots: Iterable[str]) -> list[Run]:
+    runs = {}
+    for root in roots:
+        for results in _results_folders(os.path.abspath(root)):
+            for run_dir in records.iter_run_dirs(results):
+                manifest = records.read_manifest(run_dir)
+                runs.setdefault(os.path.realpath(run_dir), Run(run_dir, manifest))
+    return sorted(runs.values(), key=lambda run: run.run_id)
+
+
+def find_run(run_id: str, roots: Iterable[str]) -> Run:
+    problem = records.run_id_problem(run_id)
+    if problem:
+        raise RunNotFound(problem)
+    roots = list(roots)
+    matches = [run for run in find_runs(roots) if run.run_id == run_id]
+    if not matches:
+        raise RunNotFound(
+            f"no run {run_id!r} under {', '.join(roots)}; list runs with `rl-harness runs` or pass --results-dir"
+        )
+    if len(matches) > 1:
+        raise RunNotFound(f"run id {run_id!r} is in several folders ({', '.join(r.run_dir for r in matches)});"
+                          " pass --results-dir to pick one")
+    return matches[0]
+
+
+def _last(summary: dict, key: str) -> Optional[Any]:
+    return (summary.get("metrics", {}).get(key) or {}).get("last")
+
+
+def format_runs(runs: list[Run]) -> list[str]:
+    if not runs:
+        return ["no runs found"]
+    header = ("RUN ID", "STATUS", "EXPERIMENT", "ROWS", "ENV STEPS", "FOLDER")
+    table = [header]
+    for run in runs:
+        summary = run.summary()
+        table.append((
+            run.run_id,
+            run.status,
+            run.manifest.get("experiment", {}).get("module", "?"),
+            str(summary.get("rows", "-")),
+            str(_last(summary, "num_env_steps_sampled_lifetime") or "-"),
+            run.run_dir,
+        ))
+    widths = [max(len(row[column]) for row in table) for column in range(len(header) - 1)]
+    return ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[-1]]).rstrip() for row in table]
+
+
+def flatten(record: Any, prefix: str = "") -> dict[str, Any]:
+    """`{"a": {"b": 1}, "c": [1, 2]}` -> `{"a.b": 1, "c": [1, 2]}` (lists are compared whole)."""
+    if not isinstance(record, dict) or not record:
+        return {prefix: record} if prefix else {}
+    flat = {}
+    for key, value in record.items():
+        flat.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
+def format_show(run: Run) -> list[str]:
+    manifest = run.manifest
+    lines = [f"run {run.run_id}: {run.status}"]
+    reason = records.crash_reason(manifest)
+    if reason:
+        lines.append(f"  crashed: {reason}; resume with --resume-from {run.run_id}")
+    lines.append(f"  results: {run.run_dir}")
+    for key, value in sorted(flatten({k: v for k, v in manifest.items() if k not in ("run_id", "status")}).items()):
+        lines.append(f"  {key}: {json.dumps(value)}")
+    return lines
+
+
+def _section_of(key: str) -> Optional[str]:
+    if any(key == skip or key.startswith(skip + ".") for skip in _NOT_COMPARED):
+        return None
+    for section, prefixes in DIFF_SECTIONS.items():
+        if any(key == prefix or key.startswith(prefix + ".") for prefix in prefixes):
+            return section
+    return None
+
+
+def diff(run_a: Run, run_b: Run) -> list[tuple[str, str, Any, Any]]:
+    """(section, key, value in a, value in b) for every compared field that differs."""
+    flat_a, flat_b = flatten(run_a.manifest), flatten(run_b.manifest)
+    differences = []
+    for key in sorted(set(flat_a) | set(flat_b)):
+        section = _section_of(key)
+        if section and flat_a.get(key) != flat_b.get(key):
+            differences.append((section, key, flat_a.get(key), flat_b.get(key)))
+    return differences
+
+
+def format_diff(run_a: Run, run_b: Run) -> list[str]:
+    lines = [f"a: {run_a.run_id} ({run_a.status})", f"b: {run_b.run_id} ({run_b.status})"]
+    differences = diff(run_a, run_b)
+    if not differences:
+        return lines + [f"no differences in {', '.join(DIFF_SECTIONS)}"]
+    for section, key, value_a, value_b in differences:
+        lines.append(f"  {section:<8} {key}: {json.dumps(value_a)} -> {json.dumps(value_b)}")
+    counts = {}
+    for section, *_ in differences:
+        counts[section] = counts.get(section, 0) + 1
+    same = [section for section in DIFF_SECTIONS if section not in counts]
+    lines.append("differ: " + ", ".join(f"{section} ({count})" for section, count in counts.items())
+                 + (f"; same: {', '.join(same)}" if same else ""))
+    return lines

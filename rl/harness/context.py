@@ -1,0 +1,61 @@
+"""What a recipe's `run(context)` receives: operational facts only, frozen.
+
+    def run(context: RunContext):
+        budget = 2 if context.smoke else 200          # the recipe owns its budget and science
+        config = PPOConfig().environment("CartPole-v1")
+        return runners.run_direct(context, config, stop=runners.StopRule(training_iterations=budget))
+
+A recipe with its own loop (no RLlib) uses the recorder directly:
+
+    for step in range(start, budget):
+        if context.recorder.stop_requested:           # SIGINT / SIGTERM arrived
+            break
+        context.recorder.log_metrics({"training_iteration": step, "fake/loss": loss})
+    with context.recorder.checkpoint(iteration=step, env_steps=0) as folder:
+        save_my_state(folder)                         # moved into place atomically afterwards
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import TYPE_CHECKING, Optional
+
+from rl.harness import hardware, seeding
+
+if TYPE_CHECKING:
+    from rl.harness.session import RunSession
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumeSource:
+    """Where a resumed run starts from; the counters are the checkpoint's (None if unknown)."""
+
+    checkpoint: Optional[pathlib.Path]  # a checkpoint folder (direct runner, own loops)
+    parent_run_id: Optional[str] = None  # set when --resume-from named a run
+    tune_experiment: Optional[pathlib.Path] = None  # the parent's Tune storage (Tune runner)
+    iteration: Optional[int] = None
+    env_steps: Optional[int] = None
+
+    def as_dict(self) -> dict:
+        return {
+            field.name: (str(value) if isinstance(value, pathlib.Path) else value)
+            for field in dataclasses.fields(self)
+            for value in [getattr(self, field.name)]
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    run_id: str
+    experiment: str  # the recipe's dotted module
+    seed: int  # the root seed, recorded unchanged; consumers draw from `seeds`
+    smoke: bool  # run the recipe's minimal budget
+    results_dir: pathlib.Path  # results/[smoke/]<run-id>/: small, committed
+    artifacts_dir: pathlib.Path  # artifacts/[smoke/]<run-id>/: metrics.jsonl, checkpoints, Tune storage
+    hardware: hardware.HardwareProfile
+    resume: Optional[ResumeSource] = None
+    ray_address: Optional[str] = None  # attach to this Ray cluster instead of starting one
+    seeds: seeding.SeedStreams = dataclasses.field(default=None, compare=False, repr=False)
+    # The run's record keeper (rl.harness.session.RunSession): metrics, checkpoints, stop requests.
+    recorder: "RunSession" = dataclasses.field(default=None, compare=False, repr=False)

@@ -1,0 +1,198 @@
+"""Hardware profiles: learner device, env runners, envs per runner and torch threads for this machine.
+
+    facts = hardware.detect_machine()              # cgroup-aware CPU count, GPU model, CUDA
+    profile = hardware.choose_profile("auto", facts)
+    profile.apply_to(config)                       # an RLlib AlgorithmConfig (runners call this)
+    hardware.apply_process_settings(profile)       # torch threads for this process and its children
+
+Profiles (docs/harness.md explains the choices):
+
+    cpu   learner on CPU; one env runner per CPU left after the driver/learner's one
+    cuda  the same runners; the learner on one GPU
+    mps   RLlib 2.56 cannot place a learner on MPS: as cpu, with torch_device "mps" for
+          a recipe's own torch work
+    auto  cuda if a CUDA device is visible, else mps if available, else cpu
+
+Operational only: nothing here changes what is learned (the train batch size is the
+recipe's; RLlib derives the rollout fragment from it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+import os
+import platform
+import sys
+from typing import Any, Optional
+
+PROFILES = ("auto", "cpu", "cuda", "mps")
+TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores (docs/harness.md)
+
+
+class HardwareError(ValueError):
+    """A requested profile does not fit this machine; the message names the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MachineFacts:
+    cpu_count: int  # what this process may use: affinity and cgroup quota respected
+    cpu_count_os: Optional[int]
+    cpu_limit: str  # where cpu_count came from
+    cuda_available: bool
+    gpu_count: int
+    gpu_model: Optional[str]
+    cuda_version: Optional[str]
+    mps_available: bool
+    platform: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class HardwareProfile:
+    name: str  # cpu | cuda | mps
+    requested: str  # what --hardware-profile said
+    learner_device: str  # where RLlib's learner runs: cpu | cuda
+    torch_device: str  # for a recipe's own torch code: cpu | cuda | mps
+    num_gpus_per_learner: int
+    num_env_runners: int
+    num_envs_per_env_runner: int
+    torch_threads: int
+    num_cpus: int  # what a local Ray cluster is started with
+
+    def apply_to(self, config):
+        """Sets runners, envs per runner and the learner's GPU on an RLlib AlgorithmConfig."""
+        config.env_runners(
+            num_env_runners=self.num_env_runners,
+            num_envs_per_env_runner=self.num_envs_per_env_runner,
+        )
+        config.learners(num_gpus_per_learner=self.num_gpus_per_learner)
+        return config
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _read(path: str) -> Optional[str]:
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def _own_cgroups(proc_cgroup: str) -> dict[str, str]:
+    """controller -> cgroup path of this process ("" is the v2 unified hierarchy)."""
+    groups = {}
+    for line in (_read(proc_cgroup) or "").splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            groups[controller] = path
+    return groups
+
+
+def _ancestors(root: str, path: str) -> list[str]:
+    """`root/a/b`, `root/a`, `root`: a limit anywhere above us applies to us."""
+    parts = [part for part in path.split("/") if part]
+    return [os.path.join(root, *parts[:depth]) for depth in range(len(parts), -1, -1)]
+
+
+def cgroup_cpu_limit(root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgroup"):
+    """(CPUs allowed by the cgroup quota, file that says so), or None without a quota.
+
+    cgroup v2 `cpu.max` ("150000 100000" = 1.5 CPUs, "max 100000" = none) is looked up
+    along our cgroup's ancestors, then cgroup v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`.
+    """
+    groups = _own_cgroups(proc_cgroup)
+    limits = []
+    for folder in _ancestors(root, groups.get("", "")):
+        quota, _, period = (_read(os.path.join(folder, "cpu.max")) or "max").partition(" ")
+        if quota != "max":
+            limits.append((int(quota) / int(period), os.path.join(folder, "cpu.max")))
+    for mount in ("cpu", "cpu,cpuacct"):
+        for folder in _ancestors(os.path.join(root, mount), groups.get("cpu", "")):
+            quota = _read(os.path.join(folder, "cpu.cfs_quota_us"))
+            period = _read(os.path.join(folder, "cpu.cfs_period_us"))
+            if quota and period and int(quota) > 0:
+                limits.append((int(quota) / int(period), os.path.join(folder, "cpu.cfs_quota_us")))
+    return min(limits) if limits else None
+
+
+def usable_cpu_count(root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgroup") -> tuple[int, str]:
+    """CPUs this process may use: affinity mask, capped by a cgroup quota (rounded down, >= 1)."""
+    if hasattr(os, "sched_getaffinity"):
+        count, source = len(os.sched_getaffinity(0)), "sched_getaffinity"
+    else:
+        count, source = os.cpu_count() or 1, "os.cpu_count"
+    limit = cgroup_cpu_limit(root, proc_cgroup)
+    if limit and math.floor(limit[0]) < count:
+        count, source = max(1, math.floor(limit[0])), f"cgroup quota {limit[0]:g} CPUs ({limit[1]})"
+    return count, source
+
+
+def _nvidia_device_visible() -> bool:
+    """Cheap pre-check, so CPU machines never pay for importing torch here."""
+    return os.path.exists("/proc/driver/nvidia/gpus") or os.path.exists("/dev/nvidia0")
+
+
+def detect_machine() -> MachineFacts:
+    cpu_count, cpu_limit = usable_cpu_count()
+    cuda_available, gpu_count, gpu_model, cuda_version, mps_available = False, 0, None, None, False
+    apple_silicon = sys.platform == "darwin" and platform.machine() == "arm64"
+    if (_nvidia_device_visible() or apple_silicon) and importlib.util.find_spec("torch"):
+        import torch
+
+        cuda_available = torch.cuda.is_available()
+        if cuda_available:
+            gpu_count = torch.cuda.device_count()
+            gpu_model = torch.cuda.get_device_name(0)
+            cuda_version = torch.version.cuda
+        mps_available = apple_silicon and torch.backends.mps.is_available()
+    return MachineFacts(
+        cpu_count=cpu_count,
+        cpu_count_os=os.cpu_count(),
+        cpu_limit=cpu_limit,
+        cuda_available=cuda_available,
+        gpu_count=gpu_count,
+        gpu_model=gpu_model,
+        cuda_version=cuda_version,
+        mps_available=mps_available,
+        platform=platform.platform(),
+    )
+
+
+def choose_profile(requested: str, facts: MachineFacts) -> HardwareProfile:
+    """The profile for `requested` (one of PROFILES) on a machine described by `facts`."""
+    if requested not in PROFILES:
+        raise HardwareError(f"unknown hardware profile {requested!r}; use one of {', '.join(PROFILES)}")
+    name = requested
+    if requested == "auto":
+        name = "cuda" if facts.cuda_available else "mps" if facts.mps_available else "cpu"
+    if name == "cuda" and not facts.cuda_available:
+        raise HardwareError("--hardware-profile cuda, but no CUDA device is visible; use --hardware-profile auto or cpu")
+    if name == "mps" and not facts.mps_available:
+        raise HardwareError("--hardware-profile mps, but MPS is not available here; use --hardware-profile auto or cpu")
+    return HardwareProfile(
+        name=name,
+        requested=requested,
+        learner_device="cuda" if name == "cuda" else "cpu",
+        torch_device=name,
+        num_gpus_per_learner=1 if name == "cuda" else 0,
+        # The driver (which hosts the local learner) keeps one CPU; each runner gets one.
+        num_env_runners=facts.cpu_count - 1,
+        num_envs_per_env_runner=1,
+        torch_threads=TORCH_THREADS,
+        num_cpus=facts.cpu_count,
+    )
+
+
+def apply_process_settings(profile: HardwareProfile) -> None:
+    """Torch threads for this process (if torch is loaded) and for processes it starts."""
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = str(profile.torch_threads)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(profile.torch_threads)

@@ -1,0 +1,236 @@
+"""Runners: RLlib's train loop (direct) and Ray Tune, both writing the harness's records.
+
+    from rl.harness import runners
+
+    def run(context):
+        config = PPOConfig().environment("CartPole-v1").training(lr=3e-4)   # science: the recipe's
+        stop = runners.StopRule(training_iterations=2 if context.smoke else 200)
+        return runners.run_direct(context, config, stop=stop, checkpoint_every=10)
+        # or: runners.run_tune(context, config, stop=stop, num_seeds=3, checkpoint_every=10)
+
+Both apply the hardware profile, seed RLlib from the named stream "rllib" (Tune: one seed
+per trial from "tune/trials"), stream every result row to metrics.jsonl as it arrives,
+checkpoint every N iterations plus once at the end (also when SIGINT/SIGTERM asked to stop),
+and resume with continuous iteration and env-step counters. `context.ray_address` attaches to
+an existing cluster; otherwise a local Ray is started with the profile's CPU count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+from typing import Any, Optional
+
+import ray
+from absl import logging
+from ray import tune
+from ray.tune.result import SHOULD_CHECKPOINT
+
+from rl.harness import records
+from rl.harness.context import RunContext
+
+ITERATION = "training_iteration"
+ENV_STEPS = "num_env_steps_sampled_lifetime"
+RETURN = "env_runners/episode_return_mean"
+TUNE_STORAGE = "tune"
+_TUNE_SEED_STREAM = "tune/trials"
+
+
+@dataclasses.dataclass(frozen=True)
+class StopRule:
+    """Stop when any given counter reaches its bound (counters continue across resumes)."""
+
+    training_iterations: Optional[int] = None
+    env_steps: Optional[int] = None
+
+    def __post_init__(self):
+        bounds = dataclasses.asdict(self).values()
+        if all(bound is None for bound in bounds) or any(bound is not None and bound < 1 for bound in bounds):
+            raise ValueError(f"{self}: set training_iterations and/or env_steps to a positive bound")
+
+    def reached(self, row: dict) -> bool:
+        return any(bound is not None and (row.get(key) or 0) >= bound for key, bound in self._bounds())
+
+    def _bounds(self):
+        return ((ITERATION, self.training_iterations), (ENV_STEPS, self.env_steps))
+
+
+def prepare_config(context: RunContext, config, seed):
+    """A copy of the recipe's AlgorithmConfig with the hardware profile and `seed`."""
+    config = config.copy(copy_frozen=False)
+    context.hardware.apply_to(config)
+    return config.debugging(seed=seed)
+
+
+@contextlib.contextmanager
+def ray_cluster(context: RunContext):
+    """Attaches to `context.ray_address` or starts a local Ray sized by the hardware profile."""
+    started = not ray.is_initialized()
+    if started:
+        if context.ray_address:
+            ray.init(address=context.ray_address)
+        else:
+            ray.init(num_cpus=context.hardware.num_cpus, include_dashboard=False)
+    context.recorder.reclaim()  # ray.init replaces the SIGTERM handler
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _result_row(result: dict) -> dict:
+    return {key: value for key, value in result.items() if key != "config"}
+
+
+def _log_progress(row: dict, prefix: str = "") -> None:
+    episode_return = row.get(RETURN)
+    logging.info("%siter %d | env steps %d | return %s | %.1f s/iter | %.0f s total", prefix, row.get(ITERATION, 0),
+                 row.get(ENV_STEPS) or 0, "-" if episode_return is None else f"{episode_return:.2f}",
+                 row.get("time_this_iter_s") or 0.0, row.get("time_total_s") or 0.0)
+
+
+def _save(context: RunContext, algo, iteration: int, env_steps: int) -> None:
+    with context.recorder.checkpoint(iteration=iteration, env_steps=int(env_steps), runner="direct") as folder:
+        algo.save_to_path(str(folder))
+
+
+def _restored_counters(algo) -> dict:
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    steps = algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+    return {ITERATION: algo.iteration, ENV_STEPS: int(steps)}
+
+
+def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every: int = 10) -> dict:
+    """`algo.train()` until `stop` (or a stop signal); checkpoints every N iterations and at the end."""
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    resume = context.resume
+    if resume is not None and resume.checkpoint is None:
+        raise ValueError(f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls run_tune")
+    config = prepare_config(context, config, context.seeds.integer("rllib"))
+    context.recorder.update_manifest(runner={
+        "kind": "direct", "algorithm": config.algo_class.__name__, "rllib_seed": config.seed,
+        "stop": dataclasses.asdict(stop), "checkpoint_every": checkpoint_every})
+    with ray_cluster(context):
+        algo = config.build_algo()
+        try:
+            if resume is not None:
+                algo.restore_from_path(str(resume.checkpoint))
+            row = _restored_counters(algo)
+            if resume is not None and resume.iteration is not None and row[ITERATION] != resume.iteration:
+                raise RuntimeError(f"restoring {resume.checkpoint} gave iteration {row[ITERATION]}, but the"
+                                   f" checkpoint was saved at {resume.iteration}: the counters would not continue")
+            saved_at = row[ITERATION] if resume is not None else None
+            while not stop.reached(row) and not context.recorder.stop_requested:
+                row = context.recorder.log_metrics(_result_row(algo.train()))
+                _log_progress(row)
+                if row[ITERATION] % checkpoint_every == 0:
+                    _save(context, algo, row[ITERATION], row[ENV_STEPS])
+                    saved_at = row[ITERATION]
+            if saved_at != row[ITERATION]:
+                _save(context, algo, row[ITERATION], row[ENV_STEPS])
+        finally:
+            algo.stop()
+    return {ITERATION: row[ITERATION], ENV_STEPS: row[ENV_STEPS], RETURN: row.get(RETURN)}
+
+
+# -- Tune ------------------------------------------------------------------------------------
+
+# Tune pickles its callbacks with the experiment; they find the live session here.
+_ACTIVE: dict[str, Any] = {}
+
+
+class _StreamToRecords(tune.Callback):
+    """Streams each trial result into metrics.jsonl and each checkpoint into the manifest.
+
+    After SIGINT/SIGTERM it asks every running trial for a checkpoint at its next result and,
+    once all have one, raises Tune's own interrupt (SIGUSR1): Tune then saves the experiment
+    with the trials unfinished, so a resumed run continues them from those checkpoints.
+    """
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        recorder = _ACTIVE["recorder"]
+        row = recorder.log_metrics(_result_row(result), trial=trial.trial_id)
+        _log_progress(row, prefix=f"trial {trial.trial_id} ")
+        if recorder.stop_requested:
+            result[SHOULD_CHECKPOINT] = True
+
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        recorder = _ACTIVE["recorder"]
+        result = trial.last_result or {}
+        recorder.record_checkpoint(checkpoint.path, iteration=result.get(ITERATION),
+                                   env_steps=result.get(ENV_STEPS), trial_id=trial.trial_id)
+        if recorder.stop_requested:
+            saved = _ACTIVE["saved_after_stop"]
+            saved.add(trial.trial_id)
+            if {t.trial_id for t in trials if t.status == "RUNNING"} <= saved:
+                signal.raise_signal(signal.SIGUSR1)
+
+
+def _trial_table(result_grid, artifacts_dir) -> list[dict]:
+    trials = []
+    for result in result_grid:
+        metrics = result.metrics or {}
+        trials.append({
+            "trial_id": metrics.get("trial_id"),
+            "seed": (result.config or {}).get("seed"),
+            "status": "error" if result.error else "finished" if metrics.get("done") else "unfinished",
+            ITERATION: metrics.get(ITERATION),
+            ENV_STEPS: metrics.get(ENV_STEPS),
+            RETURN: (metrics.get("env_runners") or {}).get("episode_return_mean"),
+            "checkpoint": os.path.relpath(result.checkpoint.path, artifacts_dir) if result.checkpoint else None,
+            "error": None if result.error is None else f"{type(result.error).__name__}: {result.error}",
+        })
+    return sorted(trials, key=lambda trial: str(trial["trial_id"]))
+
+
+def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1, checkpoint_every: int = 10) -> dict:
+    """One Tune trial per seed (the recipe's search space, if any, multiplies); storage in artifacts/."""
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    resume = context.resume
+    if resume is not None and resume.tune_experiment is None:
+        raise ValueError("a Tune run resumes from a previous Tune run's id, not from a checkpoint folder")
+    seeds = context.seeds.integers(_TUNE_SEED_STREAM, num_seeds)
+    config = prepare_config(context, config, tune.grid_search(seeds))
+    storage = os.path.join(str(context.artifacts_dir), TUNE_STORAGE)
+    context.recorder.update_manifest(runner={
+        "kind": "tune", "algorithm": config.algo_class.__name__, "trial_seeds": seeds, "storage": TUNE_STORAGE,
+        "stop": dataclasses.asdict(stop), "checkpoint_every": checkpoint_every})
+    _ACTIVE.update(recorder=context.recorder, saved_after_stop=set())
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # SIGINT is the harness's: stop, checkpoint, record
+    try:
+        with ray_cluster(context):
+            if resume is not None:
+                # Tune resumes in place: resume a copy, so the parent's records stay as they were.
+                shutil.copytree(resume.tune_experiment, storage)
+                tuner = tune.Tuner.restore(storage, trainable=config.algo_class, param_space=config,
+                                           resume_unfinished=True, resume_errored=True)
+            else:
+                tuner = tune.Tuner(
+                    config.algo_class,
+                    param_space=config,
+                    run_config=tune.RunConfig(
+                        name=TUNE_STORAGE,
+                        storage_path=str(context.artifacts_dir),
+                        stop=tune.stopper.FunctionStopper(lambda trial_id, result: stop.reached(result)),
+                        checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=checkpoint_every,
+                                                                checkpoint_at_end=True),
+                        callbacks=[_StreamToRecords()],
+                        verbose=0,
+                    ),
+                )
+            result_grid = tuner.fit()
+    finally:
+        _ACTIVE.clear()
+    trials = _trial_table(result_grid, str(context.artifacts_dir))
+    context.recorder.set_summary_section("trials", trials)
+    failed = [trial for trial in trials if trial["status"] == "error"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(trials)} Tune trials failed; first: {failed[0]['error']}")
+    return {"trials": len(trials), "seeds": seeds}

@@ -1,0 +1,302 @@
+"""One run's record keeper: manifest with heartbeat, metrics stream, summary, checkpoints, signals.
+
+The CLI creates a RunSession and hands it to the recipe as `context.recorder`:
+
+    session = RunSession(run_id=..., results_dir=..., artifacts_dir=..., manifest=provenance_dict, seeds=seeds)
+    session.start()                      # folders, manifest "running", heartbeat thread, SIGINT/SIGTERM
+    session.log_metrics({"training_iteration": 1, "env_runners/episode_return_mean": 21.0})
+    with session.checkpoint(iteration=1, env_steps=500) as folder:
+        algo.save_to_path(folder)        # renamed to checkpoints/iter_000001 when the block succeeds
+    if session.stop_requested: ...       # a signal arrived: checkpoint and return
+    session.finish("completed")
+
+Record rules (rl/harness/AGENTS.md): every JSON record is replaced atomically; metrics rows
+are appended one write at a time; nothing is ever truncated or deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import pathlib
+import shutil
+import signal
+import tempfile
+import threading
+from typing import Any, Iterator, Optional
+
+from absl import logging
+
+from rl.harness import records, seeding
+
+DEFAULT_HEARTBEAT_S = 10.0
+HEARTBEAT_ENV = "RL_HARNESS_HEARTBEAT_S"
+# A heartbeat older than this many intervals means the writer is gone.
+STALE_AFTER_INTERVALS = 6
+CURVE_POINTS = 100
+# Curves every summary carries when present (RLlib's names); recipes add theirs via summarize().
+DEFAULT_SUMMARY_KEYS = (
+    "env_runners/episode_return_mean",
+    "env_runners/episode_len_mean",
+    "num_env_steps_sampled_lifetime",
+    "time_this_iter_s",
+)
+X_KEY = "training_iteration"
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def heartbeat_interval_from_env(environ=os.environ) -> float:
+    value = environ.get(HEARTBEAT_ENV)
+    if value is None:
+        return DEFAULT_HEARTBEAT_S
+    try:
+        interval = float(value)
+    except ValueError:
+        interval = math.nan
+    if not interval > 0:
+        raise ValueError(f"${HEARTBEAT_ENV}={value!r} is not a positive number of seconds; unset it or fix it")
+    return interval
+
+
+class RunSession:
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        results_dir: pathlib.Path,
+        artifacts_dir: pathlib.Path,
+        manifest: dict,
+        seeds: seeding.SeedStreams,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        verbosity: Optional[int] = None,
+    ):
+        self.run_id = run_id
+        self.results_dir = pathlib.Path(results_dir)
+        self.artifacts_dir = pathlib.Path(artifacts_dir)
+        self.checkpoints_dir = self.artifacts_dir / records.CHECKPOINTS_DIR
+        self._seeds = seeds
+        self._heartbeat_s = heartbeat_s
+        self._verbosity = logging.get_verbosity() if verbosity is None else verbosity
+        self._lock = threading.RLock()
+        self._manifest = dict(manifest)
+        self._summary_keys = set(DEFAULT_SUMMARY_KEYS)
+        self._curves: dict[str, dict[str, list]] = {}  # group ("" or a Tune trial id) -> key -> [[x, y]]
+        self._rows = 0
+        self._summary_sections: dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._stop_signal: Optional[str] = None
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat_thread: Optional[threading.Thread] = None
+        self._previous_handlers: dict[int, Any] = {}
+        self._metrics: Optional[records.JsonLinesWriter] = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.results_dir.mkdir(parents=True, exist_ok=False)
+        self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+        self._metrics = records.JsonLinesWriter(str(self.artifacts_dir / records.METRICS_FILE))
+        now = records.utc_now()
+        self._manifest.update(
+            schema_version=records.MANIFEST_SCHEMA_VERSION,
+            run_id=self.run_id,
+            status=records.RUNNING,
+            started_at=now,
+            ended_at=None,
+            heartbeat={"at": now, "interval_s": self._heartbeat_s,
+                       "stale_after_s": round(STALE_AFTER_INTERVALS * self._heartbeat_s, 3)},
+            process=records.this_process(),
+            checkpoints=[],
+            error=None,
+        )
+        self._write_manifest()
+        self.reclaim()
+        self._heartbeat_thread = threading.Thread(target=self._beat, name="rl-harness-heartbeat", daemon=True)
+        self._heartbeat_thread.start()
+
+    def finish(self, status: str, *, error: Optional[BaseException] = None, exit_code: int = 0) -> None:
+        self._heartbeat_stop.set()
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join()
+        self._restore_signals()
+        with self._lock:
+            self._manifest.update(
+                status=status,
+                ended_at=records.utc_now(),
+                exit_code=exit_code,
+                interrupted_by=self._stop_signal,
+                error=None if error is None else {"type": type(error).__name__, "message": str(error)},
+            )
+            self._manifest["heartbeat"]["at"] = self._manifest["ended_at"]
+            if self._metrics is not None:
+                self._metrics.close()
+            self._write_summary()
+            self._write_manifest()
+
+    def update_manifest(self, **sections: Any) -> None:
+        """Adds or replaces top-level manifest sections (e.g. the runner's settings)."""
+        with self._lock:
+            self._manifest.update(sections)
+            self._write_manifest()
+
+    @property
+    def manifest(self) -> dict:
+        with self._lock:
+            return dict(self._manifest)
+
+    # -- metrics and summary ----------------------------------------------------------------
+
+    def log_metrics(self, row: dict, *, trial: Optional[str] = None) -> dict:
+        """Appends one result row to metrics.jsonl; returns it flattened (nested dicts -> `a/b` keys).
+
+        `trial` (a Tune trial id) keeps each trial's curves apart in the summary.
+        """
+        flat = records.flatten_scalars(row)
+        with self._lock:
+            self._rows += 1
+            flat.setdefault("harness/row", self._rows)
+            flat.setdefault("harness/logged_at", records.utc_now())
+            self._metrics.append(flat)
+            group = self._curves.setdefault(trial or "", {})
+            x = flat.get(X_KEY, self._rows)
+            for key in self._summary_keys:
+                value = flat.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    group.setdefault(key, []).append([x, value])
+        return flat
+
+    def summarize(self, *keys: str) -> None:
+        """Adds metric keys to the compact curves in results/<run-id>/summary.json."""
+        with self._lock:
+            self._summary_keys.update(keys)
+
+    def set_summary_section(self, name: str, value: Any) -> None:
+        """Adds a named section to summary.json (the Tune runner's per-trial table)."""
+        with self._lock:
+            self._summary_sections[name] = value
+            self._write_summary()
+
+    @staticmethod
+    def _curve_summary(curves: dict[str, list]) -> dict:
+        summary = {}
+        for key, points in sorted(curves.items()):
+            finite = [y for _, y in points if y is not None and math.isfinite(y)]
+            summary[key] = {
+                "last": points[-1][1],
+                "min": min(finite) if finite else None,
+                "max": max(finite) if finite else None,
+                "points": len(points),
+                "curve": records.downsample(points, CURVE_POINTS),
+            }
+        return summary
+
+    def _write_summary(self) -> None:
+        summary = {
+            "schema_version": records.MANIFEST_SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "rows": self._rows,
+            "x": X_KEY,
+            "metrics": self._curve_summary(self._curves.get("", {})),
+            **self._summary_sections,
+        }
+        per_trial = {group: self._curve_summary(curves) for group, curves in self._curves.items() if group}
+        if per_trial:
+            summary["trial_metrics"] = per_trial
+        records.write_json_atomically(str(self.results_dir / records.SUMMARY_FILE), summary)
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def checkpoint(self, *, iteration: int, env_steps: Optional[int], **extra: Any) -> Iterator[pathlib.Path]:
+        """Yields an empty folder to save into; on success it becomes checkpoints/iter_<N>."""
+        partial = pathlib.Path(tempfile.mkdtemp(dir=self.checkpoints_dir, prefix=".partial-"))
+        try:
+            yield partial
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        state = {"schema_version": records.MANIFEST_SCHEMA_VERSION, "run_id": self.run_id,
+                 "experiment": self._manifest.get("experiment", {}).get("module"),
+                 "iteration": iteration, "env_steps": env_steps, "saved_at": records.utc_now(), **extra}
+        records.write_json_atomically(str(partial / records.CHECKPOINT_STATE_FILE), state)
+        final = self.checkpoints_dir / f"iter_{iteration:06d}"
+        if final.exists():  # the same iteration saved again (e.g. on interrupt): keep the newest
+            shutil.rmtree(final)
+        os.rename(partial, final)
+        with self._lock:
+            self._metrics.sync()
+            entry = {"path": str(final.relative_to(self.artifacts_dir)), "iteration": iteration,
+                     "env_steps": env_steps, "saved_at": state["saved_at"]}
+            self._manifest["checkpoints"] = [
+                c for c in self._manifest["checkpoints"] if c["path"] != entry["path"]] + [entry]
+            self._write_summary()
+            self._write_manifest()
+        logging.info("checkpoint %s (iteration %d)", final, iteration)
+
+    def record_checkpoint(self, path: str, *, iteration: Optional[int], env_steps: Optional[int], **extra: Any) -> None:
+        """Records a checkpoint saved by someone else (Tune) without moving it."""
+        entry = {"path": os.path.relpath(path, self.artifacts_dir), "iteration": iteration,
+                 "env_steps": env_steps, "saved_at": records.utc_now(), **extra}
+        with self._lock:
+            self._manifest["checkpoints"] = self._manifest["checkpoints"] + [entry]
+            self._write_manifest()
+
+    # -- signals -----------------------------------------------------------------------------
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once SIGINT or SIGTERM arrived: save a final checkpoint and return."""
+        return self._stop.is_set()
+
+    @property
+    def stop_signal(self) -> Optional[str]:
+        return self._stop_signal
+
+    def reclaim(self) -> None:
+        """(Re)installs the SIGINT/SIGTERM handlers and absl logging.
+
+        Runners call it after `ray.init`, which takes SIGTERM; importing RLlib raises the root
+        logger's level to ERROR, which would silence the progress lines.
+        """
+        logging.use_absl_handler()
+        logging.set_verbosity(self._verbosity)
+        if threading.current_thread() is not threading.main_thread():
+            logging.warning("not on the main thread: SIGINT/SIGTERM will not stop the run gracefully")
+            return
+        for number in _SIGNALS:
+            previous = signal.signal(number, self._on_signal)
+            self._previous_handlers.setdefault(number, previous)
+
+    def _restore_signals(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for number, handler in self._previous_handlers.items():
+                signal.signal(number, handler)
+        self._previous_handlers.clear()
+
+    def _on_signal(self, number: int, frame) -> None:
+        name = signal.Signals(number).name
+        if self._stop.is_set():
+            logging.warning("%s again: stopping now, without a final checkpoint", name)
+            raise KeyboardInterrupt(name)
+        self._stop_signal = name
+        self._stop.set()
+        logging.warning("%s: finishing this iteration, then a final checkpoint (send it again to stop now)", name)
+
+    # -- records -----------------------------------------------------------------------------
+
+    def _write_manifest(self) -> None:
+        self._manifest["seed_streams"] = self._seeds.issued()
+        records.write_json_atomically(str(self.results_dir / records.MANIFEST_FILE), self._manifest)
+
+    def _beat(self) -> None:
+        while not self._heartbeat_stop.wait(self._heartbeat_s):
+            try:
+                with self._lock:
+                    if self._heartbeat_stop.is_set():
+                        return
+                    self._manifest["heartbeat"]["at"] = records.utc_now()
+                    self._write_summary()
+                    self._write_manifest()
+            except OSError as error:  # a full disk must not kill the run; the next beat retries
+                logging.warning("heartbeat write failed: %s", error)

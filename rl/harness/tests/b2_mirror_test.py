@@ -1,0 +1,196 @@
+"""B2 mirroring against b2sdk's in-process RawSimulator, including failures mid-upload."""
+
+import hashlib
+import io
+import json
+import logging
+
+import pytest
+from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
+from b2sdk.v2.exception import B2ConnectionError
+
+from rl.harness import b2_mirror, cli, records
+from rl.harness.tests import run_helpers
+
+BUCKET = "rl-runs"
+
+
+class FlakySimulator(RawSimulator):
+    """Uploads succeed until `fail_after` files arrived; then every upload fails (a dead link)."""
+
+    fail_after = None
+    message = "connection reset"
+
+    def upload_file(self, *args, **kwargs):
+        if self.fail_after is not None and self.uploads >= self.fail_after:
+            raise B2ConnectionError(self.message)
+        self.uploads += 1
+        return super().upload_file(*args, **kwargs)
+
+
+@pytest.fixture
+def simulator():
+    simulator = FlakySimulator()
+    simulator.uploads = 0
+    return simulator
+
+
+@pytest.fixture
+def credentials(simulator):
+    key_id, key = simulator.create_account()
+    api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
+    api.authorize_account("production", key_id, key)
+    api.create_bucket(BUCKET, "allPrivate")
+    return b2_mirror.B2Credentials(key_id=key_id, application_key=key, bucket=BUCKET, prefix="lab",
+                                   source="environment")
+
+
+def _config(simulator):
+    return B2HttpApiConfig(_raw_api_class=lambda http: simulator)
+
+
+def _connect(simulator, delays):
+    return lambda credentials: b2_mirror.connect(credentials, api_config=_config(simulator), backoff_s=1.0,
+                                                 attempts=3, sleep=delays.append)
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    """A finished fake run: (results dir, artifacts dir)."""
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
+    argv = ["rl-harness", run_helpers.FAKE, "--run-id", "r1", "--no-upload-artifacts",
+            "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
+    assert cli.main(argv) == 0
+    return tmp_path / "r" / "r1", tmp_path / "a" / "r1"
+
+
+def _snapshot(*folders):
+    return {str(path): path.read_bytes() for folder in folders for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def _download(simulator, credentials, key):
+    api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
+    api.authorize_account("production", credentials.key_id, credentials.application_key)
+    buffer = io.BytesIO()
+    api.get_bucket_by_name(BUCKET).download_file_by_name(key).save(buffer)
+    return buffer.getvalue()
+
+
+def test_upload_records_every_key_with_sha256_and_size(simulator, credentials, run):
+    results, artifacts = run
+    mirror = _connect(simulator, [])(credentials)
+    record = mirror.upload_run(experiment=run_helpers.FAKE, run_id="r1", smoke=False,
+                               results_dir=results, artifacts_dir=artifacts)
+    assert record == json.loads((results / records.REMOTE_ARTIFACTS_FILE).read_text())
+    assert record["status"] == "complete" and record["run_prefix"] == f"lab/{run_helpers.FAKE}/r1"
+    local = {f"artifacts/{p.relative_to(artifacts).as_posix()}": p for p in artifacts.rglob("*") if p.is_file()}
+    local.update({f"results/{p.relative_to(results).as_posix()}": p for p in results.rglob("*")
+                  if p.is_file() and p.name != records.REMOTE_ARTIFACTS_FILE})
+    assert {entry["local"] for entry in record["files"]} == set(local)
+    assert "artifacts/checkpoints/iter_000004/harness_checkpoint.json" in local
+    for entry in record["files"]:
+        content = local[entry["local"]].read_bytes()
+        assert entry["key"] == f"{record['run_prefix']}/{entry['local']}"
+        assert (entry["size"], entry["sha256"]) == (len(content), hashlib.sha256(content).hexdigest())
+        assert _download(simulator, credentials, entry["key"]) == content
+
+
+def test_transient_errors_are_retried_with_backoff(simulator, credentials, run):
+    simulator.fail_after = 2
+    delays = []
+    mirror = _connect(simulator, delays)(credentials)
+
+    def recover(seconds):  # the link comes back after the first backoff
+        delays.append(seconds)
+        simulator.fail_after = None
+
+    mirror._sleep = recover
+    record = mirror.upload_run(experiment=run_helpers.FAKE, run_id="r1", smoke=False,
+                               results_dir=run[0], artifacts_dir=run[1])
+    assert record["status"] == "complete" and delays == [1.0]
+
+
+def test_a_failure_mid_upload_keeps_everything_local_and_records_what_arrived(simulator, credentials, run, caplog):
+    before = _snapshot(*run)
+    simulator.fail_after = 3
+    simulator.message = f"connection reset while sending with key {credentials.application_key}"
+    delays = []
+    mirror = _connect(simulator, delays)(credentials)
+    with caplog.at_level(logging.WARNING), pytest.raises(b2_mirror.UploadError) as failure:
+        mirror.upload_run(experiment=run_helpers.FAKE, run_id="r1", smoke=False,
+                          results_dir=run[0], artifacts_dir=run[1])
+    assert delays == [1.0, 2.0]  # exponential backoff between the three attempts
+    record = json.loads((run[0] / records.REMOTE_ARTIFACTS_FILE).read_text())
+    assert record["status"] == "failed" and len(record["files"]) == 3
+    assert record["error"]["file"] == record["not_uploaded"][0] and len(record["not_uploaded"]) > 0
+    after = _snapshot(*run)
+    after.pop(str(run[0] / records.REMOTE_ARTIFACTS_FILE))
+    assert after == before  # nothing local was changed or deleted
+    for text in (str(failure.value), json.dumps(record), caplog.text):
+        assert credentials.application_key not in text and credentials.key_id not in text
+    assert "<redacted>" in str(failure.value)
+
+
+def test_cli_explicit_upload_failure_exits_nonzero_but_auto_only_warns(simulator, credentials, tmp_path, monkeypatch):
+    monkeypatch.setenv(b2_mirror.KEY_ID_ENV, credentials.key_id)
+    monkeypatch.setenv(b2_mirror.KEY_ENV, credentials.application_key)
+    monkeypatch.setenv(b2_mirror.BUCKET_ENV, BUCKET)
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    connect = _connect(simulator, [])
+    base = ["rl-harness", run_helpers.FAKE, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
+
+    assert cli.main([*base, "--run-id", "ok", "--upload-artifacts"], connect_b2=connect) == 0
+    remote = run_helpers.manifest(tmp_path / "r" / "ok")["remote"]
+    assert remote["status"] == "complete" and remote["files"] > 0
+
+    simulator.fail_after = simulator.uploads
+    assert cli.main([*base, "--run-id", "bad", "--upload-artifacts"], connect_b2=connect) == cli.EXIT_UPLOAD_FAILED
+    manifest = run_helpers.manifest(tmp_path / "r" / "bad")
+    assert (manifest["status"], manifest["remote"]["status"], manifest["exit_code"]) == ("completed", "failed", 3)
+    assert (tmp_path / "a" / "bad" / records.METRICS_FILE).exists()
+
+    assert cli.main([*base, "--run-id", "auto"], connect_b2=connect) == 0  # not asked for: a warning only
+    assert run_helpers.manifest(tmp_path / "r" / "auto")["remote"]["status"] == "failed"
+    assert cli.main([*base, "--run-id", "off", "--no-upload-artifacts"], connect_b2=connect) == 0
+    assert run_helpers.manifest(tmp_path / "r" / "off")["remote"] is None
+    for path in (tmp_path / "r").rglob("*.json"):
+        assert credentials.application_key not in path.read_text() and credentials.key_id not in path.read_text()
+
+
+def test_wrong_credentials_fail_without_leaking_them(simulator, credentials):
+    wrong = b2_mirror.B2Credentials(key_id=credentials.key_id, application_key="not-the-key-123",
+                                    bucket=BUCKET, prefix="lab", source="environment")
+    with pytest.raises(b2_mirror.UploadError) as failure:
+        _connect(simulator, [])(wrong)
+    assert "not-the-key-123" not in str(failure.value) and credentials.key_id not in str(failure.value)
+    assert "not-the-key-123" not in repr(wrong)
+
+
+def test_credentials_from_the_environment():
+    environ = {b2_mirror.KEY_ID_ENV: "id", b2_mirror.KEY_ENV: "secret", b2_mirror.BUCKET_ENV: "b"}
+    credentials = b2_mirror.load_credentials(environ)
+    assert (credentials.bucket, credentials.prefix, credentials.source) == ("b", "rl-harness", "environment")
+    with pytest.raises(b2_mirror.CredentialsError, match=b2_mirror.BUCKET_ENV) as failure:
+        b2_mirror.load_credentials({b2_mirror.KEY_ID_ENV: "id", b2_mirror.KEY_ENV: "secret"})
+    assert "secret" not in str(failure.value)
+
+
+def test_credentials_from_a_file(tmp_path):
+    path = tmp_path / "b2.json"
+    path.write_text(json.dumps({"application_key_id": "id", "application_key": "k", "bucket": "b", "prefix": "p"}))
+    path.chmod(0o600)
+    credentials = b2_mirror.load_credentials({b2_mirror.CREDENTIALS_FILE_ENV: str(path)})
+    assert (credentials.key_id, credentials.prefix, credentials.source) == ("id", "p", str(path))
+    path.write_text(json.dumps({"application_key_id": "id"}))
+    with pytest.raises(b2_mirror.CredentialsError, match="lacks application_key, bucket"):
+        b2_mirror.load_credentials({b2_mirror.CREDENTIALS_FILE_ENV: str(path)})
+    with pytest.raises(b2_mirror.CredentialsError, match="cannot read"):
+        b2_mirror.load_credentials({b2_mirror.CREDENTIALS_FILE_ENV: str(tmp_path / "missing.json")})
+
+
+def test_no_credentials_means_no_upload(tmp_path):
+    assert b2_mirror.load_credentials({"HOME": str(tmp_path)}) is None
+    default = tmp_path / ".config" / "rl-harness" / "b2.json"
+    default.parent.mkdir(parents=True)
+    default.write_text(json.dumps({"application_key_id": "id", "application_key": "k", "bucket": "b"}))
+    assert b2_mirror.load_credentials({"HOME": str(tmp_path)}).source == str(default)

@@ -1,0 +1,258 @@
+"""The CLI on a fake recipe (no RLlib): records, provenance, locations, resume, bad input, catalog."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from rl.harness import cli, records
+from rl.harness.tests import run_helpers
+
+FAKE = run_helpers.FAKE
+
+
+@pytest.fixture
+def roots(tmp_path):
+    return tmp_path / "results", tmp_path / "artifacts"
+
+
+def _run(roots, *args):
+    results, artifacts = roots
+    return cli.main(["rl-harness", FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts), *args])
+
+
+def test_a_completed_run_records_full_provenance(roots, monkeypatch):
+    monkeypatch.delenv("FAKE_RECIPE_ITERATIONS", raising=False)
+    assert _run(roots, "--seed", "7", "--run-id", "first") == 0
+    results, artifacts = roots
+    manifest = run_helpers.manifest(results / "first")
+    assert manifest["schema_version"] == records.MANIFEST_SCHEMA_VERSION
+    assert (manifest["status"], manifest["run_id"], manifest["exit_code"], manifest["error"]) == (
+        "completed", "first", 0, None)
+    assert manifest["started_at"] <= manifest["heartbeat"]["at"] == manifest["ended_at"]
+    source = pathlib.Path(manifest["experiment"]["source_file"])
+    assert manifest["experiment"]["module"] == FAKE and source.name == "fake_recipe.py"
+    assert re.fullmatch("[0-9a-f]{64}", manifest["experiment"]["source_sha256"])
+    for repo in ("experiment_repo", "library"):
+        assert {"commit", "dirty", "diff_sha256"} <= set(manifest["code"][repo])
+    assert {"build_hash", "lock_sha256", "built_with_bazel"} <= set(manifest["build"])
+    assert set(manifest["versions"]) == {"python", "ray", "torch", "gymnasium", "numpy"}
+    assert manifest["command_line"][1:2] == [FAKE] and manifest["command_line"][-2:] == ["--run-id", "first"]
+    assert manifest["seed"] == 7 and manifest["options"]["seed"] == 7
+    assert manifest["options"]["hardware_profile"] == "auto"
+    assert manifest["hardware"]["profile"]["requested"] == "auto"
+    assert manifest["hardware"]["machine"]["cpu_count"] >= 1
+    assert "gpu_model" in manifest["hardware"]["machine"] and "cuda_version" in manifest["hardware"]["machine"]
+    assert manifest["parent_run"] is None
+    assert manifest["seed_streams"]["fake/noise"]["kind"] == "generator"
+    assert [c["iteration"] for c in manifest["checkpoints"]] == [2, 4, 5]
+    rows = records.read_json_lines(str(artifacts / "first" / records.METRICS_FILE))
+    assert [row["training_iteration"] for row in rows] == [1, 2, 3, 4, 5]
+    summary = json.loads((results / "first" / records.SUMMARY_FILE).read_text())
+    assert summary["rows"] == 5 and summary["metrics"]["fake/loss"]["points"] == 5
+    assert summary["metrics"]["num_env_steps_sampled_lifetime"]["last"] == 500
+    assert summary["outcome"] == {"iterations": 5, "env_steps": 500}
+    assert not any(path.name.startswith(".tmp-") for path in results.rglob("*"))
+
+
+def test_the_same_seed_gives_the_same_metrics(roots):
+    assert _run(roots, "--run-id", "a") == 0 and _run(roots, "--run-id", "b") == 0
+    loss = lambda run_id: [r["fake/loss"] for r in run_helpers.metrics_rows(roots[1] / run_id)]  # noqa: E731
+    assert loss("a") == loss("b")
+    assert _run(roots, "--run-id", "c", "--seed", "1") == 0
+    assert loss("c") != loss("a")
+
+
+def test_smoke_runs_go_to_their_own_folder(roots):
+    assert _run(roots, "--smoke", "--run-id", "quick") == 0
+    results, artifacts = roots
+    assert (results / "smoke" / "quick" / records.MANIFEST_FILE).exists()
+    assert len(run_helpers.metrics_rows(artifacts / "smoke" / "quick")) == 2
+    assert not (results / "quick").exists()
+
+
+def test_under_bazel_run_records_go_beside_the_recipe_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("BUILD_WORKSPACE_DIRECTORY", str(tmp_path))
+    assert cli.main(["rl-harness", FAKE, "--run-id", "here"]) == 0
+    package = tmp_path / "rl" / "harness" / "tests"
+    assert (package / "results" / "here" / records.MANIFEST_FILE).exists()
+    assert (package / "artifacts" / "here" / records.METRICS_FILE).exists()
+
+
+def test_under_bazel_run_a_recipe_outside_the_binary_is_found_in_the_workspace(tmp_path, monkeypatch):
+    import rl
+    import rl.harness
+
+    for package in (rl, rl.harness):  # the import path changes below are undone after the test
+        monkeypatch.setattr(package, "__path__", list(package.__path__))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    recipe = tmp_path / "rl" / "harness" / "workspace_only" / "recipe.py"
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text("def run(context):\n    return {'found': 'in the workspace'}\n")
+    monkeypatch.setenv("BUILD_WORKSPACE_DIRECTORY", str(tmp_path))
+    try:
+        assert cli.main(["rl-harness", "rl.harness.workspace_only.recipe", "--run-id", "ws"]) == 0
+    finally:
+        for name in ("rl.harness.workspace_only.recipe", "rl.harness.workspace_only"):
+            sys.modules.pop(name, None)
+    summary = json.loads((recipe.parent / "results" / "ws" / records.SUMMARY_FILE).read_text())
+    assert summary["outcome"] == {"found": "in the workspace"}
+
+
+def test_a_failing_recipe_is_recorded_as_failed_and_keeps_what_it_wrote(roots, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_FAIL_AT", "3")
+    assert _run(roots, "--run-id", "bad") == cli.EXIT_FAILED
+    manifest = run_helpers.manifest(roots[0] / "bad")
+    assert manifest["status"] == "failed" and manifest["exit_code"] == 1
+    assert manifest["error"] == {"type": "RuntimeError", "message": "fake failure at iteration 3"}
+    assert [row["training_iteration"] for row in run_helpers.metrics_rows(roots[1] / "bad")] == [1, 2]
+    assert "fake failure" in (roots[1] / "bad" / "traceback.txt").read_text()
+
+
+def test_resume_from_a_run_id_continues_the_counters(roots, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
+    assert _run(roots, "--run-id", "parent") == 0
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "5")
+    assert _run(roots, "--run-id", "child", "--resume-from", "parent") == 0
+    rows = run_helpers.metrics_rows(roots[1] / "child")
+    assert [(r["training_iteration"], r["num_env_steps_sampled_lifetime"]) for r in rows] == [(4, 400), (5, 500)]
+    parent = run_helpers.manifest(roots[0] / "child")["parent_run"]
+    assert (parent["parent_run_id"], parent["iteration"], parent["env_steps"]) == ("parent", 3, 300)
+    assert parent["checkpoint"].endswith("parent/checkpoints/iter_000003")
+    assert len(run_helpers.metrics_rows(roots[1] / "parent")) == 3  # the parent's records are untouched
+
+
+def test_resume_from_a_checkpoint_folder(roots, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    assert _run(roots, "--run-id", "parent") == 0
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
+    checkpoint = roots[1] / "parent" / "checkpoints" / "iter_000002"
+    assert _run(roots, "--run-id", "child", "--resume-from", str(checkpoint)) == 0
+    assert [r["training_iteration"] for r in run_helpers.metrics_rows(roots[1] / "child")] == [3]
+    assert run_helpers.manifest(roots[0] / "child")["parent_run"]["parent_run_id"] == "parent"
+
+
+def _not_a_checkpoint(tmp_path):
+    (tmp_path / "empty").mkdir()
+    return str(tmp_path / "empty")
+
+
+def _corrupt_checkpoint(tmp_path):
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / records.CHECKPOINT_STATE_FILE).write_text("{")
+    return str(tmp_path / "corrupt")
+
+
+def _a_file(tmp_path):
+    (tmp_path / "file").write_text("x")
+    return str(tmp_path / "file")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["no.such.recipe"], "no module named 'no.such.recipe': check the dotted name"),
+    (["not a module"], "is not a dotted module name"),
+    (["rl.harness.tests.no_run_recipe"], "has no run(context) function; define"),
+    ([FAKE, "--run-id", "../up"], "contains '/'"),
+    ([FAKE, "--run-id", "smoke"], "reserved"),
+    ([FAKE, "--resume-from", "20990101T000000Z-ffffff"], "neither a checkpoint folder nor a run"),
+    ([FAKE, "--resume-from", _not_a_checkpoint], "is not a checkpoint"),
+    ([FAKE, "--resume-from", _corrupt_checkpoint], "cannot read the checkpoint state"),
+    ([FAKE, "--resume-from", _a_file], "is not a readable folder"),
+    ([FAKE, "--hardware-profile", "cuda"], "use --hardware-profile auto or cpu"),
+    ([FAKE, "--upload-artifacts"], "--upload-artifacts needs B2 credentials"),
+    ([FAKE, "--seed", "-3"], "--seed must be a non-negative integer"),
+])
+def test_bad_input_exits_nonzero_with_one_line_naming_the_fix(tmp_path, capsys, args, message):
+    if "cuda" in args and cli.hardware.detect_machine().cuda_available:
+        pytest.skip("this machine has CUDA")
+    args = [arg(tmp_path) if callable(arg) else arg for arg in args]
+    argv = ["rl-harness", *args, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
+    with pytest.raises(SystemExit) if "--seed" in args else _no_exit() as caught:
+        status = cli.main(argv)
+    status = caught.value.code if "--seed" in args else status
+    error = capsys.readouterr().err.strip()
+    assert status == cli.EXIT_USAGE
+    assert len(error.splitlines()) == 1 and message in error, error
+    assert not (tmp_path / "r").exists()  # nothing is written for a refused run
+
+
+class _no_exit:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_same_or_nested_results_and_artifacts_folders_are_refused(tmp_path, capsys):
+    for artifacts in (tmp_path / "r", tmp_path / "r" / "artifacts"):
+        argv = ["rl-harness", FAKE, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(artifacts)]
+        assert cli.main(argv) == cli.EXIT_USAGE
+        assert "must be separate folders" in capsys.readouterr().err
+
+
+def test_an_existing_run_id_is_refused(roots, capsys):
+    assert _run(roots, "--run-id", "once") == 0
+    assert _run(roots, "--run-id", "once") == cli.EXIT_USAGE
+    assert "already exists; choose another --run-id" in capsys.readouterr().err
+
+
+def test_a_bad_heartbeat_setting_is_refused(roots, monkeypatch, capsys):
+    monkeypatch.setenv("RL_HARNESS_HEARTBEAT_S", "-1")
+    assert _run(roots) == cli.EXIT_USAGE
+    assert "RL_HARNESS_HEARTBEAT_S" in capsys.readouterr().err
+
+
+def test_runs_show_and_diff(roots, capsys):
+    assert _run(roots, "--run-id", "a") == 0 and _run(roots, "--run-id", "b", "--seed", "9") == 0
+    capsys.readouterr()
+    results = ["--results-dir", str(roots[0])]
+    assert cli.main(["rl-harness", "runs", *results]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in listing[1:]] == [["a", "completed"], ["b", "completed"]]
+    assert cli.main(["rl-harness", "show", "a", *results]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("run a: completed") and "experiment.module" in shown
+    assert cli.main(["rl-harness", "show", "a", "--json", *results]) == 0
+    assert json.loads(capsys.readouterr().out)["effective_status"] == "completed"
+    assert cli.main(["rl-harness", "diff", "a", "b", *results]) == 0
+    differences = capsys.readouterr().out
+    assert "seed: 42 -> 9" in differences  # (code may differ too: others edit this checkout meanwhile)
+    assert "options (1), seed (1)" in differences
+    assert all(section in differences.split("same: ")[1] for section in ("lock", "build", "hardware", "versions"))
+    assert cli.main(["rl-harness", "show", "nope", *results]) == cli.EXIT_USAGE
+    assert "no run 'nope'" in capsys.readouterr().err
+
+
+def test_runs_searches_the_workspace_by_default(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BUILD_WORKSPACE_DIRECTORY", str(tmp_path))
+    assert cli.main(["rl-harness", FAKE, "--run-id", "found"]) == 0
+    capsys.readouterr()
+    assert cli.main(["rl-harness", "runs"]) == 0
+    assert "found" in capsys.readouterr().out
+
+
+def _experiment_binary():
+    """The rl_experiment test binary in this test's runfiles (only under `bazel test`)."""
+    path = pathlib.Path("rl/harness/fake_experiment")
+    return path.resolve() if "TEST_SRCDIR" in os.environ and path.exists() else None
+
+
+@pytest.mark.skipif(_experiment_binary() is None, reason="needs bazel test (the rl_experiment binary)")
+def test_an_rl_experiment_binary_records_its_build_hash(tmp_path):
+    command = [str(_experiment_binary()), "--smoke", "--run-id", "built",
+               "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    manifest = run_helpers.manifest(tmp_path / "r" / "smoke" / "built")
+    assert manifest["build"]["built_with_bazel"] is True
+    assert re.fullmatch("[0-9a-f]{64}", manifest["build"]["build_hash"])
+    assert manifest["build"]["target"] == "//rl/harness:fake_experiment"
+    assert re.fullmatch("[0-9a-f]{64}", manifest["build"]["lock_sha256"])
+    listing = subprocess.run([str(_experiment_binary()), "runs", "--results-dir", str(tmp_path / "r")],
+                             capture_output=True, text=True, timeout=60)
+    assert "built" in listing.stdout and "completed" in listing.stdout

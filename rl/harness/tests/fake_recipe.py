@@ -1,0 +1,49 @@
+"""A recipe without RLlib, for the fast tests: counts, logs metrics, checkpoints, obeys stop requests.
+
+Test knobs (environment): FAKE_RECIPE_ITERATIONS (default 5; smoke: 2), FAKE_RECIPE_SLEEP_S
+(pause per iteration, default 0), FAKE_RECIPE_FAIL_AT (raise at that iteration).
+"""
+
+import json
+import os
+import time
+
+STEPS_PER_ITERATION = 100
+STATE_FILE = "fake_state.json"
+
+
+def _save(context, iteration, env_steps):
+    with context.recorder.checkpoint(iteration=iteration, env_steps=env_steps) as folder:
+        with open(folder / STATE_FILE, "w") as handle:
+            json.dump({"iteration": iteration, "env_steps": env_steps}, handle)
+
+
+def run(context):
+    iterations = 2 if context.smoke else int(os.environ.get("FAKE_RECIPE_ITERATIONS", "5"))
+    sleep_s = float(os.environ.get("FAKE_RECIPE_SLEEP_S", "0"))
+    fail_at = int(os.environ.get("FAKE_RECIPE_FAIL_AT", "0"))
+    iteration, env_steps = 0, 0
+    if context.resume is not None:
+        with open(context.resume.checkpoint / STATE_FILE) as handle:
+            state = json.load(handle)
+        iteration, env_steps = state["iteration"], state["env_steps"]
+    noise = context.seeds.generator("fake/noise")
+    context.recorder.summarize("fake/loss")
+    saved = None
+    while iteration < iterations and not context.recorder.stop_requested:
+        iteration += 1
+        env_steps += STEPS_PER_ITERATION
+        if iteration == fail_at:
+            raise RuntimeError(f"fake failure at iteration {iteration}")
+        context.recorder.log_metrics({
+            "training_iteration": iteration,
+            "num_env_steps_sampled_lifetime": env_steps,
+            "fake": {"loss": 1.0 / iteration + 0.01 * float(noise.standard_normal())},
+        })
+        if iteration % 2 == 0:
+            _save(context, iteration, env_steps)
+            saved = iteration
+        time.sleep(sleep_s)
+    if saved != iteration:
+        _save(context, iteration, env_steps)
+    return {"iterations": iteration, "env_steps": env_steps}

@@ -1,0 +1,89 @@
+import os
+
+import pytest
+
+from rl.harness import hardware
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_cgroup_v2_quota_is_the_tightest_along_the_ancestors(tmp_path):
+    _write(tmp_path / "proc_cgroup", "0::/outer/inner\n")
+    _write(tmp_path / "fs/outer/inner/cpu.max", "max 100000\n")
+    _write(tmp_path / "fs/outer/cpu.max", "150000 100000\n")
+    _write(tmp_path / "fs/cpu.max", "400000 100000\n")
+    cpus, source = hardware.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc_cgroup"))
+    assert cpus == 1.5 and source.endswith("outer/cpu.max")
+
+
+def test_cgroup_v1_quota(tmp_path):
+    _write(tmp_path / "proc_cgroup", "4:memory:/x\n3:cpu,cpuacct:/docker/abc\n")
+    _write(tmp_path / "fs/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "200000\n")
+    _write(tmp_path / "fs/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n")
+    assert hardware.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc_cgroup"))[0] == 2.0
+
+
+def test_no_quota(tmp_path):
+    _write(tmp_path / "proc_cgroup", "1:cpu:/\n0::/\n")
+    _write(tmp_path / "fs/cpu/cpu.cfs_quota_us", "-1\n")
+    _write(tmp_path / "fs/cpu/cpu.cfs_period_us", "100000\n")
+    _write(tmp_path / "fs/cpu.max", "max 100000\n")
+    assert hardware.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc_cgroup")) is None
+
+
+def test_a_fractional_quota_rounds_down_and_caps_the_affinity_count(tmp_path):
+    _write(tmp_path / "proc_cgroup", "0::/\n")
+    _write(tmp_path / "fs/cpu.max", "150000 100000\n")
+    count, source = hardware.usable_cpu_count(str(tmp_path / "fs"), str(tmp_path / "proc_cgroup"))
+    assert count == 1 and (len(os.sched_getaffinity(0)) == 1 or "cgroup quota 1.5" in source)
+
+
+def _facts(cpus=8, cuda=False, mps=False):
+    return hardware.MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=cuda,
+                                 gpu_count=int(cuda), gpu_model="H100" if cuda else None,
+                                 cuda_version="12.8" if cuda else None, mps_available=mps, platform="test")
+
+
+def test_auto_picks_cuda_then_mps_then_cpu():
+    assert hardware.choose_profile("auto", _facts(cuda=True)).name == "cuda"
+    assert hardware.choose_profile("auto", _facts(mps=True)).name == "mps"
+    profile = hardware.choose_profile("auto", _facts(cpus=8))
+    assert (profile.name, profile.requested, profile.learner_device) == ("cpu", "auto", "cpu")
+
+
+def test_profiles_use_the_machine():
+    cpu = hardware.choose_profile("cpu", _facts(cpus=8))
+    assert (cpu.num_env_runners, cpu.num_envs_per_env_runner, cpu.torch_threads, cpu.num_cpus) == (7, 1, 1, 8)
+    assert hardware.choose_profile("cpu", _facts(cpus=1)).num_env_runners == 0
+    cuda = hardware.choose_profile("cuda", _facts(cpus=16, cuda=True))
+    assert (cuda.learner_device, cuda.num_gpus_per_learner, cuda.num_env_runners) == ("cuda", 1, 15)
+    mps = hardware.choose_profile("mps", _facts(mps=True))
+    assert (mps.learner_device, mps.torch_device, mps.num_gpus_per_learner) == ("cpu", "mps", 0)
+
+
+@pytest.mark.parametrize("requested", ["cuda", "mps", "tpu"])
+def test_impossible_profiles_name_the_fix(requested):
+    with pytest.raises(hardware.HardwareError, match="auto"):
+        hardware.choose_profile(requested, _facts())
+
+
+def test_detected_machine_is_consistent():
+    facts = hardware.detect_machine()
+    assert 1 <= facts.cpu_count <= (facts.cpu_count_os or facts.cpu_count)
+    assert facts.gpu_count == 0 or facts.cuda_available
+
+
+def test_profile_configures_rllib():
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    config = hardware.choose_profile("cpu", _facts(cpus=3)).apply_to(PPOConfig())
+    assert (config.num_env_runners, config.num_envs_per_env_runner, config.num_gpus_per_learner) == (2, 1, 0)
+
+
+def test_process_settings_set_torch_threads(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    hardware.apply_process_settings(hardware.choose_profile("cpu", _facts()))
+    assert os.environ["OMP_NUM_THREADS"] == "1"

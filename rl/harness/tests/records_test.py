@@ -1,0 +1,109 @@
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rl.harness import records
+
+
+def test_run_ids_are_utc_timestamps_with_a_random_suffix_and_sort_by_time():
+    early = records.new_run_id(datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc))
+    late = records.new_run_id(datetime.datetime(2026, 1, 2, 3, 4, 6, tzinfo=datetime.timezone.utc))
+    assert early.startswith("20260102T030405Z-") and len(early) == len("20260102T030405Z-") + 6
+    assert sorted([late, early]) == [early, late]
+    assert records.run_id_problem(early) is None
+    assert len({records.new_run_id() for _ in range(50)}) == 50
+
+
+@pytest.mark.parametrize("bad", ["a/b", "..", "x..y", "smoke", "", "-x", "a b", "a\\b"])
+def test_bad_run_ids_are_refused_with_a_fix(bad):
+    problem = records.run_id_problem(bad)
+    assert problem and ("use" in problem or "choose" in problem)
+
+
+def test_atomic_write_keeps_the_old_file_when_the_new_one_cannot_be_written(tmp_path):
+    path = tmp_path / "record.json"
+    records.write_json_atomically(str(path), {"a": 1})
+    with pytest.raises(TypeError):
+        records.write_json_atomically(str(path), {"a": object()})
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert os.listdir(tmp_path) == ["record.json"]  # no temp file left behind
+
+
+def test_records_are_standard_json(tmp_path):
+    path = tmp_path / "record.json"
+    records.write_json_atomically(str(path), {"nan": float("nan"), "inf": [float("inf")], "x": 1.5})
+    assert json.loads(path.read_text(), parse_constant=lambda name: pytest.fail(name)) == {
+        "nan": None, "inf": [None], "x": 1.5}
+
+
+def test_json_lines_survive_a_torn_last_line_but_not_a_torn_middle_one(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    with records.JsonLinesWriter(str(path)) as writer:
+        writer.append({"training_iteration": 1})
+        writer.append({"training_iteration": 2})
+    with open(path, "a") as handle:
+        handle.write('{"training_iteration": 3, "x"')  # killed mid-write
+    assert [row["training_iteration"] for row in records.read_json_lines(str(path))] == [1, 2]
+    path.write_text('{"a": 1}\n{"a": \n{"a": 3}\n')
+    with pytest.raises(records.RecordError, match=":2 is not JSON"):
+        records.read_json_lines(str(path))
+
+
+def _running_manifest(age_s, process, stale_after_s=60.0):
+    at = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=age_s)
+    return {"status": "running", "heartbeat": {"at": at.isoformat(), "stale_after_s": stale_after_s},
+            "process": process}
+
+
+def test_a_live_run_is_running():
+    assert records.effective_status(_running_manifest(1, records.this_process())) == "running"
+
+
+def test_a_stale_heartbeat_means_crashed_even_on_another_machine():
+    elsewhere = {"hostname": "another-host", "pid": 1, "start_ticks": 1}
+    assert records.effective_status(_running_manifest(1, elsewhere)) == "running"
+    manifest = _running_manifest(120, elsewhere)
+    assert records.effective_status(manifest) == "crashed"
+    assert "heartbeat is 120 s old" in records.crash_reason(manifest)
+
+
+def test_a_dead_writer_on_this_machine_means_crashed_at_once():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    writer = {**records.this_process(), "pid": child.pid}
+    manifest = _running_manifest(0, writer)
+    assert records.effective_status(manifest) == "crashed"
+    assert f"process {child.pid}" in records.crash_reason(manifest)
+
+
+def test_a_reused_pid_is_not_mistaken_for_the_writer():
+    writer = {**records.this_process(), "start_ticks": records.this_process()["start_ticks"] - 1}
+    assert records.effective_status(_running_manifest(0, writer)) == "crashed"
+
+
+def test_finished_statuses_are_reported_as_recorded():
+    for status in ("completed", "failed", "interrupted"):
+        assert records.effective_status({"status": status, "heartbeat": {"at": "2000-01-01T00:00:00+00:00"}}) == status
+
+
+def test_flatten_keeps_scalars_only():
+    flat = records.flatten_scalars({"a": {"b": np.float32(1.5), "c": [1, 2]}, "d": "x", "e": np.int64(3)})
+    assert flat == {"a/b": 1.5, "d": "x", "e": 3}
+
+
+def test_downsample_keeps_the_ends_and_the_limit():
+    points = [[x, x * x] for x in range(1000)]
+    sampled = records.downsample(points, 100)
+    assert len(sampled) == 100 and sampled[0] == [0, 0] and sampled[-1] == [999, 999 * 999]
+    assert records.downsample(points[:10], 100) == points[:10]
+
+
+def test_schema_version_is_checked(tmp_path):
+    (tmp_path / records.MANIFEST_FILE).write_text(json.dumps({"schema_version": 99}))
+    with pytest.raises(records.RecordError, match="schema_version 99"):
+        records.read_manifest(str(tmp_path))

@@ -1,0 +1,91 @@
+"""Helpers shared by the harness tests: start the CLI in a subprocess, wait for records."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+from rl.harness import records
+
+FAKE = "rl.harness.tests.fake_recipe"
+PPO = "rl.harness.tests.ppo_cartpole_recipe"
+
+
+def child_env(**overrides):
+    """The test's environment, with its import path, one torch thread, and `overrides`."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.update({key: str(value) for key, value in overrides.items()})
+    return env
+
+
+def start_cli(args, **env):
+    """`python -m rl.harness.cli ARGS` in its own session (its Ray processes die with the group)."""
+    return subprocess.Popen([sys.executable, "-m", "rl.harness.cli", *map(str, args)], env=child_env(**env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def run_cli(args, timeout=120, **env):
+    process = start_cli(args, **env)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        stop_group(process)
+    return process.returncode, stdout, stderr
+
+
+def run_until(args, ready, signal_number, what, timeout=240, **env):
+    """Starts the CLI, waits until `ready()` (e.g. the first metrics row), sends `signal_number`.
+
+    Returns (exit status, stderr) once the process ended.
+    """
+    process = start_cli(args, **env)
+    try:
+        wait_for(ready, timeout, what)
+        process.send_signal(signal_number)
+        _, stderr = process.communicate(timeout=timeout)
+    finally:
+        stop_group(process)
+    return process.returncode, stderr
+
+
+def stop_group(process):
+    """Kills what is left of a CLI subprocess's session (e.g. Ray workers after a SIGKILL)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if process.returncode is None:
+        process.wait()
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def only_run_dir(root):
+    """The single run folder under a results or artifacts root (smoke runs included)."""
+    folders = [path for path in pathlib.Path(root).glob("*") if path.name != records.SMOKE_DIR]
+    folders += list(pathlib.Path(root).glob(f"{records.SMOKE_DIR}/*"))
+    assert len(folders) == 1, folders
+    return folders[0]
+
+
+def metrics_rows(artifacts_root):
+    """Complete metrics rows of the single run under `artifacts_root` ([] before it starts)."""
+    folders = list(pathlib.Path(artifacts_root).glob(f"**/{records.METRICS_FILE}"))
+    return records.read_json_lines(str(folders[0])) if folders else []
+
+
+def manifest(results_dir):
+    return json.loads((pathlib.Path(results_dir) / records.MANIFEST_FILE).read_text())
