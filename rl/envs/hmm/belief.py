@@ -45,19 +45,25 @@ def belief_step(model: FiniteHMM, beliefs: np.ndarray, tokens: np.ndarray | int)
 def belief_after(model: FiniteHMM, tokens, prior: np.ndarray | None = None) -> np.ndarray:
     """The belief after a token sequence (shape (length,)) or a batch of them (shape (batch, length)).
 
-    `prior` defaults to the stationary distribution (the start of the mixed-state presentation).
+    `prior` defaults to the stationary distribution (the start of the mixed-state presentation);
+    a given prior must be a probability vector. Tokens are integer indices; no tokens give the prior.
     """
     tokens = np.asarray(tokens)
     if tokens.ndim not in (1, 2):
         raise ValueError(f"tokens have shape {tokens.shape}; expected (length,) or (batch, length)")
-    belief = model.stationary_distribution() if prior is None else np.asarray(prior, dtype=np.float64)
+    if tokens.size == 0:
+        tokens = tokens.astype(np.int64)  # np.asarray([]) is float: no tokens, the prior itself
+    elif not np.issubdtype(tokens.dtype, np.integer):
+        raise ValueError(f"tokens have dtype {tokens.dtype}; expected integer token indices")
+    belief = model.stationary_distribution() if prior is None else np.array(prior, dtype=np.float64)
     if belief.shape != (model.num_states,):
         raise ValueError(f"prior has shape {belief.shape}; expected ({model.num_states},)")
+    stochastic.require_stochastic(belief, name="prior", sum_axes=(0,), describe_row=lambda _: "(the vector)")
     if tokens.ndim == 1:
         if model.num_states <= _CHUNKED_MAX_STATES:
             return _filter_in_chunks(model, belief, tokens)
         return _filter_sequence(model, belief, tokens.tolist())
-    beliefs = np.broadcast_to(belief, (tokens.shape[0], model.num_states))
+    beliefs = np.tile(belief, (tokens.shape[0], 1))  # a writable array even when there are no tokens
     for position in range(tokens.shape[1]):
         beliefs = belief_step(model, beliefs, tokens[:, position])
     return beliefs

@@ -1,5 +1,6 @@
 """The factored machine model against machine.POMDP and the shared notes (section 1), and its env."""
 
+import math
 import pathlib
 
 import gymnasium
@@ -71,13 +72,21 @@ def test_factored_prediction_and_marginals():
 
 
 def test_marginals_lose_correlations():
-    # after operate and symbol 0 from all-good, at least one component wore: the components'
-    # conditions are dependent, so the product of the marginals is not the belief
+    # After operate and symbol 0 from all-good, at least one component wore: the components'
+    # conditions are dependent, so the product of the marginals is not the belief. By the notes,
+    # k of the 4 good components wear to fair with probability C(4, k) 0.03^k 0.97^(4-k), and
+    # symbol 0 then has probability 1 - 0.95^k (symbol 15 needs every g(c') to pass).
+    worn = np.arange(5)
+    posterior = np.array([math.comb(4, k) for k in worn]) * 0.03**worn * 0.97 ** (4 - worn) * (1 - 0.95**worn)
+    posterior /= posterior.sum()
+    fair = (posterior * worn).sum() / 4  # each component is equally likely to be one of the worn ones
     exact = machine_pomdp(decimals=None)
     belief = exact.belief_update(exact.start, 0, 0)
     marginals = component_marginals(belief)
+    np.testing.assert_allclose(marginals, [[0.0, 0.0, fair, 1 - fair]] * 4, atol=1e-12)
+    assert round(fair, 3) == 0.272 and round(posterior[1], 3) == 0.915  # the numbers quoted in README.md
     product = np.einsum("a,b,c,d->dcba", *marginals).ravel()  # component 3 is the most significant digit
-    assert belief[255] == 0.0 and product[255] > 0.1
+    assert belief[255] == 0.0 and product[255] == pytest.approx((1 - fair) ** 4) and round(product[255], 3) == 0.281
 
 
 @pytest.mark.parametrize("observation", CassandraMachineEnv.OBSERVATION_MODES)

@@ -108,6 +108,14 @@ def test_bad_configuration_is_an_error():
         HMMEnv(TASKS["next_token"](), episode_length=5, prior=[0.5, 0.0, 0.0])
     with pytest.raises(ValueError, match="target_state=3"):
         OccupancyControl(MODEL, target_state=3, tilt_strength=1.0, kl_coefficient=1.0)
+    with pytest.raises(ValueError, match="target_state=1.5; expected an integer state"):
+        OccupancyControl(MODEL, target_state=1.5, tilt_strength=1.0, kl_coefficient=1.0)
+    with pytest.raises(ValueError, match="kl_coefficient=nan"):
+        OccupancyControl(MODEL, target_state=0, tilt_strength=1.0, kl_coefficient=float("nan"))
+    with pytest.raises(ValueError, match="kl_coefficient=-0.5"):
+        OccupancyControl(MODEL, target_state=0, tilt_strength=1.0, kl_coefficient=-0.5)
+    with pytest.raises(ValueError, match="tilt_strength=inf"):
+        OccupancyControl(MODEL, target_state=0, tilt_strength=float("inf"), kl_coefficient=1.0)
     env = HMMEnv(TASKS["next_token"](), episode_length=5)
     env.reset(seed=0)
     with pytest.raises(ValueError, match="action 3 is outside"):

@@ -122,3 +122,19 @@ def test_long_sequences_match_step_by_step_filtering():
     impossible[6_543] = 7
     with pytest.raises(ValueError, match="token 7 at position 6543 is out of range"):
         belief_after(blocked, impossible, prior=[1.0, 0.0])
+
+
+def test_belief_after_checks_its_prior_and_tokens():
+    model = mess3_process()
+    # no tokens: the prior itself (a fresh array, not the caller's), for one sequence or a batch
+    prior = np.array([0.2, 0.3, 0.5])
+    alone = belief_after(model, [], prior=prior)
+    np.testing.assert_array_equal(alone, prior)
+    assert alone is not prior
+    np.testing.assert_allclose(belief_after(model, np.zeros((2, 0), dtype=int)), [[1 / 3] * 3] * 2, atol=1e-15)
+    with pytest.raises(ValueError, match="prior\\[0\\] = -1.0.*nonnegative"):
+        belief_after(model, [0, 1], prior=[-1.0, 2.0, 0.0])
+    with pytest.raises(ValueError, match="prior: row \\(the vector\\) sums to 0.5"):
+        belief_after(model, [[0, 1]], prior=[0.5, 0.0, 0.0])
+    with pytest.raises(ValueError, match="dtype float64; expected integer token indices"):
+        belief_after(model, np.array([0.0, 1.0]))

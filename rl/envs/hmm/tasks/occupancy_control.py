@@ -24,10 +24,12 @@ class OccupancyControl:
     """Reward for occupying `target_state`, minus a KL penalty against the passive dynamics."""
 
     def __init__(self, model: FiniteHMM, *, target_state: int, tilt_strength: float, kl_coefficient: float):
-        if not 0 <= target_state < model.num_states:
-            raise ValueError(f"target_state={target_state}; expected a state in [0, {model.num_states})")
-        if kl_coefficient < 0:
-            raise ValueError(f"kl_coefficient={kl_coefficient}; expected >= 0 (it is a penalty)")
+        if not (isinstance(target_state, (int, np.integer)) and 0 <= target_state < model.num_states):
+            raise ValueError(f"target_state={target_state!r}; expected an integer state in [0, {model.num_states})")
+        if not np.isfinite(tilt_strength):
+            raise ValueError(f"tilt_strength={tilt_strength}; expected a finite log-weight")
+        if not (np.isfinite(kl_coefficient) and kl_coefficient >= 0):
+            raise ValueError(f"kl_coefficient={kl_coefficient}; expected a finite number >= 0 (it is a penalty)")
         self.model = model
         self.target_state = target_state
         self.kl_coefficient = kl_coefficient
