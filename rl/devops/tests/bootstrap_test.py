@@ -1,0 +1,166 @@
+"""The onstart script: valid bash (bash -n, shellcheck), and it really runs: pinned checkout, run, checksums."""
+
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from rl.devops.vast import bootstrap, durability, redact
+
+TOKEN = "ghp_" + "t0k3n" * 6
+
+
+def _git(*args, cwd):
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _repo(path: pathlib.Path) -> str:
+    path.mkdir()
+    _git("init", "-q", cwd=path)
+    (path / "BUILD").write_text("# experiment\n")
+    _git("add", "BUILD", cwd=path)
+    _git("commit", "-q", "-m", "first", cwd=path)
+    first = _git("rev-parse", "HEAD", cwd=path)
+    (path / "BUILD").write_text("# later\n")
+    _git("commit", "-q", "-am", "second", cwd=path)
+    return first          # pin the older commit: the checkout must not take the branch tip
+
+
+def _plan(tmp_path, **fields):
+    defaults = dict(repo=bootstrap.GitPin(str(tmp_path / "src"), "a" * 40), workdir=str(tmp_path / "work"))
+    return bootstrap.Bootstrap(**{**defaults, **fields})
+
+
+JOB = bootstrap.Job(target="//experiments/mess3:reward_only", seed=3, run_id="20250102T030405Z-ab12cd-000",
+                    extra_args=("--smoke", "a b; rm -rf /"))
+
+# Stands in for `bazel run`: records its argv and writes results and artifacts where the harness would.
+_FAKE_BAZEL = """#!/bin/bash
+printf '%s\\n' "$@" > "$STUB_LOG"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --run-id) run_id=$2; shift ;;
+    --results-dir) results=$2; shift ;;
+    --artifacts-dir) artifacts=$2; shift ;;
+  esac
+  shift
+done
+mkdir -p "$results/$run_id" "$artifacts/$run_id/checkpoints"
+echo '{"status": "completed"}' > "$results/$run_id/run_manifest.json"
+echo '{"iteration": 1}' > "$artifacts/$run_id/metrics.jsonl"
+head -c 1000 /dev/zero > "$artifacts/$run_id/checkpoints/final.pt"
+exit "${STUB_EXIT:-0}"
+"""
+
+
+def _run(tmp_path, plan, *, exit_code=0):
+    stubs = tmp_path / "stubs"
+    stubs.mkdir(exist_ok=True)
+    (stubs / "bazel").write_text(_FAKE_BAZEL)
+    (stubs / "apt-get").write_text("#!/bin/sh\necho 'apt-get must not run: every tool is present' >&2\nexit 9\n")
+    for tool in ("rsync", "zip", "python3.11"):
+        (stubs / tool).write_text("#!/bin/sh\nexit 0\n")
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    script = tmp_path / "onstart.sh"
+    script.write_text(bootstrap.render(plan, JOB))
+    env = {"PATH": f"{stubs}:{os.environ['PATH']}", "HOME": str(tmp_path), "STUB_LOG": str(tmp_path / "argv"),
+           "STUB_EXIT": str(exit_code), bootstrap.GIT_TOKEN_ENV: TOKEN}
+    result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
+    # The log goes to PID 1's stdout when writable (the container log), else to stdout; always to this file.
+    log = pathlib.Path(plan.out_dir()) / "vast" / JOB.run_id / "bootstrap.log"
+    return result.returncode, log.read_text() + result.stderr
+
+
+def test_the_script_is_valid_bash():
+    plan = bootstrap.Bootstrap(repo=bootstrap.GitPin("https://example.com/r.git", "a" * 40),
+                               library=bootstrap.GitPin("https://example.com/l.git", "b" * 40),
+                               library_repo_name="rl_harness", upload_artifacts=True)
+    script = bootstrap.render(plan, JOB)
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None,
+                    reason="shellcheck is not installed (apt-get install -y shellcheck); bash -n still ran")
+@pytest.mark.parametrize("library", [False, True])
+def test_the_script_passes_shellcheck(library):
+    fields = dict(library=bootstrap.GitPin("https://example.com/l.git", "b" * 40), library_repo_name="rl_harness",
+                  upload_artifacts=True) if library else {}
+    plan = bootstrap.Bootstrap(repo=bootstrap.GitPin("https://example.com/r.git", "a" * 40), **fields)
+    result = subprocess.run(["shellcheck", "--shell=bash", "-"], input=bootstrap.render(plan, JOB), text=True,
+                            capture_output=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_it_checks_out_the_pin_runs_the_target_and_lists_every_output(tmp_path):
+    commit = _repo(tmp_path / "src")
+    library_commit = _repo(tmp_path / "lib")
+    plan = _plan(tmp_path, repo=bootstrap.GitPin(str(tmp_path / "src"), commit),
+                 library=bootstrap.GitPin(str(tmp_path / "lib"), library_commit), library_repo_name="rl_harness",
+                 upload_artifacts=True)
+    code, log = _run(tmp_path, plan)
+    assert code == 0, log
+    assert [line.split()[1] for line in log.splitlines() if line.startswith("RLH_PHASE")] == [
+        "install", "checkout", "run"]
+    assert bootstrap.parse_done(log) == 0
+    assert _git("rev-parse", "HEAD", cwd=tmp_path / "work" / "repo") == commit
+    assert _git("rev-parse", "HEAD", cwd=tmp_path / "work" / "library") == library_commit
+    out = tmp_path / "work" / "out"
+    assert (tmp_path / "argv").read_text().splitlines() == [
+        "run", f"--override_repository=rl_harness={tmp_path}/work/library", "//experiments/mess3:reward_only", "--",
+        "--seed", "3", "--run-id", JOB.run_id, "--results-dir", f"{out}/results", "--artifacts-dir",
+        f"{out}/artifacts", "--upload-artifacts", "--smoke", "a b; rm -rf /"]
+    sums = durability.parse_checksums((out / "vast" / JOB.run_id / "SHA256SUMS").read_text())
+    assert sorted(sums) == [f"artifacts/{JOB.run_id}/checkpoints/final.pt", f"artifacts/{JOB.run_id}/metrics.jsonl",
+                            f"results/{JOB.run_id}/run_manifest.json"]
+    assert sums[f"artifacts/{JOB.run_id}/checkpoints/final.pt"] == hashlib.sha256(b"\0" * 1000).hexdigest()
+    # The token reached git through the askpass helper, which reads it from the environment.
+    assert TOKEN not in (tmp_path / "work" / "git-askpass").read_text()
+    assert TOKEN not in log + (tmp_path / "argv").read_text()
+
+
+def test_a_failed_run_still_reports_its_exit_code_and_checksums(tmp_path):
+    commit = _repo(tmp_path / "src")
+    code, log = _run(tmp_path, _plan(tmp_path, repo=bootstrap.GitPin(str(tmp_path / "src"), commit)), exit_code=3)
+    assert code == 3 and bootstrap.parse_done(log) == 3
+    assert (tmp_path / "work" / "out" / "vast" / JOB.run_id / "SHA256SUMS").exists()
+
+
+def test_an_unknown_commit_fails_the_checkout(tmp_path):
+    _repo(tmp_path / "src")
+    code, log = _run(tmp_path, _plan(tmp_path, repo=bootstrap.GitPin(str(tmp_path / "src"), "0" * 40)))
+    assert code != 0
+    assert bootstrap.parse_phase(log) == "checkout" and bootstrap.parse_done(log) == code
+
+
+def test_no_secret_is_in_the_script():
+    plan = bootstrap.Bootstrap(repo=bootstrap.GitPin("https://example.com/r.git", "a" * 40), upload_artifacts=True)
+    script = bootstrap.render(plan, JOB)
+    assert TOKEN not in script and "B2_APPLICATION_KEY=" not in script
+    assert f'"${bootstrap.GIT_TOKEN_ENV}"' in script     # referenced by name only
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: bootstrap.GitPin("https://x/r.git", "main"), "full 40-digit lowercase sha"),
+    (lambda: bootstrap.GitPin("https://user:pw@x/r.git", "a" * 40), "carries credentials"),
+    (lambda: bootstrap.GitPin("HTTPS://ghp_token@x/r.git", "a" * 40), "carries credentials"),
+    (lambda: bootstrap.GitPin("git+ssh://user:pw@x/r.git", "a" * 40), "carries credentials"),
+    (lambda: bootstrap.Job("experiments/x:y", 0, "r1"), "not a Bazel label"),
+    (lambda: bootstrap.Job("//x:y", -1, "r1"), "must be >= 0"),
+    (lambda: bootstrap.Job("//x:y", 0, "../r"), "run id"),
+    (lambda: bootstrap.Bootstrap(repo=bootstrap.GitPin("u", "a" * 40), library_repo_name="rl"), "both the library"),
+    (lambda: bootstrap.Bootstrap(repo=bootstrap.GitPin("u", "a" * 40), max_hours=0), "max_hours"),
+])
+def test_bad_input_names_the_fix(build, message):
+    with pytest.raises(redact.DevopsError, match=message):
+        build()
+
+
+def test_log_markers_are_parsed():
+    log = "RLH_PHASE install x\nRLH_PHASE run y\nnoise\nRLH_DONE exit_code=0 run_id=r\n"
+    assert bootstrap.parse_phase(log) == "run" and bootstrap.parse_done(log) == 0
+    assert bootstrap.parse_done("RLH_PHASE run y\n") is None and bootstrap.parse_phase("") is None

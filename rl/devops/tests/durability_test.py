@@ -1,0 +1,192 @@
+"""The durability gate: copy-back verified by sha256, and the B2 mirror verified object by object."""
+
+import json
+
+import pytest
+from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
+
+from rl.devops.vast import durability, redact, state
+from rl.devops.vast.testing.leaks import assert_no_secret
+from rl.harness import b2_mirror
+
+PORT = 20001
+RUN = "20250102T030405Z-ab12cd-000"
+RESULTS = {f"results/{RUN}/run_manifest.json": b'{"status": "completed"}'}
+ARTIFACTS = {f"artifacts/{RUN}/metrics.jsonl": b'{"iteration": 1}\n',
+             f"artifacts/{RUN}/checkpoints/final.pt": b"\x00" * 4096}
+ROW = {"id": 70001, "ssh_host": "127.0.0.1", "ssh_port": PORT, "actual_status": "running"}
+
+
+def _record(sink="copy", dest="/unused", bucket=None):
+    return state.Record(label="rlh-ab12cd-000-1", launch_id="ab12cd", target="//experiments/x:y", seed=0,
+                        run_id=RUN, sink=sink, dest=str(dest), remote_out="/workspace/rlh/out", b2_bucket=bucket,
+                        instance_id=70001, status=state.RUNNING)
+
+
+def _copy(tmp_path, rsync, **fields):
+    return durability.CopyBack(dest=tmp_path / "dest", known_hosts=tmp_path / "known_hosts", runner=rsync, **fields)
+
+
+def test_copy_back_brings_everything_and_verifies_it(tmp_path, disks, rsync):
+    disks.finish_run(port=PORT, run_id=RUN, files={**RESULTS, **ARTIFACTS})
+    secured = _copy(tmp_path, rsync).secure(_record(), ROW)
+    assert secured.files == 3 and secured.bytes == sum(len(c) for c in {**RESULTS, **ARTIFACTS}.values())
+    assert (tmp_path / "dest" / RUN / "artifacts" / RUN / "checkpoints" / "final.pt").read_bytes() == b"\0" * 4096
+    (command,) = rsync.calls
+    assert command[:3] == ["rsync", "-a", "--partial"] and command[-2] == "root@127.0.0.1:/workspace/rlh/out/"
+    assert f"-p {PORT}" in command[command.index("-e") + 1]
+    assert f"UserKnownHostsFile={tmp_path / 'known_hosts'}" in command[command.index("-e") + 1]
+
+
+def test_a_failed_copy_is_a_durability_error_with_the_key_redacted(tmp_path, disks, rsync, api_key):
+    redact.register_secret(api_key)
+    disks.finish_run(port=PORT, run_id=RUN, files=RESULTS)
+    rsync.failures[PORT] = (12, f"rsync: connection unexpectedly closed; env VAST_API_KEY={api_key}")
+    with pytest.raises(durability.DurabilityError, match="rsync exit 12") as caught:
+        _copy(tmp_path, rsync).secure(_record(), ROW)
+    assert_no_secret(api_key, caught.value)
+
+
+def test_a_copy_that_differs_from_the_instance_checksums_fails(tmp_path, disks, rsync):
+    disks.finish_run(port=PORT, run_id=RUN, files={**RESULTS, **ARTIFACTS})
+    (disks.out_dir(PORT) / f"artifacts/{RUN}/metrics.jsonl").write_bytes(b"truncated")
+    (disks.out_dir(PORT) / f"results/{RUN}/run_manifest.json").unlink()
+    with pytest.raises(durability.DurabilityError, match="2 of 3 files .* failed verification") as caught:
+        _copy(tmp_path, rsync).secure(_record(), ROW)
+    assert "metrics.jsonl sha256 differs" in str(caught.value) and "run_manifest.json missing" in str(caught.value)
+
+
+def test_without_the_checksum_list_nothing_counts_as_secured(tmp_path, disks, rsync):
+    disks.out_dir(PORT).mkdir(parents=True)
+    with pytest.raises(durability.DurabilityError, match="has not finished"):
+        _copy(tmp_path, rsync).secure(_record(), ROW)
+
+
+def test_an_instance_without_ssh_yet_is_not_secured(tmp_path, rsync):
+    with pytest.raises(redact.DevopsError, match="no SSH endpoint yet"):
+        _copy(tmp_path, rsync).secure(_record(), {"id": 1, "actual_status": "loading"})
+
+
+def test_odd_checksum_lines_are_errors_not_skipped():
+    with pytest.raises(durability.DurabilityError, match="line 2"):
+        durability.parse_checksums(f"{'a' * 64}  results/x\n{'b' * 64}  ../escape\n")
+
+
+# ---- B2: the harness's real upload (rl.harness.b2_mirror) into b2sdk's RawSimulator, then our check ----------
+
+@pytest.fixture
+def simulated():
+    """(bucket, credentials) in an in-process RawSimulator (no network)."""
+    b2_api = B2Api(InMemoryAccountInfo(), api_config=B2HttpApiConfig(_raw_api_class=RawSimulator))
+    key_id, key = b2_api.session.raw_api.create_account()
+    b2_api.authorize_account("production", key_id, key)
+    credentials = b2_mirror.B2Credentials(key_id=key_id, application_key=key, bucket="rl-artifacts",
+                                          prefix="rl-harness", source="test")
+    return b2_api.create_bucket("rl-artifacts", "allPrivate"), credentials
+
+
+def _mirror(tmp_path, disks, rsync, simulated, *, smoke=False, upload=True):
+    """The run wrote results and artifacts; the harness uploaded them to B2; the bootstrap finished."""
+    bucket, credentials = simulated
+    run_folder = f"smoke/{RUN}" if smoke else RUN
+    out = disks.out_dir(PORT)
+    for relative, content in {**RESULTS, **ARTIFACTS}.items():
+        path = out / relative.replace(RUN, run_folder)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+    if upload:
+        b2_mirror.B2Mirror(bucket, credentials).upload_run(
+            experiment="experiments.x.y", run_id=RUN, smoke=smoke, results_dir=out / "results" / run_folder,
+            artifacts_dir=out / "artifacts" / run_folder)
+    disks.finish_run(port=PORT, run_id=RUN, files={})
+    copy = _copy(tmp_path, rsync, include_artifacts=False)
+    return durability.B2Mirror(copy=copy, store=durability.B2Store(bucket))
+
+
+def _remote(disks, smoke=False):
+    run_folder = f"smoke/{RUN}" if smoke else RUN
+    path = disks.out_dir(PORT) / "results" / run_folder / "remote_artifacts.json"
+    return path, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("smoke", [False, True])
+def test_the_harness_b2_upload_is_verified(tmp_path, disks, rsync, simulated, smoke):
+    sink = _mirror(tmp_path, disks, rsync, simulated, smoke=smoke)
+    secured = sink.secure(_record("b2", bucket="rl-artifacts"), ROW)
+    assert "3 objects (4136 bytes) verified in b2://rl-artifacts" in secured.summary   # 23 + 17 + 4096 bytes
+    assert not (tmp_path / "dest" / RUN / "artifacts").exists()     # artifacts stayed in B2 only
+    assert "--exclude=/artifacts/" in rsync.calls[0]
+
+
+def test_objects_without_sha256_info_are_downloaded_and_hashed(tmp_path, disks, rsync, simulated):
+    bucket, _ = simulated
+    sink = _mirror(tmp_path, disks, rsync, simulated)
+    _, document = _remote(disks)
+    entry = document["files"][0]
+    bucket.upload_bytes(b"x" * entry["size"], entry["key"])         # same size, other bytes, no sha256 info
+    with pytest.raises(durability.DurabilityError, match="sha256 in B2 differs"):
+        sink.secure(_record("b2", bucket="rl-artifacts"), ROW)
+
+
+def test_b2_missing_or_resized_objects_fail(tmp_path, disks, rsync, simulated):
+    bucket, _ = simulated
+    sink = _mirror(tmp_path, disks, rsync, simulated)
+    _, document = _remote(disks)
+    first, second = document["files"][:2]
+    gone = bucket.get_file_info_by_name(first["key"])
+    bucket.delete_file_version(gone.id_, first["key"])
+    bucket.upload_bytes(b"other", second["key"], file_info={"sha256": second["sha256"]})
+    with pytest.raises(durability.DurabilityError, match="2 problems") as caught:
+        sink.secure(_record("b2", bucket="rl-artifacts"), ROW)
+    assert f"{first['key']} missing in B2" in str(caught.value)
+    assert f"{second['key']} has 5 bytes in B2, {second['size']} recorded" in str(caught.value)
+
+
+def test_an_artifact_missing_from_the_upload_record_fails(tmp_path, disks, rsync, simulated):
+    sink = _mirror(tmp_path, disks, rsync, simulated)
+    path, document = _remote(disks)
+    document["files"] = [f for f in document["files"] if not f["local"].endswith("final.pt")]
+    path.write_text(json.dumps(document))
+    disks.finish_run(port=PORT, run_id=RUN, files={})               # the instance's sums include the edit
+    with pytest.raises(durability.DurabilityError, match="final.pt .produced on the instance. is not in B2"):
+        sink.secure(_record("b2", bucket="rl-artifacts"), ROW)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"status": "failed", "error": {"file": "artifacts/x", "message": "503"}}, "upload is 'failed', not complete"),
+    ({"bucket": "elsewhere"}, "names bucket 'elsewhere'"),
+    ({"schema_version": 9}, "schema_version 9"),
+    ({"files": [{"key": "k"}]}, "is not a list of"),
+])
+def test_an_incomplete_or_foreign_upload_record_fails(tmp_path, disks, rsync, simulated, change, message):
+    sink = _mirror(tmp_path, disks, rsync, simulated)
+    path, document = _remote(disks)
+    path.write_text(json.dumps({**document, **change}))
+    disks.finish_run(port=PORT, run_id=RUN, files={})
+    with pytest.raises(durability.DurabilityError, match=message):
+        sink.secure(_record("b2", bucket="rl-artifacts"), ROW)
+
+
+def test_no_upload_record_means_not_verified(tmp_path, disks, rsync, simulated):
+    sink = _mirror(tmp_path, disks, rsync, simulated, upload=False)
+    with pytest.raises(durability.DurabilityError, match="was it started with --upload-artifacts"):
+        sink.secure(_record("b2", bucket="rl-artifacts"), ROW)
+
+
+def test_b2_credentials_are_the_harness_ones_and_are_redacted(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))                       # no credentials file either
+    with pytest.raises(redact.DevopsError, match="the b2 sink needs the harness's B2 credentials"):
+        durability.b2_credentials()
+    monkeypatch.setenv(b2_mirror.KEY_ID_ENV, "keyid-0123456789")
+    monkeypatch.setenv(b2_mirror.KEY_ENV, "appkey-0123456789abcdef")
+    monkeypatch.setenv(b2_mirror.BUCKET_ENV, "rl-artifacts")
+    env = durability.b2_instance_env(durability.b2_credentials())
+    assert env[b2_mirror.BUCKET_ENV] == "rl-artifacts" and env[b2_mirror.PREFIX_ENV] == b2_mirror.DEFAULT_PREFIX
+    assert redact.redact(str(env)).count(redact.MASK) == 2
+
+
+def test_sink_specs_are_checked():
+    with pytest.raises(redact.DevopsError, match="a b2 sink names its bucket"):
+        durability.SinkSpec(kind="b2", dest="d", remote_out="/o")
+    with pytest.raises(redact.DevopsError, match="use 'copy' or 'b2'"):
+        durability.SinkSpec(kind="s3", dest="d", remote_out="/o")

@@ -1,0 +1,136 @@
+"""The vast.ai account, through the `vastai` SDK, with redacted errors and bounded retries.
+
+    from rl.devops.vast import api
+
+    key = api.read_api_key()                     # $VAST_API_KEY or the key file; registered for redaction
+    account = api.VastAccount(key)               # server_url="http://127.0.0.1:PORT" in tests
+    offers = account.search_offers({"num_gpus": {"eq": 1}}, order="dph_total", limit=50, disk_gb=40)
+    instance_id = account.create_instance(offers[0]["id"], image="python:3.11-bookworm", disk_gb=40,
+                                          label="rlh-ab12cd-0", onstart="#!/bin/bash ...", env={})
+    account.instance(instance_id)["actual_status"]   # "loading", "running", ...; None once destroyed
+    account.logs(instance_id, tail=200)
+    account.destroy_instance(instance_id)
+
+The SDK itself retries 429, 502-504 and transport timeouts (`retries` attempts,
+honouring Retry-After). Reads and destroys are idempotent, so this wrapper also
+retries them on any 5xx; creating an instance is not (a 500 may have created
+it), so a failed create is reported and the caller reconciles by label.
+Every call runs inside `redact.guarded`, so no error carries the key.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+from typing import Any, Callable, Optional, TypeVar
+
+import requests
+import vastai
+
+from rl.devops.vast import redact
+
+API_KEY_ENV = "VAST_API_KEY"
+DEFAULT_KEY_FILE = pathlib.Path("~/.config/vastai/vast_api_key")
+
+_T = TypeVar("_T")
+
+
+def read_api_key(key_file: Optional[pathlib.Path] = None) -> str:
+    """The vast.ai API key from $VAST_API_KEY, else `key_file` (default ~/.config/vastai/vast_api_key).
+
+    Never from the command line, where `ps` would show it. The key is registered
+    with `redact` before it is returned.
+    """
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    if not key:
+        path = (key_file or DEFAULT_KEY_FILE).expanduser()
+        try:
+            key = path.read_text().strip()
+        except OSError as error:
+            raise redact.DevopsError(
+                f"no vast.ai API key: ${API_KEY_ENV} is unset and {path} cannot be read "
+                f"({type(error).__name__}); export {API_KEY_ENV} or write the key to that file "
+                "(chmod 600)") from None
+        if not key:
+            raise redact.DevopsError(f"{path} is empty; write your vast.ai API key into it")
+    redact.register_secret(key)
+    return key
+
+
+def _is_transient(error: Exception) -> bool:
+    if isinstance(error, requests.HTTPError):
+        return error.response is not None and error.response.status_code >= 500
+    return isinstance(error, (requests.ConnectionError, requests.Timeout))
+
+
+class VastAccount:
+    """One vast.ai account. Arguments: the API key, the server (tests: the fake's URL), timeouts, retries."""
+
+    def __init__(self, api_key: str, server_url: Optional[str] = None, *, request_timeout_s: float = 60.0,
+                 retries: int = 3, retry_backoff_s: float = 1.0):
+        if retries < 1:
+            raise redact.DevopsError(f"retries={retries}: use at least 1 (one attempt, no retry)")
+        redact.register_secret(api_key)
+        self._sdk = vastai.VastAI(api_key=api_key, server_url=server_url, retry=retries, raw=True, quiet=True)
+        self._sdk.client.timeout = request_timeout_s
+        self._retries = retries
+        self._retry_backoff_s = retry_backoff_s
+
+    def _call(self, what: str, function: Callable[[], _T], *, idempotent: bool) -> _T:
+        attempts = self._retries if idempotent else 1
+        with redact.guarded(what):
+            for attempt in range(1, attempts + 1):
+                try:
+                    return function()
+                except Exception as error:  # noqa: BLE001 - classified below, then re-raised
+                    if attempt == attempts or not _is_transient(error):
+                        raise
+                time.sleep(self._retry_backoff_s * attempt)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def search_offers(self, query: dict, *, order: str, limit: int, disk_gb: float) -> list[dict]:
+        """Offers matching `query` (a parsed filter dict, no SDK defaults), priced for `disk_gb` of disk."""
+        return self._call("search offers", lambda: self._sdk.search_offers(
+            query=query, order=order, limit=limit, storage=disk_gb, no_default=True), idempotent=True)
+
+    def create_instance(self, offer_id: int, *, image: str, disk_gb: float, label: str, onstart: str,
+                        env: dict[str, str]) -> int:
+        """Rents offer `offer_id`; returns the new instance id. Not retried (see module docstring)."""
+        response = self._call(f"create an instance from offer {offer_id}", lambda: self._sdk.create_instance(
+            id=offer_id, image=image, disk=disk_gb, label=label, onstart_cmd=onstart, env=env,
+            ssh=True, direct=True, cancel_unavail=True), idempotent=False)
+        if not (isinstance(response, dict) and response.get("success") and response.get("new_contract")):
+            raise redact.DevopsError(f"create an instance from offer {offer_id}: unexpected answer {response!r}")
+        return int(response["new_contract"])
+
+    def instance(self, instance_id: int) -> Optional[dict]:
+        """The instance's row (actual_status, ssh_host, ssh_port, dph_total, ...), or None once it is gone."""
+        return self._call(f"show instance {instance_id}", lambda: self._sdk.show_instance(instance_id),
+                          idempotent=True)
+
+    def instances(self) -> list[dict]:
+        """Every instance of the account (all pages)."""
+        return self._call("list instances", self._sdk.show_instances, idempotent=True)
+
+    def logs(self, instance_id: int, *, tail: int) -> str:
+        """The last `tail` lines of the instance's container log, redacted."""
+        text = self._call(f"logs of instance {instance_id}",
+                          lambda: self._sdk.logs(instance_id, tail=str(tail)), idempotent=True)
+        return redact.redact(text if isinstance(text, str) else repr(text))
+
+    def destroy_instance(self, instance_id: int) -> None:
+        """Destroys the instance (irreversible: its disk goes with it). Callers gate this on durability."""
+        self._call(f"destroy instance {instance_id}", lambda: self._sdk.destroy_instance(instance_id),
+                   idempotent=True)
+
+
+def ssh_endpoint(row: dict[str, Any]) -> tuple[str, int]:
+    """(host, port) of an instance's SSH server from its row, read the way the SDK's `ssh_url` reads it."""
+    port = row.get("ssh_port") or ((row.get("ports") or {}).get("22/tcp") or [{}])[0].get("HostPort")
+    host = row.get("ssh_host") or row.get("public_ipaddr")
+    if not (host and port):
+        raise redact.DevopsError(
+            f"instance {row.get('id')} has no SSH endpoint yet (status {row.get('actual_status')!r}); "
+            "wait until it is running")
+    return str(host), int(port)

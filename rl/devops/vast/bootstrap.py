@@ -1,0 +1,232 @@
+"""The onstart script: checks out pinned commits, installs Bazel, runs one seed of one experiment.
+
+    from rl.devops.vast import bootstrap
+
+    plan = bootstrap.Bootstrap(
+        repo=bootstrap.GitPin("https://github.com/me/research.git", "3f2a..."),   # 40 hex digits
+        library=bootstrap.GitPin("https://github.com/me/rl-harness.git", "9c1e..."),
+        library_repo_name="rl_harness",     # the experiment repo's Bazel name for the library
+        upload_artifacts=True,              # the harness mirrors artifacts to B2
+        max_hours=6.0)
+    job = bootstrap.Job(target="//experiments/mess3:reward_only", seed=3,
+                        run_id="20250102T030405Z-ab12cd-3", extra_args=("--smoke",))
+    script = bootstrap.render(plan, job)    # passed as the instance's onstart
+
+What the script does on the instance, each step announced by an `RLH_PHASE`
+line on the container log (which `vast logs` shows):
+1. installs what is missing (git, rsync, zip, python3.11, Bazel via Debian's
+   `bazel-bootstrap`) with apt;
+2. fetches the experiment repo, and the library when it is a separate repo,
+   at the pinned commits and checks `git rev-parse HEAD` equals the pin;
+3. `bazel run <target> -- --seed N --run-id R --results-dir OUT/results
+   --artifacts-dir OUT/artifacts [--upload-artifacts] <extra args>` under
+   `timeout` (SIGTERM after `max_hours`, so the harness checkpoints and stops);
+4. always (an EXIT trap), writes `OUT/vast/<run-id>/SHA256SUMS` over every
+   file under results/ and artifacts/, then prints `RLH_DONE exit_code=N`.
+
+Secrets never appear in the script (it is visible in the instance record):
+they arrive as environment variables. A git token reaches git through a
+GIT_ASKPASS helper that reads it from the environment, never a URL or argv.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from typing import Optional
+
+from rl.devops.vast import redact
+from rl.harness import records
+
+# The environment variable the instance reads a git token from (set through the create call's env).
+GIT_TOKEN_ENV = "RLH_GIT_TOKEN"
+
+DONE_MARKER = "RLH_DONE"
+PHASE_MARKER = "RLH_PHASE"
+DEFAULT_WORKDIR = "/workspace/rlh"
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_TARGET = re.compile(r"^//[A-Za-z0-9_./+-]*:[A-Za-z0-9_.+-]+$")
+_REPO_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+_CREDENTIALS_IN_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@]+@", re.IGNORECASE)  # URL schemes are case-insensitive
+
+
+@dataclasses.dataclass(frozen=True)
+class GitPin:
+    """A repository at one full commit id (a branch or tag would not be reproducible)."""
+
+    url: str
+    commit: str
+
+    def __post_init__(self):
+        if not _COMMIT.match(self.commit):
+            raise redact.DevopsError(
+                f"commit {self.commit!r} of {self.url} is not a full 40-digit lowercase sha; pin the exact "
+                "commit (git rev-parse HEAD)")
+        if _CREDENTIALS_IN_URL.match(self.url):
+            raise redact.DevopsError(
+                f"the URL of {self.url} carries credentials; remove them and export ${GIT_TOKEN_ENV} instead")
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One run: one Bazel target with one seed, on one instance."""
+
+    target: str
+    seed: int
+    run_id: str
+    extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not _TARGET.match(self.target):
+            raise redact.DevopsError(f"target {self.target!r} is not a Bazel label like //experiments/x:y")
+        if self.seed < 0:
+            raise redact.DevopsError(f"seed {self.seed} must be >= 0")
+        problem = records.run_id_problem(self.run_id)
+        if problem:
+            raise redact.DevopsError(problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bootstrap:
+    """What every instance of a launch does: which commits, how results leave, for how long at most."""
+
+    repo: GitPin
+    library: Optional[GitPin] = None
+    library_repo_name: Optional[str] = None
+    upload_artifacts: bool = False
+    max_hours: float = 12.0
+    workdir: str = DEFAULT_WORKDIR
+
+    def __post_init__(self):
+        if (self.library is None) != (self.library_repo_name is None):
+            raise redact.DevopsError(
+                "give both the library pin and its Bazel repository name (or neither, when the experiment "
+                "repo contains the library)")
+        if self.library_repo_name is not None and not _REPO_NAME.match(self.library_repo_name):
+            raise redact.DevopsError(f"library repository name {self.library_repo_name!r} is not a Bazel name")
+        if self.max_hours <= 0:
+            raise redact.DevopsError(f"max_hours={self.max_hours} must be > 0")
+        if not self.workdir.startswith("/"):
+            raise redact.DevopsError(f"workdir {self.workdir!r} must be an absolute path")
+
+    def out_dir(self) -> str:
+        """Where results/, artifacts/ and vast/<run-id>/ live on the instance (the copy-back source)."""
+        return f"{self.workdir}/out"
+
+
+_TEMPLATE = """\
+#!/bin/bash
+# rl-harness vast.ai bootstrap, generated by rl/devops/vast/bootstrap.py: do not edit.
+# Secrets come from the environment (${git_token_env}, the harness's B2 variables), never from here.
+set -euo pipefail
+readonly WORK={workdir}
+readonly OUT={out_dir}
+readonly RUN_ID={run_id}
+readonly RECORD="$OUT/vast/$RUN_ID"
+mkdir -p "$OUT/results" "$OUT/artifacts" "$RECORD"
+log_sink=/dev/stdout
+if [ -w /proc/1/fd/1 ]; then log_sink=/proc/1/fd/1; fi  # the container log that `vast logs` reads
+exec > >(tee -a "$RECORD/bootstrap.log" >"$log_sink") 2>&1
+tee_pid=$!
+
+phase() {{ echo "{phase_marker} $1 $(date -u +%Y-%m-%dT%H:%M:%SZ)"; }}
+# shellcheck disable=SC2317  # finish runs from the EXIT trap
+finish() {{
+  local code=$?
+  set +e
+  (cd "$OUT" && find results artifacts -type f -print0 | sort -z | xargs -0 -r sha256sum) >"$RECORD/SHA256SUMS.tmp" \\
+    && mv "$RECORD/SHA256SUMS.tmp" "$RECORD/SHA256SUMS"
+  echo "{done_marker} exit_code=$code run_id=$RUN_ID"
+  exec >&- 2>&-
+  wait "$tee_pid"  # the log file is complete when the script ends
+}}
+trap finish EXIT
+
+phase install
+missing=()
+for tool in git rsync zip python3.11; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+command -v bazel >/dev/null || missing+=(bazel)
+if [ "${{#missing[@]}}" -gt 0 ]; then
+  packages=()
+  for tool in "${{missing[@]}}"; do
+    case "$tool" in
+      bazel) packages+=(bazel-bootstrap) ;;
+      python3.11) packages+=(python3.11 python3.11-venv) ;;
+      *) packages+=("$tool") ;;
+    esac
+  done
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq ca-certificates "${{packages[@]}}"
+fi
+
+if [ -n "${{{git_token_env}:-}}" ]; then
+  cat >"$WORK/git-askpass" <<'ASKPASS'
+#!/bin/sh
+case "$1" in Username*) echo x-access-token ;; *) echo "${git_token_env}" ;; esac
+ASKPASS
+  chmod 700 "$WORK/git-askpass"
+  export GIT_ASKPASS="$WORK/git-askpass" GIT_TERMINAL_PROMPT=0
+fi
+
+checkout() {{  # checkout URL COMMIT DIR: exactly COMMIT, verified
+  local url=$1 commit=$2 dir=$3
+  rm -rf "$dir"
+  git init -q "$dir"
+  if git -C "$dir" fetch -q --depth 1 "$url" "$commit"; then
+    git -C "$dir" checkout -q --detach FETCH_HEAD
+  else
+    git -C "$dir" fetch -q "$url" '+refs/*:refs/remotes/pin/*'
+    git -C "$dir" checkout -q --detach "$commit"
+  fi
+  test "$(git -C "$dir" rev-parse HEAD)" = "$commit"
+}}
+
+phase checkout
+checkout {repo_url} {repo_commit} "$WORK/repo"
+{library_checkout}
+phase run
+cd "$WORK/repo"
+set +e
+timeout --signal=TERM --kill-after=300 {max_seconds} \\
+  bazel run{bazel_flags} {target} -- {run_args}
+run_code=$?
+set -e
+exit "$run_code"
+"""
+
+
+def render(plan: Bootstrap, job: Job) -> str:
+    """The onstart script for `job` under `plan` (bash; see the module docstring)."""
+    bazel_flags = ""
+    library_checkout = ""
+    if plan.library is not None:
+        library_checkout = f'checkout {shlex.quote(plan.library.url)} {plan.library.commit} "$WORK/library"\n'
+        bazel_flags = f' "--override_repository={plan.library_repo_name}=$WORK/library"'
+    run_args = ["--seed", str(job.seed), "--run-id", shlex.quote(job.run_id),
+                "--results-dir", '"$OUT/results"', "--artifacts-dir", '"$OUT/artifacts"']
+    if plan.upload_artifacts:
+        run_args.append("--upload-artifacts")
+    run_args += [shlex.quote(argument) for argument in job.extra_args]
+    return _TEMPLATE.format(
+        workdir=shlex.quote(plan.workdir), out_dir=shlex.quote(plan.out_dir()), run_id=shlex.quote(job.run_id),
+        phase_marker=PHASE_MARKER, done_marker=DONE_MARKER, git_token_env=GIT_TOKEN_ENV,
+        repo_url=shlex.quote(plan.repo.url),
+        repo_commit=plan.repo.commit, library_checkout=library_checkout, bazel_flags=bazel_flags,
+        max_seconds=int(plan.max_hours * 3600), target=shlex.quote(job.target), run_args=" ".join(run_args))
+
+
+def parse_done(log_text: str) -> Optional[int]:
+    """The exit code of the last `RLH_DONE` line in a container log, or None when the run has not ended."""
+    codes = re.findall(rf"^{DONE_MARKER} exit_code=(\d+)", log_text, flags=re.MULTILINE)
+    return int(codes[-1]) if codes else None
+
+
+def parse_phase(log_text: str) -> Optional[str]:
+    """The last phase the bootstrap announced (install, checkout, run), or None before the first."""
+    phases = re.findall(rf"^{PHASE_MARKER} (\S+)", log_text, flags=re.MULTILINE)
+    return phases[-1] if phases else None

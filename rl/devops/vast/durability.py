@@ -1,0 +1,358 @@
+"""The durability gate: an instance is destroyed only after its results are verified safe.
+
+    from rl.devops.vast import durability
+
+    spec = durability.SinkSpec(kind="copy", dest="vast_results", remote_out="/workspace/rlh/out")
+    # or kind="b2", b2_bucket=durability.b2_credentials().bucket: results copied, artifacts mirrored
+    # to B2 by the harness (rl/harness/b2_mirror.py) and verified there
+    sink = durability.build_sink(spec, known_hosts=state_dir / "known_hosts")   # CopyBack or B2Mirror
+    secured = sink.secure(record, instance_row)   # raises DurabilityError: keep the instance
+    print(secured.summary)
+
+The instance's bootstrap ends by writing `vast/<run-id>/SHA256SUMS` over every
+file under results/ and artifacts/ (see bootstrap.py). Both sinks check
+against that list, so "secured" means every file the instance produced is
+accounted for:
+
+- `CopyBack` rsyncs the instance's output folder over SSH into
+  `dest/<run-id>/` and checks the sha256 of every listed file locally.
+- `B2Mirror` copies results/ the same way, then reads the run's
+  `results/[smoke/]<run-id>/remote_artifacts.json`, written by the harness's
+  upload (`rl.harness.b2_mirror`): it must be complete and name this bucket;
+  every file it lists must exist in B2 with the recorded size and sha256 (the
+  object's `sha256` file info, or by downloading it when it carries none); and
+  every artifact file in SHA256SUMS must be listed with the same sha256.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import pathlib
+import re
+import subprocess
+from typing import Callable, Iterable, Optional, Protocol
+
+from rl.devops.vast import api, bootstrap, redact
+from rl.harness import b2_mirror, records
+from rl.devops.vast.state import Record
+
+CommandRunner = Callable[[list[str]], subprocess.CompletedProcess]
+_SUM_LINE = re.compile(r"^([0-9a-f]{64})  (\S.*)$")
+_CHUNK = 1 << 20
+
+
+class DurabilityError(redact.DevopsError):
+    """Results are not (verifiably) safe: the instance must be kept."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Secured:
+    files: int
+    bytes: int
+    summary: str
+
+
+class ResultsSink(Protocol):
+    """Where results go before an instance may be destroyed."""
+
+    upload_artifacts: bool  # whether the run is started with --upload-artifacts
+
+    def instance_env(self) -> dict[str, str]:
+        """Environment variables (secrets included) the instance needs for this sink."""
+
+    def secure(self, record: Record, row: dict) -> Secured:
+        """Brings back and verifies the results of `record` (instance `row`); raises DurabilityError."""
+
+
+def run_command(argv: list[str], *, timeout_s: float = 3600.0) -> subprocess.CompletedProcess:
+    """Runs `argv` (no shell), capturing text output; the default CommandRunner."""
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+
+
+def sha256_of(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def parse_checksums(text: str) -> dict[str, str]:
+    """{relative path: sha256} from `sha256sum` output; an odd line is an error, not skipped."""
+    sums = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _SUM_LINE.match(line)
+        if not match or match.group(2).startswith("/") or ".." in pathlib.PurePosixPath(match.group(2)).parts:
+            raise DurabilityError(f"SHA256SUMS line {number} is not '<sha256>  <relative path>': {line[:120]!r}")
+        sums[match.group(2)] = match.group(1)
+    return sums
+
+
+@dataclasses.dataclass
+class CopyBack:
+    """Copies the instance's output folder to `dest/<run-id>/` with rsync over SSH, then verifies it.
+
+    `include_artifacts=False` leaves artifacts/ on the instance (B2Mirror checks them in B2).
+    `runner` runs the rsync command (tests pass a fake that copies from a local folder).
+    """
+
+    dest: pathlib.Path
+    remote_out: str = f"{bootstrap.DEFAULT_WORKDIR}/out"
+    known_hosts: Optional[pathlib.Path] = None
+    include_artifacts: bool = True
+    runner: CommandRunner = run_command
+    upload_artifacts: bool = False
+
+    def instance_env(self) -> dict[str, str]:
+        return {}
+
+    def rsync_command(self, record: Record, row: dict) -> list[str]:
+        host, port = api.ssh_endpoint(row)
+        ssh = f"ssh -p {port} -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=30"
+        if self.known_hosts is not None:
+            ssh += f" -o UserKnownHostsFile={self.known_hosts}"
+        command = ["rsync", "-a", "--partial", "--timeout=300", "-e", ssh]
+        if not self.include_artifacts:
+            command.append("--exclude=/artifacts/")
+        return command + [f"root@{host}:{self.remote_out}/", f"{self.local_dir(record)}/"]
+
+    def local_dir(self, record: Record) -> pathlib.Path:
+        return self.dest / record.run_id
+
+    def secure(self, record: Record, row: dict) -> Secured:
+        local = self.local_dir(record)
+        local.mkdir(parents=True, exist_ok=True)
+        command = self.rsync_command(record, row)
+        with redact.guarded(f"copy results of {record.label} back"):
+            result = self.runner(command)
+        if result.returncode != 0:
+            raise DurabilityError(
+                f"copying results of {record.label} back failed (rsync exit {result.returncode}): "
+                f"{redact.truncate((result.stderr or '').strip(), -400)}")
+        checked = self.checksums(record)
+        if not self.include_artifacts:
+            checked = {path: digest for path, digest in checked.items() if not path.startswith("artifacts/")}
+        files, size = verify_files(local, checked)
+        return Secured(files=files, bytes=size, summary=f"{files} files ({size} bytes) copied to {local}")
+
+    def checksums(self, record: Record) -> dict[str, str]:
+        """The instance's SHA256SUMS of `record`, from the local copy."""
+        path = self.local_dir(record) / "vast" / record.run_id / "SHA256SUMS"
+        try:
+            return parse_checksums(path.read_text())
+        except FileNotFoundError:
+            raise DurabilityError(
+                f"{path} is missing: the bootstrap of {record.label} has not finished (no checksum list), "
+                "so nothing can be verified") from None
+
+
+def verify_files(root: pathlib.Path, sums: dict[str, str]) -> tuple[int, int]:
+    """(files, bytes) after checking each file of `sums` under `root`; raises DurabilityError listing the bad."""
+    bad, size = [], 0
+    for relative, digest in sorted(sums.items()):
+        path = root / relative
+        if not path.is_file():
+            bad.append(f"{relative} missing")
+        elif sha256_of(path) != digest:
+            bad.append(f"{relative} sha256 differs")
+        else:
+            size += path.stat().st_size
+    if bad:
+        raise DurabilityError(f"{len(bad)} of {len(sums)} files under {root} failed verification: "
+                              + "; ".join(bad[:5]) + ("; ..." if len(bad) > 5 else ""))
+    return len(sums), size
+
+
+class ObjectStore(Protocol):
+    """The few questions the B2 check asks (B2Store; tests put b2sdk's RawSimulator behind it)."""
+
+    name: str  # the bucket
+
+    def stat(self, key: str) -> Optional[tuple[int, Optional[str]]]:
+        """(size, sha256 from the object's file info or None), or None when there is no such object."""
+
+    def sha256(self, key: str) -> str:
+        """The sha256 of the object's content (downloads it)."""
+
+
+class _HashingWriter:
+    def __init__(self):
+        self.digest = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        return len(data)
+
+    def seekable(self) -> bool:
+        return False
+
+
+def b2_credentials() -> b2_mirror.B2Credentials:
+    """The harness's B2 credentials on this machine (environment or credentials file), registered as secrets."""
+    with redact.guarded("read the B2 credentials"):
+        credentials = b2_mirror.load_credentials()
+    if credentials is None:
+        raise redact.DevopsError(
+            f"the b2 sink needs the harness's B2 credentials: set ${b2_mirror.KEY_ID_ENV}, ${b2_mirror.KEY_ENV} "
+            f"and ${b2_mirror.BUCKET_ENV}, or write {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
+    redact.register_secret(credentials.key_id)
+    redact.register_secret(credentials.application_key)
+    return credentials
+
+
+def b2_instance_env(credentials: b2_mirror.B2Credentials) -> dict[str, str]:
+    """The variables the instance's harness reads to upload to the same bucket and prefix."""
+    return {b2_mirror.KEY_ID_ENV: credentials.key_id, b2_mirror.KEY_ENV: credentials.application_key,
+            b2_mirror.BUCKET_ENV: credentials.bucket, b2_mirror.PREFIX_ENV: credentials.prefix}
+
+
+class B2Store:
+    """A B2 bucket through b2sdk (`open` authorizes with the harness's credentials)."""
+
+    def __init__(self, bucket):
+        self._bucket = bucket
+        self.name = bucket.name
+
+    @classmethod
+    def open(cls, credentials: b2_mirror.B2Credentials) -> "B2Store":
+        import b2sdk.v2 as b2
+
+        with redact.guarded(f"open B2 bucket {credentials.bucket}"):
+            b2_api = b2.B2Api(b2.InMemoryAccountInfo())
+            b2_api.authorize_account("production", credentials.key_id, credentials.application_key)
+            return cls(b2_api.get_bucket_by_name(credentials.bucket))
+
+    def stat(self, key: str) -> Optional[tuple[int, Optional[str]]]:
+        from b2sdk.v2.exception import FileNotPresent
+
+        with redact.guarded(f"look up b2://{self.name}/{key}"):
+            try:
+                version = self._bucket.get_file_info_by_name(key)
+            except FileNotPresent:
+                return None
+        return int(version.size), (version.file_info or {}).get("sha256")
+
+    def sha256(self, key: str) -> str:
+        writer = _HashingWriter()
+        with redact.guarded(f"download b2://{self.name}/{key}"):
+            self._bucket.download_file_by_name(key).save(writer, allow_seeking=False)
+        return writer.digest.hexdigest()
+
+
+def _run_folder(path: str, run_id: str) -> Optional[tuple[str, str]]:
+    """("results" or "artifacts", the path inside the run's folder) for `<kind>/[smoke/]<run-id>/...` paths."""
+    parts = pathlib.PurePosixPath(path).parts
+    for depth in (1, 2):  # results/<run-id>/... or results/smoke/<run-id>/...
+        if len(parts) > depth + 1 and parts[depth] == run_id and (depth == 1 or parts[1] == records.SMOKE_DIR):
+            return parts[0], "/".join(parts[depth + 1:])
+    return None
+
+
+def read_remote_artifacts(path: pathlib.Path, bucket: str) -> list[dict]:
+    """The files of a complete harness `remote_artifacts.json` in `bucket`; anything else is a DurabilityError."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise DurabilityError(f"cannot read {path} ({redact.describe(error)})") from None
+    if document.get("schema_version") != records.MANIFEST_SCHEMA_VERSION:
+        raise DurabilityError(f"{path} has schema_version {document.get('schema_version')!r}, "
+                              f"expected {records.MANIFEST_SCHEMA_VERSION}")
+    if document.get("status") != "complete":
+        raise DurabilityError(f"the harness's B2 upload is {document.get('status')!r}, not complete "
+                              f"({document.get('error')}; not uploaded: {len(document.get('not_uploaded') or [])} files)")
+    if document.get("bucket") != bucket:
+        raise DurabilityError(f"{path} names bucket {document.get('bucket')!r}, but this machine's is {bucket!r}")
+    files = document.get("files")
+    if not isinstance(files, list) or not all(
+            isinstance(f, dict) and isinstance(f.get("key"), str) and isinstance(f.get("local"), str)
+            and isinstance(f.get("size"), int) and isinstance(f.get("sha256"), str) for f in files):
+        raise DurabilityError(f"{path}: 'files' is not a list of {{key, local, size, sha256}}")
+    return files
+
+
+@dataclasses.dataclass
+class B2Mirror:
+    """results/ copied back (CopyBack without artifacts), the harness's B2 upload verified (module docstring)."""
+
+    copy: CopyBack
+    store: ObjectStore
+    env: dict[str, str] = dataclasses.field(default_factory=dict)  # what the instance's harness uploads with
+    upload_artifacts: bool = True
+
+    def instance_env(self) -> dict[str, str]:
+        return dict(self.env)
+
+    def secure(self, record: Record, row: dict) -> Secured:
+        copied = self.copy.secure(record, row)
+        sums = self.copy.checksums(record)
+        manifests = [p for p in sums if _run_folder(p, record.run_id) == ("results", records.REMOTE_ARTIFACTS_FILE)]
+        if len(manifests) != 1:
+            raise DurabilityError(
+                f"the run {record.run_id} left {len(manifests)} {records.REMOTE_ARTIFACTS_FILE} files, expected "
+                "one: without it the B2 mirror cannot be verified; was it started with --upload-artifacts?")
+        files = read_remote_artifacts(self.copy.local_dir(record) / manifests[0], self.store.name)
+        problems = list(self._check_objects(files))
+        uploaded = {f["local"]: f["sha256"] for f in files}
+        for path, digest in sorted(sums.items()):
+            kind, inside = _run_folder(path, record.run_id) or (None, None)
+            if kind == "artifacts" and uploaded.get(f"artifacts/{inside}") != digest:
+                problems.append(f"{path} (produced on the instance) is not in B2 with its sha256")
+        if problems:
+            raise DurabilityError(f"B2 mirror of {record.label} failed verification ({len(problems)} problems): "
+                                  + "; ".join(problems[:5]))
+        size = sum(f["size"] for f in files)
+        return Secured(files=copied.files + len(files), bytes=copied.bytes + size,
+                       summary=f"{copied.summary}; {len(files)} objects ({size} bytes) verified in "
+                               f"b2://{self.store.name}")
+
+    def _check_objects(self, files: Iterable[dict]) -> Iterable[str]:
+        for entry in files:
+            found = self.store.stat(entry["key"])
+            if found is None:
+                yield f"{entry['key']} missing in B2"
+                continue
+            size, digest = found
+            if size != entry["size"]:
+                yield f"{entry['key']} has {size} bytes in B2, {entry['size']} recorded"
+            elif (digest or self.store.sha256(entry["key"])) != entry["sha256"]:
+                yield f"{entry['key']} sha256 in B2 differs from the recorded one"
+
+
+COPY = "copy"
+B2 = "b2"
+
+
+@dataclasses.dataclass(frozen=True)
+class SinkSpec:
+    """Which sink secures a run, in words a record can keep (no secrets): see `build_sink`."""
+
+    kind: str
+    dest: str
+    remote_out: str
+    b2_bucket: Optional[str] = None
+
+    def __post_init__(self):
+        if self.kind not in (COPY, B2):
+            raise redact.DevopsError(f"sink {self.kind!r}: use {COPY!r} or {B2!r}")
+        if (self.kind == B2) != bool(self.b2_bucket):
+            raise redact.DevopsError("a b2 sink names its bucket, and only a b2 sink does")
+
+    @classmethod
+    def of(cls, record: Record) -> "SinkSpec":
+        return cls(kind=record.sink, dest=record.dest, remote_out=record.remote_out, b2_bucket=record.b2_bucket)
+
+
+def build_sink(spec: SinkSpec, *, known_hosts: Optional[pathlib.Path] = None,
+               runner: CommandRunner = run_command) -> ResultsSink:
+    """The real sink for `spec`: CopyBack, or B2Mirror over the harness's bucket opened with this machine's key."""
+    copy = CopyBack(dest=pathlib.Path(spec.dest), remote_out=spec.remote_out, known_hosts=known_hosts,
+                    include_artifacts=spec.kind == COPY, runner=runner)
+    if spec.kind == COPY:
+        return copy
+    credentials = b2_credentials()
+    if credentials.bucket != spec.b2_bucket:
+        raise redact.DevopsError(f"the run was mirrored to bucket {spec.b2_bucket!r} but the B2 credentials here "
+                                 f"are for {credentials.bucket!r}; use that bucket's credentials")
+    return B2Mirror(copy=copy, store=B2Store.open(credentials), env=b2_instance_env(credentials))
