@@ -1,0 +1,23 @@
+"""Checkpoints of a run: discovery from its records, the RLModule inside, portable export.
+
+    from rl.analysis.checkpoints import export_portable_module, find_checkpoints, load_rl_module
+
+    found = find_checkpoints(run_id, roots=["experiments/mess3"])
+    module = load_rl_module(found.checkpoints[-1].path)
+    export_portable_module(module, folder, provenance={"run_id": run_id})
+    # later, anywhere, with torch alone: rl.analysis.portable.load_portable_module(folder)
+"""
+
+from rl.analysis.checkpoints.discover import CheckpointNotFound, RunArtifacts, RunCheckpoint, find_checkpoints
+from rl.analysis.checkpoints.export import export_portable_module
+from rl.analysis.checkpoints.rllib import load_rl_module, rl_module_path
+
+__all__ = [
+    "CheckpointNotFound",
+    "RunArtifacts",
+    "RunCheckpoint",
+    "export_portable_module",
+    "find_checkpoints",
+    "load_rl_module",
+    "rl_module_path",
+]

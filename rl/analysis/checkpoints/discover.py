@@ -1,0 +1,84 @@
+"""A run's checkpoints, found from its records (rl.harness: results/<run-id>/run_manifest.json).
+
+    from rl.analysis.checkpoints import find_checkpoints
+
+    found = find_checkpoints("20261201T011500Z-3f9a2c", roots=["experiments/mess3"])
+    found.run.manifest, found.artifacts_dir             # the harness's Run; artifacts/<run-id>
+    found.checkpoints[-1].path        # artifacts/<run-id>/checkpoints/iter_000010 (an RLlib checkpoint)
+    found.checkpoints[-1].iteration, found.checkpoints[-1].env_steps
+
+The manifest lists checkpoints relative to the run's artifacts folder. That folder is looked
+for where the manifest recorded it, then beside the results folder (`<x>/artifacts/[smoke/]
+<run-id>` for `<x>/results/[smoke/]<run-id>`, the harness's layout), then under `artifacts_root`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Iterable, Optional
+
+from rl.harness import catalog, records
+
+
+class CheckpointNotFound(LookupError):
+    """The run has no checkpoint on this machine; the message names the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunCheckpoint:
+    path: pathlib.Path
+    iteration: Optional[int]
+    env_steps: Optional[int]
+    trial_id: Optional[str] = None  # Tune runs
+
+    @property
+    def name(self) -> str:
+        """A label unique within the run, e.g. `iter_000010` or `<trial>/checkpoint_000003`."""
+        return f"{self.trial_id}/{self.path.name}" if self.trial_id else self.path.name
+
+
+@dataclasses.dataclass(frozen=True)
+class RunArtifacts:
+    run: catalog.Run
+    artifacts_dir: pathlib.Path
+    checkpoints: list[RunCheckpoint]  # oldest first (per Tune trial)
+
+
+def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optional[str] = None) -> RunArtifacts:
+    """The run (found by rl.harness.catalog), its artifacts folder and its recorded checkpoints."""
+    run = catalog.find_run(run_id, roots)
+    entries = run.manifest.get("checkpoints") or []
+    if not entries:
+        raise CheckpointNotFound(
+            f"run {run_id} recorded no checkpoint (status {run.status}); probe a run that saved one "
+            "(the harness runners checkpoint every N iterations and at the end)"
+        )
+    folders = _artifact_folders(run, artifacts_root)
+    for folder in folders:
+        if all((folder / entry["path"]).is_dir() for entry in entries):
+            checkpoints = [
+                RunCheckpoint(folder / entry["path"], entry.get("iteration"), entry.get("env_steps"),
+                              entry.get("trial_id"))
+                for entry in entries
+            ]
+            checkpoints.sort(key=lambda c: (c.trial_id or "", c.iteration or 0, c.path.name))
+            return RunArtifacts(run, folder, checkpoints)
+    raise CheckpointNotFound(
+        f"the checkpoints of run {run_id} are not on this machine (looked in {', '.join(map(str, folders))}); "
+        f"fetch artifacts/{run_id} (docs/artifact_storage.md) or pass the artifacts root that holds it"
+    )
+
+
+def _artifact_folders(run: catalog.Run, artifacts_root: Optional[str]) -> list[pathlib.Path]:
+    recorded = (run.manifest.get("paths") or {}).get("artifacts")
+    results_dir = pathlib.Path(run.run_dir).resolve()
+    smoke = results_dir.parent.name == records.SMOKE_DIR
+    results_root = results_dir.parent.parent if smoke else results_dir.parent
+    relative = pathlib.Path(records.SMOKE_DIR, run.run_id) if smoke else pathlib.Path(run.run_id)
+    candidates = [pathlib.Path(recorded)] if recorded else []
+    candidates.append(results_root.parent / "artifacts" / relative)
+    if artifacts_root:
+        candidates.append(pathlib.Path(os.path.expanduser(artifacts_root)).resolve() / relative)
+    return candidates

@@ -1,0 +1,67 @@
+"""A dependency-free progress bar on stderr for long collections.
+
+    from rl.analysis.progress import ProgressBar
+
+    with ProgressBar(total=88572, label="contexts", enabled=show_progress) as bar:
+        for batch in batches:
+            ...
+            bar.advance(len(batch))
+
+On a terminal it redraws one line; in a log (stderr not a tty) it writes a line per tenth of the
+work, so `bazel run` logs stay readable.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import IO, Optional
+
+_WIDTH = 30
+_REDRAW_EVERY_S = 0.2
+
+
+class ProgressBar:
+    def __init__(self, *, total: int, label: str, enabled: bool = True, stream: Optional[IO[str]] = None):
+        if total < 1:
+            raise ValueError(f"a progress bar needs total >= 1, got {total}")
+        self.total, self.label = total, label
+        self.done = 0
+        self.enabled = enabled
+        self._stream = stream or sys.stderr
+        self._interactive = self._stream.isatty()
+        self._started = time.monotonic()
+        self._last_drawn = -float("inf")
+        self._last_tenth = -1
+
+    def advance(self, amount: int = 1) -> None:
+        self.done = min(self.done + amount, self.total)
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        tenth = 10 * self.done // self.total
+        if self._interactive and (now - self._last_drawn >= _REDRAW_EVERY_S or self.done == self.total):
+            self._stream.write("\r" + self.line())
+            self._last_drawn = now
+        elif not self._interactive and tenth > self._last_tenth:
+            self._stream.write(self.line() + "\n")
+            self._last_tenth = tenth
+        self._stream.flush()
+
+    def line(self) -> str:
+        fraction = self.done / self.total
+        elapsed = time.monotonic() - self._started
+        remaining = elapsed * (1 - fraction) / fraction if fraction else float("nan")
+        filled = int(_WIDTH * fraction)
+        return (
+            f"{self.label} [{'#' * filled}{'.' * (_WIDTH - filled)}] {100 * fraction:3.0f}% "
+            f"{self.done}/{self.total} {elapsed:.1f} s elapsed, {remaining:.1f} s left"
+        )
+
+    def __enter__(self) -> "ProgressBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled and self._interactive:
+            self._stream.write("\n")
+            self._stream.flush()

@@ -1,0 +1,26 @@
+"""Harness run records holding given RLModules as checkpoints, without training (fast tests).
+
+    run_id = fake_run(tmp_path / "exp", [module_a, module_b], experiment="rl.analysis.tests.probe_recipe")
+    # tmp_path/exp/results/<run-id>/run_manifest.json, tmp_path/exp/artifacts/<run-id>/checkpoints/iter_00000N
+"""
+
+import pathlib
+
+from rl.harness import seeding, session
+
+RUN_ID = "20261201T000000Z-abcdef"
+
+
+def fake_run(folder: pathlib.Path, modules, *, experiment: str) -> str:
+    """Checkpoint N (iteration N, 100 N env steps) keeps modules[N-1] where an Algorithm keeps its module."""
+    run = session.RunSession(run_id=RUN_ID, results_dir=folder / "results" / RUN_ID,
+                             artifacts_dir=folder / "artifacts" / RUN_ID,
+                             manifest={"experiment": {"module": experiment}}, seeds=seeding.SeedStreams(0))
+    run.start()
+    for iteration, module in enumerate(modules, start=1):
+        run.log_metrics({"training_iteration": iteration, "num_env_steps_sampled_lifetime": 100 * iteration,
+                         "env_runners": {"episode_return_mean": float(iteration)}})
+        with run.checkpoint(iteration=iteration, env_steps=100 * iteration) as checkpoint:
+            module.save_to_path(str(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy"))
+    run.finish("completed")
+    return RUN_ID

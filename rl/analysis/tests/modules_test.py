@@ -1,0 +1,94 @@
+"""Activations from real rl.learners modules: contexts, rollouts, checkpoints and portable export."""
+
+import numpy as np
+import pytest
+import torch
+
+from rl.analysis.activations import RESIDUAL_STREAM
+from rl.analysis.checkpoints import CheckpointNotFound, find_checkpoints, load_rl_module
+from rl.analysis.modules import AnalysisView
+from rl.analysis.rollouts import collect_rollouts, context_dataset
+from rl.analysis.tests.fake_runs import fake_run
+from rl.analysis.tests.mess3_reference import Mess3Contexts, Mess3Env, beliefs_after
+from rl.analysis.tests.tiny_modules import tiny_mlp, tiny_transformer
+
+# The learners test batch/step equality of the residual stream to this tolerance (float32 rounding).
+STEP_TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def transformer():
+    return tiny_transformer(seed=0)
+
+
+def test_context_dataset_reads_the_last_step_of_each_context(transformer):
+    dataset = context_dataset(AnalysisView(transformer), Mess3Contexts(), max_length=4, group_prefix_length=2,
+                              batch_size=7, show_progress=False)
+    assert dataset.num_samples == 3 + 9 + 27 + 81 and dataset.layers == ["residual_0", "residual_1", "residual_2"]
+    context = np.array([[2, 0, 1]])  # row 3 + 9 + (2*9 + 0*3 + 1) in length-then-lexicographic order
+    row = 3 + 9 + 19
+    with torch.no_grad():
+        stream = transformer.residual_stream(torch.eye(3)[context]).activations
+    # Equal up to float32 rounding: a batch of 7 and a batch of 1 block the matrix products differently.
+    np.testing.assert_allclose(dataset.activations["residual_2"][row], stream[2, 0, -1].numpy(), atol=STEP_TOLERANCE)
+    np.testing.assert_allclose(dataset.targets[row], beliefs_after(context)[0])
+    assert dataset.distribution.as_dict()["parameters"]["max_length"] == 4
+
+
+def test_rollouts_record_aligned_steps_reproducibly(transformer):
+    def collect(entropy):
+        return collect_rollouts(transformer, Mess3Env(horizon=6), num_episodes=7, max_steps=8, batch_size=3,
+                                seed=np.random.SeedSequence(entropy), policy="untrained", show_progress=False)
+
+    rollouts = collect(1)
+    np.testing.assert_array_equal(rollouts.lengths, 6)  # truncated by the env before max_steps
+    tokens = rollouts.observations.argmax(axis=-1)
+    for episode in range(7):
+        for step in range(6):
+            # The diagnostics reported with an observation are the belief after the tokens so far.
+            np.testing.assert_allclose(rollouts.diagnostics["belief"][episode, step],
+                                       beliefs_after(tokens[episode : episode + 1, : step + 1])[0], atol=1e-12)
+    with torch.no_grad():  # step-by-step recording equals running the whole sequences at once
+        whole = transformer.residual_stream(torch.as_tensor(rollouts.observations[:, :6])).activations
+    for index, name in enumerate(["residual_0", "residual_1", "residual_2"]):
+        assert np.abs(rollouts.activations[name][:, :6] - whole[index].numpy()).max() < STEP_TOLERANCE
+    assert not rollouts.activations["residual_2"][:, 6:].any()  # padding past the episode
+    again, other = collect(1), collect(2)
+    np.testing.assert_array_equal(again.actions, rollouts.actions)
+    np.testing.assert_array_equal(again.observations, rollouts.observations)
+    assert not np.array_equal(other.observations, rollouts.observations)
+    dataset = rollouts.probe_dataset("belief")
+    assert dataset.num_samples == 42 and sorted(set(dataset.groups)) == list(range(7))
+    assert dataset.distribution.parameters["action_sampling"] == "stochastic"
+    with pytest.raises(KeyError, match="hidden_state"):
+        rollouts.probe_dataset("beliefs")
+
+
+def test_modules_without_a_residual_stream_are_refused():
+    mlp = tiny_mlp(seed=0)
+    with pytest.raises(ValueError, match="TransformerModel"):
+        collect_rollouts(mlp, Mess3Env(horizon=3), num_episodes=1, max_steps=2, batch_size=1,
+                         seed=np.random.SeedSequence(0), policy="x", show_progress=False)
+    with pytest.raises(ValueError, match="TransformerModel"):
+        context_dataset(AnalysisView(mlp), Mess3Contexts(), max_length=1, group_prefix_length=1, batch_size=3,
+                        show_progress=False)
+
+
+def test_checkpoints_are_found_from_the_run_records_and_loaded(transformer, tmp_path):
+    run_id = fake_run(tmp_path / "exp", [transformer], experiment="fake")
+    found = find_checkpoints(run_id, roots=[str(tmp_path)])
+    assert found.run.run_id == run_id and found.artifacts_dir == tmp_path / "exp" / "artifacts" / run_id
+    assert [(c.name, c.iteration, c.env_steps) for c in found.checkpoints] == [("iter_000001", 1, 100)]
+    loaded = load_rl_module(found.checkpoints[0].path)
+    obs = torch.randn(2, 5, 3)
+    with torch.no_grad():
+        assert torch.equal(AnalysisView(loaded)(obs)[RESIDUAL_STREAM], AnalysisView(transformer)(obs)[RESIDUAL_STREAM])
+    # Artifacts moved elsewhere (e.g. fetched from B2): found under an explicit artifacts root.
+    moved = tmp_path / "elsewhere"
+    (tmp_path / "exp" / "artifacts").rename(moved)
+    with pytest.raises(CheckpointNotFound, match="fetch artifacts/"):
+        find_checkpoints(run_id, roots=[str(tmp_path / "exp")])
+    found = find_checkpoints(run_id, roots=[str(tmp_path / "exp")], artifacts_root=str(moved))
+    assert found.checkpoints[0].path == moved / run_id / "checkpoints" / "iter_000001"
+    with pytest.raises(CheckpointNotFound, match="no RLModule 'agent_0'"):
+        load_rl_module(found.checkpoints[0].path, module_id="agent_0")

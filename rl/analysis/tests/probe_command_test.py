@@ -1,0 +1,61 @@
+"""The probe command on run records (checkpoints of untrained modules: fast)."""
+
+import json
+
+import pytest
+
+from rl.analysis import probe_command
+from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS, ProbeReport
+from rl.analysis.tests import probe_recipe
+from rl.analysis.tests.fake_runs import fake_run
+from rl.analysis.tests.tiny_modules import tiny_transformer
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _modules(count):
+    return [tiny_transformer(seed) for seed in range(count)]
+
+
+def test_probes_every_checkpoint_and_writes_report_and_plots(tmp_path, capsys):
+    run_id = fake_run(tmp_path / "exp", _modules(2), experiment="rl.analysis.tests.probe_recipe")
+    assert probe_command.main([run_id, "--results-dir", str(tmp_path), "--no-progress"]) == 0
+    results = tmp_path / "exp" / "results" / run_id
+    record = json.loads((results / "probe_report.json").read_text())
+    assert [c["name"] for c in record["checkpoints"]] == ["iter_000001", "iter_000002"]
+    assert record["experiment"] == "rl.analysis.tests.probe_recipe" and record["seed"] == 42
+    assert set(record["seed_streams"]) == {"probe/contexts", "probe/rollouts", "probe/rollout_probes"}
+    first, second = ([ProbeReport.from_dict(c["reports"][kind]) for kind in (UNIFORM_CONTEXTS, PROCESS_ROLLOUTS)]
+                     for c in record["checkpoints"])
+    assert first[0].split["num_test"] + first[0].split["num_train"] == sum(3**m for m in range(1, 7))
+    assert first[1].split["num_test"] + first[1].split["num_train"] == 48 * probe_recipe.HORIZON
+    assert [layer.layer for layer in first[0].layers] == ["residual_0", "residual_1", "residual_2"]
+    # Paired across checkpoints: the same contexts and splits, different modules.
+    assert first[0].split == second[0].split and first[0].layer("residual_2").test != second[0].layer("residual_2").test
+    assert first[1].distribution.parameters["policy"].endswith("iter_000001")
+    for name in ("probe_r2_uniform_contexts.png", "probe_r2_process_rollouts.png",
+                 "belief_simplex_uniform_contexts.png", "belief_simplex_process_rollouts.png", "learning_curves.png"):
+        assert (results / name).read_bytes().startswith(PNG_MAGIC), name
+    assert "iter_000002 uniform_contexts: best residual_" in capsys.readouterr().out
+
+
+def test_only_the_last_checkpoint(tmp_path):
+    run_id = fake_run(tmp_path / "exp", _modules(2), experiment="rl.analysis.tests.probe_recipe")
+    assert probe_command.main([run_id, "--results-dir", str(tmp_path), "--checkpoints", "last", "--no-progress"]) == 0
+    record = json.loads((tmp_path / "exp" / "results" / run_id / "probe_report.json").read_text())
+    assert [c["name"] for c in record["checkpoints"]] == ["iter_000002"]
+
+
+@pytest.mark.parametrize("experiment, message", [
+    ("rl.analysis.tests.fake_runs", "defines no probe_plan()"),
+    ("rl.analysis.tests.no_such_recipe", "no module named 'rl.analysis.tests.no_such_recipe'"),
+])
+def test_bad_runs_exit_2_with_the_fix(tmp_path, capsys, experiment, message, monkeypatch):
+    monkeypatch.delenv("BUILD_WORKSPACE_DIRECTORY", raising=False)
+    if experiment == "rl.analysis.tests.fake_runs":
+        monkeypatch.setattr("rl.analysis.tests.fake_runs.run", lambda context: None, raising=False)
+    run_id = fake_run(tmp_path / "exp", _modules(1), experiment=experiment)
+    assert probe_command.main([run_id, "--results-dir", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert probe_command.main(["20990101T000000Z-000000", "--results-dir", str(tmp_path)]) == 2
+    assert "rl-harness runs" in capsys.readouterr().err
