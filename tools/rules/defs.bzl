@@ -15,7 +15,10 @@ binary's build identity (rl/harness/buildinfo.py reads it).
 
 load(":build_info.bzl", "rl_build_info", "rl_stamp_info")
 
-_PYTEST_MAIN = "//tools/testing:pytest_main.py"
+# Labels, not strings: macros resolve strings against the calling repository, and a
+# dependent workspace (experiments_template/) calls these macros too.
+_PYTEST_MAIN = Label("//tools/testing:pytest_main.py")
+_STAMPED = str(Label("//tools/rules:stamped"))
 
 def _launcher_impl(ctx):
     ctx.actions.write(ctx.outputs.out, """\
@@ -78,7 +81,7 @@ def rl_py_binary(name, main, srcs = [], deps = [], data = [], **kwargs):
         main = launcher,
         deps = deps,
         data = data + [":" + name + ".build_info"] + select({
-            "//tools/rules:stamped": [":" + name + ".stamp"],
+            _STAMPED: [":" + name + ".stamp"],
             "//conditions:default": [],
         }),
         python_version = "PY3",
