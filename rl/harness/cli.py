@@ -44,7 +44,9 @@ EXIT_UPLOAD_FAILED = 3
 COMMANDS = ("runs", "show", "diff")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _RLLIB_CHECKPOINT_FILE = "rllib_checkpoint.json"
-_HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
+# Resolve the file, not its folder: under `bazel run` the folder is a real directory
+# of the runfiles tree (outside any checkout) holding symlinks into the source tree.
+_HARNESS_DIR = os.path.dirname(os.path.realpath(__file__))
 
 
 class UsageError(Exception):
@@ -363,7 +365,7 @@ def _manifest_base(plan: Plan) -> dict:
                                        if experiment_repo["root"] else source),
                        "source_sha256": provenance.file_sha256(source)},
         "code": {"experiment_repo": experiment_repo,
-                 "library": {**provenance.git_state(os.path.realpath(_HARNESS_DIR)),
+                 "library": {**provenance.git_state(_HARNESS_DIR),
                              "build_stamp_commit": build.get("git_commit"),
                              "pinned": build.get("library")}},
         "build": build,
