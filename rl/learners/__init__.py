@@ -1,6 +1,7 @@
 """rl.learners: RLlib Learners and RLModules of the library.
 
     from rl.learners import ActorCriticPPOTorchLearner, IQNPPOTorchLearner, QRPPOTorchLearner
+    from rl.learners import PPGConfig, PPGTorchLearner
     from rl.learners.models import MLPModel, TransformerModel, IQNValueMixin, QRValueMixin
 
 Exports load lazily: `import rl.learners` does not import RLlib until a name is used.
@@ -14,6 +15,9 @@ from typing import Any
 _EXPORTS = {
     "ActorCriticPPOTorchLearner": "rl.learners.ppo.learner",
     "IQNPPOTorchLearner": "rl.learners.ppo.quantile_critic",
+    "PPG": "rl.learners.ppg.config",
+    "PPGConfig": "rl.learners.ppg.config",
+    "PPGTorchLearner": "rl.learners.ppg.learner",
     "QRPPOTorchLearner": "rl.learners.ppo.quantile_critic",
 }
 

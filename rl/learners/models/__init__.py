@@ -4,11 +4,15 @@
 
     class IQNTransformerModel(IQNValueMixin, TransformerModel):
         pass
+
+    class PPGTransformer(PPGAuxiliaryValueHead, TransformerModel):   # PPG's detach design
+        pass
 """
 
 from rl.learners.models.base import ActorCriticModule
 from rl.learners.models.config import ActorCriticSettings, MLPSettings, TransformerSettings
 from rl.learners.models.mlp import MLPModel
+from rl.learners.models.ppg_head import PPGAuxiliaryValueHead, PPGMLPModel
 from rl.learners.models.quantile_value import (
     IQNValueMixin,
     IQNValueSettings,
@@ -25,6 +29,8 @@ __all__ = [
     "IQNValueSettings",
     "MLPModel",
     "MLPSettings",
+    "PPGAuxiliaryValueHead",
+    "PPGMLPModel",
     "QRValueMixin",
     "QRValueSettings",
     "QuantileValueMixin",

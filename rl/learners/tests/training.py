@@ -15,7 +15,7 @@ import time
 
 import contextlib
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 from unittest import mock
 
 import ray
@@ -55,8 +55,17 @@ def local_ray(results_dir: Path) -> Iterator[None]:
         ray.shutdown()
 
 
-def train_until(config: AlgorithmConfig, *, target_return: float, max_env_steps: int) -> TrainingRecord:
-    """Builds `config`'s algorithm and trains until the mean episode return reaches `target_return`."""
+def train_until(
+    config: AlgorithmConfig,
+    *,
+    target_return: float,
+    max_env_steps: int,
+    on_result: Callable[[dict], None] | None = None,
+) -> TrainingRecord:
+    """Builds `config`'s algorithm and trains until the mean episode return reaches `target_return`.
+
+    `on_result`, if given, sees every iteration's result dict (e.g. to check learner metrics).
+    """
     torch.set_num_threads(1)
     start = time.monotonic()
     algo = config.build_algo()
@@ -65,6 +74,8 @@ def train_until(config: AlgorithmConfig, *, target_return: float, max_env_steps:
     try:
         while env_steps < max_env_steps:
             result = algo.train()
+            if on_result is not None:
+                on_result(result)
             env_steps = int(result[NUM_ENV_STEPS_SAMPLED_LIFETIME])
             episode_return = result[ENV_RUNNER_RESULTS].get(EPISODE_RETURN_MEAN)
             if episode_return is None:  # no episode has finished yet

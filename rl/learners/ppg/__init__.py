@@ -1,0 +1,1 @@
+"""Phasic Policy Gradient (imported through rl.learners): PPGConfig, PPG and PPGTorchLearner."""
