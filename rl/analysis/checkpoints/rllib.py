@@ -22,7 +22,7 @@ from rl.analysis.checkpoints.discover import CheckpointNotFound
 
 def rl_module_path(checkpoint: pathlib.Path, module_id: str = DEFAULT_MODULE_ID) -> pathlib.Path:
     """The single-module folder inside an Algorithm, Learner or RLModule checkpoint."""
-    checkpoint = pathlib.Path(checkpoint)
+    checkpoint = pathlib.Path(checkpoint).resolve()  # RLlib reads paths as URIs: relative ones fail
     candidates = [
         checkpoint / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / module_id,  # Algorithm
         checkpoint / COMPONENT_RL_MODULE / module_id,  # Learner

@@ -1,0 +1,95 @@
+"""How close does PPO get to the reference solver on Cassandra's machine-maintenance POMDP?
+
+    ./bazelw run //experiments/cassandra_machine:ppo_vs_solver -- --smoke
+
+Two agents (agents.py) train one after the other with PPO at the file's discount 0.999: an MLP on
+the exact belief, and a transformer on the raw symbols and its previous action. Each final policy
+is valued greedily from the start state (discounted return, tail valued by the solver) and compared
+with the reference values of rl.envs.solvers: the point-based solver's controller (a lower bound on
+the optimum, 595.76 at seed 0), the fully observable MDP optimum (an upper bound, 661.86) and QMDP.
+
+Records: one metrics stream per agent (rows carry `agent`), checkpoints under
+artifacts/<run-id>/<agent>/ (recorded in the manifest with the agent as `trial_id`), and
+results/<run-id>/solver_comparison.json.
+"""
+
+import os
+import pathlib
+import shutil
+
+from rl.analysis.checkpoints import load_rl_module
+from rl.envs.cassandra_machine import machine_pomdp
+from rl.envs.solvers import qmdp, solve_fully_observable, solve_point_based
+from rl.harness import records, runners
+
+from experiments.cassandra_machine import agents
+
+BUDGET = {True: runners.StopRule(training_iterations=1), False: runners.StopRule(env_steps=400_000)}
+EVALUATION = {True: {"episodes": 4, "horizon": 200}, False: {"episodes": 64, "horizon": 3000}}
+COMPARISON_FILE = "solver_comparison.json"
+
+
+def reference_values(seed: int) -> dict:
+    pomdp = machine_pomdp()
+    solution = solve_point_based(pomdp, seed=seed)
+    return solution, {
+        "point_based_start_value": solution.start_value,
+        "point_based_seed": seed,
+        "mdp_upper_bound": solve_fully_observable(pomdp).value(pomdp.start),
+        "qmdp_value_estimate": qmdp(pomdp).value(pomdp.start),
+    }
+
+
+def _save(context, algo, agent: str, row: dict) -> str:
+    """An RLlib checkpoint under artifacts/<run-id>/<agent>/, written to a temp folder and renamed."""
+    folder = pathlib.Path(context.artifacts_dir) / agent
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / f"checkpoint_{row[runners.ITERATION]:06d}"
+    partial = folder / f".partial-{final.name}"
+    shutil.rmtree(partial, ignore_errors=True)
+    algo.save_to_path(str(partial))
+    os.replace(partial, final)
+    context.recorder.record_checkpoint(str(final), iteration=int(row[runners.ITERATION]),
+                                       env_steps=int(row[runners.ENV_STEPS]), trial_id=agent)
+    return str(final)
+
+
+def train(context, agent: agents.Agent) -> tuple[dict, str]:
+    config = runners.prepare_config(context, agents.ppo_config(agent, smoke=context.smoke),
+                                    context.seeds.integer(f"rllib/{agent.name}"))
+    stop = BUDGET[context.smoke]
+    algo = config.build_algo()
+    try:
+        row = {runners.ITERATION: 0, runners.ENV_STEPS: 0}
+        while not stop.reached(row) and not context.recorder.stop_requested:
+            row = context.recorder.log_metrics({**runners._result_row(algo.train()), "agent": agent.name},
+                                              trial=agent.name)
+            runners._log_progress(row, prefix=f"{agent.name} ")
+        return row, _save(context, algo, agent.name, row)
+    finally:
+        algo.stop()
+
+
+def run(context):
+    if context.resume is not None:
+        raise ValueError("ppo_vs_solver trains two agents in one run and does not resume; start a new run")
+    solution, references = reference_values(seed=0)
+    context.recorder.update_manifest(runner={"kind": "sequential agents", "agents": list(agents.AGENTS),
+                                             "stop": {k: str(v) for k, v in BUDGET.items()}})
+    results = {}
+    with runners.ray_cluster(context):
+        for agent in agents.AGENTS.values():
+            row, checkpoint = train(context, agent)
+            module = load_rl_module(pathlib.Path(checkpoint))
+            value = agents.discounted_value(module, agent, solution, seed=context.seeds.integer(f"eval/{agent.name}"),
+                                            **EVALUATION[context.smoke])
+            results[agent.name] = {"env_steps": row[runners.ENV_STEPS], "iterations": row[runners.ITERATION],
+                                   "undiscounted_return_mean_last": row.get(runners.RETURN),
+                                   "discounted_value": value,
+                                   "fraction_of_solver": value["mean"] / references["point_based_start_value"]}
+            print(f"{agent.name}: discounted value {value['mean']:.1f} +- {value['standard_error']:.1f} "
+                  f"(solver {references['point_based_start_value']:.2f}, MDP bound {references['mdp_upper_bound']:.2f})")
+    comparison = {"references": references, "agents": results, "smoke": context.smoke}
+    records.write_json_atomically(str(pathlib.Path(context.results_dir) / COMPARISON_FILE), comparison)
+    print(f"results: {context.results_dir}")
+    return comparison

@@ -1,0 +1,60 @@
+"""Running an experiment's smoke budget from a test, and reading what it recorded.
+
+    from experiments.common import smoke
+
+    run = smoke.run_smoke("experiments/mess3/reward_only", "experiments.mess3.reward_only", tmp_path)
+    run.manifest["status"] == "completed"; run.summary["outcome"]; run.results_dir / "probe_report.json"
+
+Under `bazel test` it runs the rl_experiment binary from the test's runfiles (add the target to
+the test's `data`), so the build identity is checked too; under plain pytest it runs the recipe
+through `python -m rl.harness.cli`. Records go under `tmp_path` (TEST_TMPDIR's), never beside the recipe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+RUN_ID = "smoke-test"
+
+
+@dataclasses.dataclass(frozen=True)
+class SmokeRun:
+    results_dir: pathlib.Path
+    artifacts_dir: pathlib.Path
+    manifest: dict
+    summary: dict
+    stdout: str
+    built_with_bazel: bool
+
+    def metrics(self) -> list[dict]:
+        lines = (self.artifacts_dir / "metrics.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def run_smoke(binary: str, module: str, tmp_path: pathlib.Path, *, timeout: float = 600) -> SmokeRun:
+    """Runs `binary` (runfiles path of the rl_experiment) or else `module` with --smoke; asserts it completed."""
+    executable = pathlib.Path(binary)
+    under_bazel = "TEST_SRCDIR" in os.environ and executable.exists()
+    command = [str(executable.resolve())] if under_bazel else [sys.executable, "-m", "rl.harness.cli", module]
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    command += ["--smoke", "--run-id", RUN_ID, "--results-dir", str(results), "--artifacts-dir", str(artifacts)]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1",
+                   # RLlib's Algorithm logs under ~/ray_results, read-only in Bazel's sandbox.
+                   "HOME": str(tmp_path)}
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=timeout,
+                          start_new_session=True)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-6000:]}"
+    results_dir, artifacts_dir = results / "smoke" / RUN_ID, artifacts / "smoke" / RUN_ID
+    return SmokeRun(
+        results_dir=results_dir,
+        artifacts_dir=artifacts_dir,
+        manifest=json.loads((results_dir / "run_manifest.json").read_text()),
+        summary=json.loads((results_dir / "summary.json").read_text()),
+        stdout=done.stdout,
+        built_with_bazel=under_bazel,
+    )

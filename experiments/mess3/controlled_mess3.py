@@ -1,0 +1,159 @@
+"""The science shared by the Mess3 experiments: the controlled environment, the agent, PPO, the probes.
+
+    from experiments.mess3 import controlled_mess3 as task
+
+    config = task.ppo_config(smoke=context.smoke)            # TransformerModel, ActorCriticPPOTorchLearner
+    plan = task.probe_plan_for(smoke=context.smoke)          # what rl.analysis probes, and how much
+
+The task is occupancy control on Mess3 (x=0.05, a=0.85; rl/envs/README.md): each step the agent
+either lets the process run (action 0) or tilts the next-state distribution toward one state
+(actions 1..3), earning 1 when the next hidden state is state 0, minus a KL penalty for the
+tilt. It sees only the emitted token and its own previous action. One step ahead the tilt pays
+only where P(state 0) > 0.68; over several steps (gamma 0.9) tilting toward state 0 always wins
+with these default settings (README.md, "What a longer run showed"). Nothing in the loss asks
+for the belief: PPO on the reward alone.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.tune.registry import register_env
+
+from rl.analysis.adapters import ContextProbing, ProbePlan, RolloutProbing
+from rl.analysis.probes import ProbeOptions
+from rl.envs.hmm import belief_step
+from rl.envs.mess3 import CONTROL_DEFAULTS, mess3_env, mess3_process
+from rl.learners import ActorCriticPPOTorchLearner
+from rl.learners.models import TransformerModel
+
+# -- environment ---------------------------------------------------------------------------------
+
+X, A = 0.05, 0.85
+# The agent sees the last token and its own previous action: the action changes the dynamics
+# the belief is filtered with, so without it the belief would not be a function of the inputs.
+ENV_KWARGS = {"x": X, "a": A, "episode_length": 64, "observation": ("tokens", "previous_action"),
+              "history_length": 1, **CONTROL_DEFAULTS}
+ENV_NAME = "experiments.mess3/controlled_mess3"
+
+
+def make_env(env_config=None) -> gymnasium.Env:
+    """The controlled Mess3 env of this study (RLlib passes an EnvContext; nothing in it is read)."""
+    return mess3_env("control", **ENV_KWARGS)
+
+
+register_env(ENV_NAME, make_env)
+
+# -- agent -----------------------------------------------------------------------------------------
+
+# Small enough to train on two CPU cores; one shared encoder (the value loss shapes it too).
+MODEL_CONFIG = {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 64, "memory_len": 16,
+                "max_seq_len": 16, "vf_share_layers": True}
+
+
+def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerModel, model_config=None,
+               learner_class=ActorCriticPPOTorchLearner, learner_config=None, vf_loss_coeff: float = 0.5):
+    """PPO (or a PPO-based `algorithm` such as PPGConfig) on ENV_NAME with a TransformerModel-based module.
+
+    The variants swap parts: iqn_critic the module and learner, ppg the algorithm and module
+    (`learner_class=None` keeps the algorithm's own Learner).
+    """
+    config = (
+        algorithm()
+        .environment(ENV_NAME)
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=module_class,
+                                               model_config=dict(model_config or MODEL_CONFIG)))
+        .training(
+            lr=1e-3,
+            gamma=0.9,  # the reward is immediate; the belief matters a few steps ahead
+            lambda_=0.9,
+            train_batch_size_per_learner=1024 if smoke else 2048,
+            minibatch_size=256,  # a multiple of max_seq_len
+            num_epochs=4,
+            entropy_coeff=0.01,
+            vf_loss_coeff=vf_loss_coeff,
+        )
+    )
+    if learner_class is not None:
+        config = config.learners(learner_class=learner_class)
+    return config.learners(learner_config_dict=dict(learner_config or {}))
+
+
+def build_random_network(seed: int, *, module_class=TransformerModel, model_config=None):
+    """A freshly initialised module of the trained architecture (torch seeded with `seed`), in eval mode."""
+    import torch
+
+    env = make_env()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = module_class(observation_space=env.observation_space, action_space=env.action_space,
+                              model_config=dict(model_config or MODEL_CONFIG))
+    return module.eval()
+
+
+# -- probes: the adapters rl.analysis reads ---------------------------------------------------------
+
+
+class PassiveContexts:
+    """A ContextAdapter: every token context, fed as the env would after passive steps (action 0).
+
+    The agent's observation sequence for tokens k1..km is [nothing yet, (k1, action 0), ...,
+    (km, action 0)]: m + 1 steps, read at the last. The target is the exact belief after the
+    tokens under the passive dynamics, from the stationary prior (as the env starts).
+    """
+
+    name = f"mess3(x={X},a={A}) passive contexts"
+    num_tokens = 3
+    target_name = "belief"
+
+    def __init__(self):
+        env = make_env()
+        self._slices = env.observation_slices
+        self._obs_dim = env.observation_space.shape[0]
+        self._model = mess3_process(x=X, a=A)
+
+    def observations(self, contexts: np.ndarray) -> np.ndarray:
+        batch, length = contexts.shape
+        obs = np.zeros((batch, length + 1, self._obs_dim), dtype=np.float32)
+        tokens, actions = self._slices["tokens"], self._slices["previous_action"]
+        steps = np.arange(1, length + 1)
+        obs[np.arange(batch)[:, None], steps[None, :], tokens.start + contexts] = 1.0
+        obs[:, 1:, actions.start + 0] = 1.0  # the passive action
+        return obs
+
+    def targets(self, contexts: np.ndarray) -> np.ndarray:
+        beliefs = np.broadcast_to(self._model.stationary_distribution(), (len(contexts), 3)).copy()
+        for position in range(contexts.shape[1]):
+            beliefs = belief_step(self._model, beliefs, contexts[:, position])
+        return beliefs
+
+
+class ControlledEnv:
+    """An EnvAdapter: episodes the policy plays in the controlled env; the target is the exact belief."""
+
+    name = f"controlled_mess3(x={X},a={A},episode_length={ENV_KWARGS['episode_length']})"
+
+    def make_env(self) -> gymnasium.Env:
+        return make_env()
+
+    def diagnostics(self, env, info):
+        return {"belief": np.asarray(info["belief"]), "hidden_state": np.asarray(info["state"])}
+
+
+def probe_plan_for(*, smoke: bool) -> ProbePlan:
+    """Both distributions: passive uniform contexts (the representation itself) and on-policy rollouts."""
+    if smoke:
+        return ProbePlan(
+            contexts=ContextProbing(PassiveContexts(), max_length=6, group_prefix_length=4, batch_size=512),
+            rollouts=RolloutProbing(ControlledEnv(), target="belief", num_episodes=48,
+                                    max_steps=ENV_KWARGS["episode_length"], batch_size=48),
+            options=ProbeOptions(num_bootstrap=200, num_permutations=20),
+        )
+    return ProbePlan(
+        contexts=ContextProbing(PassiveContexts(), max_length=9, group_prefix_length=4, batch_size=2048),
+        rollouts=RolloutProbing(ControlledEnv(), target="belief", num_episodes=256,
+                                max_steps=ENV_KWARGS["episode_length"], batch_size=64),
+        options=ProbeOptions(num_bootstrap=1000, num_permutations=100),
+    )

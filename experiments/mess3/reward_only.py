@@ -1,0 +1,35 @@
+"""Does a transformer trained by PPO on reward alone represent the belief over Mess3's hidden states?
+
+    ./bazelw run //experiments/mess3:reward_only -- --smoke    # every stage, minutes
+    ./bazelw run //experiments/mess3:reward_only               # the full budget
+
+Stages: train a TransformerModel agent with PPO on controlled Mess3 (controlled_mess3.py), saving
+the untrained network (step 0) and log-spaced checkpoints; then probe the residual stream of
+every checkpoint, and of randomly initialised networks of the same architecture, with affine
+probes of the exact belief (belief_geometry.py). Results: results/[smoke/]<run-id>/.
+"""
+
+from experiments.common import training
+from experiments.mess3 import belief_geometry
+from experiments.mess3 import controlled_mess3 as task
+from rl.harness import runners
+
+SMOKE_ENV_STEPS = 3 * 1024  # three updates: checkpoints at 0, 1, 2, 3
+FULL_ENV_STEPS = 150_000  # about 12-15 minutes on the shared 2-core machine
+RANDOM_NETWORKS = {True: 1, False: 3}
+
+
+def run(context):
+    config = task.ppo_config(smoke=context.smoke)
+    stop = runners.StopRule(env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS)
+    outcome = training.train_with_schedule(context, config, stop=stop, checkpoint_at=training.log_spaced(base=2.0))
+    seeds = context.seeds.integers("random_networks", RANDOM_NETWORKS[context.smoke])
+    comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke),
+                                         random_networks=[task.build_random_network(seed) for seed in seeds])
+    print(f"results: {context.results_dir}")
+    return {**outcome, "random_network_seeds": seeds, "probe_r2": belief_geometry.headline(comparison)}
+
+
+def probe_plan():
+    """For `bazel run //rl/analysis:probe -- <run-id>`: the full plan."""
+    return task.probe_plan_for(smoke=False)

@@ -1,0 +1,59 @@
+"""Slow: each Mess3 recipe's `--smoke` runs every stage (train, step-0 and log-spaced checkpoints,
+probes of every checkpoint and of a random network, plots) and records them; about 1 minute each.
+
+One Bazel target per recipe selects its case with `-k <recipe>`.
+"""
+
+import json
+
+import pytest
+
+from experiments.common import smoke
+from experiments.mess3 import belief_geometry
+from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS
+
+LAYERS = ["residual_0", "residual_1", "residual_2"]  # the projected input and each of the 2 blocks
+# The metrics of each composition's swapped part: each must have a value in some row.
+EXTRA_METRICS = {
+    "reward_only": ["learners/default_policy/vf_loss"],
+    "iqn_critic": ["learners/default_policy/iqn_value/loss", "learners/default_policy/iqn_value/quantile_spread"],
+    "ppg": ["learners/default_policy/ppg/aux_value_loss", "learners/default_policy/ppg/aux_kl"],  # one aux phase
+}
+
+
+@pytest.mark.parametrize("recipe", sorted(EXTRA_METRICS))
+def test_the_smoke_run_trains_checkpoints_and_probes(recipe, tmp_path):
+    run = smoke.run_smoke(f"experiments/mess3/{recipe}", f"experiments.mess3.{recipe}", tmp_path)
+
+    assert run.manifest["status"] == "completed"
+    if run.built_with_bazel:
+        assert run.manifest["build"]["target"] == f"//experiments/mess3:{recipe}"
+    # Step 0 (the untrained network), then log-spaced (1, 2) and the last update.
+    assert [c["iteration"] for c in run.manifest["checkpoints"]] == [0, 1, 2, 3]
+    assert run.manifest["checkpoints"][0]["env_steps"] == 0
+    rows = run.metrics()
+    assert rows[-1]["num_env_steps_sampled_lifetime"] >= 3 * 1024  # the smoke budget: three updates of 1024
+    assert all("env_runners/episode_return_mean" in row for row in rows)
+    for metric in EXTRA_METRICS[recipe]:
+        assert any(row.get(metric) is not None for row in rows), metric
+
+    record = json.loads((run.results_dir / "probe_report.json").read_text())
+    assert [c["name"] for c in record["checkpoints"]] == ["iter_000000", "iter_000001", "iter_000002", "iter_000003"]
+    for checkpoint in record["checkpoints"]:
+        for kind in (UNIFORM_CONTEXTS, PROCESS_ROLLOUTS):
+            layers = checkpoint["reports"][kind]["layers"]
+            assert [layer["layer"] for layer in layers] == LAYERS
+            # Mess3 beliefs are far from constant: any layer beats the mean-belief baseline.
+            assert all(layer["test"]["r2"] > layer["baseline"]["r2"] for layer in layers)
+
+    comparison = json.loads((run.results_dir / belief_geometry.COMPARISON_FILE).read_text())
+    for kind in (UNIFORM_CONTEXTS, PROCESS_ROLLOUTS):
+        rows = comparison["distributions"][kind]["layers"]
+        assert list(rows) == LAYERS
+        assert all(len(row["random_r2"]) == 1 for row in rows.values())  # one random network in smoke
+    for name in ("learning_curves.png", "probe_r2_uniform_contexts.png", "probe_r2_process_rollouts.png",
+                 "belief_simplex_uniform_contexts.png", "belief_simplex_process_rollouts.png",
+                 "belief_simplex_process_rollouts_random.png", "probe_r2_trained_vs_random.png"):
+        assert (run.results_dir / name).stat().st_size > 0, name
+    assert set(run.summary["outcome"]["probe_r2"]) == {UNIFORM_CONTEXTS, PROCESS_ROLLOUTS}
+    assert "results: " in run.stdout and smoke.RUN_ID in run.stdout  # it says where its results are
