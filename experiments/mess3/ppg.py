@@ -5,9 +5,9 @@
 The composition pattern again (compare iqn_critic.py): the science of controlled Mess3 comes from
 controlled_mess3.py unchanged; swapped are the algorithm (`PPGConfig` from rl.learners: PPO plus an
 auxiliary phase every `policy_iterations_per_aux` updates, with its own PPGTorchLearner) and the
-module (`PPGAuxiliaryValueHead` on `TransformerModel`: the detach design, where PPO's value loss no
-longer shapes the shared encoder and an auxiliary value head trains it in the auxiliary phases,
-under a policy-cloning KL). The question it adds: with the value loss moved out of the policy
+module (`PPGTransformerModel`: `PPGAuxiliaryValueHead` on `TransformerModel`, the detach design,
+where PPO's value loss no longer shapes the shared encoder and an auxiliary value head trains it
+in the auxiliary phases, under a policy-cloning KL). The question it adds: with the value loss moved out of the policy
 phase, does the residual stream encode the belief more or less than under PPO?
 """
 
@@ -16,7 +16,7 @@ from experiments.mess3 import belief_geometry
 from experiments.mess3 import controlled_mess3 as task
 from rl.harness import runners
 from rl.learners import PPGConfig
-from rl.learners.models import PPGAuxiliaryValueHead, TransformerModel
+from rl.learners.models import PPGTransformerModel
 
 SMOKE_ENV_STEPS = 3 * 1024  # three updates; the auxiliary phase runs after the second
 FULL_ENV_STEPS = 150_000
@@ -24,10 +24,6 @@ RANDOM_NETWORKS = {True: 1, False: 3}
 # Smaller than the paper's N_pi = 32 so that the full budget (~73 updates) holds several phases.
 PPG_SETTINGS = {True: {"policy_iterations_per_aux": 2, "aux_epochs": 2, "aux_minibatch_size": 512},
                 False: {"policy_iterations_per_aux": 16, "aux_epochs": 6, "aux_minibatch_size": 1024}}
-
-
-class PPGTransformerModel(PPGAuxiliaryValueHead, TransformerModel):
-    """TransformerModel with PPG's detached true value head and auxiliary value head (mixin first)."""
 
 
 def run(context):

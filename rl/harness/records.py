@@ -98,6 +98,7 @@ def write_text_atomically(path: str, text: str) -> None:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp creates 0600; records are for everyone who may read the folder
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):

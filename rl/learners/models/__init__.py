@@ -12,7 +12,7 @@
 from rl.learners.models.base import ActorCriticModule
 from rl.learners.models.config import ActorCriticSettings, MLPSettings, TransformerSettings
 from rl.learners.models.mlp import MLPModel
-from rl.learners.models.ppg_head import PPGAuxiliaryValueHead, PPGMLPModel
+from rl.learners.models.ppg_head import PPGAuxiliaryValueHead, PPGMLPModel, PPGTransformerModel
 from rl.learners.models.quantile_value import (
     IQNValueMixin,
     IQNValueSettings,
@@ -31,6 +31,7 @@ __all__ = [
     "MLPSettings",
     "PPGAuxiliaryValueHead",
     "PPGMLPModel",
+    "PPGTransformerModel",
     "QRValueMixin",
     "QRValueSettings",
     "QuantileValueMixin",

@@ -21,6 +21,7 @@ import torch
 
 from rl.learners.models.heads import ValueHead
 from rl.learners.models.mlp import MLPModel
+from rl.learners.models.transformer import TransformerModel
 
 AUX_VALUE_HEAD = "aux_vf"
 
@@ -50,3 +51,7 @@ class PPGAuxiliaryValueHead:
 
 class PPGMLPModel(PPGAuxiliaryValueHead, MLPModel):
     """PPGConfig's default module: an MLPModel with PPG's heads."""
+
+
+class PPGTransformerModel(PPGAuxiliaryValueHead, TransformerModel):
+    """A TransformerModel with PPG's heads (memory tasks)."""

@@ -1,0 +1,328 @@
+"""PPO vs PPG at the same env-step budget: the tasks, one training run, the summary and the plot.
+
+    from experiments.ppo_vs_ppg import comparison
+
+    record = comparison.train_one("Mess3Control", "PPG", seed=7, smoke=True)   # one run, in this process
+    summary = comparison.summarise([record, ...])                              # per task and algorithm
+    save_figure(comparison.learning_curves_figure(records, references, title=...), path)
+
+Two tasks. CartPole-v1 (fully observed; MLP 64x64; RLlib's tuned CartPole PPO settings) and
+Mess3 occupancy control (partially observed: the agent sees the last token and its previous
+action; the controlled_mess3 study's env, TransformerModel and PPO settings unchanged). PPO is
+each task's usual PPO (CartPole: separate critic encoder; Mess3: the study's shared encoder);
+PPG is PPGConfig with the detach design (one encoder, PPGMLPModel / PPGTransformerModel), the
+same PPO settings, and value coefficients tuned to the task's return scale (docs/ppg.md).
+
+A run is a Learner from `build_learner` and an in-process EnvRunner (8 vectorised envs), no Ray,
+torch on one thread; both algorithms see the same seeds. Its curve is the EnvRunner's mean
+return of recent training episodes after each iteration, against env steps sampled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+import statistics
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+ALGORITHMS = ("PPO", "PPG")
+NUM_ENVS_PER_RUN = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One benchmark task: its budgets, its PPO settings, PPG's extra settings, and its modules."""
+
+    name: str
+    env_steps: dict[bool, int]  # smoke -> env-step budget
+    ppo_config: Callable[[bool], Any]  # smoke -> PPOConfig
+    ppg_config: Callable[[bool], Any]  # smoke -> PPGConfig (PPO's settings plus PPG's)
+    reference_policies: dict[str, Callable[[Any, np.random.Generator], int]]  # name -> (env, rng) -> action
+    ceiling: float | None = None  # the largest return an episode can earn, when known
+
+
+# -- CartPole-v1 ------------------------------------------------------------------------------------
+
+CARTPOLE_TRAINING = {"lr": 3e-4, "train_batch_size_per_learner": 4000, "minibatch_size": 128, "num_epochs": 6,
+                     "entropy_coeff": 0.0}
+CARTPOLE_SMOKE_TRAINING = {"train_batch_size_per_learner": 512, "num_epochs": 1}
+# Returns of order 100-500: the aux value losses start near 1e3, so 0.001 keeps them of order 1 next
+# to the cloning KL (with 0.01 the phases moved the policy; docs/ppg.md).
+CARTPOLE_PPG = {"policy_iterations_per_aux": 4, "aux_epochs": 6, "aux_minibatch_size": 512, "aux_lr": 3e-4,
+                "beta_clone": 1.0, "aux_value_loss_coeff": 0.001, "aux_true_value_loss_coeff": 0.001}
+SMOKE_PPG = {"policy_iterations_per_aux": 2, "aux_epochs": 2}
+
+
+def _cartpole(algorithm: str, smoke: bool):
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from rl.learners import ActorCriticPPOTorchLearner, PPGConfig
+    from rl.learners.models import MLPModel, PPGMLPModel
+
+    training = CARTPOLE_TRAINING | (CARTPOLE_SMOKE_TRAINING if smoke else {})
+    if algorithm == "PPO":
+        config = PPOConfig().learners(learner_class=ActorCriticPPOTorchLearner).training(**training)
+        module_class, model_config = MLPModel, {"hidden_sizes": [64, 64], "vf_share_layers": False}
+    else:
+        config = PPGConfig().training(**training, **(CARTPOLE_PPG | (SMOKE_PPG if smoke else {})))
+        module_class, model_config = PPGMLPModel, {"hidden_sizes": [64, 64], "vf_share_layers": True}
+    return config.environment("CartPole-v1").rl_module(
+        rl_module_spec=RLModuleSpec(module_class=module_class, model_config=model_config))
+
+
+# -- Mess3 occupancy control ------------------------------------------------------------------------
+
+# Returns are sums of per-step rewards in [-KL, 1] with gamma 0.9, so value targets are of order
+# 1-10: the paper's coefficient 1 keeps the value terms of order 1 next to the cloning KL.
+MESS3_PPG = {"policy_iterations_per_aux": 4, "aux_epochs": 6, "aux_minibatch_size": 1024, "aux_lr": 1e-3,
+             "beta_clone": 1.0, "aux_value_loss_coeff": 1.0, "aux_true_value_loss_coeff": 1.0}
+
+
+def _mess3(algorithm: str, smoke: bool):
+    from experiments.mess3 import controlled_mess3
+    from rl.learners import PPGConfig
+    from rl.learners.models import PPGTransformerModel
+
+    if algorithm == "PPO":
+        return controlled_mess3.ppo_config(smoke=smoke)
+    return controlled_mess3.ppo_config(smoke=smoke, algorithm=PPGConfig, module_class=PPGTransformerModel,
+                                       learner_class=None).training(**(MESS3_PPG | (SMOKE_PPG if smoke else {})))
+
+
+def _mess3_env():
+    from experiments.mess3 import controlled_mess3
+
+    return controlled_mess3.make_env()
+
+
+TASKS = {
+    "CartPole-v1": Task(
+        name="CartPole-v1",
+        env_steps={False: 100_000, True: 1_024},
+        ppo_config=lambda smoke: _cartpole("PPO", smoke),
+        ppg_config=lambda smoke: _cartpole("PPG", smoke),
+        reference_policies={"uniform random": lambda env, rng: int(rng.integers(2))},
+        ceiling=500.0,
+    ),
+    "Mess3Control": Task(
+        name="Mess3Control",
+        env_steps={False: 40_960, True: 2_048},
+        ppo_config=lambda smoke: _mess3("PPO", smoke),
+        ppg_config=lambda smoke: _mess3("PPG", smoke),
+        # Action 0 lets the process run; action 1 + j tilts toward state j (the target is state 0).
+        reference_policies={
+            "passive": lambda env, rng: 0,
+            "always tilt to state 0": lambda env, rng: 1,
+            "uniform random": lambda env, rng: int(rng.integers(4)),
+        },
+    ),
+}
+
+
+def make_env(task: str):
+    import gymnasium
+
+    return _mess3_env() if task == "Mess3Control" else gymnasium.make(task)
+
+
+def config_for(task: str, algorithm: str, *, seed: int, smoke: bool):
+    """The AlgorithmConfig of one run: the task's settings, one in-process EnvRunner, the seed."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASKS)}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+    spec = TASKS[task]
+    config = spec.ppo_config(smoke) if algorithm == "PPO" else spec.ppg_config(smoke)
+    return config.env_runners(num_env_runners=0, num_envs_per_env_runner=NUM_ENVS_PER_RUN).debugging(seed=seed)
+
+
+SETTING_KEYS = ("lr", "gamma", "lambda_", "train_batch_size_per_learner", "minibatch_size", "num_epochs",
+                "entropy_coeff", "vf_loss_coeff", "clip_param", "policy_iterations_per_aux", "aux_epochs",
+                "aux_minibatch_size", "aux_lr", "beta_clone", "aux_value_loss_coeff", "aux_true_value_loss_coeff")
+
+
+def settings_of(task: str, algorithm: str, *, smoke: bool) -> dict[str, Any]:
+    """What a run of (task, algorithm) trains with: budget, module, learner and the settings that differ by task."""
+    config = config_for(task, algorithm, seed=0, smoke=smoke)
+    spec = config.rl_module_spec
+    settings = {"env_steps": TASKS[task].env_steps[smoke], "num_envs": NUM_ENVS_PER_RUN,
+                "module": _qualified_name(spec.module_class), "model_config": dict(spec.model_config or {}),
+                "learner": _qualified_name(config.learner_class)}
+    settings.update({key: getattr(config, key) for key in SETTING_KEYS if hasattr(config, key)})
+    return settings
+
+
+def _qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _scalar(value: Any) -> float:
+    return float(value.peek() if hasattr(value, "peek") else value)
+
+
+def train_one(task: str, algorithm: str, *, seed: int, smoke: bool) -> dict[str, Any]:
+    """Trains one (task, algorithm, seed) to the task's budget in this process; returns its record.
+
+    The record: `curve` [[env steps, mean return], ...], `final_return` (the curve's last point),
+    `area_under_curve` (AUC), `wall_seconds`, `peak_rss_mib` (this process's peak resident set:
+    run it in a fresh process for a per-run figure) and `built_rss_mib` (resident set once the
+    Learner and EnvRunner are built: imports and modules, before training); PPG adds `aux_buffer_bytes_per_env_step` and
+    `aux_kl_max` (largest minibatch KL to the frozen policy over all phases) and `aux_phases`.
+    """
+    import torch
+    from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+    from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    config = config_for(task, algorithm, seed=seed, smoke=smoke)
+    learner = config.build_learner(env=make_env(task))
+    runner = SingleAgentEnvRunner(config=config)
+    budget = TASKS[task].env_steps[smoke]
+    built_rss_mib = _current_rss_mib()
+    start = time.monotonic()
+    env_steps, curve, buffer_bytes_per_step, aux_kl_max = 0, [], [], []
+    while env_steps < budget:
+        episodes = runner.sample(num_timesteps=config.train_batch_size_per_learner, random_actions=False)
+        env_steps += sum(len(episode) for episode in episodes)
+        episode_return = runner.get_metrics().get(EPISODE_RETURN_MEAN)
+        result = learner.update(
+            episodes=episodes,
+            timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
+            num_epochs=config.num_epochs,
+            minibatch_size=config.minibatch_size,
+            shuffle_batch_per_epoch=True,
+        )
+        if algorithm == "PPG":
+            cycle = result[ALL_MODULES]
+            if _scalar(cycle["ppg/aux_phase_triggered"]) == 1.0:
+                buffer_bytes_per_step.append(_scalar(cycle["ppg/buffer_bytes"]) / _scalar(cycle["ppg/buffered_env_steps"]))
+                aux_kl_max.append(_scalar(result[DEFAULT_MODULE_ID]["ppg/aux_kl_max"]))
+        runner.module.set_state(learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True))
+        if episode_return is not None:
+            curve.append([env_steps, round(_scalar(episode_return), 4)])
+    if not curve:
+        raise RuntimeError(f"{task} {algorithm} seed {seed}: no episode finished within {budget} env steps")
+    record = {
+        "task": task,
+        "algorithm": algorithm,
+        "seed": seed,
+        "env_steps": env_steps,
+        "curve": curve,
+        "final_return": curve[-1][1],
+        "area_under_curve": round(area_under_curve(curve), 4),
+        "wall_seconds": round(time.monotonic() - start, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "built_rss_mib": built_rss_mib,
+    }
+    if algorithm == "PPG":
+        record["aux_phases"] = len(aux_kl_max)
+        if aux_kl_max:
+            record["aux_buffer_bytes_per_env_step"] = round(statistics.fmean(buffer_bytes_per_step), 1)
+            record["aux_kl_max"] = float(f"{max(aux_kl_max):.3g}")
+    return record
+
+
+def _current_rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        kilobytes = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return round(kilobytes / 1024, 1)
+
+
+def area_under_curve(curve: list[list[float]]) -> float:
+    """The curve's mean over env steps (trapezoids from its first to its last point), in return units.
+
+    A single point is its own mean. Normalised by the span so that runs with slightly different
+    step counts compare: a curve that is 0 for the first half and 100 for the second scores ~50.
+    """
+    steps, returns = (np.asarray(column, dtype=float) for column in zip(*curve))
+    if len(steps) == 1 or steps[-1] == steps[0]:
+        return float(returns.mean())
+    return float(np.trapezoid(returns, steps) / (steps[-1] - steps[0]))
+
+
+SUMMARY_KEYS = ("final_return", "area_under_curve", "wall_seconds", "peak_rss_mib", "built_rss_mib",
+                "aux_buffer_bytes_per_env_step", "aux_kl_max")
+
+
+def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{task: {algorithm: {figure: {"mean", "min", "max", "seeds"}}}} over the records' seeds."""
+    summary: dict[str, dict[str, dict[str, Any]]] = {}
+    for record in records:
+        summary.setdefault(record["task"], {}).setdefault(record["algorithm"], {})
+    for task, algorithms in summary.items():
+        for algorithm in algorithms:
+            group = [record for record in records if record["task"] == task and record["algorithm"] == algorithm]
+            for key in SUMMARY_KEYS:
+                values = [record[key] for record in group if record.get(key) is not None]
+                if values:
+                    algorithms[algorithm][key] = {"mean": float(f"{statistics.fmean(values):.5g}"), "min": min(values),
+                                                  "max": max(values), "seeds": len(values)}
+    return summary
+
+
+def reference_returns(task: str, *, episodes: int, seed: int) -> dict[str, dict[str, float]]:
+    """Mean episode return (and its standard error) of each of the task's fixed reference policies."""
+    env = make_env(task)
+    rng = np.random.default_rng(seed)
+    references = {}
+    for name, policy in TASKS[task].reference_policies.items():
+        returns = []
+        for episode in range(episodes):
+            env.reset(seed=int(rng.integers(2**31)))
+            total, done = 0.0, False
+            while not done:
+                _, reward, terminated, truncated, _ = env.step(policy(env, rng))
+                total += reward
+                done = terminated or truncated
+            returns.append(total)
+        references[name] = {"mean": round(float(np.mean(returns)), 3),
+                            "standard_error": round(float(np.std(returns, ddof=1) / np.sqrt(episodes)), 3)}
+    if TASKS[task].ceiling is not None:
+        references["ceiling"] = {"mean": TASKS[task].ceiling, "standard_error": 0.0}
+    return references
+
+
+COLOURS = {"PPO": "tab:blue", "PPG": "tab:orange"}
+LINE_STYLES = ("--", ":", "-.", (0, (1, 3)))  # one per reference line
+
+
+def learning_curves_figure(records: list[dict[str, Any]], references: dict[str, dict], *, title: str):
+    """One panel per task: each seed's curve (thin), the seed mean on a common grid (thick), references (dashed).
+
+    Save it with `rl.analysis.plots.save_figure(figure, path)` (Agg, atomic).
+    """
+    from matplotlib.figure import Figure
+
+    tasks = [task for task in TASKS if any(record["task"] == task for record in records)]
+    figure = Figure(figsize=(6.0 * len(tasks), 4.6), dpi=120)
+    for index, task in enumerate(tasks):
+        axes = figure.add_subplot(1, len(tasks), index + 1)
+        for algorithm in ALGORITHMS:
+            group = [record for record in records if record["task"] == task and record["algorithm"] == algorithm]
+            if not group:
+                continue
+            for record in group:
+                axes.plot(*zip(*record["curve"]), color=COLOURS[algorithm], alpha=0.3, linewidth=0.8)
+            grid = np.linspace(max(record["curve"][0][0] for record in group),
+                               min(record["curve"][-1][0] for record in group), 100)
+            mean = np.mean([np.interp(grid, *zip(*record["curve"])) for record in group], axis=0)
+            axes.plot(grid, mean, color=COLOURS[algorithm], linewidth=2.2,
+                      label=f"{algorithm}: mean of {len(group)} seeds (thin: each seed)")
+        for number, (name, value) in enumerate(references.get(task, {}).items()):
+            axes.axhline(value["mean"], color="grey", linestyle=LINE_STYLES[number % len(LINE_STYLES)],
+                         linewidth=1.0, label=f"{name}: {value['mean']:g}")
+        axes.set_title(task)
+        axes.set_xlabel("env steps sampled")
+        axes.set_ylabel("mean episode return (recent training episodes)")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7, loc="best")
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+

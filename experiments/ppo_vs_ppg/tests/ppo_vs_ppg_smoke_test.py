@@ -1,0 +1,38 @@
+"""Slow: the benchmark's `--smoke` trains every (task, algorithm, seed) in its own process and records them (~1 min)."""
+
+import json
+
+from experiments.common import smoke
+from experiments.ppo_vs_ppg import comparison
+
+SMOKE_SEEDS = 2
+
+
+def test_the_smoke_run_trains_every_pair_and_records_the_comparison(tmp_path):
+    run = smoke.run_smoke("experiments/ppo_vs_ppg/ppo_vs_ppg", "experiments.ppo_vs_ppg.ppo_vs_ppg", tmp_path)
+
+    assert run.manifest["status"] == "completed"
+    if run.built_with_bazel:
+        assert run.manifest["build"]["target"] == "//experiments/ppo_vs_ppg:ppo_vs_ppg"
+    report = json.loads((run.results_dir / "comparison.json").read_text())
+    assert report["complete"] and report["failed"] == []
+    assert len(report["seeds"]) == SMOKE_SEEDS
+    runs = report["runs"]
+    assert {(r["task"], r["algorithm"]) for r in runs} == {(t, a) for t in comparison.TASKS for a in comparison.ALGORITHMS}
+    for task in comparison.TASKS:
+        for algorithm in comparison.ALGORITHMS:
+            # PPO and PPG see the same seeds.
+            assert sorted(r["seed"] for r in runs if (r["task"], r["algorithm"]) == (task, algorithm)) == sorted(report["seeds"])
+            assert report["summary"][task][algorithm]["final_return"]["seeds"] == SMOKE_SEEDS
+        assert all(r["env_steps"] >= comparison.TASKS[task].env_steps[True] for r in runs if r["task"] == task)
+    assert all(r["aux_phases"] >= 1 for r in runs if r["algorithm"] == "PPG")
+    assert set(report["references"]["Mess3Control"]) == {"passive", "always tilt to state 0", "uniform random"}
+    assert (run.results_dir / "learning_curves.png").stat().st_size > 0
+    # One metrics trial per run, each curve complete.
+    trials = {}
+    for row in run.metrics():
+        trials.setdefault(row["trial_id"], []).append(row["num_env_steps_sampled_lifetime"])
+    assert sorted(trials) == sorted(f"{r['task']}/{r['algorithm']}/seed{r['seed']}" for r in runs)
+    assert all(steps == [point[0] for point in r["curve"]]
+               for r in runs for steps in [trials[f"{r['task']}/{r['algorithm']}/seed{r['seed']}"]])
+    assert '"summary"' in run.stdout and "results: " in run.stdout
