@@ -13,7 +13,6 @@ change how well the shared residual stream encodes the belief (compare its belie
 with reward_only's)?
 """
 
-from experiments.common import training
 from experiments.mess3 import belief_geometry
 from experiments.mess3 import controlled_mess3 as task
 from rl.harness import runners
@@ -39,7 +38,8 @@ def run(context):
     metrics = f"learners/default_policy/{IQN_NAMESPACE}"
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/quantile_spread", f"{metrics}/crossing_fraction")
     stop = runners.StopRule(env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS)
-    outcome = training.train_with_schedule(context, config, stop=stop, checkpoint_at=training.log_spaced(base=2.0))
+    outcome = runners.run_direct(context, config, stop=stop, checkpoint_at=runners.LogSpaced(2.0),
+                                 checkpoint_initial=True)
     seeds = context.seeds.integers("random_networks", RANDOM_NETWORKS[context.smoke])
     networks = [task.build_random_network(seed, module_class=IQNTransformerModel, model_config=MODEL_CONFIG)
                 for seed in seeds]

@@ -11,7 +11,6 @@ in the auxiliary phases, under a policy-cloning KL). The question it adds: with 
 phase, does the residual stream encode the belief more or less than under PPO?
 """
 
-from experiments.common import training
 from experiments.mess3 import belief_geometry
 from experiments.mess3 import controlled_mess3 as task
 from rl.harness import runners
@@ -30,7 +29,8 @@ def run(context):
     config = task.ppo_config(smoke=context.smoke, algorithm=PPGConfig, module_class=PPGTransformerModel,
                              learner_class=None).training(**PPG_SETTINGS[context.smoke])
     stop = runners.StopRule(env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS)
-    outcome = training.train_with_schedule(context, config, stop=stop, checkpoint_at=training.log_spaced(base=2.0))
+    outcome = runners.run_direct(context, config, stop=stop, checkpoint_at=runners.LogSpaced(2.0),
+                                 checkpoint_initial=True)
     seeds = context.seeds.integers("random_networks", RANDOM_NETWORKS[context.smoke])
     networks = [task.build_random_network(seed, module_class=PPGTransformerModel) for seed in seeds]
     comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke), random_networks=networks)

@@ -9,7 +9,6 @@ every checkpoint, and of randomly initialised networks of the same architecture,
 probes of the exact belief (belief_geometry.py). Results: results/[smoke/]<run-id>/.
 """
 
-from experiments.common import training
 from experiments.mess3 import belief_geometry
 from experiments.mess3 import controlled_mess3 as task
 from rl.harness import runners
@@ -22,7 +21,8 @@ RANDOM_NETWORKS = {True: 1, False: 3}
 def run(context):
     config = task.ppo_config(smoke=context.smoke)
     stop = runners.StopRule(env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS)
-    outcome = training.train_with_schedule(context, config, stop=stop, checkpoint_at=training.log_spaced(base=2.0))
+    outcome = runners.run_direct(context, config, stop=stop, checkpoint_at=runners.LogSpaced(2.0),
+                                 checkpoint_initial=True)
     seeds = context.seeds.integers("random_networks", RANDOM_NETWORKS[context.smoke])
     comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke),
                                          random_networks=[task.build_random_network(seed) for seed in seeds])

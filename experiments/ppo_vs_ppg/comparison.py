@@ -1,9 +1,11 @@
-"""PPO vs PPG at the same env-step budget: the tasks, one training run, the summary and the plot.
+"""PPO vs PPG at the same env-step budget: the tasks, one training run, the summary, the plot, a recipe's run.
 
     from experiments.ppo_vs_ppg import comparison
 
-    record = comparison.train_one("Mess3Control", "PPG", seed=7, smoke=True)   # one run, in this process
-    summary = comparison.summarise([record, ...])                              # per task and algorithm
+    jobs = [comparison.Job("Mess3Control", algorithm, seed) for algorithm in ("PPO", "PPG") for seed in seeds]
+    outcome = comparison.run_comparison(context, jobs, question="...")   # in a recipe: all of the below
+    record = comparison.train_one(jobs[0], smoke=True)                   # one run, in this process
+    summary = comparison.summarise([record, ...])                        # per task and label
     save_figure(comparison.learning_curves_figure(records, references, title=...), path)
 
 Two tasks. CartPole-v1 (fully observed; MLP 64x64; RLlib's tuned CartPole PPO settings) and
@@ -20,7 +22,11 @@ return of recent training episodes after each iteration, against env steps sampl
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import json
+import multiprocessing
+import os
 import resource
 import statistics
 import time
@@ -34,14 +40,32 @@ NUM_ENVS_PER_RUN = 8
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """One benchmark task: its budgets, its PPO settings, PPG's extra settings, and its modules."""
+    """One benchmark task: its budgets, its PPO and PPG configs, and reference policies."""
 
-    name: str
     env_steps: dict[bool, int]  # smoke -> env-step budget
     ppo_config: Callable[[bool], Any]  # smoke -> PPOConfig
     ppg_config: Callable[[bool], Any]  # smoke -> PPGConfig (PPO's settings plus PPG's)
     reference_policies: dict[str, Callable[[Any, np.random.Generator], int]]  # name -> (env, rng) -> action
     ceiling: float | None = None  # the largest return an episode can earn, when known
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One training run; runs with the same `group` (label, or else the algorithm) are summarised together.
+
+    `overrides`: (key, value) pairs of `AlgorithmConfig.training` applied over the task's settings,
+    e.g. `Job("CartPole-v1", "PPG", seed, label="beta_clone 10", overrides=(("beta_clone", 10.0),))`.
+    """
+
+    task: str
+    algorithm: str
+    seed: int
+    label: str = ""
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def group(self) -> str:
+        return self.label or self.algorithm
 
 
 # -- CartPole-v1 ------------------------------------------------------------------------------------
@@ -101,7 +125,6 @@ def _mess3_env():
 
 TASKS = {
     "CartPole-v1": Task(
-        name="CartPole-v1",
         env_steps={False: 100_000, True: 1_024},
         ppo_config=lambda smoke: _cartpole("PPO", smoke),
         ppg_config=lambda smoke: _cartpole("PPG", smoke),
@@ -109,7 +132,6 @@ TASKS = {
         ceiling=500.0,
     ),
     "Mess3Control": Task(
-        name="Mess3Control",
         env_steps={False: 40_960, True: 2_048},
         ppo_config=lambda smoke: _mess3("PPO", smoke),
         ppg_config=lambda smoke: _mess3("PPG", smoke),
@@ -129,14 +151,16 @@ def make_env(task: str):
     return _mess3_env() if task == "Mess3Control" else gymnasium.make(task)
 
 
-def config_for(task: str, algorithm: str, *, seed: int, smoke: bool):
-    """The AlgorithmConfig of one run: the task's settings, one in-process EnvRunner, the seed."""
+def config_for(task: str, algorithm: str, *, seed: int, smoke: bool, overrides: dict | None = None):
+    """The AlgorithmConfig of one run: the task's settings (then `overrides`, training keys), one in-process EnvRunner, the seed."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASKS)}")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
     spec = TASKS[task]
     config = spec.ppo_config(smoke) if algorithm == "PPO" else spec.ppg_config(smoke)
+    if overrides:
+        config = config.training(**overrides)
     return config.env_runners(num_env_runners=0, num_envs_per_env_runner=NUM_ENVS_PER_RUN).debugging(seed=seed)
 
 
@@ -145,9 +169,9 @@ SETTING_KEYS = ("lr", "gamma", "lambda_", "train_batch_size_per_learner", "minib
                 "aux_minibatch_size", "aux_lr", "beta_clone", "aux_value_loss_coeff", "aux_true_value_loss_coeff")
 
 
-def settings_of(task: str, algorithm: str, *, smoke: bool) -> dict[str, Any]:
+def settings_of(task: str, algorithm: str, *, smoke: bool, overrides: dict | None = None) -> dict[str, Any]:
     """What a run of (task, algorithm) trains with: budget, module, learner and the settings that differ by task."""
-    config = config_for(task, algorithm, seed=0, smoke=smoke)
+    config = config_for(task, algorithm, seed=0, smoke=smoke, overrides=overrides)
     spec = config.rl_module_spec
     settings = {"env_steps": TASKS[task].env_steps[smoke], "num_envs": NUM_ENVS_PER_RUN,
                 "module": _qualified_name(spec.module_class), "model_config": dict(spec.model_config or {}),
@@ -164,10 +188,10 @@ def _scalar(value: Any) -> float:
     return float(value.peek() if hasattr(value, "peek") else value)
 
 
-def train_one(task: str, algorithm: str, *, seed: int, smoke: bool) -> dict[str, Any]:
-    """Trains one (task, algorithm, seed) to the task's budget in this process; returns its record.
+def train_one(job: Job, *, smoke: bool) -> dict[str, Any]:
+    """Trains `job` to its task's budget in this process; returns its record.
 
-    The record: `curve` [[env steps, mean return], ...], `final_return` (the curve's last point),
+    The record: the job's fields (`label` = its group), `curve` [[env steps, mean return], ...], `final_return` (the curve's last point),
     `area_under_curve` (AUC), `wall_seconds`, `peak_rss_mib` (this process's peak resident set:
     run it in a fresh process for a per-run figure) and `built_rss_mib` (resident set once the
     Learner and EnvRunner are built: imports and modules, before training); PPG adds `aux_buffer_bytes_per_env_step` and
@@ -178,9 +202,10 @@ def train_one(task: str, algorithm: str, *, seed: int, smoke: bool) -> dict[str,
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
     from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
+    task, algorithm, seed = job.task, job.algorithm, job.seed
     torch.set_num_threads(1)
     torch.manual_seed(seed)
-    config = config_for(task, algorithm, seed=seed, smoke=smoke)
+    config = config_for(task, algorithm, seed=seed, smoke=smoke, overrides=dict(job.overrides))
     learner = config.build_learner(env=make_env(task))
     runner = SingleAgentEnvRunner(config=config)
     budget = TASKS[task].env_steps[smoke]
@@ -207,10 +232,12 @@ def train_one(task: str, algorithm: str, *, seed: int, smoke: bool) -> dict[str,
         if episode_return is not None:
             curve.append([env_steps, round(_scalar(episode_return), 4)])
     if not curve:
-        raise RuntimeError(f"{task} {algorithm} seed {seed}: no episode finished within {budget} env steps")
+        raise RuntimeError(f"{task} {job.group} seed {seed}: no episode finished within {budget} env steps")
     record = {
         "task": task,
         "algorithm": algorithm,
+        "label": job.group,
+        "overrides": dict(job.overrides),
         "seed": seed,
         "env_steps": env_steps,
         "curve": curve,
@@ -251,18 +278,18 @@ SUMMARY_KEYS = ("final_return", "area_under_curve", "wall_seconds", "peak_rss_mi
 
 
 def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """{task: {algorithm: {figure: {"mean", "min", "max", "seeds"}}}} over the records' seeds."""
+    """{task: {label: {figure: {"mean", "min", "max", "seeds"}}}} over the records' seeds."""
     summary: dict[str, dict[str, dict[str, Any]]] = {}
     for record in records:
-        summary.setdefault(record["task"], {}).setdefault(record["algorithm"], {})
-    for task, algorithms in summary.items():
-        for algorithm in algorithms:
-            group = [record for record in records if record["task"] == task and record["algorithm"] == algorithm]
+        summary.setdefault(record["task"], {}).setdefault(record["label"], {})
+    for task, groups in summary.items():
+        for label in groups:
+            group = [record for record in records if record["task"] == task and record["label"] == label]
             for key in SUMMARY_KEYS:
                 values = [record[key] for record in group if record.get(key) is not None]
                 if values:
-                    algorithms[algorithm][key] = {"mean": float(f"{statistics.fmean(values):.5g}"), "min": min(values),
-                                                  "max": max(values), "seeds": len(values)}
+                    groups[label][key] = {"mean": float(f"{statistics.fmean(values):.5g}"), "min": min(values),
+                                          "max": max(values), "seeds": len(values)}
     return summary
 
 
@@ -289,31 +316,34 @@ def reference_returns(task: str, *, episodes: int, seed: int) -> dict[str, dict[
 
 
 COLOURS = {"PPO": "tab:blue", "PPG": "tab:orange"}
+OTHER_COLOURS = ("tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")  # variants
 LINE_STYLES = ("--", ":", "-.", (0, (1, 3)))  # one per reference line
 
 
 def learning_curves_figure(records: list[dict[str, Any]], references: dict[str, dict], *, title: str):
-    """One panel per task: each seed's curve (thin), the seed mean on a common grid (thick), references (dashed).
+    """One panel per task: per label, each seed's curve (thin) and their mean (thick); references (grey).
 
     Save it with `rl.analysis.plots.save_figure(figure, path)` (Agg, atomic).
     """
     from matplotlib.figure import Figure
 
     tasks = [task for task in TASKS if any(record["task"] == task for record in records)]
+    variants = iter(OTHER_COLOURS * len(records))
+    colours = {label: COLOURS.get(label) or next(variants) for label in dict.fromkeys(r["label"] for r in records)}
     figure = Figure(figsize=(6.0 * len(tasks), 4.6), dpi=120)
     for index, task in enumerate(tasks):
         axes = figure.add_subplot(1, len(tasks), index + 1)
-        for algorithm in ALGORITHMS:
-            group = [record for record in records if record["task"] == task and record["algorithm"] == algorithm]
-            if not group:
-                continue
+        labels = list(dict.fromkeys(record["label"] for record in records if record["task"] == task))
+        for label in labels:
+            group = [record for record in records if record["task"] == task and record["label"] == label]
+            colour = colours[label]
             for record in group:
-                axes.plot(*zip(*record["curve"]), color=COLOURS[algorithm], alpha=0.3, linewidth=0.8)
+                axes.plot(*zip(*record["curve"]), color=colour, alpha=0.3, linewidth=0.8)
             grid = np.linspace(max(record["curve"][0][0] for record in group),
                                min(record["curve"][-1][0] for record in group), 100)
             mean = np.mean([np.interp(grid, *zip(*record["curve"])) for record in group], axis=0)
-            axes.plot(grid, mean, color=COLOURS[algorithm], linewidth=2.2,
-                      label=f"{algorithm}: mean of {len(group)} seeds (thin: each seed)")
+            axes.plot(grid, mean, color=colour, linewidth=2.2,
+                      label=f"{label}: mean of {len(group)} seeds (thin: each seed)")
         for number, (name, value) in enumerate(references.get(task, {}).items()):
             axes.axhline(value["mean"], color="grey", linestyle=LINE_STYLES[number % len(LINE_STYLES)],
                          linewidth=1.0, label=f"{name}: {value['mean']:g}")
@@ -326,3 +356,93 @@ def learning_curves_figure(records: list[dict[str, Any]], references: dict[str, 
     figure.tight_layout()
     return figure
 
+
+
+# -- a recipe's run ---------------------------------------------------------------------------------
+
+RESULTS_FILE = "comparison.json"
+PLOT_FILE = "learning_curves.png"
+REFERENCE_EPISODES = {False: 1000, True: 20}
+
+
+def run_comparison(context, jobs: list[Job], *, question: str) -> dict[str, Any]:
+    """Trains `jobs` (each in a fresh process), then records and prints the comparison.
+
+    As many runs at a time as the hardware profile has CPUs. A SIGINT or SIGTERM cancels the runs
+    not yet started, lets the running ones finish and records what finished; a failed run is
+    recorded with its error, the others are kept, and the recipe then fails naming it. Writes
+    RESULTS_FILE (question, settings per group, seeds, reference returns, summary, every run) and
+    PLOT_FILE to results/<run-id>/, one metrics.jsonl trial per run; prints the summary as JSON.
+    """
+    from rl.analysis.plots import save_figure
+    from rl.harness import records
+
+    workers = max(1, min(context.hardware.num_cpus, len(jobs)))
+    print(f"{len(jobs)} runs, {workers} at a time", flush=True)
+    finished, failures = _train_all(context, jobs, workers)
+    tasks = list(dict.fromkeys(job.task for job in jobs))
+    reference_seed = context.seeds.integer("reference_policies")
+    references = {task: reference_returns(task, episodes=REFERENCE_EPISODES[context.smoke], seed=reference_seed)
+                  for task in tasks}
+    groups = {(job.task, job.group): job for job in jobs}
+    report = {
+        "question": question,
+        "settings": {task: {label: settings_of(task, job.algorithm, smoke=context.smoke, overrides=dict(job.overrides))
+                            for (group_task, label), job in groups.items() if group_task == task} for task in tasks},
+        "seeds": sorted({job.seed for job in jobs}),
+        "complete": len(finished) == len(jobs),
+        "failed": [{**dataclasses.asdict(job), "error": error} for job, error in failures.items()],
+        "references": references,
+        "summary": summarise(finished),
+        "runs": finished,
+    }
+    records.write_json_atomically(os.path.join(context.results_dir, RESULTS_FILE), report)
+    if finished:
+        title = f"{question} ({context.run_id})"
+        save_figure(learning_curves_figure(finished, references, title=title),
+                    os.path.join(context.results_dir, PLOT_FILE))
+    print(json.dumps({"summary": report["summary"], "references": references}, indent=1))
+    print(f"results: {context.results_dir}")
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {len(jobs)} runs failed (errors in {RESULTS_FILE}): "
+                           + "; ".join(f"{job.task} {job.group} seed {job.seed}: {error}" for job, error in failures.items()))
+    return {"summary": report["summary"], "complete": report["complete"]}
+
+
+def _train_all(context, jobs: list[Job], workers: int) -> tuple[list[dict], dict[Job, str]]:
+    """Runs `jobs` in fresh processes; returns (records of those that finished, in job order; {job: error})."""
+    started = time.monotonic()
+    finished, failed = {}, {}
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn, max_tasks_per_child=1) as pool:
+        futures = {pool.submit(train_one, job, smoke=context.smoke): job for job in jobs}
+        stopping = False
+        for future in concurrent.futures.as_completed(futures):
+            if future.cancelled():
+                continue
+            job = futures[future]
+            done = f"[{len(finished) + len(failed) + 1}/{len(jobs)}] {job.task} {job.group} seed {job.seed}"
+            try:
+                record = future.result()
+            except Exception as error:  # one broken run must not lose the others' records
+                failed[job] = f"{type(error).__name__}: {error}"
+                print(f"{done}: FAILED: {failed[job]}", flush=True)
+            else:
+                finished[job] = record
+                _log_curve(context, record)
+                print(f"{done}: final return {record['final_return']:g}, AUC {record['area_under_curve']:g}, "
+                      f"{record['wall_seconds']:g} s ({time.monotonic() - started:.0f} s elapsed)", flush=True)
+            if context.recorder.stop_requested and not stopping:
+                stopping = True
+                print("stop requested; cancelling the runs not started", flush=True)
+                for pending in futures:
+                    pending.cancel()
+    return [finished[job] for job in jobs if job in finished], failed
+
+
+def _log_curve(context, record: dict) -> None:
+    trial = f"{record['task']}/{record['label']}/seed{record['seed']}"
+    for iteration, (env_steps, episode_return) in enumerate(record["curve"], start=1):
+        context.recorder.log_metrics({"trial_id": trial, "training_iteration": iteration,
+                                      "num_env_steps_sampled_lifetime": env_steps,
+                                      "env_runners/episode_return_mean": episode_return}, trial=trial)

@@ -6,12 +6,15 @@
         config = PPOConfig().environment("CartPole-v1").training(lr=3e-4)   # science: the recipe's
         stop = runners.StopRule(training_iterations=2 if context.smoke else 200)
         return runners.run_direct(context, config, stop=stop, checkpoint_every=10)
+        # or: runners.run_direct(..., checkpoint_at=runners.LogSpaced(2.0), checkpoint_initial=True)
         # or: runners.run_tune(context, config, stop=stop, num_seeds=3, checkpoint_every=10)
 
 Both apply the hardware profile, seed RLlib from the named stream "rllib" (Tune: one seed
 per trial from "tune/trials"), stream every result row to metrics.jsonl as it arrives,
 checkpoint every N iterations plus once at the end (also when SIGINT/SIGTERM asked to stop),
-and resume with continuous iteration and env-step counters. `context.ray_address` attaches to
+and resume with continuous iteration and env-step counters. The direct runner also takes a
+schedule (`LogSpaced(2.0)`: 1, 2, 4, 8, ...) and a checkpoint of the untrained network at
+iteration 0, which representation studies compare against. `context.ray_address` attaches to
 an existing cluster; otherwise a local Ray is started with the profile's CPU count.
 """
 
@@ -19,10 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import shutil
 import signal
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import ray
 from absl import logging
@@ -37,6 +41,47 @@ ENV_STEPS = "num_env_steps_sampled_lifetime"
 RETURN = "env_runners/episode_return_mean"
 TUNE_STORAGE = "tune"
 _TUNE_SEED_STREAM = "tune/trials"
+
+
+@dataclasses.dataclass(frozen=True)
+class Every:
+    """A checkpoint schedule: every `iterations`-th training iteration."""
+
+    iterations: int
+
+    def __post_init__(self):
+        if not isinstance(self.iterations, int) or self.iterations < 1:
+            raise ValueError(f"checkpoint every N iterations needs an integer N >= 1, got {self.iterations!r}")
+
+    def __call__(self, iteration: int) -> bool:
+        return iteration >= 1 and iteration % self.iterations == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class LogSpaced:
+    """A checkpoint schedule: iterations round(base**k), e.g. 1, 2, 4, 8, ... (base 2) or 1, 2, 3, 5, 8, 11, 17, ... (1.5).
+
+    Dense where the network changes fast (early), sparse later: a few dozen checkpoints
+    cover a long run.
+    """
+
+    base: float = 2.0
+
+    def __post_init__(self):
+        if not self.base > 1.0:
+            raise ValueError(f"a log-spaced checkpoint schedule needs base > 1, got {self.base!r}")
+
+    def __call__(self, iteration: int) -> bool:
+        if iteration < 1:
+            return False
+        k = round(math.log(iteration, self.base))
+        return any(round(self.base ** j) == iteration for j in (k - 1, k, k + 1))
+
+
+def _describe(schedule) -> dict:
+    if dataclasses.is_dataclass(schedule):
+        return {"kind": type(schedule).__name__, **dataclasses.asdict(schedule)}
+    return {"kind": "custom", "name": getattr(schedule, "__qualname__", repr(schedule))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,17 +150,26 @@ def _restored_counters(algo) -> dict:
     return {ITERATION: algo.iteration, ENV_STEPS: int(steps)}
 
 
-def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every: int = 10) -> dict:
-    """`algo.train()` until `stop` (or a stop signal); checkpoints every N iterations and at the end."""
-    if checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every: Optional[int] = None,
+               checkpoint_at: Optional[Callable[[int], bool]] = None, checkpoint_initial: bool = False) -> dict:
+    """`algo.train()` until `stop` (or a stop signal); checkpoints on a schedule and at the end.
+
+    The schedule: every `checkpoint_every` iterations (10 when neither is given) or where
+    `checkpoint_at(iteration)` is true (`LogSpaced(2.0)`, `Every(5)` or any callable; give one of
+    the two). `checkpoint_initial` also saves iteration 0, env steps 0 (the untrained network)
+    on a fresh run; a resumed run continues from its checkpoint and saves no iteration 0.
+    """
+    if checkpoint_every is not None and checkpoint_at is not None:
+        raise ValueError("give checkpoint_every or checkpoint_at, not both (checkpoint_at=Every(N) is checkpoint_every=N)")
+    schedule = checkpoint_at if checkpoint_at is not None else Every(10 if checkpoint_every is None else checkpoint_every)
     resume = context.resume
     if resume is not None and resume.checkpoint is None:
         raise ValueError(f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls run_tune")
     config = prepare_config(context, config, context.seeds.integer("rllib"))
     context.recorder.update_manifest(runner={
         "kind": "direct", "algorithm": config.algo_class.__name__, "rllib_seed": config.seed,
-        "stop": dataclasses.asdict(stop), "checkpoint_every": checkpoint_every})
+        "stop": dataclasses.asdict(stop), "checkpoint_schedule": _describe(schedule),
+        "checkpoint_initial": checkpoint_initial and resume is None})
     with ray_cluster(context):
         algo = config.build_algo()
         try:
@@ -126,10 +180,13 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
                 raise RuntimeError(f"restoring {resume.checkpoint} gave iteration {row[ITERATION]}, but the"
                                    f" checkpoint was saved at {resume.iteration}: the counters would not continue")
             saved_at = row[ITERATION] if resume is not None else None
+            if checkpoint_initial and resume is None:
+                _save(context, algo, 0, 0)
+                saved_at = 0
             while not stop.reached(row) and not context.recorder.stop_requested:
                 row = context.recorder.log_metrics(_result_row(algo.train()))
                 _log_progress(row)
-                if row[ITERATION] % checkpoint_every == 0:
+                if schedule(row[ITERATION]):
                     _save(context, algo, row[ITERATION], row[ENV_STEPS])
                     saved_at = row[ITERATION]
             if saved_at != row[ITERATION]:

@@ -20,15 +20,17 @@ def test_area_under_curve_is_the_curve_mean_over_env_steps():
     assert comparison.area_under_curve([[2000, 37.0]]) == 37.0
 
 
-def test_summary_is_per_task_and_algorithm_over_seeds():
+def test_summary_is_per_task_and_label_over_seeds():
     records = [
-        {"task": "CartPole-v1", "algorithm": "PPO", "final_return": 500.0, "area_under_curve": 300.0},
-        {"task": "CartPole-v1", "algorithm": "PPO", "final_return": 400.0, "area_under_curve": 200.0},
-        {"task": "CartPole-v1", "algorithm": "PPG", "final_return": 450.0, "aux_kl_max": 0.002},
+        {"task": "CartPole-v1", "label": "PPO", "final_return": 500.0, "area_under_curve": 300.0},
+        {"task": "CartPole-v1", "label": "PPO", "final_return": 400.0, "area_under_curve": 200.0},
+        {"task": "CartPole-v1", "label": "PPG", "final_return": 450.0, "aux_kl_max": 0.002},
+        {"task": "CartPole-v1", "label": "PPG, beta_clone 10", "final_return": 490.0},
     ]
     summary = comparison.summarise(records)
     assert summary["CartPole-v1"]["PPO"]["final_return"] == {"mean": 450.0, "min": 400.0, "max": 500.0, "seeds": 2}
     assert summary["CartPole-v1"]["PPG"]["aux_kl_max"]["mean"] == 0.002
+    assert summary["CartPole-v1"]["PPG, beta_clone 10"]["final_return"]["mean"] == 490.0  # variants apart
     assert "aux_kl_max" not in summary["CartPole-v1"]["PPO"]  # absent figures are left out, not zero
 
 
@@ -64,8 +66,21 @@ def test_unknown_task_or_algorithm_is_named():
         comparison.config_for("CartPole-v1", "A2C", seed=0, smoke=True)
 
 
+def test_a_job_groups_under_its_label_or_algorithm():
+    assert comparison.Job("CartPole-v1", "PPG", 1).group == "PPG"
+    assert comparison.Job("CartPole-v1", "PPG", 1, label="PPG, beta_clone 10").group == "PPG, beta_clone 10"
+
+
+def test_overrides_replace_the_tasks_settings():
+    config = comparison.config_for("CartPole-v1", "PPG", seed=0, smoke=False, overrides={"beta_clone": 10.0})
+    assert config.beta_clone == 10.0
+    assert config.aux_value_loss_coeff == comparison.CARTPOLE_PPG["aux_value_loss_coeff"]  # the rest unchanged
+
+
 def test_a_tiny_ppg_run_records_its_curve_and_auxiliary_phase():
-    record = comparison.train_one("CartPole-v1", "PPG", seed=0, smoke=True)
+    job = comparison.Job("CartPole-v1", "PPG", 0, label="PPG, beta_clone 3", overrides=(("beta_clone", 3.0),))
+    record = comparison.train_one(job, smoke=True)
+    assert (record["label"], record["overrides"]) == ("PPG, beta_clone 3", {"beta_clone": 3.0})
     assert record["env_steps"] >= comparison.TASKS["CartPole-v1"].env_steps[True]
     assert len(record["curve"]) == 2  # two updates of 512 steps
     assert record["final_return"] == record["curve"][-1][1]
@@ -76,8 +91,9 @@ def test_a_tiny_ppg_run_records_its_curve_and_auxiliary_phase():
 
 def test_the_figure_has_a_panel_per_task_with_labelled_axes_and_references():
     curve = [[1000, 10.0], [2000, 30.0], [3000, 50.0]]
-    records = [{"task": task, "algorithm": algorithm, "seed": seed, "curve": [[x, y + seed] for x, y in curve]}
-               for task in comparison.TASKS for algorithm in comparison.ALGORITHMS for seed in (0, 1)]
+    records = [{"task": task, "label": label, "seed": seed, "curve": [[x, y + seed] for x, y in curve]}
+               for task in comparison.TASKS for label in comparison.ALGORITHMS for seed in (0, 1)]
+    records.append({"task": "CartPole-v1", "label": "PPG, beta_clone 10", "seed": 0, "curve": curve})
     references = {"Mess3Control": {"passive": {"mean": 21.3, "standard_error": 0.1}}}
     figure = comparison.learning_curves_figure(records, references, title="test")
     axes = figure.get_axes()
@@ -87,6 +103,9 @@ def test_the_figure_has_a_panel_per_task_with_labelled_axes_and_references():
     labels = [text.get_text() for text in axes[1].get_legend().get_texts()]
     assert labels == ["PPO: mean of 2 seeds (thin: each seed)", "PPG: mean of 2 seeds (thin: each seed)",
                       "passive: 21.3"]
+    cartpole = [text.get_text() for text in axes[0].get_legend().get_texts()]
+    assert cartpole[2] == "PPG, beta_clone 10: mean of 1 seeds (thin: each seed)"
+    assert len({line.get_color() for line in axes[0].get_lines() if line.get_linewidth() > 2}) == 3
     # The thick line is the seed mean: seeds 0 and 1 differ by 1, so it runs 0.5 above the base curve.
     mean_line = [line for line in axes[0].get_lines() if line.get_linewidth() > 2][0]
     assert np.allclose(mean_line.get_ydata()[[0, -1]], [10.5, 50.5])

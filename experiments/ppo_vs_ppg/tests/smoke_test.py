@@ -1,14 +1,15 @@
-"""Slow: the benchmark's `--smoke` trains every (task, algorithm, seed) in its own process and records them (~1 min)."""
+"""Slow: each recipe's `--smoke` trains every job in its own process and records the comparison (~1 min each)."""
 
 import json
 
 from experiments.common import smoke
-from experiments.ppo_vs_ppg import comparison
+from experiments.ppo_vs_ppg import comparison, ppg_tuning
+from rl.harness import seeding
 
 SMOKE_SEEDS = 2
 
 
-def test_the_smoke_run_trains_every_pair_and_records_the_comparison(tmp_path):
+def test_the_benchmark_smoke_run_trains_every_pair_and_records_the_comparison(tmp_path):
     run = smoke.run_smoke("experiments/ppo_vs_ppg/ppo_vs_ppg", "experiments.ppo_vs_ppg.ppo_vs_ppg", tmp_path)
 
     assert run.manifest["status"] == "completed"
@@ -32,7 +33,24 @@ def test_the_smoke_run_trains_every_pair_and_records_the_comparison(tmp_path):
     trials = {}
     for row in run.metrics():
         trials.setdefault(row["trial_id"], []).append(row["num_env_steps_sampled_lifetime"])
-    assert sorted(trials) == sorted(f"{r['task']}/{r['algorithm']}/seed{r['seed']}" for r in runs)
+    assert sorted(trials) == sorted(f"{r['task']}/{r['label']}/seed{r['seed']}" for r in runs)
     assert all(steps == [point[0] for point in r["curve"]]
-               for r in runs for steps in [trials[f"{r['task']}/{r['algorithm']}/seed{r['seed']}"]])
+               for r in runs for steps in [trials[f"{r['task']}/{r['label']}/seed{r['seed']}"]])
     assert '"summary"' in run.stdout and "results: " in run.stdout
+
+
+def test_the_tuning_smoke_run_records_each_variant_with_its_settings(tmp_path):
+    run = smoke.run_smoke("experiments/ppo_vs_ppg/ppg_tuning", "experiments.ppo_vs_ppg.ppg_tuning", tmp_path)
+
+    assert run.manifest["status"] == "completed"
+    report = json.loads((run.results_dir / "comparison.json").read_text())
+    labels = ["PPO"] + [f"PPG, {label}" for label in ppg_tuning.VARIANTS]
+    assert sorted(report["summary"][ppg_tuning.TASK]) == sorted(labels)
+    settings = report["settings"][ppg_tuning.TASK]
+    for label, overrides in ppg_tuning.VARIANTS.items():
+        assert all(settings[f"PPG, {label}"][key] == value for key, value in overrides.items()), label
+    assert settings["PPG, beta_clone 1"]["aux_value_loss_coeff"] == comparison.CARTPOLE_PPG["aux_value_loss_coeff"]
+    # The tuning seeds are not the benchmark's (another stream of the same root seed).
+    benchmark_seeds = seeding.SeedStreams(run.manifest["seed"]).integers("runs", len(report["seeds"]))
+    assert not set(report["seeds"]) & set(benchmark_seeds)
+    assert (run.results_dir / "learning_curves.png").stat().st_size > 0
