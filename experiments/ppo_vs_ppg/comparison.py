@@ -74,9 +74,10 @@ CARTPOLE_TRAINING = {"lr": 3e-4, "train_batch_size_per_learner": 4000, "minibatc
                      "entropy_coeff": 0.0}
 CARTPOLE_SMOKE_TRAINING = {"train_batch_size_per_learner": 512, "num_epochs": 1}
 # Returns of order 100-500: the aux value losses start near 1e3, so 0.001 keeps them of order 1 next
-# to the cloning KL (with 0.01 the phases moved the policy; docs/ppg.md).
+# to the cloning KL; beta_clone 10 then holds the policy through each phase (ppg_tuning: with
+# beta_clone 1 returns dropped after phases, with coefficients 0.01 PPG did not learn; docs/ppg.md).
 CARTPOLE_PPG = {"policy_iterations_per_aux": 4, "aux_epochs": 6, "aux_minibatch_size": 512, "aux_lr": 3e-4,
-                "beta_clone": 1.0, "aux_value_loss_coeff": 0.001, "aux_true_value_loss_coeff": 0.001}
+                "beta_clone": 10.0, "aux_value_loss_coeff": 0.001, "aux_true_value_loss_coeff": 0.001}
 SMOKE_PPG = {"policy_iterations_per_aux": 2, "aux_epochs": 2}
 
 

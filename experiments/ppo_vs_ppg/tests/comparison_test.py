@@ -72,8 +72,9 @@ def test_a_job_groups_under_its_label_or_algorithm():
 
 
 def test_overrides_replace_the_tasks_settings():
-    config = comparison.config_for("CartPole-v1", "PPG", seed=0, smoke=False, overrides={"beta_clone": 10.0})
-    assert config.beta_clone == 10.0
+    assert comparison.CARTPOLE_PPG["beta_clone"] != 3.0
+    config = comparison.config_for("CartPole-v1", "PPG", seed=0, smoke=False, overrides={"beta_clone": 3.0})
+    assert config.beta_clone == 3.0
     assert config.aux_value_loss_coeff == comparison.CARTPOLE_PPG["aux_value_loss_coeff"]  # the rest unchanged
 
 

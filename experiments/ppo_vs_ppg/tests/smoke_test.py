@@ -49,7 +49,6 @@ def test_the_tuning_smoke_run_records_each_variant_with_its_settings(tmp_path):
     settings = report["settings"][ppg_tuning.TASK]
     for label, overrides in ppg_tuning.VARIANTS.items():
         assert all(settings[f"PPG, {label}"][key] == value for key, value in overrides.items()), label
-    assert settings["PPG, beta_clone 1"]["aux_value_loss_coeff"] == comparison.CARTPOLE_PPG["aux_value_loss_coeff"]
     # The tuning seeds are not the benchmark's (another stream of the same root seed).
     benchmark_seeds = seeding.SeedStreams(run.manifest["seed"]).integers("runs", len(report["seeds"]))
     assert not set(report["seeds"]) & set(benchmark_seeds)
