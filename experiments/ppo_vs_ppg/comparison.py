@@ -28,6 +28,7 @@ import json
 import multiprocessing
 import os
 import resource
+import signal
 import statistics
 import time
 from typing import Any, Callable
@@ -195,8 +196,13 @@ def train_one(job: Job, *, smoke: bool) -> dict[str, Any]:
     The record: the job's fields (`label` = its group), `curve` [[env steps, mean return], ...], `final_return` (the curve's last point),
     `area_under_curve` (AUC), `wall_seconds`, `peak_rss_mib` (this process's peak resident set:
     run it in a fresh process for a per-run figure) and `built_rss_mib` (resident set once the
-    Learner and EnvRunner are built: imports and modules, before training); PPG adds `aux_buffer_bytes_per_env_step` and
-    `aux_kl_max` (largest minibatch KL to the frozen policy over all phases) and `aux_phases`.
+    Learner and EnvRunner are built: imports and modules, before training) and
+    `policy_update_peak_rise_mib` (the largest rise of the peak resident set above the RSS before
+    a `Learner.update`, over the updates without an auxiliary phase). PPG adds `aux_phases`,
+    `aux_update_peak_rise_mib` (the same over the updates that ran one: the learner's memory in an
+    aux phase vs a policy phase), `aux_buffer_bytes_per_env_step` and `aux_kl_max` (largest
+    minibatch KL to the frozen policy over all phases). Peak figures reset VmHWM before each update;
+    the rollouts in between are outside them.
     """
     import torch
     from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
@@ -210,13 +216,15 @@ def train_one(job: Job, *, smoke: bool) -> dict[str, Any]:
     learner = config.build_learner(env=make_env(task))
     runner = SingleAgentEnvRunner(config=config)
     budget = TASKS[task].env_steps[smoke]
-    built_rss_mib = _current_rss_mib()
+    built_rss_mib = _memory_mib("VmRSS")
     start = time.monotonic()
     env_steps, curve, buffer_bytes_per_step, aux_kl_max = 0, [], [], []
+    update_peak_rise = {"policy": [], "aux": []}  # MiB above the RSS before each Learner.update
     while env_steps < budget:
         episodes = runner.sample(num_timesteps=config.train_batch_size_per_learner, random_actions=False)
         env_steps += sum(len(episode) for episode in episodes)
         episode_return = runner.get_metrics().get(EPISODE_RETURN_MEAN)
+        before_update = _reset_peak_rss()
         result = learner.update(
             episodes=episodes,
             timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
@@ -224,11 +232,13 @@ def train_one(job: Job, *, smoke: bool) -> dict[str, Any]:
             minibatch_size=config.minibatch_size,
             shuffle_batch_per_epoch=True,
         )
-        if algorithm == "PPG":
+        rise = round(_memory_mib("VmHWM") - before_update, 1)
+        aux_phase = algorithm == "PPG" and _scalar(result[ALL_MODULES]["ppg/aux_phase_triggered"]) == 1.0
+        update_peak_rise["aux" if aux_phase else "policy"].append(rise)
+        if aux_phase:
             cycle = result[ALL_MODULES]
-            if _scalar(cycle["ppg/aux_phase_triggered"]) == 1.0:
-                buffer_bytes_per_step.append(_scalar(cycle["ppg/buffer_bytes"]) / _scalar(cycle["ppg/buffered_env_steps"]))
-                aux_kl_max.append(_scalar(result[DEFAULT_MODULE_ID]["ppg/aux_kl_max"]))
+            buffer_bytes_per_step.append(_scalar(cycle["ppg/buffer_bytes"]) / _scalar(cycle["ppg/buffered_env_steps"]))
+            aux_kl_max.append(_scalar(result[DEFAULT_MODULE_ID]["ppg/aux_kl_max"]))
         runner.module.set_state(learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True))
         if episode_return is not None:
             curve.append([env_steps, round(_scalar(episode_return), 4)])
@@ -247,19 +257,29 @@ def train_one(job: Job, *, smoke: bool) -> dict[str, Any]:
         "wall_seconds": round(time.monotonic() - start, 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "built_rss_mib": built_rss_mib,
+        "policy_update_peak_rise_mib": max(update_peak_rise["policy"]),
     }
     if algorithm == "PPG":
         record["aux_phases"] = len(aux_kl_max)
         if aux_kl_max:
             record["aux_buffer_bytes_per_env_step"] = round(statistics.fmean(buffer_bytes_per_step), 1)
             record["aux_kl_max"] = float(f"{max(aux_kl_max):.3g}")
+            record["aux_update_peak_rise_mib"] = max(update_peak_rise["aux"])
     return record
 
 
-def _current_rss_mib() -> float:
+def _memory_mib(field: str) -> float:
+    """VmRSS (resident now) or VmHWM (peak resident since start or the last reset) of this process."""
     with open("/proc/self/status") as status:
-        kilobytes = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+        kilobytes = next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
     return round(kilobytes / 1024, 1)
+
+
+def _reset_peak_rss() -> float:
+    """Resets VmHWM to the current RSS (Linux: "5" to /proc/self/clear_refs) and returns that RSS."""
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+    return _memory_mib("VmRSS")
 
 
 def area_under_curve(curve: list[list[float]]) -> float:
@@ -275,7 +295,7 @@ def area_under_curve(curve: list[list[float]]) -> float:
 
 
 SUMMARY_KEYS = ("final_return", "area_under_curve", "wall_seconds", "peak_rss_mib", "built_rss_mib",
-                "aux_buffer_bytes_per_env_step", "aux_kl_max")
+                "policy_update_peak_rise_mib", "aux_update_peak_rise_mib", "aux_buffer_bytes_per_env_step", "aux_kl_max")
 
 
 def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -331,7 +351,7 @@ def learning_curves_figure(records: list[dict[str, Any]], references: dict[str, 
     tasks = [task for task in TASKS if any(record["task"] == task for record in records)]
     variants = iter(OTHER_COLOURS * len(records))
     colours = {label: COLOURS.get(label) or next(variants) for label in dict.fromkeys(r["label"] for r in records)}
-    figure = Figure(figsize=(6.0 * len(tasks), 4.6), dpi=120)
+    figure = Figure(figsize=(max(8.0, 6.0 * len(tasks)), 4.6), dpi=120)
     for index, task in enumerate(tasks):
         axes = figure.add_subplot(1, len(tasks), index + 1)
         labels = list(dict.fromkeys(record["label"] for record in records if record["task"] == task))
@@ -353,7 +373,7 @@ def learning_curves_figure(records: list[dict[str, Any]], references: dict[str, 
         axes.set_ylabel("mean episode return (recent training episodes)")
         axes.grid(alpha=0.3)
         axes.legend(fontsize=7, loc="best")
-    figure.suptitle(title)
+    figure.suptitle(title, fontsize=11)
     figure.tight_layout()
     return figure
 
@@ -370,7 +390,7 @@ def run_comparison(context, jobs: list[Job], *, question: str) -> dict[str, Any]
     """Trains `jobs` (each in a fresh process), then records and prints the comparison.
 
     As many runs at a time as the hardware profile has CPUs. A SIGINT or SIGTERM cancels the runs
-    not yet started, lets the running ones finish and records what finished; a failed run is
+    the pool has not taken yet (workers ignore SIGINT), lets the others finish and records them; a failed run is
     recorded with its error, the others are kept, and the recipe then fails naming it. Writes
     RESULTS_FILE (question, settings per group, seeds, reference returns, summary, every run) and
     PLOT_FILE to results/<run-id>/, one metrics.jsonl trial per run; prints the summary as JSON.
@@ -415,7 +435,8 @@ def _train_all(context, jobs: list[Job], workers: int) -> tuple[list[dict], dict
     started = time.monotonic()
     finished, failed = {}, {}
     spawn = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn, max_tasks_per_child=1) as pool:
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn, max_tasks_per_child=1,
+                                                initializer=_leave_interrupts_to_the_parent) as pool:
         futures = {pool.submit(train_one, job, smoke=context.smoke): job for job in jobs}
         stopping = False
         for future in concurrent.futures.as_completed(futures):
@@ -439,6 +460,11 @@ def _train_all(context, jobs: list[Job], workers: int) -> tuple[list[dict], dict
                 for pending in futures:
                     pending.cancel()
     return [finished[job] for job in jobs if job in finished], failed
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    # Ctrl-C reaches the whole process group; the parent's handler decides (finish the running runs).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _log_curve(context, record: dict) -> None:

@@ -88,6 +88,8 @@ def test_a_tiny_ppg_run_records_its_curve_and_auxiliary_phase():
     assert record["aux_phases"] == 1  # after the second update (smoke: every 2)
     assert record["aux_buffer_bytes_per_env_step"] == CARTPOLE_BUFFER_BYTES_PER_STEP
     assert record["peak_rss_mib"] >= record["built_rss_mib"] > 0
+    # The update peaks were measured: one policy-only update and one with the aux phase.
+    assert record["policy_update_peak_rise_mib"] >= 0 and record["aux_update_peak_rise_mib"] >= 0
 
 
 def test_the_figure_has_a_panel_per_task_with_labelled_axes_and_references():
