@@ -13,9 +13,7 @@ artifacts/<run-id>/<agent>/ (recorded in the manifest with the agent as `trial_i
 results/<run-id>/solver_comparison.json.
 """
 
-import os
 import pathlib
-import shutil
 
 from rl.analysis.checkpoints import load_rl_module
 from rl.envs.cassandra_machine import machine_pomdp
@@ -41,17 +39,11 @@ def reference_values(seed: int) -> dict:
 
 
 def _save(context, algo, agent: str, row: dict) -> str:
-    """An RLlib checkpoint under artifacts/<run-id>/<agent>/, written to a temp folder and renamed."""
-    folder = pathlib.Path(context.artifacts_dir) / agent
-    folder.mkdir(parents=True, exist_ok=True)
-    final = folder / f"checkpoint_{row[runners.ITERATION]:06d}"
-    partial = folder / f".partial-{final.name}"
-    shutil.rmtree(partial, ignore_errors=True)
-    algo.save_to_path(str(partial))
-    os.replace(partial, final)
-    context.recorder.record_checkpoint(str(final), iteration=int(row[runners.ITERATION]),
-                                       env_steps=int(row[runners.ENV_STEPS]), trial_id=agent)
-    return str(final)
+    """An RLlib checkpoint of `agent` at artifacts/<run-id>/checkpoints/<agent>/iter_<N> (trial `agent`)."""
+    with context.recorder.checkpoint(iteration=int(row[runners.ITERATION]), env_steps=int(row[runners.ENV_STEPS]),
+                                     trial=agent) as folder:
+        algo.save_to_path(str(folder))
+    return str(pathlib.Path(context.artifacts_dir) / context.recorder.manifest["checkpoints"][-1]["path"])
 
 
 def train(context, agent: agents.Agent) -> tuple[dict, str]:
@@ -62,9 +54,9 @@ def train(context, agent: agents.Agent) -> tuple[dict, str]:
     try:
         row = {runners.ITERATION: 0, runners.ENV_STEPS: 0}
         while not stop.reached(row) and not context.recorder.stop_requested:
-            row = context.recorder.log_metrics({**runners._result_row(algo.train()), "agent": agent.name},
+            row = context.recorder.log_metrics({**runners.result_row(algo.train()), "agent": agent.name},
                                               trial=agent.name)
-            runners._log_progress(row, prefix=f"{agent.name} ")
+            runners.log_progress(row, prefix=f"{agent.name} ")
         return row, _save(context, algo, agent.name, row)
     finally:
         algo.stop()

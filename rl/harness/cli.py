@@ -260,6 +260,11 @@ def _resume_from_run(run_id: str, run_dir: str, artifacts_root: pathlib.Path) ->
     checkpoints = manifest.get("checkpoints") or []
     if not checkpoints:
         raise UsageError(f"run {run_id} recorded no checkpoint to resume from; start a new run instead")
+    trials = sorted({c["trial_id"] for c in checkpoints if c.get("trial_id")})
+    if trials:
+        raise UsageError(f"run {run_id} saved checkpoints for several trials ({', '.join(trials)}), so which one to"
+                         f" resume is ambiguous; pass --resume-from <checkpoint folder>"
+                         f" (artifacts/{run_id}/checkpoints/<trial>/iter_N)")
     for place in places:
         folder = place / checkpoints[-1]["path"]
         if folder.is_dir():

@@ -127,11 +127,13 @@ def ray_cluster(context: RunContext):
             ray.shutdown()
 
 
-def _result_row(result: dict) -> dict:
+def result_row(result: dict) -> dict:
+    """An Algorithm.train() result as a metrics row (without the config)."""
     return {key: value for key, value in result.items() if key != "config"}
 
 
-def _log_progress(row: dict, prefix: str = "") -> None:
+def log_progress(row: dict, prefix: str = "") -> None:
+    """One progress line: iteration, env steps, return, seconds per iteration and in total."""
     episode_return = row.get(RETURN)
     logging.info("%siter %d | env steps %d | return %s | %.1f s/iter | %.0f s total", prefix, row.get(ITERATION, 0),
                  row.get(ENV_STEPS) or 0, "-" if episode_return is None else f"{episode_return:.2f}",
@@ -184,8 +186,8 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
                 _save(context, algo, 0, 0)
                 saved_at = 0
             while not stop.reached(row) and not context.recorder.stop_requested:
-                row = context.recorder.log_metrics(_result_row(algo.train()))
-                _log_progress(row)
+                row = context.recorder.log_metrics(result_row(algo.train()))
+                log_progress(row)
                 if schedule(row[ITERATION]):
                     _save(context, algo, row[ITERATION], row[ENV_STEPS])
                     saved_at = row[ITERATION]
@@ -212,8 +214,8 @@ class _StreamToRecords(tune.Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         recorder = _ACTIVE["recorder"]
-        row = recorder.log_metrics(_result_row(result), trial=trial.trial_id)
-        _log_progress(row, prefix=f"trial {trial.trial_id} ")
+        row = recorder.log_metrics(result_row(result), trial=trial.trial_id)
+        log_progress(row, prefix=f"trial {trial.trial_id} ")
         if recorder.stop_requested:
             result[SHOULD_CHECKPOINT] = True
 

@@ -20,6 +20,7 @@ import contextlib
 import math
 import os
 import pathlib
+import re
 import shutil
 import signal
 import tempfile
@@ -57,6 +58,9 @@ def heartbeat_interval_from_env(environ=os.environ) -> float:
     if not interval > 0:
         raise ValueError(f"${HEARTBEAT_ENV}={value!r} is not a positive number of seconds; unset it or fix it")
     return interval
+
+
+_TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class RunSession:
@@ -208,8 +212,16 @@ class RunSession:
     # -- checkpoints -------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def checkpoint(self, *, iteration: int, env_steps: Optional[int], **extra: Any) -> Iterator[pathlib.Path]:
-        """Yields an empty folder to save into; on success it becomes checkpoints/iter_<N>."""
+    def checkpoint(self, *, iteration: int, env_steps: Optional[int], trial: Optional[str] = None,
+                   **extra: Any) -> Iterator[pathlib.Path]:
+        """Yields an empty folder to save into; on success it becomes checkpoints/iter_<N>.
+
+        `trial` keeps one run's separate lines of checkpoints apart (several agents trained in one
+        run): checkpoints/<trial>/iter_<N>, recorded with `trial_id` as Tune trials are.
+        """
+        if trial is not None and not _TRIAL_NAME.match(trial):
+            raise ValueError(f"checkpoint trial {trial!r} must be a plain folder name (letters, digits, '_', '.', '-'),"
+                             " e.g. the agent's name")
         partial = pathlib.Path(tempfile.mkdtemp(dir=self.checkpoints_dir, prefix=".partial-"))
         try:
             yield partial
@@ -219,8 +231,11 @@ class RunSession:
         state = {"schema_version": records.MANIFEST_SCHEMA_VERSION, "run_id": self.run_id,
                  "experiment": self._manifest.get("experiment", {}).get("module"),
                  "iteration": iteration, "env_steps": env_steps, "saved_at": records.utc_now(), **extra}
+        if trial is not None:
+            state["trial_id"] = trial
         records.write_json_atomically(str(partial / records.CHECKPOINT_STATE_FILE), state)
-        final = self.checkpoints_dir / f"iter_{iteration:06d}"
+        final = (self.checkpoints_dir / trial if trial is not None else self.checkpoints_dir) / f"iter_{iteration:06d}"
+        final.parent.mkdir(exist_ok=True)
         if final.exists():  # the same iteration saved again (e.g. on interrupt): keep the newest
             shutil.rmtree(final)
         os.rename(partial, final)
@@ -228,6 +243,8 @@ class RunSession:
             self._metrics.sync()
             entry = {"path": str(final.relative_to(self.artifacts_dir)), "iteration": iteration,
                      "env_steps": env_steps, "saved_at": state["saved_at"]}
+            if trial is not None:
+                entry["trial_id"] = trial
             self._manifest["checkpoints"] = [
                 c for c in self._manifest["checkpoints"] if c["path"] != entry["path"]] + [entry]
             self._write_summary()

@@ -1,6 +1,7 @@
 """The onstart script: valid bash (bash -n, shellcheck), and it really runs: pinned checkout, run, checksums."""
 
 import hashlib
+import json
 import os
 import pathlib
 import shutil
@@ -109,6 +110,10 @@ def test_it_checks_out_the_pin_runs_the_target_and_lists_every_output(tmp_path):
     assert bootstrap.parse_done(log) == 0
     assert _git("rev-parse", "HEAD", cwd=tmp_path / "work" / "repo") == commit
     assert _git("rev-parse", "HEAD", cwd=tmp_path / "work" / "library") == library_commit
+    # The overriding checkout carries the revision record the build identity reads (tools/build_info).
+    revision = json.loads((tmp_path / "work" / "library" / bootstrap.LIBRARY_REVISION_FILE).read_text())
+    assert revision == {"commit": library_commit, "dirty": False, "remote": str(tmp_path / "lib"),
+                        "override_repository": "rl_harness"}
     out = tmp_path / "work" / "out"
     assert (tmp_path / "argv").read_text().splitlines() == [
         "run", f"--override_repository=rl_harness={tmp_path}/work/library", "//experiments/mess3:reward_only", "--",

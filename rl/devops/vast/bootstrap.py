@@ -17,7 +17,9 @@ line on the container log (which `vast logs` shows):
 1. installs what is missing (git, rsync, zip, python3.11, Bazel via Debian's
    `bazel-bootstrap`) with apt;
 2. fetches the experiment repo, and the library when it is a separate repo,
-   at the pinned commits and checks `git rev-parse HEAD` equals the pin;
+   at the pinned commits and checks `git rev-parse HEAD` equals the pin; the
+   library checkout gets LIBRARY_REVISION.json (its commit and remote), which
+   the run's build identity records;
 3. `bazel run <target> -- --seed N --run-id R --results-dir OUT/results
    --artifacts-dir OUT/artifacts [--upload-artifacts] <extra args>` under
    `timeout` (SIGTERM after `max_hours`, so the harness checkpoints and stops);
@@ -32,6 +34,7 @@ GIT_ASKPASS helper that reads it from the environment, never a URL or argv.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shlex
 from typing import Optional
@@ -42,6 +45,8 @@ from rl.harness import records
 # The environment variable the instance reads a git token from (set through the create call's env).
 GIT_TOKEN_ENV = "RLH_GIT_TOKEN"
 
+# The library revision record a dependent workspace's build identity reads (tools/build_info).
+LIBRARY_REVISION_FILE = "LIBRARY_REVISION.json"
 DONE_MARKER = "RLH_DONE"
 PHASE_MARKER = "RLH_PHASE"
 DEFAULT_WORKDIR = "/workspace/rlh"
@@ -205,7 +210,12 @@ def render(plan: Bootstrap, job: Job) -> str:
     bazel_flags = ""
     library_checkout = ""
     if plan.library is not None:
-        library_checkout = f'checkout {shlex.quote(plan.library.url)} {plan.library.commit} "$WORK/library"\n'
+        # Written where the library's //:library_revision finds it, so the build identity records the
+        # overriding checkout as an external library (as the template's repository rule would).
+        revision = json.dumps({"commit": plan.library.commit, "dirty": False, "remote": plan.library.url,
+                               "override_repository": plan.library_repo_name})
+        library_checkout = (f'checkout {shlex.quote(plan.library.url)} {plan.library.commit} "$WORK/library"\n'
+                            f'printf \'%s\\n\' {shlex.quote(revision)} > "$WORK/library/{LIBRARY_REVISION_FILE}"\n')
         bazel_flags = f' "--override_repository={plan.library_repo_name}=$WORK/library"'
     run_args = ["--seed", str(job.seed), "--run-id", shlex.quote(job.run_id),
                 "--results-dir", '"$OUT/results"', "--artifacts-dir", '"$OUT/artifacts"']

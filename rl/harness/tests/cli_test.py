@@ -136,6 +136,31 @@ def test_resume_from_a_checkpoint_folder(roots, monkeypatch):
     assert run_helpers.manifest(roots[0] / "child")["parent_run"]["parent_run_id"] == "parent"
 
 
+def test_a_trials_checkpoints_are_kept_apart_and_resuming_the_run_asks_which(roots, monkeypatch, capsys):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    monkeypatch.setenv("FAKE_RECIPE_TRIAL", "agent_a")
+    assert _run(roots, "--run-id", "agents") == 0
+    [entry] = run_helpers.manifest(roots[0] / "agents")["checkpoints"]
+    assert (entry["path"], entry["trial_id"]) == ("checkpoints/agent_a/iter_000002", "agent_a")
+    state = json.loads((roots[1] / "agents" / entry["path"] / records.CHECKPOINT_STATE_FILE).read_text())
+    assert state["trial_id"] == "agent_a"
+
+    assert _run(roots, "--run-id", "resumed", "--resume-from", "agents") == cli.EXIT_USAGE
+    error = capsys.readouterr().err
+    assert "saved checkpoints for several trials (agent_a)" in error and "checkpoints/<trial>/iter_N" in error
+    # The folder itself resumes.
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
+    assert _run(roots, "--run-id", "resumed", "--resume-from", str(roots[1] / "agents" / entry["path"])) == 0
+
+
+def test_a_trial_name_must_be_a_folder_name(roots, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_TRIAL", "../escape")
+    assert _run(roots, "--run-id", "bad-trial") != 0
+    manifest = run_helpers.manifest(roots[0] / "bad-trial")
+    assert manifest["status"] == "failed" and "must be a plain folder name" in manifest["error"]["message"]
+    assert not (roots[1] / "escape").exists()
+
+
 def _not_a_checkpoint(tmp_path):
     (tmp_path / "empty").mkdir()
     return str(tmp_path / "empty")

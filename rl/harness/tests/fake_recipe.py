@@ -1,7 +1,8 @@
 """A recipe without RLlib, for the fast tests: counts, logs metrics, checkpoints, obeys stop requests.
 
 Test knobs (environment): FAKE_RECIPE_ITERATIONS (default 5; smoke: 2), FAKE_RECIPE_SLEEP_S
-(pause per iteration, default 0), FAKE_RECIPE_FAIL_AT (raise at that iteration).
+(pause per iteration, default 0), FAKE_RECIPE_FAIL_AT (raise at that iteration),
+FAKE_RECIPE_TRIAL (checkpoint under that trial, as a recipe training several agents does).
 """
 
 import json
@@ -13,7 +14,8 @@ STATE_FILE = "fake_state.json"
 
 
 def _save(context, iteration, env_steps):
-    with context.recorder.checkpoint(iteration=iteration, env_steps=env_steps) as folder:
+    trial = os.environ.get("FAKE_RECIPE_TRIAL") or None
+    with context.recorder.checkpoint(iteration=iteration, env_steps=env_steps, trial=trial) as folder:
         with open(folder / STATE_FILE, "w") as handle:
             json.dump({"iteration": iteration, "env_steps": env_steps}, handle)
 
