@@ -28,7 +28,7 @@ import secrets
 import socket
 import tempfile
 import time
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_FILE = "run_manifest.json"
@@ -89,21 +89,33 @@ def _json_ready(value: Any) -> Any:
     return value
 
 
-def write_text_atomically(path: str, text: str) -> None:
-    """Readers see the old file or the new one, never a half-written one."""
+def write_file_atomically(path: str, write: Callable[[str], None], *, mode: int = 0o644) -> None:
+    """`write(temporary_path)` fills a file beside `path`, which then replaces `path` (with `mode`).
+
+    Readers see the old file or the new one, never a half-written one; on any error the
+    temporary file is removed and `path` is untouched.
+    """
     folder = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    os.close(handle)
     try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp creates 0600; records are for everyone who may read the folder
+        write(temporary)
+        os.chmod(temporary, mode)  # mkstemp creates 0600; records are for everyone who may read the folder
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def write_text_atomically(path: str, text: str, *, mode: int = 0o644) -> None:
+    def write(temporary: str) -> None:
+        with open(temporary, "w") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+
+    write_file_atomically(path, write, mode=mode)
 
 
 def write_json_atomically(path: str, record: Any) -> None:

@@ -9,23 +9,12 @@ state is touched and nothing needs a display.
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from rl.harness import records
+
 
 def save_figure(figure: Figure, path: str) -> None:
-    """Renders with Agg to PNG, atomically (temp file in the same folder, then os.replace)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".png")
-    os.close(handle)
-    try:
-        FigureCanvasAgg(figure).print_png(temporary)
-        os.chmod(temporary, 0o644)  # mkstemp creates 0600; a results PNG is for everyone to read
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    """Renders with Agg to PNG, atomically (records.write_file_atomically: temp file, then os.replace)."""
+    records.write_file_atomically(path, FigureCanvasAgg(figure).print_png)

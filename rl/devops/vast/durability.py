@@ -35,12 +35,11 @@ import subprocess
 from typing import Callable, Iterable, Optional, Protocol
 
 from rl.devops.vast import api, bootstrap, redact
-from rl.harness import b2_mirror, records
+from rl.harness import b2_mirror, provenance, records
 from rl.devops.vast.state import Record
 
 CommandRunner = Callable[[list[str]], subprocess.CompletedProcess]
 _SUM_LINE = re.compile(r"^([0-9a-f]{64})  (\S.*)$")
-_CHUNK = 1 << 20
 
 
 class DurabilityError(redact.DevopsError):
@@ -69,14 +68,6 @@ class ResultsSink(Protocol):
 def run_command(argv: list[str], *, timeout_s: float = 3600.0) -> subprocess.CompletedProcess:
     """Runs `argv` (no shell), capturing text output; the default CommandRunner."""
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
-
-
-def sha256_of(path: pathlib.Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def parse_checksums(text: str) -> dict[str, str]:
@@ -155,7 +146,7 @@ def verify_files(root: pathlib.Path, sums: dict[str, str]) -> tuple[int, int]:
         path = root / relative
         if not path.is_file():
             bad.append(f"{relative} missing")
-        elif sha256_of(path) != digest:
+        elif provenance.file_sha256(str(path)) != digest:
             bad.append(f"{relative} sha256 differs")
         else:
             size += path.stat().st_size

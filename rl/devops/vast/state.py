@@ -22,13 +22,12 @@ import contextlib
 import dataclasses
 import fcntl
 import json
-import os
 import pathlib
-import tempfile
 import time
 from typing import Iterator, Optional
 
 from rl.devops.vast import redact
+from rl.harness import records
 
 SCHEMA_VERSION = 1
 STATE_FILE = "state.json"
@@ -177,15 +176,6 @@ class StateFile:
         return record
 
     def _write(self, current: State) -> None:
-        text = json.dumps(current.to_json(), indent=1, sort_keys=True) + "\n"
-        handle, temporary = tempfile.mkstemp(prefix=".state.", suffix=".tmp", dir=self.directory)
-        try:
-            with os.fdopen(handle, "w") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-            raise
+        # Private (0600): it names instances, hosts and ports of the user's account.
+        records.write_text_atomically(str(self.path), json.dumps(current.to_json(), indent=1, sort_keys=True) + "\n",
+                                      mode=0o600)
