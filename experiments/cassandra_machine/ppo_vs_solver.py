@@ -9,7 +9,7 @@ with the reference values of rl.envs.solvers: the point-based solver's controlle
 the optimum, 595.76 at seed 0), the fully observable MDP optimum (an upper bound, 661.86) and QMDP.
 
 Records: one metrics stream per agent (rows carry `agent`), checkpoints under
-artifacts/<run-id>/<agent>/ (recorded in the manifest with the agent as `trial_id`), and
+artifacts/<run-id>/checkpoints/<agent>/ (recorded in the manifest with the agent as `trial_id`), and
 results/<run-id>/solver_comparison.json.
 """
 
@@ -27,7 +27,7 @@ EVALUATION = {True: {"episodes": 4, "horizon": 200}, False: {"episodes": 64, "ho
 COMPARISON_FILE = "solver_comparison.json"
 
 
-def reference_values(seed: int) -> dict:
+def reference_values(seed: int) -> tuple:
     pomdp = machine_pomdp()
     solution = solve_point_based(pomdp, seed=seed)
     return solution, {

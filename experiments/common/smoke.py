@@ -19,6 +19,8 @@ import pathlib
 import subprocess
 import sys
 
+from rl.harness import records
+
 RUN_ID = "smoke-test"
 
 
@@ -32,7 +34,8 @@ class SmokeRun:
     built_with_bazel: bool
 
     def metrics(self) -> list[dict]:
-        lines = (self.artifacts_dir / "metrics.jsonl").read_text().splitlines()
+        # Strict on purpose: a finished run's metrics must have no torn line (read_json_lines forgives one).
+        lines = (self.artifacts_dir / records.METRICS_FILE).read_text().splitlines()
         return [json.loads(line) for line in lines if line.strip()]
 
 
@@ -49,12 +52,12 @@ def run_smoke(binary: str, module: str, tmp_path: pathlib.Path, *, timeout: floa
     done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=timeout,
                           start_new_session=True)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-6000:]}"
-    results_dir, artifacts_dir = results / "smoke" / RUN_ID, artifacts / "smoke" / RUN_ID
+    results_dir, artifacts_dir = results / records.SMOKE_DIR / RUN_ID, artifacts / records.SMOKE_DIR / RUN_ID
     return SmokeRun(
         results_dir=results_dir,
         artifacts_dir=artifacts_dir,
-        manifest=json.loads((results_dir / "run_manifest.json").read_text()),
-        summary=json.loads((results_dir / "summary.json").read_text()),
+        manifest=json.loads((results_dir / records.MANIFEST_FILE).read_text()),
+        summary=json.loads((results_dir / records.SUMMARY_FILE).read_text()),
         stdout=done.stdout,
         built_with_bazel=under_bazel,
     )

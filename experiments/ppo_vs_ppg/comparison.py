@@ -41,11 +41,11 @@ NUM_ENVS_PER_RUN = 8
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """One benchmark task: its budgets, its PPO and PPG configs, and reference policies."""
+    """One benchmark task: its budgets, its PPO and PPG configs, its env, and reference policies."""
 
     env_steps: dict[bool, int]  # smoke -> env-step budget
-    ppo_config: Callable[[bool], Any]  # smoke -> PPOConfig
-    ppg_config: Callable[[bool], Any]  # smoke -> PPGConfig (PPO's settings plus PPG's)
+    config: Callable[[str, bool], Any]  # (algorithm, smoke) -> PPOConfig or PPGConfig (PPO's settings plus PPG's)
+    make_env: Callable[[], Any]  # -> a gymnasium.Env
     reference_policies: dict[str, Callable[[Any, np.random.Generator], int]]  # name -> (env, rng) -> action
     ceiling: float | None = None  # the largest return an episode can earn, when known
 
@@ -119,6 +119,12 @@ def _mess3(algorithm: str, smoke: bool):
                                        learner_class=None).training(**(MESS3_PPG | (SMOKE_PPG if smoke else {})))
 
 
+def _cartpole_env():
+    import gymnasium
+
+    return gymnasium.make("CartPole-v1")
+
+
 def _mess3_env():
     from experiments.mess3 import controlled_mess3
 
@@ -128,15 +134,15 @@ def _mess3_env():
 TASKS = {
     "CartPole-v1": Task(
         env_steps={False: 100_000, True: 1_024},
-        ppo_config=lambda smoke: _cartpole("PPO", smoke),
-        ppg_config=lambda smoke: _cartpole("PPG", smoke),
+        config=_cartpole,
+        make_env=_cartpole_env,
         reference_policies={"uniform random": lambda env, rng: int(rng.integers(2))},
         ceiling=500.0,
     ),
     "Mess3Control": Task(
         env_steps={False: 40_960, True: 2_048},
-        ppo_config=lambda smoke: _mess3("PPO", smoke),
-        ppg_config=lambda smoke: _mess3("PPG", smoke),
+        config=_mess3,
+        make_env=_mess3_env,
         # Action 0 lets the process run; action 1 + j tilts toward state j (the target is state 0).
         reference_policies={
             "passive": lambda env, rng: 0,
@@ -147,20 +153,13 @@ TASKS = {
 }
 
 
-def make_env(task: str):
-    import gymnasium
-
-    return _mess3_env() if task == "Mess3Control" else gymnasium.make(task)
-
-
 def config_for(task: str, algorithm: str, *, seed: int, smoke: bool, overrides: dict | None = None):
     """The AlgorithmConfig of one run: the task's settings (then `overrides`, training keys), one in-process EnvRunner, the seed."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASKS)}")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
-    spec = TASKS[task]
-    config = spec.ppo_config(smoke) if algorithm == "PPO" else spec.ppg_config(smoke)
+    config = TASKS[task].config(algorithm, smoke)
     if overrides:
         config = config.training(**overrides)
     return config.env_runners(num_env_runners=0, num_envs_per_env_runner=NUM_ENVS_PER_RUN).debugging(seed=seed)
@@ -213,7 +212,7 @@ def train_one(job: Job, *, smoke: bool) -> dict[str, Any]:
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     config = config_for(task, algorithm, seed=seed, smoke=smoke, overrides=dict(job.overrides))
-    learner = config.build_learner(env=make_env(task))
+    learner = config.build_learner(env=TASKS[task].make_env())
     runner = SingleAgentEnvRunner(config=config)
     budget = TASKS[task].env_steps[smoke]
     built_rss_mib = _memory_mib("VmRSS")
@@ -298,25 +297,33 @@ SUMMARY_KEYS = ("final_return", "area_under_curve", "wall_seconds", "peak_rss_mi
                 "policy_update_peak_rise_mib", "aux_update_peak_rise_mib", "aux_buffer_bytes_per_env_step", "aux_kl_max")
 
 
+def _by_task_and_label(records: list[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """{task: {label: [records]}}, each level in order of first appearance."""
+    grouped: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for record in records:
+        grouped.setdefault(record["task"], {}).setdefault(record["label"], []).append(record)
+    return grouped
+
+
+def _figures(group: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    figures = {}
+    for key in SUMMARY_KEYS:
+        values = [record[key] for record in group if record.get(key) is not None]
+        if values:
+            figures[key] = {"mean": float(f"{statistics.fmean(values):.5g}"), "min": min(values), "max": max(values),
+                            "seeds": len(values)}
+    return figures
+
+
 def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     """{task: {label: {figure: {"mean", "min", "max", "seeds"}}}} over the records' seeds."""
-    summary: dict[str, dict[str, dict[str, Any]]] = {}
-    for record in records:
-        summary.setdefault(record["task"], {}).setdefault(record["label"], {})
-    for task, groups in summary.items():
-        for label in groups:
-            group = [record for record in records if record["task"] == task and record["label"] == label]
-            for key in SUMMARY_KEYS:
-                values = [record[key] for record in group if record.get(key) is not None]
-                if values:
-                    groups[label][key] = {"mean": float(f"{statistics.fmean(values):.5g}"), "min": min(values),
-                                          "max": max(values), "seeds": len(values)}
-    return summary
+    return {task: {label: _figures(group) for label, group in labels.items()}
+            for task, labels in _by_task_and_label(records).items()}
 
 
 def reference_returns(task: str, *, episodes: int, seed: int) -> dict[str, dict[str, float]]:
     """Mean episode return (and its standard error) of each of the task's fixed reference policies."""
-    env = make_env(task)
+    env = TASKS[task].make_env()
     rng = np.random.default_rng(seed)
     references = {}
     for name, policy in TASKS[task].reference_policies.items():
@@ -348,15 +355,13 @@ def learning_curves_figure(records: list[dict[str, Any]], references: dict[str, 
     """
     from matplotlib.figure import Figure
 
-    tasks = [task for task in TASKS if any(record["task"] == task for record in records)]
+    grouped = _by_task_and_label(records)
     variants = iter(OTHER_COLOURS * len(records))
     colours = {label: COLOURS.get(label) or next(variants) for label in dict.fromkeys(r["label"] for r in records)}
-    figure = Figure(figsize=(max(8.0, 6.0 * len(tasks)), 4.6), dpi=120)
-    for index, task in enumerate(tasks):
-        axes = figure.add_subplot(1, len(tasks), index + 1)
-        labels = list(dict.fromkeys(record["label"] for record in records if record["task"] == task))
-        for label in labels:
-            group = [record for record in records if record["task"] == task and record["label"] == label]
+    figure = Figure(figsize=(max(8.0, 6.0 * len(grouped)), 4.6), dpi=120)
+    for index, (task, labels) in enumerate(grouped.items()):
+        axes = figure.add_subplot(1, len(grouped), index + 1)
+        for label, group in labels.items():
             colour = colours[label]
             for record in group:
                 axes.plot(*zip(*record["curve"]), color=colour, alpha=0.3, linewidth=0.8)
@@ -401,15 +406,17 @@ def run_comparison(context, jobs: list[Job], *, question: str) -> dict[str, Any]
     workers = max(1, min(context.hardware.num_cpus, len(jobs)))
     print(f"{len(jobs)} runs, {workers} at a time", flush=True)
     finished, failures = _train_all(context, jobs, workers)
-    tasks = list(dict.fromkeys(job.task for job in jobs))
+    settings: dict[str, dict[str, Any]] = {}  # task -> group -> what its runs trained with
+    for job in jobs:
+        if job.group not in settings.setdefault(job.task, {}):
+            settings[job.task][job.group] = settings_of(job.task, job.algorithm, smoke=context.smoke,
+                                                        overrides=dict(job.overrides))
     reference_seed = context.seeds.integer("reference_policies")
     references = {task: reference_returns(task, episodes=REFERENCE_EPISODES[context.smoke], seed=reference_seed)
-                  for task in tasks}
-    groups = {(job.task, job.group): job for job in jobs}
+                  for task in settings}
     report = {
         "question": question,
-        "settings": {task: {label: settings_of(task, job.algorithm, smoke=context.smoke, overrides=dict(job.overrides))
-                            for (group_task, label), job in groups.items() if group_task == task} for task in tasks},
+        "settings": settings,
         "seeds": sorted({job.seed for job in jobs}),
         "complete": len(finished) == len(jobs),
         "failed": [{**dataclasses.asdict(job), "error": error} for job, error in failures.items()],

@@ -318,8 +318,8 @@ def _upload_credentials(options: argparse.Namespace) -> Optional[b2_mirror.B2Cre
 
 def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     """Validates a run request; raises UsageError naming the fix."""
-    if options.run_id is not None and records.run_id_problem(options.run_id):
-        raise UsageError(records.run_id_problem(options.run_id))
+    if options.run_id is not None and (problem := records.run_id_problem(options.run_id)):
+        raise UsageError(problem)
     try:
         heartbeat_s = session.heartbeat_interval_from_env()
     except ValueError as error:

@@ -222,6 +222,7 @@ class RunSession:
         if trial is not None and not _TRIAL_NAME.match(trial):
             raise ValueError(f"checkpoint trial {trial!r} must be a plain folder name (letters, digits, '_', '.', '-'),"
                              " e.g. the agent's name")
+        trial_tag = {"trial_id": trial} if trial is not None else {}
         partial = pathlib.Path(tempfile.mkdtemp(dir=self.checkpoints_dir, prefix=".partial-"))
         try:
             yield partial
@@ -230,9 +231,7 @@ class RunSession:
             raise
         state = {"schema_version": records.MANIFEST_SCHEMA_VERSION, "run_id": self.run_id,
                  "experiment": self._manifest.get("experiment", {}).get("module"),
-                 "iteration": iteration, "env_steps": env_steps, "saved_at": records.utc_now(), **extra}
-        if trial is not None:
-            state["trial_id"] = trial
+                 "iteration": iteration, "env_steps": env_steps, "saved_at": records.utc_now(), **trial_tag, **extra}
         records.write_json_atomically(str(partial / records.CHECKPOINT_STATE_FILE), state)
         final = (self.checkpoints_dir / trial if trial is not None else self.checkpoints_dir) / f"iter_{iteration:06d}"
         final.parent.mkdir(exist_ok=True)
@@ -242,9 +241,7 @@ class RunSession:
         with self._lock:
             self._metrics.sync()
             entry = {"path": str(final.relative_to(self.artifacts_dir)), "iteration": iteration,
-                     "env_steps": env_steps, "saved_at": state["saved_at"]}
-            if trial is not None:
-                entry["trial_id"] = trial
+                     "env_steps": env_steps, "saved_at": state["saved_at"], **trial_tag}
             self._manifest["checkpoints"] = [
                 c for c in self._manifest["checkpoints"] if c["path"] != entry["path"]] + [entry]
             self._write_summary()
