@@ -3,6 +3,7 @@
     from experiments.mess3 import controlled_mess3 as task
 
     config = task.ppo_config(smoke=context.smoke)            # TransformerModel, ActorCriticPPOTorchLearner
+    runners.run_direct(context, config, stop=..., parallel_envs=task.PARALLEL_ENVS)
     plan = task.probe_plan_for(smoke=context.smoke)          # what rl.analysis probes, and how much
 
 The task is occupancy control on Mess3 (x=0.05, a=0.85; rl/envs/README.md): each step the agent
@@ -37,6 +38,9 @@ X, A = 0.05, 0.85
 ENV_KWARGS = {"x": X, "a": A, "episode_length": 64, "observation": ("tokens", "previous_action"),
               "history_length": 1, **CONTROL_DEFAULTS}
 ENV_NAME = "experiments.mess3/controlled_mess3"
+# Envs stepping together (the policy's forward pass batched over them): a train batch of 2048
+# (smoke 1024) is 32 envs x 64 (32) steps, so a full batch holds 32 whole 64-step episodes.
+PARALLEL_ENVS = 32
 
 
 def make_env(env_config=None) -> gymnasium.Env:

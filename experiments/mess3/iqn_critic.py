@@ -39,7 +39,7 @@ def run(context):
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/quantile_spread", f"{metrics}/crossing_fraction")
     stop = runners.StopRule(env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS)
     outcome = runners.run_direct(context, config, stop=stop, checkpoint_at=runners.LogSpaced(2.0),
-                                 checkpoint_initial=True)
+                                 checkpoint_initial=True, parallel_envs=task.PARALLEL_ENVS)
     seeds = context.seeds.integers("random_networks", RANDOM_NETWORKS[context.smoke])
     networks = [task.build_random_network(seed, module_class=IQNTransformerModel, model_config=MODEL_CONFIG)
                 for seed in seeds]

@@ -30,7 +30,7 @@ def run(context):
                              learner_class=None).training(**PPG_SETTINGS[context.smoke])
     stop = runners.StopRule(env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS)
     outcome = runners.run_direct(context, config, stop=stop, checkpoint_at=runners.LogSpaced(2.0),
-                                 checkpoint_initial=True)
+                                 checkpoint_initial=True, parallel_envs=task.PARALLEL_ENVS)
     seeds = context.seeds.integers("random_networks", RANDOM_NETWORKS[context.smoke])
     networks = [task.build_random_network(seed, module_class=PPGTransformerModel) for seed in seeds]
     comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke), random_networks=networks)

@@ -22,7 +22,7 @@ def run(context):
     config = task.ppo_config(smoke=context.smoke)
     stop = runners.StopRule(env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS)
     outcome = runners.run_direct(context, config, stop=stop, checkpoint_at=runners.LogSpaced(2.0),
-                                 checkpoint_initial=True)
+                                 checkpoint_initial=True, parallel_envs=task.PARALLEL_ENVS)
     seeds = context.seeds.integers("random_networks", RANDOM_NETWORKS[context.smoke])
     comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke),
                                          random_networks=[task.build_random_network(seed) for seed in seeds])

@@ -29,6 +29,9 @@ from typing import Any, Optional
 
 PROFILES = ("auto", "cpu", "cuda", "mps")
 TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores (docs/harness.md)
+# PPO samples and learns in turn, so a remote runner gains nothing without a spare CPU to
+# sample on while the learner runs; on 2 cores the local runner was 1.2x faster (docs/performance.md).
+LOCAL_SAMPLING_MAX_CPUS = 2
 
 
 class HardwareError(ValueError):
@@ -52,22 +55,48 @@ class MachineFacts:
 
 
 @dataclasses.dataclass(frozen=True)
+class SamplingPlan:
+    """Where a recipe's `parallel_envs` step: `num_env_runners` (0: the driver's local runner) x envs each."""
+
+    parallel_envs: int
+    num_env_runners: int
+    num_envs_per_env_runner: int
+    placement: str  # "local" | "remote"
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class HardwareProfile:
     name: str  # cpu | cuda | mps
     requested: str  # what --hardware-profile said
     learner_device: str  # where RLlib's learner runs: cpu | cuda
     torch_device: str  # for a recipe's own torch code: cpu | cuda | mps
     num_gpus_per_learner: int
-    num_env_runners: int
-    num_envs_per_env_runner: int
+    max_env_runners: int  # remote runners at most: one CPU each, the driver keeps one
     torch_threads: int
     num_cpus: int  # what a local Ray cluster is started with
 
-    def apply_to(self, config):
-        """Sets runners, envs per runner and the learner's GPU on an RLlib AlgorithmConfig."""
+    def plan_sampling(self, parallel_envs: int) -> SamplingPlan:
+        """Places `parallel_envs` envs: all in the local runner on small machines, else split over runners."""
+        if not isinstance(parallel_envs, int) or parallel_envs < 1:
+            raise HardwareError(f"parallel_envs must be an integer >= 1, got {parallel_envs!r}")
+        if self.num_cpus <= LOCAL_SAMPLING_MAX_CPUS or self.max_env_runners < 1:
+            return SamplingPlan(parallel_envs, 0, parallel_envs, "local",
+                                f"{self.num_cpus} CPU(s) <= {LOCAL_SAMPLING_MAX_CPUS}: sampling and learning in"
+                                " one process was faster than a remote runner (docs/performance.md)")
+        runners = max(count for count in range(1, min(self.max_env_runners, parallel_envs) + 1)
+                      if parallel_envs % count == 0)
+        return SamplingPlan(parallel_envs, runners, parallel_envs // runners, "remote",
+                            f"{self.num_cpus} CPUs: {runners} remote runner(s) sample in parallel, one CPU each")
+
+    def apply_to(self, config, plan: SamplingPlan):
+        """Sets runners, envs per runner (from `plan`) and the learner's GPU on an RLlib AlgorithmConfig."""
         config.env_runners(
-            num_env_runners=self.num_env_runners,
-            num_envs_per_env_runner=self.num_envs_per_env_runner,
+            num_env_runners=plan.num_env_runners,
+            num_envs_per_env_runner=plan.num_envs_per_env_runner,
         )
         config.learners(num_gpus_per_learner=self.num_gpus_per_learner)
         return config
@@ -182,8 +211,7 @@ def choose_profile(requested: str, facts: MachineFacts) -> HardwareProfile:
         torch_device=name,
         num_gpus_per_learner=1 if name == "cuda" else 0,
         # The driver (which hosts the local learner) keeps one CPU; each runner gets one.
-        num_env_runners=facts.cpu_count - 1,
-        num_envs_per_env_runner=1,
+        max_env_runners=facts.cpu_count - 1,
         torch_threads=TORCH_THREADS,
         num_cpus=facts.cpu_count,
     )

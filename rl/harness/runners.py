@@ -5,11 +5,13 @@
     def run(context):
         config = PPOConfig().environment("CartPole-v1").training(lr=3e-4)   # science: the recipe's
         stop = runners.StopRule(training_iterations=2 if context.smoke else 200)
-        return runners.run_direct(context, config, stop=stop, checkpoint_every=10)
+        return runners.run_direct(context, config, stop=stop, checkpoint_every=10, parallel_envs=32)
         # or: runners.run_direct(..., checkpoint_at=runners.LogSpaced(2.0), checkpoint_initial=True)
         # or: runners.run_tune(context, config, stop=stop, num_seeds=3, checkpoint_every=10)
 
-Both apply the hardware profile, seed RLlib from the named stream "rllib" (Tune: one seed
+`parallel_envs` is how many envs step together (the recipe's: it shapes the batch); the
+hardware profile places them (hardware.SamplingPlan); without it the harness takes the largest
+divisor of the train batch up to DEFAULT_PARALLEL_ENVS. Both apply the hardware profile, seed RLlib from the named stream "rllib" (Tune: one seed
 per trial from "tune/trials"), stream every result row to metrics.jsonl as it arrives,
 checkpoint every N iterations plus once at the end (also when SIGINT/SIGTERM asked to stop),
 and resume with continuous iteration and env-step counters. The direct runner also takes a
@@ -35,11 +37,15 @@ from ray.tune.result import SHOULD_CHECKPOINT
 
 from rl.harness import records
 from rl.harness.context import RunContext
+from rl.harness.hardware import SamplingPlan
 
 ITERATION = "training_iteration"
 ENV_STEPS = "num_env_steps_sampled_lifetime"
 RETURN = "env_runners/episode_return_mean"
 TUNE_STORAGE = "tune"
+# Batching the policy's forward pass over envs is the main throughput lever (16 envs: ~4x
+# one env's env steps/s on 2 cores, docs/performance.md); recipes that care set parallel_envs.
+DEFAULT_PARALLEL_ENVS = 16
 _TUNE_SEED_STREAM = "tune/trials"
 
 
@@ -103,10 +109,37 @@ class StopRule:
         return ((ITERATION, self.training_iterations), (ENV_STEPS, self.env_steps))
 
 
-def prepare_config(context: RunContext, config, seed):
-    """A copy of the recipe's AlgorithmConfig with the hardware profile and `seed`."""
+def default_parallel_envs(train_batch: int) -> int:
+    """The largest divisor of `train_batch` up to DEFAULT_PARALLEL_ENVS (what a recipe without a choice gets)."""
+    return max(count for count in range(1, min(DEFAULT_PARALLEL_ENVS, train_batch) + 1) if train_batch % count == 0)
+
+
+def plan_sampling(context: RunContext, config, parallel_envs: Optional[int] = None) -> SamplingPlan:
+    """Where `parallel_envs` envs step for `config` (an AlgorithmConfig); checks them against its train batch.
+
+    None takes the largest divisor of the train batch up to DEFAULT_PARALLEL_ENVS. Each update
+    then holds exactly the recipe's train batch: every env steps batch / parallel_envs times.
+    """
+    batch = config.total_train_batch_size
+    if parallel_envs is None:
+        parallel_envs = default_parallel_envs(batch)
+    elif not isinstance(parallel_envs, int) or isinstance(parallel_envs, bool) or parallel_envs < 1:
+        raise ValueError(f"parallel_envs must be an integer >= 1, got {parallel_envs!r}")
+    elif parallel_envs > batch:
+        raise ValueError(f"parallel_envs={parallel_envs} is more than the train batch of {batch} env steps allows:"
+                         f" every env must step at least once per update; use parallel_envs <= {batch}")
+    elif batch % parallel_envs:
+        raise ValueError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={parallel_envs}:"
+                         f" RLlib would sample {-(-batch // parallel_envs) * parallel_envs} steps per update instead;"
+                         f" pick parallel_envs dividing {batch}")
+    return context.hardware.plan_sampling(parallel_envs)
+
+
+def prepare_config(context: RunContext, config, seed, *, parallel_envs: Optional[int] = None):
+    """A copy of the recipe's AlgorithmConfig with the hardware profile, its sampling plan and `seed`."""
+    plan = plan_sampling(context, config, parallel_envs)
     config = config.copy(copy_frozen=False)
-    context.hardware.apply_to(config)
+    context.hardware.apply_to(config, plan)
     return config.debugging(seed=seed)
 
 
@@ -153,7 +186,8 @@ def _restored_counters(algo) -> dict:
 
 
 def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every: Optional[int] = None,
-               checkpoint_at: Optional[Callable[[int], bool]] = None, checkpoint_initial: bool = False) -> dict:
+               checkpoint_at: Optional[Callable[[int], bool]] = None, checkpoint_initial: bool = False,
+               parallel_envs: Optional[int] = None) -> dict:
     """`algo.train()` until `stop` (or a stop signal); checkpoints on a schedule and at the end.
 
     The schedule: every `checkpoint_every` iterations (10 when neither is given) or where
@@ -167,9 +201,11 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
     resume = context.resume
     if resume is not None and resume.checkpoint is None:
         raise ValueError(f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls run_tune")
-    config = prepare_config(context, config, context.seeds.integer("rllib"))
+    sampling = plan_sampling(context, config, parallel_envs)
+    config = prepare_config(context, config, context.seeds.integer("rllib"), parallel_envs=sampling.parallel_envs)
     context.recorder.update_manifest(runner={
         "kind": "direct", "algorithm": config.algo_class.__name__, "rllib_seed": config.seed,
+        "sampling": sampling.as_dict(),
         "stop": dataclasses.asdict(stop), "checkpoint_schedule": _describe(schedule),
         "checkpoint_initial": checkpoint_initial and resume is None})
     with ray_cluster(context):
@@ -248,7 +284,8 @@ def _trial_table(result_grid, artifacts_dir) -> list[dict]:
     return sorted(trials, key=lambda trial: str(trial["trial_id"]))
 
 
-def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1, checkpoint_every: int = 10) -> dict:
+def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1, checkpoint_every: int = 10,
+             parallel_envs: Optional[int] = None) -> dict:
     """One Tune trial per seed (the recipe's search space, if any, multiplies); storage in artifacts/."""
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
@@ -256,10 +293,12 @@ def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1,
     if resume is not None and resume.tune_experiment is None:
         raise ValueError("a Tune run resumes from a previous Tune run's id, not from a checkpoint folder")
     seeds = context.seeds.integers(_TUNE_SEED_STREAM, num_seeds)
-    config = prepare_config(context, config, tune.grid_search(seeds))
+    sampling = plan_sampling(context, config, parallel_envs)
+    config = prepare_config(context, config, tune.grid_search(seeds), parallel_envs=sampling.parallel_envs)
     storage = os.path.join(str(context.artifacts_dir), TUNE_STORAGE)
     context.recorder.update_manifest(runner={
         "kind": "tune", "algorithm": config.algo_class.__name__, "trial_seeds": seeds, "storage": TUNE_STORAGE,
+        "sampling": sampling.as_dict(),
         "stop": dataclasses.asdict(stop), "checkpoint_every": checkpoint_every})
     _ACTIVE.update(recorder=context.recorder, saved_after_stop=set())
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # SIGINT is the harness's: stop, checkpoint, record

@@ -61,7 +61,11 @@ def _figures(calls):
 
 
 def _plain_loop(profile, seed, iterations, folder):
-    config = profile.apply_to(_config()).debugging(seed=seed)
+    from rl.harness import runners
+
+    config = _config()
+    sampling = profile.plan_sampling(runners.default_parallel_envs(config.total_train_batch_size))
+    config = profile.apply_to(config, sampling).debugging(seed=seed)
     algo = config.build_algo()
     try:
         for iteration in range(1, iterations + 1):

@@ -56,10 +56,10 @@ def test_auto_picks_cuda_then_mps_then_cpu():
 
 def test_profiles_use_the_machine():
     cpu = hardware.choose_profile("cpu", _facts(cpus=8))
-    assert (cpu.num_env_runners, cpu.num_envs_per_env_runner, cpu.torch_threads, cpu.num_cpus) == (7, 1, 1, 8)
-    assert hardware.choose_profile("cpu", _facts(cpus=1)).num_env_runners == 0
+    assert (cpu.max_env_runners, cpu.torch_threads, cpu.num_cpus) == (7, 1, 8)
+    assert hardware.choose_profile("cpu", _facts(cpus=1)).max_env_runners == 0
     cuda = hardware.choose_profile("cuda", _facts(cpus=16, cuda=True))
-    assert (cuda.learner_device, cuda.num_gpus_per_learner, cuda.num_env_runners) == ("cuda", 1, 15)
+    assert (cuda.learner_device, cuda.num_gpus_per_learner, cuda.max_env_runners) == ("cuda", 1, 15)
     mps = hardware.choose_profile("mps", _facts(mps=True))
     assert (mps.learner_device, mps.torch_device, mps.num_gpus_per_learner) == ("cpu", "mps", 0)
 
@@ -79,8 +79,30 @@ def test_detected_machine_is_consistent():
 def test_profile_configures_rllib():
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    config = hardware.choose_profile("cpu", _facts(cpus=3)).apply_to(PPOConfig())
-    assert (config.num_env_runners, config.num_envs_per_env_runner, config.num_gpus_per_learner) == (2, 1, 0)
+    profile = hardware.choose_profile("cpu", _facts(cpus=3))
+    config = profile.apply_to(PPOConfig(), profile.plan_sampling(8))
+    assert (config.num_env_runners, config.num_envs_per_env_runner, config.num_gpus_per_learner) == (2, 4, 0)
+
+
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_small_machines_sample_every_env_in_the_local_runner(cpus):
+    plan = hardware.choose_profile("cpu", _facts(cpus=cpus)).plan_sampling(32)
+    assert (plan.num_env_runners, plan.num_envs_per_env_runner, plan.placement) == (0, 32, "local")
+    assert "docs/performance.md" in plan.reason
+
+
+@pytest.mark.parametrize(("cpus", "parallel_envs", "runners", "envs_each"),
+                         [(8, 32, 4, 8), (8, 7, 7, 1), (16, 30, 15, 2), (4, 5, 1, 5), (8, 3, 3, 1)])
+def test_larger_machines_split_envs_evenly_over_remote_runners(cpus, parallel_envs, runners, envs_each):
+    plan = hardware.choose_profile("cpu", _facts(cpus=cpus)).plan_sampling(parallel_envs)
+    assert (plan.num_env_runners, plan.num_envs_per_env_runner, plan.placement) == (runners, envs_each, "remote")
+    assert plan.num_env_runners * plan.num_envs_per_env_runner == parallel_envs
+
+
+@pytest.mark.parametrize("parallel_envs", [0, -3, 2.5])
+def test_bad_parallel_envs_name_the_problem(parallel_envs):
+    with pytest.raises(hardware.HardwareError, match="parallel_envs must be an integer >= 1"):
+        hardware.choose_profile("cpu", _facts()).plan_sampling(parallel_envs)
 
 
 def test_process_settings_set_torch_threads(monkeypatch):

@@ -1,0 +1,51 @@
+"""The runners' sampling plan: a recipe's parallel envs checked against its train batch, placed by the profile (no Ray)."""
+
+import types
+
+import pytest
+from ray.rllib.algorithms.ppo import PPOConfig
+
+from rl.harness import hardware, runners
+
+
+def _context(cpus: int):
+    facts = hardware.MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=False,
+                                  gpu_count=0, gpu_model=None, cuda_version=None, mps_available=False,
+                                  platform="test")
+    return types.SimpleNamespace(hardware=hardware.choose_profile("cpu", facts))
+
+
+def _config(batch: int):
+    return PPOConfig().environment("CartPole-v1").training(train_batch_size_per_learner=batch, minibatch_size=64)
+
+
+def test_a_recipes_parallel_envs_land_in_the_local_runner_on_two_cores():
+    config = runners.prepare_config(_context(2), _config(2048), seed=3, parallel_envs=32)
+    assert (config.num_env_runners, config.num_envs_per_env_runner, config.seed) == (0, 32, 3)
+
+
+def test_the_recipes_config_is_not_changed():
+    recipe_config = _config(2048)
+    runners.prepare_config(_context(8), recipe_config, seed=3, parallel_envs=32)
+    assert (recipe_config.num_env_runners, recipe_config.num_envs_per_env_runner) == (2, 1)  # RLlib's PPO defaults
+
+
+@pytest.mark.parametrize(("batch", "expected"), [(2048, 16), (1000, 10), (4000, 16), (7, 7), (17, 1)])
+def test_without_a_choice_the_largest_divisor_of_the_batch_up_to_the_default(batch, expected):
+    assert runners.plan_sampling(_context(2), _config(batch)).parallel_envs == expected
+
+
+def test_more_parallel_envs_than_the_batch_fails_with_the_fix():
+    with pytest.raises(ValueError, match=r"parallel_envs=64 is more than the train batch of 32 env steps allows.*<= 32"):
+        runners.plan_sampling(_context(2), _config(32), parallel_envs=64)
+
+
+def test_a_batch_that_is_not_a_multiple_of_parallel_envs_fails_naming_what_rllib_would_do():
+    with pytest.raises(ValueError, match=r"not a multiple of parallel_envs=48: RLlib would sample 2064"):
+        runners.plan_sampling(_context(2), _config(2048), parallel_envs=48)
+
+
+@pytest.mark.parametrize("parallel_envs", [0, True, 4.0])
+def test_parallel_envs_must_be_a_positive_integer(parallel_envs):
+    with pytest.raises(ValueError, match="parallel_envs must be an integer >= 1"):
+        runners.plan_sampling(_context(2), _config(2048), parallel_envs=parallel_envs)
