@@ -18,11 +18,15 @@ FULL_ENV_STEPS = 150_000  # about 12-15 minutes on the shared 2-core machine
 RANDOM_NETWORKS = {True: 1, False: 3}
 
 
+def train(context, *, env_steps: int) -> dict:
+    """The training stage (bench_throughput times it as is): PPO with step-0 and log-spaced checkpoints."""
+    return runners.run_direct(context, task.ppo_config(smoke=context.smoke), stop=runners.StopRule(env_steps=env_steps),
+                              checkpoint_at=runners.LogSpaced(2.0), checkpoint_initial=True,
+                              parallel_envs=task.PARALLEL_ENVS)
+
+
 def run(context):
-    config = task.ppo_config(smoke=context.smoke)
-    stop = runners.StopRule(env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS)
-    outcome = runners.run_direct(context, config, stop=stop, checkpoint_at=runners.LogSpaced(2.0),
-                                 checkpoint_initial=True, parallel_envs=task.PARALLEL_ENVS)
+    outcome = train(context, env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS)
     seeds = context.seeds.integers("random_networks", RANDOM_NETWORKS[context.smoke])
     comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke),
                                          random_networks=[task.build_random_network(seed) for seed in seeds])

@@ -1,0 +1,202 @@
+"""Env steps per second of the main job's training, through the harness vs bare RLlib vs a plain PyTorch loop.
+
+    bazel run //experiments/mess3:bench_throughput                      # prints one JSON object
+    bazel run //experiments/mess3:bench_throughput -- --iterations 10 --warmup 3
+
+One process per part, run one after another on the same machine (so none competes with
+another for the 2 cores), all with one torch thread and the main job's model, env and PPO
+settings (train batch 2048):
+
+    harness          `reward_only.train` through `rl.harness.cli` (hardware profile `cpu`, the
+                     recipe's 32 parallel envs, checkpoints and records included): the period
+                     between metrics rows, so the harness's bookkeeping counts
+    rllib_default    the same AlgorithmConfig in bare RLlib with RLlib's sampling defaults (PPO:
+                     2 remote env runners, 1 env each), `algo.train()` timed
+    torch_reference  torch_reference.run: a minimal PPO loop in plain PyTorch over the same
+                     TransformerModel and the same 32 vectorised envs (an approximate limit)
+
+Steady state: the first `--warmup` iterations are dropped, the next `--iterations` timed.
+`seconds_per_iteration` splits an iteration into sampling and learning (both RLlib parts: PPO's
+`synchronous_parallel_sample` and `LearnerGroup.update` timed in the driver; the reference times
+its own phases); `learner_samples_per_s` is train batch / learning seconds; `peak_rss_mib` is
+each part's own process (ru_maxrss; RLlib's remote runners not included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+
+PARTS = ("harness", "rllib_default", "torch_reference")
+TARGETS = {"ratio_vs_rllib_default": 8.0, "ratio_vs_torch_reference": 0.5, "harness_env_steps_per_s": 3000.0}
+_ITERATIONS_ENV = "BENCH_THROUGHPUT_ITERATIONS"
+
+
+def run(context):
+    """The harness part's recipe: the main job's training stage for a fixed number of updates."""
+    from experiments.mess3 import controlled_mess3 as task
+    from experiments.mess3 import reward_only
+
+    batch = task.ppo_config(smoke=False).total_train_batch_size
+    return reward_only.train(context, env_steps=int(os.environ[_ITERATIONS_ENV]) * batch)
+
+
+class _PhaseTimer:
+    """Seconds of each PPO sampling and learner-update call in this process (by wrapping both)."""
+
+    def __init__(self):
+        from ray.rllib.algorithms.ppo import ppo
+        from ray.rllib.core.learner.learner_group import LearnerGroup
+
+        self.sample_s: list[float] = []
+        self.learn_s: list[float] = []
+        ppo.synchronous_parallel_sample = self._timed(ppo.synchronous_parallel_sample, self.sample_s)
+        LearnerGroup.update = self._timed(LearnerGroup.update, self.learn_s)
+
+    @staticmethod
+    def _timed(function, seconds: list):
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                seconds.append(time.perf_counter() - start)
+        return timed
+
+    def split(self, warmup: int) -> dict:
+        return {"sample_s": statistics.fmean(self.sample_s[warmup:]), "learn_s": statistics.fmean(self.learn_s[warmup:])}
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _seconds(timestamp: str) -> float:
+    return datetime.datetime.fromisoformat(timestamp).timestamp()
+
+
+def _harness(iterations: int, warmup: int) -> dict:
+    from rl.harness import cli, records
+
+    os.environ[_ITERATIONS_ENV] = str(warmup + iterations)
+    phases = _PhaseTimer()
+    with tempfile.TemporaryDirectory() as folder:
+        status = cli.main(["bench", "experiments.mess3.bench_throughput",
+                           "--hardware-profile", "cpu", "--no-upload-artifacts", "--run-id", "bench",
+                           "--results-dir", os.path.join(folder, "results"),
+                           "--artifacts-dir", os.path.join(folder, "artifacts")])
+        if status != 0:
+            raise RuntimeError(f"the harness run failed with status {status}")
+        manifest = records.read_manifest(os.path.join(folder, "results", "bench"))
+        with open(os.path.join(folder, "artifacts", "bench", records.METRICS_FILE)) as handle:
+            rows = [json.loads(line) for line in handle]
+    first, last = rows[warmup - 1], rows[-1]
+    return {
+        "env_steps_per_s": (last["num_env_steps_sampled_lifetime"] - first["num_env_steps_sampled_lifetime"])
+        / (_seconds(last["harness/logged_at"]) - _seconds(first["harness/logged_at"])),
+        **phases.split(warmup),
+        "sampling": manifest["runner"]["sampling"],
+        "peak_rss_mib": _peak_rss_mib(),
+    }
+
+
+def _rllib_default(iterations: int, warmup: int) -> dict:
+    import ray
+
+    from experiments.mess3 import controlled_mess3 as task
+
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False)
+    config = task.ppo_config(smoke=False).debugging(seed=0)
+    phases = _PhaseTimer()
+    algo = config.build_algo()
+    try:
+        seconds, results = [], []
+        for _ in range(warmup + iterations):
+            start = time.perf_counter()
+            results.append(algo.train())
+            seconds.append(time.perf_counter() - start)
+    finally:
+        algo.stop()
+        ray.shutdown()
+    steps = [result["env_runners"]["num_env_steps_sampled"] for result in results]
+    return {
+        "env_steps_per_s": sum(steps[warmup:]) / sum(seconds[warmup:]),
+        **phases.split(warmup),
+        "sampling": {"num_env_runners": config.num_env_runners,
+                     "num_envs_per_env_runner": config.num_envs_per_env_runner},
+        "peak_rss_mib": _peak_rss_mib(),
+    }
+
+
+def _torch_reference(iterations: int, warmup: int) -> dict:
+    from experiments.mess3 import controlled_mess3 as task
+    from experiments.mess3 import torch_reference
+
+    result = torch_reference.run(iterations=warmup + iterations, warmup=warmup, num_envs=task.PARALLEL_ENVS,
+                                 train_batch=task.ppo_config(smoke=False).total_train_batch_size, seed=0)
+    return {
+        "env_steps_per_s": result["env_steps_per_s"],
+        "sample_s": statistics.fmean(result["sample_s"][warmup:]),
+        "learn_s": statistics.fmean(result["learn_s"][warmup:]),
+        "sampling": {"num_envs": task.PARALLEL_ENVS, "vector_env": "gymnasium SyncVectorEnv"},
+        "peak_rss_mib": _peak_rss_mib(),
+    }
+
+
+def _measure(part: str, iterations: int, warmup: int) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    return {"harness": _harness, "rllib_default": _rllib_default, "torch_reference": _torch_reference}[part](
+        iterations, warmup)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=6, help="timed training iterations (>= 5)")
+    parser.add_argument("--warmup", type=int, default=2, help="iterations dropped first (>= 1)")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    options = parser.parse_args(argv)
+    if options.iterations < 5 or options.warmup < 1:
+        parser.error("steady state needs --iterations >= 5 and --warmup >= 1")
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"  # inherited by every part's process
+    from experiments.mess3 import controlled_mess3 as task
+
+    figures = {}
+    spawn = multiprocessing.get_context("spawn")
+    for part in options.parts:
+        print(f"bench_throughput: {part} ({options.warmup} + {options.iterations} iterations)...", file=sys.stderr)
+        with spawn.Pool(1) as pool:  # a fresh process per part: its own peak RSS, no state shared
+            figures[part] = pool.apply(_measure, (part, options.iterations, options.warmup))
+    rate = {part: figure["env_steps_per_s"] for part, figure in figures.items()}
+    batch = task.ppo_config(smoke=False).total_train_batch_size
+    report = {
+        "model_config": task.MODEL_CONFIG,
+        "train_batch": batch,
+        "parallel_envs": task.PARALLEL_ENVS,
+        "iterations": {"warmup": options.warmup, "timed": options.iterations},
+        "env_steps_per_s": {part: round(value, 1) for part, value in rate.items()},
+        "learner_samples_per_s": {part: round(batch / figure["learn_s"], 1) for part, figure in figures.items()},
+        "seconds_per_iteration": {part: {"sample": round(figure["sample_s"], 4), "learn": round(figure["learn_s"], 4)}
+                                  for part, figure in figures.items()},
+        "peak_rss_mib": {part: round(figure["peak_rss_mib"], 1) for part, figure in figures.items()},
+        "sampling": {part: figure["sampling"] for part, figure in figures.items()},
+        "targets": TARGETS,
+    }
+    if "harness" in rate:
+        for peer in ("rllib_default", "torch_reference"):
+            if peer in rate:
+                report[f"ratio_vs_{peer}"] = round(rate["harness"] / rate[peer], 3)
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
