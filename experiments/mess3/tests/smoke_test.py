@@ -31,6 +31,9 @@ def test_the_smoke_run_trains_checkpoints_and_probes(recipe, tmp_path):
     # Step 0 (the untrained network), then log-spaced (1, 2) and the last update.
     assert [c["iteration"] for c in run.manifest["checkpoints"]] == [0, 1, 2, 3]
     assert run.manifest["checkpoints"][0]["env_steps"] == 0
+    sampling = run.manifest["runner"]["sampling"]  # the recipe's parallel envs, placed by the profile
+    assert sampling["parallel_envs"] == 32
+    assert max(sampling["num_env_runners"], 1) * sampling["num_envs_per_env_runner"] == 32
     rows = run.metrics()
     assert rows[-1]["num_env_steps_sampled_lifetime"] >= 3 * 1024  # the smoke budget: three updates of 1024
     assert all("env_runners/episode_return_mean" in row for row in rows)
