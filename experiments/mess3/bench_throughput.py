@@ -12,6 +12,8 @@ settings (train batch 2048):
                      between metrics rows, so the harness's bookkeeping counts
     rllib_default    the same AlgorithmConfig in bare RLlib with RLlib's sampling defaults (PPO:
                      2 remote env runners, 1 env each), `algo.train()` timed
+    rllib_split      bare RLlib with the 32 envs in one remote runner: the placement the hardware
+                     profile did not choose on 2 CPUs (learner and sampling in separate processes)
     torch_reference  torch_reference.run: a minimal PPO loop in plain PyTorch over the same
                      TransformerModel and the same 32 vectorised envs (an approximate limit)
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import multiprocessing
 import os
@@ -35,7 +38,7 @@ import sys
 import tempfile
 import time
 
-PARTS = ("harness", "rllib_default", "torch_reference")
+PARTS = ("harness", "rllib_default", "rllib_split", "torch_reference")
 TARGETS = {"ratio_vs_rllib_default": 8.0, "ratio_vs_torch_reference": 0.5, "harness_env_steps_per_s": 3000.0}
 _ITERATIONS_ENV = "BENCH_THROUGHPUT_ITERATIONS"
 
@@ -108,13 +111,15 @@ def _harness(iterations: int, warmup: int) -> dict:
     }
 
 
-def _rllib_default(iterations: int, warmup: int) -> dict:
+def _bare_rllib(iterations: int, warmup: int, *, split: bool) -> dict:
     import ray
 
     from experiments.mess3 import controlled_mess3 as task
 
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False)
     config = task.ppo_config(smoke=False).debugging(seed=0)
+    if split:
+        config = config.env_runners(num_env_runners=1, num_envs_per_env_runner=task.PARALLEL_ENVS)
     phases = _PhaseTimer()
     algo = config.build_algo()
     try:
@@ -155,8 +160,9 @@ def _measure(part: str, iterations: int, warmup: int) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    return {"harness": _harness, "rllib_default": _rllib_default, "torch_reference": _torch_reference}[part](
-        iterations, warmup)
+    measure = {"harness": _harness, "rllib_default": functools.partial(_bare_rllib, split=False),
+               "rllib_split": functools.partial(_bare_rllib, split=True), "torch_reference": _torch_reference}[part]
+    return measure(iterations, warmup)
 
 
 def main(argv=None) -> None:
@@ -192,7 +198,7 @@ def main(argv=None) -> None:
         "targets": TARGETS,
     }
     if "harness" in rate:
-        for peer in ("rllib_default", "torch_reference"):
+        for peer in ("rllib_default", "rllib_split", "torch_reference"):
             if peer in rate:
                 report[f"ratio_vs_{peer}"] = round(rate["harness"] / rate[peer], 3)
     print(json.dumps(report, indent=1))

@@ -47,6 +47,7 @@ from ray.rllib.core.learner.learner import COMPONENT_OPTIMIZER, Learner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.numpy import convert_to_numpy
 
+from rl.learners.gradient_steps import fused_adam
 from rl.learners.models.ppg_head import PPGAuxiliaryValueHead
 from rl.learners.ppg.config import validate_ppg_config
 from rl.learners.ppo.learner import ActorCriticPPOTorchLearner
@@ -132,7 +133,7 @@ class PPGTorchLearner(ActorCriticPPOTorchLearner):
                     f"{type(module).__name__}; use e.g. `class Model(PPGAuxiliaryValueHead, "
                     f"{type(module).__name__}): pass`."
                 )
-            self._aux_optimizers[module_id] = torch.optim.Adam(module.parameters(), lr=self.config.aux_lr)
+            self._aux_optimizers[module_id] = fused_adam(module.parameters(), lr=self.config.aux_lr)
         self.aux_buffer = AuxiliaryBuffer()
         self.iterations_since_aux = 0
         self._aux_rng = np.random.default_rng(self.config.seed)

@@ -13,6 +13,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.models import TransformerModel
+from rl.learners.models.transformer import ROWS_PER_INFERENCE_PIECE
 
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACTIONS = gym.spaces.Discrete(4)
@@ -96,6 +97,54 @@ def test_residual_stream_in_a_batch_equals_step_by_step():
     assert state["keys"].shape == (2, SMALL["n_layers"], SMALL["memory_len"], SMALL["d_model"])
     with pytest.raises(ValueError, match=r"encoder must be one of \['encoder', 'critic_encoder'\]"):
         module.residual_stream(obs, encoder="decoder")
+
+
+def test_training_and_rollout_attention_paths_agree():
+    # With gradients the blocks attend explicitly; without (rollouts, GAE) through
+    # scaled_dot_product_attention. Both must give the same outputs.
+    module = transformer(vf_share_layers=True)
+    obs = torch.randn(4, SMALL["max_seq_len"], 3)
+    state = module.batched_initial_state(4)
+    state["encoder"]["valid"][:, 2:] = 1.0
+    state["encoder"]["keys"].normal_()
+    state["encoder"]["values"].normal_()
+    batch = {Columns.OBS: obs, Columns.STATE_IN: state}
+    with_gradients = module.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
+    assert with_gradients.requires_grad
+    with torch.no_grad():
+        without = module.forward_train(batch)[Columns.ACTION_DIST_INPUTS]
+    assert (with_gradients - without).abs().max() < TOLERANCE
+
+
+def test_a_large_batch_without_gradients_gives_the_same_outputs_in_pieces():
+    # GAE's value pass: more than ROWS_PER_INFERENCE_PIECE steps, encoded piece by piece.
+    encoder = transformer().encoder
+    chunks = ROWS_PER_INFERENCE_PIECE // SMALL["max_seq_len"] + 5
+    obs = torch.randn(chunks, SMALL["max_seq_len"], 3)
+    cache_shape = (chunks, SMALL["n_layers"], SMALL["memory_len"], SMALL["d_model"])
+    cache = {"keys": torch.randn(cache_shape), "values": torch.randn(cache_shape), "valid": torch.rand(chunks, 5).round()}
+    for state in (None, cache):
+        whole_embeddings, whole_state = encoder(obs, state)  # with gradients: one pass
+        with torch.no_grad():
+            embeddings, state_out = encoder(obs, state)
+        assert (embeddings - whole_embeddings).abs().max() < TOLERANCE
+        for key, value in whole_state.items():
+            assert (state_out[key] - value).abs().max() < TOLERANCE
+
+
+def test_parameter_names_are_stable_so_old_checkpoints_load():
+    names = set(transformer(n_layers=1, vf_share_layers=True).state_dict())
+    block = [
+        "attention_norm.weight", "attention_norm.bias", "qkv.weight", "qkv.bias", "attention_out.weight",
+        "attention_out.bias", "distance_bias", "mlp_norm.weight", "mlp_norm.bias", "mlp.0.weight", "mlp.0.bias",
+        "mlp.2.weight", "mlp.2.bias",
+    ]  # fmt: skip
+    assert names == {
+        "encoder.input_projection.weight", "encoder.input_projection.bias",
+        *(f"encoder.blocks.0.{name}" for name in block),
+        "encoder.final_norm.weight", "encoder.final_norm.bias",
+        "pi.weight", "pi.bias", "vf.linear.weight", "vf.linear.bias",
+    }  # fmt: skip
 
 
 def test_stateful_layout_and_rllib_keys():

@@ -1,0 +1,162 @@
+"""Faster drop-ins for RLlib's learner-connector pieces that cut episodes into `max_seq_len` chunks.
+
+    from rl.learners.connectors import use_fast_chunking
+
+    use_fast_chunking(learner_connector_pipeline)   # ActorCriticPPOTorchLearner does it when built
+
+RLlib's `AddTimeDimToBatchAndZeroPad` pads every column of every episode one item at
+a time, and `AddStatesFromEpisodesToBatch` copies the recurrent state of every step
+of an episode (or repeats the initial state that many times) to keep one per chunk.
+For stateful modules with a large state (TransformerModel: the cached keys and
+values) that is most of a PPO update's connector time. `ZeroPadToChunks` pads each
+column with one array copy and `AddChunkStartStates` reads only the chunk starts'
+states; both produce exactly RLlib's batch (`tests/connectors_test.py`) and hand
+anything they do not specialise (nested items, non-numpy episodes, env-to-module
+use) to the RLlib piece they derive from.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ray.rllib.connectors.common.add_states_from_episodes_to_batch import AddStatesFromEpisodesToBatch
+from ray.rllib.connectors.common.add_time_dim_to_batch_and_zero_pad import AddTimeDimToBatchAndZeroPad
+from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.numpy import convert_to_numpy
+from ray.rllib.utils.postprocessing.zero_padding import create_mask_and_seq_lens, split_and_zero_pad
+from ray.rllib.utils.spaces.space_utils import BatchedNdArray
+
+
+def zero_padded_chunks(items: list[Any], max_seq_len: int) -> list[np.ndarray]:
+    """RLlib's `split_and_zero_pad(items, max_seq_len)` with one copy when the items are flat.
+
+    `items` are all single steps or all `BatchedNdArray`s of steps; other lists go to RLlib.
+
+    Example:
+        zero_padded_chunks([BatchedNdArray([1, 2, 3])], 2)    # [array([1, 2]), array([3, 0])]
+    """
+    # Like RLlib, take the structure from the first item.
+    batched = [isinstance(item, BatchedNdArray) for item in items]
+    if any(batched) != all(batched) or isinstance(items[0], (dict, list, tuple)):
+        return split_and_zero_pad(items, max_seq_len=max_seq_len)
+    if batched[0]:
+        steps = np.concatenate(items)
+    else:  # RLlib stacks single steps in the first one's dtype
+        steps = np.asarray(items, dtype=items[0].dtype if isinstance(items[0], np.ndarray) else None)
+    chunks = math.ceil(len(steps) / max_seq_len)
+    padded = np.zeros((chunks * max_seq_len, *steps.shape[1:]), dtype=steps.dtype)
+    padded[: len(steps)] = steps
+    return list(padded.reshape(chunks, max_seq_len, *steps.shape[1:]))
+
+
+def _map_states(function: Any, *states: Any) -> Any:
+    """`function` applied leaf by leaf to recurrent states (RLlib's: nested dicts of arrays)."""
+    if isinstance(states[0], dict):
+        return {key: _map_states(function, *(state[key] for state in states)) for key in states[0]}
+    return function(*states)
+
+
+def _single_agent_module(rl_module: Any, episode: Any) -> Any:
+    """The RLModule that trains on `episode` (as RLlib's stateful pieces pick it)."""
+    if episode.module_id is not None:
+        return rl_module[episode.module_id]
+    return rl_module[DEFAULT_MODULE_ID] if isinstance(rl_module, MultiRLModule) else rl_module
+
+
+class ZeroPadToChunks(AddTimeDimToBatchAndZeroPad):
+    """AddTimeDimToBatchAndZeroPad (learner connector) that pads each column with one copy."""
+
+    @override(ConnectorV2)
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list, shared_data: Any = None, **kwargs):
+        specialised = self._as_learner_connector and rl_module is not None
+        if not specialised or not rl_module.is_stateful() or Columns.STATE_IN in batch:
+            return super().__call__(
+                rl_module=rl_module, batch=batch, episodes=episodes, shared_data=shared_data, **kwargs
+            )
+        # RLlib's learner branch, with zero_padded_chunks for split_and_zero_pad.
+        for column, column_data in batch.items():
+            if column == Columns.INFOS:
+                continue
+            for key, items in column_data.items():
+                module_id = key[2] if len(key) == 3 else None
+                if module_id is not None and not rl_module[module_id].is_stateful():
+                    continue
+                column_data[key] = zero_padded_chunks(items, self._get_max_seq_len(rl_module, module_id=module_id))
+                shared_data[f"_zero_padded_for_mid={module_id if module_id is not None else DEFAULT_MODULE_ID}"] = True
+        for episode in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False):
+            module = _single_agent_module(rl_module, episode)
+            if not module.is_stateful():
+                continue
+            mask, seq_lens = create_mask_and_seq_lens(len(episode), module.model_config["max_seq_len"])
+            self.add_n_batch_items(batch, Columns.SEQ_LENS, seq_lens, len(seq_lens), episode)
+            if not shared_data.get("_added_loss_mask_for_valid_episode_ts"):
+                self.add_n_batch_items(batch, Columns.LOSS_MASK, mask, len(mask), episode)
+        return batch
+
+
+class AddChunkStartStates(AddStatesFromEpisodesToBatch):
+    """AddStatesFromEpisodesToBatch (learner connector) that reads only the states at chunk starts."""
+
+    @override(ConnectorV2)
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list, **kwargs):
+        all_episodes = list(self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False))
+        specialised = (
+            self._as_learner_connector and rl_module is not None and all(episode.is_numpy for episode in all_episodes)
+        )
+        if not specialised or not rl_module.is_stateful() or Columns.STATE_IN in batch:
+            return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, **kwargs)
+        initial_states: dict[int, Any] = {}
+        for episode in all_episodes:
+            module = _single_agent_module(rl_module, episode)
+            if not module.is_stateful():
+                continue
+            max_seq_len = module.model_config["max_seq_len"]
+            chunks = math.ceil(len(episode) / max_seq_len)
+            has_states = Columns.STATE_OUT in episode.extra_model_outputs
+            if episode.t_started == 0 or not has_states:
+                if id(module) not in initial_states:
+                    initial_states[id(module)] = convert_to_numpy(module.get_initial_state())
+                look_back_state = initial_states[id(module)]
+            else:  # a continuation chunk of a cut episode starts from the state before it
+                look_back_state = episode.get_extra_model_outputs(
+                    key=Columns.STATE_OUT, indices=-1, neg_index_as_lookback=True
+                )
+            # RLlib: STATE_IN of chunk k is the STATE_OUT of step k * max_seq_len - 1 (the
+            # look-back state for k = 0); without STATE_OUTs, the look-back state throughout.
+            if has_states:
+                state_outs = episode.get_extra_model_outputs(key=Columns.STATE_OUT)
+                chunk_states = _map_states(
+                    lambda first, outs: np.concatenate([first[None], outs[max_seq_len - 1 : -1 : max_seq_len]]),
+                    look_back_state,
+                    state_outs,
+                )
+            else:
+                state_outs = None
+                chunk_states = _map_states(lambda first: np.repeat(first[None], chunks, axis=0), look_back_state)
+            self.add_n_batch_items(batch, Columns.STATE_IN, chunk_states, chunks, episode)
+            if Columns.NEXT_OBS in batch:
+                next_states = (
+                    chunk_states
+                    if state_outs is None
+                    else _map_states(lambda outs: outs[::max_seq_len], state_outs)
+                )
+                self.add_n_batch_items(batch, Columns.NEXT_STATE_IN, next_states, chunks, episode)
+        return batch
+
+
+def use_fast_chunking(learner_pipeline: ConnectorPipelineV2) -> None:
+    """Replaces RLlib's chunking pieces in a Learner connector pipeline by the ones above, in place."""
+    replacements = {AddTimeDimToBatchAndZeroPad: ZeroPadToChunks, AddStatesFromEpisodesToBatch: AddChunkStartStates}
+    for index, piece in enumerate(learner_pipeline.connectors):
+        if type(piece) in replacements:
+            learner_pipeline.connectors[index] = replacements[type(piece)](
+                piece.input_observation_space, piece.input_action_space, as_learner_connector=True
+            )

@@ -1,0 +1,128 @@
+"""Fast chunking pieces: exactly RLlib's learner batch, built faster; the Learner installs them."""
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.connectors.common.add_states_from_episodes_to_batch import AddStatesFromEpisodesToBatch
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.utils.postprocessing.zero_padding import split_and_zero_pad
+from ray.rllib.utils.spaces.space_utils import BatchedNdArray
+
+from rl.learners import ActorCriticPPOTorchLearner
+from rl.learners.connectors import AddChunkStartStates, ZeroPadToChunks, use_fast_chunking, zero_padded_chunks
+from rl.learners.models import MLPModel, TransformerModel
+
+SMALL = {"d_model": 16, "n_heads": 2, "n_layers": 2, "feedforward_dim": 32, "memory_len": 5, "max_seq_len": 8}
+
+
+def transformer_config():
+    return (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=TransformerModel, model_config={**SMALL, "vf_share_layers": True})
+        )
+        .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=1)
+        .learners(learner_class=ActorCriticPPOTorchLearner)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+    )
+
+
+def leaves(nest, path=()):
+    """(path, leaf) pairs of a nest of dicts and lists, dict keys sorted."""
+    if isinstance(nest, dict):
+        for key in sorted(nest):
+            yield from leaves(nest[key], (*path, key))
+    elif isinstance(nest, (list, tuple)):
+        for index, item in enumerate(nest):
+            yield from leaves(item, (*path, index))
+    else:
+        yield path, nest
+
+
+def assert_same_nest(expected, actual):
+    expected_leaves, actual_leaves = list(leaves(expected)), list(leaves(actual))
+    assert [path for path, _ in expected_leaves] == [path for path, _ in actual_leaves]
+    for (path, want), (_, got) in zip(expected_leaves, actual_leaves):
+        want, got = np.asarray(want), np.asarray(got)
+        assert (want.dtype, want.shape) == (got.dtype, got.shape), path
+        assert np.array_equal(want, got), path
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [BatchedNdArray(np.arange(20, dtype=np.float32).reshape(10, 2))],  # 10 steps: one padded chunk of 2
+        [BatchedNdArray(np.arange(8)), BatchedNdArray(np.arange(3))],
+        [True, False, True],  # single steps, as RLlib adds the loss mask and terminateds
+        [1.5, 2.5],
+        [np.float32(1.0)] * 8,  # exactly two chunks: no padding
+        [{"a": np.ones(2), "b": 3}] * 5,  # nested: RLlib's own function
+    ],
+)
+def test_zero_padded_chunks_equal_rllibs_split_and_zero_pad(items):
+    assert_same_nest(split_and_zero_pad(copy.deepcopy(items), 4), zero_padded_chunks(copy.deepcopy(items), 4))
+
+
+def sampled_episodes(config, num_timesteps=150):
+    """Episodes with per-step STATE_OUTs, including continuations of episodes cut by an earlier sample."""
+    runner = SingleAgentEnvRunner(config=config)
+    runner.sample(num_timesteps=60, random_actions=False)
+    return runner.sample(num_timesteps=num_timesteps, random_actions=False)
+
+
+@pytest.mark.parametrize("episode_source", ["transformer", "stateless"])
+def test_fast_chunking_builds_exactly_rllibs_learner_batch(episode_source):
+    config = transformer_config()
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    # A stateless sampler leaves no STATE_OUTs: RLlib then trains from the initial state.
+    sampler_config = config if episode_source == "transformer" else transformer_config().rl_module(
+        rl_module_spec=RLModuleSpec(module_class=MLPModel)
+    )
+    episodes = sampled_episodes(sampler_config)
+    batches = []
+    for fast in (False, True):
+        pipeline = config.build_learner_connector(input_observation_space=None, input_action_space=None)
+        if fast:
+            use_fast_chunking(pipeline)
+        with torch.no_grad():
+            batch = pipeline(rl_module=learner.module, batch={}, episodes=copy.deepcopy(episodes), shared_data={})
+        batches.append(batch[DEFAULT_MODULE_ID])
+    assert batches[0][Columns.OBS].shape[1] == SMALL["max_seq_len"] and batches[0][Columns.STATE_IN]
+    assert_same_nest(*batches)
+
+
+def test_chunk_start_states_fill_next_state_in_like_rllib():
+    config = transformer_config()
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    episodes = sampled_episodes(config, num_timesteps=80)
+    batches = []
+    rllib_piece, fast_piece = AddStatesFromEpisodesToBatch, AddChunkStartStates
+    for piece in (rllib_piece(as_learner_connector=True), fast_piece(as_learner_connector=True)):
+        # NEXT_STATE_IN is added when the batch has next observations (e.g. off-policy losses).
+        batches.append(piece(rl_module=learner.module, batch={Columns.NEXT_OBS: {}}, episodes=copy.deepcopy(episodes)))
+    assert batches[0][Columns.NEXT_STATE_IN]
+    assert_same_nest(*batches)
+
+
+def test_the_learner_chunks_fast_and_predicts_values_without_autograd():
+    learner = transformer_config().build_learner(env=gym.make("CartPole-v1"))
+    pieces = [type(piece) for piece in learner._learner_connector.connectors]
+    assert ZeroPadToChunks in pieces and AddChunkStartStates in pieces
+    module = learner.module[DEFAULT_MODULE_ID]
+    grad_enabled = []
+    compute_values = module.compute_values
+    module.compute_values = lambda *args, **kwargs: grad_enabled.append(torch.is_grad_enabled()) or compute_values(
+        *args, **kwargs
+    )
+    learner.update(episodes=sampled_episodes(transformer_config()))
+    assert grad_enabled[0] is False  # GAE's value predictions in the connector
+    assert True in grad_enabled  # the loss's, which need gradients

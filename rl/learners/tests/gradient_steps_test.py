@@ -1,0 +1,129 @@
+"""FusedGradientStepMixin: fused Adam everywhere, RLlib's gradient semantics with one finite check."""
+
+import gymnasium as gym
+import pytest
+import torch
+
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+from rl.learners import ActorCriticPPOTorchLearner, IQNPPOTorchLearner, PPGConfig, QRPPOTorchLearner
+from rl.learners.gradient_steps import all_finite, fused_adam
+from rl.learners.models import IQNValueMixin, MLPModel, QRValueMixin
+
+
+class IQNMLPModel(IQNValueMixin, MLPModel):
+    pass
+
+
+class QRMLPModel(QRValueMixin, MLPModel):
+    pass
+
+
+def ppo_config(module_class=MLPModel, learner_class=ActorCriticPPOTorchLearner, model_config=None, **learner_config):
+    return (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=module_class, model_config=model_config or {}))
+        .training(vf_loss_coeff=0.0 if learner_config else 1.0)
+        .learners(learner_class=learner_class, learner_config_dict=learner_config)
+    )
+
+
+def build(config):
+    torch.manual_seed(0)
+    return config.build_learner(env=gym.make("CartPole-v1"))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        ppo_config(),
+        ppo_config(IQNMLPModel, IQNPPOTorchLearner, {"iqn_value": {}}, **{"iqn_value/loss_coefficient": 0.5}),
+        ppo_config(QRMLPModel, QRPPOTorchLearner, {"qr_value": {}}, **{"qr_value/loss_coefficient": 0.5}),
+        PPGConfig().environment("CartPole-v1"),
+    ],
+    ids=["actor_critic", "iqn", "qr", "ppg"],
+)
+def test_every_learner_registers_a_fused_adam(config):
+    learner = build(config)
+    optimizer = learner.get_optimizer(DEFAULT_MODULE_ID)
+    assert isinstance(optimizer, torch.optim.Adam) and optimizer.param_groups[0]["fused"] is True
+    assert optimizer.param_groups[0]["lr"] == config.lr  # the registered schedule still sets it
+    for aux_optimizer in getattr(learner, "_aux_optimizers", {}).values():  # PPG's unregistered one
+        assert aux_optimizer.param_groups[0]["fused"] is True
+
+
+def test_fused_adam_stays_fused_when_it_loads_an_unfused_state():
+    parameter = torch.nn.Parameter(torch.ones(3))
+    unfused = torch.optim.Adam([parameter])
+    parameter.grad = torch.tensor([1.0, -2.0, 3.0])
+    unfused.step()
+    optimizer = fused_adam([parameter])
+    optimizer.load_state_dict(unfused.state_dict())
+    assert optimizer.param_groups[0]["fused"] is True
+    assert torch.equal(optimizer.state[parameter]["exp_avg"], unfused.state[parameter]["exp_avg"])
+
+
+def test_all_finite_catches_nan_and_inf_anywhere():
+    finite = [torch.ones(3), torch.zeros(2, 2)]
+    assert all_finite(finite) and all_finite([])
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        assert not all_finite([torch.ones(3), torch.tensor([[0.0, bad]])])
+
+
+def twin_learners(**config_overrides):
+    """Two identical Learners: one applies gradients through the mixin, the other through RLlib."""
+    config = ppo_config().framework(**config_overrides)
+    ours, rllib = build(config), build(config)
+    rllib.module.set_state(ours.module.get_state())
+    return ours, rllib
+
+
+def apply_both(ours, rllib, fill_gradient):
+    """Applies the same gradients (set by `fill_gradient(index, param)`) to both Learners."""
+    def rllib_apply(gradients):
+        TorchLearner.apply_gradients(rllib, gradients)
+
+    for learner, apply in ((ours, ours.apply_gradients), (rllib, rllib_apply)):
+        gradients = {}
+        for index, (ref, param) in enumerate(learner._params.items()):
+            param.grad = fill_gradient(index, param)
+            gradients[ref] = param.grad
+        apply(gradients)
+
+
+def parameters(learner):
+    return [p.detach().clone() for p in learner.module[DEFAULT_MODULE_ID].parameters()]
+
+
+def test_finite_gradients_take_the_step_rllib_takes_with_one_finite_check(monkeypatch):
+    ours, rllib = twin_learners()
+    calls = []
+    isfinite = torch.isfinite
+    monkeypatch.setattr(torch, "isfinite", lambda tensor: calls.append(1) or isfinite(tensor))
+    apply_both(ours, rllib, lambda index, param: torch.full_like(param, 0.1 * (index + 1)))
+    our_calls = len(calls) - 2 * len(ours._params)  # RLlib checks every gradient twice
+    assert our_calls == 1
+    for mine, reference in zip(parameters(ours), parameters(rllib)):
+        assert torch.equal(mine, reference)
+    assert not torch.equal(parameters(ours)[0], parameters(build(ppo_config()))[0])  # a step was taken
+
+
+@pytest.mark.parametrize("skip_nan_gradients", [False, True])
+def test_non_finite_gradients_keep_rllibs_zeroing_and_skipping(skip_nan_gradients):
+    ours, rllib = twin_learners(torch_skip_nan_gradients=skip_nan_gradients)
+
+    def gradient(index, param):
+        values = torch.full_like(param, 0.1)
+        if index == 0:
+            values.view(-1)[0] = float("nan")
+        return values
+
+    apply_both(ours, rllib, gradient)
+    for mine, reference in zip(parameters(ours), parameters(rllib)):
+        torch.testing.assert_close(mine, reference, rtol=0, atol=0, equal_nan=True)
+    # RLlib zeroes nan gradients by default and steps; with torch_skip_nan_gradients it steps on them.
+    assert parameters(ours)[0].isnan().any() == skip_nan_gradients
