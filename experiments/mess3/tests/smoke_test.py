@@ -36,7 +36,8 @@ def test_the_smoke_run_trains_checkpoints_and_probes(recipe, tmp_path):
     assert max(sampling["num_env_runners"], 1) * sampling["num_envs_per_env_runner"] == 32
     rows = run.metrics()
     assert rows[-1]["num_env_steps_sampled_lifetime"] >= 3 * 1024  # the smoke budget: three updates of 1024
-    assert all("env_runners/episode_return_mean" in row for row in rows)
+    # 32 envs x 32 steps per smoke update: the first 64-step episodes end in the second update.
+    assert all("env_runners/episode_return_mean" in row for row in rows[1:])
     for metric in EXTRA_METRICS[recipe]:
         assert any(row.get(metric) is not None for row in rows), metric
 
