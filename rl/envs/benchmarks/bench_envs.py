@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 
 import numpy as np
 
+from rl.envs.benchmarks.run_info import run_info
 from rl.envs.cassandra_machine import CassandraMachineEnv, machine_pomdp, predict_belief
 from rl.envs.hmm import belief_step
 from rl.envs.mess3 import mess3_env, mess3_process
@@ -115,11 +115,7 @@ def main() -> None:
             {
                 "figures": {name: round(value) for name, value in figures.items()},
                 "method": f"best of {REPEATS} runs; unwrapped envs",
-                "load_average_1min_at_start": round(load, 2),
-                "cpus": os.cpu_count(),
-                "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
-                "python": platform.python_version(),
-                "numpy": np.__version__,
+                **run_info(load),
             },
             indent=2,
         )
