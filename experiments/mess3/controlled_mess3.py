@@ -71,7 +71,7 @@ def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerMode
                                                model_config=dict(model_config or MODEL_CONFIG)))
         .training(
             lr=1e-3,
-            gamma=0.9,  # the reward is immediate; the belief matters a few steps ahead
+            gamma=0.9,  # the reward is immediate; the tilt pays over the next few steps
             lambda_=0.9,
             train_batch_size_per_learner=1024 if smoke else 2048,
             minibatch_size=256,  # a multiple of max_seq_len

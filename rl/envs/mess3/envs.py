@@ -25,8 +25,10 @@ ENV_IDS = {
 }
 
 
-# Defaults of the control task. With them a one-step look-ahead favours tilting only when the
-# belief puts more than 0.68 on the target state (see the package README): acting well needs the belief.
+# Defaults of the control task. With them the belief is worth almost nothing: always tilting toward
+# the target (open loop) is within 0.0013 per 64-step episode of the belief-optimal policy
+# (solvers.control_references, gamma 0.9; README "solvers.hmm_control"). Settings where the belief
+# pays are in that table (e.g. tilt_strength 3, kl_coefficient 4).
 CONTROL_DEFAULTS = {"target_state": 0, "tilt_strength": 2.0, "kl_coefficient": 1.0}
 
 
