@@ -53,10 +53,8 @@ def train(context, agent: agents.Agent) -> tuple[dict, str]:
     algo = config.build_algo()
     try:
         row = {runners.ITERATION: 0, runners.ENV_STEPS: 0}
-        while not stop.reached(row) and not context.recorder.stop_requested:
-            row = context.recorder.log_metrics({**runners.result_row(algo.train()), "agent": agent.name},
-                                              trial=agent.name)
-            runners.log_progress(row, prefix=f"{agent.name} ")
+        for row in runners.train_rows(context, algo, stop, row=row, trial=agent.name, tags={"agent": agent.name}):
+            pass
         return row, _save(context, algo, agent.name, row)
     finally:
         algo.stop()

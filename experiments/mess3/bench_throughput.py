@@ -27,7 +27,6 @@ each part's own process (ru_maxrss; RLlib's remote runners not included).
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import json
 import multiprocessing
@@ -82,10 +81,6 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _seconds(timestamp: str) -> float:
-    return datetime.datetime.fromisoformat(timestamp).timestamp()
-
-
 def _harness(iterations: int, warmup: int) -> dict:
     from rl.harness import cli, records
 
@@ -99,12 +94,11 @@ def _harness(iterations: int, warmup: int) -> dict:
         if status != 0:
             raise RuntimeError(f"the harness run failed with status {status}")
         manifest = records.read_manifest(os.path.join(folder, "results", "bench"))
-        with open(os.path.join(folder, "artifacts", "bench", records.METRICS_FILE)) as handle:
-            rows = [json.loads(line) for line in handle]
+        rows = records.read_json_lines(os.path.join(folder, "artifacts", "bench", records.METRICS_FILE))
     first, last = rows[warmup - 1], rows[-1]
     return {
         "env_steps_per_s": (last["num_env_steps_sampled_lifetime"] - first["num_env_steps_sampled_lifetime"])
-        / (_seconds(last["harness/logged_at"]) - _seconds(first["harness/logged_at"])),
+        / (records.parse_time(last["harness/logged_at"]) - records.parse_time(first["harness/logged_at"])),
         **phases.split(warmup),
         "sampling": manifest["runner"]["sampling"],
         "peak_rss_mib": _peak_rss_mib(),

@@ -26,12 +26,10 @@ RESULT_FILE = "parallel_envs_check.json"
 def _train(context, parallel_envs: int, seed: int, trial: str) -> list[list[float]]:
     config = runners.prepare_config(context, task.ppo_config(smoke=context.smoke), seed, parallel_envs=parallel_envs)
     algo = config.build_algo()
-    curve, row = [], {runners.ITERATION: 0, runners.ENV_STEPS: 0}
+    curve = []
     try:
-        while not BUDGET[context.smoke].reached(row) and not context.recorder.stop_requested:
-            row = context.recorder.log_metrics({**runners.result_row(algo.train()), "parallel_envs": parallel_envs},
-                                              trial=trial)
-            runners.log_progress(row, prefix=f"{trial} ")
+        for row in runners.train_rows(context, algo, BUDGET[context.smoke], trial=trial,
+                                      tags={"parallel_envs": parallel_envs}):
             episode_return = row.get(runners.RETURN)
             if episode_return is not None and episode_return == episode_return:  # no episode ended yet: None/NaN
                 curve.append([row[runners.ENV_STEPS], episode_return])

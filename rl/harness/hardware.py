@@ -30,7 +30,7 @@ from typing import Any, Optional
 PROFILES = ("auto", "cpu", "cuda", "mps")
 TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores (docs/harness.md)
 # PPO samples and learns in turn, so a remote runner gains nothing without a spare CPU to
-# sample on while the learner runs; on 2 cores the local runner was 1.2x faster (docs/performance.md).
+# sample on while the learner runs; on 2 cores the local runner was 1.08-1.2x faster (docs/performance.md).
 LOCAL_SAMPLING_MAX_CPUS = 2
 
 
@@ -81,7 +81,7 @@ class HardwareProfile:
 
     def plan_sampling(self, parallel_envs: int) -> SamplingPlan:
         """Places `parallel_envs` envs: all in the local runner on small machines, else split over runners."""
-        if not isinstance(parallel_envs, int) or parallel_envs < 1:
+        if not isinstance(parallel_envs, int) or isinstance(parallel_envs, bool) or parallel_envs < 1:
             raise HardwareError(f"parallel_envs must be an integer >= 1, got {parallel_envs!r}")
         if self.num_cpus <= LOCAL_SAMPLING_MAX_CPUS or self.max_env_runners < 1:
             return SamplingPlan(parallel_envs, 0, parallel_envs, "local",

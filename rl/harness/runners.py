@@ -11,8 +11,8 @@
 
 `parallel_envs` is how many envs step together (the recipe's: it shapes the batch); the
 hardware profile places them (hardware.SamplingPlan); without it the harness takes the largest
-divisor of the train batch up to DEFAULT_PARALLEL_ENVS. Both apply the hardware profile, seed RLlib from the named stream "rllib" (Tune: one seed
-per trial from "tune/trials"), stream every result row to metrics.jsonl as it arrives,
+divisor of the train batch up to DEFAULT_PARALLEL_ENVS. Both apply the hardware profile, seed
+RLlib from the named stream "rllib" (Tune: one seed per trial from "tune/trials"), stream every result row to metrics.jsonl as it arrives,
 checkpoint every N iterations plus once at the end (also when SIGINT/SIGTERM asked to stop),
 and resume with continuous iteration and env-step counters. The direct runner also takes a
 schedule (`LogSpaced(2.0)`: 1, 2, 4, 8, ...) and a checkpoint of the untrained network at
@@ -43,8 +43,8 @@ ITERATION = "training_iteration"
 ENV_STEPS = "num_env_steps_sampled_lifetime"
 RETURN = "env_runners/episode_return_mean"
 TUNE_STORAGE = "tune"
-# Batching the policy's forward pass over envs is the main throughput lever (16 envs: ~4x
-# one env's env steps/s on 2 cores, docs/performance.md); recipes that care set parallel_envs.
+# Batching the policy's forward pass over envs is the main throughput lever (on 2 cores 8 envs
+# gave 3.9x one env's env steps/s, 32 envs 6.5x: docs/performance.md); recipes that care set parallel_envs.
 DEFAULT_PARALLEL_ENVS = 16
 _TUNE_SEED_STREAM = "tune/trials"
 
@@ -121,26 +121,43 @@ def plan_sampling(context: RunContext, config, parallel_envs: Optional[int] = No
     then holds exactly the recipe's train batch: every env steps batch / parallel_envs times.
     """
     batch = config.total_train_batch_size
-    if parallel_envs is None:
-        parallel_envs = default_parallel_envs(batch)
-    elif not isinstance(parallel_envs, int) or isinstance(parallel_envs, bool) or parallel_envs < 1:
-        raise ValueError(f"parallel_envs must be an integer >= 1, got {parallel_envs!r}")
-    elif parallel_envs > batch:
-        raise ValueError(f"parallel_envs={parallel_envs} is more than the train batch of {batch} env steps allows:"
-                         f" every env must step at least once per update; use parallel_envs <= {batch}")
-    elif batch % parallel_envs:
-        raise ValueError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={parallel_envs}:"
-                         f" RLlib would sample {-(-batch // parallel_envs) * parallel_envs} steps per update instead;"
-                         f" pick parallel_envs dividing {batch}")
-    return context.hardware.plan_sampling(parallel_envs)
+    plan = context.hardware.plan_sampling(default_parallel_envs(batch) if parallel_envs is None else parallel_envs)
+    if plan.parallel_envs > batch:
+        raise ValueError(f"parallel_envs={plan.parallel_envs} is more than the train batch of {batch} env steps"
+                         f" allows: every env must step at least once per update; use parallel_envs <= {batch}")
+    if batch % plan.parallel_envs:
+        raise ValueError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={plan.parallel_envs}:"
+                         f" RLlib would sample {-(-batch // plan.parallel_envs) * plan.parallel_envs} steps per update"
+                         f" instead; pick parallel_envs dividing {batch}")
+    return plan
 
 
 def prepare_config(context: RunContext, config, seed, *, parallel_envs: Optional[int] = None):
     """A copy of the recipe's AlgorithmConfig with the hardware profile, its sampling plan and `seed`."""
-    plan = plan_sampling(context, config, parallel_envs)
+    return _configured(context, config, seed, plan_sampling(context, config, parallel_envs))
+
+
+def _configured(context: RunContext, config, seed, plan: SamplingPlan):
     config = config.copy(copy_frozen=False)
     context.hardware.apply_to(config, plan)
     return config.debugging(seed=seed)
+
+
+def train_rows(context: RunContext, algo, stop: StopRule, *, row: Optional[dict] = None,
+               trial: Optional[str] = None, tags: Optional[dict] = None):
+    """Yields each `algo.train()` result as its logged metrics row until `stop` or a stop signal.
+
+    `row` is where the counters start (a fresh run: iteration 0, env steps 0); `trial` keeps a
+    run's curves apart when one recipe trains several algos; `tags` are extra columns of every row.
+
+        for row in runners.train_rows(context, algo, stop, trial="ppo", tags={"agent": "ppo"}):
+            ...   # e.g. checkpoint on a schedule
+    """
+    row = row or {ITERATION: 0, ENV_STEPS: 0}
+    while not stop.reached(row) and not context.recorder.stop_requested:
+        row = context.recorder.log_metrics({**result_row(algo.train()), **(tags or {})}, trial=trial)
+        log_progress(row, prefix=f"{trial} " if trial else "")
+        yield row
 
 
 @contextlib.contextmanager
@@ -202,7 +219,7 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
     if resume is not None and resume.checkpoint is None:
         raise ValueError(f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls run_tune")
     sampling = plan_sampling(context, config, parallel_envs)
-    config = prepare_config(context, config, context.seeds.integer("rllib"), parallel_envs=sampling.parallel_envs)
+    config = _configured(context, config, context.seeds.integer("rllib"), sampling)
     context.recorder.update_manifest(runner={
         "kind": "direct", "algorithm": config.algo_class.__name__, "rllib_seed": config.seed,
         "sampling": sampling.as_dict(),
@@ -221,9 +238,7 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
             if checkpoint_initial and resume is None:
                 _save(context, algo, 0, 0)
                 saved_at = 0
-            while not stop.reached(row) and not context.recorder.stop_requested:
-                row = context.recorder.log_metrics(result_row(algo.train()))
-                log_progress(row)
+            for row in train_rows(context, algo, stop, row=row):
                 if schedule(row[ITERATION]):
                     _save(context, algo, row[ITERATION], row[ENV_STEPS])
                     saved_at = row[ITERATION]
@@ -294,7 +309,7 @@ def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1,
         raise ValueError("a Tune run resumes from a previous Tune run's id, not from a checkpoint folder")
     seeds = context.seeds.integers(_TUNE_SEED_STREAM, num_seeds)
     sampling = plan_sampling(context, config, parallel_envs)
-    config = prepare_config(context, config, tune.grid_search(seeds), parallel_envs=sampling.parallel_envs)
+    config = _configured(context, config, tune.grid_search(seeds), sampling)
     storage = os.path.join(str(context.artifacts_dir), TUNE_STORAGE)
     context.recorder.update_manifest(runner={
         "kind": "tune", "algorithm": config.algo_class.__name__, "trial_seeds": seeds, "storage": TUNE_STORAGE,
