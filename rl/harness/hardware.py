@@ -30,7 +30,7 @@ from typing import Any, Optional
 PROFILES = ("auto", "cpu", "cuda", "mps")
 TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores (docs/harness.md)
 # PPO samples and learns in turn, so a remote runner gains nothing without a spare CPU to
-# sample on while the learner runs; on 2 cores the local runner was 1.08-1.2x faster (docs/performance.md).
+# sample on while the learner runs; on 2 cores the local runner was 1.08-1.14x faster (docs/performance.md).
 LOCAL_SAMPLING_MAX_CPUS = 2
 
 
