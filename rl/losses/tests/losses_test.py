@@ -5,7 +5,15 @@ import math
 import pytest
 import torch
 
-from rl.losses import categorical_kl, clipped_value_loss, masked_mean, midpoint_taus, quantile_huber_loss
+from rl.losses import (
+    categorical_accuracy,
+    categorical_kl,
+    categorical_prediction_loss,
+    clipped_value_loss,
+    masked_mean,
+    midpoint_taus,
+    quantile_huber_loss,
+)
 
 
 def test_masked_mean_ignores_masked_entries_even_non_finite_ones():
@@ -104,3 +112,47 @@ def test_categorical_kl_hand_computed_and_reference_gets_no_gradient():
     assert categorical_kl(torch.zeros(3, 4), torch.zeros(3, 4)).item() == 0.0
     with pytest.raises(ValueError, match="logits has shape"):
         categorical_kl(torch.zeros(3, 4), torch.zeros(3, 5))
+
+
+# Step 1: logits (0, ln 3) -> p = (0.25, 0.75), target 1 -> -ln 0.75; argmax 1 (hit).
+# Step 2: logits (0, 0) -> p = (0.5, 0.5), target 0 -> ln 2; argmax 0 (first of the tie: hit).
+# Step 3: logits (ln 4, 0) -> p = (0.8, 0.2), target 1 -> -ln 0.2 = ln 5; argmax 0 (miss).
+PREDICTION_LOGITS = [[0.0, math.log(3.0)], [0.0, 0.0], [math.log(4.0), 0.0]]
+PREDICTION_TARGETS = [1, 0, 1]
+
+
+def test_categorical_prediction_loss_and_accuracy_hand_computed():
+    logits = torch.tensor(PREDICTION_LOGITS, requires_grad=True)
+    targets = torch.tensor(PREDICTION_TARGETS)
+    loss = categorical_prediction_loss(logits, targets)
+    assert loss.item() == pytest.approx((-math.log(0.75) + math.log(2.0) + math.log(5.0)) / 3, rel=1e-6)
+    assert categorical_accuracy(logits, targets).item() == pytest.approx(2 / 3)
+    loss.backward()
+    # d CE / d logits = (softmax - onehot(target)) / 3 steps.
+    expected = [[0.25 / 3, -0.25 / 3], [-0.5 / 3, 0.5 / 3], [0.8 / 3, -0.8 / 3]]
+    assert logits.grad.tolist() == [pytest.approx(row) for row in expected]
+
+
+def test_categorical_prediction_loss_masks_steps_even_with_bad_padding():
+    # Step 3 is padding: NaN logits and an out-of-range target never reach the result.
+    logits = torch.tensor([PREDICTION_LOGITS[0], PREDICTION_LOGITS[1], [float("nan"), 0.0]])
+    targets = torch.tensor([1, 0, 7])
+    mask = torch.tensor([True, True, False])
+    loss = categorical_prediction_loss(logits, targets, mask)
+    assert loss.item() == pytest.approx((-math.log(0.75) + math.log(2.0)) / 2, rel=1e-6)
+    assert categorical_accuracy(logits, targets, mask).item() == 1.0
+    # (B, T) layout: the same three steps in one row.
+    batched = categorical_prediction_loss(logits[None], targets[None], mask[None])
+    assert batched.item() == pytest.approx(loss.item())
+
+
+def test_categorical_prediction_loss_rejects_bad_input():
+    logits = torch.zeros(3, 2)
+    with pytest.raises(ValueError, match=r"targets has shape \(3, 1\) but must match logits.shape\[:-1\] = \(3,\)"):
+        categorical_prediction_loss(logits, torch.zeros(3, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="integer class indices, got dtype torch.float32"):
+        categorical_prediction_loss(logits, torch.zeros(3))
+    with pytest.raises(ValueError, match=r"outside \[0, 2\) \(e.g. 2\)"):
+        categorical_prediction_loss(logits, torch.tensor([0, 2, 1]))
+    with pytest.raises(ValueError, match="mask has shape"):
+        categorical_prediction_loss(logits, torch.zeros(3, dtype=torch.long), torch.ones(2, dtype=torch.bool))
