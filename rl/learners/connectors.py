@@ -13,6 +13,11 @@ column with one array copy and `AddChunkStartStates` reads only the chunk starts
 states; both produce exactly RLlib's batch (`tests/connectors_test.py`) and hand
 anything they do not specialise (nested items, non-numpy episodes, env-to-module
 use) to the RLlib piece they derive from.
+
+`AddInfoColumn` turns a key of the env's infos into a batch column aligned with the
+actions (e.g. the targets of an auxiliary prediction head):
+
+    insert_before_chunking(learner_pipeline, AddInfoColumn(info_key="token", offset=1, column="next_tokens"))
 """
 
 from __future__ import annotations
@@ -150,6 +155,59 @@ class AddChunkStartStates(AddStatesFromEpisodesToBatch):
                 )
                 self.add_n_batch_items(batch, Columns.NEXT_STATE_IN, next_states, chunks, episode)
         return batch
+
+
+class AddInfoColumn(ConnectorV2):
+    """Learner connector piece: `column` holds `info[info_key]` of episode step t + `offset`, for each batch step t.
+
+    Episode step t is observation t and action t. `offset=0` reads the info that came with
+    observation t (from reset or the previous step); `offset=1` the info the env returned from
+    step t, i.e. after action t. The column has one item per step like the actions, so the
+    chunking piece after it pads it like every other column (insert with `insert_before_chunking`).
+    """
+
+    def __init__(
+        self,
+        input_observation_space: Any = None,
+        input_action_space: Any = None,
+        *,
+        info_key: str,
+        offset: int,
+        column: str,
+        info_source: str = "the env",
+        **kwargs: Any,
+    ):
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+        if offset not in (0, 1):
+            raise ValueError(f"offset must be 0 (the info with observation t) or 1 (the info after action t), got {offset!r}.")
+        self.info_key, self.offset, self.column, self.info_source = info_key, offset, column, info_source
+
+    @override(ConnectorV2)
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list, **kwargs):
+        for episode in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False):
+            infos = episode.get_infos(slice(self.offset, self.offset + len(episode)))
+            missing = next((step for step, info in enumerate(infos) if self.info_key not in info), None)
+            if missing is not None:
+                raise ValueError(
+                    f"column '{self.column}' needs info['{self.info_key}'] at every step, but {self.info_source} "
+                    f"returned an info without it (keys {sorted(infos[missing])}, episode step "
+                    f"{missing + self.offset}); make the env return it or drop the term that reads '{self.column}'."
+                )
+            values = np.asarray([info[self.info_key] for info in infos])
+            self.add_n_batch_items(batch, self.column, values, len(episode), episode)
+        return batch
+
+
+def insert_before_chunking(learner_pipeline: ConnectorPipelineV2, piece: ConnectorV2) -> None:
+    """Inserts `piece` just before the piece that cuts episodes into chunks (RLlib's or ZeroPadToChunks)."""
+    for index, existing in enumerate(learner_pipeline.connectors):
+        if isinstance(existing, AddTimeDimToBatchAndZeroPad):
+            learner_pipeline.connectors.insert(index, piece)
+            return
+    raise ValueError(
+        f"the learner connector has no {AddTimeDimToBatchAndZeroPad.__name__} to insert {type(piece).__name__} before; "
+        "keep config.learners(add_default_connectors_to_learner_pipeline=True)."
+    )
 
 
 def use_fast_chunking(learner_pipeline: ConnectorPipelineV2) -> None:

@@ -17,7 +17,14 @@ from ray.rllib.utils.postprocessing.zero_padding import split_and_zero_pad
 from ray.rllib.utils.spaces.space_utils import BatchedNdArray
 
 from rl.learners import ActorCriticPPOTorchLearner
-from rl.learners.connectors import AddChunkStartStates, ZeroPadToChunks, use_fast_chunking, zero_padded_chunks
+from rl.learners.connectors import (
+    AddChunkStartStates,
+    AddInfoColumn,
+    ZeroPadToChunks,
+    insert_before_chunking,
+    use_fast_chunking,
+    zero_padded_chunks,
+)
 from rl.learners.models import MLPModel, TransformerModel
 
 SMALL = {"d_model": 16, "n_heads": 2, "n_layers": 2, "feedforward_dim": 32, "memory_len": 5, "max_seq_len": 8}
@@ -126,3 +133,17 @@ def test_the_learner_chunks_fast_and_predicts_values_without_autograd():
     learner.update(episodes=sampled_episodes(transformer_config()))
     assert grad_enabled[0] is False  # GAE's value predictions in the connector
     assert True in grad_enabled  # the loss's, which need gradients
+
+
+def test_info_column_goes_before_chunking_and_rejects_bad_settings():
+    pipeline = transformer_config().build_learner_connector(input_observation_space=None, input_action_space=None)
+    use_fast_chunking(pipeline)
+    piece = AddInfoColumn(info_key="token", offset=1, column="next_tokens")
+    insert_before_chunking(pipeline, piece)
+    pieces = pipeline.connectors
+    assert pieces.index(piece) + 1 == [type(existing) for existing in pieces].index(ZeroPadToChunks)
+    with pytest.raises(ValueError, match="offset must be 0 .* or 1 .*, got 2"):
+        AddInfoColumn(info_key="token", offset=2, column="next_tokens")
+    pipeline.remove("ZeroPadToChunks")
+    with pytest.raises(ValueError, match="has no AddTimeDimToBatchAndZeroPad to insert AddInfoColumn before"):
+        insert_before_chunking(pipeline, piece)
