@@ -7,8 +7,20 @@
 
     class PPGTransformer(PPGAuxiliaryValueHead, TransformerModel):   # PPG's detach design
         pass
+
+    class AuxTransformer(NextTokenAuxHead, StateAuxHead, TransformerModel):   # auxiliary prediction heads
+        pass
 """
 
+from rl.learners.models.aux_heads import (
+    NextTokenAuxHead,
+    NextTokenAuxMLPModel,
+    NextTokenAuxSettings,
+    NextTokenAuxTransformerModel,
+    StateAuxHead,
+    StateAuxSettings,
+    StateAuxTransformerModel,
+)
 from rl.learners.models.base import ActorCriticModule
 from rl.learners.models.config import ActorCriticSettings, MLPSettings, TransformerSettings
 from rl.learners.models.mlp import MLPModel
@@ -29,6 +41,10 @@ __all__ = [
     "IQNValueSettings",
     "MLPModel",
     "MLPSettings",
+    "NextTokenAuxHead",
+    "NextTokenAuxMLPModel",
+    "NextTokenAuxSettings",
+    "NextTokenAuxTransformerModel",
     "PPGAuxiliaryValueHead",
     "PPGMLPModel",
     "PPGTransformerModel",
@@ -36,6 +52,9 @@ __all__ = [
     "QRValueSettings",
     "QuantileValueMixin",
     "ResidualStream",
+    "StateAuxHead",
+    "StateAuxSettings",
+    "StateAuxTransformerModel",
     "TransformerModel",
     "TransformerSettings",
 ]
