@@ -13,15 +13,13 @@ change how well the shared residual stream encodes the belief (compare its belie
 with reward_only's)?
 """
 
-from experiments.mess3 import belief_geometry
 from experiments.mess3 import controlled_mess3 as task
-from rl.harness import runners
+from experiments.mess3 import study
 from rl.learners import IQNPPOTorchLearner
 from rl.learners.models import IQNValueMixin, TransformerModel
 
 SMOKE_ENV_STEPS = 3 * 1024
 FULL_ENV_STEPS = 150_000  # about 12-15 minutes on the shared 2-core machine
-RANDOM_NETWORKS = {True: 1, False: 3}
 MODEL_CONFIG = {**task.MODEL_CONFIG, "iqn_value": {"train_quantiles": 16, "value_quantiles": 32, "n_cosines": 32}}
 IQN_NAMESPACE = IQNValueMixin.model_config_section
 LEARNER_CONFIG = {f"{IQN_NAMESPACE}/loss_coefficient": 0.5, f"{IQN_NAMESPACE}/huber_kappa": 1.0}
@@ -37,15 +35,8 @@ def run(context):
                              vf_loss_coeff=0.0)  # the quantile loss replaces PPO's value loss
     metrics = f"learners/default_policy/{IQN_NAMESPACE}"
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/quantile_spread", f"{metrics}/crossing_fraction")
-    stop = runners.StopRule(env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS)
-    outcome = runners.run_direct(context, config, stop=stop, checkpoint_at=runners.LogSpaced(2.0),
-                                 checkpoint_initial=True, parallel_envs=task.PARALLEL_ENVS)
-    seeds = context.seeds.integers("random_networks", RANDOM_NETWORKS[context.smoke])
-    networks = [task.build_random_network(seed, module_class=IQNTransformerModel, model_config=MODEL_CONFIG)
-                for seed in seeds]
-    comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke), random_networks=networks)
-    print(f"results: {context.results_dir}")
-    return {**outcome, "random_network_seeds": seeds, "probe_r2": belief_geometry.headline(comparison)}
+    return study.run(context, config, env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS,
+                     random_network=lambda seed: task.build_random_network(seed, module_class=IQNTransformerModel, model_config=MODEL_CONFIG))
 
 
 def probe_plan():

@@ -11,15 +11,13 @@ in the auxiliary phases, under a policy-cloning KL). The question it adds: with 
 phase, does the residual stream encode the belief more or less than under PPO?
 """
 
-from experiments.mess3 import belief_geometry
 from experiments.mess3 import controlled_mess3 as task
-from rl.harness import runners
+from experiments.mess3 import study
 from rl.learners import PPGConfig
 from rl.learners.models import PPGTransformerModel
 
 SMOKE_ENV_STEPS = 3 * 1024  # three updates; the auxiliary phase runs after the second
 FULL_ENV_STEPS = 150_000
-RANDOM_NETWORKS = {True: 1, False: 3}
 # Smaller than the paper's N_pi = 32 so that the full budget (~73 updates) holds several phases.
 PPG_SETTINGS = {True: {"policy_iterations_per_aux": 2, "aux_epochs": 2, "aux_minibatch_size": 512},
                 False: {"policy_iterations_per_aux": 16, "aux_epochs": 6, "aux_minibatch_size": 1024}}
@@ -28,14 +26,8 @@ PPG_SETTINGS = {True: {"policy_iterations_per_aux": 2, "aux_epochs": 2, "aux_min
 def run(context):
     config = task.ppo_config(smoke=context.smoke, algorithm=PPGConfig, module_class=PPGTransformerModel,
                              learner_class=None).training(**PPG_SETTINGS[context.smoke])
-    stop = runners.StopRule(env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS)
-    outcome = runners.run_direct(context, config, stop=stop, checkpoint_at=runners.LogSpaced(2.0),
-                                 checkpoint_initial=True, parallel_envs=task.PARALLEL_ENVS)
-    seeds = context.seeds.integers("random_networks", RANDOM_NETWORKS[context.smoke])
-    networks = [task.build_random_network(seed, module_class=PPGTransformerModel) for seed in seeds]
-    comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke), random_networks=networks)
-    print(f"results: {context.results_dir}")
-    return {**outcome, "random_network_seeds": seeds, "probe_r2": belief_geometry.headline(comparison)}
+    return study.run(context, config, env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS,
+                     random_network=lambda seed: task.build_random_network(seed, module_class=PPGTransformerModel))
 
 
 def probe_plan():

@@ -1,5 +1,6 @@
 """Slow: each Mess3 recipe's `--smoke` runs every stage (train, step-0 and log-spaced checkpoints,
-probes of every checkpoint and of a random network, plots) and records them; about 1 minute each.
+scores against the exact references, probes of every checkpoint and of a random network, plots)
+and records them; about 1 minute each.
 
 One Bazel target per recipe selects its case with `-k <recipe>`.
 """
@@ -9,9 +10,12 @@ import json
 import pytest
 
 from experiments.common import smoke
-from experiments.mess3 import belief_geometry
+from experiments.mess3 import belief_geometry, control_scores
 from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS
 
+# At the defaults (gamma 0.9, 64 steps): passive earns 1/3 a step, value (1/3)(1 - 0.9^64)/0.1 = 3.3294
+# and 64/3 per episode, and no memoryless policy does better; belief-optimal 3.5104 (rl/envs/README.md).
+PASSIVE_VALUE, PASSIVE_RETURN, BELIEF_OPTIMAL_VALUE = (1 - 0.9**64) / 0.3, 64 / 3, 3.5104
 LAYERS = ["residual_0", "residual_1", "residual_2"]  # the projected input and each of the 2 blocks
 # The metrics of each composition's swapped part: each must have a value in some row.
 EXTRA_METRICS = {
@@ -60,4 +64,34 @@ def test_the_smoke_run_trains_checkpoints_and_probes(recipe, tmp_path):
                  "belief_simplex_process_rollouts_random.png", "probe_r2_trained_vs_random.png"):
         assert (run.results_dir / name).stat().st_size > 0, name
     assert set(run.summary["outcome"]["probe_r2"]) == {UNIFORM_CONTEXTS, PROCESS_ROLLOUTS}
+    _check_scores(run)
     assert "results: " in run.stdout and smoke.RUN_ID in run.stdout  # it says where its results are
+
+
+def test_the_memoryless_agent_smoke_run_trains_and_scores(tmp_path):
+    run = smoke.run_smoke("experiments/mess3/memoryless_agent", "experiments.mess3.memoryless_agent", tmp_path)
+    assert run.manifest["status"] == "completed"
+    assert [c["iteration"] for c in run.manifest["checkpoints"]] == [0, 1, 2, 3]
+    assert "probe_r2" not in run.summary["outcome"]  # an MLP has no residual stream over time
+    _check_scores(run)
+
+
+def _check_scores(run):
+    scores = json.loads((run.results_dir / control_scores.SCORES_FILE).read_text())
+    policies = scores["references"]["policies"]
+    assert policies["memoryless"]["value"] == pytest.approx(PASSIVE_VALUE, abs=1e-9)
+    assert policies["memoryless"]["episode_return"] == pytest.approx(PASSIVE_RETURN, abs=1e-9)
+    assert policies["belief_optimal"]["value"] == pytest.approx(BELIEF_OPTIMAL_VALUE, abs=1e-3)
+    assert scores["checkpoint"] == "iter_000003"
+    for mode in ("sampled", "greedy"):
+        evaluation = scores["evaluation"][mode]
+        assert evaluation["episodes"] == control_scores.EVALUATION_EPISODES[True]
+        value, normalised = evaluation["value"], evaluation["normalised_value"]
+        assert value["low"] < value["mean"] < value["high"]
+        span = policies["belief_optimal"]["value"] - PASSIVE_VALUE
+        assert normalised["mean"] == pytest.approx((value["mean"] - PASSIVE_VALUE) / span)
+    training = scores["training"]
+    assert training["normalised_return"][-1] == pytest.approx(
+        (training["return"][-1] - PASSIVE_RETURN) / (policies["belief_optimal"]["episode_return"] - PASSIVE_RETURN))
+    assert (run.results_dir / control_scores.FIGURE_FILE).stat().st_size > 0
+    assert set(run.summary["outcome"]["scores"]["normalised_value"]) == {"sampled", "greedy"}

@@ -4,6 +4,7 @@
 
     figure = learning_curves_figure(rows, x="num_env_steps_sampled_lifetime",
                                     ys=["env_runners/episode_return_mean"])
+    figure = learning_curves_figure(rows, x=..., ys=[name], scales={name: ScoreScale(...)})  # + normalised axis
     figure = probe_r2_figure([(1000, report_a), (2000, report_b)], x_label="env steps")
     save_figure(figure, path)
 
@@ -20,11 +21,21 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rl.analysis.probes import ProbeReport, metric_table
+from rl.analysis.scores import ScoreScale
 from rl.harness import records
 
 
-def learning_curves_figure(rows: Sequence[Mapping], *, x: str, ys: Sequence[str], title: str = "") -> Figure:
-    """One panel per metric in `ys` against `x`; rows missing a value are skipped for that metric."""
+def learning_curves_figure(rows: Sequence[Mapping], *, x: str, ys: Sequence[str], title: str = "",
+                           scales: Mapping[str, ScoreScale] | None = None) -> Figure:
+    """One panel per metric in `ys` against `x`; rows missing a value are skipped for that metric.
+
+    A metric with a ScoreScale in `scales` gets its two references as dashed lines and a
+    normalised axis on the right (0 at the zero reference, 1 at the one reference).
+    """
+    scales = dict(scales or {})
+    unknown = sorted(set(scales) - set(ys))
+    if unknown:
+        raise KeyError(f"scales given for {unknown}, which are not among the plotted metrics {list(ys)}")
     flat = [records.flatten_scalars(dict(row)) for row in rows]
     available = sorted({key for row in flat for key, value in row.items() if _is_number(value)})
     for name in (x, *ys):
@@ -35,6 +46,8 @@ def learning_curves_figure(rows: Sequence[Mapping], *, x: str, ys: Sequence[str]
         axes = figure.add_subplot(len(ys), 1, index + 1)
         points = [(row[x], row[name]) for row in flat if _is_number(row.get(x)) and _is_number(row.get(name))]
         axes.plot(*zip(*points), marker=".", linewidth=1)
+        if name in scales:
+            _draw_scale(axes, scales[name])
         axes.set_ylabel(name, fontsize=8)
         axes.set_xlabel(x, fontsize=8)
         axes.grid(alpha=0.3)
@@ -68,6 +81,15 @@ def probe_r2_figure(points: Sequence[tuple[float, ProbeReport]], *, x_label: str
         else " (each checkpoint's own distribution: compare R^2, not raw MSE)"), fontsize=8)
     figure.tight_layout()
     return figure
+
+
+def _draw_scale(axes, scale: ScoreScale) -> None:
+    for value, label, color in ((scale.zero, scale.zero_name, "tab:red"), (scale.one, scale.one_name, "tab:green")):
+        axes.axhline(value, linestyle="--", linewidth=1, color=color, label=f"{label} ({value:.4g})")
+    axes.legend(fontsize=7, loc="lower right")
+    span = scale.one - scale.zero
+    right = axes.secondary_yaxis("right", functions=(lambda v: (v - scale.zero) / span, lambda s: scale.zero + s * span))
+    right.set_ylabel("normalised", fontsize=8)
 
 
 def _is_number(value) -> bool:

@@ -74,13 +74,18 @@ def collect_rollouts(
     batch_size: int,
     policy: str,
     stochastic: bool = True,
+    record_activations: bool = True,
     show_progress: bool = True,
 ) -> Rollouts:
-    """Plays `num_episodes` episodes of at most `max_steps` steps (see the module docstring)."""
-    if not callable(getattr(module, "residual_stream", None)):
+    """Plays `num_episodes` episodes of at most `max_steps` steps (see the module docstring).
+
+    With `record_activations=False` it only plays (evaluation: rewards, actions, diagnostics), so
+    any actor-critic module will do, MLPModel included, and `activations` is empty.
+    """
+    if record_activations and not callable(getattr(module, "residual_stream", None)):
         raise ValueError(
             f"{type(module).__name__} exposes no residual stream to probe (only TransformerModel does); "
-            "collect rollouts with a TransformerModel"
+            "collect rollouts with a TransformerModel, or pass record_activations=False to evaluate it"
         )
     for name, value in (("num_episodes", num_episodes), ("max_steps", max_steps), ("batch_size", batch_size)):
         if value < 1:
@@ -92,7 +97,8 @@ def collect_rollouts(
         # RLlib's action distributions sample from torch's global generator: seed it, restore it after.
         torch.manual_seed(int(child_stream(seed, "actions").generate_state(1)[0]))
         for start in range(0, num_episodes, batch_size):
-            batches.append(_play(module, env, reset_seeds[start : start + batch_size], max_steps, stochastic, bar))
+            batches.append(_play(module, env, reset_seeds[start : start + batch_size], max_steps, stochastic,
+                                 record_activations, bar))
     return Rollouts(
         **_concatenate(batches),
         distribution=SamplingDistribution.process_rollouts(
@@ -106,7 +112,7 @@ def collect_rollouts(
     )
 
 
-def _play(module, adapter, seeds, max_steps, stochastic, bar) -> dict[str, Any]:
+def _play(module, adapter, seeds, max_steps, stochastic, record_activations, bar) -> dict[str, Any]:
     """One lockstep batch of episodes; arrays are padded to max_steps."""
     envs = [adapter.make_env() for _ in seeds]
     observations, diagnostics = [], []
@@ -125,12 +131,13 @@ def _play(module, adapter, seeds, max_steps, stochastic, bar) -> dict[str, Any]:
         obs = torch.as_tensor(np.stack(observations).astype(np.float32))[:, None]
         with torch.no_grad():
             out = forward({Columns.OBS: obs, Columns.STATE_IN: state})
-            stream = module.residual_stream(obs, state[ACTOR_ENCODER]).activations[:, :, 0]
+            activations = (layer_activations(module.residual_stream(obs, state[ACTOR_ENCODER]).activations[:, :, 0])
+                           if record_activations else {})
         distribution = action_distribution.from_logits(out[Columns.ACTION_DIST_INPUTS][:, 0])
         if not stochastic:
             distribution = distribution.to_deterministic()
         actions = distribution.sample().numpy()
-        record.step(step, active, np.stack(observations), actions, layer_activations(stream),
+        record.step(step, active, np.stack(observations), actions, activations,
                     {key: np.stack([np.asarray(d[key]) for d in diagnostics]) for key in diagnostics[0]})
         for index in np.flatnonzero(active):
             obs, reward, terminated, truncated, info = envs[index].step(actions[index])
@@ -138,7 +145,7 @@ def _play(module, adapter, seeds, max_steps, stochastic, bar) -> dict[str, Any]:
             record.lengths[index] = step + 1
             observations[index], diagnostics[index] = obs, adapter.diagnostics(envs[index], info)
             active[index] = not (terminated or truncated)
-        state = out[Columns.STATE_OUT]
+        state = out.get(Columns.STATE_OUT, state)  # stateless modules (MLP) return none
         bar.advance()
         if not active.any():
             bar.advance(max_steps - step - 1)

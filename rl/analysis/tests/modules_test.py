@@ -74,6 +74,23 @@ def test_modules_without_a_residual_stream_are_refused():
                         show_progress=False)
 
 
+def test_evaluation_rollouts_play_any_module_without_recording_activations():
+    """record_activations=False: an MLP plays; the same seeds give the same episodes as with recording on."""
+    mlp = tiny_mlp(seed=0)
+    played = collect_rollouts(mlp, Mess3Env(horizon=5), num_episodes=4, max_steps=5, batch_size=2,
+                              seed=np.random.SeedSequence(3), policy="untrained mlp", record_activations=False,
+                              show_progress=False)
+    assert played.activations == {} and played.rewards.shape == (4, 5)
+    np.testing.assert_array_equal(played.lengths, 5)
+    transformer = tiny_transformer(seed=0)
+    recorded, evaluated = (collect_rollouts(transformer, Mess3Env(horizon=5), num_episodes=4, max_steps=5,
+                                            batch_size=2, seed=np.random.SeedSequence(3), policy="t",
+                                            record_activations=record, show_progress=False)
+                           for record in (True, False))
+    np.testing.assert_array_equal(recorded.actions, evaluated.actions)
+    np.testing.assert_array_equal(recorded.rewards, evaluated.rewards)
+
+
 def test_checkpoints_are_found_from_the_run_records_and_loaded(transformer, tmp_path):
     run_id = fake_run(tmp_path / "exp", [transformer], experiment="fake")
     found = find_checkpoints(run_id, roots=[str(tmp_path)])

@@ -7,6 +7,7 @@ import pytest
 
 from rl.analysis.plots import belief_simplex_figure, learning_curves_figure, probe_r2_figure, save_figure
 from rl.analysis.probes import ProbeDataset, ProbeOptions, SamplingDistribution, probe_layers
+from rl.analysis.scores import ScoreScale
 from rl.harness import records
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -38,6 +39,17 @@ def test_learning_curves_from_a_metrics_file(tmp_path):
     assert (tmp_path / "curves.png").read_bytes().startswith(PNG_MAGIC)
     with pytest.raises(KeyError, match="env_runners/episode_return_mean"):
         learning_curves_figure(rows, x="num_env_steps_sampled_lifetime", ys=["episode_return_mean"])
+
+    scale = ScoreScale(zero=10.0, one=50.0, zero_name="memoryless", one_name="belief-optimal")
+    scored = learning_curves_figure(rows, x="num_env_steps_sampled_lifetime", ys=["env_runners/episode_return_mean"],
+                                    scales={"env_runners/episode_return_mean": scale})
+    (axes,) = [a for a in scored.axes if a.get_ylabel() == "env_runners/episode_return_mean"]
+    assert sorted(line.get_ydata()[0] for line in axes.get_lines()[1:]) == [10.0, 50.0]  # the reference lines
+    (right,) = axes.child_axes
+    assert right.get_ylabel() == "normalised"
+    with pytest.raises(KeyError, match="not among the plotted metrics"):
+        learning_curves_figure(rows, x="num_env_steps_sampled_lifetime", ys=["env_runners/episode_return_mean"],
+                               scales={"other": scale})
 
 
 def test_probe_r2_across_checkpoints(tmp_path):

@@ -156,6 +156,10 @@ class ControlReferences:
     open_loop: Reference
     passive: Reference
     memoryless_exhaustive: bool
+    # expected_rewards[a, i]: the mean reward of action a in state i. With a filtered belief b,
+    # b @ expected_rewards[a] is the mean reward given the history: evaluations can average it
+    # instead of the sampled reward (same expectation, less variance).
+    expected_rewards: np.ndarray
 
     def memory_gap_ratio(self, measure: str = "value") -> float:
         """(belief-optimal - max(memoryless, open-loop)) / (belief-optimal - passive).
@@ -241,6 +245,7 @@ def control_references(
             policy=MemorylessPolicy(constant[passive_action], problem.num_tokens),
         ),
         memoryless_exhaustive=problem.memoryless_is_exhaustive,
+        expected_rewards=problem.expected_rewards.copy(),
     )
 
 

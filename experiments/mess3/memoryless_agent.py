@@ -1,0 +1,22 @@
+"""The memoryless baseline as a learner: PPO with an MLP on exactly what the agent sees now.
+
+    ./bazelw run //experiments/mess3:memoryless_agent -- --smoke
+    ./bazelw run //experiments/mess3:memoryless_agent               # reward_only's budget
+
+The same env, observation (last token and previous action), PPO settings and budget as
+reward_only; only the module differs: an MLPModel, which has no memory, so the best it can do is
+the best memoryless policy (score 0 in control_scores; passive at the defaults). It tells how much
+of what reward_only's Transformer earns needs memory, and whether PPO finds the memoryless optimum.
+No probes: an MLP has no residual stream over time.
+"""
+
+from experiments.mess3 import controlled_mess3 as task
+from experiments.mess3 import study
+from rl.learners.models import MLPModel
+
+MODEL_CONFIG = {"hidden_sizes": (64, 64), "vf_share_layers": True}  # one encoder, as the Transformer agent
+
+
+def run(context):
+    config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=MODEL_CONFIG)
+    return study.run(context, config, env_steps=study.env_steps(context), random_network=None)

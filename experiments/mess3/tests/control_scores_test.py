@@ -1,0 +1,42 @@
+"""control_scores' references and per-step mean rewards, against values worked out by hand."""
+
+import numpy as np
+import pytest
+
+from experiments.mess3 import control_scores
+
+# Mess3 x = 0.05: a state stays with probability 1 - 2x = 0.9. Passive (action 0, no KL): the mean
+# reward is P(next state = 0): 0.9 from state 0, 0.05 from states 1 and 2.
+PASSIVE_ROW = [0.9, 0.05, 0.05]
+
+
+def test_mean_rewards_weigh_the_expected_rewards_by_the_belief():
+    beliefs = np.array([[[1.0, 0.0, 0.0], [0.5, 0.25, 0.25]]])  # one episode, two steps
+    rewards = control_scores.expected_step_rewards(beliefs, np.array([[0, 0]]))
+    np.testing.assert_allclose(rewards, [[0.9, 0.5 * 0.9 + 0.5 * 0.05]])
+    tilted = control_scores.references().expected_rewards[1]  # tilting toward state 0 costs a KL penalty
+    assert tilted[0] < 0.9 + 1e-9 and (tilted[1:] < 0).all()
+    np.testing.assert_allclose(control_scores.references().expected_rewards[0], PASSIVE_ROW, atol=1e-12)
+
+
+def test_the_scales_run_from_the_best_memoryless_policy_to_the_belief_optimal_one():
+    scales = control_scores.scales()
+    # passive: 1/3 a step from the stationary start; the best memoryless policy at the defaults
+    assert scales["value"].zero == pytest.approx((1 - 0.9**64) / 0.3, abs=1e-9)
+    assert scales["episode_return"].zero == pytest.approx(64 / 3, abs=1e-9)
+    assert scales["value"].one == pytest.approx(3.5104, abs=1e-3)  # rl/envs/README.md
+    assert scales["episode_return"].one == pytest.approx(30.59, abs=0.01)
+
+
+def test_training_curve_normalises_every_row_and_averages_the_last_ten():
+    scale = control_scores.scales()["episode_return"]
+    rows = [{"num_env_steps_sampled_lifetime": 2048 * i, "env_runners/episode_return_mean": float(i)}
+            for i in range(1, 13)]
+    curve = control_scores.training_curve([{"training_iteration": 0}] + rows, scale)
+    assert curve["env_steps"][0] == 2048 and len(curve["return"]) == 12
+    assert curve["final_return"]["mean"] == pytest.approx(np.mean(np.arange(3, 13)))  # rows 3..12
+    assert curve["normalised_return"][0] == pytest.approx((1.0 - scale.zero) / (scale.one - scale.zero))
+    single = control_scores.training_curve(rows[:1], scale)["final_return"]
+    assert (single["low"], single["mean"], single["high"], single["n"]) == (1.0, 1.0, 1.0, 1)
+    with pytest.raises(ValueError, match="no episode ended"):
+        control_scores.training_curve([{"training_iteration": 1}], scale)
