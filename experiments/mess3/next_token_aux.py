@@ -1,0 +1,46 @@
+"""The reward_only study plus an auxiliary loss: predict the token each step will emit.
+
+    ./bazelw run //experiments/mess3:next_token_aux -- --smoke    # every stage, minutes
+    ./bazelw run //experiments/mess3:next_token_aux               # reward_only's budget
+
+The composition pattern (compare iqn_critic.py): the science of controlled Mess3 and reward_only's
+stages (study.py: train, score, probe) are unchanged; swapped are two parts, each from the library:
+- the module: `NextTokenAuxHead` on `TransformerModel`, a linear head over the shared residual
+  stream and the one-hot of the action taken (the action tilts the transition that emits the
+  token), settings in model_config["next_token_aux"];
+- the learner: `NextTokenAuxPPOLearner`, PPO plus the cross-entropy of that head against the
+  token in the env's step info (info["token"]), weight in
+  learner_config_dict["next_token_aux/loss_coefficient"].
+The question it adds: the belief is exactly what next-token prediction needs, so does a loss that
+asks for it make the residual stream encode the belief better than reward alone (compare its
+belief_geometry.json with reward_only's, at the same budget)?
+"""
+
+from experiments.mess3 import controlled_mess3 as task
+from experiments.mess3 import study
+from rl.learners import NextTokenAuxPPOLearner
+from rl.learners.models import NextTokenAuxHead, NextTokenAuxTransformerModel
+
+NAMESPACE = NextTokenAuxHead.model_config_section
+MODEL_CONFIG = {**task.MODEL_CONFIG, NAMESPACE: {"num_tokens": 3}}  # Mess3's alphabet
+# The value loss's weight (vf_loss_coeff 0.5): the other term that trains the shared encoder
+# without asking for the policy; the cross-entropy starts near log 3 = 1.1 nats.
+LEARNER_CONFIG = {f"{NAMESPACE}/loss_coefficient": 0.5}
+
+
+def random_network(seed: int):
+    """An untrained module of the trained class: its encoder is drawn before the head, as TransformerModel's."""
+    return task.build_random_network(seed, module_class=NextTokenAuxTransformerModel, model_config=MODEL_CONFIG)
+
+
+def run(context):
+    config = task.ppo_config(smoke=context.smoke, module_class=NextTokenAuxTransformerModel, model_config=MODEL_CONFIG,
+                             learner_class=NextTokenAuxPPOLearner, learner_config=LEARNER_CONFIG)
+    metrics = f"learners/default_policy/{NAMESPACE}"
+    context.recorder.summarize(f"{metrics}/loss", f"{metrics}/accuracy")
+    return study.run(context, config, env_steps=study.env_steps(context), random_network=random_network)
+
+
+def probe_plan():
+    """For `bazel run //rl/analysis:probe -- <run-id>`: the full plan."""
+    return task.probe_plan_for(smoke=False)
