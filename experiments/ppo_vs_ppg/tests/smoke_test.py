@@ -27,7 +27,11 @@ def test_the_benchmark_smoke_run_trains_every_pair_and_records_the_comparison(tm
             assert report["summary"][task][algorithm]["final_return"]["seeds"] == SMOKE_SEEDS
         assert all(r["env_steps"] >= comparison.TASKS[task].env_steps[True] for r in runs if r["task"] == task)
     assert all(r["aux_phases"] >= 1 for r in runs if r["algorithm"] == "PPG")
-    assert set(report["references"]["Mess3Control"]) == {"passive", "always tilt to state 0", "uniform random"}
+    assert set(report["references"]["Mess3Control"]) == {"passive", "always tilt to state 0", "uniform random",
+                                                         "best memoryless (exact)", "belief-optimal (exact)"}
+    for algorithm in comparison.ALGORITHMS:  # the exact references put the Mess3 runs on a 0-1 scale
+        assert report["summary"]["Mess3Control"][algorithm]["normalised_final_return"]["seeds"] == SMOKE_SEEDS
+    assert "normalised_final_return" not in report["summary"]["CartPole-v1"]["PPO"]
     assert (run.results_dir / "learning_curves.png").stat().st_size > 0
     # One metrics trial per run, each curve complete.
     trials = {}
@@ -37,6 +41,15 @@ def test_the_benchmark_smoke_run_trains_every_pair_and_records_the_comparison(tm
     assert all(steps == [point[0] for point in r["curve"]]
                for r in runs for steps in [trials[f"{r['task']}/{r['label']}/seed{r['seed']}"]])
     assert '"summary"' in run.stdout and "results: " in run.stdout
+
+
+def test_the_mess3_only_smoke_run_trains_both_algorithms_on_mess3(tmp_path):
+    run = smoke.run_smoke("experiments/ppo_vs_ppg/ppo_vs_ppg_mess3", "experiments.ppo_vs_ppg.ppo_vs_ppg_mess3",
+                          tmp_path)
+    assert run.manifest["status"] == "completed"
+    report = json.loads((run.results_dir / "comparison.json").read_text())
+    assert sorted(report["summary"]) == ["Mess3Control"] and report["complete"]
+    assert sorted(report["summary"]["Mess3Control"]) == sorted(comparison.ALGORITHMS)
 
 
 def test_the_tuning_smoke_run_records_each_variant_with_its_settings(tmp_path):
