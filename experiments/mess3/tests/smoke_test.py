@@ -20,6 +20,7 @@ LAYERS = ["residual_0", "residual_1", "residual_2"]  # the projected input and e
 # The metrics of each composition's swapped part: each must have a value in some row.
 EXTRA_METRICS = {
     "reward_only": ["learners/default_policy/vf_loss"],
+    "next_token_aux": ["learners/default_policy/next_token_aux/loss", "learners/default_policy/next_token_aux/accuracy"],
     "iqn_critic": ["learners/default_policy/iqn_value/loss", "learners/default_policy/iqn_value/quantile_spread"],
     "ppg": ["learners/default_policy/ppg/aux_value_loss", "learners/default_policy/ppg/aux_kl"],  # one aux phase
 }

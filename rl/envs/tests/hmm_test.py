@@ -1,9 +1,10 @@
-"""FiniteHMM validation, conversion and exact belief filtering, against the Mess3 facts of the shared notes."""
+"""FiniteHMM validation, conversion, exact belief filtering and token sequences, against the Mess3 facts of the shared notes."""
 
 import numpy as np
 import pytest
 
 from rl.envs.hmm import FiniteHMM, belief_after, belief_step, next_token_probabilities
+from rl.envs.hmm.sequences import next_token_entropies, sample_sequences, sequence_probabilities
 from rl.envs.mess3 import mess3_process
 
 # Shared notes, section 2: Mess3 at x = 0.05, a = 0.85.
@@ -138,3 +139,66 @@ def test_belief_after_checks_its_prior_and_tokens():
         belief_after(model, [[0, 1]], prior=[0.5, 0.0, 0.0])
     with pytest.raises(ValueError, match="dtype float64; expected integer token indices"):
         belief_after(model, np.array([0.0, 1.0]))
+
+
+# -- sequences: sampling, sequence probabilities, next-token entropies ---------------------------
+
+
+def _binary_entropy(p):
+    return -(p * np.log(p) + (1 - p) * np.log(1 - p))
+
+
+# A hidden state that never changes, read through a 0.9-reliable token, from a uniform prior.
+# By hand: P(0) = 1/2; P(00) = (0.9^2 + 0.1^2) / 2 = 0.41, P(01) = 0.09. After one token 0 the next is
+# 0 w.p. 0.82; after 00, w.p. (0.81 * 0.9 + 0.01 * 0.1) / 0.82 = 0.73 / 0.82; after 01, 1/2.
+STATIC = FiniteHMM.from_state_emitting(np.eye(2), np.array([[0.9, 0.1], [0.1, 0.9]]), emitted_by="destination")
+STATIC_PRIOR = [0.5, 0.5]
+STATIC_ENTROPIES = [np.log(2), _binary_entropy(0.82), 0.82 * _binary_entropy(0.73 / 0.82) + 0.18 * np.log(2)]
+# Mess3 (shared notes, section 2): the first token is uniform; after token 0 the belief is
+# (0.85, 0.075, 0.075), the chain moves it to P(state 0) = 0.85 * 0.9 + 0.15 * 0.05 = 0.7725, and
+# the next token repeats w.p. 0.7725 * 0.85 + 0.2275 * 0.075 = 0.6736875 (the others split the rest).
+MESS3_REPEAT = 0.6736875
+
+
+def test_next_token_entropies_match_hand_computed_values():
+    np.testing.assert_allclose(next_token_entropies(STATIC, max_context_length=2, prior=STATIC_PRIOR),
+                               STATIC_ENTROPIES, rtol=1e-12)
+    # Tokens that name the state (a Markov chain, P = [[0.9, 0.1], [0.5, 0.5]], stationary (5/6, 1/6)):
+    # the first token has entropy H(5/6), every later one the entropy rate 5/6 H(0.1) + 1/6 ln 2.
+    chain = FiniteHMM.from_state_emitting(np.array([[0.9, 0.1], [0.5, 0.5]]), np.eye(2), emitted_by="destination")
+    rate = 5 / 6 * _binary_entropy(0.1) + 1 / 6 * np.log(2)
+    np.testing.assert_allclose(next_token_entropies(chain, max_context_length=3),
+                               [_binary_entropy(5 / 6), rate, rate, rate], rtol=1e-12)
+    rest = (1 - MESS3_REPEAT) / 2
+    mess3 = next_token_entropies(mess3_process(), max_context_length=1)
+    np.testing.assert_allclose(mess3, [np.log(3), -(MESS3_REPEAT * np.log(MESS3_REPEAT) + 2 * rest * np.log(rest))],
+                               rtol=1e-12)
+    with pytest.raises(ValueError, match="max_context_length must be >= 0"):
+        next_token_entropies(STATIC, max_context_length=-1, prior=STATIC_PRIOR)
+
+
+def test_sequence_probabilities_match_hand_computed_values():
+    tokens = np.array([[0, 0], [0, 1], [1, 0], [1, 1]])
+    np.testing.assert_allclose(sequence_probabilities(STATIC, tokens, prior=STATIC_PRIOR), [0.41, 0.09, 0.09, 0.41],
+                               rtol=1e-12)
+    # An impossible sequence has probability 0 without disturbing the others in its batch.
+    blocked = FiniteHMM.from_state_emitting(np.eye(2), np.eye(2), emitted_by="destination")
+    np.testing.assert_array_equal(sequence_probabilities(blocked, np.array([[0, 1, 1], [1, 1, 1]]), prior=[0.5, 0.5]),
+                                  [0.0, 0.5])
+    with pytest.raises(ValueError, match="prior: row \\(the vector\\) sums to 0.5"):
+        sequence_probabilities(STATIC, tokens, prior=[0.25, 0.25])
+
+
+def test_sampled_sequences_follow_the_process():
+    draws = 20_000
+    pairs = sample_sequences(STATIC, num_sequences=draws, length=2, rng=np.random.default_rng(3), prior=STATIC_PRIOR)
+    frequencies = np.bincount(pairs[:, 0] * 2 + pairs[:, 1], minlength=4) / draws
+    expected = np.array([0.41, 0.09, 0.09, 0.41])
+    # 5 binomial standard deviations: a false alarm about once in 10^6 runs per cell.
+    np.testing.assert_array_less(np.abs(frequencies - expected), 5 * np.sqrt(expected * (1 - expected) / draws))
+    tokens = sample_sequences(mess3_process(), num_sequences=draws, length=2, rng=np.random.default_rng(4))
+    assert tokens.dtype == np.int64 and tokens.shape == (draws, 2)
+    repeats = np.mean(tokens[:, 0] == tokens[:, 1])
+    assert abs(repeats - MESS3_REPEAT) < 5 * np.sqrt(MESS3_REPEAT * (1 - MESS3_REPEAT) / draws)
+    with pytest.raises(ValueError, match="num_sequences >= 1 and length >= 1"):
+        sample_sequences(STATIC, num_sequences=0, length=2, rng=np.random.default_rng(0), prior=STATIC_PRIOR)
