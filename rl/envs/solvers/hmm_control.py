@@ -36,7 +36,7 @@ The references, from the most informed policy class to the least:
 
 Cost: the grid has C(N + S - 1, S - 1) points for resolution N on S states, each backed up
 for every action and token at every step; for Mess3 (S = 3) at CONTROL_DEFAULTS the whole call
-takes about a second, most of it the memoryless search.
+takes about 2 s (grid resolution 128 and the memoryless search about 1 s each).
 """
 
 from __future__ import annotations
