@@ -30,7 +30,9 @@ def learning_curves_figure(rows: Sequence[Mapping], *, x: str, ys: Sequence[str]
     """One panel per metric in `ys` against `x`; rows missing a value are skipped for that metric.
 
     A metric with a ScoreScale in `scales` gets its two references as dashed lines and a
-    normalised axis on the right (0 at the zero reference, 1 at the one reference).
+    normalised axis on the right (0 at the zero reference, 1 at the one reference); its axis
+    starts at most SCALE_SPANS_SHOWN spans below the zero reference, so early outliers (an
+    untrained policy's return) do not flatten the range where the references lie.
     """
     scales = dict(scales or {})
     unknown = sorted(set(scales) - set(ys))
@@ -47,7 +49,7 @@ def learning_curves_figure(rows: Sequence[Mapping], *, x: str, ys: Sequence[str]
         points = [(row[x], row[name]) for row in flat if _is_number(row.get(x)) and _is_number(row.get(name))]
         axes.plot(*zip(*points), marker=".", linewidth=1)
         if name in scales:
-            _draw_scale(axes, scales[name])
+            _draw_scale(axes, scales[name], [value for _, value in points])
         axes.set_ylabel(name, fontsize=8)
         axes.set_xlabel(x, fontsize=8)
         axes.grid(alpha=0.3)
@@ -83,11 +85,17 @@ def probe_r2_figure(points: Sequence[tuple[float, ProbeReport]], *, x_label: str
     return figure
 
 
-def _draw_scale(axes, scale: ScoreScale) -> None:
+SCALE_SPANS_SHOWN = 3.0
+
+
+def _draw_scale(axes, scale: ScoreScale, values: Sequence[float]) -> None:
+    span = scale.one - scale.zero
+    low, high = sorted((scale.zero, scale.one))
+    margin = 0.1 * abs(span)
+    axes.set_ylim(max(min(values), low - SCALE_SPANS_SHOWN * abs(span)) - margin, max(max(values), high) + margin)
     for value, label, color in ((scale.zero, scale.zero_name, "tab:red"), (scale.one, scale.one_name, "tab:green")):
         axes.axhline(value, linestyle="--", linewidth=1, color=color, label=f"{label} ({value:.4g})")
     axes.legend(fontsize=7, loc="lower right")
-    span = scale.one - scale.zero
     right = axes.secondary_yaxis("right", functions=(lambda v: (v - scale.zero) / span, lambda s: scale.zero + s * span))
     right.set_ylabel("normalised", fontsize=8)
 

@@ -47,6 +47,13 @@ def test_learning_curves_from_a_metrics_file(tmp_path):
     assert sorted(line.get_ydata()[0] for line in axes.get_lines()[1:]) == [10.0, 50.0]  # the reference lines
     (right,) = axes.child_axes
     assert right.get_ylabel() == "normalised"
+    # returns 10..50 lie within the references: the axis spans them plus a 10 % margin of the span (4)
+    assert axes.get_ylim() == pytest.approx((6.0, 54.0))
+    outlier = [{"num_env_steps_sampled_lifetime": 1, "env_runners": {"episode_return_mean": -1000.0}}] + list(rows)
+    clipped = learning_curves_figure(outlier, x="num_env_steps_sampled_lifetime",
+                                     ys=["env_runners/episode_return_mean"], scales={"env_runners/episode_return_mean": scale})
+    # at most 3 spans (3 x 40) below the zero reference (10), minus the margin
+    assert clipped.axes[0].get_ylim()[0] == pytest.approx(10.0 - 120.0 - 4.0)
     with pytest.raises(KeyError, match="not among the plotted metrics"):
         learning_curves_figure(rows, x="num_env_steps_sampled_lifetime", ys=["env_runners/episode_return_mean"],
                                scales={"other": scale})
