@@ -30,6 +30,7 @@ DIFF_SECTIONS = {
     "hardware": ("hardware",),
     "options": ("options", "runner", "parent_run"),
     "versions": ("versions",),
+    "reproduction": ("reproduction",),
 }
 _NOT_COMPARED = ("options.results_dir", "options.artifacts_dir", "options.run_id")
 

@@ -6,6 +6,7 @@
     rl-harness runs [--results-dir DIR]
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
+    rl-harness reproduce <run-id> [--iterations N | --env-steps N] [--results-dir DIR]
 
     bazel run //rl/harness:rl-harness -- experiments.mess3.reward_only --smoke
     bazel run //experiments/mess3:reward_only -- --smoke      # an rl_experiment binary: module fixed
@@ -35,13 +36,13 @@ from typing import Callable, Optional
 from absl import app, logging
 from absl.flags import argparse_flags
 
-from rl.harness import b2_mirror, buildinfo, catalog, hardware, provenance, records, seeding, session
+from rl.harness import b2_mirror, buildinfo, catalog, hardware, provenance, records, reproduce, seeding, session
 from rl.harness.context import ResumeSource, RunContext
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UPLOAD_FAILED = 3
-COMMANDS = ("runs", "show", "diff")
+COMMANDS = ("runs", "show", "diff", "reproduce")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _RLLIB_CHECKPOINT_FILE = "rllib_checkpoint.json"
 # Resolve the file, not its folder: under `bazel run` the folder is a real directory
@@ -66,6 +67,12 @@ def _seed(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"--seed must be a non-negative integer, got {text!r}")
     return value
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
 
 
 def _add_results_dir(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -100,6 +107,11 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
     elif command == "diff":
         parser.add_argument("run_a")
         parser.add_argument("run_b")
+    elif command == "reproduce":
+        parser.add_argument("run_id")
+        budget = parser.add_mutually_exclusive_group()
+        budget.add_argument("--iterations", type=_positive, help="compare only the first N training iterations")
+        budget.add_argument("--env-steps", type=_positive, help="compare only the rows up to N env steps")
     _add_results_dir(parser, "where to look (default: the workspace, or the experiment's results/)")
     return parser
 
@@ -295,6 +307,7 @@ class Plan:
     upload: Optional[b2_mirror.B2Credentials]
     upload_explicit: bool
     heartbeat_s: float
+    patch_cap_bytes: int
 
 
 def _upload_credentials(options: argparse.Namespace) -> Optional[b2_mirror.B2Credentials]:
@@ -322,6 +335,7 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
         raise UsageError(problem)
     try:
         heartbeat_s = session.heartbeat_interval_from_env()
+        patch_cap_bytes = provenance.patch_cap_from_env()
     except ValueError as error:
         raise UsageError(str(error)) from None
     module = load_recipe(module_name)
@@ -341,7 +355,7 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     except hardware.HardwareError as error:
         raise UsageError(str(error)) from None
     return Plan(module, module_name, options, run_id, results_root, artifacts_root, results_dir, artifacts_dir,
-                resume, machine, profile, upload, bool(options.upload_artifacts), heartbeat_s)
+                resume, machine, profile, upload, bool(options.upload_artifacts), heartbeat_s, patch_cap_bytes)
 
 
 def report_crashed_runs(results_root: pathlib.Path) -> None:
@@ -387,6 +401,30 @@ def _manifest_base(plan: Plan) -> dict:
     }
 
 
+def _capture_patches(code: dict, cap_bytes: int) -> dict[str, bytes]:
+    """The patch of each dirty repository (one file when experiment and library share a checkout).
+
+    Records it in the repo's manifest entry (`patch`: file, bytes, omitted files) and warns when
+    untracked files were left out, since the run then cannot be rebuilt exactly.
+    """
+    patches, by_root = {}, {}
+    for name, state in code.items():
+        if not state.get("dirty"):
+            continue
+        if state["root"] not in by_root:
+            file_name = records.PATCH_FILE if not by_root else f"uncommitted_{name}.patch"
+            change = provenance.uncommitted_change(state["root"], cap_bytes)
+            if change.omitted:
+                logging.warning("the run's patch leaves out %d untracked file(s) over $%s=%d bytes (%s):"
+                                " `rl-harness reproduce` cannot rebuild this checkout exactly; commit them,"
+                                " git-ignore them or raise the cap", len(change.omitted), provenance.PATCH_CAP_ENV,
+                                cap_bytes, ", ".join(change.omitted[:5]))
+            patches[file_name] = change.patch
+            by_root[state["root"]] = {"file": file_name, "bytes": len(change.patch), "omitted": change.omitted}
+        state["patch"] = by_root[state["root"]]
+    return patches
+
+
 def _json_safe(value):
     try:
         json.dumps(value)
@@ -399,10 +437,13 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     report_crashed_runs(plan.results_root)
     hardware.apply_process_settings(plan.profile)
     seeds = seeding.SeedStreams(plan.options.seed)
+    manifest = _manifest_base(plan)
+    patches = _capture_patches(manifest["code"], plan.patch_cap_bytes)
     run = session.RunSession(run_id=plan.run_id, results_dir=plan.results_dir, artifacts_dir=plan.artifacts_dir,
-                             manifest=_manifest_base(plan), seeds=seeds, heartbeat_s=plan.heartbeat_s,
-                             verbosity=verbosity)
+                             manifest=manifest, seeds=seeds, heartbeat_s=plan.heartbeat_s, verbosity=verbosity)
     run.start()
+    for file_name, patch in patches.items():
+        run.write_results_file(file_name, patch)
     logging.info("run %s of %s (profile %s): results %s, artifacts %s", plan.run_id, plan.module_name,
                  plan.profile.name, plan.results_dir, plan.artifacts_dir)
     context = RunContext(run_id=plan.run_id, experiment=plan.module_name, seed=plan.options.seed,
@@ -478,11 +519,15 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
     """Runs one parsed command; returns the exit status."""
     verbosity = logging.get_verbosity()  # before the recipe's imports (RLlib raises the root level)
     try:
+        if command == "reproduce":
+            original = catalog.find_run(options.run_id, _catalog_roots(options, experiment))
+            return reproduce.reproduce(original, results_root=options.results_dir,
+                                       prefix=reproduce.Prefix.of(options.iterations, options.env_steps))
         if command != "run":
             print("\n".join(run_catalog(command, options, experiment)))
             return 0
         plan = prepare(options, experiment or options.module)
-    except (UsageError, catalog.RunNotFound, records.RecordError) as error:
+    except (UsageError, catalog.RunNotFound, records.RecordError, reproduce.ReproduceError) as error:
         print(f"{experiment or 'rl-harness'}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     return execute(plan, connect_b2, verbosity)

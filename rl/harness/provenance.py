@@ -4,12 +4,15 @@
     # {"root": ..., "commit": "edb83cb...", "dirty": True, "diff_sha256": "..."}
     provenance.package_versions()   # {"python": "3.11.7", "ray": "2.56.0", "torch": ..., ...}
     provenance.file_sha256(path)
+    change = provenance.uncommitted_change(root)   # the patch that recreates a dirty checkout
+    change.patch; change.omitted                   # bytes for `git apply`; untracked files over the cap
 
 Nothing here imports the libraries it reports on (versions come from package metadata).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import os
@@ -20,6 +23,9 @@ from typing import Optional
 # Distributions whose versions every manifest records (import name differs for none of them).
 RECORDED_DISTRIBUTIONS = ("ray", "torch", "gymnasium", "numpy")
 _GIT_TIMEOUT_S = 30
+# A patch lands in the committed results/; beyond this its untracked files are left out (and named).
+PATCH_CAP_ENV = "RL_HARNESS_PATCH_CAP_BYTES"
+DEFAULT_PATCH_CAP_BYTES = 2 << 20
 
 
 def file_sha256(path: str) -> str:
@@ -56,12 +62,12 @@ def git_state(path: str) -> dict:
         commit = _git(root, "rev-parse", "HEAD").decode().strip()
         status = _git(root, "status", "--porcelain", "--untracked-files=normal")
         digest = hashlib.sha256(_git(root, "diff", "HEAD", "--binary"))
-        untracked = _git(root, "ls-files", "--others", "--exclude-standard", "-z").split(b"\0")
+        untracked = _untracked(root)
     except (OSError, subprocess.SubprocessError) as error:
         detail = getattr(error, "stderr", b"") or b""
         reason = detail.decode(errors="replace").strip().splitlines()[:1] or [str(error)]
         return {"root": None, "commit": None, "dirty": None, "diff_sha256": None, "reason": reason[0]}
-    for name in sorted(filter(None, untracked)):
+    for name in untracked:
         file_path = os.path.join(root, name.decode())
         digest.update(b"\0untracked\0" + name + b"\0")
         if os.path.isfile(file_path):
@@ -73,3 +79,41 @@ def git_state(path: str) -> dict:
         "dirty": dirty,
         "diff_sha256": digest.hexdigest() if dirty else None,
     }
+
+
+def _untracked(root: str) -> list[bytes]:
+    return sorted(filter(None, _git(root, "ls-files", "--others", "--exclude-standard", "-z").split(b"\0")))
+
+
+@dataclasses.dataclass(frozen=True)
+class UncommittedChange:
+    """What `git apply` needs to turn the commit back into the checkout `git_state` hashed."""
+
+    patch: bytes
+    omitted: list[str]  # untracked files left out to stay under the cap: the hash will not verify
+
+
+def patch_cap_from_env(environ=os.environ) -> int:
+    value = environ.get(PATCH_CAP_ENV, str(DEFAULT_PATCH_CAP_BYTES))
+    if not value.isdigit():
+        raise ValueError(f"${PATCH_CAP_ENV}={value!r} is not a whole number of bytes; unset it or fix it")
+    return int(value)
+
+
+def uncommitted_change(root: str, cap_bytes: int = DEFAULT_PATCH_CAP_BYTES) -> UncommittedChange:
+    """The tracked diff against HEAD plus every untracked, non-ignored file as a new-file diff.
+
+    Untracked files are added smallest first while the patch stays under `cap_bytes`; the tracked
+    diff always goes in whole (it is what the run changed on purpose).
+    """
+    patch = _git(root, "diff", "HEAD", "--binary")
+    omitted = []
+    for name in sorted(_untracked(root), key=lambda name: (os.path.getsize(os.path.join(root, name.decode())), name)):
+        # `--no-index` exits 1 when the files differ, which they always do here.
+        addition = subprocess.run(["git", "-C", root, "diff", "--no-index", "--binary", "--", os.devnull, name.decode()],
+                                  capture_output=True, timeout=_GIT_TIMEOUT_S).stdout
+        if len(patch) + len(addition) > cap_bytes:
+            omitted.append(name.decode())
+        else:
+            patch += addition
+    return UncommittedChange(patch=patch, omitted=omitted)

@@ -38,6 +38,8 @@ REMOTE_ARTIFACTS_FILE = "remote_artifacts.json"
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_STATE_FILE = "harness_checkpoint.json"
 SMOKE_DIR = "smoke"
+# A dirty checkout's change, in results/<run-id>/ so `rl-harness reproduce` can rebuild it.
+PATCH_FILE = "uncommitted.patch"
 
 # Statuses a manifest can hold; "crashed" is only ever derived (effective_status).
 RUNNING, COMPLETED, FAILED, INTERRUPTED, CRASHED = "running", "completed", "failed", "interrupted", "crashed"
@@ -108,14 +110,18 @@ def write_file_atomically(path: str, write: Callable[[str], None], *, mode: int 
         raise
 
 
-def write_text_atomically(path: str, text: str, *, mode: int = 0o644) -> None:
+def write_bytes_atomically(path: str, data: bytes, *, mode: int = 0o644) -> None:
     def write(temporary: str) -> None:
-        with open(temporary, "w") as stream:
-            stream.write(text)
+        with open(temporary, "wb") as stream:
+            stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
 
     write_file_atomically(path, write, mode=mode)
+
+
+def write_text_atomically(path: str, text: str, *, mode: int = 0o644) -> None:
+    write_bytes_atomically(path, text.encode(), mode=mode)
 
 
 def write_json_atomically(path: str, record: Any) -> None:

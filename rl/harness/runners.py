@@ -35,7 +35,7 @@ from absl import logging
 from ray import tune
 from ray.tune.result import SHOULD_CHECKPOINT
 
-from rl.harness import records
+from rl.harness import hardware, records
 from rl.harness.context import RunContext
 from rl.harness.hardware import SamplingPlan
 
@@ -222,7 +222,7 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
     config = _configured(context, config, context.seeds.integer("rllib"), sampling)
     context.recorder.update_manifest(runner={
         "kind": "direct", "algorithm": config.algo_class.__name__, "rllib_seed": config.seed,
-        "sampling": sampling.as_dict(),
+        "sampling": sampling.as_dict(), "determinism": hardware.determinism(context.hardware, sampling, "direct"),
         "stop": dataclasses.asdict(stop), "checkpoint_schedule": _describe(schedule),
         "checkpoint_initial": checkpoint_initial and resume is None})
     with ray_cluster(context):
@@ -313,7 +313,7 @@ def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1,
     storage = os.path.join(str(context.artifacts_dir), TUNE_STORAGE)
     context.recorder.update_manifest(runner={
         "kind": "tune", "algorithm": config.algo_class.__name__, "trial_seeds": seeds, "storage": TUNE_STORAGE,
-        "sampling": sampling.as_dict(),
+        "sampling": sampling.as_dict(), "determinism": hardware.determinism(context.hardware, sampling, "tune"),
         "stop": dataclasses.asdict(stop), "checkpoint_every": checkpoint_every})
     _ACTIVE.update(recorder=context.recorder, saved_after_stop=set())
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # SIGINT is the harness's: stop, checkpoint, record

@@ -138,6 +138,10 @@ class RunSession:
             self._write_summary()
             self._write_manifest()
 
+    def write_results_file(self, name: str, data: bytes) -> None:
+        """Saves a record beside the manifest (e.g. the uncommitted change's patch)."""
+        records.write_bytes_atomically(str(self.results_dir / name), data)
+
     def update_manifest(self, **sections: Any) -> None:
         """Adds or replaces top-level manifest sections (e.g. the runner's settings)."""
         with self._lock:

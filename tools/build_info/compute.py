@@ -24,11 +24,16 @@ def _sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
+def source_digests(sources: list[tuple[str, str]]) -> dict[str, str]:
+    """workspace-relative path -> content sha256 (recorded, so a changed build can name the file)."""
+    return {short_path: _sha256_file(path) for short_path, path in sorted(sources)}
+
+
 def sources_hash(sources: list[tuple[str, str]]) -> str:
     """sha256 over (workspace-relative path, content sha256) of every source, order-free."""
     digest = hashlib.sha256()
-    for short_path, path in sorted(sources):
-        digest.update(f"{short_path}\0{_sha256_file(path)}\n".encode())
+    for short_path, content_sha256 in source_digests(sources).items():
+        digest.update(f"{short_path}\0{content_sha256}\n".encode())
     return digest.hexdigest()
 
 
@@ -85,6 +90,7 @@ def build_info_record(target: str, manifest: str, identity_path: str, lock_path:
         "build_hash": build_hash(identity, lock_sha256, sources_sha256),
         "sources_sha256": sources_sha256,
         "num_sources": len(sources),
+        "sources": source_digests(sources),
         "lock_sha256": lock_sha256,
         "bazel_version": identity.get("bazel_version"),
         "library": library_record(library_revision),

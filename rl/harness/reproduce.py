@@ -1,0 +1,360 @@
+"""`rl-harness reproduce <run-id>`: rebuild a recorded run from its provenance, re-run it, compare.
+
+    original = catalog.find_run("20261202T031703Z-b1b3c5", [workspace])
+    exit_code = reproduce.reproduce(original, prefix=reproduce.Prefix.of(iterations=2, env_steps=None))
+
+Steps: the recorded commit in a scratch `git worktree` (one fixed folder per repository, so its
+Bazel output base and venv are reused), the saved patch applied and its hash checked, the
+manifest's `build.target` built and its identity compared input by input, the target run with
+the recorded seed and options, then metrics.jsonl compared row by row. The verdict goes into
+the new run's manifest (`reproduction`); the original run's folders are only read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import pathlib
+import re
+import subprocess
+import sys
+from typing import Any, Optional
+
+from absl import logging
+
+from rl.harness import catalog, hardware, provenance, records
+
+SCRATCH_ENV = "RL_HARNESS_REPRODUCE_DIR"
+BAZEL_ENV = "RL_HARNESS_BAZEL"
+DEFAULT_SCRATCH = os.path.join("~", ".cache", "rl-harness", "reproduce")
+# Rows of runs that are not bit-deterministic are compared with this relative tolerance.
+STATISTICAL_RELATIVE_TOLERANCE = 0.05
+# Metric keys that measure time, throughput or the machine, never what was learned (docs/harness.md).
+IGNORED_KEY_PATTERNS = tuple(re.compile(pattern) for pattern in (
+    r"(^|/)timers?(/|$)", r"_timer(/|$)", r"throughput", r"^perf/", r"(^|/)time_", r"^timestamp$", r"^date$",
+    r"^pid$", r"^hostname$", r"^node_ip$", r"^harness/logged_at$", r"^env_runners/sample$", r"^trial_id$",
+))
+_ITERATION, _ENV_STEPS = "training_iteration", "num_env_steps_sampled_lifetime"
+# Profile fields that decide where envs and learner run; a different value means another machine kind.
+_PLACEMENT_FIELDS = ("name", "learner_device", "num_gpus_per_learner", "max_env_runners", "torch_threads", "num_cpus")
+
+
+class ReproduceError(Exception):
+    """The run cannot be reproduced here; one line naming the problem and the fix (exit 2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Prefix:
+    """Which leading rows to compare: all, up to an iteration, or up to an env-step count."""
+
+    key: Optional[str] = None
+    bound: Optional[int] = None
+
+    @staticmethod
+    def of(iterations: Optional[int], env_steps: Optional[int]) -> "Prefix":
+        if iterations is not None:
+            return Prefix(_ITERATION, iterations)
+        return Prefix(_ENV_STEPS, env_steps) if env_steps is not None else Prefix()
+
+    def take(self, rows: list[dict]) -> list[dict]:
+        if self.key is None:
+            return rows
+        kept = []
+        for row in rows:
+            kept.append(row)
+            if (row.get(self.key) or 0) >= self.bound:
+                break
+        return kept
+
+
+def ignored(key: str) -> bool:
+    return any(pattern.search(key) for pattern in IGNORED_KEY_PATTERNS)
+
+
+def _same(a: Any, b: Any, tolerance: float) -> bool:
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+    if tolerance and numbers:
+        return math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance)
+    return a == b
+
+
+def compare_rows(original: list[dict], reproduction: list[dict], tolerance: float = 0.0) -> dict:
+    """Row-by-row comparison ignoring IGNORED_KEY_PATTERNS: rows compared and the first divergence.
+
+        compare_rows([{"training_iteration": 1, "loss": 0.5}], [{"training_iteration": 1, "loss": 0.6}])
+        # {"rows_compared": 1, "first_divergence": {"row": 1, "iteration": 1, "key": "loss",
+        #                                            "original": 0.5, "reproduction": 0.6}}
+    """
+    for number, (row_a, row_b) in enumerate(zip(original, reproduction), start=1):
+        for key in sorted(set(row_a) | set(row_b)):
+            if not ignored(key) and not _same(row_a.get(key), row_b.get(key), tolerance):
+                return {"rows_compared": number, "first_divergence": {
+                    "row": number, "iteration": row_a.get(_ITERATION), "key": key,
+                    "original": row_a.get(key), "reproduction": row_b.get(key)}}
+    compared = min(len(original), len(reproduction))
+    if len(original) != len(reproduction):
+        return {"rows_compared": compared, "first_divergence": {
+            "row": compared + 1, "iteration": None, "key": "(row count)",
+            "original": len(original), "reproduction": len(reproduction)}}
+    return {"rows_compared": compared, "first_divergence": None}
+
+
+def build_differences(recorded: dict, rebuilt: dict) -> list[str]:
+    """Which build inputs differ, by name: lock, interpreter, Bazel version, each source file."""
+    differences = []
+    if recorded.get("lock_sha256") != rebuilt.get("lock_sha256"):
+        differences.append(f"lock: requirements_lock.txt sha256 {recorded.get('lock_sha256')} -> {rebuilt.get('lock_sha256')}")
+    interpreter_a, interpreter_b = recorded.get("interpreter") or {}, rebuilt.get("interpreter") or {}
+    for key in ("version", "executable_sha256", "libpython_sha256"):
+        if interpreter_a.get(key) != interpreter_b.get(key):
+            differences.append(f"interpreter: {key} {interpreter_a.get(key)} -> {interpreter_b.get(key)}")
+    if recorded.get("bazel_version") != rebuilt.get("bazel_version"):
+        differences.append(f"Bazel version: {recorded.get('bazel_version')} -> {rebuilt.get('bazel_version')}")
+    sources_a, sources_b = recorded.get("sources"), rebuilt.get("sources") or {}
+    if sources_a is None:
+        if recorded.get("sources_sha256") != rebuilt.get("sources_sha256"):
+            differences.append("source files: their combined hash differs (the run recorded no per-file hashes)")
+        return differences
+    for path in sorted(set(sources_a) | set(sources_b)):
+        if path not in sources_b:
+            differences.append(f"source file {path}: not in the rebuilt binary")
+        elif path not in sources_a:
+            differences.append(f"source file {path}: new in the rebuilt binary")
+        elif sources_a[path] != sources_b[path]:
+            differences.append(f"source file {path}: content differs")
+    return differences
+
+
+def check_machine(manifest: dict, machine: hardware.MachineFacts) -> None:
+    """Raises ReproduceError when this machine would place the run differently (another machine kind)."""
+    recorded = (manifest.get("hardware") or {}).get("profile") or {}
+    try:
+        here = hardware.choose_profile(recorded.get("name", "auto"), machine).as_dict()
+    except hardware.HardwareError as error:
+        raise ReproduceError(f"run {manifest['run_id']} ran with hardware profile {recorded.get('name')!r},"
+                             f" which this machine cannot give ({error}); reproduce it on such a machine") from None
+    for field in _PLACEMENT_FIELDS:
+        if recorded.get(field) != here.get(field):
+            raise ReproduceError(f"run {manifest['run_id']} ran on another machine kind: profile {field}"
+                                 f" {recorded.get(field)!r} there, {here.get(field)!r} here; reproduce it on a"
+                                 " machine like the one in its manifest (`rl-harness show`)")
+
+
+# -- checkout and build ----------------------------------------------------------------------
+
+
+def _run(command: list[str], cwd: str, what: str, **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, **kwargs)
+    if done.returncode != 0:
+        detail = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        raise ReproduceError(f"{what} failed: {detail[-1] if detail else f'exit {done.returncode}'}")
+    return done
+
+
+def scratch_worktree(repo_root: str) -> str:
+    """One fixed folder per repository: its Bazel output base (and venv) survive between reproductions."""
+    base = os.path.expanduser(os.environ.get(SCRATCH_ENV, DEFAULT_SCRATCH))
+    return os.path.join(base, hashlib.sha256(repo_root.encode()).hexdigest()[:12])
+
+
+def check_out(repo_root: str, commit: str, run_id: str, worktree: str) -> None:
+    """`worktree` at `commit` (detached, clean); ReproduceError when the repository lacks the commit."""
+    if subprocess.run(["git", "-C", repo_root, "cat-file", "-e", f"{commit}^{{commit}}"],
+                      capture_output=True).returncode != 0:
+        raise ReproduceError(f"commit {commit} of run {run_id} is not in {repo_root}; fetch it"
+                             f" (`git fetch origin {commit}`) or reproduce in a clone that has it")
+    if os.path.isdir(worktree):
+        subprocess.run(["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True)
+    subprocess.run(["git", "-C", repo_root, "worktree", "prune"], capture_output=True)
+    os.makedirs(os.path.dirname(worktree), exist_ok=True)
+    _run(["git", "-C", repo_root, "worktree", "add", "--detach", "--force", worktree, commit], repo_root,
+         f"creating a scratch worktree at {worktree}")
+
+
+def apply_patch(worktree: str, patch_path: str, run_id: str, commit: str) -> None:
+    if os.path.getsize(patch_path) == 0:
+        return
+    done = subprocess.run(["git", "-C", worktree, "apply", "--binary", patch_path], capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["git apply failed"])[0]
+        raise ReproduceError(f"the saved patch of run {run_id} ({patch_path}) no longer applies to commit"
+                             f" {commit[:12]}: {reason}; restore the patch from git or B2")
+
+
+def _target_path(target: str) -> tuple[str, str]:
+    package, _, name = target.lstrip("/").partition(":")
+    return package, name
+
+
+def _python_override(worktree: str) -> list[str]:
+    """Reuse this process's venv repository when the worktree's lock is the one it was built from.
+
+    Saves building a 2 GB venv per worktree (minutes); the identity it carries is the same.
+    """
+    repository = pathlib.Path(sys.prefix).parent
+    identity_file = repository / "identity.json"
+    lock = pathlib.Path(worktree, "requirements_lock.txt")
+    if not identity_file.exists() or not lock.exists():
+        return []
+    identity = json.loads(identity_file.read_text())
+    if identity.get("lock_sha256") != provenance.file_sha256(str(lock)):
+        return []
+    return [f"--override_repository=rl_python={repository}"]
+
+
+def _bazel(worktree: str) -> list[str]:
+    explicit = os.environ.get(BAZEL_ENV)
+    if explicit:
+        return explicit.split()
+    wrapper = os.path.join(worktree, "bazelw")
+    return [wrapper] if os.path.exists(wrapper) else ["bazel"]
+
+
+def build(worktree: str, target: str) -> dict:
+    """Builds `target` in `worktree`; returns its build identity (the binary's build_info JSON)."""
+    _run([*_bazel(worktree), "build", *_python_override(worktree), target], worktree, f"bazel build {target}",
+         env=_child_environment())
+    package, name = _target_path(target)
+    return records.read_json(os.path.join(worktree, "bazel-bin", package, f"{name}.build_info.json"),
+                             "rebuilt build info")
+
+
+def _run_arguments(manifest: dict, run_id: str, results_root: str, artifacts_root: str) -> list[str]:
+    options = manifest.get("options") or {}
+    arguments = ["--seed", str(manifest["seed"]), "--hardware-profile", manifest["hardware"]["profile"]["name"],
+                 "--run-id", run_id, "--results-dir", results_root, "--artifacts-dir", artifacts_root,
+                 "--no-upload-artifacts"]
+    return arguments + (["--smoke"] if options.get("smoke") else [])
+
+
+# This binary's runfiles, workspace and build identity must not leak into the rebuilt one.
+_LEAKING_ENVIRONMENT = ("BUILD_WORKSPACE_DIRECTORY", "BUILD_WORKING_DIRECTORY", "RUNFILES_DIR",
+                        "RUNFILES_MANIFEST_FILE", "JAVA_RUNFILES", "PYTHON_RUNFILES", "PYTHONPATH",
+                        "RL_BUILD_INFO", "RL_BUILD_STAMP")
+
+
+def _child_environment() -> dict:
+    return {key: value for key, value in os.environ.items() if key not in _LEAKING_ENVIRONMENT}
+
+
+# -- the whole command -----------------------------------------------------------------------
+
+
+def _roots(run: catalog.Run) -> tuple[str, str, bool]:
+    """(results root, artifacts root, smoke) of the original run; the reproduction goes beside it."""
+    parent = os.path.dirname(os.path.abspath(run.run_dir))
+    smoke = os.path.basename(parent) == records.SMOKE_DIR
+    artifacts = (run.manifest.get("paths") or {}).get("artifacts")
+    if not artifacts:
+        raise ReproduceError(f"run {run.run_id} recorded no artifacts folder; its metrics cannot be compared")
+    artifacts_parent = os.path.dirname(artifacts)
+    return (os.path.dirname(parent) if smoke else parent,
+            os.path.dirname(artifacts_parent) if smoke else artifacts_parent, smoke)
+
+
+def _validate(run: catalog.Run) -> tuple[str, Optional[str]]:
+    """(repository commit, patch path or None); ReproduceError for runs that cannot be rebuilt."""
+    manifest = run.manifest
+    if not (manifest.get("build") or {}).get("target"):
+        raise ReproduceError(f"run {run.run_id} did not run from a Bazel binary (no build.target); only runs of an"
+                             " rl_experiment or rl_py_binary target can be rebuilt")
+    if manifest.get("parent_run"):
+        raise ReproduceError(f"run {run.run_id} resumed run {manifest['parent_run'].get('parent_run_id')}; reproduce"
+                             " a run that started fresh")
+    repo = (manifest.get("code") or {}).get("experiment_repo") or {}
+    if not repo.get("commit"):
+        raise ReproduceError(f"run {run.run_id} recorded no git commit ({repo.get('reason')}); it cannot be rebuilt")
+    if not repo.get("dirty"):
+        return repo["commit"], None
+    patch = os.path.join(run.run_dir, (repo.get("patch") or {}).get("file", records.PATCH_FILE))
+    if not os.path.exists(patch):
+        raise ReproduceError(f"run {run.run_id} ran from a dirty checkout but its results hold no {records.PATCH_FILE}"
+                             " (recorded before patches were saved); its change cannot be rebuilt")
+    return repo["commit"], patch
+
+
+def _metrics(artifacts_dir: str, run_id: str) -> list[dict]:
+    path = os.path.join(artifacts_dir, records.METRICS_FILE)
+    if not os.path.exists(path):
+        raise ReproduceError(f"metrics of run {run_id} are not on this machine ({path}); fetch artifacts/{run_id}"
+                             " from B2 (docs/artifact_storage.md)")
+    return records.read_json_lines(path)
+
+
+def reproduce(original: catalog.Run, *, prefix: Prefix = Prefix(), repo_root: Optional[str] = None) -> int:
+    """Rebuilds and re-runs `original`; prints the verdict; 0 when it reproduced, 1 when it diverged."""
+    manifest = original.manifest
+    commit, patch = _validate(original)
+    check_machine(manifest, hardware.detect_machine())
+    results_root, artifacts_root, smoke = _roots(original)
+    original_rows = prefix.take(_metrics(manifest["paths"]["artifacts"], original.run_id))
+    repo_root = repo_root or provenance.git_state(os.environ.get("BUILD_WORKSPACE_DIRECTORY") or os.getcwd())["root"]
+    if repo_root is None:
+        raise ReproduceError("not inside a git checkout; run reproduce from the repository the run came from")
+    worktree = scratch_worktree(repo_root)
+    check_out(repo_root, commit, original.run_id, worktree)
+    patch_verified = None
+    if patch is not None:
+        apply_patch(worktree, patch, original.run_id, commit)
+        patch_verified = provenance.git_state(worktree)["diff_sha256"] == manifest["code"]["experiment_repo"]["diff_sha256"]
+        if not patch_verified:
+            logging.warning("the patch does not recreate the recorded change exactly (diff_sha256 differs; left out:"
+                            " %s): the build comparison below names what differs", manifest["code"]["experiment_repo"]
+                            .get("patch", {}).get("omitted") or "nothing recorded")
+    target = manifest["build"]["target"]
+    rebuilt = build(worktree, target)
+    differences = build_differences(manifest["build"], rebuilt)
+    new_run_id = records.new_run_id()
+    environment = _child_environment()
+    done = subprocess.run([*_bazel(worktree), "run", *_python_override(worktree), target, "--",
+                           *_run_arguments(manifest, new_run_id, results_root, artifacts_root)],
+                          cwd=worktree, env=environment)
+    if done.returncode != 0:
+        raise ReproduceError(f"the reproduction run {new_run_id} of {target} exited {done.returncode}; see its log"
+                             " above and its manifest")
+    subfolder = [records.SMOKE_DIR] if smoke else []
+    new_dir = os.path.join(results_root, *subfolder, new_run_id)
+    determinism = (manifest.get("runner") or {}).get("determinism") or {
+        "expected": False, "why": "the recipe ran its own loop: the harness cannot tell"}
+    tolerance = 0.0 if determinism["expected"] else STATISTICAL_RELATIVE_TOLERANCE
+    comparison = compare_rows(original_rows,
+                              prefix.take(_metrics(os.path.join(artifacts_root, *subfolder, new_run_id), new_run_id)),
+                              tolerance)
+    verdict = {
+        "parent_run": original.run_id,
+        "expected": "identical" if determinism["expected"] else "statistical",
+        "determinism": determinism,
+        "tolerance": tolerance,
+        "prefix": dataclasses.asdict(prefix),
+        "patch_verified": patch_verified,
+        "build_hash_match": rebuilt["build_hash"] == manifest["build"]["build_hash"],
+        "build_differences": differences,
+        **comparison,
+        "verdict": "diverged" if comparison["first_divergence"] else (
+            "identical" if tolerance == 0.0 else "within tolerance"),
+    }
+    new_manifest = records.read_manifest(new_dir)
+    records.write_json_atomically(os.path.join(new_dir, records.MANIFEST_FILE), {**new_manifest, "reproduction": verdict})
+    print("\n".join(format_verdict(verdict, new_run_id)))
+    return 0 if comparison["first_divergence"] is None else 1
+
+
+def format_verdict(verdict: dict, new_run_id: str) -> list[str]:
+    expected = ("identical expected (" + verdict["determinism"]["why"] + ")" if verdict["expected"] == "identical"
+                else f"statistical comparison only, relative tolerance {verdict['tolerance']}"
+                     f" ({verdict['determinism']['why']})")
+    lines = [f"reproduction {new_run_id} of {verdict['parent_run']}: {expected}",
+             f"  build hash: {'same' if verdict['build_hash_match'] else 'DIFFERENT'}"]
+    lines += [f"    {difference}" for difference in verdict["build_differences"]]
+    if verdict["patch_verified"] is not None:
+        lines.append(f"  patch: {'recreates the recorded change' if verdict['patch_verified'] else 'differs from the recorded change'}")
+    divergence = verdict["first_divergence"]
+    lines.append(f"  rows compared: {verdict['rows_compared']}")
+    if divergence:
+        lines.append(f"  first divergence: row {divergence['row']} (iteration {divergence['iteration']}),"
+                     f" {divergence['key']}: {json.dumps(divergence['original'])} -> {json.dumps(divergence['reproduction'])}")
+    lines.append(f"verdict: {verdict['verdict']}")
+    return lines

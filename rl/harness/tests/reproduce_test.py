@@ -1,0 +1,161 @@
+"""Fast tests of `rl-harness reproduce`: patch capture, row and build comparison, bad input (no Ray)."""
+
+import dataclasses
+import subprocess
+
+import pytest
+
+from rl.harness import cli, hardware, provenance, reproduce
+
+MACHINE = hardware.MachineFacts(cpu_count=2, cpu_count_os=2, cpu_limit="test", cuda_available=False, gpu_count=0,
+                                gpu_model=None, cuda_version=None, mps_available=False, platform="test")
+
+
+def _git(folder, *args):
+    return subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path):
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    _git(folder, "init", "-q")
+    _git(folder, "config", "user.email", "t@example.com")
+    _git(folder, "config", "user.name", "t")
+    (folder / "recipe.py").write_text("LR = 0.1\n")
+    (folder / ".gitignore").write_text("ignored/\n")
+    _git(folder, "add", ".")
+    _git(folder, "commit", "-q", "-m", "first")
+    return folder
+
+
+def _dirty(repo):
+    (repo / "recipe.py").write_text("LR = 0.2\n")
+    (repo / "helper.py").write_text("HELPER = 1\n")
+    (repo / "ignored").mkdir()
+    (repo / "ignored" / "big.bin").write_bytes(b"x" * 10_000)
+
+
+def _worktree(repo, tmp_path):
+    worktree = tmp_path / "worktree"
+    reproduce.check_out(str(repo), _git(repo, "rev-parse", "HEAD").strip(), "run-1", str(worktree))
+    return worktree
+
+
+def test_patch_recreates_the_hashed_change(repo, tmp_path):
+    _dirty(repo)
+    recorded = provenance.git_state(str(repo))
+    change = provenance.uncommitted_change(str(repo))
+    assert change.omitted == []
+    patch = tmp_path / "uncommitted.patch"
+    patch.write_bytes(change.patch)
+    worktree = _worktree(repo, tmp_path)
+    reproduce.apply_patch(str(worktree), str(patch), "run-1", "HEAD")
+    assert (worktree / "recipe.py").read_text() == "LR = 0.2\n"
+    assert (worktree / "helper.py").read_text() == "HELPER = 1\n"
+    assert not (worktree / "ignored").exists()  # ignored files are neither hashed nor saved
+    assert provenance.git_state(str(worktree))["diff_sha256"] == recorded["diff_sha256"]
+
+
+def test_untracked_files_over_the_cap_are_left_out_and_named(repo, caplog):
+    _dirty(repo)
+    (repo / "large.txt").write_text("y" * 5000)
+    code = {"experiment_repo": provenance.git_state(str(repo)), "library": provenance.git_state(str(repo))}
+    patches = cli._capture_patches(code, cap_bytes=1000)
+    assert list(patches) == ["uncommitted.patch"]  # one checkout, one patch
+    assert b"helper.py" in patches["uncommitted.patch"] and b"large.txt" not in patches["uncommitted.patch"]
+    assert code["experiment_repo"]["patch"]["omitted"] == ["large.txt"] == code["library"]["patch"]["omitted"]
+    assert "leaves out 1 untracked file(s)" in caplog.text and "large.txt" in caplog.text
+
+
+def test_bad_patch_cap_is_a_usage_error():
+    with pytest.raises(ValueError, match="RL_HARNESS_PATCH_CAP_BYTES='lots' is not a whole number"):
+        provenance.patch_cap_from_env({provenance.PATCH_CAP_ENV: "lots"})
+
+
+ROWS = [{"training_iteration": 1, "loss": 0.5, "time_this_iter_s": 1.0, "timers/sample": 0.3,
+         "harness/logged_at": "t1", "learners/x/num_env_steps_trained_throughput": 9.0, "pid": 11},
+        {"training_iteration": 2, "loss": 0.25, "time_this_iter_s": 1.1, "pid": 11}]
+
+
+def test_identical_rows_ignore_timing_throughput_and_process_keys():
+    other = [{**row, "time_this_iter_s": 7.0, "pid": 99, "harness/logged_at": "t9"} for row in ROWS]
+    other[0]["learners/x/num_env_steps_trained_throughput"] = 1.0
+    assert reproduce.compare_rows(ROWS, other) == {"rows_compared": 2, "first_divergence": None}
+
+
+def test_first_divergence_names_row_iteration_key_and_both_values():
+    other = [dict(ROWS[0]), {**ROWS[1], "loss": 0.2500001}]
+    assert reproduce.compare_rows(ROWS, other)["first_divergence"] == {
+        "row": 2, "iteration": 2, "key": "loss", "original": 0.25, "reproduction": 0.2500001}
+    assert reproduce.compare_rows(ROWS, other, tolerance=0.05)["first_divergence"] is None
+
+
+def test_a_shorter_reproduction_diverges_in_row_count_and_a_prefix_compares_the_first_rows():
+    assert reproduce.compare_rows(ROWS, ROWS[:1])["first_divergence"]["key"] == "(row count)"
+    prefix = reproduce.Prefix.of(iterations=1, env_steps=None)
+    assert reproduce.compare_rows(prefix.take(ROWS), prefix.take(ROWS[:1] + [{}])) == {
+        "rows_compared": 1, "first_divergence": None}
+
+
+BUILD = {"build_hash": "h1", "lock_sha256": "lock1", "bazel_version": "4.2.3",
+         "interpreter": {"version": "3.11.7", "executable_sha256": "e1", "libpython_sha256": "l1"},
+         "sources_sha256": "s1", "sources": {"rl/harness/cli.py": "c1", "experiments/x/recipe.py": "r1"}}
+
+
+def test_same_build_inputs_have_no_differences():
+    assert reproduce.build_differences(BUILD, BUILD) == []
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"lock_sha256": "lock2"}, "lock: requirements_lock.txt sha256 lock1 -> lock2"),
+    ({"interpreter": {**BUILD["interpreter"], "executable_sha256": "e2"}}, "interpreter: executable_sha256 e1 -> e2"),
+    ({"bazel_version": "7.7.1"}, "Bazel version: 4.2.3 -> 7.7.1"),
+    ({"sources": {**BUILD["sources"], "experiments/x/recipe.py": "r2"}}, "source file experiments/x/recipe.py: content differs"),
+    ({"sources": {"rl/harness/cli.py": "c1"}}, "source file experiments/x/recipe.py: not in the rebuilt binary"),
+])
+def test_a_build_mismatch_names_the_differing_input(change, named):
+    assert reproduce.build_differences(BUILD, {**BUILD, **change}) == [named]
+
+
+# -- bad input: one line each, exit 2 -------------------------------------------------------
+
+
+def test_unknown_run_is_one_line_exit_2(tmp_path, capsys):
+    assert cli.main(["rl-harness", "reproduce", "20990101T000000Z-000000", "--results-dir", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "no run '20990101T000000Z-000000'" in error
+
+
+def test_missing_commit_names_it_and_the_fix(repo, tmp_path):
+    with pytest.raises(reproduce.ReproduceError, match=r"commit 0{40} of run run-1 is not in .*git fetch origin"):
+        reproduce.check_out(str(repo), "0" * 40, "run-1", str(tmp_path / "worktree"))
+
+
+def test_a_patch_that_no_longer_applies_says_so(repo, tmp_path):
+    _dirty(repo)
+    patch = tmp_path / "uncommitted.patch"
+    patch.write_bytes(provenance.uncommitted_change(str(repo)).patch)
+    worktree = _worktree(repo, tmp_path)
+    (worktree / "recipe.py").write_text("LR = 0.3\n")
+    with pytest.raises(reproduce.ReproduceError, match="saved patch of run run-1 .* no longer applies .*recipe.py"):
+        reproduce.apply_patch(str(worktree), str(patch), "run-1", "0123456789abcdef")
+
+
+def test_a_run_of_another_machine_kind_is_refused():
+    profile = hardware.choose_profile("cpu", MACHINE).as_dict()
+    manifest = {"run_id": "run-1", "hardware": {"profile": {**profile, "num_cpus": 16, "max_env_runners": 15}}}
+    with pytest.raises(reproduce.ReproduceError, match="another machine kind: profile max_env_runners 15 there, 1 here"):
+        reproduce.check_machine(manifest, MACHINE)
+    with pytest.raises(reproduce.ReproduceError, match="hardware profile 'cuda', which this machine cannot give"):
+        reproduce.check_machine({"run_id": "run-1", "hardware": {"profile": {**profile, "name": "cuda"}}}, MACHINE)
+    reproduce.check_machine({"run_id": "run-1", "hardware": {"profile": profile}}, MACHINE)
+
+
+def test_determinism_is_expected_only_for_one_local_cpu_process():
+    profile = hardware.choose_profile("cpu", MACHINE)
+    local = profile.plan_sampling(8)
+    assert hardware.determinism(profile, local, "direct")["expected"] is True
+    remote = dataclasses.replace(local, num_env_runners=2, placement="remote")
+    assert "2 remote env runner(s)" in hardware.determinism(profile, remote, "direct")["why"]
+    assert hardware.determinism(profile, local, "tune")["expected"] is False
