@@ -24,6 +24,7 @@ import importlib.util
 import math
 import os
 import platform
+import re
 import sys
 from typing import Any, Optional
 
@@ -46,9 +47,11 @@ class MachineFacts:
     cuda_available: bool
     gpu_count: int
     gpu_model: Optional[str]
-    cuda_version: Optional[str]
+    cuda_version: Optional[str]  # the CUDA that torch was built with (torch.version.cuda)
     mps_available: bool
     platform: str
+    nvidia_driver_version: Optional[str] = None  # the host's kernel driver, from /proc/driver/nvidia/version
+    torch_determinism: Optional[dict] = None  # torch's settings that decide whether GPU kernels are deterministic
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -167,9 +170,29 @@ def _nvidia_device_visible() -> bool:
     return os.path.exists("/proc/driver/nvidia/gpus") or os.path.exists("/dev/nvidia0")
 
 
+_NVIDIA_DRIVER_VERSION = re.compile(r"Kernel Module\s+(?:for \S+\s+)?(\d+(?:\.\d+)+)")
+
+
+def nvidia_driver_version(path: str = "/proc/driver/nvidia/version") -> Optional[str]:
+    """The NVIDIA kernel driver's version ("580.65.06"), or None without one."""
+    match = _NVIDIA_DRIVER_VERSION.search(_read(path) or "")
+    return match[1] if match else None
+
+
+def torch_determinism(torch) -> dict[str, Any]:
+    """The settings that decide whether torch's CUDA kernels give the same bits twice (for the manifest)."""
+    return {
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    }
+
+
 def detect_machine() -> MachineFacts:
     cpu_count, cpu_limit = usable_cpu_count()
     cuda_available, gpu_count, gpu_model, cuda_version, mps_available = False, 0, None, None, False
+    determinism_settings = None
     apple_silicon = sys.platform == "darwin" and platform.machine() == "arm64"
     if (_nvidia_device_visible() or apple_silicon) and importlib.util.find_spec("torch"):
         import torch
@@ -179,6 +202,7 @@ def detect_machine() -> MachineFacts:
             gpu_count = torch.cuda.device_count()
             gpu_model = torch.cuda.get_device_name(0)
             cuda_version = torch.version.cuda
+            determinism_settings = torch_determinism(torch)
         mps_available = apple_silicon and torch.backends.mps.is_available()
     return MachineFacts(
         cpu_count=cpu_count,
@@ -190,6 +214,8 @@ def detect_machine() -> MachineFacts:
         cuda_version=cuda_version,
         mps_available=mps_available,
         platform=platform.platform(),
+        nvidia_driver_version=nvidia_driver_version(),
+        torch_determinism=determinism_settings,
     )
 
 
@@ -201,7 +227,10 @@ def choose_profile(requested: str, facts: MachineFacts) -> HardwareProfile:
     if requested == "auto":
         name = "cuda" if facts.cuda_available else "mps" if facts.mps_available else "cpu"
     if name == "cuda" and not facts.cuda_available:
-        raise HardwareError("--hardware-profile cuda, but no CUDA device is visible; use --hardware-profile auto or cpu")
+        raise HardwareError(
+            "--hardware-profile cuda, but torch sees no CUDA device "
+            f"(NVIDIA driver: {facts.nvidia_driver_version or 'none found'}); use --hardware-profile auto or "
+            "cpu, or on a GPU machine build with `--config=cuda` (CUDA torch; docs/building.md)")
     if name == "mps" and not facts.mps_available:
         raise HardwareError("--hardware-profile mps, but MPS is not available here; use --hardware-profile auto or cpu")
     return HardwareProfile(
@@ -215,26 +244,6 @@ def choose_profile(requested: str, facts: MachineFacts) -> HardwareProfile:
         torch_threads=TORCH_THREADS,
         num_cpus=facts.cpu_count,
     )
-
-
-def determinism(profile: HardwareProfile, plan: SamplingPlan, runner: str) -> dict:
-    """Whether two same-seed runs with these settings should agree bit for bit on this machine.
-
-    Only one process stepping envs and learning in a fixed order, on CPU with one torch thread,
-    is; docs/harness.md has the table and the measurements behind it.
-    """
-    reasons = []
-    if runner != "direct":
-        reasons.append(f"the {runner} runner interleaves trials by timing")
-    if plan.num_env_runners > 0:
-        reasons.append(f"{plan.num_env_runners} remote env runner(s) deliver episodes in timing order")
-    if profile.learner_device != "cpu":
-        reasons.append(f"the learner runs on {profile.learner_device}, whose kernels are not deterministic")
-    if profile.torch_threads != 1:
-        reasons.append(f"{profile.torch_threads} torch threads reduce in varying order")
-    if reasons:
-        return {"expected": False, "why": "; ".join(reasons)}
-    return {"expected": True, "why": "local env runner, CPU learner, one torch thread: one process in a fixed order"}
 
 
 def apply_process_settings(profile: HardwareProfile) -> None:

@@ -91,6 +91,7 @@ def build_info_record(target: str, manifest: str, identity_path: str, lock_path:
         "sources_sha256": sources_sha256,
         "num_sources": len(sources),
         "sources": source_digests(sources),
+        "lock": identity.get("lock"),  # which lock the venv came from: requirements_lock[_cuda].txt
         "lock_sha256": lock_sha256,
         "bazel_version": identity.get("bazel_version"),
         "library": library_record(library_revision),

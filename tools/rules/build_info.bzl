@@ -2,7 +2,8 @@
 
 build_hash = sha256 over
   * the interpreter identity and Bazel version (@rl_python//:identity.json),
-  * the lock's sha256 (//:requirements_lock.txt),
+  * the sha256 of the lock the venv was built from (@rl_python//:requirements_lock.txt:
+    the CPU lock, or the CUDA one under --config=cuda),
   * the content of every first-party source in the binary's transitive closure
     (path and bytes, the pinned library's too in a dependent workspace), so
     editing an unrelated package leaves it unchanged.
@@ -49,7 +50,7 @@ rl_build_info = rule(
             cfg = "exec",
         ),
         "_identity": attr.label(default = Label("@rl_python//:identity.json"), allow_single_file = True),
-        "_lock": attr.label(default = Label("//:requirements_lock.txt"), allow_single_file = True),
+        "_lock": attr.label(default = Label("@rl_python//:requirements_lock.txt"), allow_single_file = True),
         # Empty in this repository; holds the pin when a dependent workspace builds against it.
         "_library_revision": attr.label(default = Label("//:library_revision"), allow_files = True),
     },

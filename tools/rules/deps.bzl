@@ -11,4 +11,5 @@ def rl_dependencies():
     for name in STANDIN_FILES:
         if name not in native.existing_rules():
             standin_repository(name = name, standin = name)
-    rl_python(name = "rl_python", lock = Label("//:requirements_lock.txt"))
+    rl_python(name = "rl_python", lock = Label("//:requirements_lock.txt"),
+        cuda_lock = Label("//:requirements_lock_cuda.txt"))

@@ -3,19 +3,26 @@
 No rules_python (it cannot be fetched offline). The rule
   1. finds the interpreter: $RL_PYTHON, else `python<PYTHON_MINOR_VERSION>` on PATH;
   2. checks its version and records its identity (sha256 of the executable and
-     libpython) together with the lock's sha256 in `identity.json`;
-  3. builds a virtualenv from //:requirements_lock.txt with
+     libpython) together with the lock's name and sha256 in `identity.json`;
+  3. builds a virtualenv from the lock that $RL_PYTHON_LOCK selects (`cpu`, the
+     default: //:requirements_lock.txt; `cuda`: //:requirements_lock_cuda.txt,
+     set by `--config=cuda`) with
      `pip install --require-hashes --no-deps` (byte-compiled at install time, so
      read-only sandboxes never recompile torch), then `pip check`s it;
   4. registers the venv's python as the Python 3 toolchain.
 
-It re-runs when the lock, this file or $RL_PYTHON change; after changing the
+The selected lock is exported as `@rl_python//:requirements_lock.txt` for the
+build identity. It re-runs when a lock, this file, $RL_PYTHON or $RL_PYTHON_LOCK change; after changing the
 interpreter on disk, run `bazel sync --configure` (docs/building.md).
 """
 
 load(":python_pin.bzl", "PYTHON_MINOR_VERSION")
 
 _ENV_INTERPRETER = "RL_PYTHON"
+
+# Which lock the venv is built from; `--config=cuda` sets it with --repo_env (.bazelrc).
+_ENV_LOCK = "RL_PYTHON_LOCK"
+_LOCK_CHOICES = ("cpu", "cuda")
 
 # pip reads these itself; declaring them makes Bazel redo the venv when they change.
 _PIP_ENVIRON = ["PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"]
@@ -25,7 +32,7 @@ load("@bazel_tools//tools/python:toolchain.bzl", "py_runtime_pair")
 
 package(default_visibility = ["//visibility:public"])
 
-exports_files(["identity.json"])
+exports_files(["identity.json", "requirements_lock.txt"])
 
 py_runtime(
     name = "py3_runtime",
@@ -83,9 +90,20 @@ def _bazel_version(rctx):
         return "debian-bazel-bootstrap-" + result.stdout.strip()
     return "unknown"
 
+def _selected_lock(rctx):
+    choice = rctx.os.environ.get(_ENV_LOCK, "") or "cpu"
+    if choice not in _LOCK_CHOICES:
+        fail("rl_python: %s=%s is not a lock; use one of %s (`--config=cuda` sets cuda)." % (
+            _ENV_LOCK,
+            choice,
+            ", ".join(_LOCK_CHOICES),
+        ))
+    return rctx.path(rctx.attr.cuda_lock if choice == "cuda" else rctx.attr.lock)
+
 def _rl_python_impl(rctx):
     interpreter = _find_interpreter(rctx)
-    lock = rctx.path(rctx.attr.lock)
+    lock = _selected_lock(rctx)
+    lock_name = lock.basename
     probe = rctx.execute([interpreter, rctx.path(rctx.attr._probe), lock])
     if probe.return_code != 0:
         _fail_interpreter("`%s` could not run: %s" % (interpreter, probe.stderr))
@@ -105,7 +123,7 @@ def _rl_python_impl(rctx):
         fail("rl_python: `python -m venv` failed:\n%s" % result.stderr)
     python = str(rctx.path("venv/bin/python3"))
 
-    rctx.report_progress("pip install --require-hashes -r requirements_lock.txt (minutes on first build)")
+    rctx.report_progress("pip install --require-hashes -r %s (minutes on first build)" % lock_name)
     result = rctx.execute(
         [
             python,
@@ -124,16 +142,17 @@ def _rl_python_impl(rctx):
         timeout = rctx.attr.install_timeout,
     )
     if result.return_code != 0:
-        fail(("rl_python: installing requirements_lock.txt failed (exit %d).\n%s\n" +
+        fail(("rl_python: installing %s failed (exit %d).\n%s\n" +
               "Fix: check network access to the package index; if the lock is stale, " +
-              "run `python%s tools/relock.py`.") % (result.return_code, result.stderr, PYTHON_MINOR_VERSION))
+              "run `python%s tools/relock.py`.") % (lock_name, result.return_code, result.stderr, PYTHON_MINOR_VERSION))
 
     # --no-deps trusts the lock to be complete; `pip check` proves it (e.g. a CUDA
     # torch build picked without its NVIDIA packages fails here, not at import time).
     result = rctx.execute([python, "-m", "pip", "check", "--disable-pip-version-check"])
     if result.return_code != 0:
-        fail(("rl_python: the venv from requirements_lock.txt is inconsistent:\n%s\n" +
+        fail(("rl_python: the venv from %s is inconsistent:\n%s\n" +
               "Fix: relock with `python%s tools/relock.py` (docs/building.md explains torch's CPU wheel).") % (
+            lock_name,
             result.stdout,
             PYTHON_MINOR_VERSION,
         ))
@@ -141,19 +160,22 @@ def _rl_python_impl(rctx):
     identity["bazel_version"] = _bazel_version(rctx)
     identity["python_minor_pin"] = PYTHON_MINOR_VERSION
     identity["venv_python"] = python
+    identity["lock"] = lock_name
     identity.pop("has_venv")
     rctx.file("identity.json", json.encode_indent(identity, indent = "  ") + "\n")
+    rctx.symlink(lock, "requirements_lock.txt")
     rctx.file("BUILD.bazel", _BUILD_TEMPLATE.format(python = python))
     rctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % rctx.name)
 
 rl_python = repository_rule(
     implementation = _rl_python_impl,
     attrs = {
-        "lock": attr.label(allow_single_file = True, mandatory = True),
+        "lock": attr.label(allow_single_file = True, mandatory = True, doc = "the default (CPU) lock"),
+        "cuda_lock": attr.label(allow_single_file = True, mandatory = True, doc = "Linux x86_64 with CUDA torch"),
         "install_timeout": attr.int(default = 3600),
         "_probe": attr.label(default = Label("//tools/rules:probe_interpreter.py")),
     },
-    environ = [_ENV_INTERPRETER] + _PIP_ENVIRON,
+    environ = [_ENV_INTERPRETER, _ENV_LOCK] + _PIP_ENVIRON,
     configure = True,
     doc = "Pinned Python interpreter + venv from the hashed lock, as the Python toolchain.",
 )

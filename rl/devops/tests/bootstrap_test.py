@@ -116,7 +116,8 @@ def test_it_checks_out_the_pin_runs_the_target_and_lists_every_output(tmp_path):
                         "override_repository": "rl_harness"}
     out = tmp_path / "work" / "out"
     assert (tmp_path / "argv").read_text().splitlines() == [
-        "run", f"--override_repository=rl_harness={tmp_path}/work/library", "//experiments/mess3:reward_only", "--",
+        "run", bootstrap.CUDA_LOCK_FLAG, f"--override_repository=rl_harness={tmp_path}/work/library",
+        "//experiments/mess3:reward_only", "--",
         "--seed", "3", "--run-id", JOB.run_id, "--results-dir", f"{out}/results", "--artifacts-dir",
         f"{out}/artifacts", "--upload-artifacts", "--smoke", "a b; rm -rf /"]
     sums = durability.parse_checksums((out / "vast" / JOB.run_id / "SHA256SUMS").read_text())

@@ -17,6 +17,8 @@ def test_a_good_offer_passes_every_gate():
     ({"reliability": 0.97}, "min_reliability"),
     ({"verified": False}, "verified"),
     ({"cuda_max_good": 11.8}, "min_cuda"),
+    ({"driver_version": "470.57.02"}, "driver"),
+    ({"driver_version": None}, "driver"),
     ({"disk_space": 39.9}, "disk_gb"),
     ({"cpu_cores_effective": 4.0}, "min_cpu_cores"),
     ({"dph_total": 0.81}, "max_dph"),
@@ -29,6 +31,26 @@ def test_a_good_offer_passes_every_gate():
 ])
 def test_each_gate_rejects_on_its_own(fields, gate):
     assert [g for g, _ in GATES.failures(fake_api.offer(1, **fields), {})] == [gate]
+
+
+def test_default_gates_require_a_driver_for_the_locked_cuda_torch():
+    # CUDA 13.x needs driver branch >= 580 (NVIDIA's minor-version compatibility table).
+    defaults = offers.Gates()
+    assert defaults.failures(fake_api.offer(1), {}) == []
+    assert [g for g, _ in defaults.failures(fake_api.offer(1, driver_version="575.57.08"), {})] == ["driver"]
+    assert [g for g, _ in defaults.failures(fake_api.offer(1, cuda_max_good=12.8), {})] == ["min_cuda"]
+    assert offers.min_driver_for(12.1) == 525
+    with pytest.raises(redact.DevopsError, match="MIN_DRIVER_FOR_CUDA_MAJOR"):
+        offers.min_driver_for(10.2)
+
+
+def test_locked_torch_cuda_is_the_cuda_lock_s():
+    import os
+    import pathlib
+    import re
+
+    lock = pathlib.Path(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"], "requirements_lock_cuda.txt")
+    assert float(re.search(r"^# torch-cuda: (\S+)$", lock.read_text(), re.MULTILINE)[1]) == offers.LOCKED_TORCH_CUDA
 
 
 def test_a_missing_field_fails_its_gate_instead_of_being_assumed_good():

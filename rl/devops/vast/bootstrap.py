@@ -20,7 +20,7 @@ line on the container log (which `vast logs` shows):
    at the pinned commits and checks `git rev-parse HEAD` equals the pin; the
    library checkout gets LIBRARY_REVISION.json (its commit and remote), which
    the run's build identity records;
-3. `bazel run <target> -- --seed N --run-id R --results-dir OUT/results
+3. `bazel run --repo_env=RL_PYTHON_LOCK=cuda <target> -- --seed N --run-id R --results-dir OUT/results
    --artifacts-dir OUT/artifacts [--upload-artifacts] <extra args>` under
    `timeout` (SIGTERM after `max_hours`, so the harness checkpoints and stops);
 4. always (an EXIT trap), writes `OUT/vast/<run-id>/SHA256SUMS` over every
@@ -50,6 +50,9 @@ LIBRARY_REVISION_FILE = "LIBRARY_REVISION.json"
 DONE_MARKER = "RLH_DONE"
 PHASE_MARKER = "RLH_PHASE"
 DEFAULT_WORKDIR = "/workspace/rlh"
+# Every offer rented has a GPU (offers.Gates.num_gpus >= 1): build the venv from the CUDA lock.
+# --repo_env rather than --config=cuda, which a dependent workspace's .bazelrc may not define.
+CUDA_LOCK_FLAG = "--repo_env=RL_PYTHON_LOCK=cuda"
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _TARGET = re.compile(r"^//[A-Za-z0-9_./+-]*:[A-Za-z0-9_.+-]+$")
@@ -207,7 +210,7 @@ exit "$run_code"
 
 def render(plan: Bootstrap, job: Job) -> str:
     """The onstart script for `job` under `plan` (bash; see the module docstring)."""
-    bazel_flags = ""
+    bazel_flags = f" {CUDA_LOCK_FLAG}"
     library_checkout = ""
     if plan.library is not None:
         # Written where the library's //:library_revision finds it, so the build identity records the
@@ -216,7 +219,7 @@ def render(plan: Bootstrap, job: Job) -> str:
                                "override_repository": plan.library_repo_name})
         library_checkout = (f'checkout {shlex.quote(plan.library.url)} {plan.library.commit} "$WORK/library"\n'
                             f'printf \'%s\\n\' {shlex.quote(revision)} > "$WORK/library/{LIBRARY_REVISION_FILE}"\n')
-        bazel_flags = f' "--override_repository={plan.library_repo_name}=$WORK/library"'
+        bazel_flags += f' "--override_repository={plan.library_repo_name}=$WORK/library"'
     run_args = ["--seed", str(job.seed), "--run-id", shlex.quote(job.run_id),
                 "--results-dir", '"$OUT/results"', "--artifacts-dir", '"$OUT/artifacts"']
     if plan.upload_artifacts:

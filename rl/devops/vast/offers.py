@@ -33,6 +33,31 @@ from typing import Mapping
 
 from rl.devops.vast import redact
 
+# The CUDA that the locked CUDA torch is built with: the `# torch-cuda:` line of
+# requirements_lock_cuda.txt, which every instance installs (tests/offers_test.py checks they agree).
+LOCKED_TORCH_CUDA = 13.0
+# Minimum Linux driver branch per CUDA major for minor-version compatibility, from NVIDIA's
+# table "CUDA Toolkit 11.x, 12.x, and 13.x Driver Version Ranges":
+# https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html
+MIN_DRIVER_FOR_CUDA_MAJOR = {11: 450, 12: 525, 13: 580}
+
+
+def min_driver_for(cuda: float) -> int:
+    """The lowest NVIDIA driver branch that runs a CUDA `cuda` build (13.0 -> 580)."""
+    major = int(cuda)
+    if major not in MIN_DRIVER_FOR_CUDA_MAJOR:
+        raise redact.DevopsError(f"no known minimum driver for CUDA {cuda}; add its row to "
+                                 "offers.MIN_DRIVER_FOR_CUDA_MAJOR from NVIDIA's compatibility table")
+    return MIN_DRIVER_FOR_CUDA_MAJOR[major]
+
+
+def _driver_branch(version: object) -> int | None:
+    """"580.65.06" -> 580; None when the offer does not state a readable driver version."""
+    try:
+        return int(str(version).split(".")[0])
+    except ValueError:
+        return None
+
 
 @dataclasses.dataclass(frozen=True)
 class Gates:
@@ -42,7 +67,7 @@ class Gates:
     gpu_names: tuple[str, ...] = ()
     min_reliability: float = 0.98
     require_verified: bool = True
-    min_cuda: float = 12.1
+    min_cuda: float = LOCKED_TORCH_CUDA  # the host driver's CUDA (cuda_max_good) must run the locked torch
     disk_gb: float = 40.0
     min_cpu_cores: float = 8.0
     max_dph: float = 1.0
@@ -105,6 +130,10 @@ class Gates:
         if self.require_verified:
             equals("verified", "verified", True)
         at_least("min_cuda", "cuda_max_good", self.min_cuda)
+        branch, needed = _driver_branch(offer.get("driver_version")), min_driver_for(self.min_cuda)
+        if branch is None or branch < needed:
+            failed.append(("driver", f"driver_version={offer.get('driver_version')!r}: CUDA {self.min_cuda:g} "
+                                     f"needs driver >= {needed}"))
         at_least("disk_gb", "disk_space", self.disk_gb)
         at_least("min_cpu_cores", "cpu_cores_effective", self.min_cpu_cores)
         price = offer.get("dph_total")

@@ -109,3 +109,27 @@ def test_process_settings_set_torch_threads(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     hardware.apply_process_settings(hardware.choose_profile("cpu", _facts()))
     assert os.environ["OMP_NUM_THREADS"] == "1"
+
+
+def test_nvidia_driver_version_is_read_from_the_kernel_module(tmp_path):
+    version_file = tmp_path / "version"
+    version_file.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build\n"
+                            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+    assert hardware.nvidia_driver_version(str(version_file)) == "580.65.06"
+    version_file.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n")
+    assert hardware.nvidia_driver_version(str(version_file)) == "535.104.05"
+    assert hardware.nvidia_driver_version(str(tmp_path / "absent")) is None
+
+
+def test_cuda_profile_without_a_gpu_names_the_driver_and_the_cuda_build():
+    with pytest.raises(hardware.HardwareError, match=r"NVIDIA driver: none found.*--config=cuda"):
+        hardware.choose_profile("cuda", _facts())
+
+
+def test_torch_determinism_settings_are_recorded():
+    import torch
+
+    settings = hardware.torch_determinism(torch)
+    assert settings["deterministic_algorithms"] is torch.are_deterministic_algorithms_enabled()
+    assert set(settings) == {"deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark",
+                             "cublas_workspace_config"}

@@ -73,6 +73,7 @@ def test_bazel_build_info_records_the_real_lock():
     import hashlib
 
     assert _target_info("fixture_app")["lock_sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
+    assert _target_info("fixture_app")["lock"] == "requirements_lock.txt"  # the default; --config=cuda differs
     assert _target_info("fixture_app")["interpreter"]["version"].startswith("3.11.")
 
 

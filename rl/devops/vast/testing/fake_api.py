@@ -65,7 +65,8 @@ def offer(offer_id: int, **fields) -> dict:
     """An offer row that passes the library's default gates unless `fields` say otherwise."""
     row = {
         "id": offer_id, "ask_contract_id": offer_id, "machine_id": 1000 + offer_id, "host_id": 500 + offer_id,
-        "num_gpus": 1, "gpu_name": "RTX 4090", "gpu_ram": 24564, "cuda_max_good": 12.4, "reliability": 0.995,
+        "num_gpus": 1, "gpu_name": "RTX 4090", "gpu_ram": 24564, "cuda_max_good": 13.0, "driver_version": "580.95.05",
+        "reliability": 0.995,
         "verified": True, "rentable": True, "rented": False, "external": False, "disk_space": 200.0,
         "cpu_cores_effective": 16.0, "cpu_ram": 64000, "dlperf": 60.0, "dph_total": 0.40, "geolocation": "XX",
     }
