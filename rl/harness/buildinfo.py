@@ -35,6 +35,7 @@ class BuildInfo:
     target: Optional[str] = None
     sources_sha256: Optional[str] = None
     num_sources: Optional[int] = None
+    sources: Optional[dict] = None  # path -> sha256 of each first-party source
     lock: Optional[str] = None  # requirements_lock.txt, or requirements_lock_cuda.txt under --config=cuda
     lock_sha256: Optional[str] = None
     bazel_version: Optional[str] = None
@@ -75,6 +76,7 @@ def current() -> BuildInfo:
         target=record.get("target"),
         sources_sha256=record.get("sources_sha256"),
         num_sources=record.get("num_sources"),
+        sources=record.get("sources"),
         lock=record.get("lock"),
         lock_sha256=record.get("lock_sha256"),
         bazel_version=record.get("bazel_version"),

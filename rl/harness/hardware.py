@@ -246,6 +246,26 @@ def choose_profile(requested: str, facts: MachineFacts) -> HardwareProfile:
     )
 
 
+def determinism(profile: HardwareProfile, plan: SamplingPlan, runner: str) -> dict:
+    """Whether two same-seed runs with these settings should agree bit for bit on this machine.
+
+    Only one process stepping envs and learning in a fixed order, on CPU with one torch thread,
+    is; docs/harness.md has the table and the measurements behind it.
+    """
+    reasons = []
+    if runner != "direct":
+        reasons.append(f"the {runner} runner interleaves trials by timing")
+    if plan.num_env_runners > 0:
+        reasons.append(f"{plan.num_env_runners} remote env runner(s) deliver episodes in timing order")
+    if profile.learner_device != "cpu":
+        reasons.append(f"the learner runs on {profile.learner_device}, whose kernels are not deterministic")
+    if profile.torch_threads != 1:
+        reasons.append(f"{profile.torch_threads} torch threads reduce in varying order")
+    if reasons:
+        return {"expected": False, "why": "; ".join(reasons)}
+    return {"expected": True, "why": "local env runner, CPU learner, one torch thread: one process in a fixed order"}
+
+
 def apply_process_settings(profile: HardwareProfile) -> None:
     """Torch threads for this process (if torch is loaded) and for processes it starts."""
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
