@@ -6,7 +6,9 @@
 Each group is an agent (a recipe) and its runs (one per training seed), read from
 results/<run-id>/ (control_scores.json; belief_geometry.json where the recipe probes). Per group:
 the normalised value and episode return of the final policy (greedy and sampled actions) and the
-final training return, as the mean over seeds with a Student-t 95 % interval (few seeds: wide);
+final training return, as the mean over seeds with a Student-t 95 % interval (few seeds: wide),
+and the episode return once more on the scale of the policies best for the return (gamma 1:
+control_scores.return_optimal_scale);
 per probed layer, the trained R^2 over seeds and the R^2 of every random network of those runs.
 Writes seed_summary.json, seed_summary.md and seed_scores.png to --out (default
 results/seed_summary-<first run id>/) and prints the markdown.
@@ -44,12 +46,16 @@ def _over_seeds(values: Sequence[float]) -> dict:
 def summarise(groups: Mapping[str, Sequence[pathlib.Path]]) -> dict:
     """{group: {"runs", "scores": {measure: over seeds}, "probes": {distribution: {layer: trained, random}}}}."""
     summary = {}
+    return_scale = control_scores.return_optimal_scale()
     for group, folders in groups.items():
         scores = [json.loads((folder / control_scores.SCORES_FILE).read_text()) for folder in folders]
         entry = {"runs": [folder.name for folder in folders], "scores": {}}
         for mode, measure in MEASURES:
             entry["scores"][f"{measure} ({mode})"] = _over_seeds([s["evaluation"][mode][measure]["mean"] for s in scores])
         entry["scores"]["value (greedy)"] = _over_seeds([s["evaluation"]["greedy"]["value"]["mean"] for s in scores])
+        for mode in ("greedy", "sampled"):  # the same returns against the references that are best for the return
+            entry["scores"][f"return on the gamma-1 scale ({mode})"] = _over_seeds(
+                [return_scale.normalise(s["evaluation"][mode]["episode_return"]["mean"]) for s in scores])
         entry["scores"]["final training return"] = _over_seeds([s["training"]["final_return"]["mean"] for s in scores])
         geometry = [folder / belief_geometry.COMPARISON_FILE for folder in folders]
         if all(path.is_file() for path in geometry):

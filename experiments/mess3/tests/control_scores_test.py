@@ -40,3 +40,8 @@ def test_training_curve_normalises_every_row_and_averages_the_last_ten():
     assert (single["low"], single["mean"], single["high"], single["n"]) == (1.0, 1.0, 1.0, 1)
     with pytest.raises(ValueError, match="no episode ended"):
         control_scores.training_curve([{"training_iteration": 1}], scale)
+
+
+def test_the_return_optimal_scale_uses_the_gamma_1_references():
+    scale = control_scores.return_optimal_scale()
+    assert scale.zero == pytest.approx(35.2595, abs=1e-3) and scale.one == pytest.approx(35.9129, abs=1e-3)  # README

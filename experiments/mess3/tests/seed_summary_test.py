@@ -37,6 +37,8 @@ def test_scores_and_probes_are_summarised_over_seeds(tmp_path):
     value = summary["reward_only"]["scores"]["normalised_value (greedy)"]
     assert value["mean"] == pytest.approx(0.4) and value["high"] - value["mean"] == pytest.approx(HALF_WIDTH, abs=1e-3)
     assert value["values"] == list(VALUES)
+    # return 30.0 on the gamma-1 scale: (30 - 35.2595) / (35.9129 - 35.2595) = -8.05 (rl/envs/README.md)
+    assert summary["reward_only"]["scores"]["return on the gamma-1 scale (greedy)"]["mean"] == pytest.approx(-8.05, abs=0.01)
     assert summary["memoryless_agent"]["scores"]["normalised_value (greedy)"]["mean"] == pytest.approx(-0.4)
     assert "probes" not in summary["memoryless_agent"]  # an MLP run has no belief_geometry.json
     layer = summary["reward_only"]["probes"]["uniform_contexts"]["residual_0"]
