@@ -15,7 +15,7 @@ def _create(account, offer_id=1):
 
 
 def test_the_sdk_endpoints_round_trip(account, fake, api_key):
-    instance_id = _create(account)
+    instance_id = _create(account).instance_id
     (create,) = fake.calls("PUT", r"^/api/v0/asks/1/$")
     assert create.headers["authorization"] == f"Bearer {api_key}"      # the SDK sent the key as a header
     assert create.body["runtype"] == "ssh_direc ssh_proxy" and create.body["label"] == "rlh-t-000-1"
@@ -33,15 +33,22 @@ def test_listing_follows_pages(account, fake):
     for offer_id in range(1, 5):
         fake.offers[offer_id]["rented"] = False
     fake.offers.update({i: fake_api.offer(i) for i in range(5, 31)})
-    created = [_create(account, offer_id) for offer_id in range(1, 31)]
+    created = [_create(account, offer_id).instance_id for offer_id in range(1, 31)]
     assert [r["id"] for r in account.instances()] == created          # 30 rows over two pages of 25
     assert len(fake.calls("GET", r"^/api/v1/instances/$")) == 2
 
 
-def test_429_then_success_is_retried_by_the_sdk(account, fake):
+def _labels_checked_between_creates(fake) -> list[str]:
+    """The create (PUT /asks/) and label check (GET /api/v1/instances/) requests, in order."""
+    return ["create" if r.method == "PUT" else "check" for r in fake.requests
+            if (r.method, r.path) == ("GET", "/api/v1/instances/") or r.path.startswith("/api/v0/asks/")]
+
+
+def test_429_then_success_is_retried_after_a_label_check(account, fake):
     fake.add_fault("PUT", r"/asks/", fake_api.Fault.status(429), times=1)
-    assert _create(account) > 0
-    assert len(fake.calls("PUT", r"/asks/")) == 2
+    created = _create(account)
+    assert created.attempts == 2 and not created.adopted
+    assert _labels_checked_between_creates(fake) == ["create", "check", "create"]
 
 
 def test_a_500_on_a_read_is_retried(account, fake):
@@ -50,11 +57,45 @@ def test_a_500_on_a_read_is_retried(account, fake):
     assert len(fake.calls("GET", r"^/api/v1/instances/$")) == 3
 
 
-def test_a_500_on_create_is_not_retried(account, fake):
+@pytest.mark.parametrize("code", [500, 502, 504])   # the SDK itself would resend after 502-504
+def test_a_create_whose_answer_is_lost_adopts_the_instance_instead_of_renting_twice(account, fake, code):
+    fake.add_fault("PUT", r"/asks/", fake_api.Fault.after_acting(code), times=1)
+    created = _create(account)
+    assert created.adopted and created.attempts == 1
+    assert [row["label"] for row in fake.instances.values()] == ["rlh-t-000-1"]       # rented once
+    assert created.instance_id in fake.instances
+    assert _labels_checked_between_creates(fake) == ["create", "check"]
+
+
+def test_a_500_on_create_is_retried_only_once_the_label_is_not_found(account, fake):
     fake.add_fault("PUT", r"/asks/", fake_api.Fault.status(500), times=1)
-    with pytest.raises(redact.DevopsError, match="create an instance from offer 1: HTTPError: 500"):
+    created = _create(account)
+    assert created.attempts == 2 and not created.adopted and len(fake.instances) == 1
+    assert _labels_checked_between_creates(fake) == ["create", "check", "create"]
+
+
+def test_a_create_failing_every_attempt_says_nothing_was_rented(account, fake):
+    fake.add_fault("PUT", r"/asks/", fake_api.Fault.status(500), times=3)
+    with pytest.raises(redact.DevopsError, match=r"HTTPError: 500 .*no instance has label rlh-t-000-1, so nothing "
+                                                 r"was rented \(3 attempts\)"):
         _create(account)
-    assert len(fake.calls("PUT", r"/asks/")) == 1
+    assert fake.instances == {}
+    assert _labels_checked_between_creates(fake) == ["create", "check"] * 3
+
+
+def test_a_create_whose_label_cannot_be_checked_has_an_unknown_outcome(account, fake):
+    fake.add_fault("PUT", r"/asks/", fake_api.Fault.after_acting(502), times=1)
+    fake.add_fault("GET", r"^/api/v1/instances/$", fake_api.Fault.status(500), times=3)
+    with pytest.raises(api.CreateOutcomeUnknown, match="run `reap` once vast.ai answers"):
+        _create(account)
+    assert len(fake.calls("PUT", r"/asks/")) == 1                     # no blind retry
+
+
+def test_a_refused_create_is_not_retried(account, fake):
+    fake.add_fault("PUT", r"/asks/", fake_api.Fault.status(400), times=1)
+    with pytest.raises(redact.DevopsError, match="create an instance from offer 1: HTTPError: 400"):
+        _create(account)
+    assert len(fake.calls("PUT", r"/asks/")) == 1 and fake.calls("GET", r"^/api/v1/instances/$") == []
 
 
 def test_timeouts_end_in_an_error_after_bounded_retries(api_key, fake):

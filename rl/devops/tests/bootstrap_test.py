@@ -1,7 +1,6 @@
 """The onstart script: valid bash (bash -n, shellcheck), and it really runs: pinned checkout, run, checksums."""
 
 import hashlib
-import json
 import os
 import pathlib
 import shutil
@@ -42,6 +41,7 @@ JOB = bootstrap.Job(target="//experiments/mess3:reward_only", seed=3, run_id="20
 # Stands in for `bazel run`: records its argv and writes results and artifacts where the harness would.
 _FAKE_BAZEL = """#!/bin/bash
 printf '%s\\n' "$@" > "$STUB_LOG"
+echo "${RL_HARNESS_LOCAL_PATH-unset}" > "$STUB_LOG.library"
 while [ $# -gt 0 ]; do
   case "$1" in
     --run-id) run_id=$2; shift ;;
@@ -80,7 +80,7 @@ def _run(tmp_path, plan, *, exit_code=0):
 def test_the_script_is_valid_bash():
     plan = bootstrap.Bootstrap(repo=bootstrap.GitPin("https://example.com/r.git", "a" * 40),
                                library=bootstrap.GitPin("https://example.com/l.git", "b" * 40),
-                               library_repo_name="rl_harness", upload_artifacts=True)
+                               upload_artifacts=True)
     script = bootstrap.render(plan, JOB)
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
 
@@ -89,7 +89,7 @@ def test_the_script_is_valid_bash():
                     reason="shellcheck is not installed (apt-get install -y shellcheck); bash -n still ran")
 @pytest.mark.parametrize("library", [False, True])
 def test_the_script_passes_shellcheck(library):
-    fields = dict(library=bootstrap.GitPin("https://example.com/l.git", "b" * 40), library_repo_name="rl_harness",
+    fields = dict(library=bootstrap.GitPin("https://example.com/l.git", "b" * 40),
                   upload_artifacts=True) if library else {}
     plan = bootstrap.Bootstrap(repo=bootstrap.GitPin("https://example.com/r.git", "a" * 40), **fields)
     result = subprocess.run(["shellcheck", "--shell=bash", "-"], input=bootstrap.render(plan, JOB), text=True,
@@ -101,8 +101,7 @@ def test_it_checks_out_the_pin_runs_the_target_and_lists_every_output(tmp_path):
     commit = _repo(tmp_path / "src")
     library_commit = _repo(tmp_path / "lib")
     plan = _plan(tmp_path, repo=bootstrap.GitPin(str(tmp_path / "src"), commit),
-                 library=bootstrap.GitPin(str(tmp_path / "lib"), library_commit), library_repo_name="rl_harness",
-                 upload_artifacts=True)
+                 library=bootstrap.GitPin(str(tmp_path / "lib"), library_commit), upload_artifacts=True)
     code, log = _run(tmp_path, plan)
     assert code == 0, log
     assert [line.split()[1] for line in log.splitlines() if line.startswith("RLH_PHASE")] == [
@@ -110,14 +109,11 @@ def test_it_checks_out_the_pin_runs_the_target_and_lists_every_output(tmp_path):
     assert bootstrap.parse_done(log) == 0
     assert _git("rev-parse", "HEAD", cwd=tmp_path / "work" / "repo") == commit
     assert _git("rev-parse", "HEAD", cwd=tmp_path / "work" / "library") == library_commit
-    # The overriding checkout carries the revision record the build identity reads (tools/build_info).
-    revision = json.loads((tmp_path / "work" / "library" / bootstrap.LIBRARY_REVISION_FILE).read_text())
-    assert revision == {"commit": library_commit, "dirty": False, "remote": str(tmp_path / "lib"),
-                        "override_repository": "rl_harness"}
+    # The build takes the library from the checkout the documented way, so its rule records it in build.library.
+    assert (tmp_path / "argv.library").read_text() == f"{tmp_path}/work/library\n"
     out = tmp_path / "work" / "out"
     assert (tmp_path / "argv").read_text().splitlines() == [
-        "run", bootstrap.CUDA_LOCK_FLAG, f"--override_repository=rl_harness={tmp_path}/work/library",
-        "//experiments/mess3:reward_only", "--",
+        "run", bootstrap.CUDA_LOCK_FLAG, "//experiments/mess3:reward_only", "--",
         "--seed", "3", "--run-id", JOB.run_id, "--results-dir", f"{out}/results", "--artifacts-dir",
         f"{out}/artifacts", "--upload-artifacts", "--smoke", "a b; rm -rf /"]
     sums = durability.parse_checksums((out / "vast" / JOB.run_id / "SHA256SUMS").read_text())
@@ -133,6 +129,7 @@ def test_a_failed_run_still_reports_its_exit_code_and_checksums(tmp_path):
     commit = _repo(tmp_path / "src")
     code, log = _run(tmp_path, _plan(tmp_path, repo=bootstrap.GitPin(str(tmp_path / "src"), commit)), exit_code=3)
     assert code == 3 and bootstrap.parse_done(log) == 3
+    assert (tmp_path / "argv.library").read_text() == "unset\n"        # no library: the experiment repo's own
     assert (tmp_path / "work" / "out" / "vast" / JOB.run_id / "SHA256SUMS").exists()
 
 
@@ -158,7 +155,6 @@ def test_no_secret_is_in_the_script():
     (lambda: bootstrap.Job("experiments/x:y", 0, "r1"), "not a Bazel label"),
     (lambda: bootstrap.Job("//x:y", -1, "r1"), "must be >= 0"),
     (lambda: bootstrap.Job("//x:y", 0, "../r"), "run id"),
-    (lambda: bootstrap.Bootstrap(repo=bootstrap.GitPin("u", "a" * 40), library_repo_name="rl"), "both the library"),
     (lambda: bootstrap.Bootstrap(repo=bootstrap.GitPin("u", "a" * 40), max_hours=0), "max_hours"),
 ])
 def test_bad_input_names_the_fix(build, message):

@@ -69,12 +69,12 @@ def test_up_status_logs_destroy(run, fake, tmp_path):
     assert code == 0 and fake.instances == {}
 
 
-def test_a_library_pin_is_checked_out_and_overrides_the_workspace_one(run, fake):
+def test_a_library_pin_is_checked_out_and_replaces_the_workspace_one(run, fake):
     code, output = run(*_up("--yes", "--library", "https://example.com/rl-harness.git", "--library-commit", "e" * 40))
     assert code == 0, output
     onstart = fake.calls("PUT", r"/asks/")[0].body["onstart"]
     assert f'checkout https://example.com/rl-harness.git {"e" * 40} "$WORK/library"' in onstart
-    assert '"--override_repository=rl_harness=$WORK/library"' in onstart
+    assert 'export RL_HARNESS_LOCAL_PATH="$WORK/library"' in onstart and "--override_repository" not in onstart
 
 
 def test_quarantine_commands(run):

@@ -24,7 +24,8 @@ def _record(sink="copy", dest="/unused", bucket=None):
 
 
 def _copy(tmp_path, rsync, **fields):
-    return durability.CopyBack(dest=tmp_path / "dest", known_hosts=tmp_path / "known_hosts", runner=rsync, **fields)
+    return durability.CopyBack(dest=tmp_path / "dest", known_hosts_dir=tmp_path / "known_hosts.d", runner=rsync,
+                               **fields)
 
 
 def test_copy_back_brings_everything_and_verifies_it(tmp_path, disks, rsync):
@@ -35,7 +36,7 @@ def test_copy_back_brings_everything_and_verifies_it(tmp_path, disks, rsync):
     (command,) = rsync.calls
     assert command[:3] == ["rsync", "-a", "--partial"] and command[-2] == "root@127.0.0.1:/workspace/rlh/out/"
     assert f"-p {PORT}" in command[command.index("-e") + 1]
-    assert f"UserKnownHostsFile={tmp_path / 'known_hosts'}" in command[command.index("-e") + 1]
+    assert f"UserKnownHostsFile={tmp_path / 'known_hosts.d' / 'instance-70001'}" in command[command.index("-e") + 1]
 
 
 def test_a_failed_copy_is_a_durability_error_with_the_key_redacted(tmp_path, disks, rsync, api_key):

@@ -15,6 +15,7 @@ FAST = fleet.Settings(boot_timeout_s=0.4, poll_interval_s=0.02, max_attempts=3, 
                       parallelism=4, log_tail=50)
 SETUP = bootstrap.Bootstrap(repo=bootstrap.GitPin("https://example.com/research.git", "c" * 40))
 GIT_TOKEN = "ghp_" + "secrettoken" * 3
+FAST_RETRIES = 3   # the `account` fixture's attempts per request
 
 
 @pytest.fixture
@@ -29,11 +30,12 @@ def spec(tmp_path):
 
 @pytest.fixture
 def fl(tmp_path, account, rsync, progress):
-    def sink_for(spec):
-        return durability.CopyBack(dest=pathlib.Path(spec.dest), remote_out=spec.remote_out, runner=rsync)
+    store = state.StateFile(tmp_path / "state")
 
-    return fleet.Fleet(account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), FAST,
-                       sink_for=sink_for)
+    def sink_for(spec):
+        return durability.build_sink(spec, known_hosts_dir=store.known_hosts_dir, runner=rsync)
+
+    return fleet.Fleet(account, store, fleet.Progress(progress), FAST, sink_for=sink_for)
 
 
 def _launch(fl, spec, seeds, launch_id="ab12cd"):
@@ -50,6 +52,11 @@ def _finish(fake, disks, record, *, exit_code=0):
                      files={f"results/{record.run_id}/run_manifest.json": b"{}",
                             f"artifacts/{record.run_id}/metrics.jsonl": b"{}\n"})
     fake.set_logs(record.instance_id, f"RLH_PHASE run x\nRLH_DONE exit_code={exit_code} run_id={record.run_id}\n")
+
+
+def _rent(account, offer_id, label):
+    """An instance made behind the fleet's back (another tool, or a create whose answer was lost)."""
+    return account.create_instance(offer_id, image="i", disk_gb=10, label=label, onstart="", env={}).instance_id
 
 
 def test_n_seeds_launch_in_parallel_one_offer_each(fl, fake, spec, progress):
@@ -103,11 +110,20 @@ def test_bad_settings_are_refused():
 
 
 def test_a_failed_create_moves_to_the_next_offer(fl, fake, spec, progress):
-    fake.add_fault("PUT", r"^/api/v0/asks/1/$", fake_api.Fault.status(500))
+    fake.add_fault("PUT", r"^/api/v0/asks/1/$", fake_api.Fault.status(500), times=FAST_RETRIES)
     _, (record,) = _launch(fl, spec, [0])
     assert record.offer_id == 2 and record.status == state.RUNNING
-    assert fl.store.read().records["rlh-ab12cd-000-1"].status == state.FAILED
+    first = fl.store.read().records["rlh-ab12cd-000-1"]
+    assert first.status == state.FAILED and "nothing was rented" in first.note
     assert "trying the next offer" in progress.getvalue()
+
+
+def test_a_create_whose_answer_is_lost_is_adopted_not_rented_again(fl, fake, spec, progress):
+    fake.add_fault("PUT", r"/asks/", fake_api.Fault.after_acting(502))
+    _, (record,) = _launch(fl, spec, [0])
+    assert record.label == "rlh-ab12cd-000-1" and record.offer_id == 1 and record.status == state.RUNNING
+    assert list(fake.instances) == [record.instance_id] and len(fake.calls("PUT", r"/asks/")) == 1
+    assert f"instance {record.instance_id} has the label; adopting it" in progress.getvalue()
 
 
 def test_too_few_offers_is_an_error_before_anything_is_rented(fl, fake, spec):
@@ -196,19 +212,42 @@ def test_status_shows_phase_and_spend(fl, fake, spec, disks):
     assert lines[-1].startswith("live: 2 instances, $0.750/h; spent so far (estimate): $")
 
 
+def test_status_names_the_query_that_failed_and_still_shows_the_others(fl, fake, spec):
+    _, records = _launch(fl, spec, [0, 1])
+    fake.set_logs(records[1].instance_id, "RLH_PHASE checkout t\n")
+    fake.add_fault("PUT", rf"/request_logs/{records[0].instance_id}/$", fake_api.Fault.status(500), times=FAST_RETRIES)
+    lines = fl.status()
+    assert "running/running (log query failed: logs of instance" in lines[0] and "HTTPError: 500" in lines[0]
+    assert "running/running checkout" in lines[1] and lines[-1].startswith("live: 2 instances")
+
+
+def test_host_keys_are_kept_per_instance_even_on_a_reused_host_and_port(fl, fake, spec, disks, rsync):
+    # vast.ai hands a host:port on to a later instance: its host key must not be checked against the old one's.
+    _, records = _launch(fl, spec, [0, 1])
+    fake.instances[records[1].instance_id]["ssh_port"] = fake.instances[records[0].instance_id]["ssh_port"]
+    for record in records:
+        _finish(fake, disks, record)
+        assert fl.destroy(record.label).destroyed
+    ssh_options = [call[call.index("-e") + 1] for call in rsync.calls]
+    assert len(set(option.split()[2] for option in ssh_options)) == 1              # the same port, twice
+    known_hosts = [option.split("UserKnownHostsFile=")[1].split()[0] for option in ssh_options]
+    assert known_hosts == [str(fl.store.known_hosts_dir / f"instance-{r.instance_id}") for r in records]
+    assert fl.store.known_hosts_dir.is_dir() and (fl.store.known_hosts_dir.stat().st_mode & 0o077) == 0
+
+
 def test_reap_finds_orphans_adopts_lost_creates_and_marks_vanished(fl, fake, spec, account):
     _, (tracked, gone) = _launch(fl, spec, [0, 1])
     fake.instances.pop(gone.instance_id)                        # destroyed behind our back
     fake.offers.update({9: fake_api.offer(9), 10: fake_api.offer(10), 11: fake_api.offer(11)})
-    orphan = account.create_instance(9, image="i", disk_gb=10, label="rlh-zz9999-000-1", onstart="", env={})
-    foreign = account.create_instance(10, image="i", disk_gb=10, label="someone-else", onstart="", env={})
+    orphan = _rent(account, 9, "rlh-zz9999-000-1")
+    foreign = _rent(account, 10, "someone-else")
     lost = state.Record(label="rlh-ab12cd-005-1", launch_id="ab12cd", target="//x:y", seed=5, run_id="r5",
                         sink="copy", dest=spec.dest, remote_out=spec.remote_out)
     never = dataclasses.replace(lost, label="rlh-ab12cd-006-1", seed=6, run_id="r6")
     with fl.store.update() as current:
         current.records[lost.label] = lost                      # its create call never returned
         current.records[never.label] = never                    # its create call failed, nothing was made
-    adopted = account.create_instance(11, image="i", disk_gb=10, label=lost.label, onstart="", env={})
+    adopted = _rent(account, 11, lost.label)
 
     lines = fl.reap(destroy=False)
     assert f"{gone.label}: instance {gone.instance_id} is gone; marked vanished" in lines

@@ -5,21 +5,26 @@
     key = api.read_api_key()                     # $VAST_API_KEY or the key file; registered for redaction
     account = api.VastAccount(key)               # server_url="http://127.0.0.1:PORT" in tests
     offers = account.search_offers({"num_gpus": {"eq": 1}}, order="dph_total", limit=50, disk_gb=40)
-    instance_id = account.create_instance(offers[0]["id"], image="python:3.11-bookworm", disk_gb=40,
-                                          label="rlh-ab12cd-0", onstart="#!/bin/bash ...", env={})
+    created = account.create_instance(offers[0]["id"], image="python:3.11-bookworm", disk_gb=40,
+                                      label="rlh-ab12cd-0", onstart="#!/bin/bash ...", env={})
+    instance_id = created.instance_id                # created.adopted: a failed attempt had made it
     account.instance(instance_id)["actual_status"]   # "loading", "running", ...; None once destroyed
     account.logs(instance_id, tail=200)
     account.destroy_instance(instance_id)
 
 The SDK itself retries 429, 502-504 and transport timeouts (`retries` attempts,
 honouring Retry-After). Reads and destroys are idempotent, so this wrapper also
-retries them on any 5xx; creating an instance is not (a 500 may have created
-it), so a failed create is reported and the caller reconciles by label.
-Every call runs inside `redact.guarded`, so no error carries the key.
+retries them on any 5xx. Creating an instance is not: a 5xx or a timeout may
+come after the instance was made, so a blind retry rents twice. Creates go
+through a second SDK client with its retries off, and before each retry the
+account is searched for the instance's label; an instance found there is
+adopted instead of renting again (`CreateOutcomeUnknown` when that search
+fails too). Every call runs inside `redact.guarded`, so no error carries the key.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 import time
@@ -58,10 +63,44 @@ def read_api_key(key_file: Optional[pathlib.Path] = None) -> str:
     return key
 
 
+# Longest Retry-After a create waits out (the SDK's own cap).
+_MAX_RETRY_AFTER_S = 60.0
+
+
+class CreateOutcomeUnknown(redact.DevopsError):
+    """A create failed and the account could not be searched for its label: an instance may exist."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Created:
+    instance_id: int
+    attempts: int
+    adopted: bool  # a failed attempt had made the instance; found by its label
+
+
+def _status_code(error: Exception) -> Optional[int]:
+    response = getattr(error, "response", None) if isinstance(error, requests.HTTPError) else None
+    return None if response is None else response.status_code
+
+
 def _is_transient(error: Exception) -> bool:
-    if isinstance(error, requests.HTTPError):
-        return error.response is not None and error.response.status_code >= 500
+    code = _status_code(error)
+    if code is not None:
+        return code >= 500
     return isinstance(error, (requests.ConnectionError, requests.Timeout))
+
+
+def _create_may_succeed_later(error: Exception) -> bool:
+    """A 429 (rate limited), a 5xx or a lost connection: worth retrying once the label is checked."""
+    return _status_code(error) == 429 or _is_transient(error)
+
+
+def _retry_after_s(error: Exception) -> Optional[float]:
+    response = getattr(error, "response", None)
+    try:
+        return min(float(response.headers["Retry-After"]), _MAX_RETRY_AFTER_S)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
 
 
 class VastAccount:
@@ -73,7 +112,10 @@ class VastAccount:
             raise redact.DevopsError(f"retries={retries}: use at least 1 (one attempt, no retry)")
         redact.register_secret(api_key)
         self._sdk = vastai.VastAI(api_key=api_key, server_url=server_url, retry=retries, raw=True, quiet=True)
-        self._sdk.client.timeout = request_timeout_s
+        # retry=1: one attempt. The SDK would resend a create after a 502 or a timeout that may have rented.
+        self._create_sdk = vastai.VastAI(api_key=api_key, server_url=server_url, retry=1, raw=True, quiet=True)
+        for sdk in (self._sdk, self._create_sdk):
+            sdk.client.timeout = request_timeout_s
         self._retries = retries
         self._retry_backoff_s = retry_backoff_s
 
@@ -95,14 +137,51 @@ class VastAccount:
             query=query, order=order, limit=limit, storage=disk_gb, no_default=True), idempotent=True)
 
     def create_instance(self, offer_id: int, *, image: str, disk_gb: float, label: str, onstart: str,
-                        env: dict[str, str]) -> int:
-        """Rents offer `offer_id`; returns the new instance id. Not retried (see module docstring)."""
-        response = self._call(f"create an instance from offer {offer_id}", lambda: self._sdk.create_instance(
-            id=offer_id, image=image, disk=disk_gb, label=label, onstart_cmd=onstart, env=env,
-            ssh=True, direct=True, cancel_unavail=True), idempotent=False)
-        if not (isinstance(response, dict) and response.get("success") and response.get("new_contract")):
-            raise redact.DevopsError(f"create an instance from offer {offer_id}: unexpected answer {response!r}")
-        return int(response["new_contract"])
+                        env: dict[str, str]) -> Created:
+        """Rents offer `offer_id` as instance `label` (unique per instance); never rents it twice.
+
+        A transient failure (429, 5xx, timeout) is retried only after no
+        instance with `label` was found; one found is adopted. Raises
+        `CreateOutcomeUnknown` when the account cannot be searched, and a
+        `DevopsError` when every attempt failed and no instance has the label.
+        """
+        what = f"create an instance from offer {offer_id}"
+        for attempt in range(1, self._retries + 1):
+            retryable, retry_after_s = False, None
+            try:
+                with redact.guarded(what):
+                    try:
+                        response = self._create_sdk.create_instance(
+                            id=offer_id, image=image, disk=disk_gb, label=label, onstart_cmd=onstart, env=env,
+                            ssh=True, direct=True, cancel_unavail=True)
+                    except Exception as error:  # noqa: BLE001 - classified here, redacted by `guarded`
+                        retryable, retry_after_s = _create_may_succeed_later(error), _retry_after_s(error)
+                        raise
+            except redact.DevopsError as failure:
+                if not retryable:
+                    raise
+                existing = self._labelled(label, after=failure)
+                if existing is not None:
+                    return Created(existing, attempts=attempt, adopted=True)
+                if attempt == self._retries:
+                    raise redact.DevopsError(f"{failure}; no instance has label {label}, so nothing was rented "
+                                             f"({attempt} attempts)") from None
+                time.sleep(retry_after_s or self._retry_backoff_s * attempt)
+                continue
+            if not (isinstance(response, dict) and response.get("success") and response.get("new_contract")):
+                raise redact.DevopsError(f"{what}: unexpected answer {response!r}")
+            return Created(int(response["new_contract"]), attempts=attempt, adopted=False)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def _labelled(self, label: str, *, after: redact.DevopsError) -> Optional[int]:
+        """The id of the instance labelled `label`, or None; `after` is the create error being checked."""
+        try:
+            rows = self.instances()
+        except redact.DevopsError as error:
+            raise CreateOutcomeUnknown(
+                f"{after}; whether it rented an instance is unknown, the label check failed too ({error}): "
+                "run `reap` once vast.ai answers, it adopts an instance with this label") from None
+        return next((row["id"] for row in rows if row.get("label") == label), None)
 
     def instance(self, instance_id: int) -> Optional[dict]:
         """The instance's row (actual_status, ssh_host, ssh_port, dph_total, ...), or None once it is gone."""

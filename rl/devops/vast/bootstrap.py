@@ -4,8 +4,7 @@
 
     plan = bootstrap.Bootstrap(
         repo=bootstrap.GitPin("https://github.com/me/research.git", "3f2a..."),   # 40 hex digits
-        library=bootstrap.GitPin("https://github.com/me/rl-harness.git", "9c1e..."),
-        library_repo_name="rl_harness",     # the experiment repo's Bazel name for the library
+        library=bootstrap.GitPin("https://github.com/me/rl-harness.git", "9c1e..."),   # built instead of its pin
         upload_artifacts=True,              # the harness mirrors artifacts to B2
         max_hours=6.0)
     job = bootstrap.Job(target="//experiments/mess3:reward_only", seed=3,
@@ -18,8 +17,10 @@ line on the container log (which `vast logs` shows):
    `bazel-bootstrap`) with apt;
 2. fetches the experiment repo, and the library when it is a separate repo,
    at the pinned commits and checks `git rev-parse HEAD` equals the pin; the
-   library checkout gets LIBRARY_REVISION.json (its commit and remote), which
-   the run's build identity records;
+   library checkout is handed to the build as `RL_HARNESS_LOCAL_PATH`, the
+   variable the template's `rl_harness_library` rule reads
+   (experiments_template/tools/rl_library.bzl), so the run records it
+   (`build.library.local_checkout`, and its commit in `code.library`);
 3. `bazel run --repo_env=RL_PYTHON_LOCK=cuda <target> -- --seed N --run-id R --results-dir OUT/results
    --artifacts-dir OUT/artifacts [--upload-artifacts] <extra args>` under
    `timeout` (SIGTERM after `max_hours`, so the harness checkpoints and stops);
@@ -34,7 +35,6 @@ GIT_ASKPASS helper that reads it from the environment, never a URL or argv.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import shlex
 from typing import Optional
@@ -45,8 +45,9 @@ from rl.harness import records
 # The environment variable the instance reads a git token from (set through the create call's env).
 GIT_TOKEN_ENV = "RLH_GIT_TOKEN"
 
-# The library revision record a dependent workspace's build identity reads (tools/build_info).
-LIBRARY_REVISION_FILE = "LIBRARY_REVISION.json"
+# Where a dependent workspace's `rl_harness_library` rule takes the library from instead of its pin
+# (experiments_template/tools/rl_library.bzl); the rule then records the checkout in the build identity.
+LIBRARY_CHECKOUT_ENV = "RL_HARNESS_LOCAL_PATH"
 DONE_MARKER = "RLH_DONE"
 PHASE_MARKER = "RLH_PHASE"
 DEFAULT_WORKDIR = "/workspace/rlh"
@@ -56,7 +57,6 @@ CUDA_LOCK_FLAG = "--repo_env=RL_PYTHON_LOCK=cuda"
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _TARGET = re.compile(r"^//[A-Za-z0-9_./+-]*:[A-Za-z0-9_.+-]+$")
-_REPO_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 _CREDENTIALS_IN_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@]+@", re.IGNORECASE)  # URL schemes are case-insensitive
 
 
@@ -102,18 +102,11 @@ class Bootstrap:
 
     repo: GitPin
     library: Optional[GitPin] = None
-    library_repo_name: Optional[str] = None
     upload_artifacts: bool = False
     max_hours: float = 12.0
     workdir: str = DEFAULT_WORKDIR
 
     def __post_init__(self):
-        if (self.library is None) != (self.library_repo_name is None):
-            raise redact.DevopsError(
-                "give both the library pin and its Bazel repository name (or neither, when the experiment "
-                "repo contains the library)")
-        if self.library_repo_name is not None and not _REPO_NAME.match(self.library_repo_name):
-            raise redact.DevopsError(f"library repository name {self.library_repo_name!r} is not a Bazel name")
         if self.max_hours <= 0:
             raise redact.DevopsError(f"max_hours={self.max_hours} must be > 0")
         if not self.workdir.startswith("/"):
@@ -201,7 +194,7 @@ phase run
 cd "$WORK/repo"
 set +e
 timeout --signal=TERM --kill-after=300 {max_seconds} \\
-  bazel run{bazel_flags} {target} -- {run_args}
+  bazel run {cuda_lock_flag} {target} -- {run_args}
 run_code=$?
 set -e
 exit "$run_code"
@@ -210,16 +203,12 @@ exit "$run_code"
 
 def render(plan: Bootstrap, job: Job) -> str:
     """The onstart script for `job` under `plan` (bash; see the module docstring)."""
-    bazel_flags = f" {CUDA_LOCK_FLAG}"
     library_checkout = ""
     if plan.library is not None:
-        # Written where the library's //:library_revision finds it, so the build identity records the
-        # overriding checkout as an external library (as the template's repository rule would).
-        revision = json.dumps({"commit": plan.library.commit, "dirty": False, "remote": plan.library.url,
-                               "override_repository": plan.library_repo_name})
+        # The documented switch, not --override_repository, which bypasses the template's rule: the rule
+        # links the checkout and writes the build.library record itself, so nothing here imitates it.
         library_checkout = (f'checkout {shlex.quote(plan.library.url)} {plan.library.commit} "$WORK/library"\n'
-                            f'printf \'%s\\n\' {shlex.quote(revision)} > "$WORK/library/{LIBRARY_REVISION_FILE}"\n')
-        bazel_flags += f' "--override_repository={plan.library_repo_name}=$WORK/library"'
+                            f'export {LIBRARY_CHECKOUT_ENV}="$WORK/library"\n')
     run_args = ["--seed", str(job.seed), "--run-id", shlex.quote(job.run_id),
                 "--results-dir", '"$OUT/results"', "--artifacts-dir", '"$OUT/artifacts"']
     if plan.upload_artifacts:
@@ -229,7 +218,7 @@ def render(plan: Bootstrap, job: Job) -> str:
         workdir=shlex.quote(plan.workdir), out_dir=shlex.quote(plan.out_dir()), run_id=shlex.quote(job.run_id),
         phase_marker=PHASE_MARKER, done_marker=DONE_MARKER, git_token_env=GIT_TOKEN_ENV,
         repo_url=shlex.quote(plan.repo.url),
-        repo_commit=plan.repo.commit, library_checkout=library_checkout, bazel_flags=bazel_flags,
+        repo_commit=plan.repo.commit, library_checkout=library_checkout, cuda_lock_flag=CUDA_LOCK_FLAG,
         max_seconds=int(plan.max_hours * 3600), target=shlex.quote(job.target), run_args=" ".join(run_args))
 
 

@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--server-url", help="vast.ai API server (default: the SDK's, or $VAST_URL)")
     parser.add_argument("--api-key-file", help=f"used when ${api.API_KEY_ENV} is unset "
                         f"(default {api.DEFAULT_KEY_FILE})")
-    parser.add_argument("--state-dir", default=_default_state_dir(), help="state file, lock and known_hosts")
+    parser.add_argument("--state-dir", default=_default_state_dir(), help="state file, lock and known_hosts.d/")
     parser.add_argument("--request-timeout", type=float, default=60.0, help="seconds per API request")
     parser.add_argument("--retries", type=int, default=3, help="attempts per API request (transient errors)")
     parser.add_argument("--poll-interval", type=float, default=15.0, help="seconds between status checks")
@@ -115,10 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--repo", required=True, help="experiment repository URL (no credentials: use "
                     f"${bootstrap.GIT_TOKEN_ENV})")
     up.add_argument("--commit", required=True, help="its full 40-digit commit")
-    up.add_argument("--library", help="library repository URL, when it is not the experiment repo")
+    up.add_argument("--library", help="library repository URL, built instead of the experiment repo's pin "
+                    f"(as ${bootstrap.LIBRARY_CHECKOUT_ENV})")
     up.add_argument("--library-commit", help="its full commit")
-    up.add_argument("--library-repo-name", default="rl_harness",
-                    help="the experiment repo's Bazel name for the library (overridden with the pinned checkout)")
     up.add_argument("--target", action="append", required=True, help="Bazel target (repeat for several)")
     up.add_argument("--seeds", type=_seeds, default=[42], help="e.g. 0-3 or 1,4,9")
     up.add_argument("--image", default="python:3.11-bookworm", help="Docker image (Debian-based, Python 3.11)")
@@ -168,9 +167,7 @@ def _account(args: argparse.Namespace) -> api.VastAccount:
 
 
 def _fleet(args: argparse.Namespace, settings: fleet.Settings) -> fleet.Fleet:
-    state_dir = _path(args.state_dir)
-    return fleet.Fleet(_account(args), state.StateFile(state_dir), fleet.Progress(sys.stderr), settings,
-                       sink_for=lambda spec: durability.build_sink(spec, known_hosts=state_dir / "known_hosts"))
+    return fleet.Fleet(_account(args), state.StateFile(_path(args.state_dir)), fleet.Progress(sys.stderr), settings)
 
 
 def _pin(url: Optional[str], commit: Optional[str], what: str) -> Optional[bootstrap.GitPin]:
@@ -186,7 +183,6 @@ def _up(args: argparse.Namespace) -> int:
                               quarantine_hours=args.quarantine_hours, parallelism=args.parallel)
     setup = bootstrap.Bootstrap(repo=bootstrap.GitPin(args.repo, args.commit),
                                 library=_pin(args.library, args.library_commit, "library"),
-                                library_repo_name=args.library_repo_name if args.library else None,
                                 upload_artifacts=args.sink == durability.B2, max_hours=args.max_hours)
     bucket = durability.b2_credentials().bucket if args.sink == durability.B2 else None
     spec = durability.SinkSpec(kind=args.sink, dest=str(_path(args.dest)), remote_out=setup.out_dir(),

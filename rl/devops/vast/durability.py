@@ -5,7 +5,7 @@
     spec = durability.SinkSpec(kind="copy", dest="vast_results", remote_out="/workspace/rlh/out")
     # or kind="b2", b2_bucket=durability.b2_credentials().bucket: results copied, artifacts mirrored
     # to B2 by the harness (rl/harness/b2_mirror.py) and verified there
-    sink = durability.build_sink(spec, known_hosts=state_dir / "known_hosts")   # CopyBack or B2Mirror
+    sink = durability.build_sink(spec, known_hosts_dir=state_dir / "known_hosts.d")   # CopyBack or B2Mirror
     secured = sink.secure(record, instance_row)   # raises DurabilityError: keep the instance
     print(secured.summary)
 
@@ -85,13 +85,16 @@ def parse_checksums(text: str) -> dict[str, str]:
 class CopyBack:
     """Copies the instance's output folder to `dest/<run-id>/` with rsync over SSH, then verifies it.
 
+    Host keys are accepted on first use into `known_hosts_dir/instance-<id>`, one
+    file per instance: vast.ai hands a host:port on to later instances, so a
+    shared file would refuse the next machine's key, or vouch for it as the old one.
     `include_artifacts=False` leaves artifacts/ on the instance (B2Mirror checks them in B2).
     `runner` runs the rsync command (tests pass a fake that copies from a local folder).
     """
 
     dest: pathlib.Path
+    known_hosts_dir: pathlib.Path
     remote_out: str = f"{bootstrap.DEFAULT_WORKDIR}/out"
-    known_hosts: Optional[pathlib.Path] = None
     include_artifacts: bool = True
     runner: CommandRunner = run_command
     upload_artifacts: bool = False
@@ -101,13 +104,15 @@ class CopyBack:
 
     def rsync_command(self, record: Record, row: dict) -> list[str]:
         host, port = api.ssh_endpoint(row)
-        ssh = f"ssh -p {port} -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=30"
-        if self.known_hosts is not None:
-            ssh += f" -o UserKnownHostsFile={self.known_hosts}"
+        ssh = (f"ssh -p {port} -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=30 "
+               f"-o UserKnownHostsFile={self.known_hosts_file(record)}")
         command = ["rsync", "-a", "--partial", "--timeout=300", "-e", ssh]
         if not self.include_artifacts:
             command.append("--exclude=/artifacts/")
         return command + [f"root@{host}:{self.remote_out}/", f"{self.local_dir(record)}/"]
+
+    def known_hosts_file(self, record: Record) -> pathlib.Path:
+        return self.known_hosts_dir / f"instance-{record.instance_id}"
 
     def local_dir(self, record: Record) -> pathlib.Path:
         return self.dest / record.run_id
@@ -115,6 +120,7 @@ class CopyBack:
     def secure(self, record: Record, row: dict) -> Secured:
         local = self.local_dir(record)
         local.mkdir(parents=True, exist_ok=True)
+        self.known_hosts_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         command = self.rsync_command(record, row)
         with redact.guarded(f"copy results of {record.label} back"):
             result = self.runner(command)
@@ -335,10 +341,9 @@ class SinkSpec:
         return cls(kind=record.sink, dest=record.dest, remote_out=record.remote_out, b2_bucket=record.b2_bucket)
 
 
-def build_sink(spec: SinkSpec, *, known_hosts: Optional[pathlib.Path] = None,
-               runner: CommandRunner = run_command) -> ResultsSink:
+def build_sink(spec: SinkSpec, *, known_hosts_dir: pathlib.Path, runner: CommandRunner = run_command) -> ResultsSink:
     """The real sink for `spec`: CopyBack, or B2Mirror over the harness's bucket opened with this machine's key."""
-    copy = CopyBack(dest=pathlib.Path(spec.dest), remote_out=spec.remote_out, known_hosts=known_hosts,
+    copy = CopyBack(dest=pathlib.Path(spec.dest), remote_out=spec.remote_out, known_hosts_dir=known_hosts_dir,
                     include_artifacts=spec.kind == COPY, runner=runner)
     if spec.kind == COPY:
         return copy

@@ -2,8 +2,7 @@
 
     from rl.devops.vast import bootstrap, durability, fleet, offers, state
 
-    fl = fleet.Fleet(account, state.StateFile(state_dir), fleet.Progress(sys.stderr),
-                     sink_for=durability.build_sink)
+    fl = fleet.Fleet(account, state.StateFile(state_dir), fleet.Progress(sys.stderr))   # sinks: build_sink
     launch_id = fleet.new_launch_id()
     jobs = fleet.make_jobs(["//experiments/mess3:reward_only"], seeds=range(4), launch_id=launch_id)
     plan = fl.plan(offers.Gates(max_dph=0.8), jobs, launch_id=launch_id, hours=3.0)
@@ -27,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import secrets
 import sys
 import threading
@@ -34,7 +34,7 @@ import time
 from typing import Callable, Iterable, Optional, TextIO
 
 from rl.devops.vast import bootstrap, durability, offers, redact, state
-from rl.devops.vast.api import VastAccount
+from rl.devops.vast.api import CreateOutcomeUnknown, VastAccount
 
 LABEL_PREFIX = "rlh-"
 RUNNING = "running"  # vast.ai's actual_status of a booted instance
@@ -131,15 +131,19 @@ class _OfferPool:
 
 
 class Fleet:
-    """The commands over one account and one state file. `sink_for` builds the sink a record names."""
+    """The commands over one account and one state file.
+
+    `sink_for` builds the sink a record names; by default `durability.build_sink`
+    with the host keys in the state folder.
+    """
 
     def __init__(self, account: VastAccount, store: state.StateFile, progress: Progress,
                  settings: Settings = Settings(), *,
-                 sink_for: Callable[[durability.SinkSpec], durability.ResultsSink] = durability.build_sink,
+                 sink_for: Optional[Callable[[durability.SinkSpec], durability.ResultsSink]] = None,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
         self.account = account
         self.store = store
-        self.sink_for = sink_for
+        self.sink_for = sink_for or functools.partial(durability.build_sink, known_hosts_dir=store.known_hosts_dir)
         self.progress = progress
         self.settings = settings
         self._clock = clock
@@ -212,22 +216,20 @@ class Fleet:
         self.progress(f"{record.label}: renting offer {offer['id']} (machine {offer.get('machine_id')}, "
                       f"${offer['dph_total']:.3f}/h) for {record.target} seed {record.seed}")
         try:
-            instance_id = self.account.create_instance(offer["id"], image=image, disk_gb=disk_gb,
-                                                       label=record.label, onstart=onstart, env=env)
+            created = self.account.create_instance(offer["id"], image=image, disk_gb=disk_gb, label=record.label,
+                                                   onstart=onstart, env=env)
+        except CreateOutcomeUnknown as error:
+            # Left `launching` without an instance id: `reap` adopts an instance with its label, or fails it.
+            self.progress(f"{record.label}: {error}; trying the next offer")
+            return self.store.set(record.label, note=f"create failed, outcome unknown: {error}")
         except redact.DevopsError as error:
-            try:
-                rows = self.account.instances()
-            except redact.DevopsError as check_error:
-                self.progress(f"{record.label}: {error}; whether it made an instance is unknown ({check_error}): "
-                              "`reap` will adopt it if it exists; trying the next offer")
-                return self.store.set(record.label, note=f"create failed, outcome unknown: {error}")
-            matches = [row["id"] for row in rows if row.get("label") == record.label]
-            if not matches:
-                self.progress(f"{record.label}: {error}; trying the next offer")
-                return self.store.set(record.label, status=state.FAILED, note=str(error), ended_at=self._clock())
-            instance_id = matches[0]
-            self.progress(f"{record.label}: the create call failed but instance {instance_id} exists; adopting it")
-        return self.store.set(record.label, status=state.BOOTING, instance_id=instance_id, created_at=self._clock())
+            self.progress(f"{record.label}: {error}; trying the next offer")
+            return self.store.set(record.label, status=state.FAILED, note=str(error), ended_at=self._clock())
+        if created.adopted:
+            self.progress(f"{record.label}: a create call failed but instance {created.instance_id} has the label; "
+                          "adopting it")
+        return self.store.set(record.label, status=state.BOOTING, instance_id=created.instance_id,
+                              created_at=self._clock())
 
     def _await_boot(self, record: state.Record) -> state.Record:
         deadline = self._clock() + self.settings.boot_timeout_s
@@ -265,7 +267,11 @@ class Fleet:
     # ---- watching --------------------------------------------------------------------------------------
 
     def status(self, *, include_ended: bool = False) -> list[str]:
-        """One line per record (live ones unless `include_ended`), then the spend totals."""
+        """One line per record (live ones unless `include_ended`), then the spend totals.
+
+        One instance whose log cannot be read has that error on its line; the
+        others still show. Only the account's instance list is needed by all.
+        """
         current = self.store.read()
         now = self._clock()
         rows = {row["id"]: row for row in self.account.instances()}
@@ -275,9 +281,7 @@ class Fleet:
                 continue
             row = rows.get(record.instance_id)
             remote = row.get("actual_status") if row else "gone"
-            phase = ""
-            if row is not None and remote == RUNNING:
-                phase = self.run_phase(record)
+            phase = self._phase_or_failure(record) if remote == RUNNING else ""
             lines.append(f"{record.label}  instance={record.instance_id} machine={record.machine_id} "
                          f"{record.status}/{remote} {phase}  ${record.dph_total or 0:.3f}/h  "
                          f"{record.hours(now):.2f} h  ${record.spend(now):.2f}  {record.note}".rstrip())
@@ -285,6 +289,12 @@ class Fleet:
         total = sum(r.spend(now) for r in current.records.values())
         lines.append(f"live: {len(current.live())} instances, ${burn:.3f}/h; spent so far (estimate): ${total:.2f}")
         return lines
+
+    def _phase_or_failure(self, record: state.Record) -> str:
+        try:
+            return self.run_phase(record)
+        except redact.DevopsError as error:
+            return f"(log query failed: {error})"
 
     def run_phase(self, record: state.Record) -> str:
         """"done (exit N)", the bootstrap's current phase, or "starting", from the instance's log."""

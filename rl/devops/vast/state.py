@@ -32,6 +32,8 @@ from rl.harness import records
 SCHEMA_VERSION = 1
 STATE_FILE = "state.json"
 LOCK_FILE = "state.lock"
+# SSH host keys, one file per instance (durability.CopyBack), beside the state file.
+KNOWN_HOSTS_DIR = "known_hosts.d"
 
 # Record statuses. The instance may exist (and bill) in the "live" ones.
 LAUNCHING = "launching"   # create request sent; no instance id known yet
@@ -123,6 +125,7 @@ class StateFile:
         self.directory = pathlib.Path(directory)
         self.path = self.directory / STATE_FILE
         self._lock_path = self.directory / LOCK_FILE
+        self.known_hosts_dir = self.directory / KNOWN_HOSTS_DIR
         self._lock_timeout_s = lock_timeout_s
 
     def read(self) -> State:

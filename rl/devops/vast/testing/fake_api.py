@@ -26,8 +26,10 @@ machine of `never_boot_machines`, where it stays "loading" — unless `set_statu
 fixed its status (an instance that "exited" or went "offline"). Faults
 (`add_fault`) answer a matching request instead of the endpoint, `times`
 times: a status code (429 with Retry-After, 500, ...), a delay longer than the
-client's timeout, or a 500 whose body echoes the request's credentials (a
-careless server), to prove the client redacts what comes back.
+client's timeout, a status code answered after the endpoint acted (a 502 from
+a gateway after the instance was made: a retry would rent twice), or a 500
+whose body echoes the request's credentials (a careless server), to prove the
+client redacts what comes back.
 
 The server binds 127.0.0.1 only, and shuts itself down after `lifetime_s`
 even if a test forgets to stop it. Prices are taken as given (`dph_total` is
@@ -94,6 +96,11 @@ class Fault:
     @classmethod
     def echo_credentials(cls, code: int = 500) -> "Fault":
         return cls(kind="echo", code=code)
+
+    @classmethod
+    def after_acting(cls, code: int) -> "Fault":
+        """The endpoint acts (an instance is made), then `code` is answered: a gateway lost the answer."""
+        return cls(kind="after", code=code)
 
 
 @dataclasses.dataclass
@@ -226,6 +233,9 @@ class FakeVastApi:
         if fault is not None:
             if fault.kind == "delay":
                 time.sleep(min(fault.seconds, self._max_delay_s))
+            elif fault.kind == "after":
+                self._route(method, path, query, body)
+                return fault.code, {"error": f"injected_{fault.code}", "msg": "injected fault after acting"}, {}
             elif fault.kind == "echo":
                 return fault.code, {"error": "server_error",
                                       "msg": f"failed {method} {path} with Authorization: {headers.get('authorization')}"

@@ -5,7 +5,7 @@
     disks = fake_instance.FakeDisks(tmp_path / "instances")
     disks.finish_run(port=20001, run_id="r1", files={"results/r1/run_manifest.json": b"{}"})   # + SHA256SUMS
     rsync = fake_instance.FakeRsync(disks)              # a durability.CommandRunner
-    sink = durability.CopyBack(dest=tmp_path / "dest", runner=rsync)
+    sink = durability.CopyBack(dest=tmp_path / "dest", known_hosts_dir=tmp_path / "known_hosts.d", runner=rsync)
     rsync.failures[20001] = (23, "rsync error: some files could not be transferred")
 
 Each instance is known by its SSH port (the fake API gives every instance its
