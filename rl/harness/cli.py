@@ -521,8 +521,7 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
     try:
         if command == "reproduce":
             original = catalog.find_run(options.run_id, _catalog_roots(options, experiment))
-            return reproduce.reproduce(original, results_root=options.results_dir,
-                                       prefix=reproduce.Prefix.of(options.iterations, options.env_steps))
+            return reproduce.reproduce(original, prefix=reproduce.Prefix.of(options.iterations, options.env_steps))
         if command != "run":
             print("\n".join(run_catalog(command, options, experiment)))
             return 0

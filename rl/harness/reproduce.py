@@ -34,7 +34,7 @@ DEFAULT_SCRATCH = os.path.join("~", ".cache", "rl-harness", "reproduce")
 STATISTICAL_RELATIVE_TOLERANCE = 0.05
 # Metric keys that measure time, throughput or the machine, never what was learned (docs/harness.md).
 IGNORED_KEY_PATTERNS = tuple(re.compile(pattern) for pattern in (
-    r"(^|/)timers?(/|$)", r"_timer(/|$)", r"throughput", r"^perf/", r"(^|/)time_", r"^timestamp$", r"^date$",
+    r"(^|/)timers?(/|$)", r"_timer(/|$)", r"throughput", r"duration", r"_sec(_|/|$)", r"^perf/", r"(^|/)time_", r"^timestamp$", r"^date$",
     r"^pid$", r"^hostname$", r"^node_ip$", r"^harness/logged_at$", r"^env_runners/sample$", r"^trial_id$",
 ))
 _ITERATION, _ENV_STEPS = "training_iteration", "num_env_steps_sampled_lifetime"

@@ -74,13 +74,14 @@ def test_bad_patch_cap_is_a_usage_error():
 
 
 ROWS = [{"training_iteration": 1, "loss": 0.5, "time_this_iter_s": 1.0, "timers/sample": 0.3,
-         "harness/logged_at": "t1", "learners/x/num_env_steps_trained_throughput": 9.0, "pid": 11},
+         "harness/logged_at": "t1", "env_runners/episode_duration_sec_mean": 0.5, "learners/x/num_env_steps_trained_throughput": 9.0, "pid": 11},
         {"training_iteration": 2, "loss": 0.25, "time_this_iter_s": 1.1, "pid": 11}]
 
 
 def test_identical_rows_ignore_timing_throughput_and_process_keys():
     other = [{**row, "time_this_iter_s": 7.0, "pid": 99, "harness/logged_at": "t9"} for row in ROWS]
     other[0]["learners/x/num_env_steps_trained_throughput"] = 1.0
+    other[0]["env_runners/episode_duration_sec_mean"] = 0.4
     assert reproduce.compare_rows(ROWS, other) == {"rows_compared": 2, "first_divergence": None}
 
 
