@@ -3,6 +3,7 @@
     rl-harness <dotted.module> [--smoke] [--seed 42] [--resume-from RUN_ID|CHECKPOINT]
                [--hardware-profile auto|cpu|cuda|mps] [--results-dir DIR] [--artifacts-dir DIR]
                [--run-id ID] [--upload-artifacts | --no-upload-artifacts] [--ray-address ADDRESS]
+               [--stop-at-iteration N | --stop-at-env-steps N]
     rl-harness runs [--results-dir DIR]
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
@@ -40,7 +41,7 @@ from rl.harness import b2_mirror, buildinfo, catalog, hardware, provenance, reco
 from rl.harness.context import ResumeSource, RunContext
 
 EXIT_FAILED = 1
-EXIT_USAGE = 2
+EXIT_USAGE = reproduce.EXIT_USAGE  # defined there: reproduce tells a refused reproduction by it
 EXIT_UPLOAD_FAILED = 3
 COMMANDS = ("runs", "show", "diff", "reproduce")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -96,6 +97,12 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
                         help="mirror to B2 (default: when credentials exist and not --smoke); see"
                              " docs/artifact_storage.md")
     parser.add_argument("--ray-address", help="attach to this Ray cluster (e.g. auto or ray://head:10001)")
+    # A cap below the recipe's own budget (reproduce uses it to re-run only the compared prefix).
+    cap = parser.add_mutually_exclusive_group()
+    cap.add_argument("--stop-at-iteration", type=_positive,
+                     help="stop after the first metrics row at training iteration >= N")
+    cap.add_argument("--stop-at-env-steps", type=_positive,
+                     help="stop after the first metrics row at >= N env steps")
     return parser
 
 
@@ -440,7 +447,9 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     manifest = _manifest_base(plan)
     patches = _capture_patches(manifest["code"], plan.patch_cap_bytes)
     run = session.RunSession(run_id=plan.run_id, results_dir=plan.results_dir, artifacts_dir=plan.artifacts_dir,
-                             manifest=manifest, seeds=seeds, heartbeat_s=plan.heartbeat_s, verbosity=verbosity)
+                             manifest=manifest, seeds=seeds, heartbeat_s=plan.heartbeat_s, verbosity=verbosity,
+                             budget_cap=records.RowBudget.of(plan.options.stop_at_iteration,
+                                                             plan.options.stop_at_env_steps))
     run.start()
     for file_name, patch in patches.items():
         run.write_results_file(file_name, patch)
@@ -455,11 +464,11 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         outcome = plan.module.run(context)
         if outcome is not None:
             run.set_summary_section("outcome", _json_safe(outcome))
-        status = records.INTERRUPTED if run.stop_requested else records.COMPLETED
+        status = records.INTERRUPTED if run.stop_signal else records.COMPLETED  # a reached budget cap completes
     except KeyboardInterrupt as interrupt:
         status, error = records.INTERRUPTED, interrupt
     except BaseException as failure:  # noqa: B902 - SystemExit from a library is a failure too
-        status, error = (records.INTERRUPTED if run.stop_requested else records.FAILED), failure
+        status, error = (records.INTERRUPTED if run.stop_signal else records.FAILED), failure
         with open(plan.artifacts_dir / "traceback.txt", "w") as handle:
             handle.write(traceback.format_exc())
         logging.error("run %s %s: %s", plan.run_id, status, traceback.format_exc())
@@ -521,7 +530,7 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
     try:
         if command == "reproduce":
             original = catalog.find_run(options.run_id, _catalog_roots(options, experiment))
-            return reproduce.reproduce(original, prefix=reproduce.Prefix.of(options.iterations, options.env_steps))
+            return reproduce.reproduce(original, prefix=records.RowBudget.of(options.iterations, options.env_steps))
         if command != "run":
             print("\n".join(run_catalog(command, options, experiment)))
             return 0

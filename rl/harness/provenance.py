@@ -26,6 +26,10 @@ _GIT_TIMEOUT_S = 30
 # A patch lands in the committed results/; beyond this its untracked files are left out (and named).
 PATCH_CAP_ENV = "RL_HARNESS_PATCH_CAP_BYTES"
 DEFAULT_PATCH_CAP_BYTES = 2 << 20
+# Results and artifacts are a run's outputs, never its inputs: a checkout holding not yet
+# committed results is not dirty for them, and they never reach the hash or the patch.
+OUTPUT_FOLDERS = ("results", "artifacts")
+_OUTPUT_PATHSPEC = ("--", ".", *(f":(exclude,glob)**/{folder}/**" for folder in OUTPUT_FOLDERS))
 
 
 def file_sha256(path: str) -> str:
@@ -54,14 +58,15 @@ def git_state(path: str) -> dict:
 
     The diff hash covers `git diff HEAD` (staged and unstaged) and the content of untracked,
     non-ignored files, so two runs with the same commit and the same hash ran the same code.
+    Every `results/` and `artifacts/` folder (OUTPUT_FOLDERS) is left out of all three.
     Outside a git checkout (or without git) the fields are null and `reason` says why.
     """
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     try:
         root = _git(folder, "rev-parse", "--show-toplevel").decode().strip()
         commit = _git(root, "rev-parse", "HEAD").decode().strip()
-        status = _git(root, "status", "--porcelain", "--untracked-files=normal")
-        digest = hashlib.sha256(_git(root, "diff", "HEAD", "--binary"))
+        status = _git(root, "status", "--porcelain", "--untracked-files=normal", *_OUTPUT_PATHSPEC)
+        digest = hashlib.sha256(_tracked_diff(root))
         untracked = _untracked(root)
     except (OSError, subprocess.SubprocessError) as error:
         detail = getattr(error, "stderr", b"") or b""
@@ -81,8 +86,13 @@ def git_state(path: str) -> dict:
     }
 
 
+def _tracked_diff(root: str) -> bytes:
+    return _git(root, "diff", "HEAD", "--binary", *_OUTPUT_PATHSPEC)
+
+
 def _untracked(root: str) -> list[bytes]:
-    return sorted(filter(None, _git(root, "ls-files", "--others", "--exclude-standard", "-z").split(b"\0")))
+    listing = _git(root, "ls-files", "--others", "--exclude-standard", "-z", *_OUTPUT_PATHSPEC)
+    return sorted(filter(None, listing.split(b"\0")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,10 +113,11 @@ def patch_cap_from_env(environ=os.environ) -> int:
 def uncommitted_change(root: str, cap_bytes: int = DEFAULT_PATCH_CAP_BYTES) -> UncommittedChange:
     """The tracked diff against HEAD plus every untracked, non-ignored file as a new-file diff.
 
+    Outside OUTPUT_FOLDERS, as `git_state` hashes it.
     Untracked files are added smallest first while the patch stays under `cap_bytes`; the tracked
     diff always goes in whole (it is what the run changed on purpose).
     """
-    patch = _git(root, "diff", "HEAD", "--binary")
+    patch = _tracked_diff(root)
     omitted = []
     for name in sorted(_untracked(root), key=lambda name: (os.path.getsize(os.path.join(root, name.decode())), name)):
         # `--no-index` exits 1 when the files differ, which they always do here.

@@ -19,6 +19,7 @@ Layout of one run (see docs/harness.md):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
@@ -43,6 +44,45 @@ PATCH_FILE = "uncommitted.patch"
 
 # Statuses a manifest can hold; "crashed" is only ever derived (effective_status).
 RUNNING, COMPLETED, FAILED, INTERRUPTED, CRASHED = "running", "completed", "failed", "interrupted", "crashed"
+# The counters every metrics row carries (RLlib's names), which budgets are counted in.
+ITERATION_KEY, ENV_STEPS_KEY = "training_iteration", "num_env_steps_sampled_lifetime"
+
+
+@dataclasses.dataclass(frozen=True)
+class RowBudget:
+    """A run's leading rows up to a counter bound: up to iteration N, or up to N env steps (or all).
+
+        budget = RowBudget.of(iterations=2, env_steps=None)
+        budget.take(rows)          # the rows up to and including the first with training_iteration >= 2
+        budget.reached(row)        # whether a run capped at it stops after `row`
+        budget.run_flags()         # ["--stop-at-iteration", "2"]: the CLI option that caps a run at it
+    """
+
+    key: Optional[str] = None
+    bound: Optional[int] = None
+
+    @staticmethod
+    def of(iterations: Optional[int], env_steps: Optional[int]) -> "RowBudget":
+        if iterations is not None:
+            return RowBudget(ITERATION_KEY, iterations)
+        return RowBudget(ENV_STEPS_KEY, env_steps) if env_steps is not None else RowBudget()
+
+    def reached(self, row: dict) -> bool:
+        return self.key is not None and (row.get(self.key) or 0) >= self.bound
+
+    def take(self, rows: list[dict]) -> list[dict]:
+        kept = []
+        for row in rows:
+            kept.append(row)
+            if self.reached(row):
+                break
+        return kept
+
+    def run_flags(self) -> list[str]:
+        if self.key is None:
+            return []
+        return ["--stop-at-iteration" if self.key == ITERATION_KEY else "--stop-at-env-steps", str(self.bound)]
+
 
 _RUN_ID_FORMAT = "%Y%m%dT%H%M%SZ"
 _RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -1,7 +1,7 @@
 """`rl-harness reproduce <run-id>`: rebuild a recorded run from its provenance, re-run it, compare.
 
     original = catalog.find_run("20261202T031703Z-b1b3c5", [workspace])
-    exit_code = reproduce.reproduce(original, prefix=reproduce.Prefix.of(iterations=2, env_steps=None))
+    exit_code = reproduce.reproduce(original, prefix=records.RowBudget.of(iterations=2, env_steps=None))
 
 Steps: the recorded commit in a scratch `git worktree` (one fixed folder per repository, so its
 Bazel output base and venv are reused), the saved patch applied and its hash checked, the
@@ -37,37 +37,14 @@ IGNORED_KEY_PATTERNS = tuple(re.compile(pattern) for pattern in (
     r"(^|/)timers?(/|$)", r"_timer(/|$)", r"throughput", r"duration", r"_sec(_|/|$)", r"^perf/", r"(^|/)time_", r"^timestamp$", r"^date$",
     r"^pid$", r"^hostname$", r"^node_ip$", r"^harness/logged_at$", r"^env_runners/sample$", r"^trial_id$",
 ))
-_ITERATION, _ENV_STEPS = "training_iteration", "num_env_steps_sampled_lifetime"
+# Exit status of bad input (cli.EXIT_USAGE): a rebuilt binary that refuses the prefix flags exits so.
+EXIT_USAGE = 2
 # Profile fields that decide where envs and learner run; a different value means another machine kind.
 _PLACEMENT_FIELDS = ("name", "learner_device", "num_gpus_per_learner", "max_env_runners", "torch_threads", "num_cpus")
 
 
 class ReproduceError(Exception):
     """The run cannot be reproduced here; one line naming the problem and the fix (exit 2)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Prefix:
-    """Which leading rows to compare: all, up to an iteration, or up to an env-step count."""
-
-    key: Optional[str] = None
-    bound: Optional[int] = None
-
-    @staticmethod
-    def of(iterations: Optional[int], env_steps: Optional[int]) -> "Prefix":
-        if iterations is not None:
-            return Prefix(_ITERATION, iterations)
-        return Prefix(_ENV_STEPS, env_steps) if env_steps is not None else Prefix()
-
-    def take(self, rows: list[dict]) -> list[dict]:
-        if self.key is None:
-            return rows
-        kept = []
-        for row in rows:
-            kept.append(row)
-            if (row.get(self.key) or 0) >= self.bound:
-                break
-        return kept
 
 
 def ignored(key: str) -> bool:
@@ -92,7 +69,7 @@ def compare_rows(original: list[dict], reproduction: list[dict], tolerance: floa
         for key in sorted(set(row_a) | set(row_b)):
             if not ignored(key) and not _same(row_a.get(key), row_b.get(key), tolerance):
                 return {"rows_compared": number, "first_divergence": {
-                    "row": number, "iteration": row_a.get(_ITERATION), "key": key,
+                    "row": number, "iteration": row_a.get(records.ITERATION_KEY), "key": key,
                     "original": row_a.get(key), "reproduction": row_b.get(key)}}
     compared = min(len(original), len(reproduction))
     if len(original) != len(reproduction):
@@ -222,11 +199,13 @@ def build(worktree: str, target: str) -> dict:
                              "rebuilt build info")
 
 
-def _run_arguments(manifest: dict, run_id: str, results_root: str, artifacts_root: str) -> list[str]:
+def _run_arguments(manifest: dict, run_id: str, results_root: str, artifacts_root: str,
+                   prefix: records.RowBudget) -> list[str]:
+    """The recorded seed, profile and smoke switch; the run stops where the compared prefix ends."""
     options = manifest.get("options") or {}
     arguments = ["--seed", str(manifest["seed"]), "--hardware-profile", manifest["hardware"]["profile"]["name"],
                  "--run-id", run_id, "--results-dir", results_root, "--artifacts-dir", artifacts_root,
-                 "--no-upload-artifacts"]
+                 "--no-upload-artifacts", *prefix.run_flags()]
     return arguments + (["--smoke"] if options.get("smoke") else [])
 
 
@@ -284,7 +263,8 @@ def _metrics(artifacts_dir: str, run_id: str) -> list[dict]:
     return records.read_json_lines(path)
 
 
-def reproduce(original: catalog.Run, *, prefix: Prefix = Prefix(), repo_root: Optional[str] = None) -> int:
+def reproduce(original: catalog.Run, *, prefix: records.RowBudget = records.RowBudget(),
+              repo_root: Optional[str] = None) -> int:
     """Rebuilds and re-runs `original`; prints the verdict; 0 when it reproduced, 1 when it diverged."""
     manifest = original.manifest
     commit, patch = _validate(original)
@@ -310,8 +290,12 @@ def reproduce(original: catalog.Run, *, prefix: Prefix = Prefix(), repo_root: Op
     new_run_id = records.new_run_id()
     environment = _child_environment()
     done = subprocess.run([*_bazel(worktree), "run", *_python_override(worktree), target, "--",
-                           *_run_arguments(manifest, new_run_id, results_root, artifacts_root)],
+                           *_run_arguments(manifest, new_run_id, results_root, artifacts_root, prefix)],
                           cwd=worktree, env=environment)
+    if done.returncode == EXIT_USAGE and prefix.key is not None:
+        raise ReproduceError(f"the reproduction of {target} refused its options (exit {EXIT_USAGE}, log above): a"
+                             f" harness older than {prefix.run_flags()[0]} cannot stop at a prefix;"
+                             " reproduce without --iterations/--env-steps")
     if done.returncode != 0:
         raise ReproduceError(f"the reproduction run {new_run_id} of {target} exited {done.returncode}; see its log"
                              " above and its manifest")

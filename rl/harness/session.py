@@ -7,7 +7,7 @@ The CLI creates a RunSession and hands it to the recipe as `context.recorder`:
     session.log_metrics({"training_iteration": 1, "env_runners/episode_return_mean": 21.0})
     with session.checkpoint(iteration=1, env_steps=500) as folder:
         algo.save_to_path(folder)        # renamed to checkpoints/iter_000001 when the block succeeds
-    if session.stop_requested: ...       # a signal arrived: checkpoint and return
+    if session.stop_requested: ...       # a signal arrived or the budget cap was reached: checkpoint and return
     session.finish("completed")
 
 Record rules (rl/harness/AGENTS.md): every JSON record is replaced atomically; metrics rows
@@ -17,6 +17,7 @@ are appended one write at a time; nothing is ever truncated or deleted.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import pathlib
@@ -74,6 +75,7 @@ class RunSession:
         seeds: seeding.SeedStreams,
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         verbosity: Optional[int] = None,
+        budget_cap: records.RowBudget = records.RowBudget(),
     ):
         self.run_id = run_id
         self.results_dir = pathlib.Path(results_dir)
@@ -90,6 +92,7 @@ class RunSession:
         self._summary_sections: dict[str, Any] = {}
         self._stop = threading.Event()
         self._stop_signal: Optional[str] = None
+        self._budget_cap = budget_cap
         self._heartbeat_stop = threading.Event()
         self._heartbeat_thread: Optional[threading.Thread] = None
         self._previous_handlers: dict[int, Any] = {}
@@ -113,6 +116,8 @@ class RunSession:
             process=records.this_process(),
             checkpoints=[],
             error=None,
+            # --stop-at-iteration / --stop-at-env-steps (reproduce's prefix): the run stops early on purpose.
+            budget_cap=dataclasses.asdict(self._budget_cap) if self._budget_cap.key else None,
         )
         self._write_manifest()
         self.reclaim()
@@ -166,6 +171,10 @@ class RunSession:
             flat.setdefault("harness/row", self._rows)
             flat.setdefault("harness/logged_at", records.utc_now())
             self._metrics.append(flat)
+            if self._budget_cap.reached(flat) and not self._stop.is_set():
+                logging.info("budget cap %s >= %d reached: finishing this iteration", self._budget_cap.key,
+                             self._budget_cap.bound)
+                self._stop.set()
             group = self._curves.setdefault(trial or "", {})
             x = flat.get(X_KEY, self._rows)
             for key in self._summary_keys:
@@ -264,7 +273,10 @@ class RunSession:
 
     @property
     def stop_requested(self) -> bool:
-        """True once SIGINT or SIGTERM arrived: save a final checkpoint and return."""
+        """True once SIGINT or SIGTERM arrived or a row reached the budget cap: save a final checkpoint and return.
+
+        `stop_signal` tells the two apart (None for the cap: the run then completed).
+        """
         return self._stop.is_set()
 
     @property
@@ -294,7 +306,7 @@ class RunSession:
 
     def _on_signal(self, number: int, frame) -> None:
         name = signal.Signals(number).name
-        if self._stop.is_set():
+        if self._stop_signal is not None:  # a second signal (after a reached budget cap, the first one is graceful)
             logging.warning("%s again: stopping now, without a final checkpoint", name)
             raise KeyboardInterrupt(name)
         self._stop_signal = name

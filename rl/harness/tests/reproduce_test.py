@@ -5,7 +5,8 @@ import subprocess
 
 import pytest
 
-from rl.harness import cli, hardware, provenance, reproduce
+from rl.harness import cli, hardware, provenance, records, reproduce
+from rl.harness.tests import run_helpers
 
 MACHINE = hardware.MachineFacts(cpu_count=2, cpu_count_os=2, cpu_limit="test", cuda_available=False, gpu_count=0,
                                 gpu_model=None, cuda_version=None, mps_available=False, platform="test")
@@ -94,7 +95,7 @@ def test_first_divergence_names_row_iteration_key_and_both_values():
 
 def test_a_shorter_reproduction_diverges_in_row_count_and_a_prefix_compares_the_first_rows():
     assert reproduce.compare_rows(ROWS, ROWS[:1])["first_divergence"]["key"] == "(row count)"
-    prefix = reproduce.Prefix.of(iterations=1, env_steps=None)
+    prefix = records.RowBudget.of(iterations=1, env_steps=None)
     assert reproduce.compare_rows(prefix.take(ROWS), prefix.take(ROWS[:1] + [{}])) == {
         "rows_compared": 1, "first_divergence": None}
 
@@ -160,3 +161,65 @@ def test_determinism_is_expected_only_for_one_local_cpu_process():
     remote = dataclasses.replace(local, num_env_runners=2, placement="remote")
     assert "2 remote env runner(s)" in hardware.determinism(profile, remote, "direct")["why"]
     assert hardware.determinism(profile, local, "tune")["expected"] is False
+
+
+# -- results and artifacts are outputs: never in the hash or the patch ------------------------
+
+
+def _outputs(repo):
+    """Untracked run outputs as a checkout holds them before they are committed (over the patch cap)."""
+    for folder in ("experiments/x/results/run-1", "experiments/x/artifacts/run-1", "results/smoke/run-2"):
+        (repo / folder).mkdir(parents=True)
+        (repo / folder / "metrics.jsonl").write_bytes(b"{}\n" * (1 << 20))
+
+
+def test_outputs_alone_leave_the_checkout_clean(repo):
+    _outputs(repo)
+    assert provenance.git_state(str(repo))["dirty"] is False
+
+
+def test_outputs_stay_out_of_the_hash_and_the_patch(repo, tmp_path):
+    _dirty(repo)
+    recorded = provenance.git_state(str(repo))
+    _outputs(repo)
+    assert provenance.git_state(str(repo))["diff_sha256"] == recorded["diff_sha256"]
+    change = provenance.uncommitted_change(str(repo))
+    assert change.omitted == [] and b"metrics.jsonl" not in change.patch and len(change.patch) < 1000
+    patch = tmp_path / "uncommitted.patch"
+    patch.write_bytes(change.patch)
+    worktree = _worktree(repo, tmp_path)
+    reproduce.apply_patch(str(worktree), str(patch), "run-1", "HEAD")
+    assert provenance.git_state(str(worktree))["diff_sha256"] == recorded["diff_sha256"]
+
+
+# -- the budget cap that stops a reproduction at the compared prefix --------------------------
+
+
+@pytest.mark.parametrize("flags, iterations, cap", [
+    (["--stop-at-iteration", "2"], [1, 2], {"key": "training_iteration", "bound": 2}),
+    (["--stop-at-env-steps", "250"], [1, 2, 3], {"key": "num_env_steps_sampled_lifetime", "bound": 250}),
+])
+def test_a_budget_cap_stops_the_run_after_the_prefix_and_is_recorded(tmp_path, flags, iterations, cap):
+    run_id = "20261202T000000Z-cap001"
+    args = ["rl-harness", run_helpers.FAKE, "--run-id", run_id, "--results-dir", str(tmp_path / "r"),
+            "--artifacts-dir", str(tmp_path / "a"), *flags]
+    assert cli.main(args) == 0
+    rows = records.read_json_lines(str(tmp_path / "a" / run_id / records.METRICS_FILE))
+    assert [row["training_iteration"] for row in rows] == iterations  # the recipe's budget is 5
+    manifest = records.read_manifest(str(tmp_path / "r" / run_id))
+    assert manifest["status"] == "completed" and manifest["interrupted_by"] is None
+    assert manifest["budget_cap"] == cap
+    assert records.RowBudget(**manifest["budget_cap"]).run_flags() == flags
+
+
+def test_the_reproduction_is_asked_to_stop_where_the_prefix_ends():
+    manifest = {"seed": 3, "hardware": {"profile": {"name": "cpu"}}, "options": {"smoke": True}}
+    arguments = reproduce._run_arguments(manifest, "new", "/r", "/a", records.RowBudget.of(None, 800))
+    assert arguments[-3:] == ["--stop-at-env-steps", "800", "--smoke"]
+    assert "--stop-at-iteration" not in reproduce._run_arguments(manifest, "new", "/r", "/a", records.RowBudget())
+
+
+def test_the_prefix_and_the_cap_end_at_the_same_row():
+    rows = [{"training_iteration": i, "num_env_steps_sampled_lifetime": 100 * i} for i in range(1, 6)]
+    budget = records.RowBudget.of(None, 250)
+    assert budget.take(rows) == rows[:3] and [budget.reached(row) for row in rows[:3]] == [False, False, True]
