@@ -103,12 +103,36 @@ def evaluate(module, *, num_episodes: int, seed: np.random.SeedSequence, stochas
     mean_rewards = expected_step_rewards(played.diagnostics["belief"], played.actions)
     measured = {"value": discounted_returns(mean_rewards, valid, gamma=GAMMA),
                 "episode_return": discounted_returns(mean_rewards, valid, gamma=1.0)}
-    result = {"episodes": num_episodes, "tilt_fraction": float((played.actions[valid] != 0).mean())}
+    result = {"episodes": num_episodes, "tilt_fraction": float((played.actions[valid] != 0).mean()),
+              "memory_use": memory_use(played.observations[valid], played.actions[valid],
+                                       played.diagnostics["belief"][valid][:, task.ENV_KWARGS["target_state"]])}
     for measure, scale in scales().items():
         interval = mean_interval(measured[measure])
         result[measure] = interval
         result[f"normalised_{measure}"] = normalised_interval(interval, scale)
     return result
+
+
+def memory_use(observations: np.ndarray, actions: np.ndarray, target_belief: np.ndarray) -> dict:
+    """How much the actions depend on more than the current observation (last token, previous action).
+
+    - `history_dependent_fraction`: the share of steps whose action is not the most common action
+      among steps with the same observation; 0 for every memoryless deterministic policy.
+    - `belief_gap`: within observations where both happen, the mean belief in the target state
+      when tilting minus when not, weighted by steps; > 0 when the agent tilts where it is surer.
+    """
+    keys = np.unique(observations, axis=0, return_inverse=True)[1].reshape(-1)
+    tilts = actions != 0
+    differing, gaps, weights = 0, [], []
+    for key in np.unique(keys):
+        members = keys == key
+        counts = np.bincount(actions[members])
+        differing += members.sum() - counts.max()
+        if tilts[members].any() and not tilts[members].all():
+            gaps.append(target_belief[members & tilts].mean() - target_belief[members & ~tilts].mean())
+            weights.append(members.sum())
+    return {"history_dependent_fraction": float(differing / len(actions)),
+            "belief_gap": float(np.average(gaps, weights=weights)) if gaps else 0.0}
 
 
 def expected_step_rewards(beliefs: np.ndarray, actions: np.ndarray) -> np.ndarray:

@@ -45,3 +45,16 @@ def test_training_curve_normalises_every_row_and_averages_the_last_ten():
 def test_the_return_optimal_scale_uses_the_gamma_1_references():
     scale = control_scores.return_optimal_scale()
     assert scale.zero == pytest.approx(35.2595, abs=1e-3) and scale.one == pytest.approx(35.9129, abs=1e-3)  # README
+
+
+def test_memory_use_counts_actions_that_the_observation_alone_does_not_fix():
+    # observation A (4 steps): actions 0, 0, 1, 1 with target beliefs 0.2, 0.4, 0.8, 0.6;
+    # observation B (2 steps): actions 1, 1 (a memoryless choice).
+    observations = np.array([[1, 0]] * 4 + [[0, 1]] * 2)
+    actions = np.array([0, 0, 1, 1, 1, 1])
+    beliefs = np.array([0.2, 0.4, 0.8, 0.6, 0.5, 0.5])
+    used = control_scores.memory_use(observations, actions, beliefs)
+    assert used["history_dependent_fraction"] == pytest.approx(2 / 6)  # A's minority action, twice
+    assert used["belief_gap"] == pytest.approx(0.7 - 0.3)  # only A has both; tilting at 0.7 vs 0.3
+    memoryless = control_scores.memory_use(observations, np.array([0, 0, 0, 0, 1, 1]), beliefs)
+    assert memoryless == {"history_dependent_fraction": 0.0, "belief_gap": 0.0}
