@@ -48,12 +48,14 @@ if devices != {"cuda"}:
 print("learner_device: cuda;", "driver", next(find(manifest, "nvidia_driver_version"), "?"),
       "CUDA", next(find(manifest, "cuda_version"), "?"), "GPU", next(find(manifest, "gpu_model"), "?"))
 print("torch determinism:", json.dumps(next(find(manifest, "torch_determinism"), None)))
-rows = [json.loads(line) for path in manifest_path.parent.rglob("*.jsonl") for line in path.read_text().splitlines()
-        if line.strip()]
-for label, fragment in (("env steps/s", "env_steps_sampled_throughput"),
-                        ("learner samples/s", "module_steps_trained_throughput")):
-    figures = [value for row in rows for name, value in row.items() if fragment in name and value]
-    print(f"{label}: {figures[-1]:.1f}" if figures else f"{label}: not in the metrics (no key with {fragment!r})")
+# metrics.jsonl sits in the run's artifacts folder (manifest paths.artifacts); keys as the harness
+# flattens RLlib 2.56's results (checked against a CPU run's metrics.jsonl).
+metrics = pathlib.Path(manifest["paths"]["artifacts"]) / "metrics.jsonl"
+rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+for label, key in (("env steps/s", "env_runners/num_env_steps_sampled_lifetime_throughput/throughput_since_last_reduce"),
+                   ("learner samples/s", "learners/__all_modules__/num_module_steps_trained_throughput")):
+    figures = [row[key] for row in rows if row.get(key)]
+    print(f"{label}: {figures[-1]:.1f}" if figures else f"{label}: not in {metrics} (no {key!r})")
 used = [int(line) for line in peak_log.read_text().split() if line.isdigit()]
 print(f"peak GPU memory: {max(used) if used else '?'} MiB (nvidia-smi, whole run)")
 PY
