@@ -32,7 +32,7 @@ from experiments.mess3 import controlled_mess3 as task
 from rl.analysis.checkpoints import find_checkpoints, load_rl_module
 from rl.analysis.plots import learning_curves_figure, save_figure
 from rl.analysis.rollouts import collect_rollouts
-from rl.analysis.scores import ScoreScale, discounted_returns, mean_interval, normalised_interval
+from rl.analysis.scores import ScoreScale, discounted_returns, mean_interval, mean_interval_or_point, normalised_interval
 from rl.envs.solvers import control_references
 from rl.harness import records, runners
 
@@ -85,10 +85,8 @@ def training_curve(rows: list[dict], scale: ScoreScale) -> dict:
               if isinstance(row.get(runners.RETURN), (int, float))]
     if not points:
         raise ValueError(f"training_curve needs rows with {runners.RETURN}; none has one (no episode ended)")
-    final_values = [value for _, value in points[-FINAL_ROWS:]]
     # one row (a smoke run's episodes end once): a point, not an interval
-    final = mean_interval(final_values) if len(final_values) > 1 else \
-        {"mean": final_values[0], "low": final_values[0], "high": final_values[0], "stderr": 0.0, "n": 1}
+    final = mean_interval_or_point([value for _, value in points[-FINAL_ROWS:]])
     return {"env_steps": [steps for steps, _ in points], "return": [value for _, value in points],
             "normalised_return": [scale.normalise(value) for _, value in points],
             "final_return": final, "final_normalised_return": normalised_interval(final, scale)}
@@ -140,10 +138,15 @@ def expected_step_rewards(beliefs: np.ndarray, actions: np.ndarray) -> np.ndarra
     return (beliefs * references().expected_rewards[actions]).sum(axis=-1)
 
 
+def final_policy(run_id: str, roots: list[str]):
+    """(the run's records and checkpoints, the module of its last checkpoint, in eval mode)."""
+    found = find_checkpoints(run_id, roots=roots)
+    return found, load_rl_module(found.checkpoints[-1].path)
+
+
 def score_run(context) -> dict:
     """Scores of the run's last checkpoint and its training curve; writes SCORES_FILE and FIGURE_FILE."""
-    found = find_checkpoints(context.run_id, roots=[str(context.results_dir.parent)])
-    module = load_rl_module(found.checkpoints[-1].path)
+    found, module = final_policy(context.run_id, [str(context.results_dir.parent)])
     rows = records.read_json_lines(os.path.join(context.artifacts_dir, records.METRICS_FILE))
     return_scale = scales()["episode_return"]
     seed = context.seeds.sequence("evaluation")  # the same episodes for every run of one root seed

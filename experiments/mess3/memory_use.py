@@ -20,7 +20,6 @@ import sys
 import numpy as np
 
 from experiments.mess3 import control_scores
-from rl.analysis.checkpoints import find_checkpoints, load_rl_module
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -32,8 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", default=str(HERE / "results"))
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     for run_id in args.run_ids:
-        found = find_checkpoints(run_id, roots=[args.results_dir])
-        module = load_rl_module(found.checkpoints[-1].path)
+        found, module = control_scores.final_policy(run_id, [args.results_dir])
         scores = control_scores.evaluate(module, num_episodes=args.episodes, seed=np.random.SeedSequence(0),
                                          stochastic=False)
         print(json.dumps({"run_id": run_id, "recipe": found.run.manifest["experiment"].get("module"),

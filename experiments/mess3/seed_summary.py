@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 
 from experiments.mess3 import belief_geometry, control_scores
 from rl.analysis.plots import save_figure
-from rl.analysis.scores import mean_interval
+from rl.analysis.scores import mean_interval_or_point
 from rl.harness import catalog, records
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -37,10 +37,7 @@ MEASURES = (("greedy", "normalised_value"), ("sampled", "normalised_value"),
 
 
 def _over_seeds(values: Sequence[float]) -> dict:
-    values = [float(value) for value in values]
-    if len(values) < 2:
-        return {"mean": values[0], "low": None, "high": None, "n": 1, "values": values}
-    return {**mean_interval(values, spread="t"), "values": values}
+    return {**mean_interval_or_point(values, spread="t"), "values": [float(value) for value in values]}
 
 
 def summarise(groups: Mapping[str, Sequence[pathlib.Path]]) -> dict:
@@ -78,7 +75,7 @@ def _probes(comparisons: list[dict]) -> dict:
 
 def markdown(summary: dict) -> str:
     def cell(figure):
-        if figure["low"] is None:
+        if figure["n"] == 1:
             return f"{figure['mean']:.3f}"
         return f"{figure['mean']:.3f} [{figure['low']:.3f}, {figure['high']:.3f}]"
 
@@ -102,7 +99,7 @@ def scores_figure(summary: dict) -> Figure:
         for position, (group, entry) in enumerate(summary.items()):
             figure_ = entry["scores"][f"normalised_value ({mode})"]
             axes.scatter([position] * len(figure_["values"]), figure_["values"], color="tab:grey", s=12, zorder=3)
-            if figure_["low"] is not None:
+            if figure_["n"] > 1:
                 axes.errorbar([position], [figure_["mean"]], yerr=[[figure_["mean"] - figure_["low"]],
                                                                    [figure_["high"] - figure_["mean"]]],
                               fmt="o", color="tab:blue", capsize=4)

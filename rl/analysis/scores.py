@@ -7,6 +7,7 @@
     values = discounted_returns(rollouts.rewards, rollouts.valid(), gamma=0.9)   # one per episode
     mean_interval(values)                                               # {"mean", "low", "high", ...}
     mean_interval(final_scores_of_three_seeds, spread="t")              # Student t over seeds
+    mean_interval_or_point(values_that_may_be_one)                      # n = 1: low = high = mean
 
 A normalised score reads as "the fraction of the way from the zero reference to the one
 reference": 0 is as good as the zero policy, 1 as good as the one policy, and nothing stops a
@@ -72,6 +73,14 @@ def mean_interval(values: Sequence[float], *, confidence: float = 0.95, spread: 
     quantile = stats.norm.ppf(tail) if spread == "normal" else stats.t.ppf(tail, df=len(values) - 1)
     return {"mean": mean, "low": mean - quantile * stderr, "high": mean + quantile * stderr, "stderr": stderr,
             "n": int(len(values)), "confidence": confidence, "spread": spread}
+
+
+def mean_interval_or_point(values: Sequence[float], **options) -> dict:
+    """`mean_interval`, except that a single value is a point (low = high = mean, n 1), e.g. a smoke run's."""
+    values = [float(value) for value in values]
+    if len(values) == 1:
+        return {"mean": values[0], "low": values[0], "high": values[0], "stderr": 0.0, "n": 1}
+    return mean_interval(values, **options)
 
 
 def normalised_interval(interval: dict, scale: ScoreScale) -> dict:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rl.analysis.scores import ScoreScale, discounted_returns, mean_interval, normalised_interval
+from rl.analysis.scores import ScoreScale, discounted_returns, mean_interval, mean_interval_or_point, normalised_interval
 
 SCALE = ScoreScale(zero=20.0, one=30.0, zero_name="memoryless", one_name="belief-optimal")
 
@@ -47,3 +47,8 @@ def test_intervals_normal_and_student_t():
         mean_interval([1.0])
     with pytest.raises(ValueError, match="spread='bootstrap'"):
         mean_interval([1.0, 2.0], spread="bootstrap")
+
+
+def test_a_single_value_is_a_point_and_more_are_an_interval():
+    assert mean_interval_or_point([2.5]) == {"mean": 2.5, "low": 2.5, "high": 2.5, "stderr": 0.0, "n": 1}
+    assert mean_interval_or_point([1.0, 2.0, 3.0], spread="t") == mean_interval([1.0, 2.0, 3.0], spread="t")
