@@ -4,7 +4,7 @@
     from rl.envs.hmm.tasks import NextTokenPrediction, OccupancyControl, StateGuess
 """
 
-from rl.envs.hmm.belief import belief_after, belief_step, next_token_probabilities
+from rl.envs.hmm.belief import belief_after, belief_step, next_token_probabilities, start_belief
 from rl.envs.hmm.env import OBSERVATION_PARTS, HMMEnv
 from rl.envs.hmm.model import FiniteHMM
 
@@ -15,4 +15,5 @@ __all__ = [
     "belief_after",
     "belief_step",
     "next_token_probabilities",
+    "start_belief",
 ]

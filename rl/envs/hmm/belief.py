@@ -42,6 +42,15 @@ def belief_step(model: FiniteHMM, beliefs: np.ndarray, tokens: np.ndarray | int)
     return stochastic.normalize(unnormalized, impossible=lambda index: f"token {tokens[index]} (batch index {index})")
 
 
+def start_belief(model: FiniteHMM, prior: np.ndarray | None = None) -> np.ndarray:
+    """`prior` as a validated probability vector over the states, or the stationary distribution when None."""
+    belief = model.stationary_distribution() if prior is None else np.array(prior, dtype=np.float64)
+    if belief.shape != (model.num_states,):
+        raise ValueError(f"prior has shape {belief.shape}; expected ({model.num_states},)")
+    stochastic.require_stochastic(belief, name="prior", sum_axes=(0,), describe_row=lambda _: "(the vector)")
+    return belief
+
+
 def belief_after(model: FiniteHMM, tokens, prior: np.ndarray | None = None) -> np.ndarray:
     """The belief after a token sequence (shape (length,)) or a batch of them (shape (batch, length)).
 
@@ -55,10 +64,7 @@ def belief_after(model: FiniteHMM, tokens, prior: np.ndarray | None = None) -> n
         tokens = tokens.astype(np.int64)  # np.asarray([]) is float: no tokens, the prior itself
     elif not np.issubdtype(tokens.dtype, np.integer):
         raise ValueError(f"tokens have dtype {tokens.dtype}; expected integer token indices")
-    belief = model.stationary_distribution() if prior is None else np.array(prior, dtype=np.float64)
-    if belief.shape != (model.num_states,):
-        raise ValueError(f"prior has shape {belief.shape}; expected ({model.num_states},)")
-    stochastic.require_stochastic(belief, name="prior", sum_axes=(0,), describe_row=lambda _: "(the vector)")
+    belief = start_belief(model, prior)
     if tokens.ndim == 1:
         if model.num_states <= _CHUNKED_MAX_STATES:
             return _filter_in_chunks(model, belief, tokens)

@@ -28,7 +28,7 @@ import gymnasium
 import numpy as np
 
 from rl.envs import stochastic
-from rl.envs.hmm.belief import belief_step
+from rl.envs.hmm.belief import belief_step, start_belief
 from rl.envs.hmm.tasks.base import Task
 
 OBSERVATION_PARTS = ("tokens", "previous_action", "belief", "state")
@@ -67,10 +67,7 @@ class HMMEnv(gymnasium.Env):
         unknown = [part for part in observation if part not in OBSERVATION_PARTS]
         if unknown or not observation or len(set(observation)) != len(observation):
             raise ValueError(f"observation={observation!r}; choose distinct parts from {OBSERVATION_PARTS}")
-        prior = model.stationary_distribution() if prior is None else np.array(prior, dtype=np.float64)
-        if prior.shape != (model.num_states,):
-            raise ValueError(f"prior has shape {prior.shape}; expected ({model.num_states},)")
-        stochastic.require_stochastic(prior, name="prior", sum_axes=(0,), describe_row=lambda _: "(the vector)")
+        prior = start_belief(model, prior)
 
         self._task = task
         self._num_states = model.num_states

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rl.envs import stochastic
-from rl.envs.hmm.belief import belief_step, next_token_probabilities
+from rl.envs.hmm.belief import belief_step, next_token_probabilities, start_belief
 from rl.envs.hmm.model import FiniteHMM
 
 
@@ -24,7 +23,7 @@ def sample_sequences(
     """(num_sequences, length) int64 tokens, each sequence started from `prior` (default: stationary)."""
     if num_sequences < 1 or length < 1:
         raise ValueError(f"need num_sequences >= 1 and length >= 1, got {num_sequences} and {length}")
-    states = _draw(np.cumsum(_prior(model, prior))[None], np.zeros(num_sequences, dtype=np.int64), rng)
+    states = _draw(np.cumsum(start_belief(model, prior))[None], np.zeros(num_sequences, dtype=np.int64), rng)
     # One joint draw of (token, next state) per step: column k * num_states + j of joint_rows.
     joint_cdf = np.cumsum(model.joint_rows, axis=1)
     tokens = np.empty((num_sequences, length), dtype=np.int64)
@@ -38,7 +37,7 @@ def sequence_probabilities(model: FiniteHMM, tokens: np.ndarray, prior: np.ndarr
     tokens = np.asarray(tokens)
     if tokens.ndim != 2:
         raise ValueError(f"tokens have shape {tokens.shape}; expected (batch, length)")
-    beliefs = np.tile(_prior(model, prior), (len(tokens), 1))
+    beliefs = np.tile(start_belief(model, prior), (len(tokens), 1))
     probabilities = np.ones(len(tokens))
     for position in range(tokens.shape[1]):
         unnormalized = np.einsum("bi,bij->bj", beliefs, model.transition_matrices[tokens[:, position]])
@@ -58,7 +57,7 @@ def next_token_entropies(model: FiniteHMM, *, max_context_length: int, prior: np
     """
     if max_context_length < 0:
         raise ValueError(f"max_context_length must be >= 0, got {max_context_length}")
-    beliefs = _prior(model, prior)[None]
+    beliefs = start_belief(model, prior)[None]
     probabilities = np.ones(1)
     entropies = []
     for context_length in range(max_context_length + 1):
@@ -75,16 +74,6 @@ def next_token_entropies(model: FiniteHMM, *, max_context_length: int, prior: np
         tokens = np.tile(np.arange(model.num_tokens), len(beliefs))[possible]
         beliefs, probabilities = belief_step(model, beliefs[parents], tokens), extended[possible]
     return np.array(entropies)
-
-
-def _prior(model: FiniteHMM, prior: np.ndarray | None) -> np.ndarray:
-    if prior is None:
-        return model.stationary_distribution()
-    prior = np.array(prior, dtype=np.float64)
-    if prior.shape != (model.num_states,):
-        raise ValueError(f"prior has shape {prior.shape}; expected ({model.num_states},)")
-    stochastic.require_stochastic(prior, name="prior", sum_axes=(0,), describe_row=lambda _: "(the vector)")
-    return prior
 
 
 def _draw(cdf: np.ndarray, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -48,7 +48,7 @@ import time
 import gymnasium
 import numpy as np
 
-from rl.envs import stochastic
+from rl.envs.hmm.belief import start_belief
 from rl.envs.hmm.model import FiniteHMM
 from rl.envs.solvers.simplex_grid import SimplexGrid
 
@@ -290,10 +290,7 @@ class _ControlProblem:
                 f"action {passive_action}'s dynamics differ from task.model; pass as passive_action the action "
                 "that leaves the process passive"
             )
-        prior = model.stationary_distribution() if prior is None else np.array(prior, dtype=np.float64)
-        if prior.shape != (model.num_states,):
-            raise ValueError(f"prior has shape {prior.shape}; expected ({model.num_states},)")
-        stochastic.require_stochastic(prior, name="prior", sum_axes=(0,), describe_row=lambda _: "(the vector)")
+        prior = start_belief(model, prior)
         self.horizon, self.gamma, self.prior = int(horizon), float(gamma), prior
         self.num_actions, self.num_tokens, self.num_states = action_space.n, model.num_tokens, model.num_states
         self.num_observations = 1 + self.num_actions * self.num_tokens  # the first step, then (action, token)
