@@ -25,7 +25,7 @@ from ray.tune.registry import register_env
 
 from rl.analysis.adapters import ContextProbing, ProbePlan, RolloutProbing
 from rl.analysis.probes import ProbeOptions
-from rl.envs.hmm import belief_step
+from rl.envs.hmm import belief_after
 from rl.envs.mess3 import CONTROL_DEFAULTS, mess3_env, mess3_process
 from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.models import TransformerModel
@@ -128,10 +128,7 @@ class PassiveContexts:
         return obs
 
     def targets(self, contexts: np.ndarray) -> np.ndarray:
-        beliefs = np.broadcast_to(self._model.stationary_distribution(), (len(contexts), 3)).copy()
-        for position in range(contexts.shape[1]):
-            beliefs = belief_step(self._model, beliefs, contexts[:, position])
-        return beliefs
+        return belief_after(self._model, contexts)
 
 
 class ControlledEnv:
