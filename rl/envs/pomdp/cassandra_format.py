@@ -9,12 +9,21 @@ count or a list of names, in any order); `start` as a vector, `uniform`, a state
 without `start` the belief is uniform, as in pomdp-solve); `T`, `O` and `R` entries as single
 entries, rows, full matrices, `uniform`, `identity` (T matrices only) and `*` wildcards, where
 later entries override earlier ones and unspecified entries are zero. Elements are referred to
-by name or by number. Comments run from `#` to the end of the line.
+by name or by number; a number's sign may stand apart from it (`- 1`), as pomdp-solve's grammar
+allows. Comments run from `#` to the end of the line. A file without `observations:` is an MDP
+(as in pomdp-solve): its state is observed, so the model gets one observation per state
+(O[a, s2, o] = 1 exactly when o = s2, named as the states are), and `O:` entries are rejected.
+
+Rewards are stored with only the axes the file's entries distinguish (FinitePOMDP.reward_table):
+a file whose R entries all have `*` for the end state and observation gives (actions, states,
+1, 1) rewards, so TagAvoid (870 states, 30 observations) is read in well under a second instead
+of filling an actions x states^2 x observations array.
 
 `values: cost` files are negated, so FinitePOMDP rewards are always to be maximised. The
-pomdp-solve extension `reset` is rejected (write the row out instead). Errors name the line
-and what was expected; T and O rows and the start vector must sum to one within
-rl.envs.stochastic.ROW_SUM_TOLERANCE.
+pomdp-solve extension `reset` is rejected (write the row out instead). Errors are
+PomdpFormatError, starting `source:line:`, and say what was expected; T and O rows and the
+start vector must sum to one within rl.envs.stochastic.ROW_SUM_TOLERANCE (a row's error names
+the line that last set it). A discount of 1 is read as given; the solvers refuse it.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ _RESERVED = frozenset(
     {*_PREAMBLE, "start", "T", "O", "R", "uniform", "identity", "reset", "include", "exclude", "reward", "cost"}
 )
 _ALL = slice(None)  # what a `*` reference selects
+_SIGNS = ("-", "+")
 
 
 class PomdpFormatError(ValueError):
@@ -96,6 +106,8 @@ class _Parser:
 
     def _number(self, what: str, *, probability: bool) -> float:
         token = self._next(what)
+        if token in _SIGNS:  # `- 1`: pomdp-solve's grammar lets a sign stand apart from its number
+            token += self._next(f"the number after '{token}' in {what}")
         try:
             value = float(token)
         except ValueError:
@@ -119,6 +131,10 @@ class _Parser:
                 raise self._error(f"'{key}' is declared twice; keep one declaration")
             self._position += 1  # the colon
             header[key] = self._preamble_value(key)
+        # without observations the file is an MDP: each state is its own observation
+        is_mdp = "observations" not in header
+        if is_mdp and "states" in header:
+            header["observations"] = header["states"]
         missing = [key for key in _PREAMBLE if key not in header]
         if missing:
             raise self._error(
@@ -133,22 +149,26 @@ class _Parser:
         start = self._start() if self._peek() == "start" else np.full(num_states, 1.0 / num_states)
         self._transitions = np.zeros((num_actions, num_states, num_states))
         self._observations = np.zeros((num_actions, num_states, num_observations))
-        self._rewards = np.zeros((num_actions, num_states, num_states, num_observations))
+        self._reward_entries: list[tuple[tuple[int | slice, ...], np.ndarray | float]] = []
         self._transition_lines = np.zeros((num_actions, num_states), dtype=int)
         self._observation_lines = np.zeros((num_actions, num_states), dtype=int)
         while self._peek() is not None:
             kind = self._peek()
             if kind not in ("T", "O", "R") or self._peek(1) != ":":
                 raise self._error(f"expected a 'T:', 'O:' or 'R:' entry, found {kind!r}")
+            if kind == "O" and is_mdp:
+                raise self._error("an 'O:' entry in a file without 'observations:' (an MDP, whose state is observed)")
             self._position += 2
             {"T": self._transition_entry, "O": self._observation_entry, "R": self._reward_entry}[kind]()
+        if is_mdp:
+            self._observations[:] = np.eye(num_states)
         self._require_rows(self._transitions, self._transition_lines, "T", "state")
         self._require_rows(self._observations, self._observation_lines, "O", "end state")
         sign = -1.0 if header["values"] == "cost" else 1.0
         return FinitePOMDP(
             transitions=self._transitions,
             observations=self._observations,
-            rewards=sign * self._rewards,
+            rewards=sign * self._reward_table(),
             start=start,
             discount=header["discount"],
             state_names=self._names["states"],
@@ -224,14 +244,16 @@ class _Parser:
             return np.full(num_states, 1.0 / num_states)
         if token == "reset":
             raise self._error("'reset' is a pomdp-solve extension this reader does not support; write the vector out")
-        if token is not None and not _is_number(token):
+        if token is not None and not _is_number(token) and token not in _SIGNS:
             start = np.zeros(num_states)
             start[self._reference("states")] = 1.0
             return start
         start = self._numbers(num_states, "a start probability", probability=True)
-        stochastic.require_stochastic(
-            start, name=f"{self._source}: start", sum_axes=(0,), describe_row=lambda _: f"(the vector on line {line})"
-        )
+        if abs(start.sum() - 1.0) > stochastic.ROW_SUM_TOLERANCE:
+            raise PomdpFormatError(
+                f"{self._source}:{line}: start: row (the vector on line {line}) sums to {start.sum():.9g}; it must sum "
+                f"to 1 (within {stochastic.ROW_SUM_TOLERANCE:g})"
+            )
         return start
 
     # -- T, O and R entries --------------------------------------------------------------------
@@ -279,31 +301,60 @@ class _Parser:
         lines[action, state] = line
 
     def _reward_entry(self) -> None:
+        """R: a : s : s2 : o r | R: a : s : s2 row-over-o | R: a : s matrix-over-(s2, o); recorded in order."""
         action = self._reference("actions")
         self._expect(":", "after the action of an R entry (R: action : start-state ...)")
         state = self._reference("states")
         num_states, num_observations = self._counts["states"], self._counts["observations"]
         if self._peek() != ":":
             matrix = self._numbers(num_states * num_observations, "an R matrix entry", probability=False)
-            self._rewards[action, state] = matrix.reshape(num_states, num_observations)
+            self._reward_entries.append(((action, state, _ALL, _ALL), matrix.reshape(num_states, num_observations)))
             return
         self._position += 1
         end_state = self._reference("states")
         if self._peek() != ":":
             row = self._numbers(num_observations, "an R row entry", probability=False)
-            self._rewards[action, state, end_state] = row
+            self._reward_entries.append(((action, state, end_state, _ALL), row))
             return
         self._position += 1
         observation = self._reference("observations")
-        self._rewards[action, state, end_state, observation] = self._number("a reward", probability=False)
+        self._reward_entries.append(((action, state, end_state, observation), self._number("a reward", probability=False)))
+
+    def _reward_table(self) -> np.ndarray:
+        """The R entries applied in order to an array with size 1 along every axis no entry distinguishes.
+
+        An axis is kept when some entry names one of its elements or gives values along it (rows,
+        matrices); otherwise every entry covers it whole, so the dense rewards are constant along it.
+        """
+        shape = [self._counts["actions"], self._counts["states"], self._counts["states"], self._counts["observations"]]
+        for axis in (2, 3):
+            if not any(_distinguishes(index, values, axis) for index, values in self._reward_entries):
+                shape[axis] = 1
+        table = np.zeros(shape)
+        for index, values in self._reward_entries:
+            table[index] = values
+        return table
 
     def _require_rows(self, array: np.ndarray, lines: np.ndarray, kind: str, row_kind: str) -> None:
-        def describe(index):
-            action, state = index
-            where = f"last set on line {lines[index]}" if lines[index] else "never set"
-            return f"'{kind}: {action} : {state}' (action {action}, {row_kind} {state}; {where})"
+        """PomdpFormatError at the line that last set the first row of T or O not summing to one."""
+        sums = array.sum(axis=2)
+        bad = np.argwhere(np.abs(sums - 1.0) > stochastic.ROW_SUM_TOLERANCE)
+        if not bad.size:
+            return
+        action, state = (int(i) for i in bad[0])
+        line = lines[action, state]
+        where = f"last set on line {line}" if line else "never set"
+        raise PomdpFormatError(
+            f"{self._source}:{line or self._last_line}: {kind}: row '{kind}: {action} : {state}' (action {action}, "
+            f"{row_kind} {state}; {where}) sums to {sums[action, state]:.9g}; each row must sum to 1 "
+            f"(within {stochastic.ROW_SUM_TOLERANCE:g}); {len(bad)} row(s) are off"
+        )
 
-        stochastic.require_stochastic(array, name=f"{self._source}: {kind}", sum_axes=(2,), describe_row=describe)
+
+def _distinguishes(index: tuple[int | slice, ...], values, axis: int) -> bool:
+    """Whether an R entry (its index and values) can make the rewards vary along `axis` (2 or 3)."""
+    varying_axes = {0: (), 1: (3,), 2: (2, 3)}[np.ndim(values)]  # a row varies along o, a matrix along (s2, o)
+    return not isinstance(index[axis], slice) or axis in varying_axes
 
 
 def _is_number(token: str) -> bool:

@@ -4,6 +4,7 @@
     pomdp.transitions[a, s, s2]                         # P(s2 | s, a)
     pomdp.observations[a, s2, o]                        # P(o | a, s2)
     pomdp.rewards[a, s, s2, o]; pomdp.expected_rewards[a, s]
+    pomdp.reward_table          # the rewards as given: size 1 along axes they do not depend on
     belief = pomdp.belief_update(belief, action, observation)
 """
 
@@ -22,7 +23,11 @@ class FinitePOMDP:
     """A finite POMDP. Rewards are to be maximised (a file's costs arrive negated); the discount is data.
 
     Names are tuples of strings where the source had them, else None (elements are then numbered).
-    Construction copies, validates and freezes every array.
+    Construction copies, validates and freezes every array. `rewards` may be given with size-1
+    axes, e.g. (actions, states, 1, 1) for rewards that depend on the action and state only:
+    `reward_table` keeps that compact array and `rewards` is a read-only broadcast view of it, so a
+    model like TagAvoid (870 states, 30 observations) does not hold an actions x states^2 x
+    observations array (900 MB).
     """
 
     transitions: np.ndarray
@@ -46,9 +51,18 @@ class FinitePOMDP:
                 f"observations has shape {observations.shape}; expected ({num_actions}, {num_states}, observations)"
             )
         expected_rewards_shape = (num_actions, num_states, num_states, observations.shape[2])
-        # a copy of what was given, broadcast without copying: (actions, states, 1, 1) rewards stay small
-        rewards = np.broadcast_to(np.array(self.rewards, dtype=np.float64), expected_rewards_shape)
-        if not np.all(np.isfinite(rewards)):
+        reward_table = _frozen_copy(self.rewards)
+        if reward_table.ndim > 4:
+            raise ValueError(f"rewards has shape {reward_table.shape}; expected at most 4 axes {expected_rewards_shape}")
+        reward_table = reward_table.reshape((1,) * (4 - reward_table.ndim) + reward_table.shape)
+        try:  # a view: (actions, states, 1, 1) rewards stay small
+            rewards = np.broadcast_to(reward_table, expected_rewards_shape)
+        except ValueError:
+            raise ValueError(
+                f"rewards has shape {reward_table.shape}, which does not broadcast to {expected_rewards_shape} "
+                "(actions, states, end states, observations); give size 1 along axes the rewards do not depend on"
+            ) from None
+        if not np.all(np.isfinite(reward_table)):
             raise ValueError("rewards contain a non-finite entry; every reward must be a finite number")
         if start.shape != (num_states,):
             raise ValueError(f"start has shape {start.shape}; expected ({num_states},)")
@@ -75,6 +89,7 @@ class FinitePOMDP:
         )
         stochastic.require_stochastic(start, name="start", sum_axes=(0,), describe_row=lambda _: "start")
         frozen = {"transitions": transitions, "observations": observations, "rewards": rewards, "start": start}
+        object.__setattr__(self, "reward_table", reward_table)
         for field, value in frozen.items():
             object.__setattr__(self, field, value)
         object.__setattr__(self, "discount", float(self.discount))
@@ -98,8 +113,16 @@ class FinitePOMDP:
 
     @functools.cached_property
     def expected_rewards(self) -> np.ndarray:
-        """expected_rewards[a, s] = sum over s2, o of T[a, s, s2] O[a, s2, o] R[a, s, s2, o]."""
-        expected = np.einsum("ast,ato,asto->as", self.transitions, self.observations, self.rewards)
+        """expected_rewards[a, s] = sum over s2, o of T[a, s, s2] O[a, s2, o] R[a, s, s2, o].
+
+        Summed over the axes of `reward_table` only, so at most actions x states^2 terms are formed.
+        """
+        table, observations = self.reward_table, self.observations
+        if table.shape[3] == 1:  # rewards independent of the observation: O's rows sum out
+            per_end_state = observations.sum(axis=2)[:, None, :] * table[..., 0]
+        else:
+            per_end_state = (observations[:, None] * table).sum(axis=3)
+        expected = (self.transitions * per_end_state).sum(axis=2)
         expected.flags.writeable = False
         return expected
 

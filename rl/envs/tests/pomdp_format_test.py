@@ -7,7 +7,8 @@ import pytest
 
 from rl.envs.pomdp import PomdpFormatError, load_pomdp
 
-MACHINE = pathlib.Path(__file__).resolve().parent.parent / "testdata" / "machine.POMDP"
+TESTDATA = pathlib.Path(__file__).resolve().parent.parent / "testdata"
+MACHINE = TESTDATA / "machine.POMDP"
 
 TIGER = """\
 # Kaelbling, Littman and Cassandra's tiger problem, with names and matrix forms
@@ -144,14 +145,70 @@ def test_malformed_input_names_line_and_expectation(body, message):
         load_pomdp(_header() + body + "\n")
 
 
-def test_rows_not_summing_to_one_are_reported():
+def test_rows_not_summing_to_one_are_format_errors_at_their_line():
     text = _header() + "T: * identity\nO: * uniform\nT: b : 1\n0.5 0.2 0.2\n"
-    with pytest.raises(ValueError, match=r"T: row 'T: 1 : 1' \(action 1, state 1; last set on line 8\) sums to 0.9"):
+    with pytest.raises(
+        PomdpFormatError, match=r"^<text>:8: T: row 'T: 1 : 1' \(action 1, state 1; last set on line 8\) sums to 0.9"
+    ):
         load_pomdp(text)
-    with pytest.raises(ValueError, match=r"O: row 'O: 0 : 0' \(action 0, end state 0; never set\) sums to 0"):
+    # a row never set is reported at the end of the file (line 6 here)
+    with pytest.raises(PomdpFormatError, match=r"^<text>:6: O: row 'O: 0 : 0' \(action 0, end state 0; never set\)"):
         load_pomdp(_header() + "T: * identity\n")
-    with pytest.raises(ValueError, match=r"start: row \(the vector on line 6\) sums to 0.9"):
+    with pytest.raises(PomdpFormatError, match=r"^<text>:6: start: row \(the vector on line 6\) sums to 0.9"):
         load_pomdp(_header("start: 0.3 0.3 0.3") + "T: * identity\nO: * uniform\n")
+
+
+def test_a_sign_may_stand_apart_from_its_number():
+    text = _header("start: + 0.2 0.3 0.5") + "T: * identity\nO: * uniform\nR: a : 0 : * : * - 1.5\nR: b : * : * : * -2\n"
+    pomdp = load_pomdp(text)
+    np.testing.assert_array_equal(pomdp.start, [0.2, 0.3, 0.5])
+    np.testing.assert_array_equal(pomdp.expected_rewards, [[-1.5, 0, 0], [-2, -2, -2]])
+    with pytest.raises(PomdpFormatError, match=r"<text>:8: expected a reward \(a number\), found '-x'"):
+        load_pomdp(_header() + "T: * identity\nO: * uniform\nR: a : 0 : * : * - x\n")
+
+
+def test_a_file_without_observations_is_an_mdp_observing_its_state():
+    text = "discount: 0.9\nvalues: cost\nstates: low high\nactions: stay\nT: stay identity\nR: stay : high : * : * 2\n"
+    pomdp = load_pomdp(text)
+    assert pomdp.observation_names == ("low", "high")
+    np.testing.assert_array_equal(pomdp.observations[0], np.eye(2))
+    np.testing.assert_array_equal(pomdp.expected_rewards, [[0.0, -2.0]])
+    with pytest.raises(PomdpFormatError, match=r"<text>:5: an 'O:' entry in a file without 'observations:'"):
+        load_pomdp("discount: 0.9\nvalues: reward\nstates: 2\nactions: 1\nO: 0 uniform\n")
+
+
+@pytest.mark.parametrize(
+    "entries, table_shape",
+    [
+        ("R: * : * : * : * 1\nR: a : 1 : * : * 2\n", (2, 3, 1, 1)),  # (action, state) only
+        ("R: * : * : 2 : * 1\n", (2, 3, 3, 1)),  # the end state matters (Hallway)
+        ("R: a : 0 : 1\n5 7\n", (2, 3, 3, 2)),  # a row over observations names an end state
+        ("R: a : * : * : 1 3\n", (2, 3, 1, 2)),  # an observation only
+    ],
+)
+def test_rewards_keep_only_the_axes_the_entries_distinguish(entries, table_shape):
+    pomdp = load_pomdp(_header() + "T: * identity\nO: * uniform\n" + entries)
+    assert pomdp.reward_table.shape == table_shape
+    assert pomdp.rewards.shape == (2, 3, 3, 2)
+
+
+def test_reference_files_entries():
+    """Entries quoted from the classic files (../shared/reference/pomdp/, copied to testdata/)."""
+    tag = load_pomdp(TESTDATA / "TagAvoid.pomdp")
+    assert (tag.num_states, tag.num_actions, tag.num_observations) == (870, 5, 30)
+    assert tag.reward_table.shape == (5, 870, 1, 1)  # not a 5 x 870 x 870 x 30 array (900 MB)
+    north, catch, yes = 0, 4, 29
+    assert tag.transitions[north, 0, 300] == 0.6 and tag.transitions[north, 0, 0] == 0.0  # line 883; 882 overrides 11
+    assert tag.observations[north, 0, yes] == 1.0 and tag.start[0] == 0.00118906
+    assert tag.expected_rewards[catch, 0] == 10.0 and tag.expected_rewards[catch, 1] == -10.0  # R: Catch : s0, default
+    assert tag.expected_rewards[catch, 29] == 0.0 and tag.expected_rewards[north, 5] == -1.0
+    hallway = load_pomdp(TESTDATA / "Hallway.pomdp")
+    assert (hallway.num_states, hallway.num_actions, hallway.num_observations) == (60, 5, 21)
+    assert hallway.reward_table.shape == (5, 60, 60, 1)  # R: * : * : 56 : * 1.000000 (the goal, entered)
+    assert hallway.rewards[2, 13, 56, 7] == 1.0 and hallway.rewards[2, 13, 55, 7] == 0.0
+    tiger = load_pomdp(TESTDATA / "tiger.95.POMDP")
+    np.testing.assert_array_equal(tiger.expected_rewards, [[-1, -1], [-100, 10], [10, -100]])
+    assert tiger.discount == 0.95
 
 
 def test_preamble_errors():
