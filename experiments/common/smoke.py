@@ -20,6 +20,7 @@ import subprocess
 import sys
 
 from rl.harness import records
+from rl.harness.layout import RunLayout
 
 RUN_ID = "smoke-test"
 
@@ -52,10 +53,11 @@ def run_smoke(binary: str, module: str, tmp_path: pathlib.Path, *, timeout: floa
     done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=timeout,
                           start_new_session=True)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-6000:]}"
-    results_dir, artifacts_dir = results / records.SMOKE_DIR / RUN_ID, artifacts / records.SMOKE_DIR / RUN_ID
+    layout = RunLayout(results, artifacts, RUN_ID, smoke=True)
+    results_dir = layout.results_dir
     return SmokeRun(
         results_dir=results_dir,
-        artifacts_dir=artifacts_dir,
+        artifacts_dir=layout.artifacts_dir,
         manifest=json.loads((results_dir / records.MANIFEST_FILE).read_text()),
         summary=json.loads((results_dir / records.SUMMARY_FILE).read_text()),
         stdout=done.stdout,

@@ -33,11 +33,11 @@ from rl.analysis.modules import AnalysisView
 from rl.analysis.plots import belief_simplex_figure, learning_curves_figure, probe_r2_figure, save_figure
 from rl.analysis.probes import ProbeDataset, ProbeReport, probe_layers
 from rl.analysis.rollouts import collect_rollouts, context_dataset
-from rl.harness import buildinfo, catalog, cli, hardware, records, runners, seeding, session
+from rl.harness import buildinfo, catalog, hardware, metric_keys, recipes, records, seeding, session
+from rl.harness.errors import EXIT_USAGE, UsageError
 
 REPORT_FILE = "probe_report.json"
 SCHEMA_VERSION = 1
-EXIT_USAGE = 2
 # Set when the command re-ran itself from the source tree (see the module docstring).
 FROM_SOURCE_ENV = "RL_ANALYSIS_PROBE_FROM_SOURCE"
 
@@ -144,8 +144,8 @@ def _learning_curves(found: RunArtifacts):
     path = found.artifacts_dir / records.METRICS_FILE
     rows = records.read_json_lines(str(path)) if path.is_file() else []
     present = {key for row in rows for key in row}
-    x = runners.ENV_STEPS if runners.ENV_STEPS in present else runners.ITERATION
-    ys = [key for key in session.DEFAULT_SUMMARY_KEYS if key in present and key not in (x, runners.ENV_STEPS)]
+    x = metric_keys.ENV_STEPS if metric_keys.ENV_STEPS in present else metric_keys.ITERATION
+    ys = [key for key in session.DEFAULT_SUMMARY_KEYS if key in present and key not in (x, metric_keys.ENV_STEPS)]
     if x not in present or not ys:
         print(f"no learning curves: {path} has no rows with {x} and any of {session.DEFAULT_SUMMARY_KEYS}")
         return None
@@ -155,21 +155,21 @@ def _learning_curves(found: RunArtifacts):
 def load_probe_plan(module_name: str) -> ProbePlan:
     """The recipe's `probe_plan()`; under `bazel run`, re-runs from the source tree if it is not here."""
     try:
-        recipe = cli.load_recipe(module_name)
-    except cli.UsageError:
+        recipe = recipes.load_recipe(module_name)
+    except UsageError:
         workspace = os.environ.get("BUILD_WORKSPACE_DIRECTORY")
         if workspace and not os.environ.get(FROM_SOURCE_ENV):
             _rerun_from_source(workspace, module_name)
         raise
     make_plan = getattr(recipe, "probe_plan", None)
     if not callable(make_plan):
-        raise cli.UsageError(
+        raise UsageError(
             f"{module_name} defines no probe_plan(); add `def probe_plan() -> rl.analysis.adapters.ProbePlan` "
             "beside run(context) (see rl/analysis/probes/README.md)"
         )
     plan = make_plan()
     if not isinstance(plan, ProbePlan):
-        raise cli.UsageError(f"{module_name}.probe_plan() returned {type(plan).__name__}, not a ProbePlan")
+        raise UsageError(f"{module_name}.probe_plan() returned {type(plan).__name__}, not a ProbePlan")
     return plan
 
 
@@ -206,7 +206,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         found = find_checkpoints(options.run_id, roots=roots, artifacts_root=artifacts_dir)
         plan = load_probe_plan(found.run.manifest.get("experiment", {}).get("module", ""))
-    except (cli.UsageError, catalog.RunNotFound, CheckpointNotFound, records.RecordError) as error:
+    except (UsageError, catalog.RunNotFound, CheckpointNotFound, records.RecordError) as error:
         print(f"probe: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     # Probing runs on the CPU, one torch thread per process (as every harness binary).

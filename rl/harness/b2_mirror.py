@@ -2,8 +2,7 @@
 
     credentials = b2_mirror.load_credentials()       # environment, or a credentials file; None if neither
     mirror = b2_mirror.connect(credentials)
-    record = mirror.upload_run(experiment="experiments.mess3.reward_only", run_id=run_id, smoke=False,
-                               results_dir=results_dir, artifacts_dir=artifacts_dir)
+    record = mirror.upload_run(experiment="experiments.mess3.reward_only", layout=layout)   # a RunLayout
     # results/<run-id>/remote_artifacts.json now lists every key with its sha256 and size
 
 Keys: `<prefix>/<experiment module>/[smoke/]<run-id>/{artifacts,results}/<relative path>`.
@@ -17,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import pathlib
 import stat
 import time
 from typing import Callable, Optional
@@ -25,6 +23,7 @@ from typing import Callable, Optional
 from absl import logging
 
 from rl.harness import provenance, records
+from rl.harness.layout import RunLayout
 
 KEY_ID_ENV = "B2_APPLICATION_KEY_ID"
 KEY_ENV = "B2_APPLICATION_KEY"
@@ -133,9 +132,6 @@ class B2Mirror:
         self._backoff_s = backoff_s
         self._sleep = sleep
 
-    def run_prefix(self, experiment: str, run_id: str, smoke: bool) -> str:
-        return "/".join([self._credentials.prefix.strip("/"), experiment, *([records.SMOKE_DIR] if smoke else []), run_id])
-
     def _upload_with_retries(self, path: str, key: str, sha256: str):
         for attempt in range(1, self._attempts + 1):
             try:
@@ -149,12 +145,12 @@ class B2Mirror:
                                 key, message, attempt, self._attempts - 1, delay)
                 self._sleep(delay)
 
-    def upload_run(self, *, experiment: str, run_id: str, smoke: bool,
-                   results_dir: pathlib.Path, artifacts_dir: pathlib.Path) -> dict:
+    def upload_run(self, *, experiment: str, layout: RunLayout) -> dict:
         """Uploads artifacts/<run-id>/ then results/<run-id>/; writes results/<run-id>/remote_artifacts.json."""
-        run_prefix = self.run_prefix(experiment, run_id, smoke)
-        files = [("artifacts", pathlib.Path(artifacts_dir), path) for path in sorted(pathlib.Path(artifacts_dir).rglob("*"))]
-        files += [("results", pathlib.Path(results_dir), path) for path in sorted(pathlib.Path(results_dir).rglob("*"))
+        run_prefix = layout.remote_prefix(self._credentials.prefix, experiment)
+        results_dir, artifacts_dir = layout.results_dir, layout.artifacts_dir
+        files = [("artifacts", artifacts_dir, path) for path in sorted(artifacts_dir.rglob("*"))]
+        files += [("results", results_dir, path) for path in sorted(results_dir.rglob("*"))
                   if path.name != records.REMOTE_ARTIFACTS_FILE]
         files = [(kind, root, path) for kind, root, path in files if path.is_file() and not path.name.startswith(".tmp-")]
         record = {
@@ -167,7 +163,7 @@ class B2Mirror:
             "error": None,
             "not_uploaded": [],
         }
-        record_path = str(pathlib.Path(results_dir) / records.REMOTE_ARTIFACTS_FILE)
+        record_path = str(results_dir / records.REMOTE_ARTIFACTS_FILE)
         try:
             for index, (kind, root, path) in enumerate(files):
                 relative = f"{kind}/{path.relative_to(root).as_posix()}"

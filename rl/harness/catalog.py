@@ -14,7 +14,7 @@ import json
 import os
 from typing import Any, Iterable, Optional
 
-from rl.harness import records
+from rl.harness import layout, records
 
 # Folders never searched for results (build trees, artifacts, virtual environments, VCS).
 _SKIPPED = frozenset({"artifacts", "node_modules", "__pycache__", "venv", ".venv"})
@@ -59,7 +59,7 @@ class RunNotFound(LookupError):
 
 def _results_folders(root: str) -> Iterable[str]:
     """`root` itself if it holds runs, else every folder named `results` below it."""
-    if any(records.iter_run_dirs(root)):
+    if any(layout.iter_run_dirs(root)):
         yield root
         return
     for folder, subfolders, _ in os.walk(root):
@@ -77,7 +77,7 @@ def find_runs(roots: Iterable[str]) -> list[Run]:
     runs = {}
     for root in roots:
         for results in _results_folders(os.path.abspath(root)):
-            for run_dir in records.iter_run_dirs(results):
+            for run_dir in layout.iter_run_dirs(results):
                 manifest = records.read_manifest(run_dir)
                 runs.setdefault(os.path.realpath(run_dir), Run(run_dir, manifest))
     return sorted(runs.values(), key=lambda run: run.run_id)

@@ -29,7 +29,9 @@ import secrets
 import socket
 import tempfile
 import time
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
+
+from rl.harness import metric_keys
 
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_FILE = "run_manifest.json"
@@ -45,7 +47,7 @@ PATCH_FILE = "uncommitted.patch"
 # Statuses a manifest can hold; "crashed" is only ever derived (effective_status).
 RUNNING, COMPLETED, FAILED, INTERRUPTED, CRASHED = "running", "completed", "failed", "interrupted", "crashed"
 # The counters every metrics row carries (RLlib's names), which budgets are counted in.
-ITERATION_KEY, ENV_STEPS_KEY = "training_iteration", "num_env_steps_sampled_lifetime"
+ITERATION_KEY, ENV_STEPS_KEY = metric_keys.ITERATION, metric_keys.ENV_STEPS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,14 +314,3 @@ def flatten_scalars(nested: dict, prefix: str = "") -> dict:
         elif hasattr(value, "item") and getattr(value, "shape", None) == ():
             flat[name] = value.item()  # numpy / torch scalars
     return flat
-
-
-def iter_run_dirs(results_root: str) -> Iterable[str]:
-    """`<root>/<run-id>` and `<root>/smoke/<run-id>` folders that hold a manifest."""
-    for folder in (results_root, os.path.join(results_root, SMOKE_DIR)):
-        if not os.path.isdir(folder):
-            continue
-        for name in sorted(os.listdir(folder)):
-            run_dir = os.path.join(folder, name)
-            if os.path.isfile(os.path.join(run_dir, MANIFEST_FILE)):
-                yield run_dir

@@ -26,6 +26,8 @@ from typing import Any, Optional
 from absl import logging
 
 from rl.harness import catalog, hardware, provenance, records
+from rl.harness.errors import EXIT_USAGE
+from rl.harness.layout import RunLayout
 
 SCRATCH_ENV = "RL_HARNESS_REPRODUCE_DIR"
 BAZEL_ENV = "RL_HARNESS_BAZEL"
@@ -37,8 +39,6 @@ IGNORED_KEY_PATTERNS = tuple(re.compile(pattern) for pattern in (
     r"(^|/)timers?(/|$)", r"_timer(/|$)", r"throughput", r"duration", r"_sec(_|/|$)", r"^perf/", r"(^|/)time_", r"^timestamp$", r"^date$",
     r"^pid$", r"^hostname$", r"^node_ip$", r"^harness/logged_at$", r"^env_runners/sample$", r"^trial_id$",
 ))
-# Exit status of bad input (cli.EXIT_USAGE): a rebuilt binary that refuses the prefix flags exits so.
-EXIT_USAGE = 2
 # Profile fields that decide where envs and learner run; a different value means another machine kind.
 _PLACEMENT_FIELDS = ("name", "learner_device", "num_gpus_per_learner", "max_env_runners", "torch_threads", "num_cpus")
 
@@ -222,16 +222,14 @@ def _child_environment() -> dict:
 # -- the whole command -----------------------------------------------------------------------
 
 
-def _roots(run: catalog.Run) -> tuple[str, str, bool]:
-    """(results root, artifacts root, smoke) of the original run; the reproduction goes beside it."""
-    parent = os.path.dirname(os.path.abspath(run.run_dir))
-    smoke = os.path.basename(parent) == records.SMOKE_DIR
-    artifacts = (run.manifest.get("paths") or {}).get("artifacts")
-    if not artifacts:
+def _layout(run: catalog.Run) -> RunLayout:
+    """The original run's folders (roots and smoke from its manifest); the reproduction goes beside it."""
+    if not (run.manifest.get("paths") or {}).get("artifacts"):
         raise ReproduceError(f"run {run.run_id} recorded no artifacts folder; its metrics cannot be compared")
-    artifacts_parent = os.path.dirname(artifacts)
-    return (os.path.dirname(parent) if smoke else parent,
-            os.path.dirname(artifacts_parent) if smoke else artifacts_parent, smoke)
+    try:
+        return RunLayout.of_run(run.run_dir, run.manifest)
+    except records.RecordError as error:
+        raise ReproduceError(str(error)) from None
 
 
 def _validate(run: catalog.Run) -> tuple[str, Optional[str]]:
@@ -269,7 +267,7 @@ def reproduce(original: catalog.Run, *, prefix: records.RowBudget = records.RowB
     manifest = original.manifest
     commit, patch = _validate(original)
     check_machine(manifest, hardware.detect_machine())
-    results_root, artifacts_root, smoke = _roots(original)
+    layout = _layout(original)
     original_rows = prefix.take(_metrics(manifest["paths"]["artifacts"], original.run_id))
     repo_root = repo_root or provenance.git_state(os.environ.get("BUILD_WORKSPACE_DIRECTORY") or os.getcwd())["root"]
     if repo_root is None:
@@ -290,7 +288,7 @@ def reproduce(original: catalog.Run, *, prefix: records.RowBudget = records.RowB
     new_run_id = records.new_run_id()
     environment = _child_environment()
     done = subprocess.run([*_bazel(worktree), "run", *_python_override(worktree), target, "--",
-                           *_run_arguments(manifest, new_run_id, results_root, artifacts_root, prefix)],
+                           *_run_arguments(manifest, new_run_id, str(layout.results_root), str(layout.artifacts_root), prefix)],
                           cwd=worktree, env=environment)
     if done.returncode == EXIT_USAGE and prefix.key is not None:
         raise ReproduceError(f"the reproduction of {target} refused its options (exit {EXIT_USAGE}, log above): a"
@@ -299,13 +297,12 @@ def reproduce(original: catalog.Run, *, prefix: records.RowBudget = records.RowB
     if done.returncode != 0:
         raise ReproduceError(f"the reproduction run {new_run_id} of {target} exited {done.returncode}; see its log"
                              " above and its manifest")
-    subfolder = [records.SMOKE_DIR] if smoke else []
-    new_dir = os.path.join(results_root, *subfolder, new_run_id)
+    reproduction = layout.with_run_id(new_run_id)
     determinism = (manifest.get("runner") or {}).get("determinism") or {
         "expected": False, "why": "the recipe ran its own loop: the harness cannot tell"}
     tolerance = 0.0 if determinism["expected"] else STATISTICAL_RELATIVE_TOLERANCE
     comparison = compare_rows(original_rows,
-                              prefix.take(_metrics(os.path.join(artifacts_root, *subfolder, new_run_id), new_run_id)),
+                              prefix.take(_metrics(str(reproduction.artifacts_dir), new_run_id)),
                               tolerance)
     verdict = {
         "parent_run": original.run_id,
@@ -320,6 +317,7 @@ def reproduce(original: catalog.Run, *, prefix: records.RowBudget = records.RowB
         "verdict": "diverged" if comparison["first_divergence"] else (
             "identical" if tolerance == 0.0 else "within tolerance"),
     }
+    new_dir = str(reproduction.results_dir)
     new_manifest = records.read_manifest(new_dir)
     records.write_json_atomically(os.path.join(new_dir, records.MANIFEST_FILE), {**new_manifest, "reproduction": verdict})
     print("\n".join(format_verdict(verdict, new_run_id)))

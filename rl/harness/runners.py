@@ -35,13 +35,11 @@ from absl import logging
 from ray import tune
 from ray.tune.result import SHOULD_CHECKPOINT
 
-from rl.harness import hardware, records
+from rl.harness import hardware
 from rl.harness.context import RunContext
 from rl.harness.hardware import SamplingPlan
+from rl.harness.metric_keys import ENV_STEPS, ITERATION, RETURN
 
-ITERATION = "training_iteration"
-ENV_STEPS = "num_env_steps_sampled_lifetime"
-RETURN = "env_runners/episode_return_mean"
 TUNE_STORAGE = "tune"
 # Batching the policy's forward pass over envs is the main throughput lever (on 2 cores 8 envs
 # gave 3.9x one env's env steps/s, 32 envs 6.5x: docs/performance.md); recipes that care set parallel_envs.

@@ -30,7 +30,7 @@ from typing import Any, Iterator, Optional
 
 from absl import logging
 
-from rl.harness import records, seeding
+from rl.harness import metric_keys, records, seeding
 
 DEFAULT_HEARTBEAT_S = 10.0
 HEARTBEAT_ENV = "RL_HARNESS_HEARTBEAT_S"
@@ -38,13 +38,9 @@ HEARTBEAT_ENV = "RL_HARNESS_HEARTBEAT_S"
 STALE_AFTER_INTERVALS = 6
 CURVE_POINTS = 100
 # Curves every summary carries when present (RLlib's names); recipes add theirs via summarize().
-DEFAULT_SUMMARY_KEYS = (
-    "env_runners/episode_return_mean",
-    "env_runners/episode_len_mean",
-    "num_env_steps_sampled_lifetime",
-    "time_this_iter_s",
-)
-X_KEY = "training_iteration"
+DEFAULT_SUMMARY_KEYS = (metric_keys.RETURN, metric_keys.EPISODE_LENGTH, metric_keys.ENV_STEPS,
+                        metric_keys.ITERATION_SECONDS)
+X_KEY = metric_keys.ITERATION
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 

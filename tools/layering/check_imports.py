@@ -42,6 +42,17 @@ def _imported_modules(tree: ast.AST, package: str):
             yield node.lineno, module
 
 
+def _cli_imports(tree: ast.AST):
+    """Lines that import the CLI module (`import rl.harness.cli`, `from rl.harness import cli`, ...)."""
+    parent, _, name = rules.CLI_MODULE.rpartition(".")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name == rules.CLI_MODULE for a in node.names):
+            yield node.lineno
+        elif isinstance(node, ast.ImportFrom) and not node.level and (
+                node.module == rules.CLI_MODULE or (node.module == parent and any(a.name == name for a in node.names))):
+            yield node.lineno
+
+
 def check_file(path: pathlib.Path, root: pathlib.Path) -> list[Violation]:
     relative = path.relative_to(root)
     parts = relative.parts
@@ -71,6 +82,10 @@ def check_file(path: pathlib.Path, root: pathlib.Path) -> list[Violation]:
         else:
             reason = f"third-party '{top}' is not allowed in rl/{layer} (allowed: {sorted(allowed_third_party)})"
         violations.append(Violation(str(relative), line, module, reason))
+    if not is_test and str(relative) not in rules.CLI_ENTRY_POINTS:
+        violations += [Violation(str(relative), line, rules.CLI_MODULE,
+                                 "only the CLI's entry points import it; use rl.harness.recipes, errors, metric_keys"
+                                 " or layout instead") for line in _cli_imports(tree)]
     return violations
 
 

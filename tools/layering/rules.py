@@ -26,3 +26,8 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 }
 
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+
+# The command line is a leaf: only its entry points (and tests) import it; library code takes
+# recipes, errors, metric names and run layouts from their own harness modules.
+CLI_MODULE = "rl.harness.cli"
+CLI_ENTRY_POINTS = frozenset({"rl/harness/rl_harness_main.py", "rl/harness/benchmarks/bench_harness_overhead.py"})

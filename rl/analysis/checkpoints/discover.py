@@ -8,8 +8,8 @@
     found.checkpoints[-1].iteration, found.checkpoints[-1].env_steps
 
 The manifest lists checkpoints relative to the run's artifacts folder. That folder is looked
-for where the manifest recorded it, then beside the results folder (`<x>/artifacts/[smoke/]
-<run-id>` for `<x>/results/[smoke/]<run-id>`, the harness's layout), then under `artifacts_root`.
+for where `rl.harness.layout.RunLayout.artifact_places` says: where the manifest recorded it,
+beside the results folder (a copied checkout), then under `artifacts_root`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import os
 import pathlib
 from typing import Iterable, Optional
 
-from rl.harness import catalog, records
+from rl.harness import catalog
+from rl.harness.layout import RunLayout
 
 
 class CheckpointNotFound(LookupError):
@@ -72,13 +73,5 @@ def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optio
 
 
 def _artifact_folders(run: catalog.Run, artifacts_root: Optional[str]) -> list[pathlib.Path]:
-    recorded = (run.manifest.get("paths") or {}).get("artifacts")
-    results_dir = pathlib.Path(run.run_dir).resolve()
-    smoke = results_dir.parent.name == records.SMOKE_DIR
-    results_root = results_dir.parent.parent if smoke else results_dir.parent
-    relative = pathlib.Path(records.SMOKE_DIR, run.run_id) if smoke else pathlib.Path(run.run_id)
-    candidates = [pathlib.Path(recorded)] if recorded else []
-    candidates.append(results_root.parent / "artifacts" / relative)
-    if artifacts_root:
-        candidates.append(pathlib.Path(os.path.expanduser(artifacts_root)).resolve() / relative)
-    return candidates
+    extra = [pathlib.Path(os.path.expanduser(artifacts_root)).resolve()] if artifacts_root else []
+    return RunLayout.of_run(run.run_dir, run.manifest).artifact_places(run.manifest, extra_roots=extra)

@@ -15,7 +15,8 @@ def fake_run(folder: pathlib.Path, modules, *, experiment: str) -> str:
     """Checkpoint N (iteration N, 100 N env steps) keeps modules[N-1] where an Algorithm keeps its module."""
     run = session.RunSession(run_id=RUN_ID, results_dir=folder / "results" / RUN_ID,
                              artifacts_dir=folder / "artifacts" / RUN_ID,
-                             manifest={"experiment": {"module": experiment}}, seeds=seeding.SeedStreams(0))
+                             manifest={"experiment": {"module": experiment}, "options": {"smoke": False}},
+                             seeds=seeding.SeedStreams(0))
     run.start()
     for iteration, module in enumerate(modules, start=1):
         run.log_metrics({"training_iteration": iteration, "num_env_steps_sampled_lifetime": 100 * iteration,

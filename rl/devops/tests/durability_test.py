@@ -8,6 +8,7 @@ from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
 from rl.devops.vast import durability, redact, state
 from rl.devops.vast.testing.leaks import assert_no_secret
 from rl.harness import b2_mirror
+from rl.harness.layout import RunLayout
 
 PORT = 20001
 RUN = "20250102T030405Z-ab12cd-000"
@@ -97,8 +98,7 @@ def _mirror(tmp_path, disks, rsync, simulated, *, smoke=False, upload=True):
         path.write_bytes(content)
     if upload:
         b2_mirror.B2Mirror(bucket, credentials).upload_run(
-            experiment="experiments.x.y", run_id=RUN, smoke=smoke, results_dir=out / "results" / run_folder,
-            artifacts_dir=out / "artifacts" / run_folder)
+            experiment="experiments.x.y", layout=RunLayout(out / "results", out / "artifacts", RUN, smoke))
     disks.finish_run(port=PORT, run_id=RUN, files={})
     copy = _copy(tmp_path, rsync, include_artifacts=False)
     return durability.B2Mirror(copy=copy, store=durability.B2Store(bucket))

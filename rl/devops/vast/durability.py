@@ -35,7 +35,7 @@ import subprocess
 from typing import Callable, Iterable, Optional, Protocol
 
 from rl.devops.vast import api, bootstrap, redact
-from rl.harness import b2_mirror, provenance, records
+from rl.harness import b2_mirror, layout, provenance, records
 from rl.devops.vast.state import Record
 
 CommandRunner = Callable[[list[str]], subprocess.CompletedProcess]
@@ -238,15 +238,6 @@ class B2Store:
         return writer.digest.hexdigest()
 
 
-def _run_folder(path: str, run_id: str) -> Optional[tuple[str, str]]:
-    """("results" or "artifacts", the path inside the run's folder) for `<kind>/[smoke/]<run-id>/...` paths."""
-    parts = pathlib.PurePosixPath(path).parts
-    for depth in (1, 2):  # results/<run-id>/... or results/smoke/<run-id>/...
-        if len(parts) > depth + 1 and parts[depth] == run_id and (depth == 1 or parts[1] == records.SMOKE_DIR):
-            return parts[0], "/".join(parts[depth + 1:])
-    return None
-
-
 def read_remote_artifacts(path: pathlib.Path, bucket: str) -> list[dict]:
     """The files of a complete harness `remote_artifacts.json` in `bucket`; anything else is a DurabilityError."""
     try:
@@ -284,7 +275,7 @@ class B2Mirror:
     def secure(self, record: Record, row: dict) -> Secured:
         copied = self.copy.secure(record, row)
         sums = self.copy.checksums(record)
-        manifests = [p for p in sums if _run_folder(p, record.run_id) == ("results", records.REMOTE_ARTIFACTS_FILE)]
+        manifests = [p for p in sums if layout.run_folder_part(p, record.run_id) == ("results", records.REMOTE_ARTIFACTS_FILE)]
         if len(manifests) != 1:
             raise DurabilityError(
                 f"the run {record.run_id} left {len(manifests)} {records.REMOTE_ARTIFACTS_FILE} files, expected "
@@ -293,7 +284,7 @@ class B2Mirror:
         problems = list(self._check_objects(files))
         uploaded = {f["local"]: f["sha256"] for f in files}
         for path, digest in sorted(sums.items()):
-            kind, inside = _run_folder(path, record.run_id) or (None, None)
+            kind, inside = layout.run_folder_part(path, record.run_id) or (None, None)
             if kind == "artifacts" and uploaded.get(f"artifacts/{inside}") != digest:
                 problems.append(f"{path} (produced on the instance) is not in B2 with its sha256")
         if problems:

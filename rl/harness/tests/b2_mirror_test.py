@@ -10,6 +10,7 @@ from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
 from b2sdk.v2.exception import B2ConnectionError
 
 from rl.harness import b2_mirror, cli, records
+from rl.harness.layout import RunLayout
 from rl.harness.tests import run_helpers
 
 BUCKET = "rl-runs"
@@ -64,6 +65,11 @@ def run(tmp_path, monkeypatch):
     return tmp_path / "r" / "r1", tmp_path / "a" / "r1"
 
 
+def _layout(run) -> RunLayout:
+    results, artifacts = run
+    return RunLayout(results.parent, artifacts.parent, "r1", smoke=False)
+
+
 def _snapshot(*folders):
     return {str(path): path.read_bytes() for folder in folders for path in sorted(folder.rglob("*")) if path.is_file()}
 
@@ -79,8 +85,7 @@ def _download(simulator, credentials, key):
 def test_upload_records_every_key_with_sha256_and_size(simulator, credentials, run):
     results, artifacts = run
     mirror = _connect(simulator, [])(credentials)
-    record = mirror.upload_run(experiment=run_helpers.FAKE, run_id="r1", smoke=False,
-                               results_dir=results, artifacts_dir=artifacts)
+    record = mirror.upload_run(experiment=run_helpers.FAKE, layout=_layout(run))
     assert record == json.loads((results / records.REMOTE_ARTIFACTS_FILE).read_text())
     assert record["status"] == "complete" and record["run_prefix"] == f"lab/{run_helpers.FAKE}/r1"
     local = {f"artifacts/{p.relative_to(artifacts).as_posix()}": p for p in artifacts.rglob("*") if p.is_file()}
@@ -105,8 +110,7 @@ def test_transient_errors_are_retried_with_backoff(simulator, credentials, run):
         simulator.fail_after = None
 
     mirror._sleep = recover
-    record = mirror.upload_run(experiment=run_helpers.FAKE, run_id="r1", smoke=False,
-                               results_dir=run[0], artifacts_dir=run[1])
+    record = mirror.upload_run(experiment=run_helpers.FAKE, layout=_layout(run))
     assert record["status"] == "complete" and delays == [1.0]
 
 
@@ -117,8 +121,7 @@ def test_a_failure_mid_upload_keeps_everything_local_and_records_what_arrived(si
     delays = []
     mirror = _connect(simulator, delays)(credentials)
     with caplog.at_level(logging.WARNING), pytest.raises(b2_mirror.UploadError) as failure:
-        mirror.upload_run(experiment=run_helpers.FAKE, run_id="r1", smoke=False,
-                          results_dir=run[0], artifacts_dir=run[1])
+        mirror.upload_run(experiment=run_helpers.FAKE, layout=_layout(run))
     assert delays == [1.0, 2.0]  # exponential backoff between the three attempts
     record = json.loads((run[0] / records.REMOTE_ARTIFACTS_FILE).read_text())
     assert record["status"] == "failed" and len(record["files"]) == 3

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from rl.harness import cli, hardware, provenance, records, reproduce
+from rl.harness import cli, hardware, manifest, provenance, records, reproduce
 from rl.harness.tests import run_helpers
 
 MACHINE = hardware.MachineFacts(cpu_count=2, cpu_count_os=2, cpu_limit="test", cuda_available=False, gpu_count=0,
@@ -62,7 +62,7 @@ def test_untracked_files_over_the_cap_are_left_out_and_named(repo, caplog):
     _dirty(repo)
     (repo / "large.txt").write_text("y" * 5000)
     code = {"experiment_repo": provenance.git_state(str(repo)), "library": provenance.git_state(str(repo))}
-    patches = cli._capture_patches(code, cap_bytes=1000)
+    patches = manifest.capture_patches(code, cap_bytes=1000)
     assert list(patches) == ["uncommitted.patch"]  # one checkout, one patch
     assert b"helper.py" in patches["uncommitted.patch"] and b"large.txt" not in patches["uncommitted.patch"]
     assert code["experiment_repo"]["patch"]["omitted"] == ["large.txt"] == code["library"]["patch"]["omitted"]

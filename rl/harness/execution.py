@@ -1,0 +1,159 @@
+"""One run from validated request to final status: prepare (no records yet), execute, upload.
+
+    plan = execution.prepare(options, "experiments.mess3.reward_only")   # UsageError naming the fix
+    exit_code = execution.execute(plan)    # 0 completed, 1 failed, 128 + signal interrupted, 3 upload failed
+
+Everything that can be wrong with the request is found in `prepare`, before any record is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+import signal
+import traceback
+from typing import Callable, Optional
+
+from absl import logging
+
+from rl.harness import b2_mirror, hardware, manifest, provenance, records, recipes, resume, seeding, session
+from rl.harness.context import ResumeSource, RunContext
+from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, UsageError
+from rl.harness.layout import RunLayout, iter_run_dirs
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A validated run request: everything is checked before any record is written."""
+
+    module: object
+    module_name: str
+    options: argparse.Namespace
+    layout: RunLayout
+    resume: Optional[ResumeSource]
+    machine: hardware.MachineFacts
+    profile: hardware.HardwareProfile
+    upload: Optional[b2_mirror.B2Credentials]
+    upload_explicit: bool
+    heartbeat_s: float
+    patch_cap_bytes: int
+
+
+def _upload_credentials(options: argparse.Namespace) -> Optional[b2_mirror.B2Credentials]:
+    if options.upload_artifacts is False:
+        return None
+    try:
+        credentials = b2_mirror.load_credentials()
+    except b2_mirror.CredentialsError as error:
+        if options.upload_artifacts:
+            raise UsageError(str(error)) from None
+        logging.warning("not uploading: %s", error)
+        return None
+    if options.upload_artifacts and credentials is None:
+        raise UsageError(f"--upload-artifacts needs B2 credentials: set ${b2_mirror.KEY_ID_ENV},"
+                         f" ${b2_mirror.KEY_ENV} and ${b2_mirror.BUCKET_ENV}, or write"
+                         f" {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
+    if options.upload_artifacts is None and options.smoke:
+        return None  # smoke runs are mirrored only when asked for
+    return credentials
+
+
+def prepare(options: argparse.Namespace, module_name: str) -> Plan:
+    """Validates a run request; raises UsageError naming the fix."""
+    if options.run_id is not None and (problem := records.run_id_problem(options.run_id)):
+        raise UsageError(problem)
+    try:
+        heartbeat_s = session.heartbeat_interval_from_env()
+        patch_cap_bytes = provenance.patch_cap_from_env()
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    module = recipes.load_recipe(module_name)
+    results_root, artifacts_root = recipes.run_roots(options.results_dir, options.artifacts_dir, module_name)
+    layout = RunLayout(results_root, artifacts_root, options.run_id or records.new_run_id(), options.smoke)
+    for folder in (layout.results_dir, layout.artifacts_dir):
+        if folder.exists():
+            raise UsageError(f"{folder} already exists; choose another --run-id (or omit it)")
+    parent = resume.resolve_resume(options.resume_from, results_root, artifacts_root) if options.resume_from else None
+    upload = _upload_credentials(options)
+    machine = hardware.detect_machine()
+    try:
+        profile = hardware.choose_profile(options.hardware_profile, machine)
+    except hardware.HardwareError as error:
+        raise UsageError(str(error)) from None
+    return Plan(module, module_name, options, layout, parent, machine, profile, upload,
+                bool(options.upload_artifacts), heartbeat_s, patch_cap_bytes)
+
+
+def report_crashed_runs(results_root: pathlib.Path) -> None:
+    for run_dir in iter_run_dirs(str(results_root)):
+        try:
+            document = records.read_manifest(run_dir)
+        except records.RecordError as error:
+            logging.warning("skipping an unreadable run: %s", error)
+            continue
+        reason = records.crash_reason(document)
+        if reason:
+            logging.warning("run %s crashed (%s); its records up to the crash are intact; resume it with"
+                            " --resume-from %s", document["run_id"], reason, document["run_id"])
+
+
+def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Optional[int] = None) -> int:
+    layout = plan.layout
+    report_crashed_runs(layout.results_root)
+    hardware.apply_process_settings(plan.profile)
+    seeds = seeding.SeedStreams(plan.options.seed)
+    document = manifest.base_manifest(module=plan.module, module_name=plan.module_name, options=plan.options,
+                                      layout=layout, profile=plan.profile, machine=plan.machine, resume=plan.resume)
+    patches = manifest.capture_patches(document["code"], plan.patch_cap_bytes)
+    run = session.RunSession(run_id=layout.run_id, results_dir=layout.results_dir, artifacts_dir=layout.artifacts_dir,
+                             manifest=document, seeds=seeds, heartbeat_s=plan.heartbeat_s, verbosity=verbosity,
+                             budget_cap=records.RowBudget.of(plan.options.stop_at_iteration,
+                                                             plan.options.stop_at_env_steps))
+    run.start()
+    for file_name, patch in patches.items():
+        run.write_results_file(file_name, patch)
+    logging.info("run %s of %s (profile %s): results %s, artifacts %s", layout.run_id, plan.module_name,
+                 plan.profile.name, layout.results_dir, layout.artifacts_dir)
+    context = RunContext(run_id=layout.run_id, experiment=plan.module_name, seed=plan.options.seed,
+                         smoke=plan.options.smoke, results_dir=layout.results_dir, artifacts_dir=layout.artifacts_dir,
+                         hardware=plan.profile, resume=plan.resume, ray_address=plan.options.ray_address,
+                         seeds=seeds, recorder=run)
+    error = None
+    try:
+        outcome = plan.module.run(context)
+        if outcome is not None:
+            run.set_summary_section("outcome", manifest.json_safe(outcome))
+        status = records.INTERRUPTED if run.stop_signal else records.COMPLETED  # a reached budget cap completes
+    except KeyboardInterrupt as interrupt:
+        status, error = records.INTERRUPTED, interrupt
+    except BaseException as failure:  # noqa: B902 - SystemExit from a library is a failure too
+        status, error = (records.INTERRUPTED if run.stop_signal else records.FAILED), failure
+        with open(layout.artifacts_dir / "traceback.txt", "w") as handle:
+            handle.write(traceback.format_exc())
+        logging.error("run %s %s: %s", layout.run_id, status, traceback.format_exc())
+    if status == records.INTERRUPTED:
+        number = getattr(signal, run.stop_signal or "SIGINT")
+        exit_code = 128 + int(number)
+    else:
+        exit_code = 0 if status == records.COMPLETED else EXIT_FAILED
+    run.finish(status, error=error, exit_code=exit_code)
+    logging.info("run %s %s: %s", layout.run_id, status, layout.results_dir)
+    if plan.upload is not None:
+        exit_code = _upload(plan, run, connect_b2, exit_code)
+    return exit_code
+
+
+def _upload(plan: Plan, run: session.RunSession, connect_b2: Callable, exit_code: int) -> int:
+    remote = {"bucket": plan.upload.bucket, "explicit": plan.upload_explicit}
+    try:
+        mirror = connect_b2(plan.upload)
+        record = mirror.upload_run(experiment=plan.module_name, layout=plan.layout)
+        remote.update(status=record["status"], run_prefix=record["run_prefix"], files=len(record["files"]))
+    except b2_mirror.UploadError as error:
+        remote.update(status="failed", error=str(error))
+        logging.error("upload to B2 failed; everything stays local: %s", error)
+        if plan.upload_explicit and exit_code == 0:
+            exit_code = EXIT_UPLOAD_FAILED
+    run.update_manifest(remote=remote, exit_code=exit_code)
+    return exit_code

@@ -1,0 +1,146 @@
+"""Where one run's records live: `[smoke/]<run-id>` under a results root and an artifacts root.
+
+    from rl.harness.layout import RunLayout
+
+    layout = RunLayout(results_root, artifacts_root, run_id="20261201T011500Z-3f9a2c", smoke=True)
+    layout.results_dir       # <results-root>/smoke/<run-id>   (small, committed)
+    layout.artifacts_dir     # <artifacts-root>/smoke/<run-id> (large, git-ignored)
+    layout.checkpoints_dir   # <artifacts-root>/smoke/<run-id>/checkpoints
+    layout.remote_prefix("runs", "experiments.mess3.reward_only")   # "runs/experiments.mess3.reward_only/smoke/<id>"
+
+    layout = RunLayout.of_run(run_dir, manifest)    # back from a recorded run; smoke from its manifest
+    layout.artifact_places(manifest)                # where its artifacts may be on this machine, best first
+    run_folder_part("results/smoke/<id>/summary.json", "<id>")   # ("results", "summary.json")
+
+This module is the only place that knows the folder rule; everything else asks it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Iterable, Optional
+
+from rl.harness import records
+
+# By convention a results root has its artifacts root beside it: <x>/results and <x>/artifacts.
+ARTIFACTS_BESIDE_RESULTS = "artifacts"
+
+
+def relative_run_path(run_id: str, smoke: bool) -> pathlib.PurePosixPath:
+    """`smoke/<run-id>` or `<run-id>`: a run's folder below either root."""
+    return pathlib.PurePosixPath(*([records.SMOKE_DIR] if smoke else []), run_id)
+
+
+def manifest_smoke(manifest: dict) -> bool:
+    """Whether a recorded run was a smoke run, as its manifest says (never guessed from folder names)."""
+    options = manifest.get("options") or {}
+    if not isinstance(options.get("smoke"), bool):
+        raise records.RecordError(f"the manifest of run {manifest.get('run_id')!r} records no options.smoke, so where"
+                                  " its folders are is unknown; it was not written by rl-harness (or was edited)")
+    return options["smoke"]
+
+
+def _root_of(folder: pathlib.Path, relative: pathlib.PurePosixPath, what: str) -> pathlib.Path:
+    """The root above `folder` = <root>/<relative>; RecordError if the folder is not laid out so."""
+    depth = len(relative.parts)
+    if folder.parts[-depth:] != relative.parts:
+        raise records.RecordError(f"{what} {folder} does not end in {relative}, as its manifest implies (run id,"
+                                  " smoke switch); give the folder its run's name again (under smoke/ for a smoke run)")
+    return folder.parents[depth - 1]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunLayout:
+    """The folders of one run (absolute roots; nothing is created here)."""
+
+    results_root: pathlib.Path
+    artifacts_root: pathlib.Path
+    run_id: str
+    smoke: bool
+
+    @property
+    def relative(self) -> pathlib.PurePosixPath:
+        return relative_run_path(self.run_id, self.smoke)
+
+    @property
+    def results_dir(self) -> pathlib.Path:
+        return self.results_root / self.relative
+
+    @property
+    def artifacts_dir(self) -> pathlib.Path:
+        return self.artifacts_root / self.relative
+
+    @property
+    def checkpoints_dir(self) -> pathlib.Path:
+        return self.artifacts_dir / records.CHECKPOINTS_DIR
+
+    def with_run_id(self, run_id: str) -> "RunLayout":
+        """A sibling run in the same roots (a resumed run or a reproduction)."""
+        return dataclasses.replace(self, run_id=run_id)
+
+    def remote_prefix(self, prefix: str, experiment: str) -> str:
+        """The B2 key folder of this run: `<prefix>/<experiment module>/[smoke/]<run-id>`."""
+        return "/".join([prefix.strip("/"), experiment, *self.relative.parts])
+
+    def artifact_places(self, manifest: dict, extra_roots: Iterable[pathlib.Path] = ()) -> list[pathlib.Path]:
+        """Folders that may hold this run's artifacts, best first.
+
+        As the manifest recorded them, under this layout's artifacts root, beside the results root
+        (`<x>/artifacts` for `<x>/results`: a copied checkout), then under each extra root.
+        """
+        recorded = (manifest.get("paths") or {}).get("artifacts")
+        roots = [self.artifacts_root, self.results_root.parent / ARTIFACTS_BESIDE_RESULTS, *map(pathlib.Path, extra_roots)]
+        places = ([pathlib.Path(recorded)] if recorded else []) + [root / self.relative for root in roots]
+        return list(dict.fromkeys(places))
+
+    @classmethod
+    def of_run(cls, run_dir, manifest: dict, artifacts_root: Optional[pathlib.Path] = None) -> "RunLayout":
+        """The layout of a recorded run from its results folder and manifest.
+
+        The artifacts root is `artifacts_root` if given, else the root of the artifacts folder the
+        manifest recorded, else `artifacts/` beside the results root.
+        """
+        run_id, smoke = manifest["run_id"], manifest_smoke(manifest)
+        relative = relative_run_path(run_id, smoke)
+        results_root = _root_of(pathlib.Path(run_dir).resolve(), relative, "results folder")
+        if artifacts_root is None:
+            recorded = (manifest.get("paths") or {}).get("artifacts")
+            artifacts_root = (_root_of(pathlib.Path(recorded), relative, "recorded artifacts folder") if recorded
+                              else results_root.parent / ARTIFACTS_BESIDE_RESULTS)
+        return cls(results_root, pathlib.Path(artifacts_root), run_id, smoke)
+
+    @classmethod
+    def find(cls, results_root: pathlib.Path, run_id: str) -> Optional[pathlib.Path]:
+        """The results folder of run `run_id` under `results_root` (smoke or not), or None."""
+        for smoke in (False, True):
+            folder = pathlib.Path(results_root) / relative_run_path(run_id, smoke)
+            if (folder / records.MANIFEST_FILE).exists():
+                return folder
+        return None
+
+
+def iter_run_dirs(results_root: str) -> Iterable[str]:
+    """`<root>/<run-id>` and `<root>/smoke/<run-id>` folders that hold a manifest, in name order."""
+    for folder in (results_root, os.path.join(results_root, records.SMOKE_DIR)):
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            run_dir = os.path.join(folder, name)
+            if os.path.isfile(os.path.join(run_dir, records.MANIFEST_FILE)):
+                yield run_dir
+
+
+def run_folder_part(path: str, run_id: str) -> Optional[tuple[str, str]]:
+    """(kind, path inside the run's folder) for a `<kind>/[smoke/]<run-id>/<inside>` path, else None.
+
+    `kind` is `results` or `artifacts`, as in a copy of a run's two folders.
+    """
+    parts = pathlib.PurePosixPath(path).parts
+    for smoke in (False, True):
+        relative = relative_run_path(run_id, smoke).parts
+        depth = len(relative)
+        if len(parts) > depth + 1 and parts[1:depth + 1] == relative:
+            return parts[0], "/".join(parts[depth + 1:])
+    return None

@@ -1,0 +1,83 @@
+"""What `--resume-from` names: a checkpoint folder, or a previous run whose last checkpoint is found.
+
+    from rl.harness import resume
+
+    source = resume.resolve_resume("20261201T011500Z-3f9a2c", results_root, artifacts_root)
+    source.checkpoint, source.parent_run_id, source.iteration    # or source.tune_experiment for Tune runs
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Optional
+
+from rl.harness import records
+from rl.harness.context import ResumeSource
+from rl.harness.errors import UsageError
+from rl.harness.layout import RunLayout
+
+_RLLIB_CHECKPOINT_FILE = "rllib_checkpoint.json"
+
+
+def checkpoint_source(path: pathlib.Path, parent_run_id: Optional[str] = None) -> ResumeSource:
+    """A checkpoint folder (the harness's, with its counters, or a bare RLlib one); UsageError otherwise."""
+    if not path.is_dir() or not os.access(path, os.R_OK | os.X_OK):
+        raise UsageError(f"checkpoint {path} is not a readable folder; pass a checkpoint folder"
+                         " (artifacts/<run-id>/checkpoints/iter_N) or a run id")
+    state_file = path / records.CHECKPOINT_STATE_FILE
+    if state_file.exists():
+        try:
+            state = records.read_json(str(state_file), "checkpoint state")
+        except records.RecordError as error:
+            raise UsageError(f"{error}; pass another checkpoint") from None
+        return ResumeSource(checkpoint=path, parent_run_id=parent_run_id or state.get("run_id"),
+                            iteration=state.get("iteration"), env_steps=state.get("env_steps"))
+    if (path / _RLLIB_CHECKPOINT_FILE).exists():
+        return ResumeSource(checkpoint=path, parent_run_id=parent_run_id)
+    raise UsageError(f"{path} is not a checkpoint (no {records.CHECKPOINT_STATE_FILE} or {_RLLIB_CHECKPOINT_FILE});"
+                     " pass a checkpoint folder (artifacts/<run-id>/checkpoints/iter_N) or a run id")
+
+
+def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
+    """`--resume-from VALUE`: an existing path is a checkpoint, else a run id under `results_root`."""
+    path = pathlib.Path(value).expanduser()
+    if path.exists():
+        return checkpoint_source(path.resolve())
+    if records.run_id_problem(value) is None:
+        run_dir = RunLayout.find(results_root, value)
+        if run_dir is not None:
+            return _resume_from_run(value, run_dir, artifacts_root)
+    raise UsageError(f"--resume-from {value!r} is neither a checkpoint folder nor a run under {results_root};"
+                     " pass a checkpoint path or the id of a run listed by `rl-harness runs`")
+
+
+def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
+    try:
+        manifest = records.read_manifest(str(run_dir))
+        places = RunLayout.of_run(run_dir, manifest, artifacts_root).artifact_places(manifest)
+    except records.RecordError as error:
+        raise UsageError(str(error)) from None
+    runner = manifest.get("runner") or {}
+    if runner.get("kind") == "tune":
+        for place in places:
+            storage = place / runner["storage"]
+            if storage.is_dir():
+                return ResumeSource(checkpoint=None, parent_run_id=run_id, tune_experiment=storage)
+        raise UsageError(f"the Tune storage of run {run_id} is not on this machine (looked in"
+                         f" {', '.join(map(str, places))}); fetch artifacts/{run_id} (docs/artifact_storage.md)")
+    checkpoints = manifest.get("checkpoints") or []
+    if not checkpoints:
+        raise UsageError(f"run {run_id} recorded no checkpoint to resume from; start a new run instead")
+    trials = sorted({c["trial_id"] for c in checkpoints if c.get("trial_id")})
+    if trials:
+        raise UsageError(f"run {run_id} saved checkpoints for several trials ({', '.join(trials)}), so which one to"
+                         f" resume is ambiguous; pass --resume-from <checkpoint folder>"
+                         f" (artifacts/{run_id}/checkpoints/<trial>/iter_N)")
+    for place in places:
+        folder = place / checkpoints[-1]["path"]
+        if folder.is_dir():
+            return checkpoint_source(folder, parent_run_id=run_id)
+    raise UsageError(f"checkpoint {checkpoints[-1]['path']} of run {run_id} is not on this machine (looked in"
+                     f" {', '.join(map(str, places))}); fetch artifacts/{run_id} from B2"
+                     " (docs/artifact_storage.md) and pass --resume-from <checkpoint folder>")
