@@ -16,7 +16,8 @@ with reward_only's)?
 from experiments.mess3 import controlled_mess3 as task
 from experiments.mess3 import study
 from rl.learners import IQNPPOTorchLearner
-from rl.learners.models import IQNValueMixin, TransformerModel
+from rl.learners.models import TransformerModel
+from rl.learners.quantile_critic import IQNValueMixin
 
 SMOKE_ENV_STEPS = 3 * 1024
 FULL_ENV_STEPS = 150_000  # about 12-15 minutes on the shared 2-core machine

@@ -14,7 +14,7 @@ phase, does the residual stream encode the belief more or less than under PPO?
 from experiments.mess3 import controlled_mess3 as task
 from experiments.mess3 import study
 from rl.learners import PPGConfig
-from rl.learners.models import PPGTransformerModel
+from rl.learners.ppg import PPGTransformerModel
 
 SMOKE_ENV_STEPS = 3 * 1024  # three updates; the auxiliary phase runs after the second
 FULL_ENV_STEPS = 150_000

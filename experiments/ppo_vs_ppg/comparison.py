@@ -90,7 +90,8 @@ def _cartpole(algorithm: str, smoke: bool):
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from rl.learners import ActorCriticPPOTorchLearner, PPGConfig
-    from rl.learners.models import MLPModel, PPGMLPModel
+    from rl.learners.models import MLPModel
+    from rl.learners.ppg import PPGMLPModel
 
     training = CARTPOLE_TRAINING | (CARTPOLE_SMOKE_TRAINING if smoke else {})
     if algorithm == "PPO":
@@ -114,7 +115,7 @@ MESS3_PPG = {"policy_iterations_per_aux": 4, "aux_epochs": 6, "aux_minibatch_siz
 def _mess3(algorithm: str, smoke: bool):
     from experiments.mess3 import controlled_mess3
     from rl.learners import PPGConfig
-    from rl.learners.models import PPGTransformerModel
+    from rl.learners.ppg import PPGTransformerModel
 
     if algorithm == "PPO":
         return controlled_mess3.ppo_config(smoke=smoke)

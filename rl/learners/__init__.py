@@ -3,7 +3,9 @@
     from rl.learners import ActorCriticPPOTorchLearner, IQNPPOTorchLearner, QRPPOTorchLearner
     from rl.learners import PPGConfig, PPGTorchLearner
     from rl.learners import NextTokenAuxPPOLearner, StateAuxPPOLearner, NextTokenAuxLoss, StateAuxLoss
-    from rl.learners.models import MLPModel, TransformerModel, IQNValueMixin, QRValueMixin
+    from rl.learners.models import MLPModel, TransformerModel
+    from rl.learners.quantile_critic import IQNValueMixin, QRValueMixin
+    from rl.learners.ppg import PPGTransformerModel
     from rl.learners.models import NextTokenAuxHead, StateAuxHead
 
 Exports load lazily: `import rl.learners` does not import RLlib until a name is used.
@@ -16,13 +18,13 @@ from typing import Any
 
 _EXPORTS = {
     "ActorCriticPPOTorchLearner": "rl.learners.ppo.learner",
-    "IQNPPOTorchLearner": "rl.learners.ppo.quantile_critic",
+    "IQNPPOTorchLearner": "rl.learners.quantile_critic.learner",
     "NextTokenAuxLoss": "rl.learners.ppo.aux_prediction",
     "NextTokenAuxPPOLearner": "rl.learners.ppo.aux_prediction",
     "PPG": "rl.learners.ppg.config",
     "PPGConfig": "rl.learners.ppg.config",
     "PPGTorchLearner": "rl.learners.ppg.learner",
-    "QRPPOTorchLearner": "rl.learners.ppo.quantile_critic",
+    "QRPPOTorchLearner": "rl.learners.quantile_critic.learner",
     "StateAuxLoss": "rl.learners.ppo.aux_prediction",
     "StateAuxPPOLearner": "rl.learners.ppo.aux_prediction",
 }

@@ -10,7 +10,9 @@ import pytest
 
 
 def main() -> int:
-    args = [*sys.argv[1:], "-p", "no:cacheprovider", "-q", "-ra"]
+    args = [*sys.argv[1:], "-p", "no:cacheprovider", "-q", "-ra",
+            # Tests that train or start Ray carry it (their Bazel targets are tagged `slow` too).
+            "-o", "markers=slow: trains agents or starts Ray; minutes, not seconds"]
     xml_output = os.environ.get("XML_OUTPUT_FILE")
     if xml_output:
         args += ["--junitxml", xml_output]

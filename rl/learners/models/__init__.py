@@ -1,12 +1,9 @@
-"""Actor-critic RLModules and value-head mixins.
+"""Actor-critic RLModules and the auxiliary prediction heads.
 
-    from rl.learners.models import MLPModel, TransformerModel, IQNValueMixin, QRValueMixin
+    from rl.learners.models import MLPModel, TransformerModel
 
-    class IQNTransformerModel(IQNValueMixin, TransformerModel):
-        pass
-
-    class PPGTransformer(PPGAuxiliaryValueHead, TransformerModel):   # PPG's detach design
-        pass
+Heads that belong to one algorithm live in its feature folder: PPG's in `rl.learners.ppg`,
+the IQN/QR critics' in `rl.learners.quantile_critic`.
 
     class AuxTransformer(NextTokenAuxHead, StateAuxHead, TransformerModel):   # auxiliary prediction heads
         pass
@@ -24,33 +21,17 @@ from rl.learners.models.aux_heads import (
 from rl.learners.models.base import ActorCriticModule
 from rl.learners.models.config import ActorCriticSettings, MLPSettings, TransformerSettings
 from rl.learners.models.mlp import MLPModel
-from rl.learners.models.ppg_head import PPGAuxiliaryValueHead, PPGMLPModel, PPGTransformerModel
-from rl.learners.models.quantile_value import (
-    IQNValueMixin,
-    IQNValueSettings,
-    QRValueMixin,
-    QRValueSettings,
-    QuantileValueMixin,
-)
 from rl.learners.models.transformer import ResidualStream, TransformerModel
 
 __all__ = [
     "ActorCriticModule",
     "ActorCriticSettings",
-    "IQNValueMixin",
-    "IQNValueSettings",
     "MLPModel",
     "MLPSettings",
     "NextTokenAuxHead",
     "NextTokenAuxMLPModel",
     "NextTokenAuxSettings",
     "NextTokenAuxTransformerModel",
-    "PPGAuxiliaryValueHead",
-    "PPGMLPModel",
-    "PPGTransformerModel",
-    "QRValueMixin",
-    "QRValueSettings",
-    "QuantileValueMixin",
     "ResidualStream",
     "StateAuxHead",
     "StateAuxSettings",

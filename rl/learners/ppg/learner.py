@@ -48,8 +48,8 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.numpy import convert_to_numpy
 
 from rl.learners.gradient_steps import fused_adam
-from rl.learners.models.ppg_head import PPGAuxiliaryValueHead
-from rl.learners.ppg.config import validate_ppg_config
+from rl.learners.ppg.module import PPGAuxiliaryValueHead
+from rl.learners.ppg.settings import validate_ppg_config
 from rl.learners.ppo.learner import ActorCriticPPOTorchLearner
 from rl.losses import masked_mean
 

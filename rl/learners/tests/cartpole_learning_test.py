@@ -14,7 +14,8 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rl.learners import ActorCriticPPOTorchLearner, IQNPPOTorchLearner, QRPPOTorchLearner
-from rl.learners.models import IQNValueMixin, MLPModel, QRValueMixin
+from rl.learners.models import MLPModel
+from rl.learners.quantile_critic import IQNValueMixin, QRValueMixin
 from rl.learners.tests.training import local_ray, save_record, train_until
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,8 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rl.learners import ActorCriticPPOTorchLearner, IQNPPOTorchLearner, PPGConfig, QRPPOTorchLearner
 from rl.learners.gradient_steps import all_finite, fused_adam
-from rl.learners.models import IQNValueMixin, MLPModel, QRValueMixin
+from rl.learners.models import MLPModel
+from rl.learners.quantile_critic import IQNValueMixin, QRValueMixin
 
 
 class IQNMLPModel(IQNValueMixin, MLPModel):

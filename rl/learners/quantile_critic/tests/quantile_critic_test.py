@@ -12,7 +12,8 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rl.learners import IQNPPOTorchLearner, QRPPOTorchLearner
-from rl.learners.models import IQNValueMixin, MLPModel, QRValueMixin, TransformerModel
+from rl.learners.models import MLPModel, TransformerModel
+from rl.learners.quantile_critic import IQNValueMixin, QRValueMixin
 from rl.losses import midpoint_taus
 
 

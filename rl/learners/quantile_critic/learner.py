@@ -2,8 +2,8 @@
 
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-    from rl.learners import IQNPPOTorchLearner
-    from rl.learners.models import IQNValueMixin, TransformerModel
+    from rl.learners.models import TransformerModel
+    from rl.learners.quantile_critic import IQNPPOTorchLearner, IQNValueMixin
 
     class IQNTransformerModel(IQNValueMixin, TransformerModel):
         pass
@@ -42,7 +42,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.utils.annotations import override
 
-from rl.learners.models.quantile_value import IQNValueMixin, QRValueMixin, QuantileValueMixin
+from rl.learners.quantile_critic.module import IQNValueMixin, QRValueMixin, QuantileValueMixin
 from rl.learners.ppo.learner import ActorCriticPPOTorchLearner
 from rl.losses import LossTermMixin, LossTermOptions, masked_mean, quantile_huber_loss, require_number
 

@@ -10,7 +10,8 @@ import torch
 
 from ray.rllib.core.columns import Columns
 
-from rl.learners.models import IQNValueMixin, MLPModel, QRValueMixin
+from rl.learners.models import MLPModel
+from rl.learners.quantile_critic import IQNValueMixin, QRValueMixin
 from rl.losses import quantile_huber_loss
 
 

@@ -1,6 +1,7 @@
 """Quantile value heads for PPO critics: IQN (sampled taus) and QR (fixed midpoint taus).
 
-    from rl.learners.models import IQNValueMixin, QRValueMixin, MLPModel, TransformerModel
+    from rl.learners.models import MLPModel, TransformerModel
+    from rl.learners.quantile_critic import IQNValueMixin, QRValueMixin
 
     class IQNTransformerModel(IQNValueMixin, TransformerModel):
         pass

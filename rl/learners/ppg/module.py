@@ -1,6 +1,7 @@
 """PPGAuxiliaryValueHead: the single-network "detach" design of Phasic Policy Gradient.
 
-    from rl.learners.models import PPGAuxiliaryValueHead, MLPModel, TransformerModel
+    from rl.learners.models import MLPModel, TransformerModel
+    from rl.learners.ppg import PPGAuxiliaryValueHead
 
     class PPGTransformer(PPGAuxiliaryValueHead, TransformerModel):
         pass

@@ -14,7 +14,8 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rl.learners import PPGConfig, PPGTorchLearner
-from rl.learners.models import MLPModel, PPGAuxiliaryValueHead, PPGMLPModel, TransformerModel
+from rl.learners.models import MLPModel, TransformerModel
+from rl.learners.ppg import PPGAuxiliaryValueHead, PPGMLPModel
 from rl.learners.ppg.learner import AUX_OPTIMIZER_STATE, BUFFERED_COLUMNS
 
 
