@@ -1,4 +1,4 @@
-"""Checkpoints of a run: discovery from its records, the RLModule inside, portable export.
+"""Checkpoints of a run: discovery from its records, the RLModule inside (portable export re-exported).
 
     from rl.analysis.checkpoints import export_portable_module, find_checkpoints, load_rl_module
 
@@ -9,7 +9,7 @@
 """
 
 from rl.analysis.checkpoints.discover import CheckpointNotFound, RunArtifacts, RunCheckpoint, find_checkpoints
-from rl.analysis.checkpoints.export import export_portable_module
+from rl.analysis.portable import export_portable_module
 from rl.analysis.checkpoints.rllib import load_rl_module, rl_module_path
 
 __all__ = [

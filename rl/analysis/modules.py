@@ -7,7 +7,7 @@
     outputs["residual_stream"]            # (n_layers + 1, B, T, d_model): TransformerModel only
 
 It is an `nn.Module`, so `torch.export` can turn it into a portable program
-(rl.analysis.checkpoints.export_portable_module) that returns the same dict without Ray.
+(rl.analysis.portable.export_portable_module) that returns the same dict without Ray.
 """
 
 from __future__ import annotations
