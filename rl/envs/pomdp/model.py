@@ -51,7 +51,7 @@ class FinitePOMDP:
                 f"observations has shape {observations.shape}; expected ({num_actions}, {num_states}, observations)"
             )
         expected_rewards_shape = (num_actions, num_states, num_states, observations.shape[2])
-        reward_table = _frozen_copy(self.rewards)
+        reward_table = _frozen_copy(_compact(self.rewards))
         if reward_table.ndim > 4:
             raise ValueError(f"rewards has shape {reward_table.shape}; expected at most 4 axes {expected_rewards_shape}")
         reward_table = reward_table.reshape((1,) * (4 - reward_table.ndim) + reward_table.shape)
@@ -139,6 +139,13 @@ class FinitePOMDP:
             predicted * self.observations[action, :, observation],
             impossible=lambda index: f"observation {observation} after action {action} (batch index {index})",
         )
+
+
+def _compact(array):
+    """A broadcast view (e.g. another model's `rewards`) shrunk to size 1 along its zero-stride axes, else as given."""
+    if not isinstance(array, np.ndarray) or 0 not in array.strides:
+        return array
+    return array[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in array.strides)]
 
 
 def _frozen_copy(array) -> np.ndarray:

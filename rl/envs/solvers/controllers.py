@@ -18,6 +18,7 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 from rl.envs.pomdp.model import FinitePOMDP
+from rl.envs.solvers.mdp import require_discount_below_one
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -65,8 +66,7 @@ class ControllerEvaluator:
     """
 
     def __init__(self, pomdp: FinitePOMDP):
-        if pomdp.discount >= 1.0:
-            raise ValueError("controller values need discount < 1; an undiscounted value may be infinite")
+        require_discount_below_one(pomdp, "ControllerEvaluator")
         self._pomdp = pomdp
         self._blocks = {}
         for action in range(pomdp.num_actions):

@@ -28,14 +28,23 @@ class MDPSolution:
         return float(np.asarray(belief) @ self.values)
 
 
+def require_discount_below_one(pomdp: FinitePOMDP, solver: str) -> None:
+    """The one error every solver here gives for discount 1 (their infinite-horizon values may be infinite)."""
+    if pomdp.discount >= 1.0:
+        raise ValueError(
+            f"{solver} needs discount < 1, but the POMDP has discount {pomdp.discount:g}: its infinite-horizon "
+            "values may be infinite, and these solvers take no finite horizon. Solve a discounted version instead, "
+            "e.g. dataclasses.replace(pomdp, discount=0.99)"
+        )
+
+
 def solve_fully_observable(pomdp: FinitePOMDP, *, max_iterations: int = 1000) -> MDPSolution:
     """Policy iteration with exact linear solves (a few iterations even at discount 0.999).
 
     Raises ValueError for discount 1 (values may be infinite) or if the policy still changes
     after max_iterations (which for a finite MDP means max_iterations was set too low).
     """
-    if pomdp.discount >= 1.0:
-        raise ValueError("solve_fully_observable needs discount < 1")
+    require_discount_below_one(pomdp, "solve_fully_observable")
     states = np.arange(pomdp.num_states)
     rewards = pomdp.expected_rewards
     policy = rewards.argmax(axis=0)

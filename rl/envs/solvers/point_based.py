@@ -33,7 +33,7 @@ import numpy as np
 
 from rl.envs.pomdp.model import FinitePOMDP
 from rl.envs.solvers.controllers import ControllerEvaluator, FiniteStateController
-from rl.envs.solvers.mdp import qmdp
+from rl.envs.solvers.mdp import qmdp, require_discount_below_one
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -74,6 +74,7 @@ def solve_point_based(
     improvement steps, ending early when no belief gains more than `tolerance` (in reward units).
     `seed` drives all randomness. Raises ValueError for discount 1.
     """
+    require_discount_below_one(pomdp, "solve_point_based")
     if num_beliefs < 1 or rounds < 1 or max_iterations < 1:
         raise ValueError(
             f"num_beliefs={num_beliefs}, rounds={rounds}, max_iterations={max_iterations}: each must be >= 1"
