@@ -7,9 +7,9 @@ randomly initialised networks of the same architecture, written into results/<ru
 
 Everything is rl.analysis: `probe_command.probe_checkpoints` and `write_outputs` (probe_report.json,
 probe_r2_<distribution>.png, belief_simplex_<distribution>.png, learning_curves.png), run on the
-checkpoints the harness recorded. The random networks go through the same function with the same
-probe seed, so they meet the same contexts, episode seeds, splits and resamples as the checkpoints
-(paired comparisons). Added here: random_network_probes.json, belief_simplex_<distribution>_random.png,
+checkpoints the harness recorded, and `rl.analysis.baselines.probe_random_networks` for the random
+networks (the same loop with the same probe seed: the same contexts, episode seeds, splits and
+resamples as the checkpoints, so comparisons are paired). Added here: random_network_probes.json, belief_simplex_<distribution>_random.png,
 and belief_geometry.json + probe_r2_trained_vs_random.png, the per-layer comparison.
 """
 
@@ -23,7 +23,8 @@ from matplotlib.figure import Figure
 
 from rl.analysis import probe_command
 from rl.analysis.adapters import ProbePlan
-from rl.analysis.checkpoints import RunArtifacts, RunCheckpoint, find_checkpoints
+from rl.analysis.baselines import probe_random_networks
+from rl.analysis.checkpoints import find_checkpoints
 from rl.analysis.plots import belief_simplex_figure, save_figure
 from rl.harness import records
 
@@ -40,15 +41,8 @@ def analyse(context, plan: ProbePlan, *, random_networks: Sequence, show_progres
                                                      show_progress=show_progress)
     written = probe_command.write_outputs(found, trained, seeds, from_source=False)
 
-    # Random networks as RLModule checkpoints, so the probe command's own loop reads them.
-    folders = []
-    for index, module in enumerate(random_networks):
-        folder = pathlib.Path(context.artifacts_dir) / RANDOM_FOLDER / f"random_init_{index}"
-        module.save_to_path(str(folder))
-        folders.append(RunCheckpoint(folder, iteration=None, env_steps=None))
-    random, _ = probe_command.probe_checkpoints(RunArtifacts(found.run, found.artifacts_dir, folders), plan,
-                                                seed=probe_seed, module_id="default_policy",
-                                                show_progress=show_progress)
+    random = probe_random_networks(found, plan, random_networks, folder=pathlib.Path(context.artifacts_dir) / RANDOM_FOLDER,
+                                   seed=probe_seed, show_progress=show_progress)
     folder = pathlib.Path(context.results_dir)
     records.write_json_atomically(str(folder / RANDOM_REPORT_FILE), {
         "probe_seed": probe_seed,

@@ -24,6 +24,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.tune.registry import register_env
 
 from rl.analysis.adapters import ContextProbing, ProbePlan, RolloutProbing
+from rl.analysis.baselines import random_network
 from rl.analysis.probes import ProbeOptions
 from rl.envs.hmm import belief_after
 from rl.envs.mess3 import CONTROL_DEFAULTS, mess3_env, mess3_process
@@ -87,14 +88,9 @@ def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerMode
 
 def build_random_network(seed: int, *, module_class=TransformerModel, model_config=None):
     """A freshly initialised module of the trained architecture (torch seeded with `seed`), in eval mode."""
-    import torch
-
     env = make_env()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        module = module_class(observation_space=env.observation_space, action_space=env.action_space,
-                              model_config=dict(model_config or MODEL_CONFIG))
-    return module.eval()
+    return random_network(lambda: module_class(observation_space=env.observation_space, action_space=env.action_space,
+                                               model_config=dict(model_config or MODEL_CONFIG)), seed)
 
 
 # -- probes: the adapters rl.analysis reads ---------------------------------------------------------

@@ -19,8 +19,7 @@ from rl.learners import IQNPPOTorchLearner
 from rl.learners.models import TransformerModel
 from rl.learners.quantile_critic import IQNValueMixin
 
-SMOKE_ENV_STEPS = 3 * 1024
-FULL_ENV_STEPS = 150_000  # about 12-15 minutes on the shared 2-core machine
+BUDGET = study.Budget(smoke_env_steps=3 * 1024, full_env_steps=150_000)  # full: ~12-15 min on 2 shared cores
 MODEL_CONFIG = {**task.MODEL_CONFIG, "iqn_value": {"train_quantiles": 16, "value_quantiles": 32, "n_cosines": 32}}
 IQN_NAMESPACE = IQNValueMixin.model_config_section
 LEARNER_CONFIG = {f"{IQN_NAMESPACE}/loss_coefficient": 0.5, f"{IQN_NAMESPACE}/huber_kappa": 1.0}
@@ -36,7 +35,7 @@ def run(context):
                              vf_loss_coeff=0.0)  # the quantile loss replaces PPO's value loss
     metrics = f"learners/default_policy/{IQN_NAMESPACE}"
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/quantile_spread", f"{metrics}/crossing_fraction")
-    return study.run(context, config, env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS,
+    return study.run(context, config, budget=BUDGET,
                      random_network=lambda seed: task.build_random_network(seed, module_class=IQNTransformerModel, model_config=MODEL_CONFIG))
 
 

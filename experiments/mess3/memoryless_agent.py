@@ -19,4 +19,4 @@ MODEL_CONFIG = {"hidden_sizes": (64, 64), "vf_share_layers": True}  # one encode
 
 def run(context):
     config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=MODEL_CONFIG)
-    return study.run(context, config, env_steps=study.env_steps(context), random_network=None)
+    return study.run(context, config, budget=study.MAIN_JOB, random_network=None)

@@ -38,7 +38,7 @@ def run(context):
                              learner_class=NextTokenAuxPPOLearner, learner_config=LEARNER_CONFIG)
     metrics = f"learners/default_policy/{NAMESPACE}"
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/accuracy")
-    return study.run(context, config, env_steps=study.env_steps(context), random_network=random_network)
+    return study.run(context, config, budget=study.MAIN_JOB, random_network=random_network)
 
 
 def probe_plan():

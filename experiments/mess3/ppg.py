@@ -16,8 +16,8 @@ from experiments.mess3 import study
 from rl.learners import PPGConfig
 from rl.learners.ppg import PPGTransformerModel
 
-SMOKE_ENV_STEPS = 3 * 1024  # three updates; the auxiliary phase runs after the second
-FULL_ENV_STEPS = 150_000
+# Smoke: three updates, the auxiliary phase runs after the second.
+BUDGET = study.Budget(smoke_env_steps=3 * 1024, full_env_steps=150_000)
 # Smaller than the paper's N_pi = 32 so that the full budget (~73 updates) holds several phases.
 PPG_SETTINGS = {True: {"policy_iterations_per_aux": 2, "aux_epochs": 2, "aux_minibatch_size": 512},
                 False: {"policy_iterations_per_aux": 16, "aux_epochs": 6, "aux_minibatch_size": 1024}}
@@ -26,7 +26,7 @@ PPG_SETTINGS = {True: {"policy_iterations_per_aux": 2, "aux_epochs": 2, "aux_min
 def run(context):
     config = task.ppo_config(smoke=context.smoke, algorithm=PPGConfig, module_class=PPGTransformerModel,
                              learner_class=None).training(**PPG_SETTINGS[context.smoke])
-    return study.run(context, config, env_steps=SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS,
+    return study.run(context, config, budget=BUDGET,
                      random_network=lambda seed: task.build_random_network(seed, module_class=PPGTransformerModel))
 
 

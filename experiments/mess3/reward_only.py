@@ -21,7 +21,7 @@ def train(context, *, env_steps: int) -> dict:
 
 
 def run(context):
-    return study.run(context, task.ppo_config(smoke=context.smoke), env_steps=study.env_steps(context),
+    return study.run(context, task.ppo_config(smoke=context.smoke), budget=study.MAIN_JOB,
                      random_network=task.build_random_network)
 
 

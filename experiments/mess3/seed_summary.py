@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import sys
 from typing import Mapping, Sequence
 
-import numpy as np
 from matplotlib.figure import Figure
 
 from experiments.mess3 import belief_geometry, control_scores

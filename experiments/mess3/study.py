@@ -3,7 +3,7 @@
     from experiments.mess3 import study
 
     config = task.ppo_config(smoke=context.smoke, module_class=..., learner_class=...)
-    return study.run(context, config, env_steps=..., random_network=lambda seed: task.build_random_network(seed))
+    return study.run(context, config, budget=study.MAIN_JOB, random_network=lambda seed: task.build_random_network(seed))
 
 Training saves the untrained network (step 0), log-spaced checkpoints and the last one;
 `control_scores` evaluates the last and normalises its return and value between the best memoryless
@@ -14,21 +14,35 @@ a residual stream, e.g. the memoryless MLP agent). What a recipe changes is its 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Optional
 
 from experiments.mess3 import belief_geometry, control_scores
 from experiments.mess3 import controlled_mess3 as task
 from rl.harness import runners
 
-RANDOM_NETWORKS = {True: 1, False: 3}
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """How much a recipe trains (env steps, smoke or full) and how many random networks its probes compare with."""
+
+    smoke_env_steps: int
+    full_env_steps: int
+    smoke_random_networks: int = 1
+    full_random_networks: int = 3
+
+    def env_steps(self, smoke: bool) -> int:
+        return self.smoke_env_steps if smoke else self.full_env_steps
+
+    def random_networks(self, smoke: bool) -> int:
+        return self.smoke_random_networks if smoke else self.full_random_networks
+
+
 # The main job's budget, shared by the recipes compared with it (memoryless_agent, next_token_aux).
-SMOKE_ENV_STEPS = 3 * 1024  # three updates: checkpoints at 0, 1, 2, 3
-FULL_ENV_STEPS = 2**20  # 512 updates of 2048: ~6 min of training, ~8 min in all on 2 cores (README.md)
-
-
-def env_steps(context) -> int:
-    """The main job's budget for this run (smoke or full)."""
-    return SMOKE_ENV_STEPS if context.smoke else FULL_ENV_STEPS
+# Smoke: three updates (checkpoints at 0, 1, 2, 3); full: 512 updates of 2048, ~6 min of training,
+# ~8 min in all on 2 cores (README.md).
+MAIN_JOB = Budget(smoke_env_steps=3 * 1024, full_env_steps=2**20)
 
 
 def train(context, config, *, env_steps: int) -> dict:
@@ -38,11 +52,12 @@ def train(context, config, *, env_steps: int) -> dict:
                               parallel_envs=task.PARALLEL_ENVS)
 
 
-def run(context, config, *, env_steps: int, random_network: Optional[Callable[[int], object]]) -> dict:
+def run(context, config, *, budget: Budget, random_network: Optional[Callable[[int], object]]) -> dict:
     """All stages; returns the summary outcome (training counters, scores, probe R^2)."""
-    outcome = {**train(context, config, env_steps=env_steps), "scores": control_scores.score_run(context)}
+    outcome = {**train(context, config, env_steps=budget.env_steps(context.smoke)),
+               "scores": control_scores.score_run(context)}
     if random_network is not None:
-        seeds = context.seeds.integers("random_networks", RANDOM_NETWORKS[context.smoke])
+        seeds = context.seeds.integers("random_networks", budget.random_networks(context.smoke))
         comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke),
                                              random_networks=[random_network(seed) for seed in seeds])
         outcome.update(random_network_seeds=seeds, probe_r2=belief_geometry.headline(comparison))
