@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 from absl import logging
 
-from rl.harness import b2_mirror, hardware, manifest, provenance, records, recipes, resume, seeding, session
+from rl.harness import b2_mirror, cluster, hardware, manifest, provenance, records, recipes, resume, seeding, session
 from rl.harness.context import ResumeSource, RunContext
 from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, UsageError
 from rl.harness.layout import RunLayout, iter_run_dirs
@@ -81,6 +81,11 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
         profile = hardware.choose_profile(options.hardware_profile, machine)
     except hardware.HardwareError as error:
         raise UsageError(str(error)) from None
+    if options.ray_address:  # last: it may wait for the cluster's answer (at most $RL_HARNESS_RAY_CONNECT_TIMEOUT_S)
+        try:
+            cluster.check_address(options.ray_address)
+        except (cluster.ClusterError, ValueError) as error:
+            raise UsageError(str(error)) from None
     return Plan(module, module_name, options, layout, parent, machine, profile, upload,
                 bool(options.upload_artifacts), heartbeat_s, patch_cap_bytes)
 
@@ -133,8 +138,7 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
             handle.write(traceback.format_exc())
         logging.error("run %s %s: %s", layout.run_id, status, traceback.format_exc())
     if status == records.INTERRUPTED:
-        number = getattr(signal, run.stop_signal or "SIGINT")
-        exit_code = 128 + int(number)
+        exit_code = _interrupted_exit_code(run)
     else:
         exit_code = 0 if status == records.COMPLETED else EXIT_FAILED
     run.finish(status, error=error, exit_code=exit_code)
@@ -144,16 +148,26 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     return exit_code
 
 
+def _interrupted_exit_code(run: session.RunSession) -> int:
+    return 128 + int(getattr(signal, run.stop_signal or "SIGINT"))
+
+
 def _upload(plan: Plan, run: session.RunSession, connect_b2: Callable, exit_code: int) -> int:
     remote = {"bucket": plan.upload.bucket, "explicit": plan.upload_explicit}
     try:
-        mirror = connect_b2(plan.upload)
-        record = mirror.upload_run(experiment=plan.module_name, layout=plan.layout)
+        with run.signals_stop_at_once():  # the upload cannot poll stop_requested: a signal ends it at once
+            mirror = connect_b2(plan.upload)
+            record = mirror.upload_run(experiment=plan.module_name, layout=plan.layout)
         remote.update(status=record["status"], run_prefix=record["run_prefix"], files=len(record["files"]))
     except b2_mirror.UploadError as error:
         remote.update(status="failed", error=str(error))
         logging.error("upload to B2 failed; everything stays local: %s", error)
         if plan.upload_explicit and exit_code == 0:
             exit_code = EXIT_UPLOAD_FAILED
+    except KeyboardInterrupt:
+        remote.update(status="interrupted")
+        logging.warning("upload to B2 interrupted; everything stays local (docs/artifact_storage.md)")
+        exit_code = _interrupted_exit_code(run)
+        run.update_manifest(status=records.INTERRUPTED, interrupted_by=run.stop_signal)
     run.update_manifest(remote=remote, exit_code=exit_code)
     return exit_code

@@ -95,6 +95,13 @@ class HardwareProfile:
         return SamplingPlan(parallel_envs, runners, parallel_envs // runners, "remote",
                             f"{self.num_cpus} CPUs: {runners} remote runner(s) sample in parallel, one CPU each")
 
+    def on_cluster(self, cpus: int) -> "HardwareProfile":
+        """This profile placing env runners on a Ray cluster with `cpus` CPUs in all (the same rule as on one machine).
+
+        The learner's device and torch threads stay this machine's: the learner runs in the driver.
+        """
+        return dataclasses.replace(self, num_cpus=cpus, max_env_runners=max(cpus - 1, 0))
+
     def apply_to(self, config, plan: SamplingPlan):
         """Sets runners, envs per runner (from `plan`) and the learner's GPU on an RLlib AlgorithmConfig."""
         config.env_runners(

@@ -37,7 +37,7 @@ STATISTICAL_RELATIVE_TOLERANCE = 0.05
 # Metric keys that measure time, throughput or the machine, never what was learned (docs/harness.md).
 IGNORED_KEY_PATTERNS = tuple(re.compile(pattern) for pattern in (
     r"(^|/)timers?(/|$)", r"_timer(/|$)", r"throughput", r"duration", r"_sec(_|/|$)", r"^perf/", r"(^|/)time_", r"^timestamp$", r"^date$",
-    r"^pid$", r"^hostname$", r"^node_ip$", r"^harness/logged_at$", r"^env_runners/sample$", r"^trial_id$",
+    r"^pid$", r"^hostname$", r"^node_ip$", r"^node_id$", r"^harness/logged_at$", r"^env_runners/sample$", r"^trial_id$",
 ))
 # Profile fields that decide where envs and learner run; a different value means another machine kind.
 _PLACEMENT_FIELDS = ("name", "learner_device", "num_gpus_per_learner", "max_env_runners", "torch_threads", "num_cpus")

@@ -14,10 +14,14 @@ hardware profile places them (hardware.SamplingPlan); without it the harness tak
 divisor of the train batch up to DEFAULT_PARALLEL_ENVS. Both apply the hardware profile, seed
 RLlib from the named stream "rllib" (Tune: one seed per trial from "tune/trials"), stream every result row to metrics.jsonl as it arrives,
 checkpoint every N iterations plus once at the end (also when SIGINT/SIGTERM asked to stop),
-and resume with continuous iteration and env-step counters. The direct runner also takes a
+and resume with continuous iteration and env-step counters. A stop request before training
+(during start-up, `ray.init` or building the algorithm) ends the run at the next phase boundary,
+without a checkpoint (nothing was trained). The direct runner also takes a
 schedule (`LogSpaced(2.0)`: 1, 2, 4, 8, ...) and a checkpoint of the untrained network at
 iteration 0, which representation studies compare against. `context.ray_address` attaches to
-an existing cluster; otherwise a local Ray is started with the profile's CPU count.
+an existing cluster (the sampling plan then counts the cluster's CPUs, and the manifest's
+`cluster` section records its nodes and where the env runners or trials run); otherwise a local
+Ray is started with the profile's CPU count.
 """
 
 from __future__ import annotations
@@ -28,19 +32,20 @@ import math
 import os
 import shutil
 import signal
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import ray
 from absl import logging
 from ray import tune
-from ray.tune.result import SHOULD_CHECKPOINT
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from rl.harness import hardware
+from rl.harness import cluster, hardware
 from rl.harness.context import RunContext
-from rl.harness.hardware import SamplingPlan
+from rl.harness.hardware import HardwareProfile, SamplingPlan
 from rl.harness.metric_keys import ENV_STEPS, ITERATION, RETURN
 
 TUNE_STORAGE = "tune"
+NODE_ID = "node_id"  # the Ray node a Tune trial trained on (a column of its rows)
 # Batching the policy's forward pass over envs is the main throughput lever (on 2 cores 8 envs
 # gave 3.9x one env's env steps/s, 32 envs 6.5x: docs/performance.md); recipes that care set parallel_envs.
 DEFAULT_PARALLEL_ENVS = 16
@@ -112,14 +117,17 @@ def default_parallel_envs(train_batch: int) -> int:
     return max(count for count in range(1, min(DEFAULT_PARALLEL_ENVS, train_batch) + 1) if train_batch % count == 0)
 
 
-def plan_sampling(context: RunContext, config, parallel_envs: Optional[int] = None) -> SamplingPlan:
+def plan_sampling(context: RunContext, config, parallel_envs: Optional[int] = None,
+                  profile: Optional[HardwareProfile] = None) -> SamplingPlan:
     """Where `parallel_envs` envs step for `config` (an AlgorithmConfig); checks them against its train batch.
 
     None takes the largest divisor of the train batch up to DEFAULT_PARALLEL_ENVS. Each update
     then holds exactly the recipe's train batch: every env steps batch / parallel_envs times.
+    `profile` (default: the context's) places them; on a cluster `ray_cluster` yields one.
     """
     batch = config.total_train_batch_size
-    plan = context.hardware.plan_sampling(default_parallel_envs(batch) if parallel_envs is None else parallel_envs)
+    profile = profile or context.hardware
+    plan = profile.plan_sampling(default_parallel_envs(batch) if parallel_envs is None else parallel_envs)
     if plan.parallel_envs > batch:
         raise ValueError(f"parallel_envs={plan.parallel_envs} is more than the train batch of {batch} env steps"
                          f" allows: every env must step at least once per update; use parallel_envs <= {batch}")
@@ -159,20 +167,74 @@ def train_rows(context: RunContext, algo, stop: StopRule, *, row: Optional[dict]
 
 
 @contextlib.contextmanager
-def ray_cluster(context: RunContext):
-    """Attaches to `context.ray_address` or starts a local Ray sized by the hardware profile."""
-    started = not ray.is_initialized()
-    if started:
+def _ray_keeps_off_sigterm() -> Iterator[None]:
+    """While entered, Ray cannot install its SIGTERM handler: `ray.init` keeps the harness's.
+
+    ray.init (Ray 2.56, `ray._private.worker.init`) first installs a handler that calls
+    sys.exit(15) and only then connects, so a SIGTERM while it started ended the run `failed`
+    with `SystemExit: 15` instead of `interrupted`. Its helper is Ray's only way in (private,
+    hence this one place; tests/runners_phases_test.py fails if Ray installs a handler anyway).
+    Running ray.init on another thread instead is no way out: Ray's processes die with the
+    thread that started them (PR_SET_PDEATHSIG follows the thread).
+    """
+    from ray._private import utils as ray_utils
+
+    install = ray_utils.set_sigterm_handler
+    ray_utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = install
+
+
+def _init_ray(context: RunContext) -> None:
+    """Attaches to `context.ray_address`, or starts a local Ray with the profile's CPUs; SIGTERM stays the harness's."""
+    with _ray_keeps_off_sigterm():
         if context.ray_address:
             ray.init(address=context.ray_address)
         else:
             ray.init(num_cpus=context.hardware.num_cpus, include_dashboard=False)
-    context.recorder.reclaim()  # ray.init replaces the SIGTERM handler
+
+
+@contextlib.contextmanager
+def ray_cluster(context: RunContext) -> Iterator[HardwareProfile]:
+    """Attaches to `context.ray_address` or starts a local Ray sized by the hardware profile.
+
+    Yields the profile that places env runners: the context's, or on a cluster the same with the
+    cluster's CPU count. Records the cluster (`cluster.describe`) in the manifest and refuses a
+    node whose Ray or Python differs from the driver's before anything is built.
+    """
+    started = not ray.is_initialized()
     try:
-        yield
+        if started:
+            _init_ray(context)
+        context.recorder.reclaim()  # importing Ray and ray.init raise the root log level
+        facts = cluster.describe(context.ray_address, per_node_versions=bool(context.ray_address))
+        context.recorder.update_manifest(cluster=facts)
+        cluster.check_versions(facts)
+        profile = context.hardware
+        if context.ray_address:
+            profile = profile.on_cluster(int(ray.cluster_resources().get("CPU", 0)))
+        yield profile
     finally:
         if started:
             ray.shutdown()
+
+
+def stopping(context: RunContext, phase: str) -> bool:
+    """Whether a stop was requested before training began; says so (the run then ends with no checkpoint)."""
+    if context.recorder.stop_requested:
+        logging.warning("stop requested during %s: ending the run before training", phase)
+        return True
+    return False
+
+
+def env_runner_nodes(algo) -> list[str]:
+    """The Ray node id of each remote env runner of `algo` ([] when sampling is local)."""
+    group = algo.env_runner_group
+    if group is None or group.num_remote_env_runners() == 0:
+        return []
+    return group.foreach_env_runner(lambda _: ray.get_runtime_context().get_node_id(), local_env_runner=False)
 
 
 def result_row(result: dict) -> dict:
@@ -216,26 +278,36 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
     resume = context.resume
     if resume is not None and resume.checkpoint is None:
         raise ValueError(f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls run_tune")
-    sampling = plan_sampling(context, config, parallel_envs)
-    config = _configured(context, config, context.seeds.integer("rllib"), sampling)
-    context.recorder.update_manifest(runner={
-        "kind": "direct", "algorithm": config.algo_class.__name__, "rllib_seed": config.seed,
-        "sampling": sampling.as_dict(), "determinism": hardware.determinism(context.hardware, sampling, "direct"),
-        "stop": dataclasses.asdict(stop), "checkpoint_schedule": _describe(schedule),
-        "checkpoint_initial": checkpoint_initial and resume is None})
-    with ray_cluster(context):
+    plan_sampling(context, config, parallel_envs)  # a bad parallel_envs fails before Ray starts
+    # The counters before training: the outcome of a run stopped before its first iteration.
+    row = {ITERATION: resume.iteration if resume else 0, ENV_STEPS: resume.env_steps if resume else 0}
+    if stopping(context, "start-up"):
+        return {**row, RETURN: None}
+    with ray_cluster(context) as profile:
+        if stopping(context, "ray.init"):
+            return {**row, RETURN: None}
+        sampling = plan_sampling(context, config, parallel_envs, profile)
+        config = _configured(context, config, context.seeds.integer("rllib"), sampling)
+        context.recorder.update_manifest(runner={
+            "kind": "direct", "algorithm": config.algo_class.__name__, "rllib_seed": config.seed,
+            "sampling": sampling.as_dict(), "determinism": hardware.determinism(profile, sampling, "direct"),
+            "stop": dataclasses.asdict(stop), "checkpoint_schedule": _describe(schedule),
+            "checkpoint_initial": checkpoint_initial and resume is None})
         algo = config.build_algo()
         try:
+            context.recorder.update_manifest(
+                cluster={**context.recorder.manifest["cluster"], "env_runner_nodes": env_runner_nodes(algo)})
+            if stopping(context, "building the algorithm"):
+                return {**row, RETURN: None}
             if resume is not None:
                 algo.restore_from_path(str(resume.checkpoint))
             row = _restored_counters(algo)
             if resume is not None and resume.iteration is not None and row[ITERATION] != resume.iteration:
                 raise RuntimeError(f"restoring {resume.checkpoint} gave iteration {row[ITERATION]}, but the"
                                    f" checkpoint was saved at {resume.iteration}: the counters would not continue")
-            saved_at = row[ITERATION] if resume is not None else None
+            saved_at = row[ITERATION]  # a fresh run's untrained network is saved only when asked for
             if checkpoint_initial and resume is None:
                 _save(context, algo, 0, 0)
-                saved_at = 0
             for row in train_rows(context, algo, stop, row=row):
                 if schedule(row[ITERATION]):
                     _save(context, algo, row[ITERATION], row[ENV_STEPS])
@@ -249,24 +321,42 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
 
 # -- Tune ------------------------------------------------------------------------------------
 
-# Tune pickles its callbacks with the experiment; they find the live session here.
+# Tune pickles its callbacks and scheduler with the experiment; they find the live session here.
 _ACTIVE: dict[str, Any] = {}
+
+
+class _PauseOnStop(FIFOScheduler):
+    """After a stop request (a signal, or a row at the budget cap) each trial's next result is its last.
+
+    Tune pauses the trial there: it saves a checkpoint and trains no further. Before, a trial was
+    only asked for a checkpoint and kept training while another trial (still building under
+    load) had not reported yet, so it trained past its checkpoint or even finished; the run was
+    not interrupted and its last rows were not in any checkpoint. No trial starts after the request.
+    """
+
+    def on_trial_result(self, tune_controller, trial, result):
+        recorder = _ACTIVE["recorder"]
+        if recorder.stop_requested or recorder.budget_cap.reached(result):
+            return TrialScheduler.PAUSE
+        return super().on_trial_result(tune_controller, trial, result)
+
+    def choose_trial_to_run(self, tune_controller):
+        if _ACTIVE["recorder"].stop_requested:
+            return None
+        return super().choose_trial_to_run(tune_controller)
 
 
 class _StreamToRecords(tune.Callback):
     """Streams each trial result into metrics.jsonl and each checkpoint into the manifest.
 
-    After SIGINT/SIGTERM it asks every running trial for a checkpoint at its next result and,
-    once all have one, raises Tune's own interrupt (SIGUSR1): Tune then saves the experiment
-    with the trials unfinished, so a resumed run continues them from those checkpoints.
+    After a stop request, once no trial is running without its final checkpoint (_PauseOnStop
+    pauses each at its next result), it raises Tune's own interrupt (SIGUSR1): Tune then saves
+    the experiment with the trials unfinished, so a resumed run continues them from there.
     """
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        recorder = _ACTIVE["recorder"]
-        row = recorder.log_metrics(result_row(result), trial=trial.trial_id)
+        row = _ACTIVE["recorder"].log_metrics(result_row(result), trial=trial.trial_id)
         log_progress(row, prefix=f"trial {trial.trial_id} ")
-        if recorder.stop_requested:
-            result[SHOULD_CHECKPOINT] = True
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
         recorder = _ACTIVE["recorder"]
@@ -274,10 +364,31 @@ class _StreamToRecords(tune.Callback):
         recorder.record_checkpoint(checkpoint.path, iteration=result.get(ITERATION),
                                    env_steps=result.get(ENV_STEPS), trial_id=trial.trial_id)
         if recorder.stop_requested:
-            saved = _ACTIVE["saved_after_stop"]
-            saved.add(trial.trial_id)
-            if {t.trial_id for t in trials if t.status == "RUNNING"} <= saved:
-                signal.raise_signal(signal.SIGUSR1)
+            _ACTIVE["saved_after_stop"].add(trial.trial_id)
+            self._interrupt_when_all_saved(trials)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        if _ACTIVE["recorder"].stop_requested:
+            self._interrupt_when_all_saved(trials)
+
+    @staticmethod
+    def _interrupt_when_all_saved(trials):
+        running = {t.trial_id for t in trials if t.status == "RUNNING"}
+        if running <= _ACTIVE["saved_after_stop"] and not _ACTIVE["interrupted"]:
+            _ACTIVE["interrupted"] = True
+            signal.raise_signal(signal.SIGUSR1)
+
+
+def _record_node_id(*, result, **_):
+    """RLlib on_train_result callback (runs in the trial's process): which node trained this result."""
+    result[NODE_ID] = ray.get_runtime_context().get_node_id()
+
+
+def _with_node_ids(config):
+    """`config` whose results name their node, after any on_train_result callables of the recipe's."""
+    existing = config.callbacks_on_train_result
+    existing = [] if existing is None else list(existing) if isinstance(existing, (list, tuple)) else [existing]
+    return config.callbacks(on_train_result=[*existing, _record_node_id])
 
 
 def _trial_table(result_grid, artifacts_dir) -> list[dict]:
@@ -291,6 +402,7 @@ def _trial_table(result_grid, artifacts_dir) -> list[dict]:
             ITERATION: metrics.get(ITERATION),
             ENV_STEPS: metrics.get(ENV_STEPS),
             RETURN: (metrics.get("env_runners") or {}).get("episode_return_mean"),
+            NODE_ID: metrics.get(NODE_ID),
             "checkpoint": os.path.relpath(result.checkpoint.path, artifacts_dir) if result.checkpoint else None,
             "error": None if result.error is None else f"{type(result.error).__name__}: {result.error}",
         })
@@ -306,17 +418,23 @@ def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1,
     if resume is not None and resume.tune_experiment is None:
         raise ValueError("a Tune run resumes from a previous Tune run's id, not from a checkpoint folder")
     seeds = context.seeds.integers(_TUNE_SEED_STREAM, num_seeds)
-    sampling = plan_sampling(context, config, parallel_envs)
-    config = _configured(context, config, tune.grid_search(seeds), sampling)
+    plan_sampling(context, config, parallel_envs)  # a bad parallel_envs fails before Ray starts
+    if stopping(context, "start-up"):
+        return {"trials": 0, "seeds": seeds}
     storage = os.path.join(str(context.artifacts_dir), TUNE_STORAGE)
-    context.recorder.update_manifest(runner={
-        "kind": "tune", "algorithm": config.algo_class.__name__, "trial_seeds": seeds, "storage": TUNE_STORAGE,
-        "sampling": sampling.as_dict(), "determinism": hardware.determinism(context.hardware, sampling, "tune"),
-        "stop": dataclasses.asdict(stop), "checkpoint_every": checkpoint_every})
-    _ACTIVE.update(recorder=context.recorder, saved_after_stop=set())
+    _ACTIVE.update(recorder=context.recorder, saved_after_stop=set(), interrupted=False)
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # SIGINT is the harness's: stop, checkpoint, record
     try:
-        with ray_cluster(context):
+        with ray_cluster(context) as profile:
+            if stopping(context, "ray.init"):
+                return {"trials": 0, "seeds": seeds}
+            sampling = plan_sampling(context, config, parallel_envs, profile)
+            config = _with_node_ids(_configured(context, config, tune.grid_search(seeds), sampling))
+            context.recorder.update_manifest(runner={
+                "kind": "tune", "algorithm": config.algo_class.__name__, "trial_seeds": seeds,
+                "storage": TUNE_STORAGE, "sampling": sampling.as_dict(),
+                "determinism": hardware.determinism(profile, sampling, "tune"),
+                "stop": dataclasses.asdict(stop), "checkpoint_every": checkpoint_every})
             if resume is not None:
                 # Tune resumes in place: resume a copy, so the parent's records stay as they were.
                 shutil.copytree(resume.tune_experiment, storage)
@@ -326,6 +444,7 @@ def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1,
                 tuner = tune.Tuner(
                     config.algo_class,
                     param_space=config,
+                    tune_config=tune.TuneConfig(scheduler=_PauseOnStop()),
                     run_config=tune.RunConfig(
                         name=TUNE_STORAGE,
                         storage_path=str(context.artifacts_dir),

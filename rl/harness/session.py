@@ -92,6 +92,7 @@ class RunSession:
         self._heartbeat_stop = threading.Event()
         self._heartbeat_thread: Optional[threading.Thread] = None
         self._previous_handlers: dict[int, Any] = {}
+        self._stop_at_once = False
         self._metrics: Optional[records.JsonLinesWriter] = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -279,6 +280,11 @@ class RunSession:
     def stop_signal(self) -> Optional[str]:
         return self._stop_signal
 
+    @property
+    def budget_cap(self) -> records.RowBudget:
+        """The --stop-at-* cap (a RowBudget that never reaches without one): the Tune runner checks results against it."""
+        return self._budget_cap
+
     def reclaim(self) -> None:
         """(Re)installs the SIGINT/SIGTERM handlers and absl logging.
 
@@ -294,6 +300,18 @@ class RunSession:
             previous = signal.signal(number, self._on_signal)
             self._previous_handlers.setdefault(number, previous)
 
+    @contextlib.contextmanager
+    def signals_stop_at_once(self) -> Iterator[None]:
+        """For work after `finish` that cannot poll `stop_requested` (the upload): SIGINT/SIGTERM raise
+        KeyboardInterrupt there and then, and become the run's `stop_signal`."""
+        self._stop_at_once = True
+        self.reclaim()
+        try:
+            yield
+        finally:
+            self._stop_at_once = False
+            self._restore_signals()
+
     def _restore_signals(self) -> None:
         if threading.current_thread() is threading.main_thread():
             for number, handler in self._previous_handlers.items():
@@ -302,6 +320,10 @@ class RunSession:
 
     def _on_signal(self, number: int, frame) -> None:
         name = signal.Signals(number).name
+        if self._stop_at_once:
+            self._stop_signal = self._stop_signal or name
+            logging.warning("%s: stopping now", name)
+            raise KeyboardInterrupt(name)
         if self._stop_signal is not None:  # a second signal (after a reached budget cap, the first one is graceful)
             logging.warning("%s again: stopping now, without a final checkpoint", name)
             raise KeyboardInterrupt(name)

@@ -4,6 +4,7 @@ import hashlib
 import io
 import json
 import logging
+import signal
 
 import pytest
 from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
@@ -197,3 +198,37 @@ def test_no_credentials_means_no_upload(tmp_path):
     default.parent.mkdir(parents=True)
     default.write_text(json.dumps({"application_key_id": "id", "application_key": "k", "bucket": "b"}))
     assert b2_mirror.load_credentials({"HOME": str(tmp_path)}).source == str(default)
+
+
+class SignalMidUpload(RawSimulator):
+    """A user's Ctrl-C or a scheduler's SIGTERM while the second file uploads."""
+
+    signal_number = signal.SIGTERM
+
+    def upload_file(self, *args, **kwargs):
+        self.uploads += 1
+        if self.uploads == 2:
+            signal.raise_signal(self.signal_number)
+        return super().upload_file(*args, **kwargs)
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_during_the_upload_stops_it_and_ends_the_run_interrupted(tmp_path, monkeypatch, signal_number):
+    simulator = SignalMidUpload()
+    simulator.uploads, simulator.signal_number = 0, signal_number
+    key_id, key = simulator.create_account()
+    api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
+    api.authorize_account("production", key_id, key)
+    api.create_bucket(BUCKET, "allPrivate")
+    for name, value in ((b2_mirror.KEY_ID_ENV, key_id), (b2_mirror.KEY_ENV, key), (b2_mirror.BUCKET_ENV, BUCKET)):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    status = cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "up", "--upload-artifacts", "--results-dir",
+                       str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")], connect_b2=_connect(simulator, []))
+    manifest = run_helpers.manifest(tmp_path / "r" / "up")
+    assert (status, manifest["exit_code"]) == (128 + signal_number, 128 + signal_number)
+    assert (manifest["status"], manifest["interrupted_by"]) == ("interrupted", signal.Signals(signal_number).name)
+    assert manifest["remote"]["status"] == "interrupted" and simulator.uploads == 2  # stopped at once
+    assert [c["iteration"] for c in manifest["checkpoints"]] == [2]  # the run itself had finished
+    assert len(run_helpers.metrics_rows(tmp_path / "a")) == 2
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are given back

@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 import re
+import socket
 import subprocess
 import sys
 
@@ -177,6 +178,12 @@ def _a_file(tmp_path):
     return str(tmp_path / "file")
 
 
+def _a_closed_port(tmp_path):
+    with socket.socket() as bound:  # bound but not listening: connections are refused
+        bound.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{bound.getsockname()[1]}"
+
+
 @pytest.mark.parametrize("args, message", [
     (["no.such.recipe"], "no module named 'no.such.recipe': check the dotted name"),
     (["not a module"], "is not a dotted module name"),
@@ -190,6 +197,8 @@ def _a_file(tmp_path):
     ([FAKE, "--hardware-profile", "cuda"], "use --hardware-profile auto or cpu"),
     ([FAKE, "--upload-artifacts"], "--upload-artifacts needs B2 credentials"),
     ([FAKE, "--seed", "-3"], "--seed must be a non-negative integer"),
+    ([FAKE, "--ray-address", "head"], "is not an address; pass <head>:<port>"),
+    ([FAKE, "--ray-address", _a_closed_port], "nothing listens on 127.0.0.1:"),
 ])
 def test_bad_input_exits_nonzero_with_one_line_naming_the_fix(tmp_path, capsys, args, message):
     if "cuda" in args and cli.hardware.detect_machine().cuda_available:
@@ -281,3 +290,8 @@ def test_an_rl_experiment_binary_records_its_build_hash(tmp_path):
     listing = subprocess.run([str(_experiment_binary()), "runs", "--results-dir", str(tmp_path / "r")],
                              capture_output=True, text=True, timeout=60)
     assert "built" in listing.stdout and "completed" in listing.stdout
+
+
+def test_the_cli_and_the_address_check_import_no_ray():
+    code = "import sys, rl.harness.cli, rl.harness.cluster; sys.exit('ray' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], env=run_helpers.child_env(), timeout=60).returncode == 0

@@ -99,6 +99,16 @@ def test_larger_machines_split_envs_evenly_over_remote_runners(cpus, parallel_en
     assert plan.num_env_runners * plan.num_envs_per_env_runner == parallel_envs
 
 
+def test_on_a_cluster_the_cluster_cpus_place_the_runners_and_the_learner_stays_local():
+    local = hardware.choose_profile("cpu", _facts(cpus=2))
+    on_cluster = local.on_cluster(9)
+    assert (on_cluster.num_cpus, on_cluster.max_env_runners) == (9, 8)
+    assert (on_cluster.learner_device, on_cluster.torch_threads, on_cluster.name) == ("cpu", 1, "cpu")
+    assert local.plan_sampling(16).placement == "local"
+    assert on_cluster.plan_sampling(16).num_env_runners == 8
+    assert local.on_cluster(0).plan_sampling(16).placement == "local"  # no CPU anywhere: the driver samples
+
+
 @pytest.mark.parametrize("parallel_envs", [0, -3, 2.5])
 def test_bad_parallel_envs_name_the_problem(parallel_envs):
     with pytest.raises(hardware.HardwareError, match="parallel_envs must be an integer >= 1"):

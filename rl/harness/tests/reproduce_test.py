@@ -80,7 +80,7 @@ ROWS = [{"training_iteration": 1, "loss": 0.5, "time_this_iter_s": 1.0, "timers/
 
 
 def test_identical_rows_ignore_timing_throughput_and_process_keys():
-    other = [{**row, "time_this_iter_s": 7.0, "pid": 99, "harness/logged_at": "t9"} for row in ROWS]
+    other = [{**row, "time_this_iter_s": 7.0, "pid": 99, "harness/logged_at": "t9", "node_id": "b7"} for row in ROWS]
     other[0]["learners/x/num_env_steps_trained_throughput"] = 1.0
     other[0]["env_runners/episode_duration_sec_mean"] = 0.4
     assert reproduce.compare_rows(ROWS, other) == {"rows_compared": 2, "first_divergence": None}

@@ -23,14 +23,14 @@ def child_env(**overrides):
     return env
 
 
-def start_cli(args, **env):
-    """`python -m rl.harness.cli ARGS` in its own session (its Ray processes die with the group)."""
-    return subprocess.Popen([sys.executable, "-m", "rl.harness.cli", *map(str, args)], env=child_env(**env),
+def start_cli(args, module="rl.harness.cli", **env):
+    """`python -m rl.harness.cli ARGS` (or another `module`) in its own session (its Ray processes die with the group)."""
+    return subprocess.Popen([sys.executable, "-m", module, *map(str, args)], env=child_env(**env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def run_cli(args, timeout=120, **env):
-    process = start_cli(args, **env)
+def run_cli(args, timeout=120, module="rl.harness.cli", **env):
+    process = start_cli(args, module, **env)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     finally:

@@ -1,0 +1,195 @@
+"""Ray clusters: checking `--ray-address` before a run, describing the cluster for the manifest.
+
+    cluster.check_address("10.0.0.5:6379")    # ClusterError (one line naming the fix), within the timeout
+    facts = cluster.describe("10.0.0.5:6379")  # after ray.init: address, nodes, resources, versions per node
+    cluster.check_versions(facts)               # ClusterError when a node runs another Ray or Python
+
+`check_address` needs no Ray in this process: it probes the address in a subprocess
+(`python -m rl.harness.cluster ADDRESS`), because `ray.init` against an address where no Ray
+cluster answers blocks in Ray's C++ client (holding the GIL, so signal handlers cannot run) for
+60 s and then ends the whole process. The subprocess is killed at the deadline instead.
+Ray is imported only inside `describe` and the probe.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import socket
+import subprocess
+import sys
+from typing import Optional
+
+TIMEOUT_ENV = "RL_HARNESS_RAY_CONNECT_TIMEOUT_S"
+# A bad address must fail well inside 30 s (issue 17): the probe's deadline, TCP check included.
+DEFAULT_TIMEOUT_S = 25.0
+_TCP_TIMEOUT_S = 3.0
+_VERSIONS_TIMEOUT_S = 20.0
+RAY_CLIENT_SCHEME = "ray://"
+_HOW_TO_START = ("start a cluster with `ray start --head --port=6379` on the head (docs/cluster.md) and pass"
+                 " <head>:6379, or drop --ray-address to run on a local Ray")
+
+
+class ClusterError(Exception):
+    """The cluster cannot run this driver: one line naming the problem and the fix (exit 2)."""
+
+
+def timeout_from_env(environ=os.environ) -> float:
+    value = environ.get(TIMEOUT_ENV)
+    if value is None:
+        return DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0:
+        raise ValueError(f"${TIMEOUT_ENV}={value!r} is not a positive number of seconds; unset it or fix it")
+    return seconds
+
+
+def driver_versions() -> dict:
+    """The Ray and Python versions of this process (from package metadata: no Ray import)."""
+    return {"ray": importlib.metadata.version("ray"), "python": platform.python_version()}
+
+
+def host_and_port(address: str) -> Optional[tuple[str, int]]:
+    """(host, port) of `host:port` or `ray://host:port`; None for `auto` (Ray finds the local cluster).
+
+    Raises ClusterError for anything else.
+    """
+    if address == "auto":
+        return None
+    rest = address[len(RAY_CLIENT_SCHEME):] if address.startswith(RAY_CLIENT_SCHEME) else address
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ClusterError(f"--ray-address {address!r} is not an address; pass <head>:<port> (the GCS address"
+                           " `ray start --head` prints), ray://<head>:10001 (Ray Client) or auto")
+    return host.strip("[]"), int(port)
+
+
+def _tcp_problem(host: str, port: int) -> Optional[str]:
+    try:
+        with socket.create_connection((host, port), timeout=_TCP_TIMEOUT_S):
+            return None
+    except socket.timeout:
+        return f"no answer within {_TCP_TIMEOUT_S:g} s"
+    except OSError as error:
+        return error.strerror or str(error)
+
+
+def check_address(address: str, timeout_s: Optional[float] = None) -> dict:
+    """Connects to `address` once in a subprocess; returns the cluster's facts (`describe`).
+
+    Raises ClusterError naming the fix when nothing listens there, no Ray cluster answers within
+    `timeout_s` (default $RL_HARNESS_RAY_CONNECT_TIMEOUT_S or 25 s), the connection fails, or a
+    node runs another Ray or Python than this driver.
+    """
+    timeout_s = timeout_from_env() if timeout_s is None else timeout_s
+    endpoint = host_and_port(address)
+    if endpoint is not None and (problem := _tcp_problem(*endpoint)):
+        raise ClusterError(f"--ray-address {address}: nothing listens on {endpoint[0]}:{endpoint[1]} ({problem});"
+                           f" {_HOW_TO_START}")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        probe = subprocess.run([sys.executable, "-m", __name__, address], capture_output=True, text=True, env=env,
+                               timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"--ray-address {address}: no Ray cluster answered within {timeout_s:g} s (is it the"
+                           f" head's GCS port, and is the cluster up?); {_HOW_TO_START}") from None
+    answer = _last_json_line(probe.stdout)
+    if answer is None or "error" in answer:
+        detail = answer["error"] if answer else (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
+        raise ClusterError(f"--ray-address {address}: connecting failed: {detail}; {_HOW_TO_START}")
+    check_versions(answer["cluster"])
+    return answer["cluster"]
+
+
+def _last_json_line(text: str) -> Optional[dict]:
+    for line in reversed(text.strip().splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
+
+
+def check_versions(facts: dict, driver: Optional[dict] = None) -> None:
+    """ClusterError when a node's Ray or Python differs from the driver's (pickled code would not load)."""
+    driver = driver or driver_versions()
+    for node in facts["nodes"]:
+        if (node.get("ray"), node.get("python")) != (driver["ray"], driver["python"]):
+            raise ClusterError(
+                f"--ray-address {facts['address']}: node {node['name']} ({node['node_id'][:8]}) runs Ray"
+                f" {node.get('ray')} / Python {node.get('python')}, this driver Ray {driver['ray']} / Python"
+                f" {driver['python']}; run the driver and every node from the same lock (docs/cluster.md)")
+
+
+def describe(address: Optional[str], *, per_node_versions: bool = True) -> dict:
+    """The connected cluster for the manifest: address, nodes, resources and versions per node.
+
+    `per_node_versions` asks every node for its versions with a tiny task pinned to it; without
+    it (a local Ray this process started) the nodes run this interpreter by construction.
+    """
+    import ray
+
+    driver = driver_versions()
+    nodes = [node for node in ray.nodes() if node["Alive"]]
+    versions = _node_versions([node["NodeID"] for node in nodes]) if per_node_versions else {}
+    return {
+        "address": address,
+        "node_count": len(nodes),
+        "driver_node_id": ray.get_runtime_context().get_node_id(),
+        "driver": driver,
+        "nodes": [{
+            "node_id": node["NodeID"],
+            "name": node.get("NodeName") or node["NodeManagerAddress"],
+            "ip": node["NodeManagerAddress"],
+            "head": "node:__internal_head__" in node["Resources"],
+            # node:<ip> and node:__internal_head__ are Ray's placement labels, not capacity.
+            "resources": {key: value for key, value in sorted(node["Resources"].items())
+                          if not key.startswith("node:")},
+            **versions.get(node["NodeID"], driver),
+        } for node in nodes],
+    }
+
+
+def _versions_here() -> dict:
+    import ray
+
+    return {"ray": ray.__version__, "python": platform.python_version()}
+
+
+def _node_versions(node_ids: list[str]) -> dict[str, dict]:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    task = ray.remote(num_cpus=0)(_versions_here)
+    pending = {node_id: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+               for node_id in node_ids}
+    versions = {}
+    for node_id, reference in pending.items():
+        try:
+            versions[node_id] = ray.get(reference, timeout=_VERSIONS_TIMEOUT_S)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayError) as error:
+            versions[node_id] = {"ray": None, "python": None, "versions_error": type(error).__name__}
+    return versions
+
+
+def _probe(address: str) -> dict:
+    import ray
+
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except Exception as error:  # Ray's own version check and connection errors: reported, one line
+        return {"error": " ".join(f"{type(error).__name__}: {error}".split())}
+    try:
+        return {"cluster": describe(address)}
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    print(json.dumps(_probe(sys.argv[1])), flush=True)

@@ -1,0 +1,89 @@
+"""A real multi-node Ray cluster on this machine for the slow tests: a head and workers as separate raylets.
+
+    with loopback_cluster.running(head_cpus=0, worker_cpus=[3]) as cluster:
+        run_helpers.run_cli([..., "--ray-address", cluster.address])
+        cluster.worker_ids[0]          # a worker's Ray node id, to compare with where runners ran
+        cluster.kill(node_id)          # node loss: every process of that node, SIGKILL
+
+Ray's own multi-node test utility (`ray.cluster_utils.Cluster`) starts each node's GCS, raylet
+and object store from this process, with its own node name and the custom resource WORKER_RESOURCE
+on workers, under a fresh short temp dir (Unix socket paths must stay under 108 bytes) and
+random ports. Leaving the block removes every node, kills whatever process still names the temp
+dir, and fails the test if it had to: a test never leaves raylets behind.
+"""
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+WORKER_RESOURCE = "rl_harness_worker"
+_SHUTDOWN_S = 30
+
+
+@dataclasses.dataclass
+class LoopbackCluster:
+    address: str
+    head_id: str
+    worker_ids: list
+    temp_dir: str
+    _cluster: object
+    _nodes: dict
+
+    def kill(self, node_id: str) -> None:
+        """Node loss: SIGKILL to every process of that worker node (raylet, object store, its workers)."""
+        self._cluster.remove_node(self._nodes.pop(node_id), allow_graceful=False)
+        self.worker_ids.remove(node_id)
+
+
+def _processes_naming(text: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    if text.encode() in handle.read():
+                        pids.append(int(entry))
+            except OSError:  # gone meanwhile
+                continue
+    return pids
+
+
+@contextlib.contextmanager
+def running(*, head_cpus: int, worker_cpus: list):
+    """A head with `head_cpus` CPUs and one worker node per entry of `worker_cpus`."""
+    from ray.cluster_utils import Cluster
+
+    python_path = os.environ.get("PYTHONPATH")
+    # The nodes' worker processes import the harness (callbacks pickled by the driver).
+    os.environ["PYTHONPATH"] = os.pathsep.join(sys.path)
+    temp_dir = tempfile.mkdtemp(prefix="rlh-ray-", dir="/tmp")
+    cluster = None
+    try:
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": head_cpus, "node_name": "head", "temp_dir": temp_dir, "include_dashboard": False})
+        nodes = {cluster.head_node.node_id: cluster.head_node}
+        workers = []
+        for index, cpus in enumerate(worker_cpus, start=1):
+            node = cluster.add_node(num_cpus=cpus, node_name=f"worker-{index}", resources={WORKER_RESOURCE: 1})
+            nodes[node.node_id] = node
+            workers.append(node.node_id)
+        yield LoopbackCluster(cluster.address, cluster.head_node.node_id, workers, temp_dir, cluster,
+                              {node_id: nodes[node_id] for node_id in workers})
+    finally:
+        os.environ.pop("PYTHONPATH") if python_path is None else os.environ.update(PYTHONPATH=python_path)
+        if cluster is not None:
+            cluster.shutdown()
+        deadline = time.monotonic() + _SHUTDOWN_S
+        while _processes_naming(temp_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        leftovers = _processes_naming(temp_dir)
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        assert not leftovers, f"the loopback cluster left processes behind (killed now): {leftovers}"
