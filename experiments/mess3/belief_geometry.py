@@ -35,17 +35,17 @@ RANDOM_FOLDER = "random_networks"
 
 def analyse(context, plan: ProbePlan, *, random_networks: Sequence, show_progress: bool = True) -> dict:
     """Probes the run's checkpoints and `random_networks` (RLModules); returns the per-layer comparison."""
-    probe_seed = context.seeds.integer("probe")
+    probe_seed = probe_command.probe_seed(context.seeds)
     found = find_checkpoints(context.run_id, roots=[str(context.results_dir.parent)])
-    trained, seeds = probe_command.probe_checkpoints(found, plan, seed=probe_seed, module_id="default_policy",
-                                                     show_progress=show_progress)
-    written = probe_command.write_outputs(found, trained, seeds, from_source=False)
+    trained = probe_command.probe_checkpoints(found, plan, seed=probe_seed, module_id="default_policy",
+                                              show_progress=show_progress)
+    written = probe_command.write_outputs(found, trained, probe_seed, from_source=False)
 
     random = probe_random_networks(found, plan, random_networks, folder=pathlib.Path(context.artifacts_dir) / RANDOM_FOLDER,
                                    seed=probe_seed, show_progress=show_progress)
     folder = pathlib.Path(context.results_dir)
     records.write_json_atomically(str(folder / RANDOM_REPORT_FILE), {
-        "probe_seed": probe_seed,
+        "probe_seed": int(probe_seed.entropy),
         "networks": [{"name": r.checkpoint.name, "reports": {k: v.as_dict() for k, v in r.reports.items()}}
                      for r in random],
     })
@@ -61,7 +61,7 @@ def analyse(context, plan: ProbePlan, *, random_networks: Sequence, show_progres
             written.append(path)
 
     comparison = compare(trained, random)
-    comparison["probe_seed"] = probe_seed
+    comparison["probe_seed"] = int(probe_seed.entropy)
     records.write_json_atomically(str(folder / COMPARISON_FILE), comparison)
     written.append(str(folder / COMPARISON_FILE))
     path = str(folder / "probe_r2_trained_vs_random.png")

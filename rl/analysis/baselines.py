@@ -6,7 +6,7 @@
                                                         model_config=config), seed)
                 for seed in context.seeds.integers("random_networks", 3)]
     probes = probe_random_networks(found, plan, networks, folder=artifacts_dir / "random_networks",
-                                   seed=probe_seed)
+                                   seed=probe_command.probe_seed(context.seeds))   # the run's probe seed
     probes[0].reports["uniform_contexts"].layers     # as for a trained checkpoint
 
 Each network is saved as an RLModule checkpoint (`<folder>/random_init_<i>`) and probed by the
@@ -19,6 +19,7 @@ from __future__ import annotations
 import pathlib
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 
 from rl.analysis import probe_command
@@ -35,7 +36,7 @@ def random_network(build: Callable[[], torch.nn.Module], seed: int) -> torch.nn.
 
 
 def probe_random_networks(found: RunArtifacts, plan: ProbePlan, networks: Sequence, *, folder: pathlib.Path,
-                          seed: int, module_id: str = "default_policy",
+                          seed: np.random.SeedSequence, module_id: str = "default_policy",
                           show_progress: bool = True) -> list[probe_command.CheckpointProbes]:
     """Probes of each network in `networks` (RLModules), saved under `folder`, with the run's probe seed."""
     checkpoints = []
@@ -43,6 +44,5 @@ def probe_random_networks(found: RunArtifacts, plan: ProbePlan, networks: Sequen
         path = pathlib.Path(folder) / f"random_init_{index}"
         module.save_to_path(str(path))
         checkpoints.append(RunCheckpoint(path, iteration=None, env_steps=None))
-    probes, _ = probe_command.probe_checkpoints(RunArtifacts(found.run, found.artifacts_dir, checkpoints), plan,
-                                                seed=seed, module_id=module_id, show_progress=show_progress)
-    return probes
+    return probe_command.probe_checkpoints(RunArtifacts(found.run, found.artifacts_dir, checkpoints), plan,
+                                           seed=seed, module_id=module_id, show_progress=show_progress)

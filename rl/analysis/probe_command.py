@@ -1,6 +1,6 @@
 """Probe a finished run: every checkpoint, per layer, on the distributions its experiment names.
 
-    bazel run //rl/analysis:probe -- <run-id> [--checkpoints all|last] [--seed 42]
+    bazel run //rl/analysis:probe -- <run-id> [--checkpoints all|last] [--seed N]
                                              [--results-dir DIR] [--artifacts-dir DIR] [--module-id ID]
     python -m rl.analysis.probe_command <run-id> ...          # from the repository root
 
@@ -14,7 +14,9 @@ run's results folder (results/<run-id>/):
     belief_simplex_<distribution>.png last checkpoint, best layer: true vs predicted (3 states)
     learning_curves.png               from artifacts/<run-id>/metrics.jsonl
 
-Under `bazel run`, an experiment whose code is not in this binary (e.g. it imports rl.envs) is
+Seeds: by default the probes use the run's own `probe` seed stream (recorded in its manifest), so
+they repeat the probes the run made of itself exactly; `--seed N` draws other contexts, episodes and
+splits. Under `bazel run`, an experiment whose code is not in this binary (e.g. it imports rl.envs) is
 probed by re-running this command from the source tree; the report then records that its
 code is not covered by the build hash.
 """
@@ -27,16 +29,21 @@ import os
 import sys
 from typing import Optional
 
+import numpy as np
+
 from rl.analysis.adapters import ProbePlan
 from rl.analysis.checkpoints import CheckpointNotFound, RunArtifacts, RunCheckpoint, find_checkpoints, load_rl_module
 from rl.analysis.modules import AnalysisView
 from rl.analysis.plots import belief_simplex_figure, learning_curves_figure, probe_r2_figure, save_figure
 from rl.analysis.probes import ProbeDataset, ProbeReport, probe_layers
 from rl.analysis.rollouts import collect_rollouts, context_dataset
+from rl.analysis.seeds import child_stream
 from rl.harness import buildinfo, catalog, hardware, metric_keys, recipes, records, seeding, session
 from rl.harness.errors import EXIT_USAGE, UsageError
 
 REPORT_FILE = "probe_report.json"
+PROBE_STREAM = "probe"  # the run's seed stream its probes draw from, in-run and here
+PROBE_USES = ("contexts", "rollouts", "rollout_probes")
 SCHEMA_VERSION = 1
 # Set when the command re-ran itself from the source tree (see the module docstring).
 FROM_SOURCE_ENV = "RL_ANALYSIS_PROBE_FROM_SOURCE"
@@ -49,13 +56,34 @@ class CheckpointProbes:
     datasets: dict[str, ProbeDataset]  # kept for the plots
 
 
+def probe_seed(streams: seeding.SeedStreams) -> np.random.SeedSequence:
+    """The seed sequence a run's probes use, from its streams (what recipes pass in-run)."""
+    return np.random.SeedSequence(streams.integer(PROBE_STREAM))
+
+
+def recorded_probe_seed(manifest: dict) -> np.random.SeedSequence:
+    """The seed sequence the run's own probes used: its recorded `probe` stream, else that stream of its root seed.
+
+    So `probe <run-id>` repeats an in-run probe exactly (the same contexts, episodes and splits).
+    """
+    recorded = (manifest.get("seed_streams") or {}).get(PROBE_STREAM) or {}
+    if "value" in recorded:
+        return np.random.SeedSequence(recorded["value"])
+    if not isinstance(manifest.get("seed"), int):
+        raise records.RecordError(f"run {manifest.get('run_id')} recorded no root seed; pass --seed N")
+    return probe_seed(seeding.SeedStreams(manifest["seed"]))
+
+
+def _uses(seed: np.random.SeedSequence) -> dict[str, np.random.SeedSequence]:
+    return {name: child_stream(seed, f"probe/{name}") for name in PROBE_USES}
+
+
 def probe_checkpoints(
-    found: RunArtifacts, plan: ProbePlan, *, seed: int, module_id: str, show_progress: bool = True
-) -> tuple[list[CheckpointProbes], seeding.SeedStreams]:
+    found: RunArtifacts, plan: ProbePlan, *, seed: np.random.SeedSequence, module_id: str, show_progress: bool = True
+) -> list[CheckpointProbes]:
     """Probes each checkpoint of `found`. Every checkpoint meets the same contexts, episode seeds,
-    splits and resamples (one seed sequence per use), so differences between checkpoints are paired."""
-    seeds = seeding.SeedStreams(seed)
-    streams = {name: seeds.sequence(f"probe/{name}") for name in ("contexts", "rollouts", "rollout_probes")}
+    splits and resamples (one child of `seed` per use), so differences between checkpoints are paired."""
+    streams = _uses(seed)
     results = []
     for checkpoint in found.checkpoints:
         module = load_rl_module(checkpoint.path, module_id)
@@ -87,10 +115,20 @@ def probe_checkpoints(
             print(f"{checkpoint.name} {kind}: best {best.layer} R^2 {best.test.r2:.4f} [{low:.4f}, {high:.4f}]"
                   f" (baseline {best.baseline.r2:.4f}, shuffled {best.shuffle_control.r2:.4f},"
                   f" null p {best.permutation_null['p_value']:.3g})")
-    return results, seeds
+    return results
 
 
-def write_outputs(found: RunArtifacts, results: list[CheckpointProbes], seeds: seeding.SeedStreams,
+def _seed_record(seed: np.random.SeedSequence) -> dict:
+    """How a report records its seed: the parent's entropy (and spawn key, if any) and each use's child."""
+    record = {"seed": int(seed.entropy)}
+    if seed.spawn_key:
+        record["seed_spawn_key"] = [int(word) for word in seed.spawn_key]
+    record["seed_streams"] = {f"probe/{name}": {"kind": "sequence", "spawn_key": [int(w) for w in child.spawn_key]}
+                              for name, child in _uses(seed).items()}
+    return record
+
+
+def write_outputs(found: RunArtifacts, results: list[CheckpointProbes], seed: np.random.SeedSequence,
                   *, from_source: bool) -> list[str]:
     """Writes probe_report.json and the PNGs into the run's results folder; returns their paths."""
     folder = found.run.run_dir
@@ -104,8 +142,7 @@ def write_outputs(found: RunArtifacts, results: list[CheckpointProbes], seeds: s
         "command_line": list(getattr(sys, "orig_argv", sys.argv)),
         "build": buildinfo.current().as_dict(),
         "experiment_code_from_source_tree": from_source,
-        "seed": seeds.root,
-        "seed_streams": seeds.issued(),
+        **_seed_record(seed),
         "checkpoints": [
             {"name": r.checkpoint.name, "path": str(r.checkpoint.path), "iteration": r.checkpoint.iteration,
              "env_steps": r.checkpoint.env_steps, "reports": {k: v.as_dict() for k, v in r.reports.items()}}
@@ -188,7 +225,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="probe", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_id")
     parser.add_argument("--checkpoints", choices=("all", "last"), default="all")
-    parser.add_argument("--seed", type=int, default=42, help="root of the probe's seed streams (recorded)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="entropy of the probe's seed sequence (default: the run's own probe stream, which"
+                             " repeats its in-run probes; recorded)")
     parser.add_argument("--results-dir", help="where to look for results/<run-id> (default: the workspace)")
     parser.add_argument("--artifacts-dir", help="an artifacts root holding <run-id>/ if not where recorded")
     parser.add_argument("--module-id", default="default_policy", help="the RLModule to probe in each checkpoint")
@@ -206,6 +245,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         found = find_checkpoints(options.run_id, roots=roots, artifacts_root=artifacts_dir)
         plan = load_probe_plan(found.run.manifest.get("experiment", {}).get("module", ""))
+        seed = (recorded_probe_seed(found.run.manifest) if options.seed is None
+                else np.random.SeedSequence(options.seed))
     except (UsageError, catalog.RunNotFound, CheckpointNotFound, records.RecordError) as error:
         print(f"probe: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -213,9 +254,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     hardware.apply_process_settings(hardware.choose_profile("cpu", hardware.detect_machine()))
     if options.checkpoints == "last":
         found = dataclasses.replace(found, checkpoints=found.checkpoints[-1:])
-    results, seeds = probe_checkpoints(found, plan, seed=options.seed, module_id=options.module_id,
-                                       show_progress=not options.no_progress)
-    for path in write_outputs(found, results, seeds, from_source=bool(os.environ.get(FROM_SOURCE_ENV))):
+    results = probe_checkpoints(found, plan, seed=seed, module_id=options.module_id,
+                                show_progress=not options.no_progress)
+    for path in write_outputs(found, results, seed, from_source=bool(os.environ.get(FROM_SOURCE_ENV))):
         print(f"wrote {path}")
     return 0
 

@@ -1,5 +1,6 @@
 """Random-network baselines: seeded construction, and probes paired with the trained checkpoints'."""
 
+import numpy as np
 import torch
 
 from rl.analysis import probe_command
@@ -33,11 +34,12 @@ def test_random_networks_meet_the_same_probes_as_the_checkpoints(tmp_path):
     run_id = fake_run(tmp_path / "exp", [tiny_transformer(0)], experiment="rl.analysis.tests.probe_recipe")
     found = find_checkpoints(run_id, roots=[str(tmp_path)])
     plan = probe_recipe.probe_plan()
-    trained, _ = probe_command.probe_checkpoints(found, plan, seed=7, module_id="default_policy", show_progress=False)
+    seed = np.random.SeedSequence(7)
+    trained = probe_command.probe_checkpoints(found, plan, seed=seed, module_id="default_policy", show_progress=False)
     # A "random" network with the trained checkpoint's weights must give exactly its report (paired),
     # and another network a different one.
     same, different = probe_random_networks(found, plan, [tiny_transformer(0), tiny_transformer(1)],
-                                            folder=tmp_path / "random", seed=7, show_progress=False)
+                                            folder=tmp_path / "random", seed=seed, show_progress=False)
     assert (tmp_path / "random" / "random_init_1").is_dir()
     report = trained[0].reports[UNIFORM_CONTEXTS].as_dict()
     assert same.reports[UNIFORM_CONTEXTS].as_dict()["layers"] == report["layers"]

@@ -11,12 +11,22 @@ from rl.harness import seeding, session
 RUN_ID = "20261201T000000Z-abcdef"
 
 
-def fake_run(folder: pathlib.Path, modules, *, experiment: str) -> str:
-    """Checkpoint N (iteration N, 100 N env steps) keeps modules[N-1] where an Algorithm keeps its module."""
+ROOT_SEED = 0
+
+
+def fake_run(folder: pathlib.Path, modules, *, experiment: str, probe_stream: bool = False) -> str:
+    """Checkpoint N (iteration N, 100 N env steps) keeps modules[N-1] where an Algorithm keeps its module.
+
+    `probe_stream`: the run drew its `probe` seed stream (as recipes that probe in-run do).
+    """
+    seeds = seeding.SeedStreams(ROOT_SEED)
     run = session.RunSession(run_id=RUN_ID, results_dir=folder / "results" / RUN_ID,
                              artifacts_dir=folder / "artifacts" / RUN_ID,
-                             manifest={"experiment": {"module": experiment}, "options": {"smoke": False}},
-                             seeds=seeding.SeedStreams(0))
+                             manifest={"experiment": {"module": experiment}, "options": {"smoke": False},
+                                       "seed": ROOT_SEED},
+                             seeds=seeds)
+    if probe_stream:
+        seeds.integer("probe")
     run.start()
     for iteration, module in enumerate(modules, start=1):
         run.log_metrics({"training_iteration": iteration, "num_env_steps_sampled_lifetime": 100 * iteration,

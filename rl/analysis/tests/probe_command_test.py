@@ -7,7 +7,9 @@ import pytest
 from rl.analysis import probe_command
 from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS, ProbeReport
 from rl.analysis.tests import probe_recipe
+from rl.analysis.tests import fake_runs
 from rl.analysis.tests.fake_runs import fake_run
+from rl.harness import seeding
 from rl.analysis.tests.tiny_modules import tiny_transformer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -23,7 +25,9 @@ def test_probes_every_checkpoint_and_writes_report_and_plots(tmp_path, capsys):
     results = tmp_path / "exp" / "results" / run_id
     record = json.loads((results / "probe_report.json").read_text())
     assert [c["name"] for c in record["checkpoints"]] == ["iter_000001", "iter_000002"]
-    assert record["experiment"] == "rl.analysis.tests.probe_recipe" and record["seed"] == 42
+    # by default the run's own probe stream (this fake run drew none: that stream of its root seed)
+    default_seed = seeding.SeedStreams(fake_runs.ROOT_SEED).integer("probe")
+    assert record["experiment"] == "rl.analysis.tests.probe_recipe" and record["seed"] == default_seed
     assert set(record["seed_streams"]) == {"probe/contexts", "probe/rollouts", "probe/rollout_probes"}
     first, second = ([ProbeReport.from_dict(c["reports"][kind]) for kind in (UNIFORM_CONTEXTS, PROCESS_ROLLOUTS)]
                      for c in record["checkpoints"])
@@ -37,6 +41,19 @@ def test_probes_every_checkpoint_and_writes_report_and_plots(tmp_path, capsys):
                  "belief_simplex_uniform_contexts.png", "belief_simplex_process_rollouts.png", "learning_curves.png"):
         assert (results / name).read_bytes().startswith(PNG_MAGIC), name
     assert "iter_000002 uniform_contexts: best residual_" in capsys.readouterr().out
+
+
+def test_by_default_the_probes_repeat_the_runs_own_and_seed_overrides(tmp_path):
+    run_id = fake_run(tmp_path / "exp", _modules(1), experiment="rl.analysis.tests.probe_recipe", probe_stream=True)
+    manifest = json.loads((tmp_path / "exp" / "results" / run_id / "run_manifest.json").read_text())
+    report_file = tmp_path / "exp" / "results" / run_id / "probe_report.json"
+    assert probe_command.main([run_id, "--results-dir", str(tmp_path), "--no-progress"]) == 0
+    default = json.loads(report_file.read_text())
+    assert default["seed"] == manifest["seed_streams"]["probe"]["value"]
+    assert probe_command.main([run_id, "--results-dir", str(tmp_path), "--no-progress", "--seed", "42"]) == 0
+    chosen = json.loads(report_file.read_text())
+    assert chosen["seed"] == 42
+    assert chosen["checkpoints"][0]["reports"] != default["checkpoints"][0]["reports"]
 
 
 def test_only_the_last_checkpoint(tmp_path):
