@@ -1,0 +1,140 @@
+"""The in-process runner: one Learner and one local EnvRunner in this process, no Ray.
+
+    from rl.harness import in_process, runners
+    from rl.harness.metric_keys import ENV_STEPS, RETURN
+
+    with in_process.Trainer(config, env=gymnasium.make("CartPole-v1"), seed=context.seeds.integer("rllib"),
+                            parallel_envs=8, profile=context.hardware) as trainer:
+        for update in trainer.train(runners.StopRule(env_steps=100_000)):
+            update.row[ENV_STEPS], update.row[RETURN]     # the harness's metric keys
+            update.result                                 # what Learner.update returned (a learner's own metrics)
+
+For runs that each need a process of their own (a per-run memory figure, several runs at a time
+in a process pool), the parent draws the seeds from `context.seeds` and hands each worker its
+integer and `context.hardware`; the worker has no RunContext and builds a Trainer from those.
+
+One iteration is what RLlib's Algorithm does for an on-policy learner, without Ray: the local
+EnvRunner samples `train_batch_size_per_learner` env steps (exploring; its last vector step may
+add a few more), `Learner.update` runs
+`num_epochs` epochs of shuffled minibatches of `minibatch_size` over them, and the learner's
+weights go back to the runner. The row's return is the runner's mean over its recent episodes
+(None until one finished), read before the update.
+
+The harness's part, so a caller sets none of it: the config copy gets the seed
+(`.debugging(seed=...)`: RLlib's Learner then seeds torch, numpy and random, the EnvRunner its
+envs), the sampling plan (all `parallel_envs` in this process's EnvRunner) and the profile's
+learner GPU; torch threads come from `hardware.apply_process_settings`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from typing import Any, Callable, ContextManager, Iterator, Optional
+
+import torch  # before apply_process_settings, which sets the threads of a loaded torch
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+from rl.harness import hardware
+from rl.harness.hardware import HardwareProfile, SamplingPlan
+from rl.harness.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
+from rl.harness.runners import StopRule
+
+RUNNER_KIND = "in_process"
+
+
+def local_plan(parallel_envs: int) -> SamplingPlan:
+    """Every one of `parallel_envs` envs in this process's EnvRunner (the in-process runner's only placement)."""
+    if not isinstance(parallel_envs, int) or isinstance(parallel_envs, bool) or parallel_envs < 1:
+        raise ValueError(f"parallel_envs must be an integer >= 1, got {parallel_envs!r}")
+    return SamplingPlan(parallel_envs, 0, parallel_envs, "local",
+                        "in-process runner: the learner and every env step in one process, without Ray")
+
+
+def default_profile() -> HardwareProfile:
+    """The `cpu` profile of this machine: what a Trainer runs with when its caller passes none."""
+    return hardware.choose_profile("cpu", hardware.detect_machine())
+
+
+def prepare_config(config, *, seed: int, parallel_envs: int, profile: HardwareProfile):
+    """A copy of the recipe's AlgorithmConfig with the local sampling plan, the profile's learner GPU and `seed`."""
+    plan = local_plan(parallel_envs)
+    batch = config.train_batch_size_per_learner
+    if batch % parallel_envs:
+        raise ValueError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={parallel_envs}:"
+                         f" every update would sample {-(-batch // parallel_envs) * parallel_envs} steps instead;"
+                         f" pick parallel_envs dividing {batch}")
+    config = config.copy(copy_frozen=False)
+    profile.apply_to(config, plan)
+    return config.debugging(seed=seed)
+
+
+def scalar(value: Any) -> float:
+    """A metric of `Learner.update` or `EnvRunner.get_metrics` as a float (they hold numbers or reduced Stats)."""
+    return float(value.peek() if hasattr(value, "peek") else value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Update:
+    """One iteration: `row` has the harness's metric keys (ITERATION, ENV_STEPS, RETURN, ITERATION_SECONDS);
+    `result` is what `Learner.update` returned ({module id or ALL_MODULES: {metric: value}}; read with `scalar`)."""
+
+    row: dict
+    result: dict
+
+
+class Trainer:
+    """A Learner (`config.build_learner`) and a local `SingleAgentEnvRunner`, built now; `train` runs the loop.
+
+    `env` gives the Learner its spaces; the EnvRunner makes its own `parallel_envs` envs from the
+    config's environment. `profile` defaults to this machine's cpu profile (`default_profile`).
+    Counters continue over several `train` calls.
+    """
+
+    def __init__(self, config, *, env, seed: int, parallel_envs: int, profile: Optional[HardwareProfile] = None):
+        self.profile = profile or default_profile()
+        hardware.apply_process_settings(self.profile)
+        self.config = prepare_config(config, seed=seed, parallel_envs=parallel_envs, profile=self.profile)
+        self.learner = self.config.build_learner(env=env)
+        self.env_runner = SingleAgentEnvRunner(config=self.config)
+        self.row = {ITERATION: 0, ENV_STEPS: 0}
+
+    def train(self, stop: StopRule, *, around_update: Optional[Callable[[], ContextManager]] = None,
+              ) -> Iterator[Update]:
+        """Yields each iteration's Update until `stop` is reached.
+
+        `around_update()` is entered around each `Learner.update` alone (not the sampling or the
+        weight sync), for a caller's own measurement of the update, e.g. its memory peak.
+        """
+        while not stop.reached(self.row):
+            started = time.monotonic()
+            episodes = self.env_runner.sample(num_timesteps=self.config.train_batch_size_per_learner,
+                                              random_actions=False)
+            env_steps = self.row[ENV_STEPS] + sum(len(episode) for episode in episodes)
+            episode_return = self.env_runner.get_metrics().get(EPISODE_RETURN_MEAN)
+            with around_update() if around_update is not None else contextlib.nullcontext():
+                result = self.learner.update(
+                    episodes=episodes,
+                    timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
+                    num_epochs=self.config.num_epochs,
+                    minibatch_size=self.config.minibatch_size,
+                    shuffle_batch_per_epoch=True,
+                )
+            self.env_runner.module.set_state(self.learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True))
+            self.row = {ITERATION: self.row[ITERATION] + 1, ENV_STEPS: env_steps,
+                        RETURN: None if episode_return is None else scalar(episode_return),
+                        ITERATION_SECONDS: time.monotonic() - started}
+            yield Update(row=dict(self.row), result=result)
+
+    def stop(self) -> None:
+        """Closes the EnvRunner's envs."""
+        self.env_runner.stop()
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
