@@ -2,11 +2,12 @@
 
     ./bazelw run //experiments/cassandra_machine:ppo_vs_solver -- --smoke
 
-Two agents (agents.py) train one after the other with PPO at the file's discount 0.999: an MLP on
-the exact belief, and a transformer on the raw symbols and its previous action. Each final policy
-is valued greedily from the start state (discounted return, tail valued by the solver) and compared
-with the reference values of rl.envs.solvers: the point-based solver's controller (a lower bound on
-the optimum, 595.76 at seed 0), the fully observable MDP optimum (an upper bound, 661.86) and QMDP.
+Two agents (agents.py) train one after the other (rl.harness.agents.train_in_turn) with PPO at
+the file's discount 0.999: an MLP on the exact belief, and a transformer on the raw symbols and its
+previous action. Each final policy is valued greedily from the start state (discounted return, tail
+valued by the solver) and compared with the reference values of rl.envs.solvers: the point-based
+solver's controller (a lower bound on the optimum, 595.76 at seed 0), the fully observable MDP
+optimum (an upper bound, 661.86) and QMDP.
 
 Records: one metrics stream per agent (rows carry `agent`), checkpoints under
 artifacts/<run-id>/checkpoints/<agent>/ (recorded in the manifest with the agent as `trial_id`), and
@@ -18,7 +19,9 @@ import pathlib
 from rl.analysis.checkpoints import load_rl_module
 from rl.envs.cassandra_machine import machine_pomdp
 from rl.envs.solvers import qmdp, solve_fully_observable, solve_point_based
+from rl.harness import agents as harness_agents
 from rl.harness import records, runners
+from rl.harness.metric_keys import ENV_STEPS, ITERATION, RETURN
 
 from experiments.cassandra_machine import agents
 
@@ -38,47 +41,22 @@ def reference_values(seed: int) -> tuple:
     }
 
 
-def _save(context, algo, agent: str, row: dict) -> str:
-    """An RLlib checkpoint of `agent` at artifacts/<run-id>/checkpoints/<agent>/iter_<N> (trial `agent`)."""
-    with context.recorder.checkpoint(iteration=int(row[runners.ITERATION]), env_steps=int(row[runners.ENV_STEPS]),
-                                     trial=agent) as folder:
-        algo.save_to_path(str(folder))
-    return str(pathlib.Path(context.artifacts_dir) / context.recorder.manifest["checkpoints"][-1]["path"])
-
-
-def train(context, agent: agents.Agent) -> tuple[dict, str]:
-    config = runners.prepare_config(context, agents.ppo_config(agent, smoke=context.smoke),
-                                    context.seeds.integer(f"rllib/{agent.name}"))
-    stop = BUDGET[context.smoke]
-    algo = config.build_algo()
-    try:
-        row = {runners.ITERATION: 0, runners.ENV_STEPS: 0}
-        for row in runners.train_rows(context, algo, stop, row=row, trial=agent.name, tags={"agent": agent.name}):
-            pass
-        return row, _save(context, algo, agent.name, row)
-    finally:
-        algo.stop()
-
-
 def run(context):
-    if context.resume is not None:
-        raise ValueError("ppo_vs_solver trains two agents in one run and does not resume; start a new run")
     solution, references = reference_values(seed=0)
-    context.recorder.update_manifest(runner={"kind": "sequential agents", "agents": list(agents.AGENTS),
-                                             "stop": {k: str(v) for k, v in BUDGET.items()}})
+    configs = {name: agents.ppo_config(agent, smoke=context.smoke) for name, agent in agents.AGENTS.items()}
     results = {}
-    with runners.ray_cluster(context):
-        for agent in agents.AGENTS.values():
-            row, checkpoint = train(context, agent)
-            module = load_rl_module(pathlib.Path(checkpoint))
-            value = agents.discounted_value(module, agent, solution, seed=context.seeds.integer(f"eval/{agent.name}"),
-                                            **EVALUATION[context.smoke])
-            results[agent.name] = {"env_steps": row[runners.ENV_STEPS], "iterations": row[runners.ITERATION],
-                                   "undiscounted_return_mean_last": row.get(runners.RETURN),
-                                   "discounted_value": value,
-                                   "fraction_of_solver": value["mean"] / references["point_based_start_value"]}
-            print(f"{agent.name}: discounted value {value['mean']:.1f} +- {value['standard_error']:.1f} "
-                  f"(solver {references['point_based_start_value']:.2f}, MDP bound {references['mdp_upper_bound']:.2f})")
+    for trained in harness_agents.train_in_turn(context, configs, stop=BUDGET[context.smoke]):
+        agent = agents.AGENTS[trained.name]
+        module = load_rl_module(trained.checkpoint)
+        value = agents.discounted_value(module, agent, solution, seed=context.seeds.integer(f"eval/{agent.name}"),
+                                        **EVALUATION[context.smoke])
+        row = trained.row
+        results[agent.name] = {"env_steps": row[ENV_STEPS], "iterations": row[ITERATION],
+                               "undiscounted_return_mean_last": row.get(RETURN),
+                               "discounted_value": value,
+                               "fraction_of_solver": value["mean"] / references["point_based_start_value"]}
+        print(f"{agent.name}: discounted value {value['mean']:.1f} +- {value['standard_error']:.1f} "
+              f"(solver {references['point_based_start_value']:.2f}, MDP bound {references['mdp_upper_bound']:.2f})")
     comparison = {"references": references, "agents": results, "smoke": context.smoke}
     records.write_json_atomically(str(pathlib.Path(context.results_dir) / COMPARISON_FILE), comparison)
     print(f"results: {context.results_dir}")

@@ -4,7 +4,7 @@
 
     jobs = [comparison.Job("Mess3Control", algorithm, seed) for algorithm in ("PPO", "PPG") for seed in seeds]
     outcome = comparison.run_comparison(context, jobs, question="...")   # in a recipe: all of the below
-    record = comparison.train_one(jobs[0], smoke=True)                   # one run, in this process
+    record = comparison.train_one(jobs[0], smoke=True)                   # one run, in this process (cpu profile)
     summary = comparison.summarise([record, ...])                        # per task and label
     save_figure(comparison.learning_curves_figure(records, references, title=...), path)
 
@@ -15,14 +15,16 @@ each task's usual PPO (CartPole: separate critic encoder; Mess3: the study's sha
 PPG is PPGConfig with the detach design (one encoder, PPGMLPModel / PPGTransformerModel), the
 same PPO settings, and value coefficients tuned to the task's return scale (docs/ppg.md).
 
-A run is a Learner from `build_learner` and an in-process EnvRunner (8 vectorised envs), no Ray,
-torch on one thread; both algorithms see the same seeds. Its curve is the EnvRunner's mean
-return of recent training episodes after each iteration, against env steps sampled.
+A run is the harness's in-process runner (`rl.harness.in_process`: a Learner and a local
+EnvRunner with 8 vectorised envs, no Ray; seed and torch threads set by the harness); both
+algorithms see the same seeds. Its curve is the EnvRunner's mean return of recent training
+episodes after each iteration, against env steps sampled.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import multiprocessing
@@ -31,9 +33,12 @@ import resource
 import signal
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
+
+from rl.harness.hardware import HardwareProfile
+from rl.harness.metric_keys import ENV_STEPS, ITERATION, RETURN
 
 ALGORITHMS = ("PPO", "PPG")
 NUM_ENVS_PER_RUN = 8
@@ -165,8 +170,11 @@ TASKS = {
 }
 
 
-def config_for(task: str, algorithm: str, *, seed: int, smoke: bool, overrides: dict | None = None):
-    """The AlgorithmConfig of one run: the task's settings (then `overrides`, training keys), one in-process EnvRunner, the seed."""
+def config_for(task: str, algorithm: str, *, smoke: bool, overrides: dict | None = None):
+    """The AlgorithmConfig of one run: the task's settings, then `overrides` (training keys).
+
+    Sampling (NUM_ENVS_PER_RUN envs in one local EnvRunner) and the seed are the in-process runner's.
+    """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASKS)}")
     if algorithm not in ALGORITHMS:
@@ -174,7 +182,7 @@ def config_for(task: str, algorithm: str, *, seed: int, smoke: bool, overrides: 
     config = TASKS[task].config(algorithm, smoke)
     if overrides:
         config = config.training(**overrides)
-    return config.env_runners(num_env_runners=0, num_envs_per_env_runner=NUM_ENVS_PER_RUN).debugging(seed=seed)
+    return config
 
 
 SETTING_KEYS = ("lr", "gamma", "lambda_", "train_batch_size_per_learner", "minibatch_size", "num_epochs",
@@ -184,7 +192,7 @@ SETTING_KEYS = ("lr", "gamma", "lambda_", "train_batch_size_per_learner", "minib
 
 def settings_of(task: str, algorithm: str, *, smoke: bool, overrides: dict | None = None) -> dict[str, Any]:
     """What a run of (task, algorithm) trains with: budget, module, learner and the settings that differ by task."""
-    config = config_for(task, algorithm, seed=0, smoke=smoke, overrides=overrides)
+    config = config_for(task, algorithm, smoke=smoke, overrides=overrides)
     spec = config.rl_module_spec
     settings = {"env_steps": TASKS[task].env_steps[smoke], "num_envs": NUM_ENVS_PER_RUN,
                 "module": _qualified_name(spec.module_class), "model_config": dict(spec.model_config or {}),
@@ -197,13 +205,10 @@ def _qualified_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _scalar(value: Any) -> float:
-    return float(value.peek() if hasattr(value, "peek") else value)
+def train_one(job: Job, *, smoke: bool, profile: HardwareProfile | None = None) -> dict[str, Any]:
+    """Trains `job` to its task's budget in this process (rl.harness.in_process); returns its record.
 
-
-def train_one(job: Job, *, smoke: bool) -> dict[str, Any]:
-    """Trains `job` to its task's budget in this process; returns its record.
-
+    `profile`: the run's hardware profile (`context.hardware`; None: this machine's cpu profile).
     The record: the job's fields (`label` = its group), `curve` [[env steps, mean return], ...], `final_return` (the curve's last point),
     `area_under_curve` (AUC), `wall_seconds`, `peak_rss_mib` (this process's peak resident set:
     run it in a fresh process for a per-run figure) and `built_rss_mib` (resident set once the
@@ -215,44 +220,32 @@ def train_one(job: Job, *, smoke: bool) -> dict[str, Any]:
     minibatch KL to the frozen policy over all phases). Peak figures reset VmHWM before each update;
     the rollouts in between are outside them.
     """
-    import torch
     from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
-    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
-    from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    from rl.harness import in_process, runners
 
     task, algorithm, seed = job.task, job.algorithm, job.seed
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
-    config = config_for(task, algorithm, seed=seed, smoke=smoke, overrides=dict(job.overrides))
-    learner = config.build_learner(env=TASKS[task].make_env())
-    runner = SingleAgentEnvRunner(config=config)
+    config = config_for(task, algorithm, smoke=smoke, overrides=dict(job.overrides))
     budget = TASKS[task].env_steps[smoke]
-    built_rss_mib = _memory_mib("VmRSS")
-    start = time.monotonic()
-    env_steps, curve, buffer_bytes_per_step, aux_kl_max = 0, [], [], []
-    update_peak_rise = {"policy": [], "aux": []}  # MiB above the RSS before each Learner.update
-    while env_steps < budget:
-        episodes = runner.sample(num_timesteps=config.train_batch_size_per_learner, random_actions=False)
-        env_steps += sum(len(episode) for episode in episodes)
-        episode_return = runner.get_metrics().get(EPISODE_RETURN_MEAN)
-        before_update = _reset_peak_rss()
-        result = learner.update(
-            episodes=episodes,
-            timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
-            num_epochs=config.num_epochs,
-            minibatch_size=config.minibatch_size,
-            shuffle_batch_per_epoch=True,
-        )
-        rise = round(_memory_mib("VmHWM") - before_update, 1)
-        aux_phase = algorithm == "PPG" and _scalar(result[ALL_MODULES]["ppg/aux_phase_triggered"]) == 1.0
-        update_peak_rise["aux" if aux_phase else "policy"].append(rise)
-        if aux_phase:
-            cycle = result[ALL_MODULES]
-            buffer_bytes_per_step.append(_scalar(cycle["ppg/buffer_bytes"]) / _scalar(cycle["ppg/buffered_env_steps"]))
-            aux_kl_max.append(_scalar(result[DEFAULT_MODULE_ID]["ppg/aux_kl_max"]))
-        runner.module.set_state(learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True))
-        if episode_return is not None:
-            curve.append([env_steps, round(_scalar(episode_return), 4)])
+    with in_process.Trainer(config, env=TASKS[task].make_env(), seed=seed, parallel_envs=NUM_ENVS_PER_RUN,
+                            profile=profile) as trainer:
+        built_rss_mib = _memory_mib("VmRSS")
+        start = time.monotonic()
+        curve, buffer_bytes_per_step, aux_kl_max, rises = [], [], [], []
+        update_peak_rise = {"policy": [], "aux": []}  # MiB above the RSS before each Learner.update
+        for update in trainer.train(runners.StopRule(env_steps=budget), around_update=lambda: _peak_rise(rises)):
+            result, row = update.result, update.row
+            aux_phase = algorithm == "PPG" and in_process.scalar(result[ALL_MODULES]["ppg/aux_phase_triggered"]) == 1.0
+            update_peak_rise["aux" if aux_phase else "policy"].append(rises[-1])
+            if aux_phase:
+                cycle = result[ALL_MODULES]
+                buffer_bytes_per_step.append(in_process.scalar(cycle["ppg/buffer_bytes"])
+                                             / in_process.scalar(cycle["ppg/buffered_env_steps"]))
+                aux_kl_max.append(in_process.scalar(result[DEFAULT_MODULE_ID]["ppg/aux_kl_max"]))
+            if row[RETURN] is not None:
+                curve.append([row[ENV_STEPS], round(row[RETURN], 4)])
+        env_steps = trainer.row[ENV_STEPS]
+        wall_seconds = round(time.monotonic() - start, 1)
     if not curve:
         raise RuntimeError(f"{task} {job.group} seed {seed}: no episode finished within {budget} env steps")
     record = {
@@ -265,7 +258,7 @@ def train_one(job: Job, *, smoke: bool) -> dict[str, Any]:
         "curve": curve,
         "final_return": curve[-1][1],
         "area_under_curve": round(area_under_curve(curve), 4),
-        "wall_seconds": round(time.monotonic() - start, 1),
+        "wall_seconds": wall_seconds,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "built_rss_mib": built_rss_mib,
         "policy_update_peak_rise_mib": max(update_peak_rise["policy"]),
@@ -281,6 +274,14 @@ def train_one(job: Job, *, smoke: bool) -> dict[str, Any]:
             record["aux_kl_max"] = float(f"{max(aux_kl_max):.3g}")
             record["aux_update_peak_rise_mib"] = max(update_peak_rise["aux"])
     return record
+
+
+@contextlib.contextmanager
+def _peak_rise(rises: list[float]) -> Iterator[None]:
+    """Appends to `rises` how far the peak resident set rose (MiB) above the RSS on entry, over the block."""
+    before = _reset_peak_rss()
+    yield
+    rises.append(round(_memory_mib("VmHWM") - before, 1))
 
 
 def _memory_mib(field: str) -> float:
@@ -422,9 +423,12 @@ def run_comparison(context, jobs: list[Job], *, question: str) -> dict[str, Any]
     PLOT_FILE to results/<run-id>/, one metrics.jsonl trial per run; prints the summary as JSON.
     """
     from rl.analysis.plots import save_figure
-    from rl.harness import records
+    from rl.harness import in_process, records
 
     workers = max(1, min(context.hardware.num_cpus, len(jobs)))
+    context.recorder.update_manifest(runner={
+        "kind": in_process.RUNNER_KIND, "processes": workers, "learner_device": context.hardware.learner_device,
+        "sampling": in_process.local_plan(NUM_ENVS_PER_RUN).as_dict()})
     print(f"{len(jobs)} runs, {workers} at a time", flush=True)
     finished, failures = _train_all(context, jobs, workers)
     settings: dict[str, dict[str, Any]] = {}  # task -> group -> what its runs trained with
@@ -465,7 +469,7 @@ def _train_all(context, jobs: list[Job], workers: int) -> tuple[list[dict], dict
     spawn = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn, max_tasks_per_child=1,
                                                 initializer=_leave_interrupts_to_the_parent) as pool:
-        futures = {pool.submit(train_one, job, smoke=context.smoke): job for job in jobs}
+        futures = {pool.submit(train_one, job, smoke=context.smoke, profile=context.hardware): job for job in jobs}
         stopping = False
         for future in concurrent.futures.as_completed(futures):
             if future.cancelled():
@@ -498,6 +502,5 @@ def _leave_interrupts_to_the_parent() -> None:
 def _log_curve(context, record: dict) -> None:
     trial = f"{record['task']}/{record['label']}/seed{record['seed']}"
     for iteration, (env_steps, episode_return) in enumerate(record["curve"], start=1):
-        context.recorder.log_metrics({"trial_id": trial, "training_iteration": iteration,
-                                      "num_env_steps_sampled_lifetime": env_steps,
-                                      "env_runners/episode_return_mean": episode_return}, trial=trial)
+        context.recorder.log_metrics({"trial_id": trial, ITERATION: iteration, ENV_STEPS: env_steps,
+                                      RETURN: episode_return}, trial=trial)
