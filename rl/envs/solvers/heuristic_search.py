@@ -209,8 +209,12 @@ class _LowerBound:
 
     def best(self, beliefs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, index of the best vector) for each row of `beliefs`, over the beliefs' joint support."""
-        support = np.flatnonzero(beliefs.any(axis=0))
-        scores = self.vectors[:, support] @ beliefs[:, support].T  # (vectors, beliefs)
+        covered = beliefs.any(axis=0)
+        if covered.mean() > 0.5:
+            scores = self.vectors @ beliefs.T  # (vectors, beliefs)
+        else:  # a product over the support only: TagAvoid's beliefs cover some 30 of its 870 states
+            support = np.flatnonzero(covered)
+            scores = self.vectors[:, support] @ beliefs[:, support].T
         best = scores.argmax(axis=0)
         return scores[best, np.arange(len(best))], best
 
@@ -248,16 +252,17 @@ class _UpperBound:
         num_states = len(self.corner_values)
         self._beliefs = np.empty((16, num_states))
         self._inverse = np.empty((16, num_states))  # 1 / b_i(s), inf off the support
-        self._positive = np.empty((16, num_states), dtype=np.float32)  # 1 on the support
         self._values = np.empty(16)
         self._drops = np.empty(16)  # v_i - corner . b_i
         self._anchors = np.empty(16, dtype=np.int64)
+        self._anchor_inverse = np.empty(16)  # 1 / b_i(anchor)
         # the supports, concatenated: point i owns entries starts[i] to starts[i] + lengths[i]
         self._starts = np.empty(16, dtype=np.int64)
         self._lengths = np.empty(16, dtype=np.int64)
         self._support_states = np.empty(16, dtype=np.int64)
         self._support_inverse = np.empty(16)
         self._support_used = 0
+        self._index_of = {}  # belief bytes -> point: trials back up the same beliefs (the start) again and again
         self.count = 0
 
     @property
@@ -276,7 +281,7 @@ class _UpperBound:
             return bound
         candidates = beliefs[:, self._anchors[: self.count]] > 0  # (beliefs, points)
         if candidates.mean() > 0.25:
-            drops = self._dense_drops(beliefs, np.flatnonzero(candidates.any(axis=0)))
+            drops = self._dense_drops(beliefs)
         else:
             drops = np.zeros(len(beliefs))
             query, point = np.nonzero(candidates)
@@ -285,16 +290,34 @@ class _UpperBound:
                 np.minimum.at(drops, query, ratios * self._drops[point])
         return np.minimum(bound, corner + drops)
 
-    def _dense_drops(self, beliefs: np.ndarray, points: np.ndarray) -> np.ndarray:
-        """min(0, min over `points` of ratio * drop) for every belief, over the beliefs' joint support."""
-        covered = beliefs.any(axis=0)
-        points = points[self._positive[points] @ ~covered == 0]  # the others have ratio 0 everywhere
-        if not len(points):
-            return np.zeros(len(beliefs))
-        support = np.flatnonzero(covered)
+    def _dense_drops(self, beliefs: np.ndarray, shortlist: int = 32) -> np.ndarray:
+        """min(0, min over all points of ratio * drop) for every belief.
+
+        The ratio is at most b(anchor) / b_i(anchor), so that times the drop bounds each point's term
+        from below. Exact ratios are computed for the `shortlist` points with the lowest such bound;
+        a belief whose best exact term beats every other point's bound is done, the others are done
+        again with a shortlist 8 times longer, and so on up to all points.
+        """
+        drops = self._drops[: self.count]
+        bounds = beliefs[:, self._anchors[: self.count]] * self._anchor_inverse[: self.count] * drops  # (beliefs, points)
+        best = np.empty(len(beliefs))
+        rows = np.arange(len(beliefs))
+        while len(rows):
+            if shortlist >= self.count:
+                best[rows] = self._exact_drops(beliefs[rows], np.arange(self.count)[None].repeat(len(rows), axis=0))
+                break
+            listed = np.argpartition(bounds[rows], shortlist - 1, axis=1)[:, :shortlist]
+            best[rows] = self._exact_drops(beliefs[rows], listed)
+            # argpartition leaves the other points' bounds at or above the last listed one's
+            rows = rows[best[rows] > bounds[rows, listed[:, -1]]]
+            shortlist *= 8
+        return best
+
+    def _exact_drops(self, beliefs: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """min(0, min over points[j] of ratio * drop) for each belief j; points has one row of indices per belief."""
         with np.errstate(invalid="ignore"):  # 0 * inf: a state outside both supports, which fmin skips
-            ratios = np.fmin.reduce(beliefs[:, None, support] * self._inverse[points][:, support][None], axis=2)
-        return np.minimum((ratios * self._drops[points]).min(axis=1), 0.0)
+            ratios = np.fmin.reduce(beliefs[:, None, :] * self._inverse[points], axis=2)
+        return (ratios * self._drops[points]).min(axis=1, initial=0.0)
 
     def _sparse_ratios(self, beliefs: np.ndarray, query: np.ndarray, point: np.ndarray) -> np.ndarray:
         """min over the support of point[j] of beliefs[query[j], s] / b_point(s), for each pair j."""
@@ -305,7 +328,7 @@ class _UpperBound:
         return np.minimum.reduceat(ratios, offsets)
 
     def add(self, belief: np.ndarray, value: float) -> None:
-        """A point with an upper value; a corner belief lowers the corner value instead."""
+        """A point with an upper value; a corner belief lowers the corner value, a known belief its point's value."""
         support = np.flatnonzero(belief)
         if len(support) == 1:
             state = support[0]
@@ -313,10 +336,20 @@ class _UpperBound:
                 self.corner_values[state] = value
                 self._drops[: self.count] = self.point_values - self.beliefs @ self.corner_values
             return
+        key = belief.tobytes()
+        known = self._index_of.get(key)
+        if known is not None:
+            if value < self._values[known]:
+                self._values[known] = value
+                self._drops[known] = value - belief @ self.corner_values
+            return
+        self._index_of[key] = self.count
         if self.count == len(self._values):
-            self._beliefs, self._inverse, self._positive, self._values, self._drops, self._anchors = (
+            self._beliefs, self._inverse, self._values, self._drops, self._anchors, self._anchor_inverse = (
                 _doubled(array)
-                for array in (self._beliefs, self._inverse, self._positive, self._values, self._drops, self._anchors)
+                for array in (
+                    self._beliefs, self._inverse, self._values, self._drops, self._anchors, self._anchor_inverse
+                )
             )
             self._starts, self._lengths = _doubled(self._starts), _doubled(self._lengths)
         while self._support_used + len(support) > len(self._support_states):
@@ -325,10 +358,10 @@ class _UpperBound:
         self._beliefs[index] = belief
         with np.errstate(divide="ignore"):
             self._inverse[index] = 1.0 / belief
-        self._positive[index] = belief > 0
         self._values[index] = value
         self._drops[index] = value - belief @ self.corner_values
-        self._anchors[index] = int(np.argmax(belief))
+        self._anchors[index] = anchor = int(np.argmax(belief))
+        self._anchor_inverse[index] = 1.0 / belief[anchor]
         self._starts[index], self._lengths[index] = used, len(support)
         self._support_states[used : used + len(support)] = support
         self._support_inverse[used : used + len(support)] = 1.0 / belief[support]

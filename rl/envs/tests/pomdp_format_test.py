@@ -1,5 +1,6 @@
 """Cassandra's .POMDP format: machine.POMDP (shared notes, section 1) and every form of entry, plus errors."""
 
+import dataclasses
 import pathlib
 
 import numpy as np
@@ -202,6 +203,8 @@ def test_reference_files_entries():
     assert tag.observations[north, 0, yes] == 1.0 and tag.start[0] == 0.00118906
     assert tag.expected_rewards[catch, 0] == 10.0 and tag.expected_rewards[catch, 1] == -10.0  # R: Catch : s0, default
     assert tag.expected_rewards[catch, 29] == 0.0 and tag.expected_rewards[north, 5] == -1.0
+    rediscounted = dataclasses.replace(tag, discount=0.9)  # `rewards` is a broadcast view: it stays compact
+    assert rediscounted.reward_table.shape == (5, 870, 1, 1) and rediscounted.rewards[catch, 0, 7, 3] == 10.0
     hallway = load_pomdp(TESTDATA / "Hallway.pomdp")
     assert (hallway.num_states, hallway.num_actions, hallway.num_observations) == (60, 5, 21)
     assert hallway.reward_table.shape == (5, 60, 60, 1)  # R: * : * : 56 : * 1.000000 (the goal, entered)
