@@ -15,10 +15,9 @@ integer and `context.hardware`; the worker has no RunContext and builds a Traine
 
 One iteration is what RLlib's Algorithm does for an on-policy learner, without Ray: the local
 EnvRunner samples `train_batch_size_per_learner` env steps (exploring; its last vector step may
-add a few more), `Learner.update` runs
-`num_epochs` epochs of shuffled minibatches of `minibatch_size` over them, and the learner's
-weights go back to the runner. The row's return is the runner's mean over its recent episodes
-(None until one finished), read before the update.
+add a few more), `Learner.update` runs `num_epochs` epochs of shuffled minibatches of
+`minibatch_size` over them, and the learner's weights go back to the runner. The row's return is
+the runner's mean over its recent episodes (None until one finished), read before the update.
 
 The harness's part, so a caller sets none of it: the config copy gets the seed
 (`.debugging(seed=...)`: RLlib's Learner then seeds torch, numpy and random, the EnvRunner its
