@@ -40,7 +40,7 @@ from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_L
 from rl.harness import hardware
 from rl.harness.hardware import HardwareProfile, SamplingPlan
 from rl.harness.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
-from rl.harness.runners import StopRule
+from rl.harness.runners import StopRule, check_parallel_envs, configure
 
 RUNNER_KIND = "in_process"
 
@@ -61,14 +61,8 @@ def default_profile() -> HardwareProfile:
 def prepare_config(config, *, seed: int, parallel_envs: int, profile: HardwareProfile):
     """A copy of the recipe's AlgorithmConfig with the local sampling plan, the profile's learner GPU and `seed`."""
     plan = local_plan(parallel_envs)
-    batch = config.train_batch_size_per_learner
-    if batch % parallel_envs:
-        raise ValueError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={parallel_envs}:"
-                         f" every update would sample {-(-batch // parallel_envs) * parallel_envs} steps instead;"
-                         f" pick parallel_envs dividing {batch}")
-    config = config.copy(copy_frozen=False)
-    profile.apply_to(config, plan)
-    return config.debugging(seed=seed)
+    check_parallel_envs(config.train_batch_size_per_learner, parallel_envs)
+    return configure(config, profile, plan, seed)
 
 
 def scalar(value: Any) -> float:

@@ -128,14 +128,19 @@ def plan_sampling(context: RunContext, config, parallel_envs: Optional[int] = No
     batch = config.total_train_batch_size
     profile = profile or context.hardware
     plan = profile.plan_sampling(default_parallel_envs(batch) if parallel_envs is None else parallel_envs)
-    if plan.parallel_envs > batch:
-        raise ValueError(f"parallel_envs={plan.parallel_envs} is more than the train batch of {batch} env steps"
-                         f" allows: every env must step at least once per update; use parallel_envs <= {batch}")
-    if batch % plan.parallel_envs:
-        raise ValueError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={plan.parallel_envs}:"
-                         f" RLlib would sample {-(-batch // plan.parallel_envs) * plan.parallel_envs} steps per update"
-                         f" instead; pick parallel_envs dividing {batch}")
+    check_parallel_envs(batch, plan.parallel_envs)
     return plan
+
+
+def check_parallel_envs(batch: int, parallel_envs: int) -> None:
+    """ValueError naming the fix unless every one of `parallel_envs` envs steps equally often in a `batch`."""
+    if parallel_envs > batch:
+        raise ValueError(f"parallel_envs={parallel_envs} is more than the train batch of {batch} env steps"
+                         f" allows: every env must step at least once per update; use parallel_envs <= {batch}")
+    if batch % parallel_envs:
+        raise ValueError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={parallel_envs}:"
+                         f" RLlib would sample {-(-batch // parallel_envs) * parallel_envs} steps per update"
+                         f" instead; pick parallel_envs dividing {batch}")
 
 
 def prepare_config(context: RunContext, config, seed, *, parallel_envs: Optional[int] = None):
@@ -144,8 +149,16 @@ def prepare_config(context: RunContext, config, seed, *, parallel_envs: Optional
 
 
 def _configured(context: RunContext, config, seed, plan: SamplingPlan):
+    return configure(config, context.hardware, plan, seed)
+
+
+def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):
+    """A copy of `config` (an AlgorithmConfig) placed by `profile` as `plan` says, with RLlib's seed `seed`.
+
+    The one place the harness writes placement and seed into a config (every runner calls it).
+    """
     config = config.copy(copy_frozen=False)
-    context.hardware.apply_to(config, plan)
+    profile.apply_to(config, plan)
     return config.debugging(seed=seed)
 
 
