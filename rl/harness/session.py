@@ -60,6 +60,19 @@ def heartbeat_interval_from_env(environ=os.environ) -> float:
 _TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+def _cancel_failure_alarm() -> None:
+    """Cancels the abort that a C++ failure-signal handler which saw this signal first has scheduled.
+
+    ray.init installs absl's failure handler for SIGTERM, among others, before `reclaim` takes
+    SIGTERM back: a SIGTERM in that window went through it, and it arms alarm(3) with an
+    immediate-abort SIGALRM handler, so the run died (SIGABRT) 3 s into its graceful stop. The
+    harness uses no alarm of its own; SIGALRM gets back the handler Python knows (the default).
+    """
+    signal.alarm(0)
+    known = signal.getsignal(signal.SIGALRM)  # None: set outside Python, so not the harness's
+    signal.signal(signal.SIGALRM, signal.SIG_DFL if known is None else known)
+
+
 class RunSession:
     def __init__(
         self,
@@ -320,6 +333,7 @@ class RunSession:
 
     def _on_signal(self, number: int, frame) -> None:
         name = signal.Signals(number).name
+        _cancel_failure_alarm()
         if self._stop_at_once:
             self._stop_signal = self._stop_signal or name
             logging.warning("%s: stopping now", name)

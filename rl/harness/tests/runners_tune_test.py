@@ -55,3 +55,36 @@ def test_a_tune_run_streams_metrics_stops_on_sigterm_and_resumes_each_trial(tmp_
     gaps = [(records.parse_time(later["harness/logged_at"]) - records.parse_time(earlier["harness/logged_at"]),
              later["time_this_iter_s"]) for rows in by_trial.values() for earlier, later in zip(rows, rows[1:])]
     assert gaps and all(gap >= 0.5 * iteration_s for gap, iteration_s in gaps), gaps
+
+
+
+def test_after_a_stop_no_trial_trains_past_its_checkpoint_while_another_reports_late(tmp_path):
+    # Under load one trial's iteration can take far longer than the other's (this flaked the test
+    # above): trial A has reported, trial B is in its first iteration and reports 20 s later, and
+    # the SIGTERM comes. Before, A was only asked for a checkpoint and trained on until B had one,
+    # past its checkpoint and up to its budget. Each trial must stop at its next result, saved there.
+    roots = ["--results-dir", tmp_path / "r", "--artifacts-dir", tmp_path / "a"]
+    budget = 10
+    env = {"PPO_RECIPE_RUNNER": "tune", "PPO_RECIPE_ITERATIONS": budget, "PPO_RECIPE_LATE_TRIAL_S": 20,
+           "PPO_RECIPE_MARKER_DIR": tmp_path}
+    seen = []
+
+    def b_is_late():  # A has reported and B waits inside its first iteration
+        seen[:] = run_helpers.metrics_rows(tmp_path / "a" / "late")
+        return seen and (tmp_path / "late").exists()
+
+    status, stderr = run_helpers.run_until([run_helpers.PPO, "--run-id", "late", *roots], b_is_late, signal.SIGTERM,
+                                           "a late trial", **env)
+    assert status == 128 + signal.SIGTERM, stderr[-3000:]
+    early = seen[0]["trial_id"]
+    at_signal = max(row["training_iteration"] for row in seen)
+    iterations = {}
+    for row in run_helpers.metrics_rows(tmp_path / "a" / "late"):
+        iterations.setdefault(row["trial_id"], []).append(row["training_iteration"])
+    # A's next result after the signal is its last (one more may have been logged as the signal went out).
+    assert iterations[early][-1] <= at_signal + 2 and iterations[early][-1] < budget, (at_signal, iterations)
+    assert [done for trial, done in iterations.items() if trial != early] == [[1]], iterations
+    last_checkpoint = {}
+    for checkpoint in run_helpers.manifest(tmp_path / "r" / "late")["checkpoints"]:
+        last_checkpoint[checkpoint["trial_id"]] = checkpoint["iteration"]
+    assert last_checkpoint == {trial: done[-1] for trial, done in iterations.items()}  # every last row is saved
