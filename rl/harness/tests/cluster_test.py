@@ -92,8 +92,11 @@ def test_losing_a_worker_node_mid_run_keeps_every_record_and_the_run_completes(t
     if after["status"] != "completed":
         rows += run_helpers.metrics_rows(tmp_path / "a" / "resumed")
     assert [row["training_iteration"] for row in rows] == list(range(1, iterations + 1)), stderr[-3000:]
+    # The env-step counter never goes back; an iteration during which the runners' node died may
+    # sample nothing (RLlib then repeats the count), so it grows overall, not at every row.
     steps = [row["num_env_steps_sampled_lifetime"] for row in rows]
-    assert all(later > earlier for earlier, later in zip(steps, steps[1:]))  # continuous counters
+    assert all(later >= earlier for earlier, later in zip(steps, steps[1:])), steps
+    assert steps[-1] > steps[len(rows_before)], steps
     print(f"node {lost[:8]} lost; run {after['status']} {time.monotonic() - killed_at:.0f} s later")
 
 
