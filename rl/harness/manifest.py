@@ -60,6 +60,7 @@ def base_manifest(*, module, module_name: str, options: argparse.Namespace, layo
         "hardware": {"profile": profile.as_dict(), "machine": machine.as_dict()},
         "parent_run": resume.as_dict() if resume else None,
         "runner": None,
+        "cluster": None,  # the Ray cluster, recorded by the runners once connected (rl.harness.cluster.describe)
         "remote": None,
     }
 

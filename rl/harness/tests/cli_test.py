@@ -49,6 +49,7 @@ def test_a_completed_run_records_full_provenance(roots, monkeypatch):
     assert manifest["hardware"]["machine"]["cpu_count"] >= 1
     assert "gpu_model" in manifest["hardware"]["machine"] and "cuda_version" in manifest["hardware"]["machine"]
     assert manifest["parent_run"] is None
+    assert manifest["cluster"] is None  # the fake recipe starts no Ray
     assert manifest["seed_streams"]["fake/noise"]["kind"] == "generator"
     assert [c["iteration"] for c in manifest["checkpoints"]] == [2, 4, 5]
     rows = records.read_json_lines(str(artifacts / "first" / records.METRICS_FILE))
