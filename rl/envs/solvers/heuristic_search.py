@@ -313,11 +313,19 @@ class _UpperBound:
             shortlist *= 8
         return best
 
-    def _exact_drops(self, beliefs: np.ndarray, points: np.ndarray) -> np.ndarray:
-        """min(0, min over points[j] of ratio * drop) for each belief j; points has one row of indices per belief."""
-        with np.errstate(invalid="ignore"):  # 0 * inf: a state outside both supports, which fmin skips
-            ratios = np.fmin.reduce(beliefs[:, None, :] * self._inverse[points], axis=2)
-        return (ratios * self._drops[points]).min(axis=1, initial=0.0)
+    def _exact_drops(self, beliefs: np.ndarray, points: np.ndarray, max_elements: int = 1 << 22) -> np.ndarray:
+        """min(0, min over points[j] of ratio * drop) for each belief j; points has one row of indices per belief.
+
+        Beliefs go in chunks of at most `max_elements` (belief, point, state) products (32 MB).
+        """
+        drops = np.empty(len(beliefs))
+        chunk = max(1, max_elements // (points.shape[1] * beliefs.shape[1]))
+        for start in range(0, len(beliefs), chunk):
+            rows = slice(start, start + chunk)
+            with np.errstate(invalid="ignore"):  # 0 * inf: a state outside both supports, which fmin skips
+                ratios = np.fmin.reduce(beliefs[rows, None, :] * self._inverse[points[rows]], axis=2)
+            drops[rows] = (ratios * self._drops[points[rows]]).min(axis=1, initial=0.0)
+        return drops
 
     def _sparse_ratios(self, beliefs: np.ndarray, query: np.ndarray, point: np.ndarray) -> np.ndarray:
         """min over the support of point[j] of beliefs[query[j], s] / b_point(s), for each pair j."""
