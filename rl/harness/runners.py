@@ -201,12 +201,16 @@ def _ray_keeps_off_sigterm() -> Iterator[None]:
 
 
 def _init_ray(context: RunContext) -> None:
-    """Attaches to `context.ray_address`, or starts a local Ray with the profile's CPUs; SIGTERM stays the harness's."""
+    """Attaches to `context.ray_address`, or starts a local Ray with the profile's CPUs; SIGTERM stays the harness's.
+
+    "local", not None: without an address ray.init joins whatever cluster $RAY_ADDRESS or
+    /tmp/ray/ray_current_cluster names (another test's, another user's `ray start`).
+    """
     with _ray_keeps_off_sigterm():
         if context.ray_address:
             ray.init(address=context.ray_address)
         else:
-            ray.init(num_cpus=context.hardware.num_cpus, include_dashboard=False)
+            ray.init(address="local", num_cpus=context.hardware.num_cpus, include_dashboard=False)
 
 
 @contextlib.contextmanager
