@@ -110,7 +110,7 @@ def _bare_rllib(iterations: int, warmup: int, *, split: bool) -> dict:
 
     from experiments.mess3 import controlled_mess3 as task
 
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False)
+    ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False)  # never a running cluster
     config = task.ppo_config(smoke=False).debugging(seed=0)
     if split:
         config = config.env_runners(num_env_runners=1, num_envs_per_env_runner=task.PARALLEL_ENVS)

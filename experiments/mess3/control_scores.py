@@ -34,7 +34,7 @@ from rl.analysis.plots import learning_curves_figure, save_figure
 from rl.analysis.rollouts import collect_rollouts
 from rl.analysis.scores import ScoreScale, discounted_returns, mean_interval, mean_interval_or_point, normalised_interval
 from rl.envs.solvers import control_references
-from rl.harness import records, runners
+from rl.harness import metric_keys, records
 
 SCORES_FILE = "control_scores.json"
 FIGURE_FILE = "learning_curve_scores.png"
@@ -81,10 +81,10 @@ def references_record() -> dict:
 
 def training_curve(rows: list[dict], scale: ScoreScale) -> dict:
     """The return per iteration, raw and normalised, and its mean over the last FINAL_ROWS iterations."""
-    points = [(row[runners.ENV_STEPS], row[runners.RETURN]) for row in rows
-              if isinstance(row.get(runners.RETURN), (int, float))]
+    points = [(row[metric_keys.ENV_STEPS], row[metric_keys.RETURN]) for row in rows
+              if isinstance(row.get(metric_keys.RETURN), (int, float))]
     if not points:
-        raise ValueError(f"training_curve needs rows with {runners.RETURN}; none has one (no episode ended)")
+        raise ValueError(f"training_curve needs rows with {metric_keys.RETURN}; none has one (no episode ended)")
     # one row (a smoke run's episodes end once): a point, not an interval
     final = mean_interval_or_point([value for _, value in points[-FINAL_ROWS:]])
     return {"env_steps": [steps for steps, _ in points], "return": [value for _, value in points],
@@ -160,8 +160,8 @@ def score_run(context) -> dict:
     }
     folder = str(context.results_dir)
     records.write_json_atomically(os.path.join(folder, SCORES_FILE), scores)
-    figure = learning_curves_figure(rows, x=runners.ENV_STEPS, ys=[runners.RETURN], title=context.run_id,
-                                    scales={runners.RETURN: return_scale})
+    figure = learning_curves_figure(rows, x=metric_keys.ENV_STEPS, ys=[metric_keys.RETURN], title=context.run_id,
+                                    scales={metric_keys.RETURN: return_scale})
     save_figure(figure, os.path.join(folder, FIGURE_FILE))
     return headline(scores)
 

@@ -41,6 +41,6 @@ def run(context):
     return study.run(context, config, budget=study.MAIN_JOB, random_network=random_network)
 
 
-def probe_plan():
-    """For `bazel run //rl/analysis:probe -- <run-id>`: the full plan."""
-    return task.probe_plan_for(smoke=False)
+def probe_plan(smoke: bool):
+    """For `bazel run //rl/analysis:probe -- <run-id>`: the plan the run probed itself with."""
+    return task.probe_plan_for(smoke=smoke)

@@ -30,6 +30,6 @@ def run(context):
                      random_network=lambda seed: task.build_random_network(seed, module_class=PPGTransformerModel))
 
 
-def probe_plan():
-    """For `bazel run //rl/analysis:probe -- <run-id>`: the full plan."""
-    return task.probe_plan_for(smoke=False)
+def probe_plan(smoke: bool):
+    """For `bazel run //rl/analysis:probe -- <run-id>`: the plan the run probed itself with."""
+    return task.probe_plan_for(smoke=smoke)

@@ -208,7 +208,7 @@ def _qualified_name(cls: type) -> str:
 def train_one(job: Job, *, smoke: bool, profile: HardwareProfile | None = None) -> dict[str, Any]:
     """Trains `job` to its task's budget in this process (rl.harness.in_process); returns its record.
 
-    `profile`: the run's hardware profile (`context.hardware`; None: this machine's cpu profile).
+    `profile`: the hardware profile of this process (None: this machine's cpu profile).
     The record: the job's fields (`label` = its group), `curve` [[env steps, mean return], ...], `final_return` (the curve's last point),
     `area_under_curve` (AUC), `wall_seconds`, `peak_rss_mib` (this process's peak resident set:
     run it in a fresh process for a per-run figure) and `built_rss_mib` (resident set once the
@@ -425,12 +425,15 @@ def run_comparison(context, jobs: list[Job], *, question: str) -> dict[str, Any]
     from rl.analysis.plots import save_figure
     from rl.harness import in_process, records
 
+    # Learners stay on the CPU, as the memory figures (resident sets) and the README's timings assume;
+    # several worker processes would otherwise share one GPU.
+    profile = in_process.default_profile()
     workers = max(1, min(context.hardware.num_cpus, len(jobs)))
     context.recorder.update_manifest(runner={
-        "kind": in_process.RUNNER_KIND, "processes": workers, "learner_device": context.hardware.learner_device,
+        "kind": in_process.RUNNER_KIND, "processes": workers, "learner_device": profile.learner_device,
         "sampling": in_process.local_plan(NUM_ENVS_PER_RUN).as_dict()})
     print(f"{len(jobs)} runs, {workers} at a time", flush=True)
-    finished, failures = _train_all(context, jobs, workers)
+    finished, failures = _train_all(context, jobs, workers, profile)
     settings: dict[str, dict[str, Any]] = {}  # task -> group -> what its runs trained with
     for job in jobs:
         if job.group not in settings.setdefault(job.task, {}):
@@ -462,14 +465,14 @@ def run_comparison(context, jobs: list[Job], *, question: str) -> dict[str, Any]
     return {"summary": report["summary"], "complete": report["complete"]}
 
 
-def _train_all(context, jobs: list[Job], workers: int) -> tuple[list[dict], dict[Job, str]]:
+def _train_all(context, jobs: list[Job], workers: int, profile: HardwareProfile) -> tuple[list[dict], dict[Job, str]]:
     """Runs `jobs` in fresh processes; returns (records of those that finished, in job order; {job: error})."""
     started = time.monotonic()
     finished, failed = {}, {}
     spawn = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn, max_tasks_per_child=1,
                                                 initializer=_leave_interrupts_to_the_parent) as pool:
-        futures = {pool.submit(train_one, job, smoke=context.smoke, profile=context.hardware): job for job in jobs}
+        futures = {pool.submit(train_one, job, smoke=context.smoke, profile=profile): job for job in jobs}
         stopping = False
         for future in concurrent.futures.as_completed(futures):
             if future.cancelled():

@@ -18,8 +18,9 @@ An experiment implements one or both protocols (plain classes; no base class nee
         def diagnostics(self, env, info):     # called after reset and after every step
             return {"belief": env.unwrapped.belief, "hidden_state": np.array(env.unwrapped.state)}
 
-and, for the probe command, a `probe_plan()` function in the recipe module that returns a
-`ProbePlan`: which distributions to probe, with which adapters and sample sizes.
+and, for the probe command, a `probe_plan(smoke)` function in the recipe module that returns the
+`ProbePlan` a run of that budget probes with (in-run and later): which distributions, with which
+adapters and sample sizes.
 """
 
 from __future__ import annotations
@@ -83,9 +84,9 @@ class RolloutProbing:
 
 @dataclasses.dataclass(frozen=True)
 class ProbePlan:
-    """What an experiment's `probe_plan()` returns for the probe command (at least one distribution).
+    """What an experiment's `probe_plan(smoke)` returns for the probe command (at least one distribution).
 
-        def probe_plan() -> ProbePlan:          # in the recipe module, beside run(context)
+        def probe_plan(smoke: bool) -> ProbePlan:   # in the recipe module, beside run(context)
             return ProbePlan(contexts=ContextProbing(Mess3Contexts(), max_length=10, group_prefix_length=4),
                              rollouts=RolloutProbing(ControlledMess3Env(), target="belief",
                                                      num_episodes=256, max_steps=64))

@@ -5,8 +5,9 @@
     networks = [random_network(lambda: TransformerModel(observation_space=..., action_space=...,
                                                         model_config=config), seed)
                 for seed in context.seeds.integers("random_networks", 3)]
+    probe_seed = probe_command.probe_seed(context.seeds)    # drawn once: the checkpoints' probes use it too
     probes = probe_random_networks(found, plan, networks, folder=artifacts_dir / "random_networks",
-                                   seed=probe_command.probe_seed(context.seeds))   # the run's probe seed
+                                   seed=probe_seed)
     probes[0].reports["uniform_contexts"].layers     # as for a trained checkpoint
 
 Each network is saved as an RLModule checkpoint (`<folder>/random_init_<i>`) and probed by the

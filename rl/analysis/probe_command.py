@@ -5,7 +5,7 @@
     python -m rl.analysis.probe_command <run-id> ...          # from the repository root
 
 The run is found from its records (rl.harness); the experiment recorded in its manifest must
-define, beside `run(context)`, a `probe_plan()` returning an `rl.analysis.adapters.ProbePlan`
+define, beside `run(context)`, a `probe_plan(smoke)` returning an `rl.analysis.adapters.ProbePlan`
 (adapters, sample sizes, probe options: the science stays in the experiment). Written into the
 run's results folder (results/<run-id>/):
 
@@ -40,6 +40,7 @@ from rl.analysis.rollouts import collect_rollouts, context_dataset
 from rl.analysis.seeds import child_stream
 from rl.harness import buildinfo, catalog, hardware, metric_keys, recipes, records, seeding, session
 from rl.harness.errors import EXIT_USAGE, UsageError
+from rl.harness.layout import manifest_smoke
 
 REPORT_FILE = "probe_report.json"
 PROBE_STREAM = "probe"  # the run's seed stream its probes draw from, in-run and here
@@ -189,8 +190,9 @@ def _learning_curves(found: RunArtifacts):
     return learning_curves_figure(rows, x=x, ys=ys, title=found.run.run_id)
 
 
-def load_probe_plan(module_name: str) -> ProbePlan:
-    """The recipe's `probe_plan()`; under `bazel run`, re-runs from the source tree if it is not here."""
+def load_probe_plan(module_name: str, *, smoke: bool) -> ProbePlan:
+    """The recipe's `probe_plan(smoke)` for a run of that budget; under `bazel run`, re-runs from the
+    source tree if the recipe is not here."""
     try:
         recipe = recipes.load_recipe(module_name)
     except UsageError:
@@ -201,10 +203,14 @@ def load_probe_plan(module_name: str) -> ProbePlan:
     make_plan = getattr(recipe, "probe_plan", None)
     if not callable(make_plan):
         raise UsageError(
-            f"{module_name} defines no probe_plan(); add `def probe_plan() -> rl.analysis.adapters.ProbePlan` "
+            f"{module_name} defines no probe_plan(); add `def probe_plan(smoke: bool) -> rl.analysis.adapters.ProbePlan` "
             "beside run(context) (see rl/analysis/probes/README.md)"
         )
-    plan = make_plan()
+    try:
+        plan = make_plan(smoke=smoke)
+    except TypeError as error:
+        raise UsageError(f"{module_name}.probe_plan could not be called as probe_plan(smoke={smoke}) ({error}):"
+                         " it takes whether the run was a smoke run; define `def probe_plan(smoke: bool)`") from None
     if not isinstance(plan, ProbePlan):
         raise UsageError(f"{module_name}.probe_plan() returned {type(plan).__name__}, not a ProbePlan")
     return plan
@@ -244,7 +250,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     roots = [results_dir or os.environ.get("BUILD_WORKSPACE_DIRECTORY") or caller]
     try:
         found = find_checkpoints(options.run_id, roots=roots, artifacts_root=artifacts_dir)
-        plan = load_probe_plan(found.run.manifest.get("experiment", {}).get("module", ""))
+        plan = load_probe_plan(found.run.manifest.get("experiment", {}).get("module", ""),
+                               smoke=manifest_smoke(found.run.manifest))
         seed = (recorded_probe_seed(found.run.manifest) if options.seed is None
                 else np.random.SeedSequence(options.seed))
     except (UsageError, catalog.RunNotFound, CheckpointNotFound, records.RecordError) as error:

@@ -102,7 +102,10 @@ class RunLayout:
         The artifacts root is `artifacts_root` if given, else the root of the artifacts folder the
         manifest recorded, else `artifacts/` beside the results root.
         """
-        run_id, smoke = manifest["run_id"], manifest_smoke(manifest)
+        run_id, smoke = manifest.get("run_id"), manifest_smoke(manifest)
+        if not isinstance(run_id, str) or records.run_id_problem(run_id):
+            raise records.RecordError(f"the manifest in {run_dir} records no valid run_id ({run_id!r}), so where its"
+                                      " folders are is unknown; it was not written by rl-harness (or was edited)")
         relative = relative_run_path(run_id, smoke)
         results_root = _root_of(pathlib.Path(run_dir).resolve(), relative, "results folder")
         if artifacts_root is None:

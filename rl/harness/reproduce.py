@@ -256,8 +256,8 @@ def _validate(run: catalog.Run) -> tuple[str, Optional[str]]:
 def _metrics(artifacts_dir: str, run_id: str) -> list[dict]:
     path = os.path.join(artifacts_dir, records.METRICS_FILE)
     if not os.path.exists(path):
-        raise ReproduceError(f"metrics of run {run_id} are not on this machine ({path}); fetch artifacts/{run_id}"
-                             " from B2 (docs/artifact_storage.md)")
+        raise ReproduceError(f"metrics of run {run_id} are not on this machine ({path}); fetch that"
+                             " folder from B2 (docs/artifact_storage.md)")
     return records.read_json_lines(path)
 
 

@@ -55,7 +55,8 @@ def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathl
 def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
     try:
         manifest = records.read_manifest(str(run_dir))
-        places = RunLayout.of_run(run_dir, manifest, artifacts_root).artifact_places(manifest)
+        layout = RunLayout.of_run(run_dir, manifest, artifacts_root)
+        places = layout.artifact_places(manifest)
     except records.RecordError as error:
         raise UsageError(str(error)) from None
     runner = manifest.get("runner") or {}
@@ -65,7 +66,8 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
             if storage.is_dir():
                 return ResumeSource(checkpoint=None, parent_run_id=run_id, tune_experiment=storage)
         raise UsageError(f"the Tune storage of run {run_id} is not on this machine (looked in"
-                         f" {', '.join(map(str, places))}); fetch artifacts/{run_id} (docs/artifact_storage.md)")
+                         f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative}"
+                         " (docs/artifact_storage.md)")
     checkpoints = manifest.get("checkpoints") or []
     if not checkpoints:
         raise UsageError(f"run {run_id} recorded no checkpoint to resume from; start a new run instead")
@@ -73,11 +75,11 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
     if trials:
         raise UsageError(f"run {run_id} saved checkpoints for several trials ({', '.join(trials)}), so which one to"
                          f" resume is ambiguous; pass --resume-from <checkpoint folder>"
-                         f" (artifacts/{run_id}/checkpoints/<trial>/iter_N)")
+                         f" (artifacts/{layout.relative}/checkpoints/<trial>/iter_N)")
     for place in places:
         folder = place / checkpoints[-1]["path"]
         if folder.is_dir():
             return checkpoint_source(folder, parent_run_id=run_id)
     raise UsageError(f"checkpoint {checkpoints[-1]['path']} of run {run_id} is not on this machine (looked in"
-                     f" {', '.join(map(str, places))}); fetch artifacts/{run_id} from B2"
+                     f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative} from B2"
                      " (docs/artifact_storage.md) and pass --resume-from <checkpoint folder>")

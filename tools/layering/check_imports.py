@@ -33,24 +33,28 @@ def _imported_modules(tree: ast.AST, package: str):
             for alias in node.names:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = parts[: len(parts) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            yield node.lineno, module
+            yield node.lineno, _from_module(node, package)
 
 
-def _cli_imports(tree: ast.AST):
-    """Lines that import the CLI module (`import rl.harness.cli`, `from rl.harness import cli`, ...)."""
+def _from_module(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module of `from <module> import ...` in a module of `package` (relative ones resolved)."""
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    base = parts[: len(parts) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _cli_imports(tree: ast.AST, package: str):
+    """Lines that import the CLI module (`import rl.harness.cli`, `from rl.harness import cli`, `from . import cli`)."""
     parent, _, name = rules.CLI_MODULE.rpartition(".")
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and any(a.name == rules.CLI_MODULE for a in node.names):
             yield node.lineno
-        elif isinstance(node, ast.ImportFrom) and not node.level and (
-                node.module == rules.CLI_MODULE or (node.module == parent and any(a.name == name for a in node.names))):
-            yield node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            module = _from_module(node, package)
+            if module == rules.CLI_MODULE or (module == parent and any(a.name == name for a in node.names)):
+                yield node.lineno
 
 
 def check_file(path: pathlib.Path, root: pathlib.Path) -> list[Violation]:
@@ -85,7 +89,7 @@ def check_file(path: pathlib.Path, root: pathlib.Path) -> list[Violation]:
     if not is_test and str(relative) not in rules.CLI_ENTRY_POINTS:
         violations += [Violation(str(relative), line, rules.CLI_MODULE,
                                  "only the CLI's entry points import it; use rl.harness.recipes, errors, metric_keys"
-                                 " or layout instead") for line in _cli_imports(tree)]
+                                 " or layout instead") for line in _cli_imports(tree, package)]
     return violations
 
 

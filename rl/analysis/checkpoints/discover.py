@@ -48,7 +48,11 @@ class RunArtifacts:
 
 
 def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optional[str] = None) -> RunArtifacts:
-    """The run (found by rl.harness.catalog), its artifacts folder and its recorded checkpoints."""
+    """The run (found by rl.harness.catalog), its artifacts folder and its recorded checkpoints.
+
+    Raises CheckpointNotFound (none recorded, or not on this machine) and rl.harness.records.RecordError
+    (a manifest that does not say where its folders are); both messages name the fix.
+    """
     run = catalog.find_run(run_id, roots)
     entries = run.manifest.get("checkpoints") or []
     if not entries:
@@ -56,7 +60,9 @@ def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optio
             f"run {run_id} recorded no checkpoint (status {run.status}); probe a run that saved one "
             "(the harness runners checkpoint every N iterations and at the end)"
         )
-    folders = _artifact_folders(run, artifacts_root)
+    layout = RunLayout.of_run(run.run_dir, run.manifest)
+    extra = [pathlib.Path(os.path.expanduser(artifacts_root)).resolve()] if artifacts_root else []
+    folders = layout.artifact_places(run.manifest, extra_roots=extra)
     for folder in folders:
         if all((folder / entry["path"]).is_dir() for entry in entries):
             checkpoints = [
@@ -68,10 +74,5 @@ def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optio
             return RunArtifacts(run, folder, checkpoints)
     raise CheckpointNotFound(
         f"the checkpoints of run {run_id} are not on this machine (looked in {', '.join(map(str, folders))}); "
-        f"fetch artifacts/{run_id} (docs/artifact_storage.md) or pass the artifacts root that holds it"
+        f"fetch artifacts/{layout.relative} (docs/artifact_storage.md) or pass the artifacts root that holds it"
     )
-
-
-def _artifact_folders(run: catalog.Run, artifacts_root: Optional[str]) -> list[pathlib.Path]:
-    extra = [pathlib.Path(os.path.expanduser(artifacts_root)).resolve()] if artifacts_root else []
-    return RunLayout.of_run(run.run_dir, run.manifest).artifact_places(run.manifest, extra_roots=extra)

@@ -33,7 +33,7 @@ def test_random_network_is_seeded_and_leaves_the_callers_rng_alone():
 def test_random_networks_meet_the_same_probes_as_the_checkpoints(tmp_path):
     run_id = fake_run(tmp_path / "exp", [tiny_transformer(0)], experiment="rl.analysis.tests.probe_recipe")
     found = find_checkpoints(run_id, roots=[str(tmp_path)])
-    plan = probe_recipe.probe_plan()
+    plan = probe_recipe.probe_plan(smoke=False)
     seed = np.random.SeedSequence(7)
     trained = probe_command.probe_checkpoints(found, plan, seed=seed, module_id="default_policy", show_progress=False)
     # A "random" network with the trained checkpoint's weights must give exactly its report (paired),

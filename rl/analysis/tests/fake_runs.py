@@ -7,6 +7,7 @@
 import pathlib
 
 from rl.harness import seeding, session
+from rl.harness.layout import RunLayout
 
 RUN_ID = "20261201T000000Z-abcdef"
 
@@ -14,15 +15,17 @@ RUN_ID = "20261201T000000Z-abcdef"
 ROOT_SEED = 0
 
 
-def fake_run(folder: pathlib.Path, modules, *, experiment: str, probe_stream: bool = False) -> str:
+def fake_run(folder: pathlib.Path, modules, *, experiment: str, probe_stream: bool = False,
+             smoke: bool = False) -> str:
     """Checkpoint N (iteration N, 100 N env steps) keeps modules[N-1] where an Algorithm keeps its module.
 
-    `probe_stream`: the run drew its `probe` seed stream (as recipes that probe in-run do).
+    `probe_stream`: the run drew its `probe` seed stream (as recipes that probe in-run do);
+    `smoke`: a smoke run (records under smoke/).
     """
     seeds = seeding.SeedStreams(ROOT_SEED)
-    run = session.RunSession(run_id=RUN_ID, results_dir=folder / "results" / RUN_ID,
-                             artifacts_dir=folder / "artifacts" / RUN_ID,
-                             manifest={"experiment": {"module": experiment}, "options": {"smoke": False},
+    layout = RunLayout(folder / "results", folder / "artifacts", RUN_ID, smoke)
+    run = session.RunSession(run_id=RUN_ID, results_dir=layout.results_dir, artifacts_dir=layout.artifacts_dir,
+                             manifest={"experiment": {"module": experiment}, "options": {"smoke": smoke},
                                        "seed": ROOT_SEED},
                              seeds=seeds)
     if probe_stream:

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from rl.analysis import probe_command
+from rl.analysis.checkpoints import find_checkpoints
 from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS, ProbeReport
 from rl.analysis.tests import probe_recipe
 from rl.analysis.tests import fake_runs
@@ -54,6 +55,22 @@ def test_by_default_the_probes_repeat_the_runs_own_and_seed_overrides(tmp_path):
     chosen = json.loads(report_file.read_text())
     assert chosen["seed"] == 42
     assert chosen["checkpoints"][0]["reports"] != default["checkpoints"][0]["reports"]
+
+
+def test_the_default_command_repeats_the_in_run_probe_of_a_smoke_run(tmp_path):
+    run_id = fake_run(tmp_path / "exp", _modules(1), experiment="rl.analysis.tests.probe_recipe", probe_stream=True,
+                      smoke=True)
+    found = find_checkpoints(run_id, roots=[str(tmp_path)])
+    # what a recipe computes in-run: its smoke plan and the probe stream of the run's seed streams
+    in_run = probe_command.probe_checkpoints(found, probe_recipe.probe_plan(smoke=True),
+                                             seed=probe_command.probe_seed(seeding.SeedStreams(fake_runs.ROOT_SEED)),
+                                             module_id="default_policy", show_progress=False)
+    assert probe_command.main([run_id, "--results-dir", str(tmp_path), "--no-progress"]) == 0
+    record = json.loads((tmp_path / "exp" / "results" / "smoke" / run_id / "probe_report.json").read_text())
+    expected = json.loads(json.dumps({kind: report.as_dict() for kind, report in in_run[0].reports.items()}))
+    assert record["checkpoints"][0]["reports"] == expected
+    contexts = expected[UNIFORM_CONTEXTS]["split"]
+    assert contexts["num_test"] + contexts["num_train"] == sum(3**m for m in range(1, probe_recipe.SMOKE_CONTEXT_LENGTH + 1))
 
 
 def test_only_the_last_checkpoint(tmp_path):

@@ -107,7 +107,7 @@ def main(argv=None) -> dict:
     Algorithm.train = _timed_train(Algorithm.train)
     order = (["plain", "harness", "harness", "plain"] * options.repeats)[:2 * options.repeats]
     figures = {"plain": [], "harness": []}
-    ray.init(num_cpus=profile.num_cpus, include_dashboard=False)
+    ray.init(address="local", num_cpus=profile.num_cpus, include_dashboard=False)  # never a running cluster
     try:
         for index, kind in enumerate(order):
             with tempfile.TemporaryDirectory() as folder:

@@ -128,6 +128,22 @@ def test_resume_from_a_run_id_continues_the_counters(roots, monkeypatch):
     assert len(run_helpers.metrics_rows(roots[1] / "parent")) == 3  # the parent's records are untouched
 
 
+def test_resume_from_a_smoke_run_by_id_finds_its_smoke_folders(roots, monkeypatch, capsys):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    assert _run(roots, "--run-id", "tiny", "--smoke") == 0
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
+    assert _run(roots, "--run-id", "more", "--resume-from", "tiny") == 0
+    parent = run_helpers.manifest(roots[0] / "more")["parent_run"]
+    assert parent["checkpoint"].endswith("smoke/tiny/checkpoints/iter_000002")
+    # a manifest that no longer says whether the run was a smoke run: one line naming the problem
+    manifest_file = roots[0] / "smoke" / "tiny" / records.MANIFEST_FILE
+    manifest = json.loads(manifest_file.read_text())
+    del manifest["options"]["smoke"]
+    manifest_file.write_text(json.dumps(manifest))
+    assert _run(roots, "--run-id", "again", "--resume-from", "tiny") == cli.EXIT_USAGE
+    assert "records no options.smoke" in capsys.readouterr().err
+
+
 def test_resume_from_a_checkpoint_folder(roots, monkeypatch):
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     assert _run(roots, "--run-id", "parent") == 0

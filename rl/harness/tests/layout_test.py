@@ -28,6 +28,9 @@ def test_of_run_reads_smoke_from_the_manifest_and_the_artifacts_root_from_the_re
     assert (layout.results_root, layout.artifacts_root, layout.smoke) == (tmp_path / "results", tmp_path / "elsewhere", True)
     # without a recorded folder the artifacts root is the one beside the results root
     assert RunLayout.of_run(results_dir, _manifest("r1", True)).artifacts_root == tmp_path / "artifacts"
+    # an explicit root wins over both
+    explicit = RunLayout.of_run(results_dir, _manifest("r1", True, str(recorded)), artifacts_root=tmp_path / "mine")
+    assert explicit.artifacts_dir == tmp_path / "mine" / "smoke" / "r1"
 
 
 def test_a_folder_named_smoke_does_not_make_a_run_a_smoke_run(tmp_path):
@@ -38,6 +41,8 @@ def test_a_folder_named_smoke_does_not_make_a_run_a_smoke_run(tmp_path):
         RunLayout.of_run(tmp_path / "results" / "r1", _manifest("r1", True))
     with pytest.raises(records.RecordError, match="records no options.smoke"):
         RunLayout.of_run(results_dir, {"run_id": "r1", "options": {}})
+    with pytest.raises(records.RecordError, match="records no valid run_id"):
+        RunLayout.of_run(results_dir, {"options": {"smoke": False}})
 
 
 def test_artifact_places_best_first_without_repeats(tmp_path):

@@ -47,7 +47,7 @@ def local_ray(results_dir: Path) -> Iterator[None]:
     offers no argument for that folder, so the module global its Trainable reads is
     patched here, for the duration of the block only.
     """
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a running cluster
     try:
         with mock.patch.object(ray.tune.trainable.trainable, "DEFAULT_STORAGE_PATH", str(results_dir)):
             yield
