@@ -27,7 +27,7 @@ TIMEOUT_ENV = "RL_HARNESS_RAY_CONNECT_TIMEOUT_S"
 # A bad address must fail well inside 30 s (issue 17): the probe's deadline, TCP check included.
 DEFAULT_TIMEOUT_S = 25.0
 _TCP_TIMEOUT_S = 3.0
-_VERSIONS_TIMEOUT_S = 20.0
+_VERSIONS_TIMEOUT_S = 10.0  # for all nodes together, inside the probe's deadline
 RAY_CLIENT_SCHEME = "ray://"
 _HOW_TO_START = ("start a cluster with `ray start --head --port=6379` on the head (docs/cluster.md) and pass"
                  " <head>:6379, or drop --ray-address to run on a local Ray")
@@ -117,10 +117,13 @@ def _last_json_line(text: str) -> Optional[dict]:
 
 
 def check_versions(facts: dict, driver: Optional[dict] = None) -> None:
-    """ClusterError when a node's Ray or Python differs from the driver's (pickled code would not load)."""
+    """ClusterError when a node's Ray or Python differs from the driver's (pickled code would not load).
+
+    A node that did not say (`versions_error`: busy, or gone meanwhile) is not refused for it.
+    """
     driver = driver or driver_versions()
     for node in facts["nodes"]:
-        if (node.get("ray"), node.get("python")) != (driver["ray"], driver["python"]):
+        if "versions_error" not in node and (node.get("ray"), node.get("python")) != (driver["ray"], driver["python"]):
             raise ClusterError(
                 f"--ray-address {facts['address']}: node {node['name']} ({node['node_id'][:8]}) runs Ray"
                 f" {node.get('ray')} / Python {node.get('python')}, this driver Ray {driver['ray']} / Python"
@@ -169,13 +172,19 @@ def _node_versions(node_ids: list[str]) -> dict[str, dict]:
     task = ray.remote(num_cpus=0)(_versions_here)
     pending = {node_id: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
                for node_id in node_ids}
+    answered, _ = ray.wait(list(pending.values()), num_returns=len(pending), timeout=_VERSIONS_TIMEOUT_S)
     versions = {}
     for node_id, reference in pending.items():
         try:
-            versions[node_id] = ray.get(reference, timeout=_VERSIONS_TIMEOUT_S)
-        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayError) as error:
-            versions[node_id] = {"ray": None, "python": None, "versions_error": type(error).__name__}
+            versions[node_id] = (ray.get(reference) if reference in answered else
+                                 _unknown_versions(f"no answer within {_VERSIONS_TIMEOUT_S:g} s"))
+        except ray.exceptions.RayError as error:
+            versions[node_id] = _unknown_versions(f"{type(error).__name__}: {error}")
     return versions
+
+
+def _unknown_versions(why: str) -> dict:
+    return {"ray": None, "python": None, "versions_error": why}
 
 
 def _probe(address: str) -> dict:

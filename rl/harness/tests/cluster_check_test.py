@@ -55,6 +55,12 @@ def test_a_node_with_another_ray_or_python_is_one_clear_error():
         assert "this driver Ray 2.56.0 / Python 3.11.7" in message and "same lock" in message
 
 
+def test_a_node_that_did_not_say_its_versions_is_not_refused_for_it():
+    facts = _facts(("2.56.0", "3.11.7"), (None, None))
+    facts["nodes"][1]["versions_error"] = "no answer within 10 s"
+    cluster.check_versions(facts, {"ray": "2.56.0", "python": "3.11.7"})
+
+
 def test_the_driver_versions_come_from_package_metadata():
     import platform
 

@@ -100,6 +100,17 @@ def test_losing_a_worker_node_mid_run_keeps_every_record_and_the_run_completes(t
     print(f"node {lost[:8]} lost; run {after['status']} {time.monotonic() - killed_at:.0f} s later")
 
 
+def test_without_ray_address_a_run_starts_its_own_ray_whatever_cluster_is_around(tmp_path):
+    # A bare ray.init() joins the cluster $RAY_ADDRESS or /tmp/ray/ray_current_cluster names (this one).
+    with loopback_cluster.running(head_cpus=0, worker_cpus=[1]) as cluster:
+        status, _, stderr = run_helpers.run_cli([run_helpers.PPO, "--smoke", "--run-id", "own", *_roots(tmp_path)],
+                                                timeout=240, RAY_ADDRESS=cluster.address)
+    assert status == 0, stderr[-3000:]
+    facts = run_helpers.manifest(tmp_path / "r" / "smoke" / "own")["cluster"]
+    assert (facts["address"], facts["node_count"]) == (None, 1)
+    assert facts["nodes"][0]["node_id"] not in {cluster.head_id, *cluster.worker_ids}
+
+
 def test_an_address_where_no_ray_cluster_answers_fails_in_time_with_one_line(tmp_path):
     # Something accepts connections there, but it is no Ray GCS: ray.init would block for 60 s.
     with socket.create_server(("127.0.0.1", 0)) as impostor:

@@ -75,7 +75,10 @@ def running(*, head_cpus: int, worker_cpus: list):
         yield LoopbackCluster(cluster.address, cluster.head_node.node_id, workers, temp_dir, cluster,
                               {node_id: nodes[node_id] for node_id in workers})
     finally:
-        os.environ.pop("PYTHONPATH") if python_path is None else os.environ.update(PYTHONPATH=python_path)
+        if python_path is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = python_path
         if cluster is not None:
             cluster.shutdown()
         deadline = time.monotonic() + _SHUTDOWN_S
