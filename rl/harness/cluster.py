@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import math
 import os
 import platform
 import socket
 import subprocess
 import sys
 from typing import Optional
+
+from rl.harness import records
 
 TIMEOUT_ENV = "RL_HARNESS_RAY_CONNECT_TIMEOUT_S"
 # A bad address must fail well inside 30 s (issue 17): the probe's deadline, TCP check included.
@@ -38,16 +39,7 @@ class ClusterError(Exception):
 
 
 def timeout_from_env(environ=os.environ) -> float:
-    value = environ.get(TIMEOUT_ENV)
-    if value is None:
-        return DEFAULT_TIMEOUT_S
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not seconds > 0:
-        raise ValueError(f"${TIMEOUT_ENV}={value!r} is not a positive number of seconds; unset it or fix it")
-    return seconds
+    return records.positive_seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, environ)
 
 
 def driver_versions() -> dict:

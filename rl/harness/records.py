@@ -99,6 +99,20 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
 
 
+def positive_seconds_from_env(name: str, default: float, environ=os.environ) -> float:
+    """$`name` as a positive number of seconds, `default` if unset; ValueError naming the fix otherwise."""
+    value = environ.get(name)
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0:
+        raise ValueError(f"${name}={value!r} is not a positive number of seconds; unset it or fix it")
+    return seconds
+
+
 def parse_time(stamp: str) -> float:
     """Seconds since the epoch of a `utc_now()` timestamp."""
     return datetime.datetime.fromisoformat(stamp).timestamp()

@@ -45,16 +45,7 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def heartbeat_interval_from_env(environ=os.environ) -> float:
-    value = environ.get(HEARTBEAT_ENV)
-    if value is None:
-        return DEFAULT_HEARTBEAT_S
-    try:
-        interval = float(value)
-    except ValueError:
-        interval = math.nan
-    if not interval > 0:
-        raise ValueError(f"${HEARTBEAT_ENV}={value!r} is not a positive number of seconds; unset it or fix it")
-    return interval
+    return records.positive_seconds_from_env(HEARTBEAT_ENV, DEFAULT_HEARTBEAT_S, environ)
 
 
 _TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
