@@ -85,7 +85,7 @@ def train_in_turn(context: RunContext, configs: Mapping[str, object], *, stop: r
 
 def _described(context: RunContext, config, parallel_envs: Optional[int]) -> dict:
     sampling = runners.plan_sampling(context, config, parallel_envs)
-    return {"algorithm": config.algo_class.__name__, "rllib_seed": config.seed, "sampling": sampling.as_dict(),
+    return {"algorithm": config.algo_class.__name__, "rllib_seed": config.seed, "sampling": runners.sampling_record(sampling, config),
             "determinism": hardware.determinism(context.hardware, sampling, "direct")}
 
 

@@ -43,6 +43,7 @@ from rl.harness import cluster, hardware
 from rl.harness.context import RunContext
 from rl.harness.hardware import HardwareProfile, SamplingPlan
 from rl.harness.metric_keys import ENV_STEPS, ITERATION, RETURN
+from rl.harness.sampling_connectors import module_to_env_pipeline, use_fast_module_to_env
 
 TUNE_STORAGE = "tune"
 NODE_ID = "node_id"  # the Ray node a Tune trial trained on (a column of its rows)
@@ -155,11 +156,19 @@ def _configured(context: RunContext, config, seed, plan: SamplingPlan):
 def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):
     """A copy of `config` (an AlgorithmConfig) placed by `profile` as `plan` says, with RLlib's seed `seed`.
 
-    The one place the harness writes placement and seed into a config (every runner calls it).
+    The one place the harness writes placement and seed into a config (every runner calls it);
+    single-agent configs without module-to-env pieces of their own also get the fast
+    module-to-env pipeline (sampling_connectors.py).
     """
     config = config.copy(copy_frozen=False)
     profile.apply_to(config, plan)
+    use_fast_module_to_env(config)
     return config.debugging(seed=seed)
+
+
+def sampling_record(plan: SamplingPlan, config) -> dict:
+    """The manifest's `runner.sampling`: the plan, and which module-to-env pipeline `config` (configured) runs."""
+    return {**plan.as_dict(), "module_to_env": module_to_env_pipeline(config)}
 
 
 def train_rows(context: RunContext, algo, stop: StopRule, *, row: Optional[dict] = None,
@@ -307,7 +316,7 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
         config = _configured(context, config, context.seeds.integer("rllib"), sampling)
         context.recorder.update_manifest(runner={
             "kind": "direct", "algorithm": config.algo_class.__name__, "rllib_seed": config.seed,
-            "sampling": sampling.as_dict(), "determinism": hardware.determinism(profile, sampling, "direct"),
+            "sampling": sampling_record(sampling, config), "determinism": hardware.determinism(profile, sampling, "direct"),
             "stop": dataclasses.asdict(stop), "checkpoint_schedule": _describe(schedule),
             "checkpoint_initial": checkpoint_initial and resume is None})
         algo = config.build_algo()
@@ -449,7 +458,7 @@ def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1,
             config = _with_node_ids(_configured(context, config, tune.grid_search(seeds), sampling))
             context.recorder.update_manifest(runner={
                 "kind": "tune", "algorithm": config.algo_class.__name__, "trial_seeds": seeds,
-                "storage": TUNE_STORAGE, "sampling": sampling.as_dict(),
+                "storage": TUNE_STORAGE, "sampling": sampling_record(sampling, config),
                 "determinism": hardware.determinism(profile, sampling, "tune"),
                 "stop": dataclasses.asdict(stop), "checkpoint_every": checkpoint_every})
             if resume is not None:

@@ -5,7 +5,7 @@ import types
 import pytest
 from ray.rllib.algorithms.ppo import PPOConfig
 
-from rl.harness import hardware, runners
+from rl.harness import hardware, runners, sampling_connectors
 
 
 def _context(cpus: int):
@@ -49,3 +49,20 @@ def test_a_batch_that_is_not_a_multiple_of_parallel_envs_fails_naming_what_rllib
 def test_parallel_envs_must_be_a_positive_integer(parallel_envs):
     with pytest.raises(ValueError, match="parallel_envs must be an integer >= 1"):
         runners.plan_sampling(_context(2), _config(2048), parallel_envs=parallel_envs)
+
+
+def test_prepared_configs_sample_through_the_fast_module_to_env_pipeline_and_say_so():
+    context = _context(2)
+    config = runners.prepare_config(context, _config(2048), seed=3, parallel_envs=32)
+    assert not config.add_default_connectors_to_module_to_env_pipeline
+    record = runners.sampling_record(runners.plan_sampling(context, config, parallel_envs=32), config)
+    assert record["module_to_env"] == sampling_connectors.FAST_PIPELINE
+    assert record["num_envs_per_env_runner"] == 32
+
+
+def test_a_recipes_own_module_to_env_pieces_are_kept_and_recorded():
+    own_pieces = _config(2048).env_runners(module_to_env_connector=lambda env, spaces=None: [])
+    config = runners.prepare_config(_context(2), own_pieces, seed=3, parallel_envs=32)
+    assert config.add_default_connectors_to_module_to_env_pipeline
+    record = runners.sampling_record(runners.plan_sampling(_context(2), config, parallel_envs=32), config)
+    assert record["module_to_env"] == sampling_connectors.CUSTOM_PIPELINE

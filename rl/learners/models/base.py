@@ -80,6 +80,8 @@ class ActorCriticModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         self.embedding_dim: int = self.encoder.output_dim
         self.pi = build_policy_head(self.action_space, self.embedding_dim)
         self.vf = self.build_value_head(self.embedding_dim)
+        if self.inference_only:
+            self.eval()  # an EnvRunner's copy never trains
 
     @classmethod
     def model_config_sections(cls) -> list[str]:
@@ -158,6 +160,20 @@ class ActorCriticModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         if state_out:
             output[Columns.STATE_OUT] = state_out
         return output
+
+    @override(TorchRLModule)
+    def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        # TorchRLModule switches every submodule to eval() (and back) on each call, ~0.1 ms a
+        # step for TransformerModel (docs/performance.md); in eval mode already, skip that.
+        if self.training:
+            return super().forward_exploration(batch, **kwargs)
+        return self._forward_exploration(batch, **kwargs)
+
+    @override(TorchRLModule)
+    def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        if self.training:  # as forward_exploration
+            return super().forward_inference(batch, **kwargs)
+        return self._forward_inference(batch, **kwargs)
 
     @override(RLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

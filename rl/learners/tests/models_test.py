@@ -62,6 +62,17 @@ def test_inference_only_module_drops_training_heads_and_loads_learner_weights():
     )
 
 
+def test_an_inference_only_module_stays_in_eval_mode_so_rollout_calls_switch_no_submodule():
+    runner_module, learner_module = mlp(inference_only=True), mlp()
+    assert not any(module.training for module in runner_module.modules())
+    switched = []
+    runner_module.train = lambda mode=True: switched.append(mode)  # what TorchRLModule calls to switch back
+    runner_module.forward_exploration({Columns.OBS: torch.randn(5, 4)})
+    runner_module.forward_inference({Columns.OBS: torch.randn(5, 4)})
+    assert switched == []
+    assert learner_module.training  # a Learner's module trains as RLlib builds it
+
+
 def test_a_detach_design_keeps_value_gradients_out_of_the_shared_encoder():
     # The hook PPG's single-network variant uses: the value head reads detached features.
     class DetachedValueMLP(MLPModel):

@@ -1,0 +1,112 @@
+"""The fast module-to-env pipeline: the EnvRunner's episodes equal those of RLlib's own pipeline."""
+
+import numpy as np
+import pytest
+import torch
+
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.connectors.module_to_env import GetActions
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+from rl.harness.sampling_connectors import (
+    CUSTOM_PIPELINE,
+    FAST_PIPELINE,
+    RLLIB_PIPELINE,
+    ModuleOutputsForVectorEnv,
+    module_to_env_pipeline,
+    use_fast_module_to_env,
+)
+
+# RLlib's default PPO module with an LSTM: a stateful module, so the env-to-module pipeline adds a
+# time rank that the module-to-env pipeline must remove, and STATE_OUT goes back per episode.
+LSTM = {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 8, "fcnet_hiddens": [16]}
+
+
+def config_for(env: str, model_config=None, *, env_settings=None, **env_runner_settings) -> PPOConfig:
+    return (
+        PPOConfig()
+        .environment(env, **(env_settings or {}))
+        .rl_module(model_config=model_config or {"fcnet_hiddens": [16]})
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=4, **env_runner_settings)
+        .debugging(seed=11)
+    )
+
+
+def sampled_episodes(config: PPOConfig, *, fast: bool, steps: int = 300) -> list:
+    config = config.copy(copy_frozen=False)
+    assert use_fast_module_to_env(config) == FAST_PIPELINE if fast else module_to_env_pipeline(config) == RLLIB_PIPELINE
+    torch.manual_seed(0)  # the runner seeds torch too; this makes the module's weights equal regardless
+    runner = SingleAgentEnvRunner(config=config)
+    try:
+        # Two calls: the second continues episodes that the first cut.
+        return runner.sample(num_timesteps=steps // 2) + runner.sample(num_timesteps=steps // 2)
+    finally:
+        runner.stop()
+
+
+def assert_equal_nests(expected, actual, where: str) -> None:
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict) and sorted(expected) == sorted(actual), where
+        for key in expected:
+            assert_equal_nests(expected[key], actual[key], f"{where}/{key}")
+    else:
+        expected, actual = np.asarray(expected), np.asarray(actual)
+        assert expected.dtype == actual.dtype and expected.shape == actual.shape, where
+        np.testing.assert_array_equal(actual, expected, err_msg=where)
+
+
+def assert_same_episodes(expected: list, actual: list) -> None:
+    assert [len(episode) for episode in expected] == [len(episode) for episode in actual]
+    for index, (rllib, fast) in enumerate(zip(expected, actual)):
+        where = f"episode {index}"
+        assert_equal_nests(rllib.get_observations(), fast.get_observations(), f"{where} observations")
+        assert_equal_nests(rllib.get_actions(), fast.get_actions(), f"{where} actions")
+        assert_equal_nests(rllib.get_rewards(), fast.get_rewards(), f"{where} rewards")
+        assert sorted(rllib.extra_model_outputs) == sorted(fast.extra_model_outputs), where
+        for key in rllib.extra_model_outputs:
+            assert_equal_nests(rllib.get_extra_model_outputs(key), fast.get_extra_model_outputs(key), f"{where} {key}")
+        assert (rllib.is_terminated, rllib.is_truncated) == (fast.is_terminated, fast.is_truncated), where
+
+
+def test_stateful_module_episodes_match_rllib_pipeline():
+    config = config_for("CartPole-v1", LSTM)
+    expected, actual = sampled_episodes(config, fast=False), sampled_episodes(config, fast=True)
+    assert any(episode.is_terminated for episode in expected), "the test needs episodes that end (autoreset rows)"
+    assert Columns.STATE_OUT in expected[0].extra_model_outputs
+    assert_same_episodes(expected, actual)
+
+
+@pytest.mark.parametrize("normalize_actions, clip_actions", [(True, False), (False, True), (False, False)])
+def test_box_actions_are_normalised_or_clipped_as_rllib_does(normalize_actions, clip_actions):
+    # Pendulum's actions lie in [-2, 2]; raw Gaussian samples fall outside it, so the rewards
+    # (computed from what the env received) tell unsquashing, clipping and neither apart.
+    config = config_for("Pendulum-v1",
+                        env_settings={"normalize_actions": normalize_actions, "clip_actions": clip_actions})
+    assert_same_episodes(sampled_episodes(config, fast=False), sampled_episodes(config, fast=True))
+
+
+def test_configs_with_their_own_pieces_keep_rllib_pipeline():
+    own = config_for("CartPole-v1", module_to_env_connector=lambda env, spaces=None: [GetActions()])
+    assert use_fast_module_to_env(own) == CUSTOM_PIPELINE
+    assert own.add_default_connectors_to_module_to_env_pipeline
+    no_defaults = config_for("CartPole-v1", add_default_connectors_to_module_to_env_pipeline=False)
+    assert use_fast_module_to_env(no_defaults) == CUSTOM_PIPELINE
+    multi_agent = config_for("CartPole-v1").multi_agent(
+        policies={"a", "b"}, policy_mapping_fn=lambda agent_id, episode, **kwargs: "a")
+    assert use_fast_module_to_env(multi_agent) == RLLIB_PIPELINE
+    assert module_to_env_pipeline(multi_agent) == RLLIB_PIPELINE
+
+
+def test_is_idempotent():
+    config = config_for("CartPole-v1")
+    assert use_fast_module_to_env(config) == FAST_PIPELINE
+    assert use_fast_module_to_env(config) == FAST_PIPELINE
+    assert module_to_env_pipeline(config) == FAST_PIPELINE
+
+
+def test_more_rows_than_episodes_is_a_clear_error():
+    piece = ModuleOutputsForVectorEnv(normalize_actions=False, clip_actions=False)
+    with pytest.raises(ValueError, match="3 module output rows for 2 episodes"):
+        piece(rl_module=None, batch={Columns.ACTIONS: np.zeros(3, dtype=np.int64)}, episodes=[object(), object()],
+              shared_data={})
