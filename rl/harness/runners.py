@@ -43,7 +43,7 @@ from rl.harness import cluster, hardware
 from rl.harness.context import RunContext
 from rl.harness.hardware import HardwareProfile, SamplingPlan
 from rl.harness.metric_keys import ENV_STEPS, ITERATION, RETURN
-from rl.harness.sampling_connectors import module_to_env_pipeline, use_fast_module_to_env
+from rl.harness.sampling_connectors import connector_pipelines, use_fast_connectors
 
 TUNE_STORAGE = "tune"
 NODE_ID = "node_id"  # the Ray node a Tune trial trained on (a column of its rows)
@@ -157,18 +157,18 @@ def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):
     """A copy of `config` (an AlgorithmConfig) placed by `profile` as `plan` says, with RLlib's seed `seed`.
 
     The one place the harness writes placement and seed into a config (every runner calls it);
-    single-agent configs without module-to-env pieces of their own also get the fast
-    module-to-env pipeline (sampling_connectors.py).
+    single-agent configs also get the fast EnvRunner connector pipelines (sampling_connectors.py),
+    each unless the config adds pieces of its own to it.
     """
     config = config.copy(copy_frozen=False)
     profile.apply_to(config, plan)
-    use_fast_module_to_env(config)
+    use_fast_connectors(config)
     return config.debugging(seed=seed)
 
 
 def sampling_record(plan: SamplingPlan, config) -> dict:
-    """The manifest's `runner.sampling`: the plan, and which module-to-env pipeline `config` (configured) runs."""
-    return {**plan.as_dict(), "module_to_env": module_to_env_pipeline(config)}
+    """The manifest's `runner.sampling`: the plan, and which EnvRunner connector pipelines `config` (configured) runs."""
+    return {**plan.as_dict(), "connectors": connector_pipelines(config)}
 
 
 def train_rows(context: RunContext, algo, stop: StopRule, *, row: Optional[dict] = None,

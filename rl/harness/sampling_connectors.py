@@ -1,25 +1,30 @@
-"""A faster module-to-env connector pipeline for single-agent EnvRunners over a vector env.
+"""Faster connector pipelines for single-agent EnvRunners over a vector env: same episodes, less Python.
 
-    from rl.harness.sampling_connectors import use_fast_module_to_env
+    from rl.harness.sampling_connectors import use_fast_connectors
 
-    use_fast_module_to_env(config)     # an AlgorithmConfig; the harness does it for every run
+    use_fast_connectors(config)    # an AlgorithmConfig; the harness does it for every run
 
-RLlib's default module-to-env pipeline (GetActions, TensorToNumpy,
-UnBatchToIndividualItems, RemoveSingleTsTimeRankFromBatch, NormalizeAndClipActions,
-ListifyDataForVectorEnv) splits the module's batched outputs into one item per env
-and then works item by item: it squeezes the time rank of every item, deep-copies
-and clips every action, and stacks the actions back for the vector env. For the main
-job (TransformerModel, 32 envs) its last four pieces cost 0.88 ms per vectorised step,
-more than the forward pass; `ModuleOutputsForVectorEnv`, which replaces them, 0.08 ms
-(docs/performance.md). It works on the batched arrays: one squeeze per column, one
+RLlib's default pipelines work one env at a time. Module-to-env (GetActions,
+TensorToNumpy, UnBatchToIndividualItems, RemoveSingleTsTimeRankFromBatch,
+NormalizeAndClipActions, ListifyDataForVectorEnv) splits the module's batched outputs
+into one item per env, squeezes the time rank of every item, deep-copies and clips
+every action, and stacks the actions back for the vector env; env-to-module
+(AddObservationsFromEpisodesToBatch, AddTimeDimToBatchAndZeroPad,
+AddStatesFromEpisodesToBatch, BatchIndividualItems, NumpyToTensor) adds a time rank to
+every item before it stacks them. For the main job (TransformerModel, 32 envs) the
+pieces replaced here cost 0.88 ms (module-to-env) and 0.40 ms (env-to-module) per
+vectorised step, together more than the forward pass (docs/performance.md).
+
+`ModuleOutputsForVectorEnv` works on the batched arrays: one squeeze per column, one
 clip or unsquash of all actions, and the per-env views the EnvRunner indexes into
-(`to_env[column][env_index]`); only the recurrent state becomes a list of per-env
-dicts. The EnvRunner's episodes come out identical to RLlib's pipeline
-(`tests/sampling_connectors_test.py`).
+(`to_env[column][env_index]`); only the recurrent state becomes a list of per-env dicts.
+`EpisodesToModuleBatch` stacks each episode's last observation and state once and adds
+the time rank to the stacked arrays. The EnvRunner's episodes come out identical to
+RLlib's pipelines (`tests/sampling_connectors_test.py`).
 
-Single-agent only, and only when the config adds no module-to-env pieces of its
-own (they would expect RLlib's per-item layout); `use_fast_module_to_env` leaves
-other configs on RLlib's pipeline and says which it chose.
+Single-agent only, and each pipeline only when the config adds no pieces of its own to
+it (they would expect RLlib's per-item layout); `use_fast_connectors` leaves the others
+on RLlib's pipelines and says which it chose.
 """
 
 from __future__ import annotations
@@ -28,13 +33,16 @@ from typing import Any
 
 import numpy as np
 
+from ray.rllib.connectors.common import NumpyToTensor
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.module_to_env import GetActions, TensorToNumpy
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.numpy import convert_to_numpy
+from ray.rllib.utils.spaces.space_utils import batch as batch_items
 from ray.rllib.utils.spaces.space_utils import clip_action, get_base_struct_from_space, unbatch, unsquash_action
 
-# What `use_fast_module_to_env` chose, as the manifest records it.
+# Which pipeline `use_fast_connectors` chose, as the manifest records it.
 FAST_PIPELINE = "fast_vector_env"
 RLLIB_PIPELINE = "rllib_default"
 CUSTOM_PIPELINE = "config_own_pieces"
@@ -81,6 +89,34 @@ class ModuleOutputsForVectorEnv(ConnectorV2):
         return output
 
 
+class EpisodesToModuleBatch(ConnectorV2):
+    """RLlib's AddObservationsFromEpisodesToBatch ... BatchIndividualItems for one agent, stacking once.
+
+    Output: OBS, each episode's last observation stacked (B, ...), and for a stateful
+    module STATE_IN, each episode's last STATE_OUT (its initial state at the start)
+    stacked, with a single-step time rank on OBS (B, 1, ...); numpy, for NumpyToTensor.
+    """
+
+    @override(ConnectorV2)
+    def __call__(self, *, rl_module, batch: dict[str, Any], episodes, explore=None, shared_data=None, **kwargs):
+        observations = batch_items([episode.get_observations(-1) for episode in episodes])
+        # RLlib's UnBatchToIndividualItems reads which episode each row is, should a config keep it.
+        shared_data["memorized_map_structure"] = [episode.id_ for episode in episodes]
+        if not rl_module.is_stateful():
+            return {**batch, Columns.OBS: observations}
+        initial_state = None
+        states = []
+        for episode in episodes:
+            if (episode.t_started == 0 and len(episode) == 0) or Columns.STATE_OUT not in episode.extra_model_outputs:
+                initial_state = initial_state or convert_to_numpy(rl_module.get_initial_state())
+                states.append(initial_state)
+            else:
+                states.append(episode.get_extra_model_outputs(key=Columns.STATE_OUT, indices=-1))
+        shared_data["_added_single_ts_time_rank"] = True  # ModuleOutputsForVectorEnv removes it again
+        return {**batch, Columns.OBS: _map_arrays(lambda array: array[:, np.newaxis], observations),
+                Columns.STATE_IN: _stacked(states)}
+
+
 def _map_arrays(function, data: Any) -> Any:
     """`function` applied to every array in a nest of dicts, lists and tuples."""
     if isinstance(data, dict):
@@ -88,6 +124,16 @@ def _map_arrays(function, data: Any) -> Any:
     if isinstance(data, (list, tuple)):
         return type(data)(_map_arrays(function, value) for value in data)
     return function(data)
+
+
+def _stacked(structures: list) -> Any:
+    """RLlib's `batch(structures)` with fewer calls for nested dicts of arrays (one np.stack per leaf)."""
+    first = structures[0]
+    if isinstance(first, dict):
+        return {key: _stacked([structure[key] for structure in structures]) for key in first}
+    if isinstance(first, np.ndarray):
+        return np.stack(structures)
+    return batch_items(structures)
 
 
 def _rows(data: Any, count: int) -> list:
@@ -109,8 +155,7 @@ def _check_one_row_per_episode(batch: dict[str, Any], episodes: list) -> int:
     if rows != len(episodes):
         raise ValueError(
             f"ModuleOutputsForVectorEnv got {rows} module output rows for {len(episodes)} episodes: it serves "
-            "single-agent EnvRunners, whose env-to-module pipeline batches one row per episode. Leave this "
-            "config on RLlib's module-to-env pipeline (do not call use_fast_module_to_env)."
+            "single-agent EnvRunners, whose env-to-module pipeline batches one row per episode. "
         )
     return rows
 
@@ -131,32 +176,60 @@ class FastModuleToEnv:
                 ModuleOutputsForVectorEnv(normalize_actions=self.normalize_actions, clip_actions=self.clip_actions)]
 
 
-def _own_module_to_env(config) -> Any:
-    # RLlib 2.56 keeps what `env_runners(module_to_env_connector=...)` set only in this private attribute.
-    return config._module_to_env_connector
+class FastEnvToModule:
+    """What `config.env_runners(env_to_module_connector=...)` calls: EpisodesToModuleBatch, then RLlib's NumpyToTensor.
 
-
-def module_to_env_pipeline(config) -> str:
-    """Which module-to-env pipeline `config`'s EnvRunners build: FAST_PIPELINE, RLLIB_PIPELINE or CUSTOM_PIPELINE."""
-    own = _own_module_to_env(config)
-    if isinstance(own, FastModuleToEnv) and not config.add_default_connectors_to_module_to_env_pipeline:
-        return FAST_PIPELINE
-    if own is None and config.add_default_connectors_to_module_to_env_pipeline:
-        return RLLIB_PIPELINE
-    return CUSTOM_PIPELINE
-
-
-def use_fast_module_to_env(config) -> str:
-    """Puts `config`'s EnvRunners on the fast module-to-env pipeline where it applies; returns which one runs.
-
-    A multi-agent config stays on RLlib's pipeline, and one with module-to-env pieces (or
-    RLlib's defaults switched off) of its own keeps them: both are left unchanged.
+    It goes with `add_default_connectors_to_env_to_module_pipeline=False`.
     """
-    if config.is_multi_agent or module_to_env_pipeline(config) != RLLIB_PIPELINE:
-        return module_to_env_pipeline(config)
-    config.env_runners(
-        module_to_env_connector=FastModuleToEnv(normalize_actions=config.normalize_actions,
-                                                clip_actions=config.clip_actions),
-        add_default_connectors_to_module_to_env_pipeline=False,
-    )
-    return FAST_PIPELINE
+
+    def __call__(self, env=None, spaces=None, device=None) -> list[ConnectorV2]:
+        return [EpisodesToModuleBatch(), NumpyToTensor(device=device)]
+
+
+ENV_TO_MODULE = "env_to_module"
+MODULE_TO_ENV = "module_to_env"
+_FAST_PIECES = {ENV_TO_MODULE: FastEnvToModule, MODULE_TO_ENV: FastModuleToEnv}
+
+
+def _own_pieces(config, pipeline: str) -> Any:
+    # RLlib 2.56 keeps what `env_runners(<pipeline>_connector=...)` set only in private attributes.
+    return getattr(config, f"_{pipeline}_connector")
+
+
+def _adds_defaults(config, pipeline: str) -> bool:
+    return getattr(config, f"add_default_connectors_to_{pipeline}_pipeline")
+
+
+def connector_pipelines(config) -> dict[str, str]:
+    """Which pipelines `config`'s EnvRunners build: {ENV_TO_MODULE, MODULE_TO_ENV: FAST_, RLLIB_ or CUSTOM_PIPELINE}."""
+    chosen = {}
+    for pipeline, fast_class in _FAST_PIECES.items():
+        own, defaults = _own_pieces(config, pipeline), _adds_defaults(config, pipeline)
+        if isinstance(own, fast_class) and not defaults:
+            chosen[pipeline] = FAST_PIPELINE
+        elif own is None and defaults:
+            chosen[pipeline] = RLLIB_PIPELINE
+        else:
+            chosen[pipeline] = CUSTOM_PIPELINE
+    return chosen
+
+
+def use_fast_connectors(config) -> dict[str, str]:
+    """Puts `config`'s EnvRunners on the fast pipelines where they apply; returns `connector_pipelines(config)`.
+
+    A multi-agent config stays on RLlib's pipelines; a pipeline to which the config adds
+    pieces of its own (or whose defaults it switched off) keeps them: both are left unchanged.
+    """
+    if config.is_multi_agent:
+        return connector_pipelines(config)
+    chosen = connector_pipelines(config)
+    if chosen[ENV_TO_MODULE] == RLLIB_PIPELINE:
+        config.env_runners(env_to_module_connector=FastEnvToModule(),
+                           add_default_connectors_to_env_to_module_pipeline=False)
+    if chosen[MODULE_TO_ENV] == RLLIB_PIPELINE:
+        config.env_runners(
+            module_to_env_connector=FastModuleToEnv(normalize_actions=config.normalize_actions,
+                                                    clip_actions=config.clip_actions),
+            add_default_connectors_to_module_to_env_pipeline=False,
+        )
+    return connector_pipelines(config)

@@ -39,7 +39,8 @@ def test_the_smoke_run_trains_checkpoints_and_probes(recipe, tmp_path):
     sampling = run.manifest["runner"]["sampling"]  # the recipe's parallel envs, placed by the profile
     assert sampling["parallel_envs"] == 32
     assert max(sampling["num_env_runners"], 1) * sampling["num_envs_per_env_runner"] == 32
-    assert sampling["module_to_env"] == "fast_vector_env"  # the harness's batched module-to-env pipeline
+    # The harness's batched EnvRunner connector pipelines.
+    assert sampling["connectors"] == {"env_to_module": "fast_vector_env", "module_to_env": "fast_vector_env"}
     rows = run.metrics()
     assert rows[-1]["num_env_steps_sampled_lifetime"] >= 3 * 1024  # the smoke budget: three updates of 1024
     # 32 envs x 32 steps per smoke update: the first 64-step episodes end in the second update.

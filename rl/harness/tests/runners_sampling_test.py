@@ -55,8 +55,10 @@ def test_prepared_configs_sample_through_the_fast_module_to_env_pipeline_and_say
     context = _context(2)
     config = runners.prepare_config(context, _config(2048), seed=3, parallel_envs=32)
     assert not config.add_default_connectors_to_module_to_env_pipeline
+    assert not config.add_default_connectors_to_env_to_module_pipeline
     record = runners.sampling_record(runners.plan_sampling(context, config, parallel_envs=32), config)
-    assert record["module_to_env"] == sampling_connectors.FAST_PIPELINE
+    assert record["connectors"] == {"env_to_module": sampling_connectors.FAST_PIPELINE,
+                                    "module_to_env": sampling_connectors.FAST_PIPELINE}
     assert record["num_envs_per_env_runner"] == 32
 
 
@@ -65,4 +67,5 @@ def test_a_recipes_own_module_to_env_pieces_are_kept_and_recorded():
     config = runners.prepare_config(_context(2), own_pieces, seed=3, parallel_envs=32)
     assert config.add_default_connectors_to_module_to_env_pipeline
     record = runners.sampling_record(runners.plan_sampling(_context(2), config, parallel_envs=32), config)
-    assert record["module_to_env"] == sampling_connectors.CUSTOM_PIPELINE
+    assert record["connectors"] == {"env_to_module": sampling_connectors.FAST_PIPELINE,
+                                    "module_to_env": sampling_connectors.CUSTOM_PIPELINE}

@@ -1,4 +1,4 @@
-"""The fast module-to-env pipeline: the EnvRunner's episodes equal those of RLlib's own pipeline."""
+"""The fast EnvRunner connector pipelines: the episodes equal those of RLlib's own pipelines."""
 
 import numpy as np
 import pytest
@@ -9,14 +9,21 @@ from ray.rllib.connectors.module_to_env import GetActions
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
+from ray.rllib.connectors.env_to_module import FlattenObservations
+
 from rl.harness.sampling_connectors import (
     CUSTOM_PIPELINE,
+    ENV_TO_MODULE,
     FAST_PIPELINE,
+    MODULE_TO_ENV,
     RLLIB_PIPELINE,
     ModuleOutputsForVectorEnv,
-    module_to_env_pipeline,
-    use_fast_module_to_env,
+    connector_pipelines,
+    use_fast_connectors,
 )
+
+ALL_RLLIB = {ENV_TO_MODULE: RLLIB_PIPELINE, MODULE_TO_ENV: RLLIB_PIPELINE}
+ALL_FAST = {ENV_TO_MODULE: FAST_PIPELINE, MODULE_TO_ENV: FAST_PIPELINE}
 
 # RLlib's default PPO module with an LSTM: a stateful module, so the env-to-module pipeline adds a
 # time rank that the module-to-env pipeline must remove, and STATE_OUT goes back per episode.
@@ -33,9 +40,10 @@ def config_for(env: str, model_config=None, *, env_settings=None, **env_runner_s
     )
 
 
-def sampled_episodes(config: PPOConfig, *, fast: bool, steps: int = 300) -> list:
+def sampled_episodes(config: PPOConfig, *, fast: bool, steps: int = 300, expected_pipelines=None) -> list:
     config = config.copy(copy_frozen=False)
-    assert use_fast_module_to_env(config) == FAST_PIPELINE if fast else module_to_env_pipeline(config) == RLLIB_PIPELINE
+    pipelines = use_fast_connectors(config) if fast else connector_pipelines(config)
+    assert pipelines == (expected_pipelines or (ALL_FAST if fast else ALL_RLLIB))
     torch.manual_seed(0)  # the runner seeds torch too; this makes the module's weights equal regardless
     runner = SingleAgentEnvRunner(config=config)
     try:
@@ -86,23 +94,40 @@ def test_box_actions_are_normalised_or_clipped_as_rllib_does(normalize_actions, 
     assert_same_episodes(sampled_episodes(config, fast=False), sampled_episodes(config, fast=True))
 
 
-def test_configs_with_their_own_pieces_keep_rllib_pipeline():
-    own = config_for("CartPole-v1", module_to_env_connector=lambda env, spaces=None: [GetActions()])
-    assert use_fast_module_to_env(own) == CUSTOM_PIPELINE
-    assert own.add_default_connectors_to_module_to_env_pipeline
-    no_defaults = config_for("CartPole-v1", add_default_connectors_to_module_to_env_pipeline=False)
-    assert use_fast_module_to_env(no_defaults) == CUSTOM_PIPELINE
+def test_a_pipeline_with_the_configs_own_pieces_keeps_them_the_other_is_fast():
+    own_env_to_module = config_for("CartPole-v1", LSTM, env_to_module_connector=lambda env, spaces, device:
+                                   [FlattenObservations()])
+    expected = {ENV_TO_MODULE: CUSTOM_PIPELINE, MODULE_TO_ENV: FAST_PIPELINE}
+    assert_same_episodes(sampled_episodes(own_env_to_module, fast=False, expected_pipelines=
+                                          {ENV_TO_MODULE: CUSTOM_PIPELINE, MODULE_TO_ENV: RLLIB_PIPELINE}),
+                         sampled_episodes(own_env_to_module, fast=True, expected_pipelines=expected))
+    own_module_to_env = config_for("CartPole-v1", module_to_env_connector=lambda env, spaces=None: [GetActions()])
+    assert use_fast_connectors(own_module_to_env) == {ENV_TO_MODULE: FAST_PIPELINE, MODULE_TO_ENV: CUSTOM_PIPELINE}
+    assert own_module_to_env.add_default_connectors_to_module_to_env_pipeline
+    no_defaults = config_for("CartPole-v1", add_default_connectors_to_module_to_env_pipeline=False,
+                             add_default_connectors_to_env_to_module_pipeline=False)
+    assert use_fast_connectors(no_defaults) == {ENV_TO_MODULE: CUSTOM_PIPELINE, MODULE_TO_ENV: CUSTOM_PIPELINE}
+
+
+def test_the_fast_env_to_module_pipeline_feeds_rllibs_module_to_env_pipeline():
+    # A config whose own module-to-env pieces keep RLlib's per-item pipeline still gets the
+    # fast env-to-module one: RLlib's unbatching must find the rows' episodes.
+    config = config_for("CartPole-v1", LSTM, module_to_env_connector=lambda env, spaces=None: [])
+    expected = {ENV_TO_MODULE: FAST_PIPELINE, MODULE_TO_ENV: CUSTOM_PIPELINE}
+    rllib = sampled_episodes(config, fast=False, expected_pipelines={**expected, ENV_TO_MODULE: RLLIB_PIPELINE})
+    assert_same_episodes(rllib, sampled_episodes(config, fast=True, expected_pipelines=expected))
+
+
+def test_multi_agent_configs_stay_on_rllibs_pipelines():
     multi_agent = config_for("CartPole-v1").multi_agent(
         policies={"a", "b"}, policy_mapping_fn=lambda agent_id, episode, **kwargs: "a")
-    assert use_fast_module_to_env(multi_agent) == RLLIB_PIPELINE
-    assert module_to_env_pipeline(multi_agent) == RLLIB_PIPELINE
+    assert use_fast_connectors(multi_agent) == ALL_RLLIB
 
 
 def test_is_idempotent():
     config = config_for("CartPole-v1")
-    assert use_fast_module_to_env(config) == FAST_PIPELINE
-    assert use_fast_module_to_env(config) == FAST_PIPELINE
-    assert module_to_env_pipeline(config) == FAST_PIPELINE
+    assert use_fast_connectors(config) == ALL_FAST
+    assert use_fast_connectors(config) == ALL_FAST
 
 
 def test_more_rows_than_episodes_is_a_clear_error():
