@@ -12,8 +12,9 @@ every action, and stacks the actions back for the vector env; env-to-module
 (AddObservationsFromEpisodesToBatch, AddTimeDimToBatchAndZeroPad,
 AddStatesFromEpisodesToBatch, BatchIndividualItems, NumpyToTensor) adds a time rank to
 every item before it stacks them. For the main job (TransformerModel, 32 envs) the
-pieces replaced here cost 0.88 ms (module-to-env) and 0.40 ms (env-to-module) per
-vectorised step, together more than the forward pass (docs/performance.md).
+pieces replaced here cost 0.90 ms (module-to-env) and 0.44 ms (env-to-module) per
+vectorised step, together more than the forward pass; their replacements 0.09 and
+0.15 ms (`//experiments/mess3:bench_sampling`, docs/performance.md).
 
 `ModuleOutputsForVectorEnv` works on the batched arrays: one squeeze per column, one
 clip or unsquash of all actions, and the per-env views the EnvRunner indexes into
