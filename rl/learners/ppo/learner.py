@@ -9,8 +9,10 @@ it (e.g. TransformerModel needs `minibatch_size` to be a multiple of
 `max_seq_len`), so a bad combination fails with a clear error before training.
 For speed, its SGD steps use fused Adam and one finite check of all gradients
 (`FusedGradientStepMixin`), its learner connector cuts episodes into chunks with
-`rl.learners.connectors` and runs without autograd. The IQN, QR and PPG Learners
-derive from it.
+`rl.learners.connectors` and runs without autograd, and for Categorical policies it
+computes RLlib's PPO loss with fewer ops (`rl.learners.ppo.loss`), logging the loss
+metrics and the off-policyness of the last minibatch once per update (RLlib logs them
+every step with window=1: the same results). The IQN, QR and PPG Learners derive from it.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import torch
 
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 
 from rl.learners.connectors import use_fast_chunking
 from rl.learners.gradient_steps import FusedGradientStepMixin
 from rl.learners.models.base import ActorCriticModule
+from rl.learners.ppo.loss import categorical_ppo_loss, uses_categorical_policy
 
 
 class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
@@ -34,6 +38,9 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
     @override(Learner)
     def build(self) -> None:
         super().build()
+        # Filled each SGD step, logged once per update (_log_last_minibatch_metrics).
+        self._last_loss_metrics: dict[str, dict[str, torch.Tensor]] = {}
+        self._last_minibatch: dict[str, Any] | None = None
         if self._learner_connector is not None:
             use_fast_chunking(self._learner_connector)
         for module_id in self.module.keys():
@@ -46,3 +53,42 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         # The connector only prepares data; its value predictions (GAE) need no autograd graph.
         with torch.no_grad():
             return super()._make_batch_if_necessary(training_data)
+
+    @override(TorchLearner)
+    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]) -> Any:
+        module = self.module[module_id].unwrapped()
+        if not (config.use_critic and uses_categorical_policy(module)):
+            return super().compute_loss_for_module(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
+        total, metrics = categorical_ppo_loss(
+            module,
+            batch,
+            fwd_out,
+            config=config,
+            entropy_coeff=self.entropy_coeff_schedulers_per_module[module_id].get_current_value(),
+            kl_coeff=self.curr_kl_coeffs_per_module[module_id],
+        )
+        self._last_loss_metrics[module_id] = metrics
+        return total
+
+    @override(TorchLearner)
+    def _compute_off_policyness(self, batch: dict[str, Any]) -> None:
+        self._last_minibatch = batch
+
+    @override(Learner)
+    def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+        self._log_last_minibatch_metrics()
+        super().after_gradient_based_update(timesteps=timesteps)
+
+    def _log_last_minibatch_metrics(self) -> None:
+        """Logs the loss metrics and the off-policyness of the update's last minibatch.
+
+        RLlib logs them every SGD step with window=1, so a reduced result holds the last
+        step's values only; logging just those, once, gives the same result for less.
+        PPOLearner reads the KL from them in after_gradient_based_update, so they come first.
+        """
+        for module_id, metrics in self._last_loss_metrics.items():
+            self.metrics.log_dict(metrics, key=module_id, window=1)
+        self._last_loss_metrics = {}
+        if self._last_minibatch is not None:
+            super()._compute_off_policyness(self._last_minibatch)
+            self._last_minibatch = None

@@ -1,0 +1,120 @@
+"""RLlib's PPO loss for Categorical policies with fewer torch ops: the same values, gradients and metrics.
+
+    from rl.learners.ppo.loss import categorical_ppo_loss, uses_categorical_policy
+
+    if uses_categorical_policy(module):
+        total, metrics = categorical_ppo_loss(
+            module, batch, fwd_out, config=config, entropy_coeff=..., kl_coeff=...
+        )
+        learner.metrics.log_dict(metrics, key=module_id, window=1)
+
+`PPOTorchLearner.compute_loss_for_module` builds two torch Categorical distributions,
+takes seven masked means (each one boolean index of the padded (B, T) batch) and
+computes the explained variance with autograd. Here the per-step terms follow torch's
+own Categorical formulas, the masked means come from one index of the stacked terms
+(one for the two that carry gradients, one without autograd for the metrics), and the
+metrics are computed without autograd. `tests/ppo_loss_test.py` compares the loss,
+its gradients and the metrics with RLlib's. With ActorCriticPPOTorchLearner logging the
+metrics once per update, an update takes ~5% less time (main job's TransformerModel
+209 -> 199 ms, bench_learners' transformer 566 -> 538 ms, alternating in one process).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ray.rllib.algorithms.ppo.ppo import (
+    LEARNER_RESULTS_KL_KEY,
+    LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
+    LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
+)
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical
+from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.utils.torch_utils import explained_variance
+
+
+def uses_categorical_policy(module: Any) -> bool:
+    """True if `module` trains and explores with RLlib's TorchCategorical (what this loss handles)."""
+    return module.get_train_action_dist_cls() is TorchCategorical and module.get_exploration_action_dist_cls() is TorchCategorical
+
+
+def masked_means(terms: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Means over the valid steps of each stacked term: terms (K, *batch_shape), mask batch_shape or None -> (K,).
+
+    One index for all K terms; per term the sum runs over the same values in the same
+    order as RLlib's `torch.sum(term[mask]) / torch.sum(mask)`.
+    """
+    if mask is None:
+        return terms.flatten(1).mean(dim=-1)
+    return terms[:, mask].sum(dim=-1) / mask.sum()
+
+
+def normalised_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities as torch's Categorical(logits=...) stores them."""
+    return logits - logits.logsumexp(dim=-1, keepdim=True)
+
+
+def categorical_kl(old_log_probs: torch.Tensor, old_probs: torch.Tensor, log_probs: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """KL(old || new) per step, as torch's kl_divergence of two Categoricals (inf where only new is 0, 0 where old is 0)."""
+    kl_terms = old_probs * (old_log_probs - log_probs)
+    kl_terms = torch.where(probs == 0, float("inf"), kl_terms)
+    return torch.where(old_probs == 0, 0.0, kl_terms).sum(dim=-1)
+
+
+def categorical_entropy(log_probs: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """Entropy per step, as torch's Categorical.entropy (log-probabilities clamped to the dtype's minimum)."""
+    return -(log_probs.clamp(min=torch.finfo(log_probs.dtype).min) * probs).sum(dim=-1)
+
+
+def categorical_ppo_loss(
+    module: Any,
+    batch: dict[str, Any],
+    fwd_out: dict[str, Any],
+    *,
+    config: Any,
+    entropy_coeff: Any,
+    kl_coeff: torch.Tensor,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPOTorchLearner's total loss and its logged metrics (detached), for a critic and Categorical actions.
+
+    `config` is the module's PPOConfig (`use_critic` must be True), `entropy_coeff` the
+    scheduler's current value and `kl_coeff` the module's current KL coefficient.
+    """
+    mask = batch.get(Columns.LOSS_MASK)
+    log_probs = normalised_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
+    probs = log_probs.softmax(dim=-1)
+    with torch.no_grad():
+        old_log_probs = normalised_logits(batch[Columns.ACTION_DIST_INPUTS])
+        old_probs = old_log_probs.softmax(dim=-1)
+    actions = batch[Columns.ACTIONS].long().unsqueeze(-1)
+    ratio = torch.exp(log_probs.gather(-1, actions).squeeze(-1) - batch[Columns.ACTION_LOGP])
+    advantages = batch[Postprocessing.ADVANTAGES]
+    surrogate = torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1 - config.clip_param, 1 + config.clip_param))
+    entropy = categorical_entropy(log_probs, probs)
+    values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
+    targets = batch[Postprocessing.VALUE_TARGETS]
+    vf_loss = torch.pow(values - targets, 2.0)
+    vf_loss_clipped = torch.clamp(vf_loss, 0, config.vf_clip_param)
+    per_step = -surrogate + config.vf_loss_coeff * vf_loss_clipped - (entropy_coeff * entropy)
+    kl = categorical_kl(old_log_probs, old_probs, log_probs, probs) if config.use_kl_loss else None
+    if kl is not None:
+        mean_loss, mean_kl = masked_means(torch.stack([per_step, kl]), mask)
+        total = mean_loss + kl_coeff * mean_kl
+    else:
+        total = masked_means(per_step.unsqueeze(0), mask)[0]
+    with torch.no_grad():
+        metric_terms = [surrogate, vf_loss_clipped, vf_loss, entropy] + ([kl] if kl is not None else [])
+        means = masked_means(torch.stack(metric_terms), mask)
+        metrics = {
+            POLICY_LOSS_KEY: -means[0],
+            VF_LOSS_KEY: means[1],
+            LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY: means[2],
+            LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained_variance(targets, values),
+            ENTROPY_KEY: means[3],
+            LEARNER_RESULTS_KL_KEY: means[4] if kl is not None else torch.tensor(0.0, device=total.device),
+        }
+    return total, metrics

@@ -1,0 +1,138 @@
+"""ActorCriticPPOTorchLearner's PPO loss and metrics equal RLlib's PPOTorchLearner's (rl/learners/ppo/loss.py)."""
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+from rl.learners import ActorCriticPPOTorchLearner
+from rl.learners.models import MLPModel, TransformerModel
+from rl.learners.ppo.loss import masked_means
+
+TRANSFORMER = {"d_model": 16, "n_heads": 2, "n_layers": 1, "feedforward_dim": 32, "memory_len": 8, "max_seq_len": 8}
+MODELS = {"mlp": (MLPModel, {"hidden_sizes": [16]}), "transformer": (TransformerModel, TRANSFORMER)}
+
+
+class RLlibLossLearner(ActorCriticPPOTorchLearner):
+    """The same Learner with RLlib's own loss and per-step off-policyness logging."""
+
+    compute_loss_for_module = PPOTorchLearner.compute_loss_for_module
+    _compute_off_policyness = TorchLearner._compute_off_policyness
+
+
+def ppo_config(model, learner_class=ActorCriticPPOTorchLearner, **training):
+    module_class, model_config = MODELS[model]
+    return (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=module_class, model_config=model_config))
+        .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=2, **training)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+        .learners(learner_class=learner_class)
+    )
+
+
+def build(config):
+    torch.manual_seed(0)
+    return config.build_learner(env=gym.make("CartPole-v1"))
+
+
+def sample(config):
+    torch.manual_seed(0)
+    return SingleAgentEnvRunner(config=config).sample(num_timesteps=256, random_actions=False)
+
+
+def first_minibatch(learner, episodes):
+    """The first (tensor) minibatch `learner.update` trains on."""
+    caught = []
+    original = learner._update
+
+    def catch(batch, **kwargs):
+        caught.append(batch)
+        raise StopIteration
+
+    learner._update = catch
+    with pytest.raises(StopIteration):
+        learner.update(episodes=copy.deepcopy(episodes), num_epochs=1, minibatch_size=64)
+    learner._update = original
+    return caught[0]
+
+
+def loss_and_gradients(learner, batch, loss_fn):
+    module = learner.module[DEFAULT_MODULE_ID]
+    module.zero_grad(set_to_none=True)
+    fwd_out = learner.module.forward_train(batch)[DEFAULT_MODULE_ID]
+    loss = loss_fn(
+        learner,
+        module_id=DEFAULT_MODULE_ID,
+        config=learner.config.get_config_for_module(DEFAULT_MODULE_ID),
+        batch=batch[DEFAULT_MODULE_ID],
+        fwd_out=fwd_out,
+    )
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in module.parameters()]
+
+
+@pytest.mark.parametrize("use_kl_loss", [True, False])
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_loss_and_gradients_equal_rllibs(model, use_kl_loss):
+    config = ppo_config(model, use_kl_loss=use_kl_loss, entropy_coeff=0.01, vf_clip_param=0.5)
+    learner = build(config)
+    batch = first_minibatch(learner, sample(config))
+    with torch.no_grad():  # a policy that differs from the sampling one: a KL > 0 and clipped ratios
+        for parameter in learner.module[DEFAULT_MODULE_ID].parameters():
+            parameter.add_(torch.randn_like(parameter), alpha=0.3)
+    ours, our_gradients = loss_and_gradients(learner, batch, ActorCriticPPOTorchLearner.compute_loss_for_module)
+    rllib, rllib_gradients = loss_and_gradients(learner, batch, PPOTorchLearner.compute_loss_for_module)
+    torch.testing.assert_close(ours, rllib, rtol=1e-6, atol=1e-7)
+    for mine, reference in zip(our_gradients, rllib_gradients):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-7)
+
+
+def flat_results(results, prefix=()):
+    flat = {}
+    for key, value in results.items():
+        if isinstance(value, dict):
+            flat.update(flat_results(value, prefix + (key,)))
+        elif not any("throughput" in part or "timer" in part for part in map(str, prefix + (key,))):
+            flat[prefix + (key,)] = float(value.item() if isinstance(value, torch.Tensor) else value)
+    return flat
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_an_update_logs_rllibs_metrics_and_takes_its_steps(model):
+    """Two updates: the same metric keys and values (KL coefficient included) and the same weights."""
+    config = ppo_config(model, kl_coeff=0.3, kl_target=1e-4)  # the KL coefficient moves
+    episodes = sample(config)
+    runs = {}
+    for name, learner_class in (("ours", ActorCriticPPOTorchLearner), ("rllib", RLlibLossLearner)):
+        learner = build(config.copy(copy_frozen=False).learners(learner_class=learner_class))
+        np.random.seed(0)  # the minibatch shuffle
+        results = [
+            flat_results(learner.update(episodes=copy.deepcopy(episodes), num_epochs=2, minibatch_size=64, shuffle_batch_per_epoch=True))
+            for _ in range(2)
+        ]
+        runs[name] = results, [p.detach() for p in learner.module[DEFAULT_MODULE_ID].parameters()]
+    (our_results, our_weights), (rllib_results, rllib_weights) = runs["ours"], runs["rllib"]
+    for ours, rllib in zip(our_results, rllib_results):
+        assert ours.keys() == rllib.keys()
+        for key in rllib:
+            assert ours[key] == pytest.approx(rllib[key], rel=1e-5, abs=1e-7, nan_ok=True), key
+    for mine, reference in zip(our_weights, rllib_weights):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
+
+
+def test_masked_means_sum_the_valid_steps_of_each_term():
+    terms = torch.tensor([[[1.0, 2.0], [3.0, 100.0]], [[4.0, 5.0], [6.0, float("nan")]]])
+    mask = torch.tensor([[True, True], [True, False]])
+    assert torch.equal(masked_means(terms, mask), torch.tensor([2.0, 5.0]))  # masked nan never reaches it
+    assert torch.equal(masked_means(terms[:, 0], None), torch.tensor([1.5, 4.5]))
