@@ -45,6 +45,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.apis import ValueFunctionAPI
+from ray.rllib.utils.annotations import override
+
 from rl.learners.models.base import ACTOR_ENCODER, ActorCriticModule
 from rl.learners.models.config import TransformerSettings
 
@@ -253,6 +257,35 @@ class TransformerModel(ActorCriticModule):
                 f"config.training(minibatch_size={max(1, round(minibatch_size / max_seq_len)) * max_seq_len})."
             )
 
+    @override(ValueFunctionAPI)
+    def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
+        seq_lens = batch.get(Columns.SEQ_LENS)
+        if embeddings is not None or seq_lens is None or torch.is_grad_enabled():
+            return super().compute_values(batch, embeddings)
+        return self._values_up_to_seq_lens(batch, seq_lens)
+
+    def _values_up_to_seq_lens(self, batch: dict[str, Any], seq_lens: torch.Tensor) -> torch.Tensor:
+        """Values (B, T) of a zero-padded chunk batch (GAE's value pass), exact before each seq_len.
+
+        Chunks run in pieces of similar length with the time axis cut to the piece's
+        longest: attention is causal, so a step's value never reads the padding after it.
+        The padding's values are arbitrary (GAE drops them). On bench_learners' CartPole
+        batch (half of it padding) the pass takes ~25% less time (38 -> 29 ms), ~3% of
+        an update; on the main job's (20% padding) it is no faster.
+        """
+        obs = batch[Columns.OBS]
+        lengths = seq_lens.long()
+        order = torch.argsort(lengths, descending=True, stable=True)
+        values = obs.new_zeros(obs.shape[:2])
+        start = 0
+        while start < len(order):
+            length = int(lengths[order[start]])
+            rows = order[start : start + max(1, ROWS_PER_INFERENCE_PIECE // length)]
+            piece = {Columns.OBS: obs[rows, :length], Columns.STATE_IN: _rows_of(batch.get(Columns.STATE_IN), rows)}
+            values[rows, :length] = super().compute_values(piece)
+            start += len(rows)
+        return values
+
     def residual_stream(
         self, obs: torch.Tensor, state: dict[str, torch.Tensor] | None = None, *, encoder: str = ACTOR_ENCODER
     ) -> ResidualStream:
@@ -263,3 +296,10 @@ class TransformerModel(ActorCriticModule):
         if encoder not in self.encoder_names():
             raise ValueError(f"encoder must be one of {self.encoder_names()}, got {encoder!r}.")
         return getattr(self, encoder).residual_stream(obs, state)
+
+
+def _rows_of(state: Any, rows: torch.Tensor) -> Any:
+    """The given batch rows of every tensor in a (nested dict) recurrent state; None stays None."""
+    if isinstance(state, dict):
+        return {key: _rows_of(value, rows) for key, value in state.items()}
+    return None if state is None else state[rows]

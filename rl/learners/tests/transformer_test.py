@@ -132,6 +132,26 @@ def test_a_large_batch_without_gradients_gives_the_same_outputs_in_pieces():
             assert (state_out[key] - value).abs().max() < TOLERANCE
 
 
+@pytest.mark.parametrize("vf_share_layers", [True, False])
+def test_gae_value_pass_equals_the_full_pass_up_to_each_seq_len(vf_share_layers):
+    # Chunks of every length (more steps than one piece), each with its own state.
+    module = transformer(vf_share_layers=vf_share_layers)
+    chunks, length = ROWS_PER_INFERENCE_PIECE // 4 + 7, SMALL["max_seq_len"]
+    seq_lens = torch.arange(chunks) % length + 1
+    obs = torch.randn(chunks, length, 3) * (torch.arange(length) < seq_lens[:, None]).unsqueeze(-1)  # zero padding
+    cache_shape = (chunks, SMALL["n_layers"], SMALL["memory_len"], SMALL["d_model"])
+    state = {
+        name: {"keys": torch.randn(cache_shape), "values": torch.randn(cache_shape), "valid": torch.rand(chunks, 5).round()}
+        for name in module.get_initial_state()
+    }
+    batch = {Columns.OBS: obs, Columns.STATE_IN: state, Columns.SEQ_LENS: seq_lens.float()}
+    full = module.compute_values({Columns.OBS: obs, Columns.STATE_IN: state})  # with gradients: one full pass
+    with torch.no_grad():
+        values = module.compute_values(batch)
+    valid = torch.arange(length) < seq_lens[:, None]
+    assert (values - full)[valid].abs().max() < TOLERANCE  # the padding after seq_len: anything (GAE drops it)
+
+
 def test_parameter_names_are_stable_so_old_checkpoints_load():
     names = set(transformer(n_layers=1, vf_share_layers=True).state_dict())
     block = [
