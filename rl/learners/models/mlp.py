@@ -39,7 +39,7 @@ class MLPEncoder(nn.Module):
     def initial_state(self) -> dict[str, np.ndarray]:
         return {}
 
-    def forward(self, obs: torch.Tensor, state_in: Any = None) -> tuple[torch.Tensor, dict]:
+    def forward(self, obs: torch.Tensor, state_in: Any = None, *, with_state: bool = True) -> tuple[torch.Tensor, dict]:
         return self.net(obs), {}
 
 

@@ -176,9 +176,9 @@ class TransformerEncoder(nn.Module):
         return {"keys": cache, "values": cache.copy(), "valid": np.zeros(self.memory_len, dtype=np.float32)}
 
     def _run_blocks(
-        self, obs: torch.Tensor, state_in: dict[str, torch.Tensor] | None
+        self, obs: torch.Tensor, state_in: dict[str, torch.Tensor] | None, *, with_state: bool = True
     ) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
-        """The stream after the projection and after each block, and the state after the last step."""
+        """The stream after the projection and after each block, and the state after the last step ({} without `with_state`)."""
         if obs.dim() != 3:
             raise ValueError(f"TransformerEncoder expects observations (B, T, obs_dim), got shape {tuple(obs.shape)}.")
         batch, length, _ = obs.shape
@@ -196,8 +196,11 @@ class TransformerEncoder(nn.Module):
         for layer, block in enumerate(self.blocks):
             x, keys, values = block(x, state_in["keys"][:, layer], state_in["values"][:, layer], window)
             stream.append(x)
-            keys_out.append(keys[:, -memory:])
-            values_out.append(values[:, -memory:])
+            if with_state:
+                keys_out.append(keys[:, -memory:])
+                values_out.append(values[:, -memory:])
+        if not with_state:
+            return stream, {}
         state_out = {
             "keys": torch.stack(keys_out, dim=1),
             "values": torch.stack(values_out, dim=1),
@@ -210,22 +213,26 @@ class TransformerEncoder(nn.Module):
         stream, state_out = self._run_blocks(obs, state_in)
         return ResidualStream(activations=torch.stack(stream), state_out=state_out)
 
-    def forward(self, obs: torch.Tensor, state_in: dict[str, torch.Tensor] | None) -> tuple[torch.Tensor, dict]:
+    def forward(
+        self, obs: torch.Tensor, state_in: dict[str, torch.Tensor] | None, *, with_state: bool = True
+    ) -> tuple[torch.Tensor, dict]:
         batch, length = obs.shape[:2]
         if torch.is_grad_enabled() or batch * length <= ROWS_PER_INFERENCE_PIECE:
-            return self._encode_at_once(obs, state_in)
+            return self._encode_at_once(obs, state_in, with_state=with_state)
         # A large batch without gradients (GAE's value pass over a whole train batch) runs in
         # pieces whose activations stay in the CPU cache: about a third faster than at once.
         rows = max(1, ROWS_PER_INFERENCE_PIECE // length)
         pieces = []
         for start in range(0, batch, rows):
             piece_state = state_in and {key: value[start : start + rows] for key, value in state_in.items()}
-            pieces.append(self._encode_at_once(obs[start : start + rows], piece_state))
+            pieces.append(self._encode_at_once(obs[start : start + rows], piece_state, with_state=with_state))
         state_out = {key: torch.cat([state[key] for _, state in pieces]) for key in pieces[0][1]}
         return torch.cat([embeddings for embeddings, _ in pieces]), state_out
 
-    def _encode_at_once(self, obs: torch.Tensor, state_in: dict[str, torch.Tensor] | None) -> tuple[torch.Tensor, dict]:
-        stream, state_out = self._run_blocks(obs, state_in)
+    def _encode_at_once(
+        self, obs: torch.Tensor, state_in: dict[str, torch.Tensor] | None, *, with_state: bool = True
+    ) -> tuple[torch.Tensor, dict]:
+        stream, state_out = self._run_blocks(obs, state_in, with_state=with_state)
         return self.final_norm(stream[-1]), state_out
 
 
