@@ -61,10 +61,10 @@ class ModuleOutputsForVectorEnv(ConnectorV2):
 
     def __init__(self, input_observation_space=None, input_action_space=None, *, normalize_actions: bool,
                  clip_actions: bool, **kwargs):
+        self._action_space_struct = None  # set by recompute_output_action_space once the space is known
         super().__init__(input_observation_space, input_action_space, **kwargs)
         self.normalize_actions = normalize_actions
         self.clip_actions = clip_actions
-        self._action_space_struct = get_base_struct_from_space(self.input_action_space)
 
     @override(ConnectorV2)
     def recompute_output_action_space(self, input_observation_space, input_action_space):
@@ -156,7 +156,9 @@ def _check_one_row_per_episode(batch: dict[str, Any], episodes: list) -> int:
     if rows != len(episodes):
         raise ValueError(
             f"ModuleOutputsForVectorEnv got {rows} module output rows for {len(episodes)} episodes: it serves "
-            "single-agent EnvRunners, whose env-to-module pipeline batches one row per episode. "
+            "single-agent EnvRunners, whose env-to-module pipeline batches one row per episode. To keep "
+            "RLlib's module-to-env pipeline instead, give the config module-to-env pieces of its own "
+            "(config.env_runners(module_to_env_connector=lambda env, spaces: []))."
         )
     return rows
 
@@ -221,9 +223,9 @@ def use_fast_connectors(config) -> dict[str, str]:
     A multi-agent config stays on RLlib's pipelines; a pipeline to which the config adds
     pieces of its own (or whose defaults it switched off) keeps them: both are left unchanged.
     """
-    if config.is_multi_agent:
-        return connector_pipelines(config)
     chosen = connector_pipelines(config)
+    if config.is_multi_agent:
+        return chosen
     if chosen[ENV_TO_MODULE] == RLLIB_PIPELINE:
         config.env_runners(env_to_module_connector=FastEnvToModule(),
                            add_default_connectors_to_env_to_module_pipeline=False)

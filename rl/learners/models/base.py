@@ -15,8 +15,9 @@ Value-head mixins (IQNValueMixin, QRValueMixin) replace `build_value_head` and
 An encoder is an `nn.Module` with `output_dim`, `initial_state()` (a dict of numpy
 arrays without batch axis; `{}` when stateless) and `forward(obs, state_in, *,
 with_state=True) -> (embeddings, state_out)`; with `with_state=False` (training and
-value passes, which read no state) it may return `{}` for the state. Stateful encoders see observations as (B, T, obs_dim) and
-their state under `Columns.STATE_IN[<encoder attribute name>]`.
+value passes, which read no state) it may return `{}` for the state. Stateful encoders
+see observations as (B, T, obs_dim) and their state under
+`Columns.STATE_IN[<encoder attribute name>]`.
 """
 
 from __future__ import annotations
