@@ -59,12 +59,12 @@ def test_pytest_only_in_tests(tmp_path):
 
 
 def test_only_entry_points_import_the_cli(tmp_path):
-    _write(tmp_path, "rl/analysis/a.py", "from rl.harness import cli\nfrom rl.harness import recipes\n")
-    _write(tmp_path, "rl/harness/b.py", "import rl.harness.cli\n")
-    _write(tmp_path, "rl/harness/c.py", "from . import cli\n")
-    _write(tmp_path, "rl/harness/rl_harness_main.py", "from rl.harness import cli\n")
-    _write(tmp_path, "rl/harness/tests/cli_test.py", "from rl.harness.cli import main\n")
+    _write(tmp_path, "rl/analysis/a.py", "from rl.harness.commands import cli\nfrom rl.harness.commands import recipes\n")
+    _write(tmp_path, "rl/harness/b.py", "import rl.harness.commands.cli\n")
+    _write(tmp_path, "rl/harness/commands/c.py", "from . import cli\n")
+    _write(tmp_path, "rl/harness/commands/main.py", "from rl.harness.commands import cli\n")
+    _write(tmp_path, "rl/harness/tests/cli_test.py", "from rl.harness.commands.cli import main\n")
     violations = check_imports.find_violations(tmp_path)
     assert [(v.path, v.line) for v in violations] == [("rl/analysis/a.py", 1), ("rl/harness/b.py", 1),
-                                                      ("rl/harness/c.py", 1)]
+                                                      ("rl/harness/commands/c.py", 1)]
     assert "entry points" in violations[0].reason

@@ -2,7 +2,7 @@
 
     ./bazelw run //experiments/cassandra_machine:ppo_vs_solver -- --smoke
 
-Two agents (agents.py) train one after the other (rl.harness.agents.train_in_turn) with PPO at
+Two agents (agents.py) train one after the other (rl.harness.training.agents.train_in_turn) with PPO at
 the file's discount 0.999: an MLP on the exact belief, and a transformer on the raw symbols and its
 previous action. Each final policy is valued greedily from the start state (discounted return, tail
 valued by the solver) and compared with the reference values of rl.envs.solvers: the point-based
@@ -19,9 +19,10 @@ import pathlib
 from rl.analysis.checkpoints import load_rl_module
 from rl.envs.cassandra_machine import machine_pomdp
 from rl.envs.solvers import qmdp, solve_fully_observable, solve_point_based
-from rl.harness import agents as harness_agents
-from rl.harness import records, runners
-from rl.harness.metric_keys import ENV_STEPS, ITERATION, RETURN
+from rl.harness.training import agents as harness_agents
+from rl.harness.run import records
+from rl.harness.training import runners
+from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 
 from experiments.cassandra_machine import agents
 

@@ -7,7 +7,7 @@
 
 Under `bazel test` it runs the rl_experiment binary from the test's runfiles (add the target to
 the test's `data`), so the build identity is checked too; under plain pytest it runs the recipe
-through `python -m rl.harness.cli`. Records go under `tmp_path` (TEST_TMPDIR's), never beside the recipe.
+through `python -m rl.harness.commands.cli`. Records go under `tmp_path` (TEST_TMPDIR's), never beside the recipe.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pathlib
 import subprocess
 import sys
 
-from rl.harness import records
-from rl.harness.layout import RunLayout
+from rl.harness.run import records
+from rl.harness.run.layout import RunLayout
 
 RUN_ID = "smoke-test"
 
@@ -44,7 +44,7 @@ def run_smoke(binary: str, module: str, tmp_path: pathlib.Path, *, timeout: floa
     """Runs `binary` (runfiles path of the rl_experiment) or else `module` with --smoke; asserts it completed."""
     executable = pathlib.Path(binary)
     under_bazel = "TEST_SRCDIR" in os.environ and executable.exists()
-    command = [str(executable.resolve())] if under_bazel else [sys.executable, "-m", "rl.harness.cli", module]
+    command = [str(executable.resolve())] if under_bazel else [sys.executable, "-m", "rl.harness.commands.cli", module]
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
     command += ["--smoke", "--run-id", RUN_ID, "--results-dir", str(results), "--artifacts-dir", str(artifacts)]
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1",

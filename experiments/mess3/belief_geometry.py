@@ -26,7 +26,7 @@ from rl.analysis.adapters import ProbePlan
 from rl.analysis.baselines import probe_random_networks
 from rl.analysis.checkpoints import find_checkpoints
 from rl.analysis.plots import belief_simplex_figure, save_figure
-from rl.harness import records
+from rl.harness.run import records
 
 COMPARISON_FILE = "belief_geometry.json"
 RANDOM_REPORT_FILE = "random_network_probes.json"

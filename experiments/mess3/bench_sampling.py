@@ -4,7 +4,7 @@
 
 One local `SingleAgentEnvRunner` per variant, the main job's module, env and 32 parallel
 envs, one torch thread: `rllib` with RLlib's default connector pipelines, `harness` with
-the pipelines `runners.configure` installs (rl/harness/sampling_connectors.py). After
+the pipelines `runners.configure` installs (rl/harness/training/sampling_connectors.py). After
 warm-up samples, each connector piece and each part of a vectorised step (module forward,
 module-to-env, env step, env-to-module) is timed by wrapping it, over `--samples` calls of
 `sample(num_timesteps=2048)`; figures are milliseconds per 2048 env steps (64 vectorised
@@ -28,7 +28,7 @@ import torch
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from experiments.mess3 import controlled_mess3 as task
-from rl.harness.sampling_connectors import connector_pipelines, use_fast_connectors
+from rl.harness.training.sampling_connectors import connector_pipelines, use_fast_connectors
 
 STEPS_PER_SAMPLE = 2048
 WARMUP_SAMPLES = 3

@@ -7,7 +7,7 @@ One process per part, run one after another on the same machine (so none compete
 another for the 2 cores), all with one torch thread and the main job's model, env and PPO
 settings (train batch 2048):
 
-    harness          `reward_only.train` through `rl.harness.cli` (hardware profile `cpu`, the
+    harness          `reward_only.train` through `rl.harness.commands.cli` (hardware profile `cpu`, the
                      recipe's 32 parallel envs, checkpoints and records included): the period
                      between metrics rows, so the harness's bookkeeping counts
     rllib_default    the same AlgorithmConfig in bare RLlib with RLlib's sampling defaults (PPO:
@@ -82,7 +82,8 @@ def _peak_rss_mib() -> float:
 
 
 def _harness(iterations: int, warmup: int) -> dict:
-    from rl.harness import cli, records
+    from rl.harness.commands import cli
+    from rl.harness.run import records
 
     os.environ[_ITERATIONS_ENV] = str(warmup + iterations)
     phases = _PhaseTimer()

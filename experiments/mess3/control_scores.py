@@ -34,7 +34,7 @@ from rl.analysis.plots import learning_curves_figure, save_figure
 from rl.analysis.rollouts import collect_rollouts
 from rl.analysis.scores import ScoreScale, discounted_returns, mean_interval, mean_interval_or_point, normalised_interval
 from rl.envs.solvers import control_references
-from rl.harness import metric_keys, records
+from rl.harness.run import metric_keys, records
 
 SCORES_FILE = "control_scores.json"
 FIGURE_FILE = "learning_curve_scores.png"

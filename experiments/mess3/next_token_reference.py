@@ -42,7 +42,7 @@ from rl.analysis.rollouts import context_dataset
 from rl.envs.hmm import FiniteHMM, belief_after, next_token_probabilities
 from rl.envs.hmm.sequences import next_token_entropies, sample_sequences, sequence_probabilities
 from rl.envs.mess3 import mess3_process
-from rl.harness import records
+from rl.harness.run import records
 from rl.learners.models import TransformerSettings
 from rl.learners.next_token import NextTokenModel, NextTokenTraining, train_next_token
 

@@ -15,7 +15,8 @@ import statistics
 
 from experiments.mess3 import controlled_mess3 as task
 from rl.analysis.plots import save_figure
-from rl.harness import records, runners
+from rl.harness.run import records
+from rl.harness.training import runners
 
 SEEDS = 3
 BUDGET = {True: runners.StopRule(training_iterations=2), False: runners.StopRule(training_iterations=30)}

@@ -27,7 +27,8 @@ from matplotlib.figure import Figure
 from experiments.mess3 import belief_geometry, control_scores
 from rl.analysis.plots import save_figure
 from rl.analysis.scores import mean_interval_or_point
-from rl.harness import catalog, records
+from rl.harness.commands import catalog
+from rl.harness.run import records
 
 HERE = pathlib.Path(__file__).resolve().parent
 MEASURES = (("greedy", "normalised_value"), ("sampled", "normalised_value"),

@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 from experiments.mess3 import belief_geometry, control_scores
 from experiments.mess3 import controlled_mess3 as task
-from rl.harness import runners
+from rl.harness.training import runners
 
 
 

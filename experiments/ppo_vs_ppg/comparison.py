@@ -15,7 +15,7 @@ each task's usual PPO (CartPole: separate critic encoder; Mess3: the study's sha
 PPG is PPGConfig with the detach design (one encoder, PPGMLPModel / PPGTransformerModel), the
 same PPO settings, and value coefficients tuned to the task's return scale (docs/ppg.md).
 
-A run is the harness's in-process runner (`rl.harness.in_process`: a Learner and a local
+A run is the harness's in-process runner (`rl.harness.training.in_process`: a Learner and a local
 EnvRunner with 8 vectorised envs, no Ray; seed and torch threads set by the harness); both
 algorithms see the same seeds. Its curve is the EnvRunner's mean return of recent training
 episodes after each iteration, against env steps sampled.
@@ -37,8 +37,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from rl.harness.hardware import HardwareProfile
-from rl.harness.metric_keys import ENV_STEPS, ITERATION, RETURN
+from rl.harness.training.hardware import HardwareProfile
+from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 
 ALGORITHMS = ("PPO", "PPG")
 NUM_ENVS_PER_RUN = 8
@@ -206,7 +206,7 @@ def _qualified_name(cls: type) -> str:
 
 
 def train_one(job: Job, *, smoke: bool, profile: HardwareProfile | None = None) -> dict[str, Any]:
-    """Trains `job` to its task's budget in this process (rl.harness.in_process); returns its record.
+    """Trains `job` to its task's budget in this process (rl.harness.training.in_process); returns its record.
 
     `profile`: the hardware profile of this process (None: this machine's cpu profile).
     The record: the job's fields (`label` = its group), `curve` [[env steps, mean return], ...], `final_return` (the curve's last point),
@@ -222,7 +222,7 @@ def train_one(job: Job, *, smoke: bool, profile: HardwareProfile | None = None) 
     """
     from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
 
-    from rl.harness import in_process, runners
+    from rl.harness.training import in_process, runners
 
     task, algorithm, seed = job.task, job.algorithm, job.seed
     config = config_for(task, algorithm, smoke=smoke, overrides=dict(job.overrides))
@@ -423,7 +423,8 @@ def run_comparison(context, jobs: list[Job], *, question: str) -> dict[str, Any]
     PLOT_FILE to results/<run-id>/, one metrics.jsonl trial per run; prints the summary as JSON.
     """
     from rl.analysis.plots import save_figure
-    from rl.harness import in_process, records
+    from rl.harness.run import records
+    from rl.harness.training import in_process
 
     # Learners stay on the CPU, as the memory figures (resident sets) and the README's timings assume;
     # several worker processes would otherwise share one GPU.

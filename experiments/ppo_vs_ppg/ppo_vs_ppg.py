@@ -7,7 +7,7 @@ Five seeds per (task, algorithm) (two in smoke), drawn from the run's seed and s
 PPG, on CartPole-v1 (100k env steps) and Mess3 occupancy control (40,960 env steps); the tasks and
 settings are in comparison.py. Each run is its own process (so its peak memory is its own), as many
 at a time as the hardware profile has CPUs, and trains with the harness's in-process runner
-(rl.harness.in_process: one local EnvRunner with 8 envs, seeded with the run's seed from the stream "runs").
+(rl.harness.training.in_process: one local EnvRunner with 8 envs, seeded with the run's seed from the stream "runs").
 
 Records (comparison.run_comparison): `comparison.json` and `learning_curves.png` in results/<run-id>/,
 each curve in metrics.jsonl (one trial per run), the summary printed as JSON.

@@ -102,7 +102,7 @@ def export_portable_module(module, folder: str, *, provenance: Mapping[str, Any]
     # Imported here so that reading a portable module never imports Ray or rl.learners.
     from rl.analysis.activations import RESIDUAL_STREAM, layer_names
     from rl.analysis.modules import AnalysisView
-    from rl.harness import buildinfo, records
+    from rl.harness.run import buildinfo, records
     from rl.learners.models.base import observation_dim
 
     folder = pathlib.Path(folder)

@@ -38,9 +38,12 @@ from rl.analysis.plots import belief_simplex_figure, learning_curves_figure, pro
 from rl.analysis.probes import ProbeDataset, ProbeReport, probe_layers
 from rl.analysis.rollouts import collect_rollouts, context_dataset
 from rl.analysis.seeds import child_stream
-from rl.harness import buildinfo, catalog, hardware, metric_keys, recipes, records, seeding, session
+from rl.harness import settings
+from rl.harness.commands import catalog, recipes
+from rl.harness.run import buildinfo, metric_keys, records, seeding, session
+from rl.harness.training import hardware
 from rl.harness.errors import EXIT_USAGE, UsageError
-from rl.harness.layout import manifest_smoke
+from rl.harness.run.layout import manifest_smoke
 
 REPORT_FILE = "probe_report.json"
 PROBE_STREAM = "probe"  # the run's seed stream its probes draw from, in-run and here
@@ -221,7 +224,7 @@ def _rerun_from_source(workspace: str, module_name: str) -> None:
           "(the experiment's code is not covered by the build hash)", file=sys.stderr)
     search_path = os.pathsep.join(filter(None, [workspace, os.environ.get("PYTHONPATH")]))
     environment = {**os.environ, "PYTHONPATH": search_path, FROM_SOURCE_ENV: "1"}
-    for name in (buildinfo.BUILD_INFO_ENV, buildinfo.BUILD_STAMP_ENV):
+    for name in (settings.BUILD_INFO_ENV, settings.BUILD_STAMP_ENV):
         environment.pop(name, None)  # this binary's build identity does not describe the source tree
     # The source tree first and -P (no script folder on sys.path): every rl package comes from it.
     os.execve(sys.executable, [sys.executable, "-P", "-m", "rl.analysis.probe_command", *sys.argv[1:]], environment)

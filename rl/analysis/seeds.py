@@ -2,7 +2,7 @@
 
     from rl.analysis.seeds import child_stream
 
-    probe_seed = context.seeds.sequence("probe/uniform_contexts")   # rl.harness.seeding
+    probe_seed = context.seeds.sequence("probe/uniform_contexts")   # rl.harness.run.seeding
     split_rng = np.random.default_rng(child_stream(probe_seed, "split"))
 
 A child depends only on the parent's entropy and spawn key and on its name (the harness's
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rl.harness import seeding
+from rl.harness.run import seeding
 
 
 def child_stream(parent: np.random.SeedSequence, name: str) -> np.random.SeedSequence:

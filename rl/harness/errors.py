@@ -1,6 +1,15 @@
-"""Exit statuses of the harness's commands and the one error type for bad input.
+"""The harness's one error base and its exit statuses.
 
     raise UsageError("--seed must be a non-negative integer, got 'x'")   # printed as one line, exit 2
+
+    try:
+        ...
+    except HarnessError as error:          # what the CLI catches: every harness error carries its status
+        print(f"rl-harness: error: {error}", file=sys.stderr)
+        return error.exit_status
+
+Each module's own error (RecordError, ClusterError, ...) subclasses one of these, so a caller
+catches `HarnessError` and never a tuple of types.
 """
 
 EXIT_FAILED = 1
@@ -8,5 +17,13 @@ EXIT_USAGE = 2
 EXIT_UPLOAD_FAILED = 3
 
 
-class UsageError(Exception):
-    """Bad input: printed as one line that names the fix, exit status EXIT_USAGE."""
+class HarnessError(Exception):
+    """An error the harness explains in one line naming the fix; `exit_status` is what the CLI returns."""
+
+    exit_status = EXIT_FAILED
+
+
+class UsageError(HarnessError):
+    """Bad input (a flag, a record, a setting): printed as one line that names the fix, exit status EXIT_USAGE."""
+
+    exit_status = EXIT_USAGE

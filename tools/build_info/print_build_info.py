@@ -2,6 +2,6 @@
 
 import json
 
-from rl.harness import buildinfo
+from rl.harness.run import buildinfo
 
 print(json.dumps(buildinfo.current().as_dict(), indent=2, sort_keys=True))

@@ -46,7 +46,7 @@ def _from_module(node: ast.ImportFrom, package: str) -> str:
 
 
 def _cli_imports(tree: ast.AST, package: str):
-    """Lines that import the CLI module (`import rl.harness.cli`, `from rl.harness import cli`, `from . import cli`)."""
+    """Lines that import the CLI module (`import rl.harness.commands.cli`, `from rl.harness import cli`, `from . import cli`)."""
     parent, _, name = rules.CLI_MODULE.rpartition(".")
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and any(a.name == rules.CLI_MODULE for a in node.names):
@@ -88,7 +88,7 @@ def check_file(path: pathlib.Path, root: pathlib.Path) -> list[Violation]:
         violations.append(Violation(str(relative), line, module, reason))
     if not is_test and str(relative) not in rules.CLI_ENTRY_POINTS:
         violations += [Violation(str(relative), line, rules.CLI_MODULE,
-                                 "only the CLI's entry points import it; use rl.harness.recipes, errors, metric_keys"
+                                 "only the CLI's entry points import it; use rl.harness.commands.recipes, errors, metric_keys"
                                  " or layout instead") for line in _cli_imports(tree, package)]
     return violations
 

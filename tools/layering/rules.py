@@ -29,5 +29,5 @@ STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 
 # The command line is a leaf: only its entry points (and tests) import it; library code takes
 # recipes, errors, metric names and run layouts from their own harness modules.
-CLI_MODULE = "rl.harness.cli"
-CLI_ENTRY_POINTS = frozenset({"rl/harness/rl_harness_main.py", "rl/harness/benchmarks/bench_harness_overhead.py"})
+CLI_MODULE = "rl.harness.commands.cli"
+CLI_ENTRY_POINTS = frozenset({"rl/harness/commands/main.py", "rl/harness/benchmarks/bench_harness_overhead.py"})

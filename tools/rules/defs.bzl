@@ -10,7 +10,7 @@
     )
 
 rl_py_binary wraps py_binary with a generated launcher that exposes the
-binary's build identity (rl/harness/buildinfo.py reads it).
+binary's build identity (rl/harness/run/buildinfo.py reads it).
 """
 
 load(":build_info.bzl", "rl_build_info", "rl_stamp_info")
@@ -52,7 +52,7 @@ def _module_name(main):
     return path[:-len(".py")].replace("/", ".")
 
 def rl_py_binary(name, main, srcs = [], deps = [], data = [], **kwargs):
-    """A py_binary whose runtime knows its build identity (see rl.harness.buildinfo).
+    """A py_binary whose runtime knows its build identity (see rl.harness.run.buildinfo).
 
     Args:
       name: target name.

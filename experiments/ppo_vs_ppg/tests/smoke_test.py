@@ -4,7 +4,7 @@ import json
 
 from experiments.common import smoke
 from experiments.ppo_vs_ppg import comparison, ppg_tuning
-from rl.harness import seeding
+from rl.harness.run import seeding
 
 SMOKE_SEEDS = 2
 

@@ -10,7 +10,7 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rl.envs.mess3 import envs as mess3_envs
-from rl.harness import runners
+from rl.harness.training import runners
 from rl.learners.models import MLPModel
 
 ENV_NAME = "mess3_control_belief"

@@ -8,7 +8,7 @@
     found.checkpoints[-1].iteration, found.checkpoints[-1].env_steps
 
 The manifest lists checkpoints relative to the run's artifacts folder. That folder is looked
-for where `rl.harness.layout.RunLayout.artifact_places` says: where the manifest recorded it,
+for where `rl.harness.run.layout.RunLayout.artifact_places` says: where the manifest recorded it,
 beside the results folder (a copied checkout), then under `artifacts_root`.
 """
 
@@ -19,8 +19,8 @@ import os
 import pathlib
 from typing import Iterable, Optional
 
-from rl.harness import catalog
-from rl.harness.layout import RunLayout
+from rl.harness.commands import catalog
+from rl.harness.run.layout import RunLayout
 
 
 class CheckpointNotFound(LookupError):
@@ -48,9 +48,9 @@ class RunArtifacts:
 
 
 def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optional[str] = None) -> RunArtifacts:
-    """The run (found by rl.harness.catalog), its artifacts folder and its recorded checkpoints.
+    """The run (found by rl.harness.commands.catalog), its artifacts folder and its recorded checkpoints.
 
-    Raises CheckpointNotFound (none recorded, or not on this machine) and rl.harness.records.RecordError
+    Raises CheckpointNotFound (none recorded, or not on this machine) and rl.harness.run.records.RecordError
     (a manifest that does not say where its folders are); both messages name the fix.
     """
     run = catalog.find_run(run_id, roots)

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from rl.analysis.probes import ProbeReport, metric_table
 from rl.analysis.scores import ScoreScale
-from rl.harness import records
+from rl.harness.run import records
 
 
 def learning_curves_figure(rows: Sequence[Mapping], *, x: str, ys: Sequence[str], title: str = "",

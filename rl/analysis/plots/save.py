@@ -12,7 +12,7 @@ from __future__ import annotations
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from rl.harness import records
+from rl.harness.run import records
 
 
 def save_figure(figure: Figure, path: str) -> None:

@@ -34,7 +34,7 @@ from rl.analysis.probes.dataset import ProbeDataset
 from rl.analysis.probes.distribution import SamplingDistribution, require_comparable
 from rl.analysis.probes.resampling import GroupPermuter, GroupSums, cluster_bootstrap, split_by_group
 from rl.analysis.seeds import child_stream, describe
-from rl.harness import records
+from rl.harness.run import records
 
 SCHEMA_VERSION = 1
 # Each source of randomness draws from its own named child of the caller's seed sequence.

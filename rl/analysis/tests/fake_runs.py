@@ -6,8 +6,8 @@
 
 import pathlib
 
-from rl.harness import seeding, session
-from rl.harness.layout import RunLayout
+from rl.harness.run import seeding, session
+from rl.harness.run.layout import RunLayout
 
 RUN_ID = "20261201T000000Z-abcdef"
 

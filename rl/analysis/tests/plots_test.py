@@ -8,7 +8,7 @@ import pytest
 from rl.analysis.plots import belief_simplex_figure, learning_curves_figure, probe_r2_figure, save_figure
 from rl.analysis.probes import ProbeDataset, ProbeOptions, SamplingDistribution, probe_layers
 from rl.analysis.scores import ScoreScale
-from rl.harness import records
+from rl.harness.run import records
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 UNIFORM = SamplingDistribution.uniform_contexts(process="p", num_tokens=3, max_length=5, group_prefix_length=2)

@@ -10,7 +10,7 @@ from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS, ProbeReport
 from rl.analysis.tests import probe_recipe
 from rl.analysis.tests import fake_runs
 from rl.analysis.tests.fake_runs import fake_run
-from rl.harness import seeding
+from rl.harness.run import seeding
 from rl.analysis.tests.tiny_modules import tiny_transformer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

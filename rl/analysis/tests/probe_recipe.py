@@ -11,7 +11,7 @@ from rl.analysis.adapters import ContextProbing, ProbePlan, RolloutProbing
 from rl.analysis.probes import ProbeOptions
 from rl.analysis.tests.mess3_reference import Mess3Contexts, Mess3Env, Mess3TokenEnv
 from rl.analysis.tests.tiny_modules import TRANSFORMER_CONFIG
-from rl.harness import runners
+from rl.harness.training import runners
 from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.models import TransformerModel
 

@@ -7,8 +7,9 @@ from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
 
 from rl.devops.vast import durability, redact, state
 from rl.devops.vast.testing.leaks import assert_no_secret
-from rl.harness import b2_mirror
-from rl.harness.layout import RunLayout
+from rl.harness import settings
+from rl.harness.remote import b2_mirror
+from rl.harness.run.layout import RunLayout
 
 PORT = 20001
 RUN = "20250102T030405Z-ab12cd-000"
@@ -74,7 +75,7 @@ def test_odd_checksum_lines_are_errors_not_skipped():
         durability.parse_checksums(f"{'a' * 64}  results/x\n{'b' * 64}  ../escape\n")
 
 
-# ---- B2: the harness's real upload (rl.harness.b2_mirror) into b2sdk's RawSimulator, then our check ----------
+# ---- B2: the harness's real upload (rl.harness.remote.b2_mirror) into b2sdk's RawSimulator, then our check ----------
 
 @pytest.fixture
 def simulated():
@@ -178,11 +179,11 @@ def test_b2_credentials_are_the_harness_ones_and_are_redacted(monkeypatch, tmp_p
     monkeypatch.setenv("HOME", str(tmp_path))                       # no credentials file either
     with pytest.raises(redact.DevopsError, match="the b2 sink needs the harness's B2 credentials"):
         durability.b2_credentials()
-    monkeypatch.setenv(b2_mirror.KEY_ID_ENV, "keyid-0123456789")
-    monkeypatch.setenv(b2_mirror.KEY_ENV, "appkey-0123456789abcdef")
-    monkeypatch.setenv(b2_mirror.BUCKET_ENV, "rl-artifacts")
+    monkeypatch.setenv(settings.B2_KEY_ID_ENV, "keyid-0123456789")
+    monkeypatch.setenv(settings.B2_KEY_ENV, "appkey-0123456789abcdef")
+    monkeypatch.setenv(settings.B2_BUCKET_ENV, "rl-artifacts")
     env = durability.b2_instance_env(durability.b2_credentials())
-    assert env[b2_mirror.BUCKET_ENV] == "rl-artifacts" and env[b2_mirror.PREFIX_ENV] == b2_mirror.DEFAULT_PREFIX
+    assert env[settings.B2_BUCKET_ENV] == "rl-artifacts" and env[settings.B2_PREFIX_ENV] == b2_mirror.DEFAULT_PREFIX
     assert redact.redact(str(env)).count(redact.MASK) == 2
 
 

@@ -40,7 +40,7 @@ import shlex
 from typing import Optional
 
 from rl.devops.vast import redact
-from rl.harness import records
+from rl.harness.run import records
 
 # The environment variable the instance reads a git token from (set through the create call's env).
 GIT_TOKEN_ENV = "RLH_GIT_TOKEN"

@@ -4,7 +4,7 @@
 
     spec = durability.SinkSpec(kind="copy", dest="vast_results", remote_out="/workspace/rlh/out")
     # or kind="b2", b2_bucket=durability.b2_credentials().bucket: results copied, artifacts mirrored
-    # to B2 by the harness (rl/harness/b2_mirror.py) and verified there
+    # to B2 by the harness (rl/harness/remote/b2_mirror.py) and verified there
     sink = durability.build_sink(spec, known_hosts_dir=state_dir / "known_hosts.d")   # CopyBack or B2Mirror
     secured = sink.secure(record, instance_row)   # raises DurabilityError: keep the instance
     print(secured.summary)
@@ -18,7 +18,7 @@ accounted for:
   `dest/<run-id>/` and checks the sha256 of every listed file locally.
 - `B2Mirror` copies results/ the same way, then reads the run's
   `results/[smoke/]<run-id>/remote_artifacts.json`, written by the harness's
-  upload (`rl.harness.b2_mirror`): it must be complete and name this bucket;
+  upload (`rl.harness.remote.b2_mirror`): it must be complete and name this bucket;
   every file it lists must exist in B2 with the recorded size and sha256 (the
   object's `sha256` file info, or by downloading it when it carries none); and
   every artifact file in SHA256SUMS must be listed with the same sha256.
@@ -35,7 +35,9 @@ import subprocess
 from typing import Callable, Iterable, Optional, Protocol
 
 from rl.devops.vast import api, bootstrap, redact
-from rl.harness import b2_mirror, layout, provenance, records
+from rl.harness import settings
+from rl.harness.remote import b2_mirror
+from rl.harness.run import layout, provenance, records
 from rl.devops.vast.state import Record
 
 CommandRunner = Callable[[list[str]], subprocess.CompletedProcess]
@@ -192,8 +194,8 @@ def b2_credentials() -> b2_mirror.B2Credentials:
         credentials = b2_mirror.load_credentials()
     if credentials is None:
         raise redact.DevopsError(
-            f"the b2 sink needs the harness's B2 credentials: set ${b2_mirror.KEY_ID_ENV}, ${b2_mirror.KEY_ENV} "
-            f"and ${b2_mirror.BUCKET_ENV}, or write {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
+            f"the b2 sink needs the harness's B2 credentials: set ${settings.B2_KEY_ID_ENV}, ${settings.B2_KEY_ENV} "
+            f"and ${settings.B2_BUCKET_ENV}, or write {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
     redact.register_secret(credentials.key_id)
     redact.register_secret(credentials.application_key)
     return credentials
@@ -201,8 +203,8 @@ def b2_credentials() -> b2_mirror.B2Credentials:
 
 def b2_instance_env(credentials: b2_mirror.B2Credentials) -> dict[str, str]:
     """The variables the instance's harness reads to upload to the same bucket and prefix."""
-    return {b2_mirror.KEY_ID_ENV: credentials.key_id, b2_mirror.KEY_ENV: credentials.application_key,
-            b2_mirror.BUCKET_ENV: credentials.bucket, b2_mirror.PREFIX_ENV: credentials.prefix}
+    return {settings.B2_KEY_ID_ENV: credentials.key_id, settings.B2_KEY_ENV: credentials.application_key,
+            settings.B2_BUCKET_ENV: credentials.bucket, settings.B2_PREFIX_ENV: credentials.prefix}
 
 
 class B2Store:

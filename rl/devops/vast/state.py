@@ -27,7 +27,7 @@ import time
 from typing import Iterator, Optional
 
 from rl.devops.vast import redact
-from rl.harness import records
+from rl.harness.run import records
 
 SCHEMA_VERSION = 1
 STATE_FILE = "state.json"

@@ -35,7 +35,7 @@ def _config():
 
 def run(context):
     """The benchmark's recipe: the harness's direct runner."""
-    from rl.harness import runners
+    from rl.harness.training import runners
 
     iterations = int(os.environ["BENCH_ITERATIONS"])
     return runners.run_direct(context, _config(), stop=runners.StopRule(training_iterations=iterations),
@@ -62,7 +62,7 @@ def _figures(calls):
 
 
 def _plain_loop(profile, seed, iterations, folder):
-    from rl.harness import runners
+    from rl.harness.training import runners
 
     config = _config()
     sampling = profile.plan_sampling(runners.default_parallel_envs(config.total_train_batch_size))
@@ -78,7 +78,7 @@ def _plain_loop(profile, seed, iterations, folder):
 
 
 def _harness_run(iterations, folder):
-    from rl.harness import cli
+    from rl.harness.commands import cli
 
     os.environ["BENCH_ITERATIONS"] = str(iterations)
     status = cli.main(["bench", "rl.harness.benchmarks.bench_harness_overhead", "--hardware-profile", "cpu",
@@ -98,7 +98,7 @@ def main(argv=None) -> dict:
     from absl import logging
     from ray.rllib.algorithms.algorithm import Algorithm
 
-    from rl.harness import hardware
+    from rl.harness.training import hardware
 
     logging.set_verbosity(logging.INFO)  # the harness's progress lines are part of its cost
 

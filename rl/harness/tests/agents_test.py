@@ -11,9 +11,11 @@ import signal
 import pytest
 from ray.rllib.algorithms.ppo import PPOConfig
 
-from rl.harness import agents, hardware, records, runners, seeding, session
-from rl.harness.context import ResumeSource, RunContext
-from rl.harness.metric_keys import ENV_STEPS, ITERATION, RETURN
+from rl.harness.run import records, seeding, session
+
+from rl.harness.training import agents, hardware, runners
+from rl.harness.run.context import ResumeSource, RunContext
+from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 
 BATCH = 64
 ROOT_SEED = 7

@@ -10,8 +10,13 @@ import pytest
 from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
 from b2sdk.v2.exception import B2ConnectionError
 
-from rl.harness import b2_mirror, cli, records
-from rl.harness.layout import RunLayout
+from rl.harness import settings
+from rl.harness.commands import cli
+
+from rl.harness.remote import b2_mirror
+
+from rl.harness.run import records
+from rl.harness.run.layout import RunLayout
 from rl.harness.tests import run_helpers
 
 BUCKET = "rl-runs"
@@ -136,9 +141,9 @@ def test_a_failure_mid_upload_keeps_everything_local_and_records_what_arrived(si
 
 
 def test_cli_explicit_upload_failure_exits_nonzero_but_auto_only_warns(simulator, credentials, tmp_path, monkeypatch):
-    monkeypatch.setenv(b2_mirror.KEY_ID_ENV, credentials.key_id)
-    monkeypatch.setenv(b2_mirror.KEY_ENV, credentials.application_key)
-    monkeypatch.setenv(b2_mirror.BUCKET_ENV, BUCKET)
+    monkeypatch.setenv(settings.B2_KEY_ID_ENV, credentials.key_id)
+    monkeypatch.setenv(settings.B2_KEY_ENV, credentials.application_key)
+    monkeypatch.setenv(settings.B2_BUCKET_ENV, BUCKET)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     connect = _connect(simulator, [])
     base = ["rl-harness", run_helpers.FAKE, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
@@ -171,11 +176,11 @@ def test_wrong_credentials_fail_without_leaking_them(simulator, credentials):
 
 
 def test_credentials_from_the_environment():
-    environ = {b2_mirror.KEY_ID_ENV: "id", b2_mirror.KEY_ENV: "secret", b2_mirror.BUCKET_ENV: "b"}
+    environ = {settings.B2_KEY_ID_ENV: "id", settings.B2_KEY_ENV: "secret", settings.B2_BUCKET_ENV: "b"}
     credentials = b2_mirror.load_credentials(environ)
     assert (credentials.bucket, credentials.prefix, credentials.source) == ("b", "rl-harness", "environment")
-    with pytest.raises(b2_mirror.CredentialsError, match=b2_mirror.BUCKET_ENV) as failure:
-        b2_mirror.load_credentials({b2_mirror.KEY_ID_ENV: "id", b2_mirror.KEY_ENV: "secret"})
+    with pytest.raises(b2_mirror.CredentialsError, match=settings.B2_BUCKET_ENV) as failure:
+        b2_mirror.load_credentials({settings.B2_KEY_ID_ENV: "id", settings.B2_KEY_ENV: "secret"})
     assert "secret" not in str(failure.value)
 
 
@@ -183,13 +188,13 @@ def test_credentials_from_a_file(tmp_path):
     path = tmp_path / "b2.json"
     path.write_text(json.dumps({"application_key_id": "id", "application_key": "k", "bucket": "b", "prefix": "p"}))
     path.chmod(0o600)
-    credentials = b2_mirror.load_credentials({b2_mirror.CREDENTIALS_FILE_ENV: str(path)})
+    credentials = b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(path)})
     assert (credentials.key_id, credentials.prefix, credentials.source) == ("id", "p", str(path))
     path.write_text(json.dumps({"application_key_id": "id"}))
     with pytest.raises(b2_mirror.CredentialsError, match="lacks application_key, bucket"):
-        b2_mirror.load_credentials({b2_mirror.CREDENTIALS_FILE_ENV: str(path)})
+        b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(path)})
     with pytest.raises(b2_mirror.CredentialsError, match="cannot read"):
-        b2_mirror.load_credentials({b2_mirror.CREDENTIALS_FILE_ENV: str(tmp_path / "missing.json")})
+        b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(tmp_path / "missing.json")})
 
 
 def test_no_credentials_means_no_upload(tmp_path):
@@ -220,7 +225,7 @@ def test_a_signal_during_the_upload_stops_it_and_ends_the_run_interrupted(tmp_pa
     api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
     api.authorize_account("production", key_id, key)
     api.create_bucket(BUCKET, "allPrivate")
-    for name, value in ((b2_mirror.KEY_ID_ENV, key_id), (b2_mirror.KEY_ENV, key), (b2_mirror.BUCKET_ENV, BUCKET)):
+    for name, value in ((settings.B2_KEY_ID_ENV, key_id), (settings.B2_KEY_ENV, key), (settings.B2_BUCKET_ENV, BUCKET)):
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     status = cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "up", "--upload-artifacts", "--results-dir",

@@ -3,7 +3,9 @@ import datetime
 
 import pytest
 
-from rl.harness import catalog, records
+from rl.harness.commands import catalog
+
+from rl.harness.run import records
 
 
 def _manifest(run_id, **changes):

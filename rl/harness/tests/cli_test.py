@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from rl.harness import cli, records
+from rl.harness.commands import cli
+
+from rl.harness.run import records
 from rl.harness.tests import run_helpers
 
 FAKE = run_helpers.FAKE
@@ -310,5 +312,5 @@ def test_an_rl_experiment_binary_records_its_build_hash(tmp_path):
 
 
 def test_the_cli_and_the_address_check_import_no_ray():
-    code = "import sys, rl.harness.cli, rl.harness.cluster; sys.exit('ray' in sys.modules)"
+    code = "import sys, rl.harness.commands.cli, rl.harness.training.cluster; sys.exit('ray' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], env=run_helpers.child_env(), timeout=60).returncode == 0

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from rl.harness import cluster
+from rl.harness import settings
+from rl.harness.training import cluster
 
 
 def _closed_port():
@@ -69,9 +70,9 @@ def test_the_driver_versions_come_from_package_metadata():
 
 
 def test_the_timeout_knob_must_be_a_positive_number():
-    assert cluster.timeout_from_env({}) == cluster.DEFAULT_TIMEOUT_S
-    assert cluster.timeout_from_env({cluster.TIMEOUT_ENV: "4.5"}) == 4.5
+    assert settings.ray_connect_timeout_seconds({}) == settings.DEFAULT_RAY_CONNECT_TIMEOUT_S
+    assert settings.ray_connect_timeout_seconds({settings.RAY_CONNECT_TIMEOUT_ENV: "4.5"}) == 4.5
     for bad in ("0", "-1", "soon"):
-        with pytest.raises(ValueError, match=cluster.TIMEOUT_ENV):
-            cluster.timeout_from_env({cluster.TIMEOUT_ENV: bad})
+        with pytest.raises(ValueError, match=settings.RAY_CONNECT_TIMEOUT_ENV):
+            settings.ray_connect_timeout_seconds({settings.RAY_CONNECT_TIMEOUT_ENV: bad})
 

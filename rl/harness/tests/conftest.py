@@ -2,12 +2,13 @@
 
 import pytest
 
-from rl.harness import b2_mirror
+from rl.harness import settings
+from rl.harness.remote import b2_mirror
 
 
 @pytest.fixture(autouse=True)
 def _no_b2_credentials(monkeypatch, tmp_path_factory):
-    for name in (b2_mirror.KEY_ID_ENV, b2_mirror.KEY_ENV, b2_mirror.BUCKET_ENV, b2_mirror.PREFIX_ENV,
-                 b2_mirror.CREDENTIALS_FILE_ENV):
+    for name in (settings.B2_KEY_ID_ENV, settings.B2_KEY_ENV, settings.B2_BUCKET_ENV, settings.B2_PREFIX_ENV,
+                 settings.B2_CREDENTIALS_FILE_ENV):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))

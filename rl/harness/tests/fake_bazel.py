@@ -1,7 +1,7 @@
 """A stand-in for `bazel` ($RL_HARNESS_BAZEL) that builds and runs a recipe of a plain git checkout.
 
     python fake_bazel.py build [--flag ...] //tiny:recipe          # bazel-bin/tiny/recipe.build_info.json
-    python fake_bazel.py run [--flag ...] //tiny:recipe -- ARGS     # builds, then `rl.harness.cli tiny.recipe ARGS`
+    python fake_bazel.py run [--flag ...] //tiny:recipe -- ARGS     # builds, then `rl.harness.commands.cli tiny.recipe ARGS`
 
 Bazel cannot run inside a Bazel test's sandbox, so the reproduce tests build with this: the
 identity is the real tools/build_info/compute.py over every .py file of the checkout (outside
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
         return 0
     module = target.lstrip("/").replace("/", ".").replace(":", ".")
     environment = {**os.environ, "RL_BUILD_INFO": build_info, "PYTHONPATH": os.pathsep.join([checkout, HARNESS_ROOT])}
-    return subprocess.run([sys.executable, "-m", "rl.harness.cli", module, *arguments], env=environment).returncode
+    return subprocess.run([sys.executable, "-m", "rl.harness.commands.cli", module, *arguments], env=environment).returncode
 
 
 if __name__ == "__main__":

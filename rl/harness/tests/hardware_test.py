@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from rl.harness import hardware
+from rl.harness.training import hardware
 
 
 def _write(path, text):

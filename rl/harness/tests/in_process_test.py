@@ -12,8 +12,8 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.examples.envs.classes.stateless_cartpole import StatelessCartPole
 
-from rl.harness import hardware, in_process, runners
-from rl.harness.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
+from rl.harness.training import hardware, in_process, runners
+from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
 
 BATCH = 128  # 2 envs x 64 steps: random CartPole episodes (about 22 steps) end within one batch
 PARALLEL_ENVS = 2

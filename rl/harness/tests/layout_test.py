@@ -2,8 +2,8 @@
 
 import pytest
 
-from rl.harness import records
-from rl.harness.layout import RunLayout, iter_run_dirs, run_folder_part
+from rl.harness.run import records
+from rl.harness.run.layout import RunLayout, iter_run_dirs, run_folder_part
 
 
 def _manifest(run_id: str, smoke, artifacts=None) -> dict:

@@ -11,7 +11,7 @@ import time
 
 from ray.rllib.algorithms.ppo import PPOConfig
 
-from rl.harness import runners
+from rl.harness.training import runners
 
 
 _REPORTED = []  # per process: each Tune trial is its own actor process

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from rl.harness import records
+from rl.harness.run import records
 
 
 def test_run_ids_are_utc_timestamps_with_a_random_suffix_and_sort_by_time():

@@ -5,7 +5,12 @@ import subprocess
 
 import pytest
 
-from rl.harness import cli, hardware, manifest, provenance, records, reproduce
+from rl.harness import settings
+from rl.harness.commands import cli, reproduce
+
+from rl.harness.run import manifest, provenance, records
+
+from rl.harness.training import hardware
 from rl.harness.tests import run_helpers
 
 MACHINE = hardware.MachineFacts(cpu_count=2, cpu_count_os=2, cpu_limit="test", cuda_available=False, gpu_count=0,
@@ -71,7 +76,7 @@ def test_untracked_files_over_the_cap_are_left_out_and_named(repo, caplog):
 
 def test_bad_patch_cap_is_a_usage_error():
     with pytest.raises(ValueError, match="RL_HARNESS_PATCH_CAP_BYTES='lots' is not a whole number"):
-        provenance.patch_cap_from_env({provenance.PATCH_CAP_ENV: "lots"})
+        settings.patch_cap_bytes({settings.PATCH_CAP_ENV: "lots"})
 
 
 ROWS = [{"training_iteration": 1, "loss": 0.5, "time_this_iter_s": 1.0, "timers/sample": 0.3,
@@ -102,7 +107,7 @@ def test_a_shorter_reproduction_diverges_in_row_count_and_a_prefix_compares_the_
 
 BUILD = {"build_hash": "h1", "lock_sha256": "lock1", "bazel_version": "4.2.3",
          "interpreter": {"version": "3.11.7", "executable_sha256": "e1", "libpython_sha256": "l1"},
-         "sources_sha256": "s1", "sources": {"rl/harness/cli.py": "c1", "experiments/x/recipe.py": "r1"}}
+         "sources_sha256": "s1", "sources": {"rl/harness/commands/cli.py": "c1", "experiments/x/recipe.py": "r1"}}
 
 
 def test_same_build_inputs_have_no_differences():
@@ -114,7 +119,7 @@ def test_same_build_inputs_have_no_differences():
     ({"interpreter": {**BUILD["interpreter"], "executable_sha256": "e2"}}, "interpreter: executable_sha256 e1 -> e2"),
     ({"bazel_version": "7.7.1"}, "Bazel version: 4.2.3 -> 7.7.1"),
     ({"sources": {**BUILD["sources"], "experiments/x/recipe.py": "r2"}}, "source file experiments/x/recipe.py: content differs"),
-    ({"sources": {"rl/harness/cli.py": "c1"}}, "source file experiments/x/recipe.py: not in the rebuilt binary"),
+    ({"sources": {"rl/harness/commands/cli.py": "c1"}}, "source file experiments/x/recipe.py: not in the rebuilt binary"),
 ])
 def test_a_build_mismatch_names_the_differing_input(change, named):
     assert reproduce.build_differences(BUILD, {**BUILD, **change}) == [named]

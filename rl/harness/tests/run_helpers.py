@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from rl.harness import records
+from rl.harness.run import records
 
 FAKE = "rl.harness.tests.fake_recipe"
 PPO = "rl.harness.tests.ppo_cartpole_recipe"
@@ -23,13 +23,13 @@ def child_env(**overrides):
     return env
 
 
-def start_cli(args, module="rl.harness.cli", **env):
-    """`python -m rl.harness.cli ARGS` (or another `module`) in its own session (its Ray processes die with the group)."""
+def start_cli(args, module="rl.harness.commands.cli", **env):
+    """`python -m rl.harness.commands.cli ARGS` (or another `module`) in its own session (its Ray processes die with the group)."""
     return subprocess.Popen([sys.executable, "-m", module, *map(str, args)], env=child_env(**env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def run_cli(args, timeout=120, module="rl.harness.cli", **env):
+def run_cli(args, timeout=120, module="rl.harness.commands.cli", **env):
     process = start_cli(args, module, **env)
     try:
         stdout, stderr = process.communicate(timeout=timeout)

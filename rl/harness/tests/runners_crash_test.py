@@ -2,7 +2,7 @@
 
 import signal
 
-from rl.harness import records
+from rl.harness.run import records
 from rl.harness.tests import run_helpers
 
 

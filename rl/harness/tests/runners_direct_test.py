@@ -3,7 +3,7 @@
 import json
 import re
 
-from rl.harness import records, seeding
+from rl.harness.run import records, seeding
 from rl.harness.tests import run_helpers
 
 

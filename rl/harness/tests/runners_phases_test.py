@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from rl.harness import records
+from rl.harness.run import records
 from rl.harness.tests import run_helpers
 
 # phase -> (iterations logged, checkpoints saved)

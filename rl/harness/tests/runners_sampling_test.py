@@ -5,7 +5,7 @@ import types
 import pytest
 from ray.rllib.algorithms.ppo import PPOConfig
 
-from rl.harness import hardware, runners, sampling_connectors
+from rl.harness.training import hardware, runners, sampling_connectors
 
 
 def _context(cpus: int):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rl.harness import runners
+from rl.harness.training import runners
 
 
 def due(schedule, last=40):

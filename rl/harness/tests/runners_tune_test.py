@@ -3,7 +3,7 @@
 import json
 import signal
 
-from rl.harness import records, seeding
+from rl.harness.run import records, seeding
 from rl.harness.tests import run_helpers
 
 ITERATIONS = 4  # iterations left after the interrupt for both trials

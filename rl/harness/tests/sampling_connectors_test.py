@@ -11,7 +11,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from ray.rllib.connectors.env_to_module import FlattenObservations
 
-from rl.harness.sampling_connectors import (
+from rl.harness.training.sampling_connectors import (
     CUSTOM_PIPELINE,
     ENV_TO_MODULE,
     FAST_PIPELINE,

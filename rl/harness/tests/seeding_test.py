@@ -3,7 +3,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from rl.harness import seeding
+from rl.harness.run import seeding
 
 
 def _documented_integer(root, name):

@@ -15,7 +15,9 @@ import ray
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from rl.harness import cli, session
+from rl.harness.commands import cli
+
+from rl.harness.run import session
 
 
 def _signalling(function, signal_number, *, after):

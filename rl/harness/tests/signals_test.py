@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from rl.harness import records
+from rl.harness.run import records
 from rl.harness.tests import run_helpers
 
 FAKE = run_helpers.FAKE

@@ -14,7 +14,7 @@ import json
 import os
 from typing import Any, Iterable, Optional
 
-from rl.harness import layout, records
+from rl.harness.run import layout, records
 
 # Folders never searched for results (build trees, artifacts, virtual environments, VCS).
 _SKIPPED = frozenset({"artifacts", "node_modules", "__pycache__", "venv", ".venv"})

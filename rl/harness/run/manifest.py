@@ -19,9 +19,12 @@ from typing import Optional
 
 from absl import logging
 
-from rl.harness import buildinfo, hardware, provenance, records
-from rl.harness.context import ResumeSource
-from rl.harness.layout import RunLayout
+from rl.harness import settings
+from rl.harness.run import buildinfo, provenance, records
+
+from rl.harness.training import hardware
+from rl.harness.run.context import ResumeSource
+from rl.harness.run.layout import RunLayout
 
 # Resolve the file, not its folder: under `bazel run` the folder is a real directory
 # of the runfiles tree (outside any checkout) holding symlinks into the source tree.
@@ -60,7 +63,7 @@ def base_manifest(*, module, module_name: str, options: argparse.Namespace, layo
         "hardware": {"profile": profile.as_dict(), "machine": machine.as_dict()},
         "parent_run": resume.as_dict() if resume else None,
         "runner": None,
-        "cluster": None,  # the Ray cluster, recorded by the runners once connected (rl.harness.cluster.describe)
+        "cluster": None,  # the Ray cluster, recorded by the runners once connected (rl.harness.training.cluster.describe)
         "remote": None,
     }
 
@@ -81,7 +84,7 @@ def capture_patches(code: dict, cap_bytes: int) -> dict[str, bytes]:
             if change.omitted:
                 logging.warning("the run's patch leaves out %d untracked file(s) over $%s=%d bytes (%s):"
                                 " `rl-harness reproduce` cannot rebuild this checkout exactly; commit them,"
-                                " git-ignore them or raise the cap", len(change.omitted), provenance.PATCH_CAP_ENV,
+                                " git-ignore them or raise the cap", len(change.omitted), settings.PATCH_CAP_ENV,
                                 cap_bytes, ", ".join(change.omitted[:5]))
             patches[file_name] = change.patch
             by_root[state["root"]] = {"file": file_name, "bytes": len(change.patch), "omitted": change.omitted}

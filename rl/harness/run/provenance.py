@@ -20,12 +20,11 @@ import platform
 import subprocess
 from typing import Optional
 
+from rl.harness import settings
+
 # Distributions whose versions every manifest records (import name differs for none of them).
 RECORDED_DISTRIBUTIONS = ("ray", "torch", "gymnasium", "numpy")
 _GIT_TIMEOUT_S = 30
-# A patch lands in the committed results/; beyond this its untracked files are left out (and named).
-PATCH_CAP_ENV = "RL_HARNESS_PATCH_CAP_BYTES"
-DEFAULT_PATCH_CAP_BYTES = 2 << 20
 # Results and artifacts are a run's outputs, never its inputs: a checkout holding not yet
 # committed results is not dirty for them, and they never reach the hash or the patch.
 OUTPUT_FOLDERS = ("results", "artifacts")
@@ -103,14 +102,7 @@ class UncommittedChange:
     omitted: list[str]  # untracked files left out to stay under the cap: the hash will not verify
 
 
-def patch_cap_from_env(environ=os.environ) -> int:
-    value = environ.get(PATCH_CAP_ENV, str(DEFAULT_PATCH_CAP_BYTES))
-    if not value.isdigit():
-        raise ValueError(f"${PATCH_CAP_ENV}={value!r} is not a whole number of bytes; unset it or fix it")
-    return int(value)
-
-
-def uncommitted_change(root: str, cap_bytes: int = DEFAULT_PATCH_CAP_BYTES) -> UncommittedChange:
+def uncommitted_change(root: str, cap_bytes: int = settings.DEFAULT_PATCH_CAP_BYTES) -> UncommittedChange:
     """The tracked diff against HEAD plus every untracked, non-ignored file as a new-file diff.
 
     Outside OUTPUT_FOLDERS, as `git_state` hashes it.

@@ -11,7 +11,7 @@
 
     bazel run //rl/harness:rl-harness -- experiments.mess3.reward_only --smoke
     bazel run //experiments/mess3:reward_only -- --smoke      # an rl_experiment binary: module fixed
-    python -m rl.harness.cli rl.harness.tests.fake_recipe --results-dir /tmp/r --artifacts-dir /tmp/a
+    python -m rl.harness.commands.cli rl.harness.tests.fake_recipe --results-dir /tmp/r --artifacts-dir /tmp/a
 
 Flags are parsed by absl's argparse integration (subcommands, a positional module and
 `--no-...` switches need argparse; absl adds --verbosity and friends) and logs go through
@@ -31,7 +31,14 @@ from typing import Callable, Optional
 from absl import app, logging
 from absl.flags import argparse_flags
 
-from rl.harness import b2_mirror, catalog, execution, hardware, records, recipes, reproduce
+from rl.harness import settings
+from rl.harness.commands import catalog, execution, recipes, reproduce
+
+from rl.harness.remote import b2_mirror
+
+from rl.harness.run import records
+
+from rl.harness.training import hardware
 from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, EXIT_USAGE, UsageError  # noqa: F401 - the CLI's statuses
 
 COMMANDS = ("runs", "show", "diff", "reproduce")
@@ -123,7 +130,7 @@ def _catalog_roots(options: argparse.Namespace, experiment: Optional[str]) -> li
         return [str(options.results_dir)]
     if experiment is not None:
         return [str(recipes.recipe_folder(experiment) / "results")]
-    return [os.environ.get("BUILD_WORKSPACE_DIRECTORY") or os.getcwd()]
+    return [settings.workspace_directory() or os.getcwd()]
 
 
 def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[str]) -> list[str]:

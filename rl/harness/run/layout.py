@@ -1,6 +1,6 @@
 """Where one run's records live: `[smoke/]<run-id>` under a results root and an artifacts root.
 
-    from rl.harness.layout import RunLayout
+    from rl.harness.run.layout import RunLayout
 
     layout = RunLayout(results_root, artifacts_root, run_id="20261201T011500Z-3f9a2c", smoke=True)
     layout.results_dir       # <results-root>/smoke/<run-id>   (small, committed)
@@ -22,7 +22,7 @@ import os
 import pathlib
 from typing import Iterable, Optional
 
-from rl.harness import records
+from rl.harness.run import records
 
 # By convention a results root has its artifacts root beside it: <x>/results and <x>/artifacts.
 ARTIFACTS_BESIDE_RESULTS = "artifacts"

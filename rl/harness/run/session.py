@@ -30,10 +30,9 @@ from typing import Any, Iterator, Optional
 
 from absl import logging
 
-from rl.harness import metric_keys, records, seeding
+from rl.harness import settings
+from rl.harness.run import metric_keys, records, seeding
 
-DEFAULT_HEARTBEAT_S = 10.0
-HEARTBEAT_ENV = "RL_HARNESS_HEARTBEAT_S"
 # A heartbeat older than this many intervals means the writer is gone.
 STALE_AFTER_INTERVALS = 6
 CURVE_POINTS = 100
@@ -42,10 +41,6 @@ DEFAULT_SUMMARY_KEYS = (metric_keys.RETURN, metric_keys.EPISODE_LENGTH, metric_k
                         metric_keys.ITERATION_SECONDS)
 X_KEY = metric_keys.ITERATION
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-def heartbeat_interval_from_env(environ=os.environ) -> float:
-    return records.positive_seconds_from_env(HEARTBEAT_ENV, DEFAULT_HEARTBEAT_S, environ)
 
 
 _TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -73,7 +68,7 @@ class RunSession:
         artifacts_dir: pathlib.Path,
         manifest: dict,
         seeds: seeding.SeedStreams,
-        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        heartbeat_s: float = settings.DEFAULT_HEARTBEAT_S,
         verbosity: Optional[int] = None,
         budget_cap: records.RowBudget = records.RowBudget(),
     ):

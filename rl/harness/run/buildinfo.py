@@ -1,6 +1,6 @@
 """Runtime access to the build identity that rl_py_binary bakes into every binary.
 
-    from rl.harness import buildinfo
+    from rl.harness.run import buildinfo
 
     info = buildinfo.current()
     info.build_hash        # sha256: interpreter + Bazel + lock + first-party sources
@@ -20,8 +20,7 @@ import json
 import os
 from typing import Any, Optional
 
-BUILD_INFO_ENV = "RL_BUILD_INFO"
-BUILD_STAMP_ENV = "RL_BUILD_STAMP"
+from rl.harness import settings
 
 
 class BuildInfoError(RuntimeError):
@@ -61,14 +60,14 @@ def _read_json(path: str, what: str) -> dict:
 
 def current() -> BuildInfo:
     """The identity of the running binary (see module docstring)."""
-    path = os.environ.get(BUILD_INFO_ENV)
+    path = settings.build_info_path()
     if not path:
         return BuildInfo(
             built_with_bazel=False,
-            reason=f"${BUILD_INFO_ENV} is unset: not running as an rl_py_binary",
+            reason=f"${settings.BUILD_INFO_ENV} is unset: not running as an rl_py_binary",
         )
     record = _read_json(path, "build info")
-    stamp_path = os.environ.get(BUILD_STAMP_ENV)
+    stamp_path = settings.build_stamp_path()
     stamp = _read_json(stamp_path, "build stamp") if stamp_path else {}
     return BuildInfo(
         built_with_bazel=True,

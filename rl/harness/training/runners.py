@@ -1,6 +1,6 @@
 """Runners: RLlib's train loop (direct) and Ray Tune, both writing the harness's records.
 
-    from rl.harness import runners
+    from rl.harness.training import runners
 
     def run(context):
         config = PPOConfig().environment("CartPole-v1").training(lr=3e-4)   # science: the recipe's
@@ -39,11 +39,11 @@ from absl import logging
 from ray import tune
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from rl.harness import cluster, hardware
-from rl.harness.context import RunContext
-from rl.harness.hardware import HardwareProfile, SamplingPlan
-from rl.harness.metric_keys import ENV_STEPS, ITERATION, RETURN
-from rl.harness.sampling_connectors import connector_pipelines, use_fast_connectors
+from rl.harness.training import cluster, hardware
+from rl.harness.run.context import RunContext
+from rl.harness.training.hardware import HardwareProfile, SamplingPlan
+from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
+from rl.harness.training.sampling_connectors import connector_pipelines, use_fast_connectors
 
 TUNE_STORAGE = "tune"
 NODE_ID = "node_id"  # the Ray node a Tune trial trained on (a column of its rows)

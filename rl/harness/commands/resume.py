@@ -1,6 +1,6 @@
 """What `--resume-from` names: a checkpoint folder, or a previous run whose last checkpoint is found.
 
-    from rl.harness import resume
+    from rl.harness.commands import resume
 
     source = resume.resolve_resume("20261201T011500Z-3f9a2c", results_root, artifacts_root)
     source.checkpoint, source.parent_run_id, source.iteration    # or source.tune_experiment for Tune runs
@@ -12,10 +12,10 @@ import os
 import pathlib
 from typing import Optional
 
-from rl.harness import records
-from rl.harness.context import ResumeSource
+from rl.harness.run import records
+from rl.harness.run.context import ResumeSource
 from rl.harness.errors import UsageError
-from rl.harness.layout import RunLayout
+from rl.harness.run.layout import RunLayout
 
 _RLLIB_CHECKPOINT_FILE = "rllib_checkpoint.json"
 

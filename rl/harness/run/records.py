@@ -1,6 +1,6 @@
 """Run ids and the on-disk records of a run: atomic JSON, append-only JSON lines, derived status.
 
-    from rl.harness import records
+    from rl.harness.run import records
 
     run_id = records.new_run_id()                  # "20261201T011500Z-3f9a2c"
     records.write_json_atomically(path, {...})     # temp file in the same folder, then os.replace
@@ -31,7 +31,7 @@ import tempfile
 import time
 from typing import Any, Callable, Optional
 
-from rl.harness import metric_keys
+from rl.harness.run import metric_keys
 
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_FILE = "run_manifest.json"
@@ -97,20 +97,6 @@ class RecordError(RuntimeError):
 def utc_now() -> str:
     """ISO-8601 UTC timestamp with microseconds (what every record stores)."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
-
-
-def positive_seconds_from_env(name: str, default: float, environ=os.environ) -> float:
-    """$`name` as a positive number of seconds, `default` if unset; ValueError naming the fix otherwise."""
-    value = environ.get(name)
-    if value is None:
-        return default
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not seconds > 0:
-        raise ValueError(f"${name}={value!r} is not a positive number of seconds; unset it or fix it")
-    return seconds
 
 
 def parse_time(stamp: str) -> float:

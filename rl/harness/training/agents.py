@@ -1,6 +1,6 @@
 """Several agents in one run: each trained by RLlib's train loop in turn, with its own seed, curves and checkpoints.
 
-    from rl.harness import agents, runners
+    from rl.harness.training import agents, runners
 
     def run(context):
         configs = {"mlp": mlp_config, "transformer": transformer_config}   # science: the recipe's
@@ -27,9 +27,9 @@ from typing import Iterator, Mapping, Optional
 
 from absl import logging
 
-from rl.harness import hardware, runners
-from rl.harness.context import RunContext
-from rl.harness.metric_keys import ENV_STEPS, ITERATION
+from rl.harness.training import hardware, runners
+from rl.harness.run.context import RunContext
+from rl.harness.run.metric_keys import ENV_STEPS, ITERATION
 
 RUNNER_KIND = "agents in turn"
 AGENT_TAG = "agent"  # the column of every row naming its agent

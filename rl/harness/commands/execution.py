@@ -17,10 +17,17 @@ from typing import Callable, Optional
 
 from absl import logging
 
-from rl.harness import b2_mirror, cluster, hardware, manifest, provenance, records, recipes, resume, seeding, session
-from rl.harness.context import ResumeSource, RunContext
+from rl.harness import settings
+from rl.harness.commands import recipes, resume
+
+from rl.harness.remote import b2_mirror
+
+from rl.harness.run import manifest, provenance, records, seeding, session
+
+from rl.harness.training import cluster, hardware
+from rl.harness.run.context import ResumeSource, RunContext
 from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, UsageError
-from rl.harness.layout import RunLayout, iter_run_dirs
+from rl.harness.run.layout import RunLayout, iter_run_dirs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +58,8 @@ def _upload_credentials(options: argparse.Namespace) -> Optional[b2_mirror.B2Cre
         logging.warning("not uploading: %s", error)
         return None
     if options.upload_artifacts and credentials is None:
-        raise UsageError(f"--upload-artifacts needs B2 credentials: set ${b2_mirror.KEY_ID_ENV},"
-                         f" ${b2_mirror.KEY_ENV} and ${b2_mirror.BUCKET_ENV}, or write"
+        raise UsageError(f"--upload-artifacts needs B2 credentials: set ${settings.B2_KEY_ID_ENV},"
+                         f" ${settings.B2_KEY_ENV} and ${settings.B2_BUCKET_ENV}, or write"
                          f" {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
     if options.upload_artifacts is None and options.smoke:
         return None  # smoke runs are mirrored only when asked for
@@ -64,8 +71,8 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     if options.run_id is not None and (problem := records.run_id_problem(options.run_id)):
         raise UsageError(problem)
     try:
-        heartbeat_s = session.heartbeat_interval_from_env()
-        patch_cap_bytes = provenance.patch_cap_from_env()
+        heartbeat_s = settings.heartbeat_seconds()
+        patch_cap_bytes = settings.patch_cap_bytes()
     except ValueError as error:
         raise UsageError(str(error)) from None
     module = recipes.load_recipe(module_name)

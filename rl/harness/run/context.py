@@ -21,10 +21,12 @@ import dataclasses
 import pathlib
 from typing import TYPE_CHECKING, Optional
 
-from rl.harness import hardware, seeding
+from rl.harness.run import seeding
+
+from rl.harness.training import hardware
 
 if TYPE_CHECKING:
-    from rl.harness.session import RunSession
+    from rl.harness.run.session import RunSession
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,5 +59,5 @@ class RunContext:
     resume: Optional[ResumeSource] = None
     ray_address: Optional[str] = None  # attach to this Ray cluster instead of starting one
     seeds: seeding.SeedStreams = dataclasses.field(default=None, compare=False, repr=False)
-    # The run's record keeper (rl.harness.session.RunSession): metrics, checkpoints, stop requests.
+    # The run's record keeper (rl.harness.run.session.RunSession): metrics, checkpoints, stop requests.
     recorder: "RunSession" = dataclasses.field(default=None, compare=False, repr=False)

@@ -1,6 +1,6 @@
 """The names of the counters and curves every run's metrics rows carry (RLlib's), importing nothing.
 
-    from rl.harness import metric_keys
+    from rl.harness.run import metric_keys
 
     row[metric_keys.ITERATION], row[metric_keys.ENV_STEPS], row.get(metric_keys.RETURN)
 

@@ -1,6 +1,6 @@
 """Finding a recipe (a module with `run(context)`) and where its records go by default.
 
-    from rl.harness import recipes
+    from rl.harness.commands import recipes
 
     module = recipes.load_recipe("experiments.mess3.reward_only")    # UsageError naming the fix
     recipes.recipe_folder("experiments.mess3.reward_only")            # <workspace>/experiments/mess3
@@ -19,6 +19,7 @@ from typing import Optional
 
 from absl import logging
 
+from rl.harness import settings
 from rl.harness.errors import UsageError
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -33,7 +34,7 @@ def recipe_folder(module_name: str) -> pathlib.Path:
     parts = module_name.split(".")
     if spec.submodule_search_locations is None:
         parts = parts[:-1]
-    workspace = os.environ.get("BUILD_WORKSPACE_DIRECTORY")
+    workspace = settings.workspace_directory()
     if workspace:
         return pathlib.Path(workspace, *parts)
     folder = pathlib.Path(spec.origin).parent
@@ -90,7 +91,7 @@ def load_recipe(module_name: str):
     if not _DOTTED.fullmatch(module_name):
         raise UsageError(f"{module_name!r} is not a dotted module name; pass e.g. experiments.mess3.reward_only")
     module = _import_recipe(module_name)
-    workspace = os.environ.get("BUILD_WORKSPACE_DIRECTORY")
+    workspace = settings.workspace_directory()
     if module is None and workspace and workspace not in sys.path:
         _look_in_workspace(module_name, workspace)
         module = _import_recipe(module_name)

@@ -1,6 +1,6 @@
 """Faster connector pipelines for single-agent EnvRunners over a vector env: same episodes, less Python.
 
-    from rl.harness.sampling_connectors import use_fast_connectors
+    from rl.harness.training.sampling_connectors import use_fast_connectors
 
     use_fast_connectors(config)    # an AlgorithmConfig; the harness does it for every run
 

@@ -1,7 +1,7 @@
 """The in-process runner: one Learner and one local EnvRunner in this process, no Ray.
 
-    from rl.harness import in_process, runners
-    from rl.harness.metric_keys import ENV_STEPS, RETURN
+    from rl.harness.training import in_process, runners
+    from rl.harness.run.metric_keys import ENV_STEPS, RETURN
 
     with in_process.Trainer(config, env=gymnasium.make("CartPole-v1"), seed=context.seeds.integer("rllib"),
                             parallel_envs=8, profile=context.hardware) as trainer:
@@ -37,10 +37,10 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-from rl.harness import hardware
-from rl.harness.hardware import HardwareProfile, SamplingPlan
-from rl.harness.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
-from rl.harness.runners import StopRule, check_parallel_envs, configure
+from rl.harness.training import hardware
+from rl.harness.training.hardware import HardwareProfile, SamplingPlan
+from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
+from rl.harness.training.runners import StopRule, check_parallel_envs, configure
 
 RUNNER_KIND = "in_process"
 

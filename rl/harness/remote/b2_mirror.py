@@ -22,14 +22,10 @@ from typing import Callable, Optional
 
 from absl import logging
 
-from rl.harness import provenance, records
-from rl.harness.layout import RunLayout
+from rl.harness import settings
+from rl.harness.run import provenance, records
+from rl.harness.run.layout import RunLayout
 
-KEY_ID_ENV = "B2_APPLICATION_KEY_ID"
-KEY_ENV = "B2_APPLICATION_KEY"
-BUCKET_ENV = "RL_HARNESS_B2_BUCKET"
-PREFIX_ENV = "RL_HARNESS_B2_PREFIX"
-CREDENTIALS_FILE_ENV = "RL_HARNESS_B2_CREDENTIALS_FILE"
 DEFAULT_CREDENTIALS_FILE = "~/.config/rl-harness/b2.json"  # ~ is $HOME
 DEFAULT_PREFIX = "rl-harness"
 _REDACTED = "<redacted>"
@@ -64,7 +60,7 @@ def _from_file(path: str, environ) -> B2Credentials:
             fields = json.load(handle)
     except (OSError, json.JSONDecodeError) as error:
         raise CredentialsError(f"cannot read the B2 credentials file {path} ({type(error).__name__});"
-                               " fix it or unset ${CREDENTIALS_FILE_ENV}") from None
+                               f" fix it or unset ${settings.B2_CREDENTIALS_FILE_ENV}") from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         logging.warning("B2 credentials file %s is readable by others; run `chmod 600 %s`", path, path)
     missing = [name for name in ("application_key_id", "application_key", "bucket") if not fields.get(name)]
@@ -75,12 +71,12 @@ def _from_file(path: str, environ) -> B2Credentials:
         key_id=fields["application_key_id"],
         application_key=fields["application_key"],
         bucket=fields["bucket"],
-        prefix=environ.get(PREFIX_ENV) or fields.get("prefix") or DEFAULT_PREFIX,
+        prefix=environ.get(settings.B2_PREFIX_ENV) or fields.get("prefix") or DEFAULT_PREFIX,
         source=path,
     )
 
 
-def load_credentials(environ=os.environ) -> Optional[B2Credentials]:
+def load_credentials(environ=None) -> Optional[B2Credentials]:
     """Credentials from the environment, else from the credentials file; None if neither is set up.
 
     Environment: $B2_APPLICATION_KEY_ID, $B2_APPLICATION_KEY, $RL_HARNESS_B2_BUCKET
@@ -88,7 +84,8 @@ def load_credentials(environ=os.environ) -> Optional[B2Credentials]:
     ~/.config/rl-harness/b2.json, a JSON object with application_key_id, application_key,
     bucket and optionally prefix.
     """
-    names = (KEY_ID_ENV, KEY_ENV, BUCKET_ENV)
+    environ = settings.b2_variables(environ)
+    names = (settings.B2_KEY_ID_ENV, settings.B2_KEY_ENV, settings.B2_BUCKET_ENV)
     present = [name for name in names if environ.get(name)]
     if present and len(present) < len(names):
         missing = [name for name in names if name not in present]
@@ -96,13 +93,13 @@ def load_credentials(environ=os.environ) -> Optional[B2Credentials]:
                                f" as well (or unset {', '.join(present)} to use the credentials file)")
     if present:
         return B2Credentials(
-            key_id=environ[KEY_ID_ENV],
-            application_key=environ[KEY_ENV],
-            bucket=environ[BUCKET_ENV],
-            prefix=environ.get(PREFIX_ENV) or DEFAULT_PREFIX,
+            key_id=environ[settings.B2_KEY_ID_ENV],
+            application_key=environ[settings.B2_KEY_ENV],
+            bucket=environ[settings.B2_BUCKET_ENV],
+            prefix=environ.get(settings.B2_PREFIX_ENV) or DEFAULT_PREFIX,
             source="environment",
         )
-    explicit = environ.get(CREDENTIALS_FILE_ENV)
+    explicit = environ.get(settings.B2_CREDENTIALS_FILE_ENV)
     path = os.path.expanduser(explicit) if explicit else DEFAULT_CREDENTIALS_FILE.replace("~", environ.get("HOME", "~"), 1)
     if explicit or os.path.exists(path):
         return _from_file(path, environ)

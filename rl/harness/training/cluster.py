@@ -5,7 +5,7 @@
     cluster.check_versions(facts)               # ClusterError when a node runs another Ray or Python
 
 `check_address` needs no Ray in this process: it probes the address in a subprocess
-(`python -m rl.harness.cluster ADDRESS`), because `ray.init` against an address where no Ray
+(`python -m rl.harness.training.cluster ADDRESS`), because `ray.init` against an address where no Ray
 cluster answers blocks in Ray's C++ client (holding the GIL, so signal handlers cannot run) for
 60 s and then ends the whole process. The subprocess is killed at the deadline instead.
 Ray is imported only inside `describe` and the probe.
@@ -22,11 +22,9 @@ import subprocess
 import sys
 from typing import Optional
 
-from rl.harness import records
+from rl.harness import settings
+from rl.harness.run import records
 
-TIMEOUT_ENV = "RL_HARNESS_RAY_CONNECT_TIMEOUT_S"
-# A bad address must fail well inside 30 s (issue 17): the probe's deadline, TCP check included.
-DEFAULT_TIMEOUT_S = 25.0
 _TCP_TIMEOUT_S = 3.0
 _VERSIONS_TIMEOUT_S = 10.0  # for all nodes together, inside the probe's deadline
 RAY_CLIENT_SCHEME = "ray://"
@@ -36,10 +34,6 @@ _HOW_TO_START = ("start a cluster with `ray start --head --port=6379` on the hea
 
 class ClusterError(Exception):
     """The cluster cannot run this driver: one line naming the problem and the fix (exit 2)."""
-
-
-def timeout_from_env(environ=os.environ) -> float:
-    return records.positive_seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, environ)
 
 
 def driver_versions() -> dict:
@@ -79,7 +73,7 @@ def check_address(address: str, timeout_s: Optional[float] = None) -> dict:
     `timeout_s` (default $RL_HARNESS_RAY_CONNECT_TIMEOUT_S or 25 s), the connection fails, or a
     node runs another Ray or Python than this driver.
     """
-    timeout_s = timeout_from_env() if timeout_s is None else timeout_s
+    timeout_s = settings.ray_connect_timeout_seconds() if timeout_s is None else timeout_s
     endpoint = host_and_port(address)
     if endpoint is not None and (problem := _tcp_problem(*endpoint)):
         raise ClusterError(f"--ray-address {address}: nothing listens on {endpoint[0]}:{endpoint[1]} ({problem});"

@@ -25,13 +25,15 @@ from typing import Any, Optional
 
 from absl import logging
 
-from rl.harness import catalog, hardware, provenance, records
-from rl.harness.errors import EXIT_USAGE
-from rl.harness.layout import RunLayout
+from rl.harness import settings
+from rl.harness.commands import catalog
 
-SCRATCH_ENV = "RL_HARNESS_REPRODUCE_DIR"
-BAZEL_ENV = "RL_HARNESS_BAZEL"
-DEFAULT_SCRATCH = os.path.join("~", ".cache", "rl-harness", "reproduce")
+from rl.harness.run import provenance, records
+
+from rl.harness.training import hardware
+from rl.harness.errors import EXIT_USAGE
+from rl.harness.run.layout import RunLayout
+
 # Rows of runs that are not bit-deterministic are compared with this relative tolerance.
 STATISTICAL_RELATIVE_TOLERANCE = 0.05
 # Metric keys that measure time, throughput or the machine, never what was learned (docs/harness.md).
@@ -133,7 +135,7 @@ def _run(command: list[str], cwd: str, what: str, **kwargs) -> subprocess.Comple
 
 def scratch_worktree(repo_root: str) -> str:
     """One fixed folder per repository: its Bazel output base (and venv) survive between reproductions."""
-    base = os.path.expanduser(os.environ.get(SCRATCH_ENV, DEFAULT_SCRATCH))
+    base = settings.reproduce_scratch_dir()
     return os.path.join(base, hashlib.sha256(repo_root.encode()).hexdigest()[:12])
 
 
@@ -183,9 +185,9 @@ def _python_override(worktree: str) -> list[str]:
 
 
 def _bazel(worktree: str) -> list[str]:
-    explicit = os.environ.get(BAZEL_ENV)
+    explicit = settings.bazel_command()
     if explicit:
-        return explicit.split()
+        return explicit
     wrapper = os.path.join(worktree, "bazelw")
     return [wrapper] if os.path.exists(wrapper) else ["bazel"]
 
@@ -269,7 +271,7 @@ def reproduce(original: catalog.Run, *, prefix: records.RowBudget = records.RowB
     check_machine(manifest, hardware.detect_machine())
     layout = _layout(original)
     original_rows = prefix.take(_metrics(manifest["paths"]["artifacts"], original.run_id))
-    repo_root = repo_root or provenance.git_state(os.environ.get("BUILD_WORKSPACE_DIRECTORY") or os.getcwd())["root"]
+    repo_root = repo_root or provenance.git_state(settings.workspace_directory() or os.getcwd())["root"]
     if repo_root is None:
         raise ReproduceError("not inside a git checkout; run reproduce from the repository the run came from")
     worktree = scratch_worktree(repo_root)

@@ -1,0 +1,1 @@
+"""rl.harness.remote: Remote storage: the Backblaze B2 mirror."""

@@ -1,0 +1,121 @@
+"""Every environment variable the harness reads, and the one reader of each (nothing else reads `os.environ`).
+
+    from rl.harness import settings
+
+    settings.heartbeat_seconds()            # $RL_HARNESS_HEARTBEAT_S, default 10 s; ValueError naming the fix
+    settings.patch_cap_bytes()              # $RL_HARNESS_PATCH_CAP_BYTES, default 2 MiB
+    settings.workspace_directory()          # $BUILD_WORKSPACE_DIRECTORY under `bazel run`, else None
+    settings.b2_variables()                 # the B2 variables that are set: {name: value}
+
+Each reader takes an optional mapping (tests pass a dict) and defaults to the process environment.
+The variables that configure a child process (torch threads, Tune's SIGINT switch) are written by
+their owners; this module only reads.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Mapping, Optional
+
+# -- the run's records ------------------------------------------------------------------------
+HEARTBEAT_ENV = "RL_HARNESS_HEARTBEAT_S"
+DEFAULT_HEARTBEAT_S = 10.0
+# A patch lands in the committed results/; beyond this its untracked files are left out (and named).
+PATCH_CAP_ENV = "RL_HARNESS_PATCH_CAP_BYTES"
+DEFAULT_PATCH_CAP_BYTES = 2 << 20
+
+# -- the build identity that rl_py_binary's launcher exports ------------------------------------
+BUILD_INFO_ENV = "RL_BUILD_INFO"
+BUILD_STAMP_ENV = "RL_BUILD_STAMP"
+# Set by `bazel run`: the source root, and the folder the user typed the command in.
+WORKSPACE_ENV = "BUILD_WORKSPACE_DIRECTORY"
+WORKING_DIRECTORY_ENV = "BUILD_WORKING_DIRECTORY"
+
+# -- Ray clusters ------------------------------------------------------------------------------
+RAY_CONNECT_TIMEOUT_ENV = "RL_HARNESS_RAY_CONNECT_TIMEOUT_S"
+# A bad address must fail well inside 30 s (issue 17): the probe's deadline, TCP check included.
+DEFAULT_RAY_CONNECT_TIMEOUT_S = 25.0
+
+# -- reproduce ---------------------------------------------------------------------------------
+REPRODUCE_SCRATCH_ENV = "RL_HARNESS_REPRODUCE_DIR"
+DEFAULT_REPRODUCE_SCRATCH = os.path.join("~", ".cache", "rl-harness", "reproduce")
+BAZEL_ENV = "RL_HARNESS_BAZEL"
+
+# -- Backblaze B2 ------------------------------------------------------------------------------
+B2_KEY_ID_ENV = "B2_APPLICATION_KEY_ID"
+B2_KEY_ENV = "B2_APPLICATION_KEY"
+B2_BUCKET_ENV = "RL_HARNESS_B2_BUCKET"
+B2_PREFIX_ENV = "RL_HARNESS_B2_PREFIX"
+B2_CREDENTIALS_FILE_ENV = "RL_HARNESS_B2_CREDENTIALS_FILE"
+B2_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV, B2_BUCKET_ENV, B2_PREFIX_ENV, B2_CREDENTIALS_FILE_ENV)
+
+
+def _environ(environ: Optional[Mapping[str, str]]) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def positive_seconds(name: str, default: float, environ: Optional[Mapping[str, str]] = None) -> float:
+    """$`name` as a positive number of seconds, `default` if unset; ValueError naming the fix otherwise."""
+    value = _environ(environ).get(name)
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0:
+        raise ValueError(f"${name}={value!r} is not a positive number of seconds; unset it or fix it")
+    return seconds
+
+
+def heartbeat_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
+    return positive_seconds(HEARTBEAT_ENV, DEFAULT_HEARTBEAT_S, environ)
+
+
+def ray_connect_timeout_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
+    return positive_seconds(RAY_CONNECT_TIMEOUT_ENV, DEFAULT_RAY_CONNECT_TIMEOUT_S, environ)
+
+
+def patch_cap_bytes(environ: Optional[Mapping[str, str]] = None) -> int:
+    value = _environ(environ).get(PATCH_CAP_ENV, str(DEFAULT_PATCH_CAP_BYTES))
+    if not value.isdigit():
+        raise ValueError(f"${PATCH_CAP_ENV}={value!r} is not a whole number of bytes; unset it or fix it")
+    return int(value)
+
+
+def build_info_path(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    return _environ(environ).get(BUILD_INFO_ENV) or None
+
+
+def build_stamp_path(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    return _environ(environ).get(BUILD_STAMP_ENV) or None
+
+
+def workspace_directory(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The source root under `bazel run`, else None."""
+    return _environ(environ).get(WORKSPACE_ENV) or None
+
+
+def working_directory(environ: Optional[Mapping[str, str]] = None) -> str:
+    """Where the user typed the command: $BUILD_WORKING_DIRECTORY under `bazel run`, else the current folder."""
+    return _environ(environ).get(WORKING_DIRECTORY_ENV) or os.getcwd()
+
+
+def reproduce_scratch_dir(environ: Optional[Mapping[str, str]] = None) -> str:
+    return os.path.expanduser(_environ(environ).get(REPRODUCE_SCRATCH_ENV, DEFAULT_REPRODUCE_SCRATCH))
+
+
+def bazel_command(environ: Optional[Mapping[str, str]] = None) -> Optional[list[str]]:
+    """$RL_HARNESS_BAZEL split into words (a Bazel to use instead of the worktree's), or None."""
+    explicit = _environ(environ).get(BAZEL_ENV)
+    return explicit.split() if explicit else None
+
+
+def b2_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """The B2 variables that are set and not empty, plus $HOME (where the default credentials file is)."""
+    environ = _environ(environ)
+    present = {name: environ[name] for name in B2_VARIABLES if environ.get(name)}
+    if environ.get("HOME"):
+        present["HOME"] = environ["HOME"]
+    return present
