@@ -68,3 +68,29 @@ def test_only_entry_points_import_the_cli(tmp_path):
     assert [(v.path, v.line) for v in violations] == [("rl/analysis/a.py", 1), ("rl/harness/b.py", 1),
                                                       ("rl/harness/commands/c.py", 1)]
     assert "entry points" in violations[0].reason
+
+
+def test_ray_and_torch_only_under_harness_training(tmp_path):
+    _write(tmp_path, "rl/harness/run/records.py", "import ray\nimport torch\n")
+    _write(tmp_path, "rl/harness/commands/cli.py", "def later():\n    from ray import tune\n")
+    _write(tmp_path, "rl/harness/training/runners.py", "import ray\nimport torch\n")
+    _write(tmp_path, "rl/harness/tests/runners_test.py", "import ray\n")
+    violations = check_imports.find_violations(tmp_path)
+    assert [(v.path, v.line) for v in violations] == [("rl/harness/commands/cli.py", 2),
+                                                      ("rl/harness/run/records.py", 1),
+                                                      ("rl/harness/run/records.py", 2)]
+    assert "confined to rl/harness/training/" in violations[0].reason
+
+
+def test_the_tree_has_no_module_level_import_cycle():
+    assert check_imports.find_import_cycles(WORKSPACE) == []
+
+
+def test_an_import_cycle_is_found_and_lazy_or_type_only_imports_are_not_edges(tmp_path):
+    _write(tmp_path, "rl/harness/__init__.py", "")
+    _write(tmp_path, "rl/harness/a.py", "from rl.harness import b\n")
+    _write(tmp_path, "rl/harness/b.py", "import rl.harness.c\n")
+    _write(tmp_path, "rl/harness/c.py", "from rl.harness.a import thing\n")
+    _write(tmp_path, "rl/harness/d.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rl.harness import e\n")
+    _write(tmp_path, "rl/harness/e.py", "def f():\n    from rl.harness import d\nfrom rl.harness import d\n")
+    assert check_imports.find_import_cycles(tmp_path) == [["rl.harness.a", "rl.harness.b", "rl.harness.c"]]

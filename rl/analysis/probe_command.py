@@ -42,7 +42,7 @@ from rl.harness import settings
 from rl.harness.commands import catalog, recipes
 from rl.harness.run import buildinfo, metric_keys, records, seeding, session
 from rl.harness.training import hardware
-from rl.harness.errors import EXIT_USAGE, UsageError
+from rl.harness.errors import HarnessError, UsageError
 from rl.harness.run.layout import manifest_smoke
 
 REPORT_FILE = "probe_report.json"
@@ -257,9 +257,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                                smoke=manifest_smoke(found.run.manifest))
         seed = (recorded_probe_seed(found.run.manifest) if options.seed is None
                 else np.random.SeedSequence(options.seed))
-    except (UsageError, catalog.RunNotFound, CheckpointNotFound, records.RecordError) as error:
+    except HarnessError as error:
         print(f"probe: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return error.exit_status
     # Probing runs on the CPU, one torch thread per process (as every harness binary).
     hardware.apply_process_settings(hardware.choose_profile("cpu", hardware.detect_machine()))
     if options.checkpoints == "last":

@@ -1,8 +1,9 @@
 """Checks every import under rl/ against tools/layering/rules.py.
 
-    python3 tools/layering/check_imports.py [ROOT]     # exit 1 and one line per violation
+    python3 tools/layering/check_imports.py [ROOT]     # exit 1 and one line per violation or import cycle
 
-`find_violations(root)` is the library entry point (used by //rl:layering_test).
+`find_violations(root)` and `find_import_cycles(root)` are the library entry points (used by
+//rl:layering_test).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import ast
 import dataclasses
 import pathlib
 import sys
+from typing import Iterator
 
 from tools.layering import rules
 
@@ -79,8 +81,13 @@ def check_file(path: pathlib.Path, root: pathlib.Path) -> list[Violation]:
             reason = f"rl/{layer} may not depend on rl/{target} (allowed: {sorted(allowed_layers) or 'none'})"
         elif top in ("experiments", "experiments_template"):
             reason = "generic code must never import an experiment"
-        elif top in rules.STDLIB or top in allowed_third_party:
+        elif top in rules.STDLIB:
             continue
+        elif top in allowed_third_party:
+            folders = rules.CONFINED.get((layer, top))
+            if is_test or folders is None or str(relative).startswith(folders):
+                continue
+            reason = f"'{top}' is confined to {', '.join(folders)} in rl/{layer}; move this code there"
         elif is_test and top in rules.TEST_ONLY:
             continue
         else:
@@ -101,12 +108,89 @@ def find_violations(root: pathlib.Path) -> list[Violation]:
     return violations
 
 
+def _module_of(path: pathlib.Path, root: pathlib.Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_level_imports(tree: ast.Module, package: str, modules) -> Iterator[str]:
+    """Absolute modules imported when the module is executed: top-level statements, not TYPE_CHECKING blocks."""
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Import):
+                yield from (alias.name for alias in inner.names)
+            elif isinstance(inner, ast.ImportFrom):
+                module = _from_module(inner, package)
+                for alias in inner.names:  # `from pkg import submodule` is an edge to the submodule, else to pkg
+                    yield f"{module}.{alias.name}" if f"{module}.{alias.name}" in modules else module
+
+
+def find_import_cycles(root: pathlib.Path) -> list[list[str]]:
+    """Cycles of module-level imports among the modules under rl/ (each a list of modules, sorted).
+
+    An edge is an import that runs when a module is executed; a package's own __init__ reached
+    only as a parent on the way to a submodule is not one (Python has it half-initialised then).
+    """
+    root = pathlib.Path(root)
+    sources = {}
+    for path in sorted((root / "rl").rglob("*.py")):
+        sources[_module_of(path, root)] = path
+    graph: dict[str, set[str]] = {}
+    for module, path in sources.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        tree = ast.parse(path.read_text(), filename=str(path))
+        graph[module] = {name for name in _module_level_imports(tree, package, sources) if name in sources and name != module}
+    return _strongly_connected(graph)
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm: the components with more than one module, i.e. the import cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
 def main(argv: list[str]) -> int:
     root = pathlib.Path(argv[0]) if argv else pathlib.Path(__file__).resolve().parents[2]
     violations = find_violations(root)
     for violation in violations:
         print(violation)
-    return 1 if violations else 0
+    cycles = find_import_cycles(root)
+    for cycle in cycles:
+        print("import cycle: " + " -> ".join(cycle))
+    return 1 if violations or cycles else 0
 
 
 if __name__ == "__main__":

@@ -31,3 +31,11 @@ STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 # recipes, errors, metric names and run layouts from their own harness modules.
 CLI_MODULE = "rl.harness.commands.cli"
 CLI_ENTRY_POINTS = frozenset({"rl/harness/commands/main.py", "rl/harness/benchmarks/bench_harness_overhead.py"})
+
+# Third-party modules that a layer may import only in some of its folders (and in its tests):
+# the harness imports Ray and torch only in training/ (docs/architecture.md), so its records,
+# catalog and command line work, and `rl-harness runs` stays fast, without them.
+CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
+    ("harness", "ray"): ("rl/harness/training/", "rl/harness/benchmarks/"),
+    ("harness", "torch"): ("rl/harness/training/", "rl/harness/benchmarks/"),
+}

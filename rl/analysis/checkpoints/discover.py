@@ -20,10 +20,11 @@ import pathlib
 from typing import Iterable, Optional
 
 from rl.harness.commands import catalog
+from rl.harness.errors import UsageError
 from rl.harness.run.layout import RunLayout
 
 
-class CheckpointNotFound(LookupError):
+class CheckpointNotFound(UsageError, LookupError):
     """The run has no checkpoint on this machine; the message names the fix."""
 
 

@@ -14,6 +14,7 @@ import json
 import os
 from typing import Any, Iterable, Optional
 
+from rl.harness.errors import UsageError
 from rl.harness.run import layout, records
 
 # Folders never searched for results (build trees, artifacts, virtual environments, VCS).
@@ -53,8 +54,8 @@ class Run:
         return records.read_json(path, "run summary") if os.path.exists(path) else {}
 
 
-class RunNotFound(LookupError):
-    pass
+class RunNotFound(UsageError, LookupError):
+    """No run (or several) by that id under the searched folders; the message names where to look."""
 
 
 def _results_folders(root: str) -> Iterable[str]:

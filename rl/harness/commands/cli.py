@@ -39,7 +39,7 @@ from rl.harness.remote import b2_mirror
 from rl.harness.run import records
 
 from rl.harness.training import hardware
-from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, EXIT_USAGE, UsageError  # noqa: F401 - the CLI's statuses
+from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, EXIT_USAGE, HarnessError  # noqa: F401 - the CLI's statuses
 
 COMMANDS = ("runs", "show", "diff", "reproduce")
 
@@ -157,9 +157,9 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
             print("\n".join(run_catalog(command, options, experiment)))
             return 0
         plan = execution.prepare(options, experiment or options.module)
-    except (UsageError, catalog.RunNotFound, records.RecordError, reproduce.ReproduceError) as error:
+    except HarnessError as error:
         print(f"{experiment or 'rl-harness'}: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return error.exit_status
     return execution.execute(plan, connect_b2, verbosity)
 
 

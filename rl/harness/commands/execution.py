@@ -29,6 +29,8 @@ from rl.harness.run.context import ResumeSource, RunContext
 from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, UsageError
 from rl.harness.run.layout import RunLayout, iter_run_dirs
 
+TRACEBACK_FILE = "traceback.txt"  # in artifacts/<run-id>/ of a failed run
+
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
@@ -73,6 +75,7 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     try:
         heartbeat_s = settings.heartbeat_seconds()
         patch_cap_bytes = settings.patch_cap_bytes()
+        connect_timeout_s = settings.ray_connect_timeout_seconds()
     except ValueError as error:
         raise UsageError(str(error)) from None
     module = recipes.load_recipe(module_name)
@@ -82,17 +85,13 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
         if folder.exists():
             raise UsageError(f"{folder} already exists; choose another --run-id (or omit it)")
     parent = resume.resolve_resume(options.resume_from, results_root, artifacts_root) if options.resume_from else None
+    if parent is not None:
+        resume.check_experiment(parent, options.resume_from, module_name)
     upload = _upload_credentials(options)
     machine = hardware.detect_machine()
-    try:
-        profile = hardware.choose_profile(options.hardware_profile, machine)
-    except hardware.HardwareError as error:
-        raise UsageError(str(error)) from None
+    profile = hardware.choose_profile(options.hardware_profile, machine)
     if options.ray_address:  # last: it may wait for the cluster's answer (at most $RL_HARNESS_RAY_CONNECT_TIMEOUT_S)
-        try:
-            cluster.check_address(options.ray_address)
-        except (cluster.ClusterError, ValueError) as error:
-            raise UsageError(str(error)) from None
+        cluster.check_address(options.ray_address, timeout_s=connect_timeout_s)
     return Plan(module, module_name, options, layout, parent, machine, profile, upload,
                 bool(options.upload_artifacts), heartbeat_s, patch_cap_bytes)
 
@@ -141,8 +140,7 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         status, error = records.INTERRUPTED, interrupt
     except BaseException as failure:  # noqa: B902 - SystemExit from a library is a failure too
         status, error = (records.INTERRUPTED if run.stop_signal else records.FAILED), failure
-        with open(layout.artifacts_dir / "traceback.txt", "w") as handle:
-            handle.write(traceback.format_exc())
+        records.write_text_atomically(str(layout.artifacts_dir / TRACEBACK_FILE), traceback.format_exc())
         logging.error("run %s %s: %s", layout.run_id, status, traceback.format_exc())
     if status == records.INTERRUPTED:
         exit_code = _interrupted_exit_code(run)

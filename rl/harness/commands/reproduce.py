@@ -31,7 +31,7 @@ from rl.harness.commands import catalog
 from rl.harness.run import provenance, records
 
 from rl.harness.training import hardware
-from rl.harness.errors import EXIT_USAGE
+from rl.harness.errors import EXIT_USAGE, UsageError
 from rl.harness.run.layout import RunLayout
 
 # Rows of runs that are not bit-deterministic are compared with this relative tolerance.
@@ -45,7 +45,7 @@ IGNORED_KEY_PATTERNS = tuple(re.compile(pattern) for pattern in (
 _PLACEMENT_FIELDS = ("name", "learner_device", "num_gpus_per_learner", "max_env_runners", "torch_threads", "num_cpus")
 
 
-class ReproduceError(Exception):
+class ReproduceError(UsageError):
     """The run cannot be reproduced here; one line naming the problem and the fix (exit 2)."""
 
 

@@ -14,6 +14,8 @@ from typing import Optional
 
 from rl.harness.run import records
 from rl.harness.run.context import ResumeSource
+from absl import logging
+
 from rl.harness.errors import UsageError
 from rl.harness.run.layout import RunLayout
 
@@ -32,7 +34,8 @@ def checkpoint_source(path: pathlib.Path, parent_run_id: Optional[str] = None) -
         except records.RecordError as error:
             raise UsageError(f"{error}; pass another checkpoint") from None
         return ResumeSource(checkpoint=path, parent_run_id=parent_run_id or state.get("run_id"),
-                            iteration=state.get("iteration"), env_steps=state.get("env_steps"))
+                            iteration=state.get("iteration"), env_steps=state.get("env_steps"),
+                            experiment=state.get("experiment"))
     if (path / _RLLIB_CHECKPOINT_FILE).exists():
         return ResumeSource(checkpoint=path, parent_run_id=parent_run_id)
     raise UsageError(f"{path} is not a checkpoint (no {records.CHECKPOINT_STATE_FILE} or {_RLLIB_CHECKPOINT_FILE});"
@@ -52,6 +55,22 @@ def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathl
                      " pass a checkpoint path or the id of a run listed by `rl-harness runs`")
 
 
+def check_experiment(source: ResumeSource, requested: str, module_name: str) -> None:
+    """UsageError unless the checkpoint of `--resume-from requested` was saved by recipe `module_name`.
+
+    Another recipe's networks do not fit this one's (RLlib would fail deep in restoring, after the
+    run's records exist). A bare RLlib checkpoint names no recipe: it is let through, with a warning.
+    """
+    if source.experiment is None:
+        logging.warning("--resume-from %s names no experiment (not saved by rl-harness): cannot check that it"
+                        " belongs to %s", requested, module_name)
+        return
+    if source.experiment != module_name:
+        raise UsageError(f"--resume-from {requested} is a checkpoint of {source.experiment}, not of {module_name}:"
+                         f" its networks would not fit this recipe; resume it with {source.experiment}'s own target,"
+                         f" or pass a run or checkpoint of {module_name} (`rl-harness runs` lists them)")
+
+
 def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
     try:
         manifest = records.read_manifest(str(run_dir))
@@ -64,7 +83,8 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
         for place in places:
             storage = place / runner["storage"]
             if storage.is_dir():
-                return ResumeSource(checkpoint=None, parent_run_id=run_id, tune_experiment=storage)
+                return ResumeSource(checkpoint=None, parent_run_id=run_id, tune_experiment=storage,
+                                    experiment=manifest.get("experiment", {}).get("module"))
         raise UsageError(f"the Tune storage of run {run_id} is not on this machine (looked in"
                          f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative}"
                          " (docs/artifact_storage.md)")

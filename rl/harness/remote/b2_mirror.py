@@ -23,6 +23,7 @@ from typing import Callable, Optional
 from absl import logging
 
 from rl.harness import settings
+from rl.harness.errors import EXIT_UPLOAD_FAILED, HarnessError, UsageError
 from rl.harness.run import provenance, records
 from rl.harness.run.layout import RunLayout
 
@@ -31,12 +32,14 @@ DEFAULT_PREFIX = "rl-harness"
 _REDACTED = "<redacted>"
 
 
-class CredentialsError(ValueError):
+class CredentialsError(UsageError, ValueError):
     """B2 credentials are incomplete or unreadable; the message names the fix (never the secret)."""
 
 
-class UploadError(RuntimeError):
+class UploadError(HarnessError, RuntimeError):
     """A file could not be uploaded after every retry; the local copy is untouched."""
+
+    exit_status = EXIT_UPLOAD_FAILED
 
 
 @dataclasses.dataclass(frozen=True)

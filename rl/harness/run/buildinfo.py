@@ -21,9 +21,10 @@ import os
 from typing import Any, Optional
 
 from rl.harness import settings
+from rl.harness.errors import HarnessError
 
 
-class BuildInfoError(RuntimeError):
+class BuildInfoError(HarnessError, RuntimeError):
     """The build-info file named by the environment is missing or corrupt."""
 
 

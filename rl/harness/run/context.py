@@ -38,6 +38,7 @@ class ResumeSource:
     tune_experiment: Optional[pathlib.Path] = None  # the parent's Tune storage (Tune runner)
     iteration: Optional[int] = None
     env_steps: Optional[int] = None
+    experiment: Optional[str] = None  # the recipe that saved it (None: a bare RLlib checkpoint)
 
     def as_dict(self) -> dict:
         return {

@@ -31,6 +31,7 @@ import tempfile
 import time
 from typing import Any, Callable, Optional
 
+from rl.harness.errors import UsageError
 from rl.harness.run import metric_keys
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -90,7 +91,7 @@ _RUN_ID_FORMAT = "%Y%m%dT%H%M%SZ"
 _RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
-class RecordError(RuntimeError):
+class RecordError(UsageError, RuntimeError):
     """A record is missing, unreadable or has an unknown schema; the message names the fix."""
 
 

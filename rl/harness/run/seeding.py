@@ -16,11 +16,13 @@ import hashlib
 import threading
 import numpy as np
 
+from rl.harness.errors import UsageError
+
 # Seeds handed to libraries that want a signed 32-bit int (RLlib, torch, gymnasium).
 _INT_BOUND = 2**31
 
 
-class SeedStreamError(ValueError):
+class SeedStreamError(UsageError, ValueError):
     """A stream name was requested twice or is not a plain name."""
 
 

@@ -156,6 +156,32 @@ def test_resume_from_a_checkpoint_folder(roots, monkeypatch):
     assert run_helpers.manifest(roots[0] / "child")["parent_run"]["parent_run_id"] == "parent"
 
 
+def _saved_by(path: pathlib.Path, experiment: str) -> None:
+    """Rewrites a record as if recipe `experiment` had saved it."""
+    record = json.loads(path.read_text())
+    if "experiment" in record and isinstance(record["experiment"], dict):
+        record["experiment"]["module"] = experiment
+    else:
+        record["experiment"] = experiment
+    path.write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("resume_from", ["parent", "checkpoint folder"])
+def test_resuming_another_experiments_checkpoint_is_refused_before_any_record(roots, monkeypatch, capsys,
+                                                                               resume_from):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    assert _run(roots, "--run-id", "parent") == 0
+    checkpoint = roots[1] / "parent" / "checkpoints" / "iter_000002"
+    _saved_by(checkpoint / records.CHECKPOINT_STATE_FILE, "experiments.mess3.memoryless_agent")
+    _saved_by(roots[0] / "parent" / records.MANIFEST_FILE, "experiments.mess3.memoryless_agent")
+    capsys.readouterr()
+    value = "parent" if resume_from == "parent" else str(checkpoint)
+    assert _run(roots, "--run-id", "child", "--resume-from", value) == cli.EXIT_USAGE
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and f"is a checkpoint of experiments.mess3.memoryless_agent, not of {FAKE}" in error[0]
+    assert not (roots[0] / "child").exists() and not (roots[1] / "child").exists()
+
+
 def test_a_trials_checkpoints_are_kept_apart_and_resuming_the_run_asks_which(roots, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     monkeypatch.setenv("FAKE_RECIPE_TRIAL", "agent_a")

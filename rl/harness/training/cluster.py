@@ -23,6 +23,7 @@ import sys
 from typing import Optional
 
 from rl.harness import settings
+from rl.harness.errors import UsageError
 from rl.harness.run import records
 
 _TCP_TIMEOUT_S = 3.0
@@ -32,7 +33,7 @@ _HOW_TO_START = ("start a cluster with `ray start --head --port=6379` on the hea
                  " <head>:6379, or drop --ray-address to run on a local Ray")
 
 
-class ClusterError(Exception):
+class ClusterError(UsageError):
     """The cluster cannot run this driver: one line naming the problem and the fix (exit 2)."""
 
 

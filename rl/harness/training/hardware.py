@@ -28,6 +28,8 @@ import re
 import sys
 from typing import Any, Optional
 
+from rl.harness.errors import UsageError
+
 PROFILES = ("auto", "cpu", "cuda", "mps")
 TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores (docs/harness.md)
 # PPO samples and learns in turn, so a remote runner gains nothing without a spare CPU to
@@ -35,7 +37,7 @@ TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores
 LOCAL_SAMPLING_MAX_CPUS = 2
 
 
-class HardwareError(ValueError):
+class HardwareError(UsageError, ValueError):
     """A requested profile does not fit this machine; the message names the fix."""
 
 

@@ -3,11 +3,17 @@
     from rl.learners.models import MLPModel, TransformerModel
 
 Heads that belong to one algorithm live in its feature folder: PPG's in `rl.learners.ppg`,
-the IQN/QR critics' in `rl.learners.quantile_critic`.
+the IQN/QR critics' in `rl.learners.quantile_critic`. The seed project imported them from here,
+so they still import from here too (lazily: those folders import this package's modules):
+
+    from rl.learners.models import PPGAuxiliaryValueHead, TransformerModel, IQNValueMixin, QRValueMixin
 
     class AuxTransformer(NextTokenAuxHead, StateAuxHead, TransformerModel):   # auxiliary prediction heads
         pass
 """
+
+import importlib
+from typing import Any
 
 from rl.learners.models.aux_heads import (
     NextTokenAuxHead,
@@ -23,8 +29,16 @@ from rl.learners.models.config import ActorCriticSettings, MLPSettings, Transfor
 from rl.learners.models.mlp import MLPModel
 from rl.learners.models.transformer import ResidualStream, TransformerModel
 
+# The seed project's import paths of heads that now live in feature folders.
+_FEATURE_FOLDER_EXPORTS = {
+    "IQNValueMixin": "rl.learners.quantile_critic.module",
+    "PPGAuxiliaryValueHead": "rl.learners.ppg.module",
+    "QRValueMixin": "rl.learners.quantile_critic.module",
+}
+
 __all__ = [
     "ActorCriticModule",
+    "IQNValueMixin",
     "ActorCriticSettings",
     "MLPModel",
     "MLPSettings",
@@ -32,6 +46,8 @@ __all__ = [
     "NextTokenAuxMLPModel",
     "NextTokenAuxSettings",
     "NextTokenAuxTransformerModel",
+    "PPGAuxiliaryValueHead",
+    "QRValueMixin",
     "ResidualStream",
     "StateAuxHead",
     "StateAuxSettings",
@@ -39,3 +55,9 @@ __all__ = [
     "TransformerModel",
     "TransformerSettings",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FEATURE_FOLDER_EXPORTS:
+        return getattr(importlib.import_module(_FEATURE_FOLDER_EXPORTS[name]), name)
+    raise AttributeError(f"module 'rl.learners.models' has no attribute {name!r}")
