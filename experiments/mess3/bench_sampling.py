@@ -4,7 +4,7 @@
 
 One local `SingleAgentEnvRunner` per variant, the main job's module, env and 32 parallel
 envs, one torch thread: `rllib` with RLlib's default connector pipelines, `harness` with
-the pipelines `runners.configure` installs (rl/harness/training/sampling_connectors.py). After
+the pipelines `configs.configure` installs (rl/harness/training/sampling_connectors.py). After
 warm-up samples, each connector piece and each part of a vectorised step (module forward,
 module-to-env, env step, env-to-module) is timed by wrapping it, over `--samples` calls of
 `sample(num_timesteps=2048)`; figures are milliseconds per 2048 env steps (64 vectorised

@@ -84,6 +84,8 @@ def _peak_rss_mib() -> float:
 def _harness(iterations: int, warmup: int) -> dict:
     from rl.harness.commands import cli
     from rl.harness.run import records
+    from rl.harness.run.manifest import read_manifest
+    from rl.harness.run.status import parse_time
 
     os.environ[_ITERATIONS_ENV] = str(warmup + iterations)
     phases = _PhaseTimer()
@@ -94,14 +96,14 @@ def _harness(iterations: int, warmup: int) -> dict:
                            "--artifacts-dir", os.path.join(folder, "artifacts")])
         if status != 0:
             raise RuntimeError(f"the harness run failed with status {status}")
-        manifest = records.read_manifest(os.path.join(folder, "results", "bench"))
+        manifest = read_manifest(os.path.join(folder, "results", "bench"))
         rows = records.read_json_lines(os.path.join(folder, "artifacts", "bench", records.METRICS_FILE))
     first, last = rows[warmup - 1], rows[-1]
     return {
         "env_steps_per_s": (last["num_env_steps_sampled_lifetime"] - first["num_env_steps_sampled_lifetime"])
-        / (records.parse_time(last["harness/logged_at"]) - records.parse_time(first["harness/logged_at"])),
+        / (parse_time(last["harness/logged_at"]) - parse_time(first["harness/logged_at"])),
         **phases.split(warmup),
-        "sampling": manifest["runner"]["sampling"],
+        "sampling": manifest.runner.sampling,
         "peak_rss_mib": _peak_rss_mib(),
     }
 

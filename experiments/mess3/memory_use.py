@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         found, module = control_scores.final_policy(run_id, [args.results_dir])
         scores = control_scores.evaluate(module, num_episodes=args.episodes, seed=np.random.SeedSequence(0),
                                          stochastic=False)
-        print(json.dumps({"run_id": run_id, "recipe": found.run.manifest["experiment"].get("module"),
+        print(json.dumps({"run_id": run_id, "recipe": found.run.manifest.experiment.module,
                           "checkpoint": found.checkpoints[-1].name, "tilt_fraction": round(scores["tilt_fraction"], 4),
                           "memory_use": {k: round(v, 4) for k, v in scores["memory_use"].items()},
                           "normalised_value": round(scores["normalised_value"]["mean"], 3),

@@ -15,8 +15,9 @@ import statistics
 
 from experiments.mess3 import controlled_mess3 as task
 from rl.analysis.plots import save_figure
-from rl.harness.run import records
-from rl.harness.training import runners
+from rl.harness.run import metric_keys, records
+from rl.harness.run.manifest import OwnLoopRunner
+from rl.harness.training import configs, lifecycle, runners
 
 SEEDS = 3
 BUDGET = {True: runners.StopRule(training_iterations=2), False: runners.StopRule(training_iterations=30)}
@@ -25,15 +26,15 @@ RESULT_FILE = "parallel_envs_check.json"
 
 
 def _train(context, parallel_envs: int, seed: int, trial: str) -> list[list[float]]:
-    config = runners.prepare_config(context, task.ppo_config(smoke=context.smoke), seed, parallel_envs=parallel_envs)
+    config = configs.prepare_config(context, task.ppo_config(smoke=context.smoke), seed, parallel_envs=parallel_envs)
     algo = config.build_algo()
     curve = []
     try:
-        for row in runners.train_rows(context, algo, BUDGET[context.smoke], trial=trial,
+        for row in lifecycle.train_rows(context, algo, BUDGET[context.smoke], trial=trial,
                                       tags={"parallel_envs": parallel_envs}):
-            episode_return = row.get(runners.RETURN)
+            episode_return = row.get(metric_keys.RETURN)
             if episode_return is not None and episode_return == episode_return:  # no episode ended yet: None/NaN
-                curve.append([row[runners.ENV_STEPS], episode_return])
+                curve.append([row[metric_keys.ENV_STEPS], episode_return])
     finally:
         algo.stop()
     return curve
@@ -74,10 +75,10 @@ def run(context):
     if context.resume is not None:
         raise ValueError("parallel_envs_check trains six short runs and does not resume; start a new run")
     seeds = context.seeds.integers("parallel_envs_check", SEEDS)
-    context.recorder.update_manifest(runner={"kind": "sequential runs", "groups": list(GROUPS), "seeds": seeds,
-                                             "stop": str(BUDGET[context.smoke])})
+    context.recorder.record_runner(OwnLoopRunner(kind="sequential runs", details={
+        "groups": list(GROUPS), "seeds": seeds, "stop": str(BUDGET[context.smoke])}))
     groups: dict[str, list] = {}
-    with runners.ray_cluster(context):
+    with lifecycle.ray_cluster(context):
         for parallel_envs in GROUPS:
             label = f"{parallel_envs} env{'s' if parallel_envs > 1 else ''}"
             groups[label] = [_train(context, parallel_envs, seed, f"envs{parallel_envs}-seed{seed}") for seed in seeds]

@@ -424,15 +424,16 @@ def run_comparison(context, jobs: list[Job], *, question: str) -> dict[str, Any]
     """
     from rl.analysis.plots import save_figure
     from rl.harness.run import records
+    from rl.harness.run.manifest import OwnLoopRunner
     from rl.harness.training import in_process
 
     # Learners stay on the CPU, as the memory figures (resident sets) and the README's timings assume;
     # several worker processes would otherwise share one GPU.
     profile = in_process.default_profile()
     workers = max(1, min(context.hardware.num_cpus, len(jobs)))
-    context.recorder.update_manifest(runner={
-        "kind": in_process.RUNNER_KIND, "processes": workers, "learner_device": profile.learner_device,
-        "sampling": in_process.local_plan(NUM_ENVS_PER_RUN).as_dict()})
+    context.recorder.record_runner(OwnLoopRunner(kind=in_process.RUNNER_KIND, details={
+        "processes": workers, "learner_device": profile.learner_device,
+        "sampling": in_process.local_plan(NUM_ENVS_PER_RUN).as_dict()}))
     print(f"{len(jobs)} runs, {workers} at a time", flush=True)
     finished, failures = _train_all(context, jobs, workers, profile)
     settings: dict[str, dict[str, Any]] = {}  # task -> group -> what its runs trained with

@@ -103,6 +103,7 @@ def export_portable_module(module, folder: str, *, provenance: Mapping[str, Any]
     from rl.analysis.activations import RESIDUAL_STREAM, layer_names
     from rl.analysis.modules import AnalysisView
     from rl.harness.run import buildinfo, records
+    from rl.harness.run.status import utc_now
     from rl.learners.models.base import observation_dim
 
     folder = pathlib.Path(folder)
@@ -126,7 +127,7 @@ def export_portable_module(module, folder: str, *, provenance: Mapping[str, Any]
         "outputs": sorted(outputs),
         "layers": layer_names(len(outputs[RESIDUAL_STREAM])) if RESIDUAL_STREAM in outputs else [],
         "torch_version": torch.__version__,
-        "provenance": {**provenance, "exported_at": records.utc_now(), "build": buildinfo.current().as_dict()},
+        "provenance": {**provenance, "exported_at": utc_now(), "build": buildinfo.current().as_dict()},
     }
     folder.parent.mkdir(parents=True, exist_ok=True)
     partial = pathlib.Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".partial-{folder.name}-"))

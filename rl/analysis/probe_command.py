@@ -32,18 +32,19 @@ from typing import Optional
 import numpy as np
 
 from rl.analysis.adapters import ProbePlan
-from rl.analysis.checkpoints import CheckpointNotFound, RunArtifacts, RunCheckpoint, find_checkpoints, load_rl_module
+from rl.analysis.checkpoints import RunArtifacts, RunCheckpoint, find_checkpoints, load_rl_module
 from rl.analysis.modules import AnalysisView
 from rl.analysis.plots import belief_simplex_figure, learning_curves_figure, probe_r2_figure, save_figure
 from rl.analysis.probes import ProbeDataset, ProbeReport, probe_layers
 from rl.analysis.rollouts import collect_rollouts, context_dataset
 from rl.analysis.seeds import child_stream
 from rl.harness import settings
-from rl.harness.commands import catalog, recipes
+from rl.harness.commands import recipes
 from rl.harness.run import buildinfo, metric_keys, records, seeding, session
+from rl.harness.run.status import utc_now
 from rl.harness.training import hardware
 from rl.harness.errors import HarnessError, UsageError
-from rl.harness.run.layout import manifest_smoke
+from rl.harness.run.manifest import RunManifest
 
 REPORT_FILE = "probe_report.json"
 PROBE_STREAM = "probe"  # the run's seed stream its probes draw from, in-run and here
@@ -65,17 +66,17 @@ def probe_seed(streams: seeding.SeedStreams) -> np.random.SeedSequence:
     return np.random.SeedSequence(streams.integer(PROBE_STREAM))
 
 
-def recorded_probe_seed(manifest: dict) -> np.random.SeedSequence:
+def recorded_probe_seed(manifest: RunManifest) -> np.random.SeedSequence:
     """The seed sequence the run's own probes used: its recorded `probe` stream, else that stream of its root seed.
 
     So `probe <run-id>` repeats an in-run probe exactly (the same contexts, episodes and splits).
     """
-    recorded = (manifest.get("seed_streams") or {}).get(PROBE_STREAM) or {}
+    recorded = manifest.seed_streams.get(PROBE_STREAM) or {}
     if "value" in recorded:
         return np.random.SeedSequence(recorded["value"])
-    if not isinstance(manifest.get("seed"), int):
-        raise records.RecordError(f"run {manifest.get('run_id')} recorded no root seed; pass --seed N")
-    return probe_seed(seeding.SeedStreams(manifest["seed"]))
+    if not isinstance(manifest.seed, int):
+        raise records.RecordError(f"run {manifest.run_id} recorded no root seed; pass --seed N")
+    return probe_seed(seeding.SeedStreams(manifest.seed))
 
 
 def _uses(seed: np.random.SeedSequence) -> dict[str, np.random.SeedSequence]:
@@ -140,9 +141,9 @@ def write_outputs(found: RunArtifacts, results: list[CheckpointProbes], seed: np
     records.write_json_atomically(written[0], {
         "schema_version": SCHEMA_VERSION,
         "run_id": found.run.run_id,
-        "experiment": found.run.manifest.get("experiment", {}).get("module"),
+        "experiment": found.run.manifest.experiment.module,
         "run_status": found.run.status,
-        "created_at": records.utc_now(),
+        "created_at": utc_now(),
         "command_line": list(getattr(sys, "orig_argv", sys.argv)),
         "build": buildinfo.current().as_dict(),
         "experiment_code_from_source_tree": from_source,
@@ -253,8 +254,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     roots = [results_dir or os.environ.get("BUILD_WORKSPACE_DIRECTORY") or caller]
     try:
         found = find_checkpoints(options.run_id, roots=roots, artifacts_root=artifacts_dir)
-        plan = load_probe_plan(found.run.manifest.get("experiment", {}).get("module", ""),
-                               smoke=manifest_smoke(found.run.manifest))
+        plan = load_probe_plan(found.run.manifest.experiment.module or "", smoke=found.run.manifest.smoke)
         seed = (recorded_probe_seed(found.run.manifest) if options.seed is None
                 else np.random.SeedSequence(options.seed))
     except HarnessError as error:

@@ -55,7 +55,7 @@ def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optio
     (a manifest that does not say where its folders are); both messages name the fix.
     """
     run = catalog.find_run(run_id, roots)
-    entries = run.manifest.get("checkpoints") or []
+    entries = run.manifest.checkpoints
     if not entries:
         raise CheckpointNotFound(
             f"run {run_id} recorded no checkpoint (status {run.status}); probe a run that saved one "
@@ -65,12 +65,9 @@ def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optio
     extra = [pathlib.Path(os.path.expanduser(artifacts_root)).resolve()] if artifacts_root else []
     folders = layout.artifact_places(run.manifest, extra_roots=extra)
     for folder in folders:
-        if all((folder / entry["path"]).is_dir() for entry in entries):
-            checkpoints = [
-                RunCheckpoint(folder / entry["path"], entry.get("iteration"), entry.get("env_steps"),
-                              entry.get("trial_id"))
-                for entry in entries
-            ]
+        if all((folder / entry.path).is_dir() for entry in entries):
+            checkpoints = [RunCheckpoint(folder / entry.path, entry.iteration, entry.env_steps, entry.trial_id)
+                           for entry in entries]
             checkpoints.sort(key=lambda c: (c.trial_id or "", c.iteration or 0, c.path.name))
             return RunArtifacts(run, folder, checkpoints)
     raise CheckpointNotFound(

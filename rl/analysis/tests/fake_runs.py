@@ -8,6 +8,7 @@ import pathlib
 
 from rl.harness.run import seeding, session
 from rl.harness.run.layout import RunLayout
+from rl.harness.run.manifest import ExperimentRecord, RunManifest
 
 RUN_ID = "20261201T000000Z-abcdef"
 
@@ -24,10 +25,9 @@ def fake_run(folder: pathlib.Path, modules, *, experiment: str, probe_stream: bo
     """
     seeds = seeding.SeedStreams(ROOT_SEED)
     layout = RunLayout(folder / "results", folder / "artifacts", RUN_ID, smoke)
-    run = session.RunSession(run_id=RUN_ID, results_dir=layout.results_dir, artifacts_dir=layout.artifacts_dir,
-                             manifest={"experiment": {"module": experiment}, "options": {"smoke": smoke},
-                                       "seed": ROOT_SEED},
-                             seeds=seeds)
+    manifest = RunManifest(run_id=RUN_ID, status=None, experiment=ExperimentRecord(experiment), seed=ROOT_SEED,
+                           options={"smoke": smoke}, paths={})
+    run = session.RunSession(layout=layout, manifest=manifest, seeds=seeds)
     if probe_stream:
         seeds.integer("probe")
     run.start()

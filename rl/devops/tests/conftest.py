@@ -8,7 +8,6 @@ import pytest
 from rl.devops.vast import api, bootstrap, redact
 from rl.devops.vast.testing import fake_api, fake_instance
 from rl.harness import settings
-from rl.harness.remote import b2_mirror
 
 _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")

@@ -40,7 +40,7 @@ import shlex
 from typing import Optional
 
 from rl.devops.vast import redact
-from rl.harness.run import records
+from rl.harness.run.status import run_id_problem
 
 # The environment variable the instance reads a git token from (set through the create call's env).
 GIT_TOKEN_ENV = "RLH_GIT_TOKEN"
@@ -91,7 +91,7 @@ class Job:
             raise redact.DevopsError(f"target {self.target!r} is not a Bazel label like //experiments/x:y")
         if self.seed < 0:
             raise redact.DevopsError(f"seed {self.seed} must be >= 0")
-        problem = records.run_id_problem(self.run_id)
+        problem = run_id_problem(self.run_id)
         if problem:
             raise redact.DevopsError(problem)
 

@@ -246,9 +246,9 @@ def read_remote_artifacts(path: pathlib.Path, bucket: str) -> list[dict]:
         document = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise DurabilityError(f"cannot read {path} ({redact.describe(error)})") from None
-    if document.get("schema_version") != records.MANIFEST_SCHEMA_VERSION:
+    if document.get("schema_version") != b2_mirror.REMOTE_ARTIFACTS_SCHEMA_VERSION:
         raise DurabilityError(f"{path} has schema_version {document.get('schema_version')!r}, "
-                              f"expected {records.MANIFEST_SCHEMA_VERSION}")
+                              f"expected {b2_mirror.REMOTE_ARTIFACTS_SCHEMA_VERSION}")
     if document.get("status") != "complete":
         raise DurabilityError(f"the harness's B2 upload is {document.get('status')!r}, not complete "
                               f"({document.get('error')}; not uploaded: {len(document.get('not_uploaded') or [])} files)")

@@ -62,10 +62,10 @@ def _figures(calls):
 
 
 def _plain_loop(profile, seed, iterations, folder):
-    from rl.harness.training import runners
+    from rl.harness.training import configs
 
     config = _config()
-    sampling = profile.plan_sampling(runners.default_parallel_envs(config.total_train_batch_size))
+    sampling = profile.plan_sampling(configs.default_parallel_envs(config.total_train_batch_size))
     config = profile.apply_to(config, sampling).debugging(seed=seed)
     algo = config.build_algo()
     try:

@@ -16,6 +16,8 @@ from typing import Any, Iterable, Optional
 
 from rl.harness.errors import UsageError
 from rl.harness.run import layout, records
+from rl.harness.run.manifest import RunManifest, read_manifest
+from rl.harness.run.status import crash_reason, effective_status, run_id_problem
 
 # Folders never searched for results (build trees, artifacts, virtual environments, VCS).
 _SKIPPED = frozenset({"artifacts", "node_modules", "__pycache__", "venv", ".venv"})
@@ -38,16 +40,18 @@ _NOT_COMPARED = ("options.results_dir", "options.artifacts_dir", "options.run_id
 
 @dataclasses.dataclass(frozen=True)
 class Run:
+    """A recorded run found on disk: its results folder and its (typed) manifest."""
+
     run_dir: str
-    manifest: dict
+    manifest: RunManifest
 
     @property
     def run_id(self) -> str:
-        return self.manifest["run_id"]
+        return self.manifest.run_id
 
     @property
     def status(self) -> str:
-        return records.effective_status(self.manifest)
+        return effective_status(self.manifest)
 
     def summary(self) -> dict:
         path = os.path.join(self.run_dir, records.SUMMARY_FILE)
@@ -79,13 +83,13 @@ def find_runs(roots: Iterable[str]) -> list[Run]:
     for root in roots:
         for results in _results_folders(os.path.abspath(root)):
             for run_dir in layout.iter_run_dirs(results):
-                manifest = records.read_manifest(run_dir)
+                manifest = read_manifest(run_dir)
                 runs.setdefault(os.path.realpath(run_dir), Run(run_dir, manifest))
     return sorted(runs.values(), key=lambda run: run.run_id)
 
 
 def find_run(run_id: str, roots: Iterable[str]) -> Run:
-    problem = records.run_id_problem(run_id)
+    problem = run_id_problem(run_id)
     if problem:
         raise RunNotFound(problem)
     roots = list(roots)
@@ -114,7 +118,7 @@ def format_runs(runs: list[Run]) -> list[str]:
         table.append((
             run.run_id,
             run.status,
-            run.manifest.get("experiment", {}).get("module", "?"),
+            run.manifest.experiment.module or "?",
             str(summary.get("rows", "-")),
             str(_last(summary, "num_env_steps_sampled_lifetime") or "-"),
             run.run_dir,
@@ -134,9 +138,9 @@ def flatten(record: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def format_show(run: Run) -> list[str]:
-    manifest = run.manifest
+    manifest = run.manifest.to_dict()
     lines = [f"run {run.run_id}: {run.status}"]
-    reason = records.crash_reason(manifest)
+    reason = crash_reason(run.manifest)
     if reason:
         lines.append(f"  crashed: {reason}; resume with --resume-from {run.run_id}")
     lines.append(f"  results: {run.run_dir}")
@@ -156,7 +160,7 @@ def _section_of(key: str) -> Optional[str]:
 
 def diff(run_a: Run, run_b: Run) -> list[tuple[str, str, Any, Any]]:
     """(section, key, value in a, value in b) for every compared field that differs."""
-    flat_a, flat_b = flatten(run_a.manifest), flatten(run_b.manifest)
+    flat_a, flat_b = flatten(run_a.manifest.to_dict()), flatten(run_b.manifest.to_dict())
     differences = []
     for key in sorted(set(flat_a) | set(flat_b)):
         section = _section_of(key)

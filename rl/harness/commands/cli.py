@@ -36,10 +36,10 @@ from rl.harness.commands import catalog, execution, recipes, reproduce
 
 from rl.harness.remote import b2_mirror
 
-from rl.harness.run import records
+from rl.harness.run.rows import RowBudget
 
 from rl.harness.training import hardware
-from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, EXIT_USAGE, HarnessError  # noqa: F401 - the CLI's statuses
+from rl.harness.errors import EXIT_USAGE, HarnessError
 
 COMMANDS = ("runs", "show", "diff", "reproduce")
 
@@ -140,7 +140,7 @@ def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[
     if command == "show":
         run = catalog.find_run(options.run_id, roots)
         if options.json:
-            return [json.dumps({**run.manifest, "effective_status": run.status}, indent=2, sort_keys=True)]
+            return [json.dumps({**run.manifest.to_dict(), "effective_status": run.status}, indent=2, sort_keys=True)]
         return catalog.format_show(run)
     return catalog.format_diff(catalog.find_run(options.run_a, roots), catalog.find_run(options.run_b, roots))
 
@@ -152,7 +152,7 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
     try:
         if command == "reproduce":
             original = catalog.find_run(options.run_id, _catalog_roots(options, experiment))
-            return reproduce.reproduce(original, prefix=records.RowBudget.of(options.iterations, options.env_steps))
+            return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps))
         if command != "run":
             print("\n".join(run_catalog(command, options, experiment)))
             return 0

@@ -22,7 +22,13 @@ from rl.harness.commands import recipes, resume
 
 from rl.harness.remote import b2_mirror
 
-from rl.harness.run import manifest, provenance, records, seeding, session
+from rl.harness.run import manifest, records, seeding, session
+
+from rl.harness.run.manifest import read_manifest
+
+from rl.harness.run.rows import RowBudget
+
+from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, crash_reason, new_run_id, run_id_problem
 
 from rl.harness.training import cluster, hardware
 from rl.harness.run.context import ResumeSource, RunContext
@@ -70,7 +76,7 @@ def _upload_credentials(options: argparse.Namespace) -> Optional[b2_mirror.B2Cre
 
 def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     """Validates a run request; raises UsageError naming the fix."""
-    if options.run_id is not None and (problem := records.run_id_problem(options.run_id)):
+    if options.run_id is not None and (problem := run_id_problem(options.run_id)):
         raise UsageError(problem)
     try:
         heartbeat_s = settings.heartbeat_seconds()
@@ -80,7 +86,7 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
         raise UsageError(str(error)) from None
     module = recipes.load_recipe(module_name)
     results_root, artifacts_root = recipes.run_roots(options.results_dir, options.artifacts_dir, module_name)
-    layout = RunLayout(results_root, artifacts_root, options.run_id or records.new_run_id(), options.smoke)
+    layout = RunLayout(results_root, artifacts_root, options.run_id or new_run_id(), options.smoke)
     for folder in (layout.results_dir, layout.artifacts_dir):
         if folder.exists():
             raise UsageError(f"{folder} already exists; choose another --run-id (or omit it)")
@@ -99,14 +105,14 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
 def report_crashed_runs(results_root: pathlib.Path) -> None:
     for run_dir in iter_run_dirs(str(results_root)):
         try:
-            document = records.read_manifest(run_dir)
+            document = read_manifest(run_dir)
         except records.RecordError as error:
             logging.warning("skipping an unreadable run: %s", error)
             continue
-        reason = records.crash_reason(document)
+        reason = crash_reason(document)
         if reason:
             logging.warning("run %s crashed (%s); its records up to the crash are intact; resume it with"
-                            " --resume-from %s", document["run_id"], reason, document["run_id"])
+                            " --resume-from %s", document.run_id, reason, document.run_id)
 
 
 def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Optional[int] = None) -> int:
@@ -114,13 +120,12 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     report_crashed_runs(layout.results_root)
     hardware.apply_process_settings(plan.profile)
     seeds = seeding.SeedStreams(plan.options.seed)
-    document = manifest.base_manifest(module=plan.module, module_name=plan.module_name, options=plan.options,
-                                      layout=layout, profile=plan.profile, machine=plan.machine, resume=plan.resume)
-    patches = manifest.capture_patches(document["code"], plan.patch_cap_bytes)
-    run = session.RunSession(run_id=layout.run_id, results_dir=layout.results_dir, artifacts_dir=layout.artifacts_dir,
-                             manifest=document, seeds=seeds, heartbeat_s=plan.heartbeat_s, verbosity=verbosity,
-                             budget_cap=records.RowBudget.of(plan.options.stop_at_iteration,
-                                                             plan.options.stop_at_env_steps))
+    document = manifest.begin(module=plan.module, module_name=plan.module_name, options=plan.options,
+                              layout=layout, profile=plan.profile, machine=plan.machine, resume=plan.resume)
+    patches = manifest.capture_patches(document.code, plan.patch_cap_bytes)
+    run = session.RunSession(layout=layout, manifest=document, seeds=seeds, heartbeat_s=plan.heartbeat_s,
+                             verbosity=verbosity,
+                             budget_cap=RowBudget.of(plan.options.stop_at_iteration, plan.options.stop_at_env_steps))
     run.start()
     for file_name, patch in patches.items():
         run.write_results_file(file_name, patch)
@@ -135,17 +140,17 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         outcome = plan.module.run(context)
         if outcome is not None:
             run.set_summary_section("outcome", manifest.json_safe(outcome))
-        status = records.INTERRUPTED if run.stop_signal else records.COMPLETED  # a reached budget cap completes
+        status = INTERRUPTED if run.stop_signal else COMPLETED  # a reached budget cap completes
     except KeyboardInterrupt as interrupt:
-        status, error = records.INTERRUPTED, interrupt
+        status, error = INTERRUPTED, interrupt
     except BaseException as failure:  # noqa: B902 - SystemExit from a library is a failure too
-        status, error = (records.INTERRUPTED if run.stop_signal else records.FAILED), failure
+        status, error = (INTERRUPTED if run.stop_signal else FAILED), failure
         records.write_text_atomically(str(layout.artifacts_dir / TRACEBACK_FILE), traceback.format_exc())
         logging.error("run %s %s: %s", layout.run_id, status, traceback.format_exc())
-    if status == records.INTERRUPTED:
+    if status == INTERRUPTED:
         exit_code = _interrupted_exit_code(run)
     else:
-        exit_code = 0 if status == records.COMPLETED else EXIT_FAILED
+        exit_code = 0 if status == COMPLETED else EXIT_FAILED
     run.finish(status, error=error, exit_code=exit_code)
     logging.info("run %s %s: %s", layout.run_id, status, layout.results_dir)
     if plan.upload is not None:
@@ -173,6 +178,6 @@ def _upload(plan: Plan, run: session.RunSession, connect_b2: Callable, exit_code
         remote.update(status="interrupted")
         logging.warning("upload to B2 interrupted; everything stays local (docs/artifact_storage.md)")
         exit_code = _interrupted_exit_code(run)
-        run.update_manifest(status=records.INTERRUPTED, interrupted_by=run.stop_signal)
+        run.update_manifest(status=INTERRUPTED, interrupted_by=run.stop_signal)
     run.update_manifest(remote=remote, exit_code=exit_code)
     return exit_code

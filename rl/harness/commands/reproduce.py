@@ -1,7 +1,7 @@
 """`rl-harness reproduce <run-id>`: rebuild a recorded run from its provenance, re-run it, compare.
 
     original = catalog.find_run("20261202T031703Z-b1b3c5", [workspace])
-    exit_code = reproduce.reproduce(original, prefix=records.RowBudget.of(iterations=2, env_steps=None))
+    exit_code = reproduce.reproduce(original, prefix=RowBudget.of(iterations=2, env_steps=None))
 
 Steps: the recorded commit in a scratch `git worktree` (one fixed folder per repository, so its
 Bazel output base and venv are reused), the saved patch applied and its hash checked, the
@@ -29,6 +29,12 @@ from rl.harness import settings
 from rl.harness.commands import catalog
 
 from rl.harness.run import provenance, records
+
+from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
+
+from rl.harness.run.rows import ITERATION_KEY, RowBudget
+
+from rl.harness.run.status import new_run_id
 
 from rl.harness.training import hardware
 from rl.harness.errors import EXIT_USAGE, UsageError
@@ -71,7 +77,7 @@ def compare_rows(original: list[dict], reproduction: list[dict], tolerance: floa
         for key in sorted(set(row_a) | set(row_b)):
             if not ignored(key) and not _same(row_a.get(key), row_b.get(key), tolerance):
                 return {"rows_compared": number, "first_divergence": {
-                    "row": number, "iteration": row_a.get(records.ITERATION_KEY), "key": key,
+                    "row": number, "iteration": row_a.get(ITERATION_KEY), "key": key,
                     "original": row_a.get(key), "reproduction": row_b.get(key)}}
     compared = min(len(original), len(reproduction))
     if len(original) != len(reproduction):
@@ -107,17 +113,17 @@ def build_differences(recorded: dict, rebuilt: dict) -> list[str]:
     return differences
 
 
-def check_machine(manifest: dict, machine: hardware.MachineFacts) -> None:
+def check_machine(manifest: RunManifest, machine: hardware.MachineFacts) -> None:
     """Raises ReproduceError when this machine would place the run differently (another machine kind)."""
-    recorded = (manifest.get("hardware") or {}).get("profile") or {}
+    recorded = manifest.hardware.get("profile") or {}
     try:
         here = hardware.choose_profile(recorded.get("name", "auto"), machine).as_dict()
     except hardware.HardwareError as error:
-        raise ReproduceError(f"run {manifest['run_id']} ran with hardware profile {recorded.get('name')!r},"
+        raise ReproduceError(f"run {manifest.run_id} ran with hardware profile {recorded.get('name')!r},"
                              f" which this machine cannot give ({error}); reproduce it on such a machine") from None
     for field in _PLACEMENT_FIELDS:
         if recorded.get(field) != here.get(field):
-            raise ReproduceError(f"run {manifest['run_id']} ran on another machine kind: profile {field}"
+            raise ReproduceError(f"run {manifest.run_id} ran on another machine kind: profile {field}"
                                  f" {recorded.get(field)!r} there, {here.get(field)!r} here; reproduce it on a"
                                  " machine like the one in its manifest (`rl-harness show`)")
 
@@ -201,11 +207,11 @@ def build(worktree: str, target: str) -> dict:
                              "rebuilt build info")
 
 
-def _run_arguments(manifest: dict, run_id: str, results_root: str, artifacts_root: str,
-                   prefix: records.RowBudget) -> list[str]:
+def _run_arguments(manifest: RunManifest, run_id: str, results_root: str, artifacts_root: str,
+                   prefix: RowBudget) -> list[str]:
     """The recorded seed, profile and smoke switch; the run stops where the compared prefix ends."""
-    options = manifest.get("options") or {}
-    arguments = ["--seed", str(manifest["seed"]), "--hardware-profile", manifest["hardware"]["profile"]["name"],
+    options = manifest.options
+    arguments = ["--seed", str(manifest.seed), "--hardware-profile", manifest.hardware["profile"]["name"],
                  "--run-id", run_id, "--results-dir", results_root, "--artifacts-dir", artifacts_root,
                  "--no-upload-artifacts", *prefix.run_flags()]
     return arguments + (["--smoke"] if options.get("smoke") else [])
@@ -226,7 +232,7 @@ def _child_environment() -> dict:
 
 def _layout(run: catalog.Run) -> RunLayout:
     """The original run's folders (roots and smoke from its manifest); the reproduction goes beside it."""
-    if not (run.manifest.get("paths") or {}).get("artifacts"):
+    if not run.manifest.paths.get("artifacts"):
         raise ReproduceError(f"run {run.run_id} recorded no artifacts folder; its metrics cannot be compared")
     try:
         return RunLayout.of_run(run.run_dir, run.manifest)
@@ -237,13 +243,13 @@ def _layout(run: catalog.Run) -> RunLayout:
 def _validate(run: catalog.Run) -> tuple[str, Optional[str]]:
     """(repository commit, patch path or None); ReproduceError for runs that cannot be rebuilt."""
     manifest = run.manifest
-    if not (manifest.get("build") or {}).get("target"):
+    if not manifest.build.get("target"):
         raise ReproduceError(f"run {run.run_id} did not run from a Bazel binary (no build.target); only runs of an"
                              " rl_experiment or rl_py_binary target can be rebuilt")
-    if manifest.get("parent_run"):
-        raise ReproduceError(f"run {run.run_id} resumed run {manifest['parent_run'].get('parent_run_id')}; reproduce"
+    if manifest.parent_run:
+        raise ReproduceError(f"run {run.run_id} resumed run {manifest.parent_run.get('parent_run_id')}; reproduce"
                              " a run that started fresh")
-    repo = (manifest.get("code") or {}).get("experiment_repo") or {}
+    repo = manifest.code.get("experiment_repo") or {}
     if not repo.get("commit"):
         raise ReproduceError(f"run {run.run_id} recorded no git commit ({repo.get('reason')}); it cannot be rebuilt")
     if not repo.get("dirty"):
@@ -263,14 +269,14 @@ def _metrics(artifacts_dir: str, run_id: str) -> list[dict]:
     return records.read_json_lines(path)
 
 
-def reproduce(original: catalog.Run, *, prefix: records.RowBudget = records.RowBudget(),
+def reproduce(original: catalog.Run, *, prefix: RowBudget = RowBudget(),
               repo_root: Optional[str] = None) -> int:
     """Rebuilds and re-runs `original`; prints the verdict; 0 when it reproduced, 1 when it diverged."""
     manifest = original.manifest
     commit, patch = _validate(original)
     check_machine(manifest, hardware.detect_machine())
     layout = _layout(original)
-    original_rows = prefix.take(_metrics(manifest["paths"]["artifacts"], original.run_id))
+    original_rows = prefix.take(_metrics(manifest.paths["artifacts"], original.run_id))
     repo_root = repo_root or provenance.git_state(settings.workspace_directory() or os.getcwd())["root"]
     if repo_root is None:
         raise ReproduceError("not inside a git checkout; run reproduce from the repository the run came from")
@@ -279,32 +285,31 @@ def reproduce(original: catalog.Run, *, prefix: records.RowBudget = records.RowB
     patch_verified = None
     if patch is not None:
         apply_patch(worktree, patch, original.run_id, commit)
-        patch_verified = provenance.git_state(worktree)["diff_sha256"] == manifest["code"]["experiment_repo"]["diff_sha256"]
+        patch_verified = provenance.git_state(worktree)["diff_sha256"] == manifest.code["experiment_repo"]["diff_sha256"]
         if not patch_verified:
             logging.warning("the patch does not recreate the recorded change exactly (diff_sha256 differs; left out:"
-                            " %s): the build comparison below names what differs", manifest["code"]["experiment_repo"]
+                            " %s): the build comparison below names what differs", manifest.code["experiment_repo"]
                             .get("patch", {}).get("omitted") or "nothing recorded")
-    target = manifest["build"]["target"]
+    target = manifest.build["target"]
     rebuilt = build(worktree, target)
-    differences = build_differences(manifest["build"], rebuilt)
-    new_run_id = records.new_run_id()
+    differences = build_differences(manifest.build, rebuilt)
+    reproduction_id = new_run_id()
     environment = _child_environment()
     done = subprocess.run([*_bazel(worktree), "run", *_python_override(worktree), target, "--",
-                           *_run_arguments(manifest, new_run_id, str(layout.results_root), str(layout.artifacts_root), prefix)],
+                           *_run_arguments(manifest, reproduction_id, str(layout.results_root), str(layout.artifacts_root), prefix)],
                           cwd=worktree, env=environment)
     if done.returncode == EXIT_USAGE and prefix.key is not None:
         raise ReproduceError(f"the reproduction of {target} refused its options (exit {EXIT_USAGE}, log above): a"
                              f" harness older than {prefix.run_flags()[0]} cannot stop at a prefix;"
                              " reproduce without --iterations/--env-steps")
     if done.returncode != 0:
-        raise ReproduceError(f"the reproduction run {new_run_id} of {target} exited {done.returncode}; see its log"
+        raise ReproduceError(f"the reproduction run {reproduction_id} of {target} exited {done.returncode}; see its log"
                              " above and its manifest")
-    reproduction = layout.with_run_id(new_run_id)
-    determinism = (manifest.get("runner") or {}).get("determinism") or {
-        "expected": False, "why": "the recipe ran its own loop: the harness cannot tell"}
+    reproduction = layout.with_run_id(reproduction_id)
+    determinism = runner_determinism(manifest.runner)
     tolerance = 0.0 if determinism["expected"] else STATISTICAL_RELATIVE_TOLERANCE
     comparison = compare_rows(original_rows,
-                              prefix.take(_metrics(str(reproduction.artifacts_dir), new_run_id)),
+                              prefix.take(_metrics(str(reproduction.artifacts_dir), reproduction_id)),
                               tolerance)
     verdict = {
         "parent_run": original.run_id,
@@ -313,16 +318,17 @@ def reproduce(original: catalog.Run, *, prefix: records.RowBudget = records.RowB
         "tolerance": tolerance,
         "prefix": dataclasses.asdict(prefix),
         "patch_verified": patch_verified,
-        "build_hash_match": rebuilt["build_hash"] == manifest["build"]["build_hash"],
+        "build_hash_match": rebuilt["build_hash"] == manifest.build["build_hash"],
         "build_differences": differences,
         **comparison,
         "verdict": "diverged" if comparison["first_divergence"] else (
             "identical" if tolerance == 0.0 else "within tolerance"),
     }
     new_dir = str(reproduction.results_dir)
-    new_manifest = records.read_manifest(new_dir)
-    records.write_json_atomically(os.path.join(new_dir, records.MANIFEST_FILE), {**new_manifest, "reproduction": verdict})
-    print("\n".join(format_verdict(verdict, new_run_id)))
+    new_manifest = read_manifest(new_dir)
+    records.write_json_atomically(os.path.join(new_dir, records.MANIFEST_FILE),
+                                  dataclasses.replace(new_manifest, reproduction=verdict).to_dict())
+    print("\n".join(format_verdict(verdict, reproduction_id)))
     return 0 if comparison["first_divergence"] is None else 1
 
 

@@ -13,6 +13,10 @@ import pathlib
 from typing import Optional
 
 from rl.harness.run import records
+
+from rl.harness.run.manifest import TuneRunner, read_manifest
+
+from rl.harness.run.status import run_id_problem
 from rl.harness.run.context import ResumeSource
 from absl import logging
 
@@ -32,7 +36,7 @@ def checkpoint_source(path: pathlib.Path, parent_run_id: Optional[str] = None) -
         try:
             state = records.read_json(str(state_file), "checkpoint state")
         except records.RecordError as error:
-            raise UsageError(f"{error}; pass another checkpoint") from None
+            raise records.RecordError(f"{error}; pass another checkpoint") from None
         return ResumeSource(checkpoint=path, parent_run_id=parent_run_id or state.get("run_id"),
                             iteration=state.get("iteration"), env_steps=state.get("env_steps"),
                             experiment=state.get("experiment"))
@@ -47,7 +51,7 @@ def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathl
     path = pathlib.Path(value).expanduser()
     if path.exists():
         return checkpoint_source(path.resolve())
-    if records.run_id_problem(value) is None:
+    if run_id_problem(value) is None:
         run_dir = RunLayout.find(results_root, value)
         if run_dir is not None:
             return _resume_from_run(value, run_dir, artifacts_root)
@@ -72,34 +76,30 @@ def check_experiment(source: ResumeSource, requested: str, module_name: str) -> 
 
 
 def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
-    try:
-        manifest = records.read_manifest(str(run_dir))
-        layout = RunLayout.of_run(run_dir, manifest, artifacts_root)
-        places = layout.artifact_places(manifest)
-    except records.RecordError as error:
-        raise UsageError(str(error)) from None
-    runner = manifest.get("runner") or {}
-    if runner.get("kind") == "tune":
+    manifest = read_manifest(str(run_dir))  # RecordError (a UsageError) names a damaged record
+    layout = RunLayout.of_run(run_dir, manifest, artifacts_root)
+    places = layout.artifact_places(manifest)
+    if isinstance(manifest.runner, TuneRunner):
         for place in places:
-            storage = place / runner["storage"]
+            storage = place / manifest.runner.storage
             if storage.is_dir():
                 return ResumeSource(checkpoint=None, parent_run_id=run_id, tune_experiment=storage,
-                                    experiment=manifest.get("experiment", {}).get("module"))
+                                    experiment=manifest.experiment.module)
         raise UsageError(f"the Tune storage of run {run_id} is not on this machine (looked in"
                          f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative}"
                          " (docs/artifact_storage.md)")
-    checkpoints = manifest.get("checkpoints") or []
+    checkpoints = manifest.checkpoints
     if not checkpoints:
         raise UsageError(f"run {run_id} recorded no checkpoint to resume from; start a new run instead")
-    trials = sorted({c["trial_id"] for c in checkpoints if c.get("trial_id")})
+    trials = sorted({c.trial_id for c in checkpoints if c.trial_id})
     if trials:
         raise UsageError(f"run {run_id} saved checkpoints for several trials ({', '.join(trials)}), so which one to"
                          f" resume is ambiguous; pass --resume-from <checkpoint folder>"
                          f" (artifacts/{layout.relative}/checkpoints/<trial>/iter_N)")
     for place in places:
-        folder = place / checkpoints[-1]["path"]
+        folder = place / checkpoints[-1].path
         if folder.is_dir():
             return checkpoint_source(folder, parent_run_id=run_id)
-    raise UsageError(f"checkpoint {checkpoints[-1]['path']} of run {run_id} is not on this machine (looked in"
+    raise UsageError(f"checkpoint {checkpoints[-1].path} of run {run_id} is not on this machine (looked in"
                      f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative} from B2"
                      " (docs/artifact_storage.md) and pass --resume-from <checkpoint folder>")

@@ -25,8 +25,11 @@ from absl import logging
 from rl.harness import settings
 from rl.harness.errors import EXIT_UPLOAD_FAILED, HarnessError, UsageError
 from rl.harness.run import provenance, records
+from rl.harness.run.status import utc_now
 from rl.harness.run.layout import RunLayout
 
+# remote_artifacts.json has its own schema (it was the manifest's version 1 before the manifest went to 2).
+REMOTE_ARTIFACTS_SCHEMA_VERSION = 1
 DEFAULT_CREDENTIALS_FILE = "~/.config/rl-harness/b2.json"  # ~ is $HOME
 DEFAULT_PREFIX = "rl-harness"
 _REDACTED = "<redacted>"
@@ -154,11 +157,11 @@ class B2Mirror:
                   if path.name != records.REMOTE_ARTIFACTS_FILE]
         files = [(kind, root, path) for kind, root, path in files if path.is_file() and not path.name.startswith(".tmp-")]
         record = {
-            "schema_version": records.MANIFEST_SCHEMA_VERSION,
+            "schema_version": REMOTE_ARTIFACTS_SCHEMA_VERSION,
             "status": "uploading",
             "bucket": self._credentials.bucket,
             "run_prefix": run_prefix,
-            "started_at": records.utc_now(),
+            "started_at": utc_now(),
             "files": [],
             "error": None,
             "not_uploaded": [],
@@ -181,7 +184,7 @@ class B2Mirror:
         finally:
             if record["status"] == "uploading":  # an unexpected error (e.g. a file vanished)
                 record["status"] = "failed"
-            record["ended_at"] = records.utc_now()
+            record["ended_at"] = utc_now()
             records.write_json_atomically(record_path, record)
         logging.info("uploaded %d files to b2://%s/%s", len(record["files"]), self._credentials.bucket, run_prefix)
         return record

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from rl.harness.run import seeding
-
-from rl.harness.training import hardware
+from rl.harness.run import records, seeding
 
 if TYPE_CHECKING:
+    from rl.harness.run.manifest import CheckpointEntry
+    from rl.harness.training import hardware
     from rl.harness.run.session import RunSession
 
 
@@ -50,6 +50,14 @@ class ResumeSource:
 
 @dataclasses.dataclass(frozen=True)
 class RunContext:
+    """What one run's recipe is given: who it is (id, experiment, seed, smoke), where its records go, on what
+    hardware, what it resumes, and its record keeper; frozen and operational (no science).
+
+        context.seeds.integer("rllib")                      # named seed streams of the root seed
+        context.write_output("probe_report.json", report)   # listed in the manifest's outputs
+        for entry in context.checkpoints(): context.checkpoint_path(entry)
+    """
+
     run_id: str
     experiment: str  # the recipe's dotted module
     seed: int  # the root seed, recorded unchanged; consumers draw from `seeds`
@@ -62,3 +70,18 @@ class RunContext:
     seeds: seeding.SeedStreams = dataclasses.field(default=None, compare=False, repr=False)
     # The run's record keeper (rl.harness.run.session.RunSession): metrics, checkpoints, stop requests.
     recorder: "RunSession" = dataclasses.field(default=None, compare=False, repr=False)
+
+    def checkpoints(self, trial: Optional[str] = None) -> tuple["CheckpointEntry", ...]:
+        """The checkpoints this run saved so far (of one line: an agent, a Tune trial); paths relative to artifacts_dir."""
+        return self.recorder.manifest.checkpoints_of(trial)
+
+    def checkpoint_path(self, entry: "CheckpointEntry") -> pathlib.Path:
+        return self.artifacts_dir / entry.path
+
+    def metrics(self) -> list[dict]:
+        """Every metrics row this run logged so far (its metrics.jsonl, read once per call)."""
+        return records.read_json_lines(str(self.artifacts_dir / records.METRICS_FILE))
+
+    def write_output(self, name: str, data: Any, *, place: str = "results") -> pathlib.Path:
+        """Writes an output of this run (a report, a figure) atomically, listed in the manifest (RunSession.write_output)."""
+        return self.recorder.write_output(name, data, place=place)

@@ -20,9 +20,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from rl.harness.run import records
+
+from rl.harness.run.status import run_id_problem
+
+if TYPE_CHECKING:
+    from rl.harness.run.manifest import RunManifest
 
 # By convention a results root has its artifacts root beside it: <x>/results and <x>/artifacts.
 ARTIFACTS_BESIDE_RESULTS = "artifacts"
@@ -31,15 +36,6 @@ ARTIFACTS_BESIDE_RESULTS = "artifacts"
 def relative_run_path(run_id: str, smoke: bool) -> pathlib.PurePosixPath:
     """`smoke/<run-id>` or `<run-id>`: a run's folder below either root."""
     return pathlib.PurePosixPath(*([records.SMOKE_DIR] if smoke else []), run_id)
-
-
-def manifest_smoke(manifest: dict) -> bool:
-    """Whether a recorded run was a smoke run, as its manifest says (never guessed from folder names)."""
-    options = manifest.get("options") or {}
-    if not isinstance(options.get("smoke"), bool):
-        raise records.RecordError(f"the manifest of run {manifest.get('run_id')!r} records no options.smoke, so where"
-                                  " its folders are is unknown; it was not written by rl-harness (or was edited)")
-    return options["smoke"]
 
 
 def _root_of(folder: pathlib.Path, relative: pathlib.PurePosixPath, what: str) -> pathlib.Path:
@@ -84,32 +80,32 @@ class RunLayout:
         """The B2 key folder of this run: `<prefix>/<experiment module>/[smoke/]<run-id>`."""
         return "/".join([prefix.strip("/"), experiment, *self.relative.parts])
 
-    def artifact_places(self, manifest: dict, extra_roots: Iterable[pathlib.Path] = ()) -> list[pathlib.Path]:
+    def artifact_places(self, manifest: "RunManifest", extra_roots: Iterable[pathlib.Path] = ()) -> list[pathlib.Path]:
         """Folders that may hold this run's artifacts, best first.
 
         As the manifest recorded them, under this layout's artifacts root, beside the results root
         (`<x>/artifacts` for `<x>/results`: a copied checkout), then under each extra root.
         """
-        recorded = (manifest.get("paths") or {}).get("artifacts")
+        recorded = manifest.paths.get("artifacts")
         roots = [self.artifacts_root, self.results_root.parent / ARTIFACTS_BESIDE_RESULTS, *map(pathlib.Path, extra_roots)]
         places = ([pathlib.Path(recorded)] if recorded else []) + [root / self.relative for root in roots]
         return list(dict.fromkeys(places))
 
     @classmethod
-    def of_run(cls, run_dir, manifest: dict, artifacts_root: Optional[pathlib.Path] = None) -> "RunLayout":
+    def of_run(cls, run_dir, manifest: "RunManifest", artifacts_root: Optional[pathlib.Path] = None) -> "RunLayout":
         """The layout of a recorded run from its results folder and manifest.
 
         The artifacts root is `artifacts_root` if given, else the root of the artifacts folder the
         manifest recorded, else `artifacts/` beside the results root.
         """
-        run_id, smoke = manifest.get("run_id"), manifest_smoke(manifest)
-        if not isinstance(run_id, str) or records.run_id_problem(run_id):
+        run_id, smoke = manifest.run_id, manifest.smoke
+        if not isinstance(run_id, str) or run_id_problem(run_id):
             raise records.RecordError(f"the manifest in {run_dir} records no valid run_id ({run_id!r}), so where its"
                                       " folders are is unknown; it was not written by rl-harness (or was edited)")
         relative = relative_run_path(run_id, smoke)
         results_root = _root_of(pathlib.Path(run_dir).resolve(), relative, "results folder")
         if artifacts_root is None:
-            recorded = (manifest.get("paths") or {}).get("artifacts")
+            recorded = manifest.paths.get("artifacts")
             artifacts_root = (_root_of(pathlib.Path(recorded), relative, "recorded artifacts folder") if recorded
                               else results_root.parent / ARTIFACTS_BESIDE_RESULTS)
         return cls(results_root, pathlib.Path(artifacts_root), run_id, smoke)

@@ -1,34 +1,356 @@
-"""The provenance part of a run's manifest, written before the recipe runs, and the dirty checkout's patch.
+"""The run manifest as typed, frozen records: what `run_manifest.json` holds, read and written in one place.
 
-    document = manifest.base_manifest(module=module, module_name="experiments.mess3.reward_only",
-                                      options=options, layout=layout, profile=profile, machine=machine,
-                                      resume=None)
-    patches = manifest.capture_patches(document["code"], cap_bytes)   # {"uncommitted.patch": b"..."}
+    from rl.harness.run import manifest
 
-The session adds status, heartbeat, runner and checkpoints to it (session.RunSession).
+    document = manifest.read_manifest(run_dir)          # RunManifest; RecordError naming the fix (schema 1 or 2)
+    document.status, document.run_id, document.smoke, document.experiment.module
+    document.runner                                     # DirectRunner | TuneRunner | AgentsInTurnRunner | OwnLoopRunner | None
+    document.checkpoints[-1].path                       # CheckpointEntry, relative to the artifacts folder
+    document.outputs                                    # OutputEntry per file the run's stages wrote
+    document.to_dict()                                  # what run_manifest.json holds
+
+    document = manifest.begin(module=..., module_name=..., options=..., layout=..., profile=..., machine=...,
+                              resume=None)               # a new run's provenance, before the recipe runs
+    patches = manifest.capture_patches(document.code, cap_bytes)   # {"uncommitted.patch": b"..."}
+
+Schema 2 added `outputs` and typed the runner section; manifests of schema 1 (written before)
+read as schema 2 with no outputs. Provenance blocks (code, build, versions, hardware, cluster)
+stay mappings: they are recorded as found and compared whole by `diff`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional, Union
 
 from absl import logging
 
 from rl.harness import settings
 from rl.harness.run import buildinfo, provenance, records
-
-from rl.harness.training import hardware
 from rl.harness.run.context import ResumeSource
 from rl.harness.run.layout import RunLayout
+from rl.harness.run.status import Heartbeat, WriterProcess
+
+if TYPE_CHECKING:
+    from rl.harness.training.hardware import HardwareProfile, MachineFacts
 
 # Resolve the file, not its folder: under `bazel run` the folder is a real directory
 # of the runfiles tree (outside any checkout) holding symlinks into the source tree.
 _HARNESS_DIR = os.path.dirname(os.path.realpath(__file__))
+
+
+MANIFEST_SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
+
+
+def _tuple(values) -> tuple:
+    return tuple(values or ())
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentRecord:
+    module: Optional[str]
+    source_file: Optional[str] = None
+    source_sha256: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunError:
+    type: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointEntry:
+    """A saved checkpoint; `path` is relative to the run's artifacts folder; `trial_id` names its line (agent, Tune trial)."""
+
+    path: str
+    iteration: Optional[int]
+    env_steps: Optional[int]
+    saved_at: Optional[str] = None
+    trial_id: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, record: Mapping) -> "CheckpointEntry":
+        return cls(path=record["path"], iteration=record.get("iteration"), env_steps=record.get("env_steps"),
+                   saved_at=record.get("saved_at"), trial_id=record.get("trial_id"))
+
+    def to_dict(self) -> dict:
+        entry = dataclasses.asdict(self)
+        if self.trial_id is None:
+            del entry["trial_id"]
+        return entry
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputEntry:
+    """A file a stage of the run wrote (`RunContext.write_output`): `path` relative to the run's `place` folder."""
+
+    name: str
+    place: str  # "results" (small, committed) or "artifacts" (large, git-ignored)
+    path: str
+    bytes: int
+    sha256: str
+    written_at: str
+
+    @classmethod
+    def from_dict(cls, record: Mapping) -> "OutputEntry":
+        return cls(**{field.name: record[field.name] for field in dataclasses.fields(cls)})
+
+
+# -- the runner section: one tagged union ----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class DirectRunner:
+    """RLlib's train loop in this driver (`runners.run_direct`). Fields older manifests lack read as None."""
+
+    KIND: ClassVar[str] = "direct"
+    algorithm: Optional[str] = None
+    rllib_seed: Optional[int] = None
+    sampling: Optional[Mapping[str, Any]] = None
+    determinism: Optional[Mapping[str, Any]] = None
+    stop: Optional[Mapping[str, Any]] = None
+    checkpoint_schedule: Optional[Mapping[str, Any]] = None
+    checkpoint_initial: Optional[bool] = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # fields this harness does not know
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneRunner:
+    """One Ray Tune trial per seed (`runners.run_tune`); `storage` is relative to the artifacts folder."""
+
+    KIND: ClassVar[str] = "tune"
+    algorithm: Optional[str] = None
+    trial_seeds: tuple = ()
+    storage: Optional[str] = None
+    sampling: Optional[Mapping[str, Any]] = None
+    determinism: Optional[Mapping[str, Any]] = None
+    stop: Optional[Mapping[str, Any]] = None
+    checkpoint_every: Optional[int] = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentRecord:
+    algorithm: Optional[str] = None
+    rllib_seed: Optional[int] = None
+    sampling: Optional[Mapping[str, Any]] = None
+    determinism: Optional[Mapping[str, Any]] = None
+    env_runner_nodes: Optional[tuple] = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentsInTurnRunner:
+    """Several agents trained one after another in one run (`agents.train_in_turn`)."""
+
+    KIND: ClassVar[str] = "agents in turn"
+    stop: Optional[Mapping[str, Any]] = None
+    agents: Mapping[str, AgentRecord] = dataclasses.field(default_factory=dict)
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnLoopRunner:
+    """A recipe's own loop (in-process workers, sequential runs): its kind and what it chose to record."""
+
+    kind: str
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+Runner = Union[DirectRunner, TuneRunner, AgentsInTurnRunner, OwnLoopRunner]
+_TYPED_RUNNERS = {runner.KIND: runner for runner in (DirectRunner, TuneRunner, AgentsInTurnRunner)}
+
+
+def _typed(cls, record: Mapping, **converted):
+    """`cls` from a record's known fields (and `converted` ones); unknown fields are kept in `extra`."""
+    names = {field.name for field in dataclasses.fields(cls)} - {"extra"}
+    return cls(**{key: value for key, value in record.items() if key in names}, **converted,
+               extra={key: value for key, value in record.items() if key not in names})
+
+
+def _untyped(record) -> dict:
+    """The record's fields as written: an unset (None) field is left out, as the writers that predate it left it."""
+    fields = {field.name: getattr(record, field.name) for field in dataclasses.fields(record)
+              if field.name != "extra" and getattr(record, field.name) is not None}
+    return {**record.extra, **fields}
+
+
+def runner_kind(runner: Runner) -> str:
+    return runner.kind if isinstance(runner, OwnLoopRunner) else runner.KIND
+
+
+def runner_determinism(runner: Optional[Runner]) -> Mapping[str, Any]:
+    """Whether the same seed gives the same rows ({"expected": bool, "why": str}), as the runner recorded it."""
+    if isinstance(runner, AgentsInTurnRunner) and runner.agents:
+        each = [agent.determinism for agent in runner.agents.values()]
+        return {"expected": all(d.get("expected") for d in each), "why": "; ".join(sorted({d.get("why", "") for d in each}))}
+    recorded = runner.details.get("determinism") if isinstance(runner, OwnLoopRunner) else getattr(runner, "determinism", None)
+    return recorded or {"expected": False, "why": "the recipe ran its own loop and recorded nothing: the harness cannot tell"}
+
+
+def runner_from_dict(record: Optional[Mapping]) -> Optional[Runner]:
+    if record is None:
+        return None
+    fields = {key: value for key, value in record.items() if key != "kind"}
+    typed = _TYPED_RUNNERS.get(record.get("kind"))
+    if typed is None:
+        return OwnLoopRunner(kind=str(record.get("kind")), details=fields)
+    if typed is AgentsInTurnRunner:
+        agents = {name: _typed(AgentRecord, {k: v for k, v in agent.items() if k != "env_runner_nodes"},
+                               env_runner_nodes=None if agent.get("env_runner_nodes") is None
+                               else tuple(agent["env_runner_nodes"]))
+                  for name, agent in (fields.pop("agents", None) or {}).items()}
+        return _typed(AgentsInTurnRunner, fields, agents=agents)
+    if typed is TuneRunner:
+        return _typed(TuneRunner, {k: v for k, v in fields.items() if k != "trial_seeds"},
+                      trial_seeds=tuple(fields.get("trial_seeds") or ()))
+    return _typed(typed, fields)
+
+
+def runner_to_dict(runner: Optional[Runner]) -> Optional[dict]:
+    if runner is None:
+        return None
+    if isinstance(runner, OwnLoopRunner):
+        return {"kind": runner.kind, **runner.details}
+    document = {"kind": runner.KIND, **_untyped(runner)}
+    if isinstance(runner, AgentsInTurnRunner):
+        document["agents"] = {name: _untyped(agent) for name, agent in runner.agents.items()}
+    if isinstance(runner, TuneRunner):
+        document["trial_seeds"] = list(runner.trial_seeds)
+    return document
+
+
+# -- the manifest ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RunManifest:
+    """One run's `run_manifest.json`: provenance (written before the recipe runs) and its lifecycle so far.
+
+    Build a new one with `manifest.begin(...)`; the session replaces fields as the run goes
+    (`dataclasses.replace`), and writes `to_dict()` atomically.
+    """
+
+    run_id: Optional[str]
+    status: Optional[str]
+    experiment: ExperimentRecord
+    seed: Optional[int]
+    options: Mapping[str, Any]
+    paths: Mapping[str, Any]
+    code: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    build: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    versions: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    hardware: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    command_line: tuple = ()
+    process_command_line: tuple = ()
+    parent_run: Optional[Mapping[str, Any]] = None
+    runner: Optional[Runner] = None
+    cluster: Optional[Mapping[str, Any]] = None
+    remote: Optional[Mapping[str, Any]] = None
+    started_at: Optional[str] = None
+    ended_at: Optional[str] = None
+    heartbeat: Optional[Heartbeat] = None
+    process: Optional[WriterProcess] = None
+    checkpoints: tuple[CheckpointEntry, ...] = ()
+    outputs: tuple[OutputEntry, ...] = ()
+    error: Optional[RunError] = None
+    exit_code: Optional[int] = None
+    interrupted_by: Optional[str] = None
+    budget_cap: Optional[Mapping[str, Any]] = None  # --stop-at-*: {"key": counter, "bound": N}
+    seed_streams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    reproduction: Optional[Mapping[str, Any]] = None  # `rl-harness reproduce`'s verdict
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+    # Sections this harness does not know (a newer minor writer, a recipe's own): kept, written back.
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def smoke(self) -> bool:
+        """Whether the run was a smoke run, as its options say (never guessed from folder names)."""
+        smoke = self.options.get("smoke")
+        if not isinstance(smoke, bool):
+            raise records.RecordError(f"the manifest of run {self.run_id!r} records no options.smoke, so where its folders"
+                              " are is unknown; it was not written by rl-harness (or was edited)")
+        return smoke
+
+    def checkpoints_of(self, trial_id: Optional[str]) -> tuple[CheckpointEntry, ...]:
+        """The checkpoints of one line (an agent, a Tune trial; None: the run's own)."""
+        return tuple(entry for entry in self.checkpoints if entry.trial_id == trial_id)
+
+    @classmethod
+    def from_dict(cls, record: Mapping, path: str = "run_manifest.json") -> "RunManifest":
+        """A manifest of any readable schema; RecordError naming the fix for another schema or a broken one."""
+        version = record.get("schema_version") if isinstance(record, Mapping) else None
+        if version not in READABLE_SCHEMA_VERSIONS:
+            raise records.RecordError(f"{path} has schema_version {version!r}; this harness reads"
+                              f" {', '.join(map(str, READABLE_SCHEMA_VERSIONS))}: use the rl-harness version that"
+                              " wrote it")
+        known = {field.name for field in dataclasses.fields(cls)} - {"extra"}
+        try:
+            heartbeat, process, error = record.get("heartbeat"), record.get("process"), record.get("error")
+            return cls(
+                schema_version=MANIFEST_SCHEMA_VERSION,
+                run_id=record.get("run_id"),
+                status=record.get("status"),
+                experiment=ExperimentRecord(**(record.get("experiment") or {"module": None})),
+                seed=record.get("seed"),
+                options=dict(record.get("options") or {}),
+                paths=dict(record.get("paths") or {}),
+                code=record.get("code") or {},
+                build=record.get("build") or {},
+                versions=record.get("versions") or {},
+                hardware=record.get("hardware") or {},
+                command_line=_tuple(record.get("command_line")),
+                process_command_line=_tuple(record.get("process_command_line")),
+                parent_run=record.get("parent_run"),
+                runner=runner_from_dict(record.get("runner")),
+                cluster=record.get("cluster"),
+                remote=record.get("remote"),
+                started_at=record.get("started_at"),
+                ended_at=record.get("ended_at"),
+                heartbeat=Heartbeat(**heartbeat) if heartbeat else None,
+                process=WriterProcess(**process) if process else None,
+                checkpoints=tuple(CheckpointEntry.from_dict(entry) for entry in record.get("checkpoints") or ()),
+                outputs=tuple(OutputEntry.from_dict(entry) for entry in record.get("outputs") or ()),
+                error=RunError(**error) if error else None,
+                exit_code=record.get("exit_code"),
+                interrupted_by=record.get("interrupted_by"),
+                budget_cap=record.get("budget_cap"),
+                seed_streams=record.get("seed_streams") or {},
+                reproduction=record.get("reproduction"),
+                extra={key: value for key, value in record.items() if key not in known},
+            )
+        except (TypeError, KeyError, AttributeError) as broken:
+            raise records.RecordError(f"{path} is not a run manifest this harness can read ({type(broken).__name__}:"
+                              f" {broken}); restore it from git or B2") from None
+
+    def to_dict(self) -> dict:
+        document = {field.name: getattr(self, field.name) for field in dataclasses.fields(self) if field.name != "extra"}
+        document.update(
+            experiment=dataclasses.asdict(self.experiment),
+            options=dict(self.options),
+            paths=dict(self.paths),
+            command_line=list(self.command_line),
+            process_command_line=list(self.process_command_line),
+            runner=runner_to_dict(self.runner),
+            heartbeat=None if self.heartbeat is None else dataclasses.asdict(self.heartbeat),
+            process=None if self.process is None else dataclasses.asdict(self.process),
+            checkpoints=[entry.to_dict() for entry in self.checkpoints],
+            outputs=[dataclasses.asdict(entry) for entry in self.outputs],
+            error=None if self.error is None else dataclasses.asdict(self.error),
+        )
+        return {**self.extra, **document}
+
+def read_manifest(run_dir) -> RunManifest:
+    """The manifest in `run_dir` (results/[smoke/]<run-id>/); RecordError naming the fix when missing or damaged."""
+    path = os.path.join(str(run_dir), records.MANIFEST_FILE)
+    return RunManifest.from_dict(records.read_json(path, "run manifest"), path)
 
 
 def recorded_options(options: argparse.Namespace) -> dict:
@@ -37,35 +359,33 @@ def recorded_options(options: argparse.Namespace) -> dict:
             for key, value in sorted(vars(options).items()) if key != "module" and not key.startswith("_")}
 
 
-def base_manifest(*, module, module_name: str, options: argparse.Namespace, layout: RunLayout,
-                  profile: hardware.HardwareProfile, machine: hardware.MachineFacts,
-                  resume: Optional[ResumeSource]) -> dict:
+def begin(*, module, module_name: str, options: argparse.Namespace, layout: RunLayout,
+          profile: "HardwareProfile", machine: "MachineFacts", resume: Optional[ResumeSource]) -> RunManifest:
+    """The manifest of a run about to start: its provenance, before the recipe runs (status `running` once started)."""
     source = os.path.realpath(module.__file__)
     experiment_repo = provenance.git_state(source)
     build = buildinfo.current().as_dict()
-    return {
-        "experiment": {"module": module_name,
-                       # relative to its repository, so committed records carry no machine's paths
-                       "source_file": (os.path.relpath(source, experiment_repo["root"])
-                                       if experiment_repo["root"] else source),
-                       "source_sha256": provenance.file_sha256(source)},
-        "code": {"experiment_repo": experiment_repo,
-                 "library": {**provenance.git_state(_HARNESS_DIR),
-                             "build_stamp_commit": build.get("git_commit"),
-                             "pinned": build.get("library")}},
-        "build": build,
-        "versions": provenance.package_versions(),
-        "command_line": options._argv,
-        "process_command_line": list(getattr(sys, "orig_argv", sys.argv)),
-        "seed": options.seed,
-        "options": recorded_options(options),
-        "paths": {"results": str(layout.results_dir), "artifacts": str(layout.artifacts_dir)},
-        "hardware": {"profile": profile.as_dict(), "machine": machine.as_dict()},
-        "parent_run": resume.as_dict() if resume else None,
-        "runner": None,
-        "cluster": None,  # the Ray cluster, recorded by the runners once connected (rl.harness.training.cluster.describe)
-        "remote": None,
-    }
+    return RunManifest(
+        run_id=layout.run_id,
+        status=None,
+        experiment=ExperimentRecord(
+            module=module_name,
+            # relative to its repository, so committed records carry no machine's paths
+            source_file=os.path.relpath(source, experiment_repo["root"]) if experiment_repo["root"] else source,
+            source_sha256=provenance.file_sha256(source)),
+        code={"experiment_repo": experiment_repo,
+              "library": {**provenance.git_state(_HARNESS_DIR), "build_stamp_commit": build.get("git_commit"),
+                          "pinned": build.get("library")}},
+        build=build,
+        versions=provenance.package_versions(),
+        command_line=tuple(options._argv),
+        process_command_line=tuple(getattr(sys, "orig_argv", sys.argv)),
+        seed=options.seed,
+        options=recorded_options(options),
+        paths={"results": str(layout.results_dir), "artifacts": str(layout.artifacts_dir)},
+        hardware={"profile": profile.as_dict(), "machine": machine.as_dict()},
+        parent_run=resume.as_dict() if resume else None,
+    )
 
 
 def capture_patches(code: dict, cap_bytes: int) -> dict[str, bytes]:

@@ -2,7 +2,7 @@
 
 The CLI creates a RunSession and hands it to the recipe as `context.recorder`:
 
-    session = RunSession(run_id=..., results_dir=..., artifacts_dir=..., manifest=provenance_dict, seeds=seeds)
+    session = RunSession(layout=layout, manifest=manifest.begin(...), seeds=seeds)   # a RunLayout, a RunManifest
     session.start()                      # folders, manifest "running", heartbeat thread, SIGINT/SIGTERM
     session.log_metrics({"training_iteration": 1, "env_runners/episode_return_mean": 21.0})
     with session.checkpoint(iteration=1, env_steps=500) as folder:
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import math
 import os
 import pathlib
@@ -26,12 +27,16 @@ import shutil
 import signal
 import tempfile
 import threading
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from absl import logging
 
 from rl.harness import settings
 from rl.harness.run import metric_keys, records, seeding
+from rl.harness.run.layout import RunLayout
+from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, CheckpointEntry, OutputEntry, RunError, RunManifest, Runner
+from rl.harness.run.rows import RowBudget, downsample, flatten_scalars
+from rl.harness.run.status import RUNNING, Heartbeat, this_process, utc_now
 
 # A heartbeat older than this many intervals means the writer is gone.
 STALE_AFTER_INTERVALS = 6
@@ -43,6 +48,8 @@ X_KEY = metric_keys.ITERATION
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+# A run's own record files, which no output may replace.
+_RECORD_FILES = frozenset({records.MANIFEST_FILE, records.SUMMARY_FILE, records.METRICS_FILE, records.PATCH_FILE})
 _TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -60,27 +67,37 @@ def _cancel_failure_alarm() -> None:
 
 
 class RunSession:
+    """Keeps one run's records while it runs; the recipe sees it as `context.recorder`.
+
+    It owns the manifest (a frozen `RunManifest`, replaced field by field and rewritten atomically
+    on every change and heartbeat), the metrics stream and the summary's curves, the checkpoint
+    folders, and SIGINT/SIGTERM (which become `stop_requested`). Thread-safe: Tune's callbacks
+    and the heartbeat thread write through the same lock.
+
+        session.record_runner(DirectRunner(...))      # the manifest's runner section (typed)
+        session.manifest.checkpoints[-1].path         # what was saved so far
+    """
+
     def __init__(
         self,
         *,
-        run_id: str,
-        results_dir: pathlib.Path,
-        artifacts_dir: pathlib.Path,
-        manifest: dict,
+        layout: RunLayout,
+        manifest: RunManifest,
         seeds: seeding.SeedStreams,
         heartbeat_s: float = settings.DEFAULT_HEARTBEAT_S,
         verbosity: Optional[int] = None,
-        budget_cap: records.RowBudget = records.RowBudget(),
+        budget_cap: RowBudget = RowBudget(),
     ):
-        self.run_id = run_id
-        self.results_dir = pathlib.Path(results_dir)
-        self.artifacts_dir = pathlib.Path(artifacts_dir)
-        self.checkpoints_dir = self.artifacts_dir / records.CHECKPOINTS_DIR
+        self.layout = layout
+        self.run_id = layout.run_id
+        self.results_dir = layout.results_dir
+        self.artifacts_dir = layout.artifacts_dir
+        self.checkpoints_dir = layout.checkpoints_dir
         self._seeds = seeds
         self._heartbeat_s = heartbeat_s
         self._verbosity = logging.get_verbosity() if verbosity is None else verbosity
         self._lock = threading.RLock()
-        self._manifest = dict(manifest)
+        self._manifest = manifest
         self._summary_keys = set(DEFAULT_SUMMARY_KEYS)
         self._curves: dict[str, dict[str, list]] = {}  # group ("" or a Tune trial id) -> key -> [[x, y]]
         self._rows = 0
@@ -100,17 +117,17 @@ class RunSession:
         self.results_dir.mkdir(parents=True, exist_ok=False)
         self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
         self._metrics = records.JsonLinesWriter(str(self.artifacts_dir / records.METRICS_FILE))
-        now = records.utc_now()
-        self._manifest.update(
-            schema_version=records.MANIFEST_SCHEMA_VERSION,
+        now = utc_now()
+        self._manifest = dataclasses.replace(
+            self._manifest,
             run_id=self.run_id,
-            status=records.RUNNING,
+            status=RUNNING,
             started_at=now,
             ended_at=None,
-            heartbeat={"at": now, "interval_s": self._heartbeat_s,
-                       "stale_after_s": round(STALE_AFTER_INTERVALS * self._heartbeat_s, 3)},
-            process=records.this_process(),
-            checkpoints=[],
+            heartbeat=Heartbeat(at=now, interval_s=self._heartbeat_s,
+                                stale_after_s=round(STALE_AFTER_INTERVALS * self._heartbeat_s, 3)),
+            process=this_process(),
+            checkpoints=(),
             error=None,
             # --stop-at-iteration / --stop-at-env-steps (reproduce's prefix): the run stops early on purpose.
             budget_cap=dataclasses.asdict(self._budget_cap) if self._budget_cap.key else None,
@@ -126,14 +143,16 @@ class RunSession:
             self._heartbeat_thread.join()
         self._restore_signals()
         with self._lock:
-            self._manifest.update(
+            ended_at = utc_now()
+            self._manifest = dataclasses.replace(
+                self._manifest,
                 status=status,
-                ended_at=records.utc_now(),
+                ended_at=ended_at,
                 exit_code=exit_code,
                 interrupted_by=self._stop_signal,
-                error=None if error is None else {"type": type(error).__name__, "message": str(error)},
+                error=None if error is None else RunError(type=type(error).__name__, message=str(error)),
+                heartbeat=dataclasses.replace(self._manifest.heartbeat, at=ended_at),
             )
-            self._manifest["heartbeat"]["at"] = self._manifest["ended_at"]
             if self._metrics is not None:
                 self._metrics.close()
             self._write_summary()
@@ -143,16 +162,25 @@ class RunSession:
         """Saves a record beside the manifest (e.g. the uncommitted change's patch)."""
         records.write_bytes_atomically(str(self.results_dir / name), data)
 
-    def update_manifest(self, **sections: Any) -> None:
-        """Adds or replaces top-level manifest sections (e.g. the runner's settings)."""
+    def update_manifest(self, **fields: Any) -> None:
+        """Replaces manifest fields (`RunManifest`'s: remote, exit_code, reproduction, ...) and rewrites it."""
         with self._lock:
-            self._manifest.update(sections)
+            self._manifest = dataclasses.replace(self._manifest, **fields)
             self._write_manifest()
 
-    @property
-    def manifest(self) -> dict:
+    def record_runner(self, runner: Runner) -> None:
+        """The manifest's runner section: how this run trains (one of the typed runner records)."""
+        self.update_manifest(runner=runner)
+
+    def record_cluster(self, facts: Mapping[str, Any]) -> None:
+        """The Ray cluster the run trains on (`cluster.describe`), or more facts about it (merged)."""
         with self._lock:
-            return dict(self._manifest)
+            self.update_manifest(cluster={**(self._manifest.cluster or {}), **facts})
+
+    @property
+    def manifest(self) -> RunManifest:
+        with self._lock:
+            return self._manifest
 
     # -- metrics and summary ----------------------------------------------------------------
 
@@ -161,11 +189,11 @@ class RunSession:
 
         `trial` (a Tune trial id) keeps each trial's curves apart in the summary.
         """
-        flat = records.flatten_scalars(row)
+        flat = flatten_scalars(row)
         with self._lock:
             self._rows += 1
             flat.setdefault("harness/row", self._rows)
-            flat.setdefault("harness/logged_at", records.utc_now())
+            flat.setdefault("harness/logged_at", utc_now())
             self._metrics.append(flat)
             if self._budget_cap.reached(flat) and not self._stop.is_set():
                 logging.info("budget cap %s >= %d reached: finishing this iteration", self._budget_cap.key,
@@ -200,13 +228,13 @@ class RunSession:
                 "min": min(finite) if finite else None,
                 "max": max(finite) if finite else None,
                 "points": len(points),
-                "curve": records.downsample(points, CURVE_POINTS),
+                "curve": downsample(points, CURVE_POINTS),
             }
         return summary
 
     def _write_summary(self) -> None:
         summary = {
-            "schema_version": records.MANIFEST_SCHEMA_VERSION,
+            "schema_version": MANIFEST_SCHEMA_VERSION,
             "run_id": self.run_id,
             "rows": self._rows,
             "x": X_KEY,
@@ -217,6 +245,39 @@ class RunSession:
         if per_trial:
             summary["trial_metrics"] = per_trial
         records.write_json_atomically(str(self.results_dir / records.SUMMARY_FILE), summary)
+
+    # -- outputs ---------------------------------------------------------------------------------
+
+    def write_output(self, name: str, data: Any, *, place: str = "results") -> pathlib.Path:
+        """Writes `data` as this run's output `name` (atomically) and lists it in the manifest's `outputs`.
+
+        `name` is a path inside the run's folder (`probe_report.json`, `figures/simplex.png`);
+        `place` is "results" (small, committed) or "artifacts" (large, git-ignored). `data` is
+        bytes, text, or anything JSON holds (written as JSON). Writing a name again replaces it.
+        """
+        folder = {"results": self.results_dir, "artifacts": self.artifacts_dir}.get(place)
+        if folder is None:
+            raise ValueError(f"output place {place!r} is neither 'results' nor 'artifacts'")
+        relative = pathlib.PurePosixPath(name)
+        if relative.is_absolute() or ".." in relative.parts or not relative.parts or name in _RECORD_FILES:
+            raise ValueError(f"output name {name!r} must be a relative path inside the run's folder, not '..' and"
+                             f" not one of the run's own records ({', '.join(sorted(_RECORD_FILES))})")
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, (bytes, bytearray)):
+            records.write_bytes_atomically(str(path), bytes(data))
+        elif isinstance(data, str):
+            records.write_text_atomically(str(path), data)
+        else:
+            records.write_json_atomically(str(path), data)
+        content = path.read_bytes()
+        entry = OutputEntry(name=str(relative), place=place, path=str(relative), bytes=len(content),
+                            sha256=hashlib.sha256(content).hexdigest(), written_at=utc_now())
+        with self._lock:
+            self._manifest = dataclasses.replace(self._manifest, outputs=(
+                *(o for o in self._manifest.outputs if (o.place, o.name) != (place, entry.name)), entry))
+            self._write_manifest()
+        return path
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -238,9 +299,9 @@ class RunSession:
         except BaseException:
             shutil.rmtree(partial, ignore_errors=True)
             raise
-        state = {"schema_version": records.MANIFEST_SCHEMA_VERSION, "run_id": self.run_id,
-                 "experiment": self._manifest.get("experiment", {}).get("module"),
-                 "iteration": iteration, "env_steps": env_steps, "saved_at": records.utc_now(), **trial_tag, **extra}
+        state = {"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": self.run_id,
+                 "experiment": self._manifest.experiment.module,
+                 "iteration": iteration, "env_steps": env_steps, "saved_at": utc_now(), **trial_tag, **extra}
         records.write_json_atomically(str(partial / records.CHECKPOINT_STATE_FILE), state)
         final = (self.checkpoints_dir / trial if trial is not None else self.checkpoints_dir) / f"iter_{iteration:06d}"
         final.parent.mkdir(exist_ok=True)
@@ -249,20 +310,21 @@ class RunSession:
         os.rename(partial, final)
         with self._lock:
             self._metrics.sync()
-            entry = {"path": str(final.relative_to(self.artifacts_dir)), "iteration": iteration,
-                     "env_steps": env_steps, "saved_at": state["saved_at"], **trial_tag}
-            self._manifest["checkpoints"] = [
-                c for c in self._manifest["checkpoints"] if c["path"] != entry["path"]] + [entry]
+            entry = CheckpointEntry(path=str(final.relative_to(self.artifacts_dir)), iteration=iteration,
+                                    env_steps=env_steps, saved_at=state["saved_at"], trial_id=trial)
+            self._manifest = dataclasses.replace(self._manifest, checkpoints=(
+                *(c for c in self._manifest.checkpoints if c.path != entry.path), entry))
             self._write_summary()
             self._write_manifest()
         logging.info("checkpoint %s (iteration %d)", final, iteration)
 
-    def record_checkpoint(self, path: str, *, iteration: Optional[int], env_steps: Optional[int], **extra: Any) -> None:
+    def record_checkpoint(self, path: str, *, iteration: Optional[int], env_steps: Optional[int],
+                          trial_id: Optional[str] = None) -> None:
         """Records a checkpoint saved by someone else (Tune) without moving it."""
-        entry = {"path": os.path.relpath(path, self.artifacts_dir), "iteration": iteration,
-                 "env_steps": env_steps, "saved_at": records.utc_now(), **extra}
+        entry = CheckpointEntry(path=os.path.relpath(path, self.artifacts_dir), iteration=iteration,
+                                env_steps=env_steps, saved_at=utc_now(), trial_id=trial_id)
         with self._lock:
-            self._manifest["checkpoints"] = self._manifest["checkpoints"] + [entry]
+            self._manifest = dataclasses.replace(self._manifest, checkpoints=(*self._manifest.checkpoints, entry))
             self._write_manifest()
 
     # -- signals -----------------------------------------------------------------------------
@@ -280,7 +342,7 @@ class RunSession:
         return self._stop_signal
 
     @property
-    def budget_cap(self) -> records.RowBudget:
+    def budget_cap(self) -> RowBudget:
         """The --stop-at-* cap (a RowBudget that never reaches without one): the Tune runner checks results against it."""
         return self._budget_cap
 
@@ -334,8 +396,8 @@ class RunSession:
     # -- records -----------------------------------------------------------------------------
 
     def _write_manifest(self) -> None:
-        self._manifest["seed_streams"] = self._seeds.issued()
-        records.write_json_atomically(str(self.results_dir / records.MANIFEST_FILE), self._manifest)
+        self._manifest = dataclasses.replace(self._manifest, seed_streams=self._seeds.issued())
+        records.write_json_atomically(str(self.results_dir / records.MANIFEST_FILE), self._manifest.to_dict())
 
     def _beat(self) -> None:
         while not self._heartbeat_stop.wait(self._heartbeat_s):
@@ -343,7 +405,8 @@ class RunSession:
                 with self._lock:
                     if self._heartbeat_stop.is_set():
                         return
-                    self._manifest["heartbeat"]["at"] = records.utc_now()
+                    self._manifest = dataclasses.replace(
+                        self._manifest, heartbeat=dataclasses.replace(self._manifest.heartbeat, at=utc_now()))
                     self._write_summary()
                     self._write_manifest()
             except OSError as error:  # a full disk must not kill the run; the next beat retries

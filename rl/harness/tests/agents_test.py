@@ -13,7 +13,13 @@ from ray.rllib.algorithms.ppo import PPOConfig
 
 from rl.harness.run import records, seeding, session
 
-from rl.harness.training import agents, hardware, runners
+from rl.harness.run.rows import RowBudget
+
+from rl.harness.run.layout import RunLayout
+from rl.harness.run.manifest import AgentsInTurnRunner, ExperimentRecord, RunManifest, runner_kind
+from rl.harness.run.status import COMPLETED
+
+from rl.harness.training import agents, hardware, lifecycle, runners
 from rl.harness.run.context import ResumeSource, RunContext
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 
@@ -24,7 +30,7 @@ ROOT_SEED = 7
 class _StandInAlgorithm:
     """Counts iterations and reports its seed as the return, so rows show which seed an agent got."""
 
-    env_runner_group = None  # sampling is local: runners.env_runner_nodes gives []
+    env_runner_group = None  # sampling is local: lifecycle.env_runner_nodes gives []
 
     def __init__(self, config):
         self.config = config
@@ -58,7 +64,7 @@ def _config():
 
 @pytest.fixture(autouse=True)
 def _no_ray(monkeypatch):
-    monkeypatch.setattr(runners, "ray_cluster", lambda context: contextlib.nullcontext(context.hardware))
+    monkeypatch.setattr(lifecycle, "ray_cluster", lambda context: contextlib.nullcontext(context.hardware))
     _StandInConfig.built = []
 
 
@@ -69,10 +75,12 @@ def _profile(cpus: int):
     return hardware.choose_profile("cpu", facts)
 
 
-def _context(tmp_path, *, budget_cap=records.RowBudget(), resume=None):
+def _context(tmp_path, *, budget_cap=RowBudget(), resume=None):
     seeds = seeding.SeedStreams(ROOT_SEED)
-    recorder = session.RunSession(run_id="test", results_dir=tmp_path / "results", artifacts_dir=tmp_path / "artifacts",
-                                  manifest={}, seeds=seeds, budget_cap=budget_cap)
+    layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "test", smoke=True)
+    manifest = RunManifest(run_id="test", status=None, experiment=ExperimentRecord("test"), seed=ROOT_SEED,
+                           options={"smoke": True}, paths={})
+    recorder = session.RunSession(layout=layout, manifest=manifest, seeds=seeds, budget_cap=budget_cap)
     recorder.start()
     context = RunContext(run_id="test", experiment="test", seed=ROOT_SEED, smoke=True,
                          results_dir=recorder.results_dir, artifacts_dir=recorder.artifacts_dir,
@@ -86,7 +94,7 @@ def _run(tmp_path, **options):
     try:
         yield context
     finally:
-        recorder.finish(records.COMPLETED)
+        recorder.finish(COMPLETED)
 
 
 def _rows(context):
@@ -107,17 +115,18 @@ def test_each_agent_trains_in_turn_with_its_own_seed_trial_and_checkpoint(tmp_pa
     assert [(row["agent"], row[ITERATION]) for row in rows] == [("mlp", 1), ("mlp", 2), ("transformer", 1),
                                                                  ("transformer", 2)]
     manifest = context.recorder.manifest
-    assert [(c["trial_id"], c["path"], c["iteration"]) for c in manifest["checkpoints"]] == [
+    assert [(c.trial_id, c.path, c.iteration) for c in manifest.checkpoints] == [
         ("mlp", "checkpoints/mlp/iter_000002", 2), ("transformer", "checkpoints/transformer/iter_000002", 2)]
     for agent in trained:
         assert agent.checkpoint == context.artifacts_dir / "checkpoints" / agent.name / "iter_000002"
         assert json.loads((agent.checkpoint / "weights.json").read_text()) == {"iteration": 2}
-    runner = manifest["runner"]
-    assert runner["kind"] == agents.RUNNER_KIND and runner["stop"]["training_iterations"] == 2
-    assert {name: entry["rllib_seed"] for name, entry in runner["agents"].items()} == expected_seeds
-    assert runner["agents"]["mlp"]["sampling"]["placement"] == "local"
-    assert runner["agents"]["mlp"]["determinism"]["expected"] is True
-    assert runner["agents"]["transformer"]["env_runner_nodes"] == []
+    runner = manifest.runner
+    assert isinstance(runner, AgentsInTurnRunner) and runner.stop["training_iterations"] == 2
+    assert runner_kind(runner) == "agents in turn" == manifest.to_dict()["runner"]["kind"]
+    assert {name: entry.rllib_seed for name, entry in runner.agents.items()} == expected_seeds
+    assert runner.agents["mlp"].sampling["placement"] == "local"
+    assert runner.agents["mlp"].determinism["expected"] is True
+    assert runner.agents["transformer"].env_runner_nodes == ()
     summary = json.loads((context.results_dir / records.SUMMARY_FILE).read_text())
     assert sorted(summary["trial_metrics"]) == ["mlp", "transformer"]  # curves kept apart per agent
 
@@ -131,11 +140,11 @@ def test_the_caller_runs_between_agents_after_the_algorithm_stopped(tmp_path):
 
 
 def test_a_stop_request_ends_the_agent_in_training_and_trains_no_further_agent(tmp_path):
-    with _run(tmp_path, budget_cap=records.RowBudget.of(1, None)) as context:
+    with _run(tmp_path, budget_cap=RowBudget.of(1, None)) as context:
         trained = list(agents.train_in_turn(context, {"first": _config(), "second": _config()},
                                             stop=runners.StopRule(training_iterations=5)))
     assert [(agent.name, agent.row[ITERATION]) for agent in trained] == [("first", 1)]
-    assert [c["trial_id"] for c in context.recorder.manifest["checkpoints"]] == ["first"]
+    assert [c.trial_id for c in context.recorder.manifest.checkpoints] == ["first"]
 
 
 def test_a_resumed_run_is_refused_naming_the_fix(tmp_path):
@@ -153,11 +162,11 @@ def test_a_bad_parallel_envs_fails_before_any_agent_trains(tmp_path):
 
 
 def test_the_sampling_plans_follow_the_profile_ray_cluster_yields(tmp_path, monkeypatch):
-    monkeypatch.setattr(runners, "ray_cluster", lambda context: contextlib.nullcontext(_profile(8)))  # a cluster
+    monkeypatch.setattr(lifecycle, "ray_cluster", lambda context: contextlib.nullcontext(_profile(8)))  # a cluster
     with _run(tmp_path) as context:
         list(agents.train_in_turn(context, {"a": _config()}, stop=runners.StopRule(training_iterations=1),
                                   parallel_envs=8))
-    sampling = context.recorder.manifest["runner"]["agents"]["a"]["sampling"]
+    sampling = context.recorder.manifest.runner.agents["a"].sampling
     assert (sampling["placement"], sampling["num_env_runners"]) == ("remote", 4)  # 7 runners at most, dividing 8
     assert _StandInConfig.built[0].config.num_env_runners == 4
 
@@ -169,4 +178,4 @@ def test_a_stop_before_an_agents_first_iteration_saves_nothing_for_it(tmp_path, 
                             lambda config: signal.raise_signal(signal.SIGTERM) or _StandInAlgorithm(config))
         trained = list(agents.train_in_turn(context, {"a": _config(), "b": _config()},
                                             stop=runners.StopRule(training_iterations=1)))
-    assert trained == [] and context.recorder.manifest["checkpoints"] == []
+    assert trained == [] and context.recorder.manifest.checkpoints == ()

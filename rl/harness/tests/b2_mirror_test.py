@@ -10,6 +10,7 @@ import pytest
 from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
 from b2sdk.v2.exception import B2ConnectionError
 
+from rl.harness import errors
 from rl.harness import settings
 from rl.harness.commands import cli
 
@@ -153,7 +154,7 @@ def test_cli_explicit_upload_failure_exits_nonzero_but_auto_only_warns(simulator
     assert remote["status"] == "complete" and remote["files"] > 0
 
     simulator.fail_after = simulator.uploads
-    assert cli.main([*base, "--run-id", "bad", "--upload-artifacts"], connect_b2=connect) == cli.EXIT_UPLOAD_FAILED
+    assert cli.main([*base, "--run-id", "bad", "--upload-artifacts"], connect_b2=connect) == errors.EXIT_UPLOAD_FAILED
     manifest = run_helpers.manifest(tmp_path / "r" / "bad")
     assert (manifest["status"], manifest["remote"]["status"], manifest["exit_code"]) == ("completed", "failed", 3)
     assert (tmp_path / "a" / "bad" / records.METRICS_FILE).exists()

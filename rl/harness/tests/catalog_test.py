@@ -7,11 +7,13 @@ from rl.harness.commands import catalog
 
 from rl.harness.run import records
 
+from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest
+
 
 def _manifest(run_id, **changes):
     now = datetime.datetime.now(datetime.timezone.utc).isoformat()
     manifest = {
-        "schema_version": records.MANIFEST_SCHEMA_VERSION,
+        "schema_version": MANIFEST_SCHEMA_VERSION,
         "run_id": run_id,
         "status": "completed",
         "started_at": now,
@@ -65,7 +67,7 @@ def test_a_results_root_can_be_given_directly(tmp_path):
 
 def test_show_reports_a_crash_and_how_to_resume(tmp_path):
     stale = _manifest("r1", status="running", heartbeat={"at": "2000-01-01T00:00:00+00:00", "stale_after_s": 60})
-    run = catalog.Run(str(tmp_path), stale)
+    run = catalog.Run(str(tmp_path), RunManifest.from_dict(stale))
     lines = catalog.format_show(run)
     assert lines[0] == "run r1: crashed" and "--resume-from r1" in lines[1]
     assert '  build.build_hash: "b1"' in lines
@@ -83,15 +85,15 @@ def test_show_reports_a_crash_and_how_to_resume(tmp_path):
     ({"versions__ray": "2.57.0"}, "versions"),
 ])
 def test_diff_names_the_section_that_differs(change, section):
-    a = catalog.Run("/a", _manifest("a"))
-    b = catalog.Run("/b", _manifest("b", **copy.deepcopy(change)))
+    a = catalog.Run("/a", RunManifest.from_dict(_manifest("a")))
+    b = catalog.Run("/b", RunManifest.from_dict(_manifest("b", **copy.deepcopy(change))))
     assert {found for found, *_ in catalog.diff(a, b)} == {section}
     assert catalog.format_diff(a, b)[-1].startswith(f"differ: {section} (")
 
 
 def test_diff_ignores_what_is_specific_to_each_run():
-    a = catalog.Run("/a", _manifest("a"))
-    b = catalog.Run("/b", _manifest("b", options__results_dir="/elsewhere", started_at="later",
-                                    process={"hostname": "h", "pid": 2}))
+    a = catalog.Run("/a", RunManifest.from_dict(_manifest("a")))
+    b = catalog.Run("/b", RunManifest.from_dict(_manifest("b", options__results_dir="/elsewhere", started_at="later",
+                                                          process={"hostname": "h", "pid": 2})))
     assert catalog.diff(a, b) == []
     assert catalog.format_diff(a, b)[-1].startswith("no differences in code, lock, build, seed")

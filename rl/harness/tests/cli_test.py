@@ -10,9 +10,12 @@ import sys
 
 import pytest
 
+from rl.harness import errors
 from rl.harness.commands import cli
 
 from rl.harness.run import records
+
+from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION
 from rl.harness.tests import run_helpers
 
 FAKE = run_helpers.FAKE
@@ -33,7 +36,7 @@ def test_a_completed_run_records_full_provenance(roots, monkeypatch):
     assert _run(roots, "--seed", "7", "--run-id", "first") == 0
     results, artifacts = roots
     manifest = run_helpers.manifest(results / "first")
-    assert manifest["schema_version"] == records.MANIFEST_SCHEMA_VERSION
+    assert manifest["schema_version"] == MANIFEST_SCHEMA_VERSION
     assert (manifest["status"], manifest["run_id"], manifest["exit_code"], manifest["error"]) == (
         "completed", "first", 0, None)
     assert manifest["started_at"] <= manifest["heartbeat"]["at"] == manifest["ended_at"]
@@ -109,7 +112,7 @@ def test_under_bazel_run_a_recipe_outside_the_binary_is_found_in_the_workspace(t
 
 def test_a_failing_recipe_is_recorded_as_failed_and_keeps_what_it_wrote(roots, monkeypatch):
     monkeypatch.setenv("FAKE_RECIPE_FAIL_AT", "3")
-    assert _run(roots, "--run-id", "bad") == cli.EXIT_FAILED
+    assert _run(roots, "--run-id", "bad") == errors.EXIT_FAILED
     manifest = run_helpers.manifest(roots[0] / "bad")
     assert manifest["status"] == "failed" and manifest["exit_code"] == 1
     assert manifest["error"] == {"type": "RuntimeError", "message": "fake failure at iteration 3"}

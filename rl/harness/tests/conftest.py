@@ -3,7 +3,6 @@
 import pytest
 
 from rl.harness import settings
-from rl.harness.remote import b2_mirror
 
 
 @pytest.fixture(autouse=True)

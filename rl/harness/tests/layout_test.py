@@ -4,10 +4,13 @@ import pytest
 
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout, iter_run_dirs, run_folder_part
+from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest
 
 
-def _manifest(run_id: str, smoke, artifacts=None) -> dict:
-    return {"run_id": run_id, "options": {"smoke": smoke}, "paths": {"artifacts": artifacts} if artifacts else {}}
+def _manifest(run_id, smoke, artifacts=None) -> RunManifest:
+    return RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": run_id,
+                                  "options": {"smoke": smoke} if smoke is not None else {},
+                                  "paths": {"artifacts": artifacts} if artifacts else {}})
 
 
 @pytest.mark.parametrize("smoke, relative", [(False, "r1"), (True, "smoke/r1")])
@@ -40,9 +43,9 @@ def test_a_folder_named_smoke_does_not_make_a_run_a_smoke_run(tmp_path):
     with pytest.raises(records.RecordError, match="does not end in smoke/r1"):
         RunLayout.of_run(tmp_path / "results" / "r1", _manifest("r1", True))
     with pytest.raises(records.RecordError, match="records no options.smoke"):
-        RunLayout.of_run(results_dir, {"run_id": "r1", "options": {}})
+        RunLayout.of_run(results_dir, _manifest("r1", None))
     with pytest.raises(records.RecordError, match="records no valid run_id"):
-        RunLayout.of_run(results_dir, {"options": {"smoke": False}})
+        RunLayout.of_run(results_dir, _manifest(None, False))
 
 
 def test_artifact_places_best_first_without_repeats(tmp_path):

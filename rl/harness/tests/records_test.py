@@ -1,3 +1,4 @@
+import dataclasses
 import datetime
 import json
 import os
@@ -9,19 +10,25 @@ import pytest
 
 from rl.harness.run import records
 
+from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest, read_manifest
+
+from rl.harness.run.rows import downsample, flatten_scalars
+
+from rl.harness.run.status import crash_reason, effective_status, new_run_id, run_id_problem, this_process
+
 
 def test_run_ids_are_utc_timestamps_with_a_random_suffix_and_sort_by_time():
-    early = records.new_run_id(datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc))
-    late = records.new_run_id(datetime.datetime(2026, 1, 2, 3, 4, 6, tzinfo=datetime.timezone.utc))
+    early = new_run_id(datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc))
+    late = new_run_id(datetime.datetime(2026, 1, 2, 3, 4, 6, tzinfo=datetime.timezone.utc))
     assert early.startswith("20260102T030405Z-") and len(early) == len("20260102T030405Z-") + 6
     assert sorted([late, early]) == [early, late]
-    assert records.run_id_problem(early) is None
-    assert len({records.new_run_id() for _ in range(50)}) == 50
+    assert run_id_problem(early) is None
+    assert len({new_run_id() for _ in range(50)}) == 50
 
 
 @pytest.mark.parametrize("bad", ["a/b", "..", "x..y", "smoke", "", "-x", "a b", "a\\b"])
 def test_bad_run_ids_are_refused_with_a_fix(bad):
-    problem = records.run_id_problem(bad)
+    problem = run_id_problem(bad)
     assert problem and ("use" in problem or "choose" in problem)
 
 
@@ -56,54 +63,57 @@ def test_json_lines_survive_a_torn_last_line_but_not_a_torn_middle_one(tmp_path)
 
 def _running_manifest(age_s, process, stale_after_s=60.0):
     at = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=age_s)
-    return {"status": "running", "heartbeat": {"at": at.isoformat(), "stale_after_s": stale_after_s},
-            "process": process}
+    return RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "status": "running",
+                                  "heartbeat": {"at": at.isoformat(), "stale_after_s": stale_after_s},
+                                  "process": dataclasses.asdict(process) if dataclasses.is_dataclass(process) else process})
 
 
 def test_a_live_run_is_running():
-    assert records.effective_status(_running_manifest(1, records.this_process())) == "running"
+    assert effective_status(_running_manifest(1, this_process())) == "running"
 
 
 def test_a_stale_heartbeat_means_crashed_even_on_another_machine():
     elsewhere = {"hostname": "another-host", "pid": 1, "start_ticks": 1}
-    assert records.effective_status(_running_manifest(1, elsewhere)) == "running"
+    assert effective_status(_running_manifest(1, elsewhere)) == "running"
     manifest = _running_manifest(120, elsewhere)
-    assert records.effective_status(manifest) == "crashed"
-    assert "heartbeat is 120 s old" in records.crash_reason(manifest)
+    assert effective_status(manifest) == "crashed"
+    assert "heartbeat is 120 s old" in crash_reason(manifest)
 
 
 def test_a_dead_writer_on_this_machine_means_crashed_at_once():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    writer = {**records.this_process(), "pid": child.pid}
+    writer = dataclasses.replace(this_process(), pid=child.pid)
     manifest = _running_manifest(0, writer)
-    assert records.effective_status(manifest) == "crashed"
-    assert f"process {child.pid}" in records.crash_reason(manifest)
+    assert effective_status(manifest) == "crashed"
+    assert f"process {child.pid}" in crash_reason(manifest)
 
 
 def test_a_reused_pid_is_not_mistaken_for_the_writer():
-    writer = {**records.this_process(), "start_ticks": records.this_process()["start_ticks"] - 1}
-    assert records.effective_status(_running_manifest(0, writer)) == "crashed"
+    writer = dataclasses.replace(this_process(), start_ticks=this_process().start_ticks - 1)
+    assert effective_status(_running_manifest(0, writer)) == "crashed"
 
 
 def test_finished_statuses_are_reported_as_recorded():
     for status in ("completed", "failed", "interrupted"):
-        assert records.effective_status({"status": status, "heartbeat": {"at": "2000-01-01T00:00:00+00:00"}}) == status
+        finished = {"schema_version": MANIFEST_SCHEMA_VERSION, "status": status,
+                    "heartbeat": {"at": "2000-01-01T00:00:00+00:00"}}
+        assert effective_status(RunManifest.from_dict(finished)) == status
 
 
 def test_flatten_keeps_scalars_only():
-    flat = records.flatten_scalars({"a": {"b": np.float32(1.5), "c": [1, 2]}, "d": "x", "e": np.int64(3)})
+    flat = flatten_scalars({"a": {"b": np.float32(1.5), "c": [1, 2]}, "d": "x", "e": np.int64(3)})
     assert flat == {"a/b": 1.5, "d": "x", "e": 3}
 
 
 def test_downsample_keeps_the_ends_and_the_limit():
     points = [[x, x * x] for x in range(1000)]
-    sampled = records.downsample(points, 100)
+    sampled = downsample(points, 100)
     assert len(sampled) == 100 and sampled[0] == [0, 0] and sampled[-1] == [999, 999 * 999]
-    assert records.downsample(points[:10], 100) == points[:10]
+    assert downsample(points[:10], 100) == points[:10]
 
 
 def test_schema_version_is_checked(tmp_path):
     (tmp_path / records.MANIFEST_FILE).write_text(json.dumps({"schema_version": 99}))
     with pytest.raises(records.RecordError, match="schema_version 99"):
-        records.read_manifest(str(tmp_path))
+        read_manifest(str(tmp_path))

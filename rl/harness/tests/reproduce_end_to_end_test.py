@@ -18,18 +18,21 @@ import pytest
 from rl.harness.commands import cli
 
 from rl.harness.run import records
+
+from rl.harness.run.manifest import read_manifest
 from rl.harness.tests import fake_bazel
 
 TARGET = "//tiny:recipe"
 RECIPE = '''"""A tiny deterministic recipe: fake_recipe's loop, one process, noise from the seed streams."""
+from rl.harness.run.manifest import OwnLoopRunner
 from rl.harness.tests import fake_recipe
 
 STEPS_PER_ITERATION = 100
 
 
 def run(context):
-    context.recorder.update_manifest(runner={"kind": "own loop", "determinism": {
-        "expected": True, "why": "one process; noise from the seed streams"}})
+    context.recorder.record_runner(OwnLoopRunner(kind="own loop", details={"determinism": {
+        "expected": True, "why": "one process; noise from the seed streams"}}))
     fake_recipe.STEPS_PER_ITERATION = STEPS_PER_ITERATION
     return fake_recipe.run(context)
 '''
@@ -70,7 +73,7 @@ def _run(repo, run_id):
                            "--artifacts-dir", str(repo / "tiny" / "artifacts")],
                           cwd=repo, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    return records.read_manifest(str(_results(repo) / run_id))
+    return read_manifest(str(_results(repo) / run_id))
 
 
 def _reproduce(repo, capsys, run_id, *flags):
@@ -79,7 +82,7 @@ def _reproduce(repo, capsys, run_id, *flags):
     printed = capsys.readouterr().out
     assert printed.startswith("reproduction "), printed
     new_run_id = printed.split()[1]  # "reproduction <new id> of <run id>: ..."
-    return status, printed, records.read_manifest(str(_results(repo) / new_run_id))
+    return status, printed, read_manifest(str(_results(repo) / new_run_id))
 
 
 def _rows(manifest):

@@ -10,6 +10,10 @@ from rl.harness.commands import cli, reproduce
 
 from rl.harness.run import manifest, provenance, records
 
+from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest, read_manifest
+
+from rl.harness.run.rows import RowBudget
+
 from rl.harness.training import hardware
 from rl.harness.tests import run_helpers
 
@@ -100,7 +104,7 @@ def test_first_divergence_names_row_iteration_key_and_both_values():
 
 def test_a_shorter_reproduction_diverges_in_row_count_and_a_prefix_compares_the_first_rows():
     assert reproduce.compare_rows(ROWS, ROWS[:1])["first_divergence"]["key"] == "(row count)"
-    prefix = records.RowBudget.of(iterations=1, env_steps=None)
+    prefix = RowBudget.of(iterations=1, env_steps=None)
     assert reproduce.compare_rows(prefix.take(ROWS), prefix.take(ROWS[:1] + [{}])) == {
         "rows_compared": 1, "first_divergence": None}
 
@@ -151,12 +155,15 @@ def test_a_patch_that_no_longer_applies_says_so(repo, tmp_path):
 
 def test_a_run_of_another_machine_kind_is_refused():
     profile = hardware.choose_profile("cpu", MACHINE).as_dict()
-    manifest = {"run_id": "run-1", "hardware": {"profile": {**profile, "num_cpus": 16, "max_env_runners": 15}}}
+    def manifest(recorded_profile):
+        return RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": "run-1",
+                                      "hardware": {"profile": recorded_profile}})
+
     with pytest.raises(reproduce.ReproduceError, match="another machine kind: profile max_env_runners 15 there, 1 here"):
-        reproduce.check_machine(manifest, MACHINE)
+        reproduce.check_machine(manifest({**profile, "num_cpus": 16, "max_env_runners": 15}), MACHINE)
     with pytest.raises(reproduce.ReproduceError, match="hardware profile 'cuda', which this machine cannot give"):
-        reproduce.check_machine({"run_id": "run-1", "hardware": {"profile": {**profile, "name": "cuda"}}}, MACHINE)
-    reproduce.check_machine({"run_id": "run-1", "hardware": {"profile": profile}}, MACHINE)
+        reproduce.check_machine(manifest({**profile, "name": "cuda"}), MACHINE)
+    reproduce.check_machine(manifest(profile), MACHINE)
 
 
 def test_determinism_is_expected_only_for_one_local_cpu_process():
@@ -211,20 +218,21 @@ def test_a_budget_cap_stops_the_run_after_the_prefix_and_is_recorded(tmp_path, f
     assert cli.main(args) == 0
     rows = records.read_json_lines(str(tmp_path / "a" / run_id / records.METRICS_FILE))
     assert [row["training_iteration"] for row in rows] == iterations  # the recipe's budget is 5
-    manifest = records.read_manifest(str(tmp_path / "r" / run_id))
-    assert manifest["status"] == "completed" and manifest["interrupted_by"] is None
-    assert manifest["budget_cap"] == cap
-    assert records.RowBudget(**manifest["budget_cap"]).run_flags() == flags
+    manifest = read_manifest(str(tmp_path / "r" / run_id))
+    assert manifest.status == "completed" and manifest.interrupted_by is None
+    assert manifest.budget_cap == cap
+    assert RowBudget(**manifest.budget_cap).run_flags() == flags
 
 
 def test_the_reproduction_is_asked_to_stop_where_the_prefix_ends():
-    manifest = {"seed": 3, "hardware": {"profile": {"name": "cpu"}}, "options": {"smoke": True}}
-    arguments = reproduce._run_arguments(manifest, "new", "/r", "/a", records.RowBudget.of(None, 800))
+    manifest = RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "seed": 3,
+                                      "hardware": {"profile": {"name": "cpu"}}, "options": {"smoke": True}})
+    arguments = reproduce._run_arguments(manifest, "new", "/r", "/a", RowBudget.of(None, 800))
     assert arguments[-3:] == ["--stop-at-env-steps", "800", "--smoke"]
-    assert "--stop-at-iteration" not in reproduce._run_arguments(manifest, "new", "/r", "/a", records.RowBudget())
+    assert "--stop-at-iteration" not in reproduce._run_arguments(manifest, "new", "/r", "/a", RowBudget())
 
 
 def test_the_prefix_and_the_cap_end_at_the_same_row():
     rows = [{"training_iteration": i, "num_env_steps_sampled_lifetime": 100 * i} for i in range(1, 6)]
-    budget = records.RowBudget.of(None, 250)
+    budget = RowBudget.of(None, 250)
     assert budget.take(rows) == rows[:3] and [budget.reached(row) for row in rows[:3]] == [False, False, True]

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from rl.harness.run import records
+from rl.harness.run.status import INTERRUPTED
 from rl.harness.tests import run_helpers
 
 # phase -> (iterations logged, checkpoints saved)
@@ -32,7 +32,7 @@ def test_a_signal_in_each_phase_ends_the_run_interrupted(tmp_path, phase, signal
         PPO_RECIPE_ITERATIONS=4)
     manifest = run_helpers.manifest(tmp_path / "r" / "run")
     assert (status, manifest["exit_code"]) == (128 + signal_number, 128 + signal_number), stderr[-3000:]
-    assert (manifest["status"], manifest["interrupted_by"], manifest["error"]) == (records.INTERRUPTED, name, None)
+    assert (manifest["status"], manifest["interrupted_by"], manifest["error"]) == (INTERRUPTED, name, None)
     assert [row["training_iteration"] for row in run_helpers.metrics_rows(tmp_path / "a")] == iterations
     assert [checkpoint["iteration"] for checkpoint in manifest["checkpoints"]] == checkpoints
     for checkpoint in manifest["checkpoints"]:

@@ -2,7 +2,6 @@
 
 import signal
 
-from rl.harness.run import records
 from rl.harness.tests import run_helpers
 
 ITERATIONS = 5

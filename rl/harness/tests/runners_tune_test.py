@@ -4,6 +4,8 @@ import json
 import signal
 
 from rl.harness.run import records, seeding
+
+from rl.harness.run.status import parse_time
 from rl.harness.tests import run_helpers
 
 ITERATIONS = 4  # iterations left after the interrupt for both trials
@@ -52,7 +54,7 @@ def test_a_tune_run_streams_metrics_stops_on_sigterm_and_resumes_each_trial(tmp_
         assert [row["training_iteration"] for row in rows] == list(range(start, ITERATIONS + 1))
     # Streamed as results arrived: consecutive rows of a trial are apart by about that iteration's
     # training time (written all at once at the end, they would be microseconds apart).
-    gaps = [(records.parse_time(later["harness/logged_at"]) - records.parse_time(earlier["harness/logged_at"]),
+    gaps = [(parse_time(later["harness/logged_at"]) - parse_time(earlier["harness/logged_at"]),
              later["time_this_iter_s"]) for rows in by_trial.values() for earlier, later in zip(rows, rows[1:])]
     assert gaps and all(gap >= 0.5 * iteration_s for gap, iteration_s in gaps), gaps
 

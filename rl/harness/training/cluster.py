@@ -24,7 +24,6 @@ from typing import Optional
 
 from rl.harness import settings
 from rl.harness.errors import UsageError
-from rl.harness.run import records
 
 _TCP_TIMEOUT_S = 3.0
 _VERSIONS_TIMEOUT_S = 10.0  # for all nodes together, inside the probe's deadline

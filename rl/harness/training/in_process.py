@@ -40,7 +40,8 @@ from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_L
 from rl.harness.training import hardware
 from rl.harness.training.hardware import HardwareProfile, SamplingPlan
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
-from rl.harness.training.runners import StopRule, check_parallel_envs, configure
+from rl.harness.training.configs import check_parallel_envs, configure
+from rl.harness.training.runners import StopRule
 
 RUNNER_KIND = "in_process"
 

@@ -1,0 +1,243 @@
+"""The one run lifecycle: prepare -> start -> build -> train -> checkpoint -> finish, written once.
+
+Every runner is a `Runner` that says what its phases do; `run(context, runner)` calls them in
+order, ends the run at the next phase boundary when a stop was requested before training (no
+checkpoint: nothing was trained), records the runner's manifest section once it is built, and
+always finishes what it built.
+
+    for result in lifecycle.run(context, runner):     # what runner.train yields (an agent, a final row)
+        ...
+
+    class DirectRunner(lifecycle.Runner):             # runners.py: direct and Tune; agents.py: agents in turn
+        def prepare(self, context): ...               # checks that need no Ray (bad parallel_envs)
+        def build(self, context, profile): ...        # configs (seeded, placed) -> the manifest's runner record
+        def train(self, context): ...                 # yields results; AlgorithmTraining does build/train/checkpoint
+        def finish(self, context): ...
+
+`start` is Ray (`ray_cluster`: local, or the cluster of `--ray-address`) unless a runner trains
+without it. One algorithm's phases (build it, restore, train rows, checkpoint on a schedule and
+at the end, stop it) are `AlgorithmTraining`, which the direct runner runs once and the agents
+runner once per agent; Tune runs them inside its trials.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import dataclasses
+from typing import Any, Callable, ContextManager, Iterator, Optional
+
+import ray
+from absl import logging
+
+from rl.harness.run.context import RunContext
+from rl.harness.run.manifest import Runner as RunnerRecord
+from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
+from rl.harness.training import cluster
+from rl.harness.training.hardware import HardwareProfile
+
+
+def stopping(context: RunContext, phase: str) -> bool:
+    """Whether a stop was requested before training began; says so (the run then ends with no checkpoint)."""
+    if context.recorder.stop_requested:
+        logging.warning("stop requested during %s: ending the run before training", phase)
+        return True
+    return False
+
+
+class Runner(abc.ABC):
+    """What one kind of runner does in each phase of `run`."""
+
+    def prepare(self, context: RunContext) -> None:
+        """Checks that need nothing started (raise ValueError naming the fix): bad input fails before Ray."""
+
+    def start(self, context: RunContext) -> ContextManager[HardwareProfile]:
+        """The compute to train on; yields the profile that places work (Ray, local or a cluster)."""
+        return ray_cluster(context)
+
+    @abc.abstractmethod
+    def build(self, context: RunContext, profile: HardwareProfile) -> RunnerRecord:
+        """Prepares what trains (seeded, placed configs); returns the manifest's runner section."""
+
+    @abc.abstractmethod
+    def train(self, context: RunContext) -> Iterator[Any]:
+        """Trains until the stop rule or a stop request; yields results as they are final."""
+
+    def finish(self, context: RunContext) -> None:
+        """Releases what `build` or `train` made; called whenever `build` ran, also on errors."""
+
+
+def run(context: RunContext, runner: Runner) -> Iterator[Any]:
+    """The phases of `runner` in order (module docstring); yields what its `train` yields."""
+    runner.prepare(context)
+    if stopping(context, "start-up"):
+        return
+    with runner.start(context) as profile:
+        if stopping(context, "ray.init"):
+            return
+        try:
+            context.recorder.record_runner(runner.build(context, profile))
+            yield from runner.train(context)
+        finally:
+            runner.finish(context)
+
+
+# -- start: Ray ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _ray_keeps_off_sigterm() -> Iterator[None]:
+    """While entered, Ray cannot install its SIGTERM handler: `ray.init` keeps the harness's.
+
+    ray.init (Ray 2.56, `ray._private.worker.init`) first installs a handler that calls
+    sys.exit(15) and only then connects, so a SIGTERM while it started ended the run `failed`
+    with `SystemExit: 15` instead of `interrupted`. Its helper is Ray's only way in (private,
+    hence this one place; tests/runners_phases_test.py fails if Ray installs a handler anyway).
+    Running ray.init on another thread instead is no way out: Ray's processes die with the
+    thread that started them (PR_SET_PDEATHSIG follows the thread).
+    """
+    from ray._private import utils as ray_utils
+
+    install = ray_utils.set_sigterm_handler
+    ray_utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = install
+
+
+def _init_ray(context: RunContext) -> None:
+    """Attaches to `context.ray_address`, or starts a local Ray with the profile's CPUs; SIGTERM stays the harness's.
+
+    "local", not None: without an address ray.init joins whatever cluster $RAY_ADDRESS or
+    /tmp/ray/ray_current_cluster names (another test's, another user's `ray start`).
+    """
+    with _ray_keeps_off_sigterm():
+        if context.ray_address:
+            ray.init(address=context.ray_address)
+        else:
+            ray.init(address="local", num_cpus=context.hardware.num_cpus, include_dashboard=False)
+
+
+@contextlib.contextmanager
+def ray_cluster(context: RunContext) -> Iterator[HardwareProfile]:
+    """Attaches to `context.ray_address` or starts a local Ray sized by the hardware profile.
+
+    Yields the profile that places env runners: the context's, or on a cluster the same with the
+    cluster's CPU count. Records the cluster (`cluster.describe`) in the manifest and refuses a
+    node whose Ray or Python differs from the driver's before anything is built.
+    """
+    started = not ray.is_initialized()
+    try:
+        if started:
+            _init_ray(context)
+        context.recorder.reclaim()  # importing Ray and ray.init raise the root log level
+        facts = cluster.describe(context.ray_address, per_node_versions=bool(context.ray_address))
+        context.recorder.record_cluster(facts)
+        cluster.check_versions(facts)
+        profile = context.hardware
+        if context.ray_address:
+            profile = profile.on_cluster(int(ray.cluster_resources().get("CPU", 0)))
+        yield profile
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# -- train and checkpoint: one algorithm -----------------------------------------------------------
+
+
+def result_row(result: dict) -> dict:
+    """An Algorithm.train() result as a metrics row (without the config)."""
+    return {key: value for key, value in result.items() if key != "config"}
+
+
+def log_progress(row: dict, prefix: str = "") -> None:
+    """One progress line: iteration, env steps, return, seconds per iteration and in total."""
+    episode_return = row.get(RETURN)
+    logging.info("%siter %d | env steps %d | return %s | %.1f s/iter | %.0f s total", prefix, row.get(ITERATION, 0),
+                 row.get(ENV_STEPS) or 0, "-" if episode_return is None else f"{episode_return:.2f}",
+                 row.get(ITERATION_SECONDS) or 0.0, row.get("time_total_s") or 0.0)
+
+
+def train_rows(context: RunContext, algo, stop, *, row: Optional[dict] = None,
+               trial: Optional[str] = None, tags: Optional[dict] = None) -> Iterator[dict]:
+    """Yields each `algo.train()` result as its logged metrics row until `stop` or a stop signal.
+
+    `row` is where the counters start (a fresh run: iteration 0, env steps 0); `trial` keeps a
+    run's curves apart when one recipe trains several algos; `tags` are extra columns of every row.
+    """
+    row = row or {ITERATION: 0, ENV_STEPS: 0}
+    while not stop.reached(row) and not context.recorder.stop_requested:
+        row = context.recorder.log_metrics({**result_row(algo.train()), **(tags or {})}, trial=trial)
+        log_progress(row, prefix=f"{trial} " if trial else "")
+        yield row
+
+
+def env_runner_nodes(algo) -> list[str]:
+    """The Ray node id of each remote env runner of `algo` ([] when sampling is local)."""
+    group = algo.env_runner_group
+    if group is None or group.num_remote_env_runners() == 0:
+        return []
+    return group.foreach_env_runner(lambda _: ray.get_runtime_context().get_node_id(), local_env_runner=False)
+
+
+def _restored_counters(algo) -> dict:
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    steps = algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+    return {ITERATION: algo.iteration, ENV_STEPS: int(steps)}
+
+
+@dataclasses.dataclass
+class AlgorithmTraining:
+    """One prepared AlgorithmConfig's phases: build, restore, train rows, checkpoint on `schedule` and at the end, stop.
+
+    `schedule(iteration)` says which iterations are saved during training (None: only the last);
+    `save_initial` also saves the untrained network (iteration 0); `restore_from` is a checkpoint
+    folder to continue from; `trial` names this algorithm's line of curves and checkpoints (an
+    agent) and `tags` are columns of each of its rows; `on_built(algo)` runs once it is built.
+    """
+
+    config: Any
+    stop: Any
+    schedule: Optional[Callable[[int], bool]] = None
+    save_initial: bool = False
+    restore_from: Optional[Any] = None
+    restore_iteration: Optional[int] = None
+    trial: Optional[str] = None
+    tags: Optional[dict] = None
+    on_built: Optional[Callable[[Any], None]] = None
+
+    def run(self, context: RunContext) -> Optional[dict]:
+        """The last row (the counters it stopped at), or None when a stop came before its first iteration."""
+        algo = self.config.build_algo()
+        try:
+            if self.on_built is not None:
+                self.on_built(algo)
+            if stopping(context, "building the algorithm"):
+                return None
+            row = {ITERATION: 0, ENV_STEPS: 0}
+            if self.restore_from is not None:
+                algo.restore_from_path(str(self.restore_from))
+                row = _restored_counters(algo)
+            if self.restore_iteration is not None and row[ITERATION] != self.restore_iteration:
+                raise RuntimeError(f"restoring {self.restore_from} gave iteration {row[ITERATION]}, but the checkpoint"
+                                   f" was saved at {self.restore_iteration}: the counters would not continue")
+            if self.save_initial:
+                self._save(context, algo, row)
+            started_at = saved_at = row[ITERATION]
+            for row in train_rows(context, algo, self.stop, row=row, trial=self.trial, tags=self.tags):
+                if self.schedule is not None and self.schedule(row[ITERATION]):
+                    self._save(context, algo, row)
+                    saved_at = row[ITERATION]
+            if saved_at != row[ITERATION]:  # the last iteration, also after a stop request
+                self._save(context, algo, row)
+            return row if row[ITERATION] != started_at else None
+        finally:
+            algo.stop()
+
+    def _save(self, context: RunContext, algo, row: dict) -> None:
+        with context.recorder.checkpoint(iteration=int(row[ITERATION]), env_steps=int(row[ENV_STEPS]),
+                                         trial=self.trial) as folder:
+            algo.save_to_path(str(folder))
