@@ -3,13 +3,15 @@ randomly initialised networks of the same architecture, written into results/<ru
 
     from experiments.mess3 import belief_geometry
 
-    comparison = belief_geometry.analyse(context, plan, random_networks=[build(seed) for seed in seeds])
+    comparison = belief_geometry.analyse(context, plan, random_networks=[build(seed) for seed in seeds],
+                                         rows=context.metrics())
 
-Everything is rl.analysis: `probe_command.probe_checkpoints` and `write_outputs` (probe_report.json,
+Everything is rl.analysis: `probing.probe_checkpoints` and `probe_outputs` (probe_report.json,
 probe_r2_<distribution>.png, belief_simplex_<distribution>.png, learning_curves.png), run on the
-checkpoints the harness recorded, and `rl.analysis.baselines.probe_random_networks` for the random
+checkpoints the run recorded (`checkpoints.from_context`), and `rl.analysis.baselines.probe_random_networks` for the random
 networks (the same loop with the same probe seed: the same contexts, episode seeds, splits and
-resamples as the checkpoints, so comparisons are paired). Added here: random_network_probes.json, belief_simplex_<distribution>_random.png,
+resamples as the checkpoints, so comparisons are paired). Every file goes through `context.write_output`, so the
+manifest lists it. Added here: random_network_probes.json, belief_simplex_<distribution>_random.png,
 and belief_geometry.json + probe_r2_trained_vs_random.png, the per-layer comparison.
 """
 
@@ -21,54 +23,48 @@ from typing import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from rl.analysis import probe_command
+from rl.analysis import probing
 from rl.analysis.adapters import ProbePlan
 from rl.analysis.baselines import probe_random_networks
-from rl.analysis.checkpoints import find_checkpoints
-from rl.analysis.plots import belief_simplex_figure, save_figure
-from rl.harness.run import records
+from rl.analysis.checkpoints import from_context
+from rl.analysis.plots import figure_png
 
 COMPARISON_FILE = "belief_geometry.json"
 RANDOM_REPORT_FILE = "random_network_probes.json"
 RANDOM_FOLDER = "random_networks"
 
 
-def analyse(context, plan: ProbePlan, *, random_networks: Sequence, show_progress: bool = True) -> dict:
-    """Probes the run's checkpoints and `random_networks` (RLModules); returns the per-layer comparison."""
-    probe_seed = probe_command.probe_seed(context.seeds)
-    found = find_checkpoints(context.run_id, roots=[str(context.results_dir.parent)])
-    trained = probe_command.probe_checkpoints(found, plan, seed=probe_seed, module_id="default_policy",
-                                              show_progress=show_progress)
-    written = probe_command.write_outputs(found, trained, probe_seed, from_source=False)
+def analyse(context, plan: ProbePlan, *, random_networks: Sequence, rows: list[dict],
+            show_progress: bool = True) -> dict:
+    """Probes the run's checkpoints and `random_networks` (RLModules); returns the per-layer comparison.
+
+    `rows` are the run's metrics rows (context.metrics()), for the learning-curve figure; every file
+    is written with context.write_output, so the manifest lists it.
+    """
+    probe_seed = probing.probe_seed(context.seeds)
+    found = from_context(context)
+    trained = probing.probe_checkpoints(found, plan, seed=probe_seed, module_id="default_policy",
+                                        show_progress=show_progress)
+    outputs = probing.probe_outputs(found, trained, probe_seed, rows=rows, from_source=False)
 
     random = probe_random_networks(found, plan, random_networks, folder=pathlib.Path(context.artifacts_dir) / RANDOM_FOLDER,
                                    seed=probe_seed, show_progress=show_progress)
-    folder = pathlib.Path(context.results_dir)
-    records.write_json_atomically(str(folder / RANDOM_REPORT_FILE), {
+    outputs[RANDOM_REPORT_FILE] = {
         "probe_seed": int(probe_seed.entropy),
         "networks": [{"name": r.checkpoint.name, "reports": {k: v.as_dict() for k, v in r.reports.items()}}
                      for r in random],
-    })
-    written.append(str(folder / RANDOM_REPORT_FILE))
-    for kind, report in random[0].reports.items():
-        best = max(report.layers, key=lambda layer: layer.test.r2)
-        dataset = random[0].datasets[kind]
-        if dataset.targets.shape[1] == 3:
-            path = str(folder / f"belief_simplex_{kind}_random.png")
-            title = f"random init, {best.layer} (held-out R^2 {best.test.r2:.3f}), {kind}"
-            save_figure(belief_simplex_figure(dataset.targets, predicted=best.probe.predict(
-                dataset.activations[best.layer]), title=title), path)
-            written.append(path)
+    }
+    for kind in random[0].reports:
+        simplex = probing.best_layer_simplex(random[0], kind, label="random init")
+        if simplex is not None:
+            outputs[f"belief_simplex_{kind}_random.png"] = figure_png(simplex)
 
     comparison = compare(trained, random)
     comparison["probe_seed"] = int(probe_seed.entropy)
-    records.write_json_atomically(str(folder / COMPARISON_FILE), comparison)
-    written.append(str(folder / COMPARISON_FILE))
-    path = str(folder / "probe_r2_trained_vs_random.png")
-    save_figure(comparison_figure(comparison), path)
-    written.append(path)
-    for path in written:
-        print(f"wrote {path}")
+    outputs[COMPARISON_FILE] = comparison
+    outputs["probe_r2_trained_vs_random.png"] = figure_png(comparison_figure(comparison))
+    for name, data in outputs.items():
+        print(f"wrote {context.write_output(name, data)}")
     return comparison
 
 

@@ -2,7 +2,7 @@
 
     from experiments.mess3 import control_scores
 
-    scores = control_scores.score_run(context)     # after training: writes control_scores.json + a figure
+    scores = control_scores.score_run(context, context.metrics())   # after training: control_scores.json + a figure
 
 The references are `rl.envs.solvers.control_references` on this study's env (64 steps, PPO's
 gamma 0.9): at the defaults the best memoryless policy (last token and previous action) is
@@ -24,17 +24,16 @@ on a trained agent the value's standard error falls from 0.045 to 0.027 at 4096 
 from __future__ import annotations
 
 import functools
-import os
 
 import numpy as np
 
 from experiments.mess3 import controlled_mess3 as task
-from rl.analysis.checkpoints import find_checkpoints, load_rl_module
-from rl.analysis.plots import learning_curves_figure, save_figure
+from rl.analysis.checkpoints import find_checkpoints, from_context, load_rl_module
+from rl.analysis.plots import figure_png, learning_curves_figure
 from rl.analysis.rollouts import collect_rollouts
 from rl.analysis.scores import ScoreScale, discounted_returns, mean_interval, mean_interval_or_point, normalised_interval
 from rl.envs.solvers import control_references
-from rl.harness.run import metric_keys, records
+from rl.harness.run import metric_keys
 
 SCORES_FILE = "control_scores.json"
 FIGURE_FILE = "learning_curve_scores.png"
@@ -144,10 +143,11 @@ def final_policy(run_id: str, roots: list[str]):
     return found, load_rl_module(found.checkpoints[-1].path)
 
 
-def score_run(context) -> dict:
-    """Scores of the run's last checkpoint and its training curve; writes SCORES_FILE and FIGURE_FILE."""
-    found, module = final_policy(context.run_id, [str(context.results_dir.parent)])
-    rows = records.read_json_lines(os.path.join(context.artifacts_dir, records.METRICS_FILE))
+def score_run(context, rows: list[dict]) -> dict:
+    """Scores of the run's last checkpoint and its training curve (`rows`: context.metrics()); writes
+    SCORES_FILE and FIGURE_FILE with context.write_output, so the manifest lists them."""
+    found = from_context(context)
+    module = load_rl_module(found.checkpoints[-1].path)
     return_scale = scales()["episode_return"]
     seed = context.seeds.sequence("evaluation")  # the same episodes for every run of one root seed
     episodes = EVALUATION_EPISODES[context.smoke]
@@ -158,11 +158,10 @@ def score_run(context) -> dict:
         "evaluation": {mode: evaluate(module, num_episodes=episodes, seed=seed, stochastic=mode == "sampled")
                        for mode in ("sampled", "greedy")},
     }
-    folder = str(context.results_dir)
-    records.write_json_atomically(os.path.join(folder, SCORES_FILE), scores)
+    context.write_output(SCORES_FILE, scores)
     figure = learning_curves_figure(rows, x=metric_keys.ENV_STEPS, ys=[metric_keys.RETURN], title=context.run_id,
                                     scales={metric_keys.RETURN: return_scale})
-    save_figure(figure, os.path.join(folder, FIGURE_FILE))
+    context.write_output(FIGURE_FILE, figure_png(figure))
     return headline(scores)
 
 

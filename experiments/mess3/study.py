@@ -22,7 +22,6 @@ from experiments.mess3 import controlled_mess3 as task
 from rl.harness.training import runners
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Budget:
     """How much a recipe trains (env steps, smoke or full) and how many random networks its probes compare with."""
@@ -54,12 +53,13 @@ def train(context, config, *, env_steps: int) -> dict:
 
 def run(context, config, *, budget: Budget, random_network: Optional[Callable[[int], object]]) -> dict:
     """All stages; returns the summary outcome (training counters, scores, probe R^2)."""
-    outcome = {**train(context, config, env_steps=budget.env_steps(context.smoke)),
-               "scores": control_scores.score_run(context)}
+    trained = train(context, config, env_steps=budget.env_steps(context.smoke))
+    rows = context.metrics()  # read once, for both stages
+    outcome = {**trained, "scores": control_scores.score_run(context, rows)}
     if random_network is not None:
         seeds = context.seeds.integers("random_networks", budget.random_networks(context.smoke))
         comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke),
-                                             random_networks=[random_network(seed) for seed in seeds])
+                                             random_networks=[random_network(seed) for seed in seeds], rows=rows)
         outcome.update(random_network_seeds=seeds, probe_r2=belief_geometry.headline(comparison))
     print(f"results: {context.results_dir}")
     return outcome

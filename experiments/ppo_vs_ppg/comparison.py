@@ -405,7 +405,6 @@ def learning_curves_figure(records: list[dict[str, Any]], references: dict[str, 
     return figure
 
 
-
 # -- a recipe's run ---------------------------------------------------------------------------------
 
 RESULTS_FILE = "comparison.json"

@@ -7,6 +7,8 @@
     found.checkpoints[-1].path        # artifacts/<run-id>/checkpoints/iter_000010 (an RLlib checkpoint)
     found.checkpoints[-1].iteration, found.checkpoints[-1].env_steps
 
+    found = from_context(context)     # inside a recipe: the running run's own records, no search
+
 The manifest lists checkpoints relative to the run's artifacts folder. That folder is looked
 for where `rl.harness.run.layout.RunLayout.artifact_places` says: where the manifest recorded it,
 beside the results folder (a copied checkout), then under `artifacts_root`.
@@ -48,6 +50,25 @@ class RunArtifacts:
     checkpoints: list[RunCheckpoint]  # oldest first (per Tune trial)
 
 
+def _sorted(checkpoints: list[RunCheckpoint]) -> list[RunCheckpoint]:
+    return sorted(checkpoints, key=lambda c: (c.trial_id or "", c.iteration or 0, c.path.name))
+
+
+def from_context(context) -> RunArtifacts:
+    """The running run's checkpoints so far, from its RunContext (its manifest in memory, nothing searched).
+
+    Raises CheckpointNotFound when it saved none yet.
+    """
+    entries = context.checkpoints()
+    if not entries:
+        raise CheckpointNotFound(f"run {context.run_id} saved no checkpoint yet; analyse it after training, which"
+                                 " checkpoints at the end (rl.harness.training.runners)")
+    run = catalog.Run(run_dir=str(context.results_dir), manifest=context.recorder.manifest)
+    checkpoints = [RunCheckpoint(context.checkpoint_path(entry), entry.iteration, entry.env_steps, entry.trial_id)
+                   for entry in entries]
+    return RunArtifacts(run, pathlib.Path(context.artifacts_dir), _sorted(checkpoints))
+
+
 def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optional[str] = None) -> RunArtifacts:
     """The run (found by rl.harness.commands.catalog), its artifacts folder and its recorded checkpoints.
 
@@ -68,8 +89,7 @@ def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optio
         if all((folder / entry.path).is_dir() for entry in entries):
             checkpoints = [RunCheckpoint(folder / entry.path, entry.iteration, entry.env_steps, entry.trial_id)
                            for entry in entries]
-            checkpoints.sort(key=lambda c: (c.trial_id or "", c.iteration or 0, c.path.name))
-            return RunArtifacts(run, folder, checkpoints)
+            return RunArtifacts(run, folder, _sorted(checkpoints))
     raise CheckpointNotFound(
         f"the checkpoints of run {run_id} are not on this machine (looked in {', '.join(map(str, folders))}); "
         f"fetch artifacts/{layout.relative} (docs/artifact_storage.md) or pass the artifacts root that holds it"

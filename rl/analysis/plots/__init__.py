@@ -5,13 +5,14 @@
 """
 
 from rl.analysis.plots.curves import learning_curves_figure, probe_r2_figure
-from rl.analysis.plots.save import save_figure
+from rl.analysis.plots.save import figure_png, save_figure
 from rl.analysis.plots.simplex import belief_simplex_figure, simplex_coordinates
 
 __all__ = [
     "belief_simplex_figure",
     "learning_curves_figure",
     "probe_r2_figure",
+    "figure_png",
     "save_figure",
     "simplex_coordinates",
 ]

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from rl.analysis import probe_command
+from rl.analysis import probing
 from rl.analysis.baselines import probe_random_networks, random_network
 from rl.analysis.checkpoints import find_checkpoints
 from rl.analysis.probes import UNIFORM_CONTEXTS
@@ -35,7 +35,7 @@ def test_random_networks_meet_the_same_probes_as_the_checkpoints(tmp_path):
     found = find_checkpoints(run_id, roots=[str(tmp_path)])
     plan = probe_recipe.probe_plan(smoke=False)
     seed = np.random.SeedSequence(7)
-    trained = probe_command.probe_checkpoints(found, plan, seed=seed, module_id="default_policy", show_progress=False)
+    trained = probing.probe_checkpoints(found, plan, seed=seed, module_id="default_policy", show_progress=False)
     # A "random" network with the trained checkpoint's weights must give exactly its report (paired),
     # and another network a different one.
     same, different = probe_random_networks(found, plan, [tiny_transformer(0), tiny_transformer(1)],

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rl.analysis import probe_command
+from rl.analysis import probe_command, probing
 from rl.analysis.checkpoints import find_checkpoints
 from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS, ProbeReport
 from rl.analysis.tests import probe_recipe
@@ -62,9 +62,9 @@ def test_the_default_command_repeats_the_in_run_probe_of_a_smoke_run(tmp_path):
                       smoke=True)
     found = find_checkpoints(run_id, roots=[str(tmp_path)])
     # what a recipe computes in-run: its smoke plan and the probe stream of the run's seed streams
-    in_run = probe_command.probe_checkpoints(found, probe_recipe.probe_plan(smoke=True),
-                                             seed=probe_command.probe_seed(seeding.SeedStreams(fake_runs.ROOT_SEED)),
-                                             module_id="default_policy", show_progress=False)
+    in_run = probing.probe_checkpoints(found, probe_recipe.probe_plan(smoke=True),
+                                       seed=probing.probe_seed(seeding.SeedStreams(fake_runs.ROOT_SEED)),
+                                       module_id="default_policy", show_progress=False)
     assert probe_command.main([run_id, "--results-dir", str(tmp_path), "--no-progress"]) == 0
     record = json.loads((tmp_path / "exp" / "results" / "smoke" / run_id / "probe_report.json").read_text())
     expected = json.loads(json.dumps({kind: report.as_dict() for kind, report in in_run[0].reports.items()}))

@@ -54,6 +54,8 @@ def _tuple(values) -> tuple:
 
 @dataclasses.dataclass(frozen=True)
 class ExperimentRecord:
+    """The recipe that ran: its dotted module and the sha256 of its source file."""
+
     module: Optional[str]
     source_file: Optional[str] = None
     source_sha256: Optional[str] = None
@@ -61,6 +63,8 @@ class ExperimentRecord:
 
 @dataclasses.dataclass(frozen=True)
 class RunError:
+    """Why a failed run failed: the exception's type and message (the traceback is in traceback.txt)."""
+
     type: str
     message: str
 
@@ -138,6 +142,8 @@ class TuneRunner:
 
 @dataclasses.dataclass(frozen=True)
 class AgentRecord:
+    """One agent of an AgentsInTurnRunner: what a DirectRunner records, per agent."""
+
     algorithm: Optional[str] = None
     rllib_seed: Optional[int] = None
     sampling: Optional[Mapping[str, Any]] = None

@@ -34,13 +34,16 @@ from absl import logging
 from rl.harness import settings
 from rl.harness.run import metric_keys, records, seeding
 from rl.harness.run.layout import RunLayout
-from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, CheckpointEntry, OutputEntry, RunError, RunManifest, Runner
+from rl.harness.run.manifest import CheckpointEntry, OutputEntry, RunError, RunManifest, Runner
 from rl.harness.run.rows import RowBudget, downsample, flatten_scalars
 from rl.harness.run.status import RUNNING, Heartbeat, this_process, utc_now
 
 # A heartbeat older than this many intervals means the writer is gone.
 STALE_AFTER_INTERVALS = 6
 CURVE_POINTS = 100
+# summary.json and harness_checkpoint.json keep their own shapes (unchanged by the manifest's schema 2).
+SUMMARY_SCHEMA_VERSION = 1
+CHECKPOINT_STATE_SCHEMA_VERSION = 1
 # Curves every summary carries when present (RLlib's names); recipes add theirs via summarize().
 DEFAULT_SUMMARY_KEYS = (metric_keys.RETURN, metric_keys.EPISODE_LENGTH, metric_keys.ENV_STEPS,
                         metric_keys.ITERATION_SECONDS)
@@ -234,7 +237,7 @@ class RunSession:
 
     def _write_summary(self) -> None:
         summary = {
-            "schema_version": MANIFEST_SCHEMA_VERSION,
+            "schema_version": SUMMARY_SCHEMA_VERSION,
             "run_id": self.run_id,
             "rows": self._rows,
             "x": X_KEY,
@@ -299,7 +302,7 @@ class RunSession:
         except BaseException:
             shutil.rmtree(partial, ignore_errors=True)
             raise
-        state = {"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": self.run_id,
+        state = {"schema_version": CHECKPOINT_STATE_SCHEMA_VERSION, "run_id": self.run_id,
                  "experiment": self._manifest.experiment.module,
                  "iteration": iteration, "env_steps": env_steps, "saved_at": utc_now(), **trial_tag, **extra}
         records.write_json_atomically(str(partial / records.CHECKPOINT_STATE_FILE), state)

@@ -11,16 +11,16 @@ import signal
 import pytest
 from ray.rllib.algorithms.ppo import PPOConfig
 
-from rl.harness.run import records, seeding, session
+from rl.harness.run import records, seeding
 
 from rl.harness.run.rows import RowBudget
 
-from rl.harness.run.layout import RunLayout
-from rl.harness.run.manifest import AgentsInTurnRunner, ExperimentRecord, RunManifest, runner_kind
+from rl.harness.run.manifest import AgentsInTurnRunner, runner_kind
 from rl.harness.run.status import COMPLETED
 
-from rl.harness.training import agents, hardware, lifecycle, runners
-from rl.harness.run.context import ResumeSource, RunContext
+from rl.harness.tests import contexts
+from rl.harness.training import agents, lifecycle, runners
+from rl.harness.run.context import ResumeSource
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 
 BATCH = 64
@@ -68,29 +68,9 @@ def _no_ray(monkeypatch):
     _StandInConfig.built = []
 
 
-def _profile(cpus: int):
-    facts = hardware.MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=False,
-                                  gpu_count=0, gpu_model=None, cuda_version=None, mps_available=False,
-                                  platform="test")
-    return hardware.choose_profile("cpu", facts)
-
-
-def _context(tmp_path, *, budget_cap=RowBudget(), resume=None):
-    seeds = seeding.SeedStreams(ROOT_SEED)
-    layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "test", smoke=True)
-    manifest = RunManifest(run_id="test", status=None, experiment=ExperimentRecord("test"), seed=ROOT_SEED,
-                           options={"smoke": True}, paths={})
-    recorder = session.RunSession(layout=layout, manifest=manifest, seeds=seeds, budget_cap=budget_cap)
-    recorder.start()
-    context = RunContext(run_id="test", experiment="test", seed=ROOT_SEED, smoke=True,
-                         results_dir=recorder.results_dir, artifacts_dir=recorder.artifacts_dir,
-                         hardware=_profile(2), resume=resume, seeds=seeds, recorder=recorder)
-    return context, recorder
-
-
 @contextlib.contextmanager
 def _run(tmp_path, **options):
-    context, recorder = _context(tmp_path, **options)
+    context, recorder = contexts.recorded_context(tmp_path, root_seed=ROOT_SEED, **options)
     try:
         yield context
     finally:
@@ -162,7 +142,7 @@ def test_a_bad_parallel_envs_fails_before_any_agent_trains(tmp_path):
 
 
 def test_the_sampling_plans_follow_the_profile_ray_cluster_yields(tmp_path, monkeypatch):
-    monkeypatch.setattr(lifecycle, "ray_cluster", lambda context: contextlib.nullcontext(_profile(8)))  # a cluster
+    monkeypatch.setattr(lifecycle, "ray_cluster", lambda context: contextlib.nullcontext(contexts.machine_profile(8)))  # a cluster
     with _run(tmp_path) as context:
         list(agents.train_in_turn(context, {"a": _config()}, stop=runners.StopRule(training_iterations=1),
                                   parallel_envs=8))

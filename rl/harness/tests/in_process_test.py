@@ -12,8 +12,13 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.examples.envs.classes.stateless_cartpole import StatelessCartPole
 
-from rl.harness.training import hardware, in_process, runners
+from rl.harness.run import seeding
+from rl.harness.run.manifest import OwnLoopRunner, read_manifest
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
+from rl.harness.run.rows import RowBudget
+from rl.harness.run.status import COMPLETED
+from rl.harness.tests import contexts
+from rl.harness.training import hardware, in_process, runners
 
 BATCH = 128  # 2 envs x 64 steps: random CartPole episodes (about 22 steps) end within one batch
 PARALLEL_ENVS = 2
@@ -105,3 +110,26 @@ def test_a_batch_that_is_not_a_multiple_of_parallel_envs_fails_naming_the_fix():
 def test_parallel_envs_must_be_a_positive_integer(parallel_envs):
     with pytest.raises(ValueError, match="parallel_envs must be an integer >= 1"):
         in_process.local_plan(parallel_envs)
+
+
+def test_a_run_through_the_lifecycle_logs_its_rows_and_records_an_in_process_runner(tmp_path):
+    context, recorder = contexts.recorded_context(tmp_path, root_seed=11)
+    rows = in_process.run_in_process(context, _config(), env=_env(), stop=runners.StopRule(training_iterations=2),
+                                     parallel_envs=PARALLEL_ENVS)
+    recorder.finish(COMPLETED)
+    assert [row[ITERATION] for row in rows] == [1, 2] and rows[-1][ENV_STEPS] >= 2 * BATCH
+    assert [row[ITERATION] for row in context.metrics()] == [1, 2]
+    manifest = read_manifest(context.results_dir)
+    assert isinstance(manifest.runner, OwnLoopRunner) and manifest.runner.kind == "in_process"
+    assert manifest.runner.details["rllib_seed"] == seeding.SeedStreams(11).integer("rllib")
+    assert manifest.runner.details["sampling"]["num_envs_per_env_runner"] == PARALLEL_ENVS
+
+
+def test_a_stop_request_ends_the_in_process_run_after_the_current_iteration(tmp_path):
+    # The budget cap (--iterations 1) asks the session to stop once the first row is logged, as a signal would.
+    context, recorder = contexts.recorded_context(tmp_path, root_seed=11, budget_cap=RowBudget.of(1, None))
+    rows = in_process.run_in_process(context, _config(), env=_env(), stop=runners.StopRule(training_iterations=5),
+                                     parallel_envs=PARALLEL_ENVS)
+    recorder.finish(COMPLETED)
+    assert recorder.stop_requested and [row[ITERATION] for row in rows] == [1]
+    assert [row[ITERATION] for row in context.metrics()] == [1]

@@ -19,7 +19,6 @@ from rl.harness.commands import cli
 
 from rl.harness.run import records
 
-from rl.harness.run.manifest import read_manifest
 from rl.harness.tests import fake_bazel
 
 TARGET = "//tiny:recipe"
@@ -73,7 +72,7 @@ def _run(repo, run_id):
                            "--artifacts-dir", str(repo / "tiny" / "artifacts")],
                           cwd=repo, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    return read_manifest(str(_results(repo) / run_id))
+    return _record(_results(repo) / run_id)
 
 
 def _reproduce(repo, capsys, run_id, *flags):
@@ -82,7 +81,12 @@ def _reproduce(repo, capsys, run_id, *flags):
     printed = capsys.readouterr().out
     assert printed.startswith("reproduction "), printed
     new_run_id = printed.split()[1]  # "reproduction <new id> of <run id>: ..."
-    return status, printed, read_manifest(str(_results(repo) / new_run_id))
+    return status, printed, _record(_results(repo) / new_run_id)
+
+
+def _record(run_dir):
+    """The manifest as written on disk (its JSON), which these tests edit and compare."""
+    return records.read_json(str(run_dir / records.MANIFEST_FILE), "run manifest")
 
 
 def _rows(manifest):

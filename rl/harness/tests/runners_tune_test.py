@@ -59,7 +59,6 @@ def test_a_tune_run_streams_metrics_stops_on_sigterm_and_resumes_each_trial(tmp_
     assert gaps and all(gap >= 0.5 * iteration_s for gap, iteration_s in gaps), gaps
 
 
-
 def test_after_a_stop_no_trial_trains_past_its_checkpoint_while_another_reports_late(tmp_path):
     # Under load one trial's iteration can take far longer than the other's (this flaked the test
     # above): trial A has reported, trial B is in its first iteration and reports 20 s later, and

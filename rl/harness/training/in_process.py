@@ -9,6 +9,13 @@
             update.row[ENV_STEPS], update.row[RETURN]     # the harness's metric keys
             update.result                                 # what Learner.update returned (a learner's own metrics)
 
+A recipe whose run is one such loop goes through the harness's lifecycle (no Ray started): its rows
+land in metrics.jsonl, the manifest's runner section is an `OwnLoopRunner` of kind "in_process",
+and a stop request ends it after the current iteration:
+
+    rows = in_process.run_in_process(context, config, env=make_env(), stop=runners.StopRule(env_steps=100_000),
+                                     parallel_envs=8)
+
 For runs that each need a process of their own (a per-run memory figure, several runs at a time
 in a process pool), the parent draws the seeds from `context.seeds` and hands each worker its
 integer and `context.hardware`; the worker has no RunContext and builds a Trainer from those.
@@ -37,10 +44,12 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-from rl.harness.training import hardware
-from rl.harness.training.hardware import HardwareProfile, SamplingPlan
+from rl.harness.run.context import RunContext
+from rl.harness.run.manifest import OwnLoopRunner
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
-from rl.harness.training.configs import check_parallel_envs, configure
+from rl.harness.training import hardware, lifecycle
+from rl.harness.training.configs import check_parallel_envs, configure, sampling_record
+from rl.harness.training.hardware import HardwareProfile, SamplingPlan
 from rl.harness.training.runners import StopRule
 
 RUNNER_KIND = "in_process"
@@ -132,3 +141,44 @@ class Trainer:
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
+
+
+@dataclasses.dataclass
+class InProcessTraining(lifecycle.Runner):
+    """A Trainer as one of the lifecycle's runners: local compute (no Ray), rows logged, stop requests honoured."""
+
+    config: Any
+    env: Any
+    stop: StopRule
+    parallel_envs: int
+    trainer: Optional[Trainer] = None
+
+    def prepare(self, context: RunContext) -> None:
+        check_parallel_envs(self.config.train_batch_size_per_learner, self.parallel_envs)
+
+    def start(self, context: RunContext) -> ContextManager[HardwareProfile]:
+        return contextlib.nullcontext(context.hardware)
+
+    def build(self, context: RunContext, profile: HardwareProfile) -> OwnLoopRunner:
+        seed = context.seeds.integer("rllib")
+        self.trainer = Trainer(self.config, env=self.env, seed=seed, parallel_envs=self.parallel_envs, profile=profile)
+        return OwnLoopRunner(kind=RUNNER_KIND, details={
+            "algorithm": self.config.algo_class.__name__, "rllib_seed": seed,
+            "sampling": sampling_record(local_plan(self.parallel_envs), self.trainer.config),
+            "stop": dataclasses.asdict(self.stop)})
+
+    def train(self, context: RunContext) -> Iterator[Update]:
+        for update in self.trainer.train(self.stop):
+            context.recorder.log_metrics(update.row)
+            yield update
+            if context.recorder.stop_requested:  # SIGINT / SIGTERM: end after this iteration's row
+                return
+
+    def finish(self, context: RunContext) -> None:
+        if self.trainer is not None:
+            self.trainer.stop()
+
+
+def run_in_process(context: RunContext, config, *, env, stop: StopRule, parallel_envs: int) -> list[dict]:
+    """Trains `config` in this process through the lifecycle; returns the rows it logged."""
+    return [update.row for update in lifecycle.run(context, InProcessTraining(config, env, stop, parallel_envs))]

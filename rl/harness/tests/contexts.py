@@ -1,0 +1,30 @@
+"""A real RunContext with a started RunSession in a temporary folder, for in-process runner tests (no CLI)."""
+
+from rl.harness.run import seeding, session
+from rl.harness.run.context import RunContext
+from rl.harness.run.layout import RunLayout
+from rl.harness.run.manifest import ExperimentRecord, RunManifest
+from rl.harness.run.rows import RowBudget
+from rl.harness.training import hardware
+
+
+def machine_profile(cpus: int) -> hardware.HardwareProfile:
+    """The `cpu` profile of a made-up machine with `cpus` cores and no GPU."""
+    facts = hardware.MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=False,
+                                  gpu_count=0, gpu_model=None, cuda_version=None, mps_available=False,
+                                  platform="test")
+    return hardware.choose_profile("cpu", facts)
+
+
+def recorded_context(tmp_path, *, root_seed: int, cpus: int = 2, budget_cap=RowBudget(), resume=None):
+    """(context, recorder) of a started smoke run "test" under tmp_path; the caller finishes the recorder."""
+    seeds = seeding.SeedStreams(root_seed)
+    layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "test", smoke=True)
+    manifest = RunManifest(run_id="test", status=None, experiment=ExperimentRecord("test"), seed=root_seed,
+                           options={"smoke": True}, paths={})
+    recorder = session.RunSession(layout=layout, manifest=manifest, seeds=seeds, budget_cap=budget_cap)
+    recorder.start()
+    context = RunContext(run_id="test", experiment="test", seed=root_seed, smoke=True,
+                         results_dir=recorder.results_dir, artifacts_dir=recorder.artifacts_dir,
+                         hardware=machine_profile(cpus), resume=resume, seeds=seeds, recorder=recorder)
+    return context, recorder
