@@ -48,6 +48,10 @@ def test_template_builds_against_this_checkout_and_records_the_library_revision(
             [*bazel, "run", "//my_experiments/belief_control:ppo", "--", "--smoke"],
             cwd=workspace, env=env, capture_output=True, text=True, timeout=1500)
         assert completed.returncode == 0, completed.stderr[-6000:]
+        # The README's test command: the template ships a test of its own.
+        tested = subprocess.run([*bazel, "test", "//my_experiments/..."], cwd=workspace, env=env,
+                                capture_output=True, text=True, timeout=900)
+        assert tested.returncode == 0 and "1 test passes" in tested.stdout + tested.stderr, tested.stderr[-6000:]
     finally:
         subprocess.run([*bazel, "shutdown"], cwd=workspace, env=env, capture_output=True, timeout=120)
 

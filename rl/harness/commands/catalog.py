@@ -78,14 +78,36 @@ def _results_folders(root: str) -> Iterable[str]:
             yield folder
 
 
-def find_runs(roots: Iterable[str]) -> list[Run]:
-    runs = {}
+@dataclasses.dataclass(frozen=True)
+class DamagedRun:
+    """A run folder whose manifest cannot be read: listed as damaged, never hiding the healthy runs beside it."""
+
+    run_dir: str
+    problem: str  # the RecordError's message: the file, where it breaks, and the fix
+
+    @property
+    def run_id(self) -> str:
+        return os.path.basename(self.run_dir)
+
+
+def scan_runs(roots: Iterable[str]) -> tuple[list[Run], list[DamagedRun]]:
+    """(readable runs, damaged run folders) under `roots`, each sorted by run id."""
+    runs, damaged = {}, {}
     for root in roots:
         for results in _results_folders(os.path.abspath(root)):
             for run_dir in layout.iter_run_dirs(results):
-                manifest = read_manifest(run_dir)
-                runs.setdefault(os.path.realpath(run_dir), Run(run_dir, manifest))
-    return sorted(runs.values(), key=lambda run: run.run_id)
+                key = os.path.realpath(run_dir)
+                try:
+                    runs.setdefault(key, Run(run_dir, read_manifest(run_dir)))
+                except records.RecordError as error:
+                    damaged.setdefault(key, DamagedRun(run_dir, str(error)))
+    return (sorted(runs.values(), key=lambda run: run.run_id),
+            sorted(damaged.values(), key=lambda run: run.run_id))
+
+
+def find_runs(roots: Iterable[str]) -> list[Run]:
+    """The readable runs under `roots` (scan_runs also names the damaged ones)."""
+    return scan_runs(roots)[0]
 
 
 def find_run(run_id: str, roots: Iterable[str]) -> Run:
@@ -93,7 +115,11 @@ def find_run(run_id: str, roots: Iterable[str]) -> Run:
     if problem:
         raise RunNotFound(problem)
     roots = list(roots)
-    matches = [run for run in find_runs(roots) if run.run_id == run_id]
+    runs, damaged = scan_runs(roots)
+    matches = [run for run in runs if run.run_id == run_id]
+    broken = [run for run in damaged if run.run_id == run_id]
+    if not matches and broken:
+        raise records.RecordError(f"run {run_id} is damaged: {broken[0].problem}")
     if not matches:
         raise RunNotFound(
             f"no run {run_id!r} under {', '.join(roots)}; list runs with `rl-harness runs` or pass --results-dir"
@@ -108,8 +134,9 @@ def _last(summary: dict, key: str) -> Optional[Any]:
     return (summary.get("metrics", {}).get(key) or {}).get("last")
 
 
-def format_runs(runs: list[Run]) -> list[str]:
-    if not runs:
+def format_runs(runs: list[Run], damaged: Iterable[DamagedRun] = ()) -> list[str]:
+    damaged = list(damaged)
+    if not runs and not damaged:
         return ["no runs found"]
     header = ("RUN ID", "STATUS", "EXPERIMENT", "ROWS", "ENV STEPS", "FOLDER")
     table = [header]
@@ -123,8 +150,10 @@ def format_runs(runs: list[Run]) -> list[str]:
             str(_last(summary, "num_env_steps_sampled_lifetime") or "-"),
             run.run_dir,
         ))
+    table.extend((run.run_id, "damaged", "?", "-", "-", run.run_dir) for run in damaged)
     widths = [max(len(row[column]) for row in table) for column in range(len(header) - 1)]
-    return ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[-1]]).rstrip() for row in table]
+    lines = ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[-1]]).rstrip() for row in table]
+    return lines + [f"damaged {run.run_id}: {run.problem}" for run in damaged]
 
 
 def flatten(record: Any, prefix: str = "") -> dict[str, Any]:

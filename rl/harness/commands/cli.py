@@ -33,15 +33,17 @@ from absl.flags import argparse_flags
 
 from rl.harness import settings
 from rl.harness.commands import catalog, execution, recipes, reproduce
-
-from rl.harness.remote import b2_mirror
-
-from rl.harness.run.rows import RowBudget
-
-from rl.harness.training import hardware
 from rl.harness.errors import EXIT_USAGE, HarnessError
+from rl.harness.remote import b2_mirror
+from rl.harness.run.rows import RowBudget
+from rl.harness.training import hardware
 
 COMMANDS = ("runs", "show", "diff", "reproduce")
+_COMMANDS_HELP = """other commands (each has its own --help):
+  runs                       list the runs under --results-dir (or the workspace)
+  show <run-id>              one run's status, results and provenance
+  diff <run-a> <run-b>       what differs between two runs' records
+  reproduce <run-id>         rebuild the run's commit and re-run it; compare the rows"""
 
 
 class _Parser(argparse_flags.ArgumentParser):
@@ -65,13 +67,20 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _user_path(text: str) -> pathlib.Path:
+    """A path as the user meant it: relative to where they typed the command ($BUILD_WORKING_DIRECTORY
+    under `bazel run`, whose own working folder is the runfiles tree a rebuild may delete)."""
+    return pathlib.Path(settings.working_directory()) / pathlib.Path(text).expanduser()
+
+
 def _add_results_dir(parser: argparse.ArgumentParser, help_text: str) -> None:
-    parser.add_argument("--results-dir", type=pathlib.Path, help=help_text)
+    parser.add_argument("--results-dir", type=_user_path, help=help_text)
 
 
 def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
     parser = _Parser(prog="rl-harness" if experiment is None else experiment,
-                     description="Run an experiment recipe's run(context) with full provenance.")
+                     description="Run an experiment recipe's run(context) with full provenance.",
+                     epilog=_COMMANDS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     if experiment is None:
         parser.add_argument("module", help="dotted module of a recipe with run(context)")
     parser.add_argument("--seed", type=_seed, default=42, help="root seed (docs/seeding.md)")
@@ -79,7 +88,7 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
     parser.add_argument("--resume-from", help="a checkpoint folder or a previous run id")
     parser.add_argument("--hardware-profile", choices=hardware.PROFILES, default="auto")
     _add_results_dir(parser, "folder of results/<run-id>/ (default: results/ beside the recipe)")
-    parser.add_argument("--artifacts-dir", type=pathlib.Path,
+    parser.add_argument("--artifacts-dir", type=_user_path,
                         help="folder of artifacts/<run-id>/ (default: artifacts/ beside the recipe)")
     parser.add_argument("--run-id", help="name of this run (default: UTC timestamp + random suffix)")
     parser.add_argument("--upload-artifacts", action=argparse.BooleanOptionalAction, default=None,
@@ -127,7 +136,7 @@ def parse(argv: list[str], experiment: Optional[str] = None) -> tuple[str, argpa
 
 def _catalog_roots(options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
     if options.results_dir is not None:
-        return [str(options.results_dir)]
+        return [str(recipes.check_folder(options.results_dir, "--results-dir"))]
     if experiment is not None:
         return [str(recipes.recipe_folder(experiment) / "results")]
     return [settings.workspace_directory() or os.getcwd()]
@@ -136,7 +145,7 @@ def _catalog_roots(options: argparse.Namespace, experiment: Optional[str]) -> li
 def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
     roots = _catalog_roots(options, experiment)
     if command == "runs":
-        return catalog.format_runs(catalog.find_runs(roots))
+        return catalog.format_runs(*catalog.scan_runs(roots))
     if command == "show":
         run = catalog.find_run(options.run_id, roots)
         if options.json:

@@ -19,17 +19,11 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.commands import recipes, resume
-
 from rl.harness.remote import b2_mirror
-
 from rl.harness.run import manifest, records, seeding, session
-
 from rl.harness.run.manifest import read_manifest
-
 from rl.harness.run.rows import RowBudget
-
 from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, crash_reason, new_run_id, run_id_problem
-
 from rl.harness.training import cluster, hardware
 from rl.harness.run.context import ResumeSource, RunContext
 from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, UsageError

@@ -52,13 +52,25 @@ def run_roots(results_dir: Optional[pathlib.Path], artifacts_dir: Optional[pathl
               module_name: str) -> tuple[pathlib.Path, pathlib.Path]:
     """(results root, artifacts root): the given folders, else results/ and artifacts/ beside the recipe."""
     folder = recipe_folder(module_name) if results_dir is None or artifacts_dir is None else None
-    results_root = (results_dir or folder / "results").expanduser().resolve()
-    artifacts_root = (artifacts_dir or folder / "artifacts").expanduser().resolve()
+    results_root = check_folder((results_dir or folder / "results").expanduser().resolve(), "--results-dir")
+    artifacts_root = check_folder((artifacts_dir or folder / "artifacts").expanduser().resolve(), "--artifacts-dir")
     if _nested(results_root, artifacts_root) or _nested(artifacts_root, results_root):
         raise UsageError(f"results ({results_root}) and artifacts ({artifacts_root}) must be separate folders,"
                          " neither inside the other: results are small and committed, artifacts big and"
                          " git-ignored; change --results-dir or --artifacts-dir")
     return results_root, artifacts_root
+
+
+def check_folder(path: pathlib.Path, flag: str) -> pathlib.Path:
+    """`path` if it is a folder or can become one; UsageError naming the file in the way otherwise."""
+    for place in (path, *path.parents):
+        if place.exists():
+            if not place.is_dir():
+                where = "is" if place == path else f"lies under {place}, which is"
+                raise UsageError(f"{flag} {path} {where} a file, not a folder; pass a folder (it is created if"
+                                 " missing)")
+            return path
+    return path
 
 
 def _import_recipe(module_name: str):

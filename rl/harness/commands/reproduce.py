@@ -19,6 +19,7 @@ import math
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 from typing import Any, Optional
@@ -27,15 +28,10 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.commands import catalog
-
 from rl.harness.run import provenance, records
-
 from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
-
 from rl.harness.run.rows import ITERATION_KEY, RowBudget
-
-from rl.harness.run.status import new_run_id
-
+from rl.harness.run.status import COMPLETED, CRASHED, new_run_id
 from rl.harness.training import hardware
 from rl.harness.errors import EXIT_USAGE, UsageError
 from rl.harness.run.layout import RunLayout
@@ -140,7 +136,8 @@ def _run(command: list[str], cwd: str, what: str, **kwargs) -> subprocess.Comple
 
 
 def scratch_worktree(repo_root: str) -> str:
-    """One fixed folder per repository: its Bazel output base (and venv) survive between reproductions."""
+    """One fixed path per repository: Bazel keys its output base (and venv) on the path, so they survive between
+    reproductions although the worktree itself is removed after each (`release`)."""
     base = settings.reproduce_scratch_dir()
     return os.path.join(base, hashlib.sha256(repo_root.encode()).hexdigest()[:12])
 
@@ -153,10 +150,27 @@ def check_out(repo_root: str, commit: str, run_id: str, worktree: str) -> None:
                              f" (`git fetch origin {commit}`) or reproduce in a clone that has it")
     if os.path.isdir(worktree):
         subprocess.run(["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True)
+    if os.path.lexists(worktree):  # left by an interrupted reproduction, or not a worktree: only a scratch copy
+        logging.warning("replacing the stale scratch folder %s", worktree)
+        shutil.rmtree(worktree) if os.path.isdir(worktree) and not os.path.islink(worktree) else os.remove(worktree)
     subprocess.run(["git", "-C", repo_root, "worktree", "prune"], capture_output=True)
     os.makedirs(os.path.dirname(worktree), exist_ok=True)
     _run(["git", "-C", repo_root, "worktree", "add", "--detach", "--force", worktree, commit], repo_root,
          f"creating a scratch worktree at {worktree}")
+
+
+def release(repo_root: str, worktree: str) -> None:
+    """Stops the Bazel server the reproduction started in `worktree` and unregisters the worktree.
+
+    The scratch folder's Bazel output base (keyed on its path) is kept, so the next reproduction
+    at the same path reuses its cache.
+    """
+    if os.path.isdir(worktree):
+        try:
+            subprocess.run([*_bazel(worktree), "shutdown"], cwd=worktree, capture_output=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as error:  # no Bazel there, so no server either; or a hung one
+            logging.warning("could not stop the Bazel server of %s (%s)", worktree, error)
+    subprocess.run(["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True)
 
 
 def apply_patch(worktree: str, patch_path: str, run_id: str, commit: str) -> None:
@@ -261,12 +275,19 @@ def _validate(run: catalog.Run) -> tuple[str, Optional[str]]:
     return repo["commit"], patch
 
 
-def _metrics(artifacts_dir: str, run_id: str) -> list[dict]:
+def _metrics(artifacts_dir: str, run_id: str, status: str) -> list[dict]:
+    """The run's rows; a row cut mid-line is damage (RecordError) unless the run crashed while writing it."""
     path = os.path.join(artifacts_dir, records.METRICS_FILE)
     if not os.path.exists(path):
         raise ReproduceError(f"metrics of run {run_id} are not on this machine ({path}); fetch that"
                              " folder from B2 (docs/artifact_storage.md)")
-    return records.read_json_lines(path)
+    rows = records.read_json_lines(path)
+    torn = records.torn_final_line(path)
+    if torn is not None and status != CRASHED:
+        before = f", or compare the rows before it with --iterations {rows[-1][ITERATION_KEY]}" if rows else ""
+        raise records.RecordError(f"{path}:{torn} is cut mid-line: run {run_id}'s metrics are damaged (it ended"
+                                  f" {status}, not crashed); restore the file from git or B2{before}")
+    return rows
 
 
 def reproduce(original: catalog.Run, *, prefix: RowBudget = RowBudget(),
@@ -276,40 +297,43 @@ def reproduce(original: catalog.Run, *, prefix: RowBudget = RowBudget(),
     commit, patch = _validate(original)
     check_machine(manifest, hardware.detect_machine())
     layout = _layout(original)
-    original_rows = prefix.take(_metrics(manifest.paths["artifacts"], original.run_id))
+    original_rows = prefix.take(_metrics(manifest.paths["artifacts"], original.run_id, original.status))
     repo_root = repo_root or provenance.git_state(settings.workspace_directory() or os.getcwd())["root"]
     if repo_root is None:
         raise ReproduceError("not inside a git checkout; run reproduce from the repository the run came from")
     worktree = scratch_worktree(repo_root)
-    check_out(repo_root, commit, original.run_id, worktree)
-    patch_verified = None
-    if patch is not None:
-        apply_patch(worktree, patch, original.run_id, commit)
-        patch_verified = provenance.git_state(worktree)["diff_sha256"] == manifest.code["experiment_repo"]["diff_sha256"]
-        if not patch_verified:
-            logging.warning("the patch does not recreate the recorded change exactly (diff_sha256 differs; left out:"
-                            " %s): the build comparison below names what differs", manifest.code["experiment_repo"]
-                            .get("patch", {}).get("omitted") or "nothing recorded")
-    target = manifest.build["target"]
-    rebuilt = build(worktree, target)
-    differences = build_differences(manifest.build, rebuilt)
-    reproduction_id = new_run_id()
-    environment = _child_environment()
-    done = subprocess.run([*_bazel(worktree), "run", *_python_override(worktree), target, "--",
-                           *_run_arguments(manifest, reproduction_id, str(layout.results_root), str(layout.artifacts_root), prefix)],
-                          cwd=worktree, env=environment)
-    if done.returncode == EXIT_USAGE and prefix.key is not None:
-        raise ReproduceError(f"the reproduction of {target} refused its options (exit {EXIT_USAGE}, log above): a"
-                             f" harness older than {prefix.run_flags()[0]} cannot stop at a prefix;"
-                             " reproduce without --iterations/--env-steps")
-    if done.returncode != 0:
-        raise ReproduceError(f"the reproduction run {reproduction_id} of {target} exited {done.returncode}; see its log"
-                             " above and its manifest")
+    try:
+        check_out(repo_root, commit, original.run_id, worktree)
+        patch_verified = None
+        if patch is not None:
+            apply_patch(worktree, patch, original.run_id, commit)
+            patch_verified = provenance.git_state(worktree)["diff_sha256"] == manifest.code["experiment_repo"]["diff_sha256"]
+            if not patch_verified:
+                logging.warning("the patch does not recreate the recorded change exactly (diff_sha256 differs; left out:"
+                                " %s): the build comparison below names what differs", manifest.code["experiment_repo"]
+                                .get("patch", {}).get("omitted") or "nothing recorded")
+        target = manifest.build["target"]
+        rebuilt = build(worktree, target)
+        differences = build_differences(manifest.build, rebuilt)
+        reproduction_id = new_run_id()
+        environment = _child_environment()
+        done = subprocess.run([*_bazel(worktree), "run", *_python_override(worktree), target, "--",
+                               *_run_arguments(manifest, reproduction_id, str(layout.results_root), str(layout.artifacts_root), prefix)],
+                              cwd=worktree, env=environment)
+        if done.returncode == EXIT_USAGE and prefix.key is not None:
+            raise ReproduceError(f"the reproduction of {target} refused its options (exit {EXIT_USAGE}, log above): a"
+                                 f" harness older than {prefix.run_flags()[0]} cannot stop at a prefix;"
+                                 " reproduce without --iterations/--env-steps")
+        if done.returncode != 0:
+            raise ReproduceError(f"the reproduction run {reproduction_id} of {target} exited {done.returncode}; see its log"
+                                 " above and its manifest")
+    finally:
+        release(repo_root, worktree)
     reproduction = layout.with_run_id(reproduction_id)
     determinism = runner_determinism(manifest.runner)
     tolerance = 0.0 if determinism["expected"] else STATISTICAL_RELATIVE_TOLERANCE
     comparison = compare_rows(original_rows,
-                              prefix.take(_metrics(str(reproduction.artifacts_dir), reproduction_id)),
+                              prefix.take(_metrics(str(reproduction.artifacts_dir), reproduction_id, COMPLETED)),
                               tolerance)
     verdict = {
         "parent_run": original.run_id,

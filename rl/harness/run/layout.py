@@ -23,7 +23,6 @@ import pathlib
 from typing import TYPE_CHECKING, Iterable, Optional
 
 from rl.harness.run import records
-
 from rl.harness.run.status import run_id_problem
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ import json
 import math
 import os
 import tempfile
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from rl.harness.errors import UsageError
 
@@ -123,6 +123,20 @@ class JsonLinesWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def torn_final_line(path: str) -> Optional[int]:
+    """The number of the final line if it is cut mid-row (no newline, not JSON), else None."""
+    with open(path, "rb") as handle:
+        content = handle.read()
+    if not content or content.endswith(b"\n"):
+        return None
+    last = content.rsplit(b"\n", 1)[-1]
+    try:
+        json.loads(last)
+        return None
+    except ValueError:
+        return content.count(b"\n") + 1
 
 
 def read_json_lines(path: str) -> list[dict]:

@@ -12,12 +12,9 @@ import pytest
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from rl.harness.run import records, seeding
-
 from rl.harness.run.rows import RowBudget
-
 from rl.harness.run.manifest import AgentsInTurnRunner, runner_kind
 from rl.harness.run.status import COMPLETED
-
 from rl.harness.tests import contexts
 from rl.harness.training import agents, lifecycle, runners
 from rl.harness.run.context import ResumeSource

@@ -13,9 +13,7 @@ from b2sdk.v2.exception import B2ConnectionError
 from rl.harness import errors
 from rl.harness import settings
 from rl.harness.commands import cli
-
 from rl.harness.remote import b2_mirror
-
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
 from rl.harness.tests import run_helpers

@@ -4,9 +4,7 @@ import datetime
 import pytest
 
 from rl.harness.commands import catalog
-
 from rl.harness.run import records
-
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest
 
 

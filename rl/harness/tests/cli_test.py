@@ -12,9 +12,7 @@ import pytest
 
 from rl.harness import errors
 from rl.harness.commands import cli
-
 from rl.harness.run import records
-
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION
 from rl.harness.tests import run_helpers
 
@@ -343,3 +341,56 @@ def test_an_rl_experiment_binary_records_its_build_hash(tmp_path):
 def test_the_cli_and_the_address_check_import_no_ray():
     code = "import sys, rl.harness.commands.cli, rl.harness.training.cluster; sys.exit('ray' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], env=run_helpers.child_env(), timeout=60).returncode == 0
+
+
+@pytest.mark.parametrize("flag", ["--results-dir", "--artifacts-dir"])
+def test_a_records_folder_that_is_a_file_is_refused_with_one_line(tmp_path, capsys, flag):
+    (tmp_path / "file").write_text("kept")
+    folders = {"--results-dir": str(tmp_path / "r"), "--artifacts-dir": str(tmp_path / "a"),
+               flag: str(tmp_path / "file" / "below")}
+    argv = ["rl-harness", FAKE, *(part for pair in folders.items() for part in pair)]
+    assert cli.main(argv) == cli.EXIT_USAGE
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and f"lies under {tmp_path / 'file'}, which is a file" in error, error
+    assert (tmp_path / "file").read_text() == "kept" and not (tmp_path / "r").exists()
+    assert cli.main(["rl-harness", "runs", "--results-dir", str(tmp_path / "file")]) == cli.EXIT_USAGE
+    assert "is a file, not a folder" in capsys.readouterr().err
+
+
+def test_relative_records_folders_mean_where_the_user_typed_the_command(tmp_path, monkeypatch, capsys):
+    typed_in, runfiles = tmp_path / "typed_in", tmp_path / "runfiles"
+    typed_in.mkdir(), runfiles.mkdir()
+    monkeypatch.chdir(runfiles)  # where `bazel run` starts a binary
+    monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(typed_in))
+    assert cli.main(["rl-harness", FAKE, "--run-id", "here", "--results-dir", "r", "--artifacts-dir", "a"]) == 0
+    assert (typed_in / "r" / "here" / "run_manifest.json").is_file() and not list(runfiles.iterdir())
+    capsys.readouterr()
+    assert cli.main(["rl-harness", "runs", "--results-dir", "r"]) == 0
+    assert "here" in capsys.readouterr().out
+
+
+def test_a_truncated_manifest_is_listed_as_damaged_and_the_other_runs_still_show(roots, capsys):
+    assert _run(roots, "--run-id", "healthy") == 0 and _run(roots, "--run-id", "torn") == 0
+    torn = roots[0] / "torn" / "run_manifest.json"
+    torn.write_text(torn.read_text()[:200])
+    capsys.readouterr()
+    results = ["--results-dir", str(roots[0])]
+    assert cli.main(["rl-harness", "runs", *results]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in listing[1:3]] == [["healthy", "completed"], ["torn", "damaged"]]
+    assert listing[3].startswith(f"damaged torn: cannot read the run manifest at {torn}")
+    assert "restore it from git or B2" in listing[3]
+    assert cli.main(["rl-harness", "show", "healthy", *results]) == 0
+    capsys.readouterr()
+    assert cli.main(["rl-harness", "show", "torn", *results]) == cli.EXIT_USAGE
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "run torn is damaged" in error and re.search(r"line \d+ column \d+", error), error
+
+
+@pytest.mark.parametrize("experiment", [None, FAKE])
+def test_help_lists_every_subcommand(capsys, experiment):
+    with pytest.raises(SystemExit) as done:
+        cli.parse(["prog", "--help"], experiment)
+    printed = capsys.readouterr().out
+    assert done.value.code == 0
+    assert all(f"\n  {command} " in printed for command in cli.COMMANDS), printed

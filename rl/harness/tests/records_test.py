@@ -9,11 +9,8 @@ import numpy as np
 import pytest
 
 from rl.harness.run import records
-
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest, read_manifest
-
 from rl.harness.run.rows import downsample, flatten_scalars
-
 from rl.harness.run.status import crash_reason, effective_status, new_run_id, run_id_problem, this_process
 
 

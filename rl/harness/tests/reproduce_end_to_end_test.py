@@ -16,9 +16,7 @@ import sys
 import pytest
 
 from rl.harness.commands import cli
-
 from rl.harness.run import records
-
 from rl.harness.tests import fake_bazel
 
 TARGET = "//tiny:recipe"

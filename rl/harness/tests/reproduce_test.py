@@ -7,13 +7,9 @@ import pytest
 
 from rl.harness import settings
 from rl.harness.commands import cli, reproduce
-
 from rl.harness.run import manifest, provenance, records
-
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest, read_manifest
-
 from rl.harness.run.rows import RowBudget
-
 from rl.harness.training import hardware
 from rl.harness.tests import run_helpers
 
@@ -236,3 +232,29 @@ def test_the_prefix_and_the_cap_end_at_the_same_row():
     rows = [{"training_iteration": i, "num_env_steps_sampled_lifetime": 100 * i} for i in range(1, 6)]
     budget = RowBudget.of(None, 250)
     assert budget.take(rows) == rows[:3] and [budget.reached(row) for row in rows[:3]] == [False, False, True]
+
+
+def test_a_stale_scratch_folder_is_replaced_and_released_afterwards(repo, tmp_path, monkeypatch):
+    worktree = tmp_path / "scratch"
+    worktree.mkdir()
+    (worktree / "left_over.txt").write_text("from an interrupted reproduction")  # not a registered worktree
+    reproduce.check_out(str(repo), _git(repo, "rev-parse", "HEAD").strip(), "run-1", str(worktree))
+    assert (worktree / "recipe.py").read_text() == "LR = 0.1\n" and not (worktree / "left_over.txt").exists()
+    calls = tmp_path / "bazel_calls"
+    fake_bazel = tmp_path / "bazel"
+    fake_bazel.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    fake_bazel.chmod(0o755)
+    monkeypatch.setenv(settings.BAZEL_ENV, str(fake_bazel))
+    reproduce.release(str(repo), str(worktree))
+    assert calls.read_text() == "shutdown\n" and not worktree.exists()
+    assert _git(repo, "worktree", "list").count("\n") == 1  # only the repository itself
+
+
+def test_a_metrics_file_cut_mid_line_is_named_as_damaged_not_as_a_divergence(tmp_path):
+    path = tmp_path / records.METRICS_FILE
+    path.write_text('{"training_iteration": 1}\n{"training_iteration": 2}\n{"training_itera')
+    with pytest.raises(records.RecordError, match=r"metrics.jsonl:3 is cut mid-line: run r's metrics are damaged"
+                                                  r" .*restore the file from git or B2, .*--iterations 2"):
+        reproduce._metrics(str(tmp_path), "r", "completed")
+    assert [row["training_iteration"] for row in reproduce._metrics(str(tmp_path), "r", "crashed")] == [1, 2]
+    assert path.read_text().endswith('{"training_itera')  # nothing is lost

@@ -4,7 +4,6 @@ import json
 import signal
 
 from rl.harness.run import records, seeding
-
 from rl.harness.run.status import parse_time
 from rl.harness.tests import run_helpers
 

@@ -16,7 +16,6 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 from rl.harness.commands import cli
-
 from rl.harness.run import session
 
 

@@ -5,7 +5,6 @@ import signal
 import pytest
 
 from rl.harness.run import records
-
 from rl.harness.run.manifest import RunManifest
 from rl.harness.run.status import effective_status
 from rl.harness.tests import run_helpers
