@@ -147,7 +147,7 @@ def format_runs(runs: list[Run], damaged: Iterable[DamagedRun] = ()) -> list[str
             run.status,
             run.manifest.experiment.module or "?",
             str(summary.get("rows", "-")),
-            str(_last(summary, "num_env_steps_sampled_lifetime") or "-"),
+            _shown(_last(summary, "num_env_steps_sampled_lifetime")),
             run.run_dir,
         ))
     table.extend((run.run_id, "damaged", "?", "-", "-", run.run_dir) for run in damaged)
@@ -166,14 +166,101 @@ def flatten(record: Any, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def format_show(run: Run) -> list[str]:
-    manifest = run.manifest.to_dict()
+def format_number(value: Any) -> str:
+    """A metric as people read it: integers without a decimal point, others to 6 significant digits."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return json.dumps(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return str(value) if isinstance(value, int) else f"{value:.6g}"
+
+
+def final_metrics(summary: dict) -> dict[str, Any]:
+    """Each summarised metric's last value, or its last finite one when the final row had none."""
+    finals = {}
+    for key, entry in sorted((summary.get("metrics") or {}).items()):
+        value = entry.get("last")
+        if value is None:
+            finite = [y for _, y in entry.get("curve") or [] if isinstance(y, (int, float)) and y == y]
+            value = finite[-1] if finite else None
+        finals[key] = value
+    return finals
+
+
+def _commit(state: Any) -> str:
+    if not isinstance(state, dict) or not state.get("commit"):
+        return "unknown"
+    return f"{state['commit'][:12]}{' (dirty)' if state.get('dirty') else ''}"
+
+
+def _intervals(flat: dict[str, Any]) -> dict[str, str]:
+    """Scalar outcome entries as text; `x.mean`, `x.low`, `x.high` become one `x: mean [low, high]`."""
+    shown = {}
+    for key, value in flat.items():
+        if isinstance(value, (list, dict)) or value is None:
+            continue
+        stem, _, part = key.rpartition(".")
+        if part in ("mean", "low", "high") and all(f"{stem}.{end}" in flat for end in ("mean", "low", "high")):
+            if part == "mean":
+                low, high = flat[f"{stem}.low"], flat[f"{stem}.high"]
+                shown[stem] = (format_number(value) if low == high else
+                               f"{format_number(value)} [{format_number(low)}, {format_number(high)}]")
+            continue
+        shown[key] = format_number(value)
+    return shown
+
+
+def format_show(run: Run, *, full: bool = False) -> list[str]:
+    """Results first (status, budget, final metrics, outcome, outputs), then a short provenance block.
+
+    `full` appends every manifest field, per-file source hashes included (`show --full`).
+    """
+    manifest, summary = run.manifest, run.summary()
     lines = [f"run {run.run_id}: {run.status}"]
-    reason = crash_reason(run.manifest)
+    reason = crash_reason(manifest)
     if reason:
         lines.append(f"  crashed: {reason}; resume with --resume-from {run.run_id}")
+    if manifest.error is not None:
+        lines.append(f"  error: {manifest.error.type}: {manifest.error.message}")
+    lines.append(f"  experiment: {manifest.experiment.module or '?'}  seed {manifest.seed}"
+                 f"{'  (smoke)' if manifest.smoke else ''}")
     lines.append(f"  results: {run.run_dir}")
-    for key, value in sorted(flatten({k: v for k, v in manifest.items() if k not in ("run_id", "status")}).items()):
+    finals = final_metrics(summary)
+    stop = getattr(manifest.runner, "stop", None) or {}
+    reached = ", ".join(f"{key} {format_number(finals[key])}" for key in ("training_iteration",
+                        "num_env_steps_sampled_lifetime") if finals.get(key) is not None)
+    bounds = ", ".join(f"{key} {format_number(value)}" for key, value in sorted(stop.items()) if value is not None)
+    lines.append(f"  budget: {summary.get('rows', 0)} rows{'; reached ' + reached if reached else ''}"
+                 f"{' of ' + bounds if bounds else ''}")
+    if finals:
+        lines.append("  final metrics:")
+        width = max(map(len, finals))
+        lines += [f"    {key:<{width}}  {format_number(value) if value is not None else '-'}"
+                  for key, value in finals.items()]
+    outcome = _intervals(flatten(summary.get("outcome") or {}))
+    if outcome:
+        lines.append("  outcome:")
+        lines += [f"    {key}: {value}" for key, value in sorted(outcome.items())]
+    if manifest.outputs:
+        lines.append(f"  outputs: {', '.join(entry.name for entry in manifest.outputs)}")
+    if manifest.checkpoints:
+        lines.append(f"  checkpoints: {len(manifest.checkpoints)} (last {manifest.checkpoints[-1].path})")
+    build = manifest.build or {}
+    profile = ((manifest.hardware or {}).get("profile") or {}).get("name", "?")
+    lines += ["provenance:",
+              f"  code: experiment {_commit(manifest.code.get('experiment_repo'))},"
+              f" library {_commit(manifest.code.get('library'))}",
+              f"  build: hash {str(build.get('build_hash') or 'none')[:12]}, lock {str(build.get('lock_sha256') or '?')[:12]},"
+              f" target {build.get('target') or '-'}",
+              f"  hardware: profile {profile}; versions "
+              + ", ".join(f"{name} {version}" for name, version in sorted((manifest.versions or {}).items())),
+              f"  started {manifest.started_at or '?'}, ended {manifest.ended_at or '-'}"]
+    if not full:
+        lines.append(f"  (every field, per-file hashes included: show {run.run_id} --full; as JSON: --json)")
+        return lines
+    record = manifest.to_dict()
+    lines.append("all fields:")
+    for key, value in sorted(flatten({k: v for k, v in record.items() if k not in ("run_id", "status")}).items()):
         lines.append(f"  {key}: {json.dumps(value)}")
     return lines
 
@@ -202,7 +289,7 @@ def format_diff(run_a: Run, run_b: Run) -> list[str]:
     lines = [f"a: {run_a.run_id} ({run_a.status})", f"b: {run_b.run_id} ({run_b.status})"]
     differences = diff(run_a, run_b)
     if not differences:
-        return lines + [f"no differences in {', '.join(DIFF_SECTIONS)}"]
+        return lines + [f"no differences in {', '.join(DIFF_SECTIONS)}"] + _final_metrics_diff(run_a, run_b)
     for section, key, value_a, value_b in differences:
         lines.append(f"  {section:<8} {key}: {json.dumps(value_a)} -> {json.dumps(value_b)}")
     counts = {}
@@ -211,4 +298,19 @@ def format_diff(run_a: Run, run_b: Run) -> list[str]:
     same = [section for section in DIFF_SECTIONS if section not in counts]
     lines.append("differ: " + ", ".join(f"{section} ({count})" for section, count in counts.items())
                  + (f"; same: {', '.join(same)}" if same else ""))
-    return lines
+    return lines + _final_metrics_diff(run_a, run_b)
+
+
+def _final_metrics_diff(run_a: Run, run_b: Run) -> list[str]:
+    """The final metrics side by side (results differ even where provenance does not)."""
+    finals_a, finals_b = final_metrics(run_a.summary()), final_metrics(run_b.summary())
+    keys = sorted(set(finals_a) | set(finals_b))
+    if not keys:
+        return []
+    width = max(map(len, keys))
+    rows = [f"  {key:<{width}}  {_shown(finals_a.get(key))} -> {_shown(finals_b.get(key))}" for key in keys]
+    return ["final metrics (a -> b):", *rows]
+
+
+def _shown(value: Any) -> str:
+    return "-" if value is None else format_number(value)

@@ -109,6 +109,7 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
     if command == "show":
         parser.add_argument("run_id")
         parser.add_argument("--json", action="store_true", help="print the manifest as JSON")
+        parser.add_argument("--full", action="store_true", help="also every manifest field (per-file hashes too)")
     elif command == "diff":
         parser.add_argument("run_a")
         parser.add_argument("run_b")
@@ -150,7 +151,7 @@ def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[
         run = catalog.find_run(options.run_id, roots)
         if options.json:
             return [json.dumps({**run.manifest.to_dict(), "effective_status": run.status}, indent=2, sort_keys=True)]
-        return catalog.format_show(run)
+        return catalog.format_show(run, full=options.full)
     return catalog.format_diff(catalog.find_run(options.run_a, roots), catalog.find_run(options.run_b, roots))
 
 

@@ -68,7 +68,24 @@ def test_show_reports_a_crash_and_how_to_resume(tmp_path):
     run = catalog.Run(str(tmp_path), RunManifest.from_dict(stale))
     lines = catalog.format_show(run)
     assert lines[0] == "run r1: crashed" and "--resume-from r1" in lines[1]
-    assert '  build.build_hash: "b1"' in lines
+    assert '  build.build_hash: "b1"' not in lines and '  build.build_hash: "b1"' in catalog.format_show(run, full=True)
+
+
+def test_show_leads_with_results_and_prints_integers_as_integers(tmp_path):
+    run_dir = tmp_path / "r1"
+    run_dir.mkdir()
+    records.write_json_atomically(str(run_dir / records.SUMMARY_FILE), {"rows": 512, "metrics": {
+        "num_env_steps_sampled_lifetime": {"last": 1048576.0, "curve": [[512, 1048576.0]]},
+        "env_runners/episode_return_mean": {"last": None, "curve": [[510, 28.123456789], [511, float("nan")]]},
+    }, "outcome": {"scores": {"normalised_value": 0.25, "value": {"mean": 3.4, "low": 3.1, "high": 3.7}}}})
+    run = catalog.Run(str(run_dir), RunManifest.from_dict(_manifest("r1")))
+    shown = "\n".join(catalog.format_show(run))
+    results, provenance = shown.split("provenance:")
+    assert "budget: 512 rows; reached num_env_steps_sampled_lifetime 1048576" in results
+    assert "1048576.0" not in shown and "episode_return_mean  28.1235" in results  # the last finite value
+    assert "scores.normalised_value: 0.25" in results and "scores.value: 3.4 [3.1, 3.7]" in results
+    assert "code: experiment" in provenance
+    assert catalog.format_runs([run])[1].split()[4] == "1048576"
 
 
 @pytest.mark.parametrize("change, section", [

@@ -296,13 +296,14 @@ def test_runs_show_and_diff(roots, capsys):
     assert [line.split()[:2] for line in listing[1:]] == [["a", "completed"], ["b", "completed"]]
     assert cli.main(["rl-harness", "show", "a", *results]) == 0
     shown = capsys.readouterr().out
-    assert shown.startswith("run a: completed") and "experiment.module" in shown
+    assert shown.startswith("run a: completed") and f"experiment: {FAKE}  seed 42" in shown
+    assert "final metrics:" in shown.split("provenance:")[0]
     assert cli.main(["rl-harness", "show", "a", "--json", *results]) == 0
     assert json.loads(capsys.readouterr().out)["effective_status"] == "completed"
     assert cli.main(["rl-harness", "diff", "a", "b", *results]) == 0
     differences = capsys.readouterr().out
     assert "seed: 42 -> 9" in differences  # (code may differ too: others edit this checkout meanwhile)
-    assert "options (1), seed (1)" in differences
+    assert "options (1), seed (1)" in differences and "final metrics (a -> b):" in differences
     assert all(section in differences.split("same: ")[1] for section in ("lock", "build", "hardware", "versions"))
     assert cli.main(["rl-harness", "show", "nope", *results]) == cli.EXIT_USAGE
     assert "no run 'nope'" in capsys.readouterr().err

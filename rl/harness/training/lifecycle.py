@@ -25,6 +25,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import math
 from typing import Any, Callable, ContextManager, Iterator, Optional
 
 import ray
@@ -152,12 +153,26 @@ def result_row(result: dict) -> dict:
     return {key: value for key, value in result.items() if key != "config"}
 
 
-def log_progress(row: dict, prefix: str = "") -> None:
-    """One progress line: iteration, env steps, return, seconds per iteration and in total."""
+def progress_line(row: dict, stop=None) -> str:
+    """Iteration, env steps, return ("-" until an episode ended), speed, time; with a StopRule, the
+    share of the budget and an ETA from the speed so far."""
     episode_return = row.get(RETURN)
-    logging.info("%siter %d | env steps %d | return %s | %.1f s/iter | %.0f s total", prefix, row.get(ITERATION, 0),
-                 row.get(ENV_STEPS) or 0, "-" if episode_return is None else f"{episode_return:.2f}",
-                 row.get(ITERATION_SECONDS) or 0.0, row.get("time_total_s") or 0.0)
+    shown_return = f"{episode_return:.2f}" if isinstance(episode_return, (int, float)) and math.isfinite(
+        episode_return) else "-"
+    env_steps, total_s = row.get(ENV_STEPS) or 0, row.get("time_total_s") or 0.0
+    parts = [f"iter {row.get(ITERATION, 0)}", f"env steps {env_steps}", f"return {shown_return}",
+             f"{env_steps / total_s:.0f} env steps/s" if total_s > 0 else "- env steps/s",
+             f"{row.get(ITERATION_SECONDS) or 0.0:.1f} s/iter", f"{total_s:.0f} s total"]
+    if stop is not None:
+        done = stop.progress(row)
+        eta = f"ETA {total_s * (1 - done) / done:.0f} s" if 0 < done and total_s > 0 else "ETA -"
+        parts[1:1] = [f"{100 * done:.0f}%", eta]
+    return " | ".join(parts)
+
+
+def log_progress(row: dict, prefix: str = "", stop=None) -> None:
+    """Logs `progress_line(row, stop)`, after `prefix` (a trial or agent name)."""
+    logging.info("%s%s", prefix, progress_line(row, stop))
 
 
 def train_rows(context: RunContext, algo, stop, *, row: Optional[dict] = None,
@@ -170,7 +185,7 @@ def train_rows(context: RunContext, algo, stop, *, row: Optional[dict] = None,
     row = row or {ITERATION: 0, ENV_STEPS: 0}
     while not stop.reached(row) and not context.recorder.stop_requested:
         row = context.recorder.log_metrics({**result_row(algo.train()), **(tags or {})}, trial=trial)
-        log_progress(row, prefix=f"{trial} " if trial else "")
+        log_progress(row, prefix=f"{trial} " if trial else "", stop=stop)
         yield row
 
 

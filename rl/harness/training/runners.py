@@ -106,6 +106,10 @@ class StopRule:
     def reached(self, row: dict) -> bool:
         return any(bound is not None and (row.get(key) or 0) >= bound for key, bound in self._bounds())
 
+    def progress(self, row: dict) -> float:
+        """How far `row` is toward the nearest bound, 0 to 1 (what the progress line's percentage shows)."""
+        return min(1.0, max((row.get(key) or 0) / bound for key, bound in self._bounds() if bound is not None))
+
     def _bounds(self):
         return ((ITERATION, self.training_iterations), (ENV_STEPS, self.env_steps))
 
@@ -206,7 +210,7 @@ class _StreamToRecords(tune.Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         row = _ACTIVE["recorder"].log_metrics(lifecycle.result_row(result), trial=trial.trial_id)
-        lifecycle.log_progress(row, prefix=f"trial {trial.trial_id} ")
+        lifecycle.log_progress(row, prefix=f"trial {trial.trial_id} ", stop=_ACTIVE.get("stop"))
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
         recorder = _ACTIVE["recorder"]
@@ -280,7 +284,7 @@ class TuneTraining(lifecycle.Runner):
     def build(self, context: RunContext, profile: HardwareProfile) -> TuneRunner:
         sampling = configs.plan_sampling(context, self.config, self.parallel_envs, profile)
         self.config = _with_node_ids(configs.configure(self.config, profile, sampling, tune.grid_search(self.seeds)))
-        _ACTIVE.update(recorder=context.recorder, saved_after_stop=set(), interrupted=False)
+        _ACTIVE.update(recorder=context.recorder, stop=self.stop, saved_after_stop=set(), interrupted=False)
         return TuneRunner(
             algorithm=self.config.algo_class.__name__, trial_seeds=tuple(self.seeds), storage=TUNE_STORAGE,
             sampling=configs.sampling_record(sampling, self.config),
