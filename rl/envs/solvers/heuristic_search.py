@@ -251,16 +251,15 @@ class _UpperBound:
         self.corner_values = np.array(corner_values, dtype=np.float64)
         num_states = len(self.corner_values)
         self._beliefs = np.empty((16, num_states))
-        self._inverse = np.empty((16, num_states))  # 1 / b_i(s), inf off the support
         self._values = np.empty(16)
         self._drops = np.empty(16)  # v_i - corner . b_i
         self._anchors = np.empty(16, dtype=np.int64)
-        self._anchor_inverse = np.empty(16)  # 1 / b_i(anchor)
+        self._anchor_inverse = np.empty(16)  # 1 / b_i(anchor): b_i(anchor) >= 1 / states, so finite
         # the supports, concatenated: point i owns entries starts[i] to starts[i] + lengths[i]
         self._starts = np.empty(16, dtype=np.int64)
         self._lengths = np.empty(16, dtype=np.int64)
         self._support_states = np.empty(16, dtype=np.int64)
-        self._support_inverse = np.empty(16)
+        self._support_values = np.empty(16)
         self._support_used = 0
         self._index_of = {}  # belief bytes -> point: trials back up the same beliefs (the start) again and again
         self.count = 0
@@ -322,8 +321,15 @@ class _UpperBound:
         chunk = max(1, max_elements // (points.shape[1] * beliefs.shape[1]))
         for start in range(0, len(beliefs), chunk):
             rows = slice(start, start + chunk)
-            with np.errstate(invalid="ignore"):  # 0 * inf: a state outside both supports, which fmin skips
-                ratios = np.fmin.reduce(beliefs[rows, None, :] * self._inverse[points[rows]], axis=2)
+            # Divided, not multiplied by 1 / b_i(s): that overflows to inf for a subnormal b_i(s) (~1e-310),
+            # and then 0 * inf is NaN (the sparse path keeps it) or skipped as outside the support (fmin
+            # here), either way not the sawtooth and possibly below the value function. The quotient is
+            # the ratio correctly rounded for any b_i(s) > 0: 0 where b(s) = 0, and inf only where the
+            # true ratio exceeds the largest float, far above the anchor's (at most the number of
+            # states), so the minimum is never inf. 0 / 0, a state outside both supports, is NaN, which
+            # fmin skips.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratios = np.fmin.reduce(beliefs[rows, None, :] / self._beliefs[points[rows]], axis=2)
             drops[rows] = (ratios * self._drops[points[rows]]).min(axis=1, initial=0.0)
         return drops
 
@@ -332,7 +338,9 @@ class _UpperBound:
         lengths = self._lengths[point]
         offsets = np.cumsum(lengths) - lengths
         entries = np.arange(int(lengths.sum())) + np.repeat(self._starts[point] - offsets, lengths)
-        ratios = beliefs[np.repeat(query, lengths), self._support_states[entries]] * self._support_inverse[entries]
+        # divided for the reason given in _exact_drops; every b_point(s) here is > 0, so no NaN
+        with np.errstate(over="ignore"):
+            ratios = beliefs[np.repeat(query, lengths), self._support_states[entries]] / self._support_values[entries]
         return np.minimum.reduceat(ratios, offsets)
 
     def add(self, belief: np.ndarray, value: float) -> None:
@@ -353,26 +361,22 @@ class _UpperBound:
             return
         self._index_of[key] = self.count
         if self.count == len(self._values):
-            self._beliefs, self._inverse, self._values, self._drops, self._anchors, self._anchor_inverse = (
+            self._beliefs, self._values, self._drops, self._anchors, self._anchor_inverse = (
                 _doubled(array)
-                for array in (
-                    self._beliefs, self._inverse, self._values, self._drops, self._anchors, self._anchor_inverse
-                )
+                for array in (self._beliefs, self._values, self._drops, self._anchors, self._anchor_inverse)
             )
             self._starts, self._lengths = _doubled(self._starts), _doubled(self._lengths)
         while self._support_used + len(support) > len(self._support_states):
-            self._support_states, self._support_inverse = _doubled(self._support_states), _doubled(self._support_inverse)
+            self._support_states, self._support_values = _doubled(self._support_states), _doubled(self._support_values)
         index, used = self.count, self._support_used
         self._beliefs[index] = belief
-        with np.errstate(divide="ignore"):
-            self._inverse[index] = 1.0 / belief
         self._values[index] = value
         self._drops[index] = value - belief @ self.corner_values
         self._anchors[index] = anchor = int(np.argmax(belief))
         self._anchor_inverse[index] = 1.0 / belief[anchor]
         self._starts[index], self._lengths[index] = used, len(support)
         self._support_states[used : used + len(support)] = support
-        self._support_inverse[used : used + len(support)] = 1.0 / belief[support]
+        self._support_values[used : used + len(support)] = belief[support]
         self._support_used += len(support)
         self.count += 1
 
