@@ -328,7 +328,7 @@ class _UpperBound:
             # true ratio exceeds the largest float, far above the anchor's (at most the number of
             # states), so the minimum is never inf. 0 / 0, a state outside both supports, is NaN, which
             # fmin skips.
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
                 ratios = np.fmin.reduce(beliefs[rows, None, :] / self._beliefs[points[rows]], axis=2)
             drops[rows] = (ratios * self._drops[points[rows]]).min(axis=1, initial=0.0)
         return drops
@@ -421,6 +421,12 @@ class _Search:
         batch = np.vstack([children, belief])
         lower = self.lower.best(batch)[0]
         upper = np.maximum(self.upper.values(batch), lower)
+        # a NaN would pass np.maximum and win every argmax, steering trials by garbage: stop with the belief
+        if not (np.isfinite(lower).all() and np.isfinite(upper).all()):
+            raise FloatingPointError(
+                f"bounds not finite at belief {belief.tolist()} or one of its children (last: the belief): "
+                f"lower {lower.tolist()}, upper {upper.tolist()}; a bug in _LowerBound or _UpperBound"
+            )
         return _Node(
             belief, actions, observations, probabilities, children, predicted,
             lower[:-1], upper[:-1], float(lower[-1]), float(upper[-1]),
