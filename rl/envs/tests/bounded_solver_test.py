@@ -13,6 +13,7 @@ import pytest
 
 from rl.envs.pomdp import FinitePOMDP, load_pomdp
 from rl.envs.solvers import rollout_value, solve_point_based, solve_pomdp, solve_with_bounds
+from rl.envs.solvers.heuristic_search import _UpperBound
 
 TESTDATA = pathlib.Path(__file__).resolve().parent.parent / "testdata"
 SARSOP_TIGER = (19.3711, 19.3721)
@@ -110,3 +111,49 @@ def test_discount_one_is_one_clear_error():
             solve(undiscounted)
     with pytest.raises(ValueError, match="rollout_value needs discount < 1"):
         rollout_value(undiscounted, lambda belief: 0, episodes=1, seed=0)
+
+
+def test_sawtooth_is_exact_where_a_point_holds_a_subnormal_entry():
+    """Issue 31's reproducer: a point with b_i(2) = 1e-310, where 1 / b_i(2) overflows to inf.
+
+    By hand: corners and FIB are 10 everywhere, so the sawtooth is 10 + min_i (v_i - 10) ratio_i. The
+    query (0.5, 0.5, 0, 0, 0) is 0 on state 2 of the first point's support and on both states of the
+    others' supports, so every ratio is 0 and the bound is 10 (it was NaN on the sparse path). With
+    5e-311 on state 2 the first point's ratio is min(0.5 / 0.5, 0.5 / 0.5, 5e-311 / 1e-310) = 0.5,
+    so 10 - 9 * 0.5 = 5.5 (the single-point, dense path multiplied by an inf inverse and gave 1).
+    """
+    point = np.array([0.5, 0.5 - 1e-310, 1e-310, 0, 0])  # 0.5 - 1e-310 rounds to 0.5
+    sparse = _UpperBound(np.full((1, 5), 10.0), np.full(5, 10.0))
+    sparse.add(point, 1.0)
+    for belief in ([0, 0, 0, 0.6, 0.4], [0, 0, 0, 0.4, 0.6], [0, 0, 0, 0.7, 0.3]):
+        sparse.add(np.array(belief), 5.0)  # anchors off the query: a quarter of the pairs are candidates
+    dense = _UpperBound(np.full((1, 5), 10.0), np.full(5, 10.0))
+    dense.add(point, 1.0)
+    queries = np.array([[0.5, 0.5, 0, 0, 0], [0.5, 0.5, 5e-311, 0, 0]])
+    for upper in (sparse, dense):
+        np.testing.assert_allclose(upper.values(queries), [10.0, 5.5], rtol=1e-12)
+
+
+def _rare_signal_tiger(rare: float) -> FinitePOMDP:
+    """Tiger with a third state, whose listening almost always tells it apart (observation 2) but with
+    probability `rare` sounds like the left tiger (observation 0): two such hearings leave it ~rare^2."""
+    listen = np.array([[0.85, 0.15, 0.0], [0.15, 0.85, 0.0], [rare, 0.0, 1 - rare]])
+    observations = np.stack([listen, np.full((3, 3), 1 / 3), np.full((3, 3), 1 / 3)])
+    transitions = np.stack([np.eye(3), np.full((3, 3), 1 / 3), np.full((3, 3), 1 / 3)])  # listen, open 0, open 1
+    rewards = np.array([[-1.0, -1.0, -1.0], [10.0, -100.0, 5.0], [-100.0, 10.0, 5.0]])[:, :, None, None]
+    return FinitePOMDP(transitions, observations, rewards, start=[1 / 3] * 3, discount=0.95)
+
+
+def test_search_with_subnormal_beliefs_keeps_finite_bounds_and_the_exact_sawtooth():
+    pomdp = _rare_signal_tiger(rare=1e-155)
+    solution = solve_with_bounds(pomdp, time_budget=30.0, target_gap=1e-6)  # expand raises on a NaN bound
+    points = solution.upper_beliefs
+    subnormal = (points > 0) & (points < np.finfo(np.float64).tiny)
+    assert subnormal.any()  # the case of issue 31 arises
+    bounds = np.array([(p.lower, p.upper) for p in solution.trace])
+    assert np.isfinite(bounds).all() and solution.upper - solution.lower <= 1e-6
+    without_third = points[subnormal.any(axis=1)] * [1.0, 1.0, 0.0]  # 0 where the point is subnormal
+    beliefs = [*points, *(without_third / without_third.sum(axis=1, keepdims=True)), pomdp.start]
+    with np.errstate(over="ignore"):  # b(s) / 1e-310 can exceed the largest float: inf, never the minimum
+        for belief in beliefs:
+            assert solution.upper_value(belief) == pytest.approx(_sawtooth_by_definition(solution, belief), abs=1e-12)
