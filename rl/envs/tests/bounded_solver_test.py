@@ -1,5 +1,5 @@
 """The heuristic-search solver with both bounds: hand-computed values, SARSOP's on the small classic files,
-machine.POMDP's figures, rollouts, and the discount-1 error.
+machine.POMDP's figures, rollouts, the discount-1 error, and beliefs with subnormal entries (issue 31).
 
 SARSOP's 60 s bounds are those of ../shared/reference/pomdp/README.md (the files are copied to testdata/).
 The solver is deterministic: runs that end at the target gap (1e-4), well inside their generous time
