@@ -25,7 +25,8 @@ def test_a_direct_run_trains_checkpoints_and_records(tmp_path):
     assert 400 <= steps[0] < steps[1]  # train_batch_size_per_learner=400 per iteration
     assert all(row["env_runners/episode_return_mean"] > 0 for row in rows)
     for iteration in (1, 2):  # one progress line per iteration
-        assert re.search(rf"iter {iteration} \| env steps \d+ \| return [\d.]+ \| [\d.]+ s/iter", stderr)
+        assert re.search(rf"iter {iteration} \| \d+% \| ETA \d+ s \| env steps \d+ \| return [\d.]+"
+                         rf" \| \d+ env steps/s \| [\d.]+ s/iter", stderr)
 
     assert [c["iteration"] for c in manifest["checkpoints"]] == [2]  # every 2 iterations; the last is final
     checkpoint = artifacts / manifest["checkpoints"][0]["path"]

@@ -159,7 +159,7 @@ def progress_line(row: dict, stop=None) -> str:
     episode_return = row.get(RETURN)
     shown_return = f"{episode_return:.2f}" if isinstance(episode_return, (int, float)) and math.isfinite(
         episode_return) else "-"
-    env_steps, total_s = row.get(ENV_STEPS) or 0, row.get("time_total_s") or 0.0
+    env_steps, total_s = int(row.get(ENV_STEPS) or 0), row.get("time_total_s") or 0.0  # RLlib counts as floats
     parts = [f"iter {row.get(ITERATION, 0)}", f"env steps {env_steps}", f"return {shown_return}",
              f"{env_steps / total_s:.0f} env steps/s" if total_s > 0 else "- env steps/s",
              f"{row.get(ITERATION_SECONDS) or 0.0:.1f} s/iter", f"{total_s:.0f} s total"]
