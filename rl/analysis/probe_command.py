@@ -55,10 +55,7 @@ def write_outputs(found: RunArtifacts, outputs: dict[str, object]) -> list[str]:
     written = []
     for name, data in outputs.items():
         path = os.path.join(found.run.run_dir, name)
-        if isinstance(data, bytes):
-            records.write_bytes_atomically(path, data)
-        else:
-            records.write_json_atomically(path, data)
+        records.write_data_atomically(path, data)
         written.append(path)
     return written
 

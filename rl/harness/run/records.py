@@ -87,6 +87,16 @@ def write_json_atomically(path: str, record: Any) -> None:
     write_text_atomically(path, json.dumps(_json_ready(record), indent=2, sort_keys=True) + "\n")
 
 
+def write_data_atomically(path: str, data: Any) -> None:
+    """`data` as a file, atomically: bytes as they are, text as UTF-8, anything else as JSON."""
+    if isinstance(data, (bytes, bytearray)):
+        write_bytes_atomically(path, bytes(data))
+    elif isinstance(data, str):
+        write_text_atomically(path, data)
+    else:
+        write_json_atomically(path, data)
+
+
 def read_json(path: str, what: str) -> Any:
     try:
         with open(path) as handle:

@@ -267,12 +267,7 @@ class RunSession:
                              f" not one of the run's own records ({', '.join(sorted(_RECORD_FILES))})")
         path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(data, (bytes, bytearray)):
-            records.write_bytes_atomically(str(path), bytes(data))
-        elif isinstance(data, str):
-            records.write_text_atomically(str(path), data)
-        else:
-            records.write_json_atomically(str(path), data)
+        records.write_data_atomically(str(path), data)
         content = path.read_bytes()
         entry = OutputEntry(name=str(relative), place=place, path=str(relative), bytes=len(content),
                             sha256=hashlib.sha256(content).hexdigest(), written_at=utc_now())
