@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
 
 import numpy as np
-from scipy import stats
+
+from rl.harness.study.statistics import mean_interval, mean_interval_or_point  # noqa: F401 - this module's API
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,28 +59,6 @@ def discounted_returns(rewards: np.ndarray, valid: np.ndarray, *, gamma: float) 
         raise ValueError(f"gamma={gamma}; expected a discount in (0, 1]")
     weights = gamma ** np.arange(rewards.shape[1])
     return np.where(valid, rewards, 0.0) @ weights
-
-
-def mean_interval(values: Sequence[float], *, confidence: float = 0.95, spread: str = "normal") -> dict:
-    """Mean with a two-sided interval: `normal` (many samples, e.g. episodes) or `t` (few, e.g. seeds)."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.ndim != 1 or len(values) < 2:
-        raise ValueError(f"mean_interval needs a 1-D sample of at least 2 values, got shape {values.shape}")
-    if spread not in ("normal", "t"):
-        raise ValueError(f"spread={spread!r}; expected 'normal' (many samples) or 't' (few)")
-    mean, stderr = float(values.mean()), float(values.std(ddof=1) / math.sqrt(len(values)))
-    tail = (1.0 + confidence) / 2.0
-    quantile = stats.norm.ppf(tail) if spread == "normal" else stats.t.ppf(tail, df=len(values) - 1)
-    return {"mean": mean, "low": mean - quantile * stderr, "high": mean + quantile * stderr, "stderr": stderr,
-            "n": int(len(values)), "confidence": confidence, "spread": spread}
-
-
-def mean_interval_or_point(values: Sequence[float], **options) -> dict:
-    """`mean_interval`, except that a single value is a point (low = high = mean, n 1), e.g. a smoke run's."""
-    values = [float(value) for value in values]
-    if len(values) == 1:
-        return {"mean": values[0], "low": values[0], "high": values[0], "stderr": 0.0, "n": 1}
-    return mean_interval(values, **options)
 
 
 def normalised_interval(interval: dict, scale: ScoreScale) -> dict:

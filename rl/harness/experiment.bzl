@@ -1,4 +1,4 @@
-"""`rl_experiment`: an experiment recipe as a runnable binary.
+"""`rl_experiment`: an experiment recipe as a runnable binary; `rl_study`: a study module as one.
 
     load("//rl/harness:experiment.bzl", "rl_experiment")
 
@@ -10,6 +10,15 @@
 
     bazel run //experiments/mess3:reward_only -- --smoke
     bazel run //experiments/mess3:reward_only -- runs      # this experiment's runs
+
+    rl_study(
+        name = "belief_study",
+        study = "belief_study.py",        # a module with STUDY = rl.harness.study.Study(...)
+        agents = ["reward_only.py", "memoryless_agent.py"],   # the recipes it names
+        deps = [":study"],                                    # what they import
+    )
+
+    bazel run //experiments/mess3:belief_study -- --smoke      # = rl-harness study <its module> --smoke
 
 The binary is an rl_py_binary (it carries its build hash, recorded in every run manifest)
 whose generated entry point hands the recipe's dotted module to rl.harness.commands.cli. Records go
@@ -25,16 +34,53 @@ from rl.harness.commands import cli
 
 # Guarded: processes a recipe starts with multiprocessing's "spawn" import this file again.
 if __name__ == "__main__":
-    cli.entry_point(experiment="{module}")
-""".format(module = ctx.attr.module))
+    cli.entry_point({keyword}="{module}")
+""".format(keyword = ctx.attr.keyword, module = ctx.attr.module))
 
 _entry_point = rule(
     implementation = _entry_point_impl,
     attrs = {
         "out": attr.output(mandatory = True),
         "module": attr.string(mandatory = True),
+        "keyword": attr.string(default = "experiment", values = ["experiment", "study_module"]),
     },
 )
+
+def _module_binary(name, source, keyword, deps, data, extra_srcs = [], **kwargs):
+    package = native.package_name()
+    module = ((package + "/" + source) if package else source)[:-len(".py")].replace("/", ".")
+    entry = "_" + name.replace("-", "_") + "_experiment.py"
+    _entry_point(
+        name = name + "_entry_point",
+        out = entry,
+        module = module,
+        keyword = keyword,
+        testonly = kwargs.get("testonly", False),
+    )
+    rl_py_binary(
+        name = name,
+        main = entry,
+        srcs = [source] + extra_srcs,
+        deps = deps + [Label("//rl/harness:commands")],
+        data = data,
+        **kwargs
+    )
+
+def rl_study(name, study, agents = [], deps = [], data = [], **kwargs):
+    """A binary that runs `study`'s STUDY with `rl-harness study` (docs/harness.md, Studies).
+
+    Args:
+      name: target name (`bazel run //pkg:name -- --smoke`, `-- --resume <study-id>`).
+      study: the study module's source file in this package.
+      agents: the source files of the agent recipes it names (in this package), so the binary
+        carries them and its build hash covers them.
+      deps: what those recipes import.
+      data: runtime data.
+      **kwargs: passed to rl_py_binary.
+    """
+    if not study.endswith(".py"):
+        fail("rl_study: study must be a .py file in this package, got %r" % study)
+    _module_binary(name, study, "study_module", deps, data, extra_srcs = agents, **kwargs)
 
 def rl_experiment(name, recipe, deps = [], data = [], **kwargs):
     """A binary that runs `recipe`'s run(context) under the harness CLI.
@@ -48,20 +94,4 @@ def rl_experiment(name, recipe, deps = [], data = [], **kwargs):
     """
     if not recipe.endswith(".py"):
         fail("rl_experiment: recipe must be a .py file in this package, got %r" % recipe)
-    package = native.package_name()
-    module = ((package + "/" + recipe) if package else recipe)[:-len(".py")].replace("/", ".")
-    entry = "_" + name.replace("-", "_") + "_experiment.py"
-    _entry_point(
-        name = name + "_entry_point",
-        out = entry,
-        module = module,
-        testonly = kwargs.get("testonly", False),
-    )
-    rl_py_binary(
-        name = name,
-        main = entry,
-        srcs = [recipe],
-        deps = deps + [Label("//rl/harness:commands")],
-        data = data,
-        **kwargs
-    )
+    _module_binary(name, recipe, "experiment", deps, data, **kwargs)

@@ -37,6 +37,10 @@ RAY_CONNECT_TIMEOUT_ENV = "RL_HARNESS_RAY_CONNECT_TIMEOUT_S"
 # A bad address must fail well inside 30 s (issue 17): the probe's deadline, TCP check included.
 DEFAULT_RAY_CONNECT_TIMEOUT_S = 25.0
 
+# CPUs one run may use, below what the machine grants it: a study's trial sets its share, so a
+# run does not size its Ray cluster and env runners by the whole machine that others share.
+CPU_SHARE_ENV = "RL_HARNESS_CPUS"
+
 # -- reproduce ---------------------------------------------------------------------------------
 REPRODUCE_SCRATCH_ENV = "RL_HARNESS_REPRODUCE_DIR"
 DEFAULT_REPRODUCE_SCRATCH = os.path.join("~", ".cache", "rl-harness", "reproduce")
@@ -81,6 +85,16 @@ def patch_cap_bytes(environ: Optional[Mapping[str, str]] = None) -> int:
     value = _environ(environ).get(PATCH_CAP_ENV, str(DEFAULT_PATCH_CAP_BYTES))
     if not value.isdigit():
         raise ValueError(f"${PATCH_CAP_ENV}={value!r} is not a whole number of bytes; unset it or fix it")
+    return int(value)
+
+
+def cpu_share(environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
+    """$RL_HARNESS_CPUS as a positive whole number of CPUs, None if unset; ValueError naming the fix otherwise."""
+    value = _environ(environ).get(CPU_SHARE_ENV)
+    if value is None:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"${CPU_SHARE_ENV}={value!r} is not a positive whole number of CPUs; unset it or fix it")
     return int(value)
 
 

@@ -17,7 +17,7 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "envs": (frozenset(), frozenset({"numpy", "gymnasium", "scipy"})),
     "losses": (frozenset(), frozenset({"torch"})),
     "learners": (frozenset({"losses"}), frozenset({"torch", "ray", "numpy", "gymnasium"})),
-    "harness": (frozenset(), frozenset({"absl", "ray", "numpy", "torch", "b2sdk"})),
+    "harness": (frozenset(), frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "scipy", "matplotlib"})),
     "analysis": (
         frozenset({"learners", "harness"}),
         frozenset({"numpy", "scipy", "torch", "ray", "matplotlib", "gymnasium"}),
@@ -38,4 +38,7 @@ CLI_ENTRY_POINTS = frozenset({"rl/harness/commands/main.py", "rl/harness/benchma
 CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "ray"): ("rl/harness/training/", "rl/harness/benchmarks/"),
     ("harness", "torch"): ("rl/harness/training/", "rl/harness/benchmarks/"),
+    # A study's summary: t quantiles and its curves figure.
+    ("harness", "scipy"): ("rl/harness/study/",),
+    ("harness", "matplotlib"): ("rl/harness/study/",),
 }

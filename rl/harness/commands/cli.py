@@ -8,6 +8,7 @@
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
     rl-harness reproduce <run-id> [--iterations N | --env-steps N] [--results-dir DIR]
+    rl-harness study <dotted.study.module> [--smoke] [--resume STUDY_ID] [--max-concurrent N] [--runs A=ID,ID ...]
 
     bazel run //rl/harness:rl-harness -- experiments.mess3.reward_only --smoke
     bazel run //experiments/mess3:reward_only -- --smoke      # an rl_experiment binary: module fixed
@@ -32,18 +33,19 @@ from absl import app, logging
 from absl.flags import argparse_flags
 
 from rl.harness import settings
-from rl.harness.commands import catalog, execution, recipes, reproduce
+from rl.harness.commands import catalog, execution, recipes, reproduce, study
 from rl.harness.errors import EXIT_USAGE, HarnessError
 from rl.harness.remote import b2_mirror
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 
-COMMANDS = ("runs", "show", "diff", "reproduce")
+COMMANDS = ("runs", "show", "diff", "reproduce", "study")
 _COMMANDS_HELP = """other commands (each has its own --help):
   runs                       list the runs under --results-dir (or the workspace)
   show <run-id>              one run's status, results and provenance
   diff <run-a> <run-b>       what differs between two runs' records
-  reproduce <run-id>         rebuild the run's commit and re-run it; compare the rows"""
+  reproduce <run-id>         rebuild the run's commit and re-run it; compare the rows
+  study <study module>       agents x seeds as parallel runs, resumable, summarised with intervals"""
 
 
 class _Parser(argparse_flags.ArgumentParser):
@@ -106,6 +108,9 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
 
 def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.ArgumentParser:
     parser = _Parser(prog=f"{experiment or 'rl-harness'} {command}")
+    if command == "study":
+        study.add_arguments(parser, _user_path)
+        return parser
     if command == "show":
         parser.add_argument("run_id")
         parser.add_argument("--json", action="store_true", help="print the manifest as JSON")
@@ -160,6 +165,8 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
     """Runs one parsed command; returns the exit status."""
     verbosity = logging.get_verbosity()  # before the recipe's imports (RLlib raises the root level)
     try:
+        if command == "study":
+            return study.run_study(options)
         if command == "reproduce":
             original = catalog.find_run(options.run_id, _catalog_roots(options, experiment))
             return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps))
@@ -179,10 +186,11 @@ def main(argv: list[str], experiment: Optional[str] = None, connect_b2: Callable
     return dispatch(command, options, experiment, connect_b2)
 
 
-def entry_point(experiment: Optional[str] = None) -> None:
-    """`rl-harness` and every rl_experiment binary: absl app with argparse flags."""
-    app.run(lambda parsed: dispatch(*parsed, experiment=experiment),
-            flags_parser=lambda argv: parse(argv, experiment))
+def entry_point(experiment: Optional[str] = None, study_module: Optional[str] = None) -> None:
+    """`rl-harness`, every rl_experiment binary and every rl_study binary (`study <its module>` implied)."""
+    def parse_argv(argv):
+        return parse([argv[0], "study", study_module, *argv[1:]] if study_module else argv, experiment)
+    app.run(lambda parsed: dispatch(*parsed, experiment=experiment), flags_parser=parse_argv)
 
 
 if __name__ == "__main__":

@@ -98,8 +98,8 @@ def _look_in_workspace(module_name: str, workspace: str) -> None:
     importlib.invalidate_caches()
 
 
-def load_recipe(module_name: str):
-    """The recipe module; under `bazel run` a module outside the binary is found in the workspace."""
+def load_module(module_name: str):
+    """A recipe's or a study's module; under `bazel run` a module outside the binary is found in the workspace."""
     if not _DOTTED.fullmatch(module_name):
         raise UsageError(f"{module_name!r} is not a dotted module name; pass e.g. experiments.mess3.reward_only")
     module = _import_recipe(module_name)
@@ -113,6 +113,12 @@ def load_recipe(module_name: str):
     if module is None:
         raise UsageError(f"no module named {module_name!r}: check the dotted name and run from the repository"
                          " root (or give the recipe an rl_experiment target)")
+    return module
+
+
+def load_recipe(module_name: str):
+    """The recipe module (`load_module`), which must define run(context)."""
+    module = load_module(module_name)
     if not callable(getattr(module, "run", None)):
         raise UsageError(f"{module_name} has no run(context) function; define `def run(context): ...` in it")
     return module

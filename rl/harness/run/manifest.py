@@ -365,12 +365,20 @@ def recorded_options(options: argparse.Namespace) -> dict:
             for key, value in sorted(vars(options).items()) if key != "module" and not key.startswith("_")}
 
 
+def code_state(source: str, build: Mapping[str, Any]) -> dict:
+    """The git state of the repository holding `source` (an experiment or a study) and of the library."""
+    return {"experiment_repo": provenance.git_state(source),
+            "library": {**provenance.git_state(_HARNESS_DIR), "build_stamp_commit": build.get("git_commit"),
+                        "pinned": build.get("library")}}
+
+
 def begin(*, module, module_name: str, options: argparse.Namespace, layout: RunLayout,
           profile: "HardwareProfile", machine: "MachineFacts", resume: Optional[ResumeSource]) -> RunManifest:
     """The manifest of a run about to start: its provenance, before the recipe runs (status `running` once started)."""
     source = os.path.realpath(module.__file__)
-    experiment_repo = provenance.git_state(source)
     build = buildinfo.current().as_dict()
+    code = code_state(source, build)
+    experiment_repo = code["experiment_repo"]
     return RunManifest(
         run_id=layout.run_id,
         status=None,
@@ -379,9 +387,7 @@ def begin(*, module, module_name: str, options: argparse.Namespace, layout: RunL
             # relative to its repository, so committed records carry no machine's paths
             source_file=os.path.relpath(source, experiment_repo["root"]) if experiment_repo["root"] else source,
             source_sha256=provenance.file_sha256(source)),
-        code={"experiment_repo": experiment_repo,
-              "library": {**provenance.git_state(_HARNESS_DIR), "build_stamp_commit": build.get("git_commit"),
-                          "pinned": build.get("library")}},
+        code=code,
         build=build,
         versions=provenance.package_versions(),
         command_line=tuple(options._argv),

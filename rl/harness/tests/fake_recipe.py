@@ -1,7 +1,8 @@
 """A recipe without RLlib, for the fast tests: counts, logs metrics, checkpoints, obeys stop requests.
 
 Test knobs (environment): FAKE_RECIPE_ITERATIONS (default 5; smoke: 2), FAKE_RECIPE_SLEEP_S
-(pause per iteration, default 0), FAKE_RECIPE_FAIL_AT (raise at that iteration),
+(pause per iteration, default 0), FAKE_RECIPE_FAIL_AT (raise at that iteration; with
+FAKE_RECIPE_FAIL_SEED, only in the run of that root seed),
 FAKE_RECIPE_TRIAL (checkpoint under that trial, as a recipe training several agents does).
 """
 
@@ -24,6 +25,8 @@ def run(context):
     iterations = 2 if context.smoke else int(os.environ.get("FAKE_RECIPE_ITERATIONS", "5"))
     sleep_s = float(os.environ.get("FAKE_RECIPE_SLEEP_S", "0"))
     fail_at = int(os.environ.get("FAKE_RECIPE_FAIL_AT", "0"))
+    if os.environ.get("FAKE_RECIPE_FAIL_SEED", str(context.seed)) != str(context.seed):
+        fail_at = 0
     iteration, env_steps = 0, 0
     if context.resume is not None:
         with open(context.resume.checkpoint / STATE_FILE) as handle:
@@ -31,16 +34,17 @@ def run(context):
         iteration, env_steps = state["iteration"], state["env_steps"]
     noise = context.seeds.generator("fake/noise")
     context.recorder.summarize("fake/loss")
-    saved = None
+    saved, loss = None, None
     while iteration < iterations and not context.recorder.stop_requested:
         iteration += 1
         env_steps += STEPS_PER_ITERATION
         if iteration == fail_at:
             raise RuntimeError(f"fake failure at iteration {iteration}")
+        loss = 1.0 / iteration + 0.01 * float(noise.standard_normal())
         context.recorder.log_metrics({
             "training_iteration": iteration,
             "num_env_steps_sampled_lifetime": env_steps,
-            "fake": {"loss": 1.0 / iteration + 0.01 * float(noise.standard_normal())},
+            "fake": {"loss": loss},
         })
         if iteration % 2 == 0:
             _save(context, iteration, env_steps)
@@ -48,4 +52,4 @@ def run(context):
         time.sleep(sleep_s)
     if saved != iteration:
         _save(context, iteration, env_steps)
-    return {"iterations": iteration, "env_steps": env_steps}
+    return {"iterations": iteration, "env_steps": env_steps, "last_loss": loss}

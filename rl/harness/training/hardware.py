@@ -28,6 +28,7 @@ import re
 import sys
 from typing import Any, Optional
 
+from rl.harness import settings
 from rl.harness.errors import UsageError
 
 PROFILES = ("auto", "cpu", "cuda", "mps")
@@ -200,6 +201,12 @@ def torch_determinism(torch) -> dict[str, Any]:
 
 def detect_machine() -> MachineFacts:
     cpu_count, cpu_limit = usable_cpu_count()
+    try:
+        share = settings.cpu_share()
+    except ValueError as error:
+        raise HardwareError(str(error)) from None
+    if share is not None and share < cpu_count:
+        cpu_count, cpu_limit = share, f"${settings.CPU_SHARE_ENV}={share} (of {cpu_limit} {cpu_count})"
     cuda_available, gpu_count, gpu_model, cuda_version, mps_available = False, 0, None, None, False
     determinism_settings = None
     apple_silicon = sys.platform == "darwin" and platform.machine() == "arm64"

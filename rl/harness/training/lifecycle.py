@@ -107,17 +107,17 @@ def _ray_keeps_off_sigterm() -> Iterator[None]:
         ray_utils.set_sigterm_handler = install
 
 
-def _init_ray(context: RunContext) -> None:
-    """Attaches to `context.ray_address`, or starts a local Ray with the profile's CPUs; SIGTERM stays the harness's.
+def init_ray(address: Optional[str], num_cpus: int) -> None:
+    """Attaches to `address`, or starts a local Ray with `num_cpus`; SIGTERM stays the harness's.
 
     "local", not None: without an address ray.init joins whatever cluster $RAY_ADDRESS or
     /tmp/ray/ray_current_cluster names (another test's, another user's `ray start`).
     """
     with _ray_keeps_off_sigterm():
-        if context.ray_address:
-            ray.init(address=context.ray_address)
+        if address:
+            ray.init(address=address)
         else:
-            ray.init(address="local", num_cpus=context.hardware.num_cpus, include_dashboard=False)
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
 
 
 @contextlib.contextmanager
@@ -131,7 +131,7 @@ def ray_cluster(context: RunContext) -> Iterator[HardwareProfile]:
     started = not ray.is_initialized()
     try:
         if started:
-            _init_ray(context)
+            init_ray(context.ray_address, context.hardware.num_cpus)
         context.recorder.reclaim()  # importing Ray and ray.init raise the root log level
         facts = cluster.describe(context.ray_address, per_node_versions=bool(context.ray_address))
         context.recorder.record_cluster(facts)

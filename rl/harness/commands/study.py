@@ -1,0 +1,297 @@
+"""`rl-harness study <module>`: a study's agents x seeds as parallel Tune trials, recorded, resumable, summarised.
+
+    rl-harness study experiments.mess3.belief_study [--smoke] [--max-concurrent N] [--ray-address ADDRESS]
+    rl-harness study experiments.mess3.belief_study --resume <study-id>      # continue: finished runs stay
+    rl-harness study experiments.mess3.belief_study --runs reward_only=<id>,<id> memoryless=<id>,<id>
+
+Each member is an ordinary run (`rl-harness <agent recipe> --seed S --run-id <study>-<agent>-s<S>`)
+with its own manifest under the same results/ and artifacts/; the study's record and summary are
+in results/[smoke/]studies/<study-id>/. `--resume` runs only what is not completed: a pending
+member from scratch, an interrupted one from its last checkpoint (`--resume-from` its run), a
+failed one again only with `--retry-failed`. `--runs` summarises runs made elsewhere (no training).
+A summary refuses, in one line naming the runs, a set that mixes smoke and full runs, repeats a
+seed, or differs in commit, lock or settings (summary.check_comparable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+import signal
+import sys
+import threading
+from typing import Optional
+
+from absl import logging
+
+from rl.harness.commands import catalog, recipes
+from rl.harness.errors import EXIT_FAILED, UsageError
+from rl.harness.run import buildinfo, manifest
+from rl.harness.run.layout import RunLayout
+from rl.harness.run.status import new_run_id, run_id_problem
+from rl.harness.study import summary
+from rl.harness.study.declaration import Study
+from rl.harness.study.record import (COMPLETED, CRASHED, FAILED, INTERRUPTED, PENDING, REFUSED, RUNNING, MemberRecord,
+                                     StudyRecord, study_folder)
+
+_RUN_COMMAND = ("-m", "rl.harness.commands.cli")
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # each member's run: the harness's own command line
+
+
+def add_arguments(parser: argparse.ArgumentParser, user_path) -> None:
+    parser.add_argument("module", help="dotted module defining STUDY = rl.harness.study.Study(...)")
+    parser.add_argument("--smoke", action="store_true", help="every member at its recipe's smoke budget")
+    parser.add_argument("--study-id", help="name of a new study (default: UTC timestamp + random suffix)")
+    parser.add_argument("--resume", metavar="STUDY_ID", help="continue this study: run only what is not completed")
+    parser.add_argument("--retry-failed", action="store_true", help="with --resume: run failed members again")
+    parser.add_argument("--runs", nargs="+", metavar="AGENT=ID,ID", help="summarise these runs as the study's members")
+    parser.add_argument("--max-concurrent", type=int, help="trials at once (default: as many as the CPUs allow)")
+    parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs each member's run may use (default 1)")
+    parser.add_argument("--ray-address", help="run the trials on this Ray cluster (members need its shared folders)")
+    parser.add_argument("--results-dir", type=user_path, help="results root (default: results/ beside the module)")
+    parser.add_argument("--artifacts-dir", type=user_path, help="artifacts root (default: artifacts/ beside it)")
+
+
+def load_study(module_name: str) -> Study:
+    """`module_name`'s STUDY; UsageError naming the fix when it is missing."""
+    study = getattr(recipes.load_module(module_name), "STUDY", None)
+    if not isinstance(study, Study):
+        raise UsageError(f"{module_name} defines no STUDY = rl.harness.study.Study(...); see docs/harness.md, Studies")
+    return study
+
+
+def _provenance(module_name: str) -> tuple[dict, dict]:
+    build = buildinfo.current().as_dict()
+    return manifest.code_state(recipes.load_module(module_name).__file__, build), build
+
+
+def _code_key(code: dict) -> tuple:
+    return tuple((name, (code.get(name) or {}).get("commit"), (code.get(name) or {}).get("diff_sha256"))
+                 for name in ("library", "experiment_repo"))
+
+
+def _describe_code(code: dict) -> str:
+    state = code.get("library") or {}
+    commit = (state.get("commit") or "no commit")[:10]
+    return f"{commit}{' with uncommitted changes ' + state['diff_sha256'][:8] if state.get('dirty') else ''}"
+
+
+class StudyCommand:
+    """One invocation: validated in `__init__` (nothing written), then `run()` (trials, record, summary)."""
+
+    def __init__(self, options: argparse.Namespace):
+        self.options = options
+        if options.max_concurrent is not None and options.max_concurrent < 1:
+            raise UsageError(f"--max-concurrent must be at least 1, got {options.max_concurrent}")
+        if options.cpus_per_trial < 1:
+            raise UsageError(f"--cpus-per-trial must be at least 1, got {options.cpus_per_trial}")
+        if options.retry_failed and not options.resume:
+            raise UsageError("--retry-failed goes with --resume <study-id>")
+        if options.runs and options.resume:
+            raise UsageError("--runs makes a new study from finished runs; it does not go with --resume")
+        self.study = load_study(options.module)
+        self.results_root, self.artifacts_root = recipes.run_roots(options.results_dir, options.artifacts_dir,
+                                                                   options.module)
+        self.code, self.build = _provenance(options.module)
+        self.stop_signal: Optional[str] = None
+        if options.resume:
+            self.record = self._resumable(options.resume)
+        else:
+            study_id = options.study_id or new_run_id()
+            if problem := run_id_problem(study_id):
+                raise UsageError(problem.replace("run id", "study id"))
+            self.record = StudyRecord.new(study_id, module=options.module, study=self.study, smoke=options.smoke,
+                                          code=self.code, build=self.build, command_line=sys.argv)
+            if self.folder.exists():
+                raise UsageError(f"study {study_id} already exists at {self.folder}; resume it with --resume {study_id}"
+                                 " or choose another --study-id")
+        for agent in self.study.agents.values():  # a typo in an agent's recipe fails before any record
+            recipes.load_recipe(agent)
+
+    @property
+    def folder(self) -> pathlib.Path:
+        return study_folder(self.results_root, self.record.study_id, self.record.smoke)
+
+    def _resumable(self, study_id: str) -> StudyRecord:
+        folders = [study_folder(self.results_root, study_id, smoke) for smoke in (False, True)]
+        found = [folder for folder in folders if folder.is_dir()]
+        if not found:
+            raise UsageError(f"no study {study_id!r} under {self.results_root}; pass the --results-dir it was run with")
+        record = StudyRecord.read(found[0])
+        if record.module != self.options.module:
+            raise UsageError(f"study {study_id} is a study of {record.module}, not {self.options.module}")
+        if self.options.smoke != record.smoke:
+            raise UsageError(f"study {study_id} was {'a smoke' if record.smoke else 'a full'} study; resume it"
+                             f" {'with' if record.smoke else 'without'} --smoke")
+        if _code_key(record.code) != _code_key(self.code):
+            raise UsageError(f"study {study_id} was started at {_describe_code(record.code)}, the tree is now at"
+                             f" {_describe_code(self.code)}: its members would differ in code; check that commit out"
+                             " or start a new study")
+        if record.build.get("lock_sha256") != self.build.get("lock_sha256"):
+            raise UsageError(f"study {study_id} was started with lock {record.build.get('lock_sha256')}, this build has"
+                             f" {self.build.get('lock_sha256')}; build at the study's commit or start a new study")
+        for member in record.members:
+            result = summary.load_member(self.results_root, _started_runs(member, self.results_root))
+            if result.status == RUNNING:
+                raise UsageError(f"{member.member.name}: run {result.run_ids[-1]} is still running (pid"
+                                 f" {result.last.process.pid if result.last.process else '?'}); wait for it or stop it")
+        return record.replace(command_lines=(*record.command_lines, tuple(sys.argv)), status=RUNNING)
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        if self.options.runs:
+            return self._adopt(self.options.runs)
+        trials = self._plan()
+        self.record.write(self.folder)
+        done = sum(member.status == COMPLETED for member in self.record.members)
+        print(f"study {self.record.study_id}: {len(trials)} run(s) to go, {done} completed; record {self.folder}",
+              flush=True)
+        errors = self._run_trials(trials) if trials else {}
+        self._refresh(errors, final=True)
+        if self.stop_signal is not None:
+            self.record = self.record.replace(status=INTERRUPTED)
+            self.record.write(self.folder)
+            print(f"study {self.record.study_id} interrupted ({self.stop_signal}); continue it with"
+                  f" `rl-harness study {self.record.module} --resume {self.record.study_id}"
+                  f"{' --smoke' if self.record.smoke else ''}`", file=sys.stderr)
+            return 128 + int(getattr(signal, self.stop_signal))
+        return self._summarise()
+
+    def _plan(self) -> list:
+        from rl.harness.training.study_trials import MemberTrial  # Ray only when trials run
+
+        trials = []
+        for planned in self.record.members:
+            member = _started_runs(planned, self.results_root)
+            status = summary.load_member(self.results_root, member).status
+            if status == COMPLETED or (status == FAILED and not self.options.retry_failed):
+                continue
+            resume_from = member.last_run if status in (INTERRUPTED, CRASHED) and self._has_checkpoint(member) else None
+            run_id = f"{self.record.study_id}-{member.agent}-s{member.seed}"
+            if member.runs:
+                run_id = f"{run_id}-a{len(member.runs) + 1}"
+            if problem := run_id_problem(run_id):
+                raise UsageError(f"{problem} (study id + agent name too long: choose a shorter --study-id)")
+            argv = [sys.executable, *_RUN_COMMAND, self.study.agents[member.agent], "--seed", str(member.seed),
+                    "--run-id", run_id, "--results-dir", str(self.results_root), "--artifacts-dir",
+                    str(self.artifacts_root), *(["--smoke"] if self.record.smoke else []),
+                    *(["--resume-from", resume_from] if resume_from else [])]
+            if self.options.ray_address:
+                argv += ["--ray-address", self.options.ray_address]
+            trials.append(MemberTrial(run_id=run_id, argv=tuple(argv)))
+            self.record = self.record.with_member(dataclasses.replace(member, runs=(*member.runs, run_id)))
+        return trials
+
+    def _has_checkpoint(self, member: MemberRecord) -> bool:
+        run_dir = RunLayout.find(self.results_root, member.last_run)
+        return run_dir is not None and bool(manifest.read_manifest(run_dir).checkpoints)
+
+    def _run_trials(self, trials) -> dict[str, str]:
+        from rl.harness import settings
+        from rl.harness.training import hardware, study_trials
+
+        previous = {}
+
+        def install_signals():
+            for number in _STOP_SIGNALS:
+                previous.setdefault(number, signal.signal(number, self._on_signal))
+        install_signals()  # and again once Ray is up: ray.init replaces them
+        lock = threading.Lock()
+
+        def tick():
+            with lock:
+                self._refresh({})
+        try:
+            cpus = hardware.usable_cpu_count()[0]
+            environment = {"PYTHONPATH": ":".join(path for path in sys.path if path),
+                           settings.CPU_SHARE_ENV: str(self.options.cpus_per_trial)}
+            return study_trials.run_trials(
+                trials, ray_address=self.options.ray_address, num_cpus=cpus, cpus_per_trial=self.options.cpus_per_trial,
+                max_concurrent=self.options.max_concurrent, env=environment,
+                storage=self.artifacts_root / ("smoke" if self.record.smoke else "") / "studies" / self.record.study_id
+                / f"tune-{len(self.record.command_lines)}",
+                stop_signal=lambda: self.stop_signal, on_tick=tick, on_ray_started=install_signals)
+        finally:
+            for number in _STOP_SIGNALS:
+                signal.signal(number, previous[number])
+
+    def _on_signal(self, number: int, frame) -> None:
+        if self.stop_signal is None:
+            self.stop_signal = signal.Signals(number).name
+            logging.warning("%s: asking every running member to stop (each checkpoints and records itself"
+                            " interrupted); no new member starts", self.stop_signal)
+
+    def _refresh(self, errors: dict[str, str], *, final: bool = False) -> None:
+        """Statuses and spans from the members' own manifests; `final`: a planned run that never started is dropped."""
+        changed = False
+        for member in self.record.members:
+            started = _started_runs(member, self.results_root)
+            result = summary.load_member(self.results_root, started)
+            error = errors.get(member.last_run) if member.last_run else None
+            if error is None and result.last is not None and result.last.error is not None:
+                error = f"{result.last.error.type}: {result.last.error.message}"
+            updated = MemberRecord(member.agent, member.seed, started.runs if final else member.runs, result.status,
+                                   result.manifests[0].started_at if result.manifests else None,
+                                   result.last.ended_at if result.last is not None else None, error)
+            if updated != member:
+                if updated.status != member.status and updated.status != PENDING:
+                    print(f"study {self.record.study_id}: {member.member.name} {updated.status}"
+                          f" (run {result.run_ids[-1]})", flush=True)
+                self.record = self.record.with_member(updated)
+                changed = True
+        if changed:
+            self.record.write(self.folder)
+
+    # -- summary ------------------------------------------------------------------------------
+
+    def _summarise(self, results: Optional[list] = None) -> int:
+        results = results or [summary.load_member(self.results_root, _started_runs(member, self.results_root))
+                              for member in self.record.members]
+        try:
+            summary.check_comparable(results)
+        except summary.StudyRefused:
+            self.record = self.record.replace(status=REFUSED)
+            self.record.write(self.folder)
+            raise
+        found = summary.write_summary(self.folder, self.study, results)
+        complete = found["completed"] == found["members"]
+        self.record = self.record.replace(status=COMPLETED if complete else FAILED, summary=summary.SUMMARY_JSON)
+        self.record.write(self.folder)
+        print(summary.markdown(found), end="")
+        print(f"summary: {self.folder / summary.SUMMARY_MARKDOWN}, curves {self.folder / summary.CURVES_PNG}")
+        if not complete:
+            print(f"study {self.record.study_id}: {found['members'] - found['completed']} member(s) not completed"
+                  " (named above)", file=sys.stderr)
+        return 0 if complete else EXIT_FAILED
+
+    def _adopt(self, groups: list[str]) -> int:
+        """A study of finished runs: `agent=id,id` groups (their seeds come from the runs' manifests)."""
+        members, results = [], []
+        for group in groups:
+            agent, _, ids = group.partition("=")
+            if agent not in self.study.agents or not ids:
+                raise UsageError(f"--runs {group!r}: expected AGENT=RUN_ID[,RUN_ID...] with AGENT one of"
+                                 f" {', '.join(self.study.agents)}")
+            for run_id in ids.split(","):
+                run = catalog.find_run(run_id, [str(self.results_root)])
+                member = MemberRecord(agent, run.manifest.seed, (run_id,))
+                members.append(member)
+                results.append(summary.load_member(RunLayout.of_run(run.run_dir, run.manifest).results_root, member))
+        summary.check_comparable(results)  # before anything is written
+        self.record = self.record.replace(members=tuple(members), smoke=results[0].last.smoke)
+        self.record.write(self.folder)
+        return self._summarise(results)
+
+
+def _started_runs(member: MemberRecord, results_root: pathlib.Path) -> MemberRecord:
+    """`member` without a last planned run that has no folder yet (planned, never started)."""
+    if member.runs and RunLayout.find(results_root, member.runs[-1]) is None:
+        return MemberRecord(member.agent, member.seed, member.runs[:-1], member.status, member.started_at)
+    return member
+
+
+def run_study(options: argparse.Namespace) -> int:
+    """The `study` subcommand: validate (UsageError, nothing written), then run or resume and summarise."""
+    return StudyCommand(options).run()

@@ -1,0 +1,107 @@
+"""A study's own record, `<results>/[smoke/]studies/<study-id>/study.json`: grid, code, members and their runs.
+
+    record = StudyRecord.new("mess3-belief", module="experiments.mess3.belief_study", study=STUDY, smoke=False,
+                             code=..., build=..., command_line=sys.argv)
+    record.write(folder)                      # atomically; every change of a member's state rewrites it
+    record = StudyRecord.read(folder)         # RecordError naming the file and the fix if damaged
+
+Each member (agent, seed) lists its runs in order: the first attempt, then any run that resumed
+it after an interruption (`--resume-from` the previous one) or retried it. The runs' own manifests
+stay the truth about them; the statuses here are what the study last saw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any, Mapping, Optional
+
+from rl.harness.run import records
+from rl.harness.run.status import COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, utc_now  # noqa: F401 - re-exported
+from rl.harness.study.declaration import Member, Study
+
+STUDY_FILE = "study.json"
+STUDIES_DIR = "studies"
+SCHEMA_VERSION = 1
+
+# A member is `pending` until its first run starts, then its last run's status. A study is `running`,
+# `interrupted`, `completed` (every member completed), `failed` (some did not) or `refused` (see summary).
+PENDING, REFUSED = "pending", "refused"
+
+
+def study_folder(results_root: pathlib.Path, study_id: str, smoke: bool) -> pathlib.Path:
+    return pathlib.Path(results_root, *([records.SMOKE_DIR] if smoke else []), STUDIES_DIR, study_id)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberRecord:
+    agent: str
+    seed: int
+    runs: tuple[str, ...] = ()
+    status: str = PENDING
+    started_at: Optional[str] = None  # the first run's start and the last run's end: the member's wall-clock span
+    ended_at: Optional[str] = None
+    error: Optional[str] = None
+
+    @property
+    def member(self) -> Member:
+        return Member(self.agent, self.seed)
+
+    @property
+    def last_run(self) -> Optional[str]:
+        return self.runs[-1] if self.runs else None
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyRecord:
+    study_id: str
+    module: str
+    smoke: bool
+    grid: Mapping[str, Any]
+    code: Mapping[str, Any]
+    build: Mapping[str, Any]
+    command_lines: tuple[tuple[str, ...], ...]  # the study's first invocation, then each resume
+    members: tuple[MemberRecord, ...]
+    status: str = RUNNING
+    created_at: str = dataclasses.field(default_factory=utc_now)
+    updated_at: str = dataclasses.field(default_factory=utc_now)
+    summary: Optional[str] = None  # the summary file, once written
+    schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def new(cls, study_id: str, *, module: str, study: Study, smoke: bool, code: Mapping, build: Mapping,
+            command_line) -> "StudyRecord":
+        return cls(study_id=study_id, module=module, smoke=smoke, grid=study.describe(), code=dict(code),
+                   build=dict(build), command_lines=(tuple(command_line),),
+                   members=tuple(MemberRecord(m.agent, m.seed) for m in study.members()))
+
+    def member(self, member: Member) -> MemberRecord:
+        return next(record for record in self.members if record.member == member)
+
+    def with_member(self, updated: MemberRecord) -> "StudyRecord":
+        members = tuple(updated if record.member == updated.member else record for record in self.members)
+        return dataclasses.replace(self, members=members, updated_at=utc_now())
+
+    def replace(self, **changes) -> "StudyRecord":
+        return dataclasses.replace(self, **changes, updated_at=utc_now())
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def write(self, folder: pathlib.Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        records.write_json_atomically(str(folder / STUDY_FILE), self.to_dict())
+
+    @classmethod
+    def read(cls, folder: pathlib.Path) -> "StudyRecord":
+        path = folder / STUDY_FILE
+        document = records.read_json(str(path), "study record")
+        try:
+            if document.get("schema_version") != SCHEMA_VERSION:
+                raise ValueError(f"schema_version {document.get('schema_version')!r}, expected {SCHEMA_VERSION}")
+            members = tuple(MemberRecord(**{**member, "runs": tuple(member["runs"])}) for member in document["members"])
+            return cls(**{**document, "members": members,
+                          "command_lines": tuple(tuple(line) for line in document["command_lines"])})
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise records.RecordError(f"study record {path} is damaged ({type(error).__name__}: {error}); restore it"
+                                      " from version control or start a new study") from None

@@ -1,0 +1,257 @@
+"""A study's summary: per agent each score's mean and 95 % interval over seeds, paired agent
+differences, learning curves with bands; and the refusals that keep a summary honest.
+
+    results = [summary.load_member(results_root, member_record, smoke=False) for member_record in record.members]
+    summary.check_comparable(results)            # StudyRefused (exit 2): one line naming the runs at fault
+    written = summary.write_summary(folder, study, results)   # summary.json, summary.md, curves.png
+
+Intervals are Student-t over training seeds (`statistics.over_seeds`); a paired difference is the
+t interval of `a - b` seed by seed. A member whose run failed, was interrupted or never ran is left
+out of the intervals and named in `not_completed`: never dropped silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+import pathlib
+from typing import Any, Iterable, Optional
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on servers
+from matplotlib.figure import Figure  # noqa: E402 - after the backend
+
+from rl.harness.errors import UsageError  # noqa: E402
+from rl.harness.run import metric_keys, records  # noqa: E402
+from rl.harness.run.layout import RunLayout  # noqa: E402
+from rl.harness.run.manifest import RunManifest, read_manifest  # noqa: E402
+from rl.harness.run.status import effective_status  # noqa: E402
+from rl.harness.study import statistics  # noqa: E402
+from rl.harness.study.declaration import Member, Study  # noqa: E402
+from rl.harness.study.record import COMPLETED, PENDING, MemberRecord  # noqa: E402
+
+SUMMARY_JSON, SUMMARY_MARKDOWN, CURVES_PNG = "summary.json", "summary.md", "curves.png"
+CURVE_POINTS = 100  # env-step grid the seeds' curves are interpolated onto for the bands
+
+# Options that differ between the members of one agent by design (or say nothing about the training).
+_PER_RUN_OPTIONS = frozenset({"seed", "run_id", "results_dir", "artifacts_dir", "resume_from", "upload_artifacts",
+                              "ray_address", "hardware_profile"})
+
+
+class StudyRefused(UsageError):
+    """The runs cannot be summarised together (mixed smoke and full, a repeated seed, other code or settings)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberResult:
+    """One member's runs as recorded: every attempt in order, the last one's status and outcome."""
+
+    member: Member
+    run_ids: tuple[str, ...]
+    manifests: tuple[RunManifest, ...]
+    run_dirs: tuple[pathlib.Path, ...]
+    artifacts_dirs: tuple[pathlib.Path, ...]  # where each run's metrics.jsonl is (curves need the artifacts)
+
+    @property
+    def status(self) -> str:
+        return effective_status(self.manifests[-1]) if self.manifests else PENDING
+
+    @property
+    def last(self) -> Optional[RunManifest]:
+        return self.manifests[-1] if self.manifests else None
+
+    def outcome(self) -> dict:
+        path = self.run_dirs[-1] / records.SUMMARY_FILE if self.run_dirs else None
+        if path is None or not path.exists():
+            return {}
+        return records.read_json(str(path), "run summary").get("outcome") or {}
+
+    def curve(self, key: str) -> list[tuple[float, float]]:
+        """(env steps, value) over the attempts: each resumed attempt continues where its checkpoint left off.
+
+        Empty without the runs' artifacts (metrics.jsonl is there; results/ holds only the summary).
+        """
+        points: list[tuple[float, float]] = []
+        for manifest, artifacts_dir in zip(self.manifests, self.artifacts_dirs):
+            start = (manifest.parent_run or {}).get("env_steps")
+            points = [point for point in points if start is not None and point[0] <= start]
+            path = artifacts_dir / records.METRICS_FILE
+            for row in records.read_json_lines(str(path)) if path.exists() else ():
+                x, y = row.get(metric_keys.ENV_STEPS), row.get(key)
+                if isinstance(x, (int, float)) and isinstance(y, (int, float)) and math.isfinite(y):
+                    points.append((float(x), float(y)))
+        return points
+
+
+def load_member(results_root: pathlib.Path, member: MemberRecord) -> MemberResult:
+    """Reads a member's runs; RecordError naming the run when a folder is missing or its manifest damaged."""
+    manifests, run_dirs, artifacts_dirs = [], [], []
+    for run_id in member.runs:
+        run_dir = RunLayout.find(results_root, run_id)
+        if run_dir is None:
+            raise records.RecordError(f"run {run_id} of {member.member.name} is not under {results_root}; restore its"
+                                      " results folder (git, B2) or pass the --results-dir it was written to")
+        manifests.append(read_manifest(run_dir))
+        run_dirs.append(pathlib.Path(run_dir))
+        artifacts_dirs.append(RunLayout.of_run(run_dir, manifests[-1]).artifacts_dir)
+    return MemberResult(member.member, tuple(member.runs), tuple(manifests), tuple(run_dirs), tuple(artifacts_dirs))
+
+
+# -- refusals --------------------------------------------------------------------------------------
+
+
+def _settings(manifest: RunManifest) -> tuple:
+    options = {key: value for key, value in manifest.options.items() if key not in _PER_RUN_OPTIONS}
+    return manifest.experiment.module, tuple(sorted((key, repr(value)) for key, value in options.items())), \
+        repr(manifest.budget_cap)
+
+
+def _code(manifest: RunManifest) -> tuple:
+    def state(name):
+        found = manifest.code.get(name) or {}
+        return found.get("commit"), found.get("diff_sha256") if found.get("dirty") else None
+    return state("library"), state("experiment_repo")
+
+
+def _groups(runs: Iterable[tuple[str, Any]]) -> str:
+    """`value (runs a, b); value (runs c)` for the distinct values, in first-seen order."""
+    found: dict[Any, list[str]] = {}
+    for run_id, value in runs:
+        found.setdefault(value, []).append(run_id)
+    return "; ".join(f"{_short(value)} (runs {', '.join(ids)})" for value, ids in found.items())
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_comparable(results: Iterable[MemberResult]) -> None:
+    """StudyRefused with one line naming the runs at fault, if the finished runs may not be summarised together."""
+    last = [(result.run_ids[-1], result) for result in results if result.manifests]
+    if not last:
+        return
+    smoke = [(run_id, "smoke" if result.last.smoke else "full") for run_id, result in last]
+    if len({value for _, value in smoke}) > 1:
+        raise StudyRefused(f"these runs mix smoke and full budgets: {_groups(smoke)}; summarise one kind")
+    seen: dict[tuple[str, int], str] = {}
+    for run_id, result in last:
+        key = (result.member.agent, result.last.seed)
+        if key in seen:
+            raise StudyRefused(f"agent {key[0]} repeats seed {key[1]}: runs {seen[key]} and {run_id}; give each seed"
+                               " once")
+        seen[key] = run_id
+    for what, read in (("commit", _code), ("lock", lambda m: m.build.get("lock_sha256"))):
+        values = [(run_id, read(result.last)) for run_id, result in last]
+        if len({value for _, value in values}) > 1:
+            raise StudyRefused(f"these runs differ in {what}: {_groups(values)}; re-run the odd ones at one {what}")
+    for agent in dict.fromkeys(result.member.agent for _, result in last):
+        values = [(run_id, _settings(result.last)) for run_id, result in last if result.member.agent == agent]
+        if len({value for _, value in values}) > 1:
+            raise StudyRefused(f"agent {agent}'s runs differ in settings (recipe, options, budget cap):"
+                               f" {_groups(values)}; re-run them with one setting")
+
+
+# -- the summary --------------------------------------------------------------------------------
+
+
+def summarise(study: Study, results: Iterable[MemberResult]) -> dict:
+    """Scores per agent over its completed seeds, paired differences, and every member not completed."""
+    results = list(results)
+    completed = [result for result in results if result.status == COMPLETED]
+    scores: dict[str, dict[str, dict[int, float]]] = {agent: {s.name: {} for s in study.scores} for agent in study.agents}
+    unreported: list[dict] = []
+    for result in completed:
+        outcome = result.outcome()
+        for score in study.scores:
+            value = score.read(outcome)
+            if value is None:
+                unreported.append({"member": result.member.name, "run": result.run_ids[-1], "score": score.name})
+            else:
+                scores[result.member.agent][score.name][result.member.seed] = value
+    agents = {}
+    for agent in study.agents:
+        runs = {str(r.member.seed): r.run_ids[-1] for r in completed if r.member.agent == agent}
+        agents[agent] = {"recipe": study.agents[agent], "runs": runs,
+                         "scores": {name: statistics.over_seeds(values) for name, values in scores[agent].items()
+                                    if values}}
+    pairs = {}
+    for a, b in study.pairs:
+        pairs[f"{a} - {b}"] = {name: statistics.paired_difference(scores[a][name], scores[b][name])
+                               for name in scores[a] if set(scores[a][name]) & set(scores[b][name])}
+    not_completed = [{"member": r.member.name, "status": r.status, "runs": list(r.run_ids),
+                      "error": r.last.error.message if r.last is not None and r.last.error else None}
+                     for r in results if r.status != COMPLETED]
+    return {"members": len(results), "completed": len(completed), "agents": agents, "pairs": pairs,
+            "not_completed": not_completed, "unreported_scores": unreported, "curve": study.curve}
+
+
+def curves_png(study: Study, results: Iterable[MemberResult]) -> bytes:
+    """Each agent's learning curve against env steps: mean over its seeds and a 95 % t band (n >= 2)."""
+    import numpy as np
+
+    figure = Figure(figsize=(7.5, 4.5))
+    axes = figure.add_subplot()
+    results = [result for result in results if result.status == COMPLETED]
+    for agent in study.agents:
+        curves = [np.array(c) for c in (r.curve(study.curve) for r in results if r.member.agent == agent) if len(c) >= 2]
+        if not curves:
+            continue
+        end = min(curve[-1, 0] for curve in curves)
+        grid = np.linspace(max(curve[0, 0] for curve in curves), end, CURVE_POINTS)
+        values = np.stack([np.interp(grid, curve[:, 0], curve[:, 1]) for curve in curves])
+        mean = values.mean(axis=0)
+        line, = axes.plot(grid, mean, label=f"{agent} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
+        if len(curves) > 1:
+            bands = [statistics.mean_interval(column, spread="t") for column in values.T]
+            axes.fill_between(grid, [band["low"] for band in bands], [band["high"] for band in bands],
+                              color=line.get_color(), alpha=0.2, linewidth=0)
+    axes.set_xlabel("env steps")
+    axes.set_ylabel(study.curve)
+    axes.set_title("learning curves: mean over seeds, 95 % t band")
+    if axes.lines:
+        axes.legend(fontsize="small")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _cell(figure: dict) -> str:
+    if figure["n"] == 1:
+        return f"{figure['mean']:.3f} (1 seed)"
+    return f"{figure['mean']:.3f} [{figure['low']:.3f}, {figure['high']:.3f}] (n {figure['n']})"
+
+
+def markdown(summary: dict) -> str:
+    """The summary as tables: scores per agent, paired differences, members not completed."""
+    names = list(dict.fromkeys(name for entry in summary["agents"].values() for name in entry["scores"]))
+    lines = [f"{summary['completed']} of {summary['members']} members completed; mean [95 % t interval] over seeds.",
+             "", "| agent | " + " | ".join(names) + " | runs |", "|---" * (len(names) + 2) + "|"]
+    for agent, entry in summary["agents"].items():
+        cells = [_cell(entry["scores"][name]) if name in entry["scores"] else "-" for name in names]
+        lines.append(f"| {agent} | " + " | ".join(cells) + f" | {', '.join(entry['runs'].values()) or '-'} |")
+    if summary["pairs"]:
+        lines += ["", "Paired differences (same seeds):", "", "| pair | " + " | ".join(names) + " |",
+                  "|---" * (len(names) + 1) + "|"]
+        for pair, entry in summary["pairs"].items():
+            lines.append(f"| {pair} | " + " | ".join(_cell(entry[name]) if name in entry else "-" for name in names)
+                         + " |")
+    if summary["not_completed"]:
+        lines += ["", "Not completed (left out of the intervals):", ""]
+        lines += [f"- {entry['member']}: {entry['status']} (runs {', '.join(entry['runs']) or 'none'})"
+                  + (f": {entry['error']}" if entry["error"] else "") for entry in summary["not_completed"]]
+    if summary["unreported_scores"]:
+        lines += ["", "Scores a completed run did not report:", ""]
+        lines += [f"- {entry['member']} ({entry['run']}): {entry['score']}" for entry in summary["unreported_scores"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(folder: pathlib.Path, study: Study, results: list[MemberResult]) -> dict:
+    """summary.json, summary.md and curves.png in `folder` (atomically); returns the summary."""
+    found = summarise(study, results)
+    records.write_json_atomically(str(folder / SUMMARY_JSON), found)
+    records.write_text_atomically(str(folder / SUMMARY_MARKDOWN), markdown(found))
+    records.write_bytes_atomically(str(folder / CURVES_PNG), curves_png(study, results))
+    return found

@@ -1,0 +1,189 @@
+"""The study's parts without Ray: declaration, statistics, record, refusals and summary over real fake-recipe runs."""
+
+import json
+import math
+import re
+
+import pytest
+
+from rl.harness.commands import cli
+from rl.harness.errors import EXIT_USAGE
+from rl.harness.run import records
+from rl.harness.study import Score, Study, statistics, summary
+from rl.harness.study.record import MemberRecord, StudyRecord
+from rl.harness.tests import run_helpers
+
+FAKE = run_helpers.FAKE
+STUDY = "rl.harness.tests.fake_study"
+
+# -- declaration -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"agents": {}}, "at least one agent"),
+    ({"agents": {"bad name": FAKE}}, "agent name"),
+    ({"seeds": (0, 0)}, "repeat a seed"),
+    ({"seeds": (-1,)}, "non-negative"),
+    ({"pairs": (("a", "missing"),)}, "must name two different agents"),
+    ({"scores": (Score("x", "a"), Score("x", "b"))}, "score names repeat"),
+])
+def test_a_malformed_study_is_refused_naming_the_problem(changes, message):
+    declared = {"agents": {"a": FAKE, "b": FAKE}, "seeds": (0, 1), **changes}
+    with pytest.raises(ValueError, match=message):
+        Study(**declared)
+
+
+def test_a_score_reads_a_dotted_path_and_nothing_else():
+    outcome = {"scores": {"greedy": {"value": 0.25}}, "flag": True, "missing": float("nan")}
+    assert Score("v", "scores.greedy.value").read(outcome) == 0.25
+    assert Score("v", "scores.sampled.value").read(outcome) is None
+    assert Score("v", "flag").read(outcome) is None  # a bool is not a score
+    assert Score("v", "missing").read(outcome) is None
+
+
+def test_the_grid_is_agents_by_seeds_and_survives_its_description():
+    study = Study(agents={"a": FAKE, "b": FAKE}, seeds=(3, 5), scores=(Score("s", "x"),), pairs=(("a", "b"),))
+    assert [member.name for member in study.members()] == ["a/seed 3", "a/seed 5", "b/seed 3", "b/seed 5"]
+    assert Study.from_description(json.loads(json.dumps(study.describe()))) == study
+
+
+# -- statistics: reference values (Student t, 95 %) ----------------------------------------------
+
+
+def test_the_t_interval_over_three_seeds_matches_the_table_value():
+    found = statistics.mean_interval([1.0, 2.0, 3.0], spread="t")
+    # sd 1, stderr 1/sqrt(3); t(0.975, df 2) = 4.302653 (any t table)
+    assert found["mean"] == 2.0
+    assert found["high"] - found["mean"] == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
+
+
+def test_a_paired_difference_uses_only_the_shared_seeds():
+    found = statistics.paired_difference({0: 1.0, 1: 3.0, 2: 9.0}, {0: 0.5, 1: 2.0, 7: 0.0})
+    assert found["seeds"] == [0, 1]
+    assert found["values"] == {"0": 0.5, "1": 1.0}
+    assert found["mean"] == 0.75
+    # sd of (0.5, 1.0) = 0.35355, stderr 0.25; t(0.975, df 1) = 12.7062
+    assert found["low"] == pytest.approx(0.75 - 12.7062 * 0.25, rel=1e-4)
+    with pytest.raises(ValueError, match="no seed in common"):
+        statistics.paired_difference({0: 1.0}, {1: 1.0})
+
+
+# -- the record -------------------------------------------------------------------------------
+
+
+def test_the_record_round_trips_and_a_damaged_one_names_the_fix(tmp_path):
+    study = Study(agents={"a": FAKE}, seeds=(0,))
+    record = StudyRecord.new("s1", module=STUDY, study=study, smoke=True, code={"library": {"commit": "abc"}},
+                             build={"lock_sha256": "f00"}, command_line=["rl-harness", "study", STUDY])
+    record = record.with_member(MemberRecord("a", 0, ("s1-a-s0",), "completed"))
+    record.write(tmp_path)
+    assert StudyRecord.read(tmp_path) == record
+    (tmp_path / "study.json").write_text('{"schema_version": 1, "members": [{"agent": "a"}]}')
+    with pytest.raises(records.RecordError, match="damaged.*start a new study"):
+        StudyRecord.read(tmp_path)
+
+
+# -- refusals and the summary over real runs of the fake recipe --------------------------------------
+
+
+@pytest.fixture
+def roots(tmp_path):
+    return tmp_path / "results", tmp_path / "artifacts"
+
+
+def _run(roots, run_id, *args):
+    results, artifacts = roots
+    return cli.main(["rl-harness", FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts),
+                     "--run-id", run_id, *args])
+
+
+def _adopt(roots, *groups):
+    results, artifacts = roots
+    return cli.main(["rl-harness", "study", STUDY, "--results-dir", str(results), "--artifacts-dir", str(artifacts),
+                     "--study-id", "adopted", "--runs", *groups])
+
+
+def _one_error_line(capsys) -> str:
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_runs_of_two_agents_are_summarised_with_intervals_and_pairs(roots, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
+    for run_id, seed in (("a0", 0), ("a1", 1), ("a2", 2), ("b0", 0), ("b1", 1), ("b2", 2)):
+        assert _run(roots, run_id, "--seed", str(seed)) == 0
+    assert _adopt(roots, "first=a0,a1,a2", "second=b0,b1,b2") == 0
+    folder = roots[0] / "studies" / "adopted"
+    found = json.loads((folder / summary.SUMMARY_JSON).read_text())
+    losses = {seed: json.loads((roots[0] / f"a{seed}" / "summary.json").read_text())["outcome"]["last_loss"]
+              for seed in range(3)}
+    first = found["agents"]["first"]["scores"]["last loss"]
+    assert first["values"] == {str(seed): loss for seed, loss in losses.items()}
+    assert first == {**statistics.mean_interval(list(losses.values()), spread="t"), "values": first["values"]}
+    # same recipe, same seeds: the same runs, so every paired difference is exactly 0
+    assert found["pairs"]["first - second"]["last loss"]["values"] == {"0": 0.0, "1": 0.0, "2": 0.0}
+    assert (folder / summary.CURVES_PNG).read_bytes().startswith(b"\x89PNG")
+    assert "| first | 0." in (folder / summary.SUMMARY_MARKDOWN).read_text()
+    assert StudyRecord.read(folder).status == "completed"
+
+
+def test_a_failed_run_is_named_in_the_summary_not_dropped(roots, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
+    assert _run(roots, "a0", "--seed", "0") == 0
+    monkeypatch.setenv("FAKE_RECIPE_FAIL_AT", "2")
+    assert _run(roots, "a1", "--seed", "1") == 1
+    assert _adopt(roots, "first=a0,a1") == 1
+    found = json.loads((roots[0] / "studies" / "adopted" / summary.SUMMARY_JSON).read_text())
+    assert found["completed"] == 1 and found["members"] == 2
+    assert found["not_completed"] == [{"member": "first/seed 1", "status": "failed", "runs": ["a1"],
+                                       "error": "fake failure at iteration 2"}]
+    assert found["agents"]["first"]["scores"]["last loss"]["n"] == 1
+    output = capsys.readouterr()
+    assert "first/seed 1: failed (runs a1): fake failure at iteration 2" in output.out
+    assert "1 member(s) not completed" in output.err
+
+
+@pytest.mark.parametrize("make_runs, groups, message", [
+    (lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "1", "--smoke")), ("first=a0,a1",),
+     r"mix smoke and full budgets: full \(runs a0\); smoke \(runs a1\)"),
+    (lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "0")), ("first=a0,a1",),
+     r"agent first repeats seed 0: runs a0 and a1"),
+    (lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "1", "--stop-at-iteration", "2")), ("first=a0,a1",),
+     r"agent first's runs differ in settings .*\(runs a0\); .*\(runs a1\)"),
+])
+def test_a_set_that_cannot_be_compared_is_refused_in_one_line_naming_the_runs(roots, capsys, make_runs, groups,
+                                                                              message):
+    make_runs(lambda *args: _run(roots, *args))
+    capsys.readouterr()
+    assert _adopt(roots, *groups) == EXIT_USAGE
+    assert re.search(message, _one_error_line(capsys))
+    assert not (roots[0] / "studies").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("field, value, message", [
+    (("code", "library", "commit"), "0" * 40, r"differ in commit: .*\(runs a0\); .*\(runs a1\)"),
+    (("build", "lock_sha256"), "f" * 64, r"differ in lock: .*\(runs a0\); .*\(runs a1\)"),
+])
+def test_runs_of_other_code_or_another_lock_are_refused(roots, capsys, field, value, message):
+    _run(roots, "a0", "--seed", "0")
+    _run(roots, "a1", "--seed", "1")
+    path = roots[0] / "a1" / records.MANIFEST_FILE
+    document = json.loads(path.read_text())
+    place = document
+    for key in field[:-1]:
+        place = place.setdefault(key, {})
+    place[field[-1]] = value
+    path.write_text(json.dumps(document))
+    capsys.readouterr()
+    assert _adopt(roots, "first=a0,a1") == EXIT_USAGE
+    assert re.search(message, _one_error_line(capsys))
+
+
+def test_a_study_module_without_a_study_and_an_unknown_agent_are_one_line_errors(roots, capsys):
+    results, artifacts = roots
+    assert cli.main(["rl-harness", "study", FAKE, "--results-dir", str(results), "--artifacts-dir",
+                     str(artifacts)]) == EXIT_USAGE
+    assert "defines no STUDY" in _one_error_line(capsys)
+    assert _adopt(roots, "third=a0") == EXIT_USAGE
+    assert "expected AGENT=RUN_ID" in _one_error_line(capsys)

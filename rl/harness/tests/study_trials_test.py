@@ -1,0 +1,88 @@
+"""The study command end to end on Ray Tune (slow: starts Ray): parallel trials, a failed member, SIGTERM and resume."""
+
+import hashlib
+import json
+import signal
+
+from rl.harness.run import records
+from rl.harness.run.status import parse_time
+from rl.harness.study import summary
+from rl.harness.tests import run_helpers
+
+STUDY = "rl.harness.tests.fake_study"
+
+
+def _args(tmp_path, *more):
+    return ["study", STUDY, "--results-dir", tmp_path / "results", "--artifacts-dir", tmp_path / "artifacts", *more]
+
+
+def _record(tmp_path, study_id):
+    path = tmp_path / "results" / "studies" / study_id / "study.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _members(record):
+    return {(member["agent"], member["seed"]): member for member in record["members"]}
+
+
+def test_trials_run_at_once_and_a_failed_member_is_recorded_and_named(tmp_path):
+    code, stdout, stderr = run_helpers.run_cli(
+        _args(tmp_path, "--study-id", "par"), timeout=240,
+        FAKE_RECIPE_ITERATIONS=6, FAKE_RECIPE_SLEEP_S=0.5, FAKE_RECIPE_FAIL_AT=2, FAKE_RECIPE_FAIL_SEED=1)
+    assert code == 1, stderr[-3000:]
+    members = _members(_record(tmp_path, "par"))
+    spans = [(parse_time(members[("first", seed)]["started_at"]), parse_time(members[("first", seed)]["ended_at"]))
+             for seed in (0, 1)]
+    assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1], spans  # the two runs overlapped in time
+    assert members[("first", 1)]["status"] == "failed"
+    assert "fake failure at iteration 2" in members[("first", 1)]["error"]
+    found = json.loads((tmp_path / "results" / "studies" / "par" / summary.SUMMARY_JSON).read_text())
+    assert [entry["member"] for entry in found["not_completed"]] == ["first/seed 1", "second/seed 1"]
+    assert "first/seed 1: failed" in stdout and "2 member(s) not completed" in stderr
+
+
+def _fingerprint(tmp_path, run_id):
+    files = [tmp_path / "results" / run_id / records.MANIFEST_FILE, tmp_path / "artifacts" / run_id / records.METRICS_FILE]
+    return [hashlib.sha256(path.read_bytes()).hexdigest() for path in files]
+
+
+def _iterations(tmp_path, run_ids):
+    rows = []
+    for run_id in run_ids:
+        rows += records.read_json_lines(str(tmp_path / "artifacts" / run_id / records.METRICS_FILE))
+    return [row["training_iteration"] for row in rows]
+
+
+def test_sigterm_mid_study_then_resume_repeats_no_finished_trial_and_loses_no_row(tmp_path):
+    knobs = {"FAKE_RECIPE_ITERATIONS": 12, "FAKE_RECIPE_SLEEP_S": 0.5}
+
+    def one_done_one_running():
+        record = _record(tmp_path, "stop")
+        statuses = [member["status"] for member in record["members"]] if record else []
+        return "completed" in statuses and "running" in statuses
+
+    code, stderr = run_helpers.run_until(_args(tmp_path, "--study-id", "stop"), one_done_one_running, signal.SIGTERM,
+                                         "a finished and a running member", **knobs)
+    assert code == 128 + signal.SIGTERM, stderr[-3000:]
+    assert "--resume stop" in stderr
+    record = _record(tmp_path, "stop")
+    assert record["status"] == "interrupted"
+    finished = {key: member["runs"][0] for key, member in _members(record).items() if member["status"] == "completed"}
+    stopped = {key for key, member in _members(record).items() if member["status"] == "interrupted"}
+    assert finished and stopped
+    before = {run_id: _fingerprint(tmp_path, run_id) for run_id in finished.values()}
+
+    code, stdout, stderr = run_helpers.run_cli(_args(tmp_path, "--resume", "stop"), timeout=240, **knobs)
+    assert code == 0, stderr[-3000:]
+    members = _members(_record(tmp_path, "stop"))
+    for key, run_id in finished.items():
+        assert members[key]["runs"] == [run_id]  # not run again
+    assert {run_id: _fingerprint(tmp_path, run_id) for run_id in finished.values()} == before
+    for key in stopped:
+        runs = members[key]["runs"]
+        assert len(runs) == 2 and members[key]["status"] == "completed"
+        parent = json.loads((tmp_path / "results" / runs[1] / records.MANIFEST_FILE).read_text())["parent_run"]
+        assert parent["parent_run_id"] == runs[0]
+        assert _iterations(tmp_path, runs) == list(range(1, 13))  # every row once, none lost
+    assert _record(tmp_path, "stop")["status"] == "completed"
+    assert len(_record(tmp_path, "stop")["command_lines"]) == 2

@@ -1,0 +1,134 @@
+"""A study's members as parallel Ray Tune trials: each trial runs one member's ordinary run in a child process.
+
+    trials = [MemberTrial(run_id="s1-reward_only-s0", argv=(sys.executable, "-m", "rl.harness.commands.cli", ...))]
+    errors = study_trials.run_trials(trials, ray_address=None, num_cpus=2, cpus_per_trial=1, max_concurrent=None,
+                                     storage=artifacts / "tune", env={...}, stop_signal=lambda: stop,
+                                     on_tick=refresh_record)
+
+Tune places the trials (all cores here, a cluster's nodes with `ray_address`) and runs as many at
+once as the CPUs allow. The run itself is the harness's own command line in a child process, so
+it records itself exactly as a run typed by hand (its manifest, its signals, its exit status);
+the trial only waits for it. A stop (`stop_signal()` returns a signal name) reaches every child
+as SIGTERM through a Ray actor that each trial polls, so trials on other nodes stop too; a trial
+that starts after the stop runs nothing. If a trial's worker dies, Linux sends its child SIGTERM
+(PR_SET_PDEATHSIG), and the run still records itself `interrupted`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable, Mapping, Optional
+
+import ray
+from ray import tune
+
+from rl.harness.training import lifecycle
+
+POLL_S = 0.5  # how often a trial looks at its child and at the stop flag
+_STOP_FLAG_NAMESPACE = "rl_harness_study"
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberTrial:
+    """One member's run: its id (the trial's name) and the command line that runs it."""
+
+    run_id: str
+    argv: tuple[str, ...]
+
+
+@ray.remote(num_cpus=0)
+class _StopFlag:
+    """The signal name once the study was asked to stop (None before); zero CPUs: it never waits for a slot."""
+
+    def __init__(self):
+        self._signal = None
+
+    def set(self, name: str) -> None:
+        self._signal = self._signal or name
+
+    def get(self) -> Optional[str]:
+        return self._signal
+
+
+def _terminate_with_parent() -> None:
+    """In the child before exec: SIGTERM when the trial's worker thread ends (Linux prctl PR_SET_PDEATHSIG = 1)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def _run_member(config: dict, *, argv_by_run: Mapping[str, tuple], env: Mapping[str, str], stop_flag: str) -> None:
+    """Tune's function trainable: start the member's run, stop it on request, report its exit status."""
+    flag = ray.get_actor(stop_flag, namespace=_STOP_FLAG_NAMESPACE)
+    if ray.get(flag.get.remote()) is not None:
+        tune.report({"exit_code": None, "skipped": True})
+        return
+    child = subprocess.Popen(argv_by_run[config["run_id"]], env={**os.environ, **env}, preexec_fn=_terminate_with_parent)
+    asked = False
+    while child.poll() is None:
+        if not asked and ray.get(flag.get.remote()) is not None:
+            child.send_signal(signal.SIGTERM)  # the run finishes its iteration, checkpoints, records `interrupted`
+            asked = True
+        time.sleep(POLL_S)
+    tune.report({"exit_code": child.returncode, "skipped": False})
+
+
+def _watch(stop_signal: Callable[[], Optional[str]], flag, on_tick: Callable[[], None], done: threading.Event) -> None:
+    raised = False
+    while not done.wait(POLL_S):
+        name = stop_signal()
+        if name is not None and not raised:
+            flag.set.remote(name)
+            raised = True
+        on_tick()
+
+
+def run_trials(trials: list[MemberTrial], *, ray_address: Optional[str], num_cpus: int, cpus_per_trial: int,
+               max_concurrent: Optional[int], storage: pathlib.Path, env: Mapping[str, str],
+               stop_signal: Callable[[], Optional[str]], on_tick: Callable[[], None],
+               on_ray_started: Callable[[], None]) -> dict[str, str]:
+    """Runs `trials` on Tune until all ended; returns {run_id: error} for trials whose worker failed.
+
+    `on_ray_started` runs once Ray is up: the place to install the caller's signal handlers, since
+    ray.init installs Ray's own (its C++ failure handler would abort the process on SIGTERM).
+    """
+    started = not ray.is_initialized()
+    if started:
+        lifecycle.init_ray(ray_address, num_cpus)
+    on_ray_started()
+    flag_name = f"stop-{storage.name}-{os.getpid()}"
+    flag = _StopFlag.options(name=flag_name, namespace=_STOP_FLAG_NAMESPACE).remote()
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(stop_signal, flag, on_tick, done), daemon=True)
+    # The study owns SIGINT (Tune's handler would end trials without letting the runs checkpoint).
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    try:
+        watcher.start()
+        # The grid is the run ids alone (what Tune shows and logs); the command lines travel as parameters.
+        trainable = tune.with_parameters(_run_member, argv_by_run={trial.run_id: trial.argv for trial in trials},
+                                         env=dict(env), stop_flag=flag_name)
+        tuner = tune.Tuner(
+            tune.with_resources(trainable, {"cpu": cpus_per_trial}),
+            param_space={"run_id": tune.grid_search([trial.run_id for trial in trials])},
+            tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=True,
+                                        trial_name_creator=lambda trial: trial.config["run_id"],
+                                        trial_dirname_creator=lambda trial: trial.config["run_id"]),
+            run_config=tune.RunConfig(name=storage.name, storage_path=str(storage.parent), verbose=0,
+                                      failure_config=tune.FailureConfig(max_failures=0)),
+        )
+        grid = tuner.fit()
+        return {result.config["run_id"]: f"{type(result.error).__name__}: {result.error}"
+                for result in grid if result.error is not None}
+    finally:
+        done.set()
+        watcher.join()
+        ray.kill(flag)
+        if started:
+            ray.shutdown()
