@@ -38,6 +38,7 @@ _EXPORTS = {
     "RunManifest": "rl.harness.run.manifest",
     "read_manifest": "rl.harness.run.manifest",
     "RecordError": "rl.harness.run.records",
+    "Hyperparameters": "rl.harness.run.hyperparameters",
     # training/: the lifecycle and its runners
     "Every": "rl.harness.training.runners",
     "LogSpaced": "rl.harness.training.runners",
@@ -52,6 +53,9 @@ _EXPORTS = {
     "Run": "rl.harness.commands.catalog",
     "find_run": "rl.harness.commands.catalog",
     "find_runs": "rl.harness.commands.catalog",
+    # study/: agents x seeds
+    "Score": "rl.harness.study.declaration",
+    "Study": "rl.harness.study.declaration",
 }
 
 # The flat module names of the seed project's layout (`from rl.harness import runners`): public API kept.

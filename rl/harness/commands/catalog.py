@@ -224,6 +224,9 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
         lines.append(f"  error: {manifest.error.type}: {manifest.error.message}")
     lines.append(f"  experiment: {manifest.experiment.module or '?'}  seed {manifest.seed}"
                  f"{'  (smoke)' if manifest.smoke else ''}")
+    overrides = manifest.options.get("set") or {}
+    if overrides:
+        lines.append("  overrides: " + ", ".join(f"{name}={value}" for name, value in sorted(overrides.items())))
     lines.append(f"  results: {run.run_dir}")
     finals = final_metrics(summary)
     stop = getattr(manifest.runner, "stop", None) or {}

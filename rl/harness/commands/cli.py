@@ -3,7 +3,7 @@
     rl-harness <dotted.module> [--smoke] [--seed 42] [--resume-from RUN_ID|CHECKPOINT]
                [--hardware-profile auto|cpu|cuda|mps] [--results-dir DIR] [--artifacts-dir DIR]
                [--run-id ID] [--upload-artifacts | --no-upload-artifacts] [--ray-address ADDRESS]
-               [--stop-at-iteration N | --stop-at-env-steps N]
+               [--stop-at-iteration N | --stop-at-env-steps N] [--set KEY=VALUE ...]
     rl-harness runs [--results-dir DIR]
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
@@ -97,6 +97,8 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
                         help="mirror to B2 (default: when credentials exist and not --smoke); see"
                              " docs/artifact_storage.md")
     parser.add_argument("--ray-address", help="attach to this Ray cluster (e.g. auto or ray://head:10001)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a hyperparameter the recipe declares (repeatable), e.g. --set ppo/lr=5e-4")
     # A cap below the recipe's own budget (reproduce uses it to re-run only the compared prefix).
     cap = parser.add_mutually_exclusive_group()
     cap.add_argument("--stop-at-iteration", type=_positive,

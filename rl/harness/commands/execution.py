@@ -22,6 +22,7 @@ from rl.harness.commands import recipes, resume
 from rl.harness.remote import b2_mirror
 from rl.harness.run import manifest, records, seeding, session
 from rl.harness.run.manifest import read_manifest
+from rl.harness.run.hyperparameters import Hyperparameters
 from rl.harness.run.rows import RowBudget
 from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, crash_reason, new_run_id, run_id_problem
 from rl.harness.training import cluster, hardware
@@ -47,6 +48,7 @@ class Plan:
     upload_explicit: bool
     heartbeat_s: float
     patch_cap_bytes: int
+    hyperparameters: dict  # the recipe's declared defaults with the --set overrides applied
 
 
 def _upload_credentials(options: argparse.Namespace) -> Optional[b2_mirror.B2Credentials]:
@@ -79,6 +81,12 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     except ValueError as error:
         raise UsageError(str(error)) from None
     module = recipes.load_recipe(module_name)
+    declared = getattr(module, "HYPERPARAMETERS", None) or Hyperparameters({})
+    if options.set and not declared.defaults:
+        raise UsageError(f"{module_name} declares no hyperparameters to --set; declare them in the recipe:"
+                         " HYPERPARAMETERS = Hyperparameters({'ppo/lr': 1e-3, ...}) (docs/harness.md)")
+    overrides = declared.parse(options.set)
+    options = argparse.Namespace(**{**vars(options), "set": overrides})  # the manifest records the typed overrides
     results_root, artifacts_root = recipes.run_roots(options.results_dir, options.artifacts_dir, module_name)
     layout = RunLayout(results_root, artifacts_root, options.run_id or new_run_id(), options.smoke)
     for folder in (layout.results_dir, layout.artifacts_dir):
@@ -93,7 +101,7 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     if options.ray_address:  # last: it may wait for the cluster's answer (at most $RL_HARNESS_RAY_CONNECT_TIMEOUT_S)
         cluster.check_address(options.ray_address, timeout_s=connect_timeout_s)
     return Plan(module, module_name, options, layout, parent, machine, profile, upload,
-                bool(options.upload_artifacts), heartbeat_s, patch_cap_bytes)
+                bool(options.upload_artifacts), heartbeat_s, patch_cap_bytes, declared.values(overrides))
 
 
 def report_crashed_runs(results_root: pathlib.Path) -> None:
@@ -128,7 +136,7 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     context = RunContext(run_id=layout.run_id, experiment=plan.module_name, seed=plan.options.seed,
                          smoke=plan.options.smoke, results_dir=layout.results_dir, artifacts_dir=layout.artifacts_dir,
                          hardware=plan.profile, resume=plan.resume, ray_address=plan.options.ray_address,
-                         seeds=seeds, recorder=run)
+                         seeds=seeds, recorder=run, hyperparameters=plan.hyperparameters)
     error = None
     try:
         outcome = plan.module.run(context)

@@ -28,7 +28,7 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.commands import catalog
-from rl.harness.run import provenance, records
+from rl.harness.run import hyperparameters, provenance, records
 from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
 from rl.harness.run.rows import ITERATION_KEY, RowBudget
 from rl.harness.run.status import COMPLETED, CRASHED, new_run_id
@@ -223,11 +223,11 @@ def build(worktree: str, target: str) -> dict:
 
 def _run_arguments(manifest: RunManifest, run_id: str, results_root: str, artifacts_root: str,
                    prefix: RowBudget) -> list[str]:
-    """The recorded seed, profile and smoke switch; the run stops where the compared prefix ends."""
+    """The recorded seed, profile, overrides and smoke switch; the run stops where the compared prefix ends."""
     options = manifest.options
     arguments = ["--seed", str(manifest.seed), "--hardware-profile", manifest.hardware["profile"]["name"],
                  "--run-id", run_id, "--results-dir", results_root, "--artifacts-dir", artifacts_root,
-                 "--no-upload-artifacts", *prefix.run_flags()]
+                 "--no-upload-artifacts", *prefix.run_flags(), *hyperparameters.set_arguments(options.get("set") or {})]
     return arguments + (["--smoke"] if options.get("smoke") else [])
 
 

@@ -27,7 +27,7 @@ from absl import logging
 
 from rl.harness.commands import catalog, recipes
 from rl.harness.errors import EXIT_FAILED, UsageError
-from rl.harness.run import buildinfo, manifest
+from rl.harness.run import buildinfo, hyperparameters, manifest
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.status import new_run_id, run_id_problem
 from rl.harness.study import summary
@@ -106,8 +106,13 @@ class StudyCommand:
             if self.folder.exists():
                 raise UsageError(f"study {study_id} already exists at {self.folder}; resume it with --resume {study_id}"
                                  " or choose another --study-id")
-        for agent in self.study.agents.values():  # a typo in an agent's recipe fails before any record
-            recipes.load_recipe(agent)
+        for name, agent in self.study.agents.items():  # a typo in a recipe or a setting fails before any record
+            declared = getattr(recipes.load_recipe(agent), "HYPERPARAMETERS", None) or hyperparameters.Hyperparameters({})
+            for setting in self.study.setting_grid() if self.study.settings else ():
+                try:
+                    declared.parse(hyperparameters.set_arguments(dict(setting))[1::2])
+                except UsageError as error:
+                    raise UsageError(f"the study's settings do not fit agent {name} ({agent}): {error}") from None
 
     @property
     def folder(self) -> pathlib.Path:
@@ -145,6 +150,9 @@ class StudyCommand:
             return self._adopt(self.options.runs)
         trials = self._plan()
         self.record.write(self.folder)
+        if (self.code.get("library") or {}).get("dirty") and trials:
+            logging.warning("the tree has uncommitted changes: editing it while the study runs makes its members differ"
+                            " in code, and the summary then refuses them; commit first for a study you keep")
         done = sum(member.status == COMPLETED for member in self.record.members)
         print(f"study {self.record.study_id}: {len(trials)} run(s) to go, {done} completed; record {self.folder}",
               flush=True)
@@ -169,7 +177,8 @@ class StudyCommand:
             if status == COMPLETED or (status == FAILED and not self.options.retry_failed):
                 continue
             resume_from = member.last_run if status in (INTERRUPTED, CRASHED) and self._has_checkpoint(member) else None
-            run_id = f"{self.record.study_id}-{member.agent}-s{member.seed}"
+            variant = f"-v{self.study.setting_grid().index(member.setting)}" if self.study.settings else ""
+            run_id = f"{self.record.study_id}-{member.agent}{variant}-s{member.seed}"
             if member.runs:
                 run_id = f"{run_id}-a{len(member.runs) + 1}"
             if problem := run_id_problem(run_id):
@@ -177,7 +186,8 @@ class StudyCommand:
             argv = [sys.executable, *_RUN_COMMAND, self.study.agents[member.agent], "--seed", str(member.seed),
                     "--run-id", run_id, "--results-dir", str(self.results_root), "--artifacts-dir",
                     str(self.artifacts_root), *(["--smoke"] if self.record.smoke else []),
-                    *(["--resume-from", resume_from] if resume_from else [])]
+                    *(["--resume-from", resume_from] if resume_from else []),
+                    *hyperparameters.set_arguments(dict(member.setting))]
             if self.options.ray_address:
                 argv += ["--ray-address", self.options.ray_address]
             trials.append(MemberTrial(run_id=run_id, argv=tuple(argv)))
@@ -232,9 +242,10 @@ class StudyCommand:
             error = errors.get(member.last_run) if member.last_run else None
             if error is None and result.last is not None and result.last.error is not None:
                 error = f"{result.last.error.type}: {result.last.error.message}"
-            updated = MemberRecord(member.agent, member.seed, started.runs if final else member.runs, result.status,
-                                   result.manifests[0].started_at if result.manifests else None,
-                                   result.last.ended_at if result.last is not None else None, error)
+            updated = dataclasses.replace(
+                member, runs=started.runs if final else member.runs, status=result.status, error=error,
+                started_at=result.manifests[0].started_at if result.manifests else None,
+                ended_at=result.last.ended_at if result.last is not None else None)
             if updated != member:
                 if updated.status != member.status and updated.status != PENDING:
                     print(f"study {self.record.study_id}: {member.member.name} {updated.status}"
@@ -276,7 +287,8 @@ class StudyCommand:
                                  f" {', '.join(self.study.agents)}")
             for run_id in ids.split(","):
                 run = catalog.find_run(run_id, [str(self.results_root)])
-                member = MemberRecord(agent, run.manifest.seed, (run_id,))
+                setting = tuple(sorted((run.manifest.options.get("set") or {}).items()))
+                member = MemberRecord(agent, run.manifest.seed, (run_id,), setting=setting)
                 members.append(member)
                 results.append(summary.load_member(RunLayout.of_run(run.run_dir, run.manifest).results_root, member))
         summary.check_comparable(results)  # before anything is written
@@ -288,7 +300,7 @@ class StudyCommand:
 def _started_runs(member: MemberRecord, results_root: pathlib.Path) -> MemberRecord:
     """`member` without a last planned run that has no folder yet (planned, never started)."""
     if member.runs and RunLayout.find(results_root, member.runs[-1]) is None:
-        return MemberRecord(member.agent, member.seed, member.runs[:-1], member.status, member.started_at)
+        return dataclasses.replace(member, runs=member.runs[:-1])
     return member
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from rl.harness.run import records, seeding
 
@@ -54,6 +54,7 @@ class RunContext:
     hardware, what it resumes, and its record keeper; frozen and operational (no science).
 
         context.seeds.integer("rllib")                      # named seed streams of the root seed
+        context.hyperparameters["ppo/lr"]                   # a declared hyperparameter, --set or default
         context.write_output("probe_report.json", report)   # listed in the manifest's outputs
         for entry in context.checkpoints(): context.checkpoint_path(entry)
     """
@@ -67,6 +68,8 @@ class RunContext:
     hardware: hardware.HardwareProfile
     resume: Optional[ResumeSource] = None
     ray_address: Optional[str] = None  # attach to this Ray cluster instead of starting one
+    # The recipe's HYPERPARAMETERS with the --set overrides applied (run/hyperparameters.py).
+    hyperparameters: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     seeds: seeding.SeedStreams = dataclasses.field(default=None, compare=False, repr=False)
     # The run's record keeper (rl.harness.run.session.RunSession): metrics, checkpoints, stop requests.
     recorder: "RunSession" = dataclasses.field(default=None, compare=False, repr=False)

@@ -42,10 +42,11 @@ class MemberRecord:
     started_at: Optional[str] = None  # the first run's start and the last run's end: the member's wall-clock span
     ended_at: Optional[str] = None
     error: Optional[str] = None
+    setting: tuple[tuple[str, Any], ...] = ()  # the study's settings axis: this member's --set overrides
 
     @property
     def member(self) -> Member:
-        return Member(self.agent, self.seed)
+        return Member(self.agent, self.seed, self.setting)
 
     @property
     def last_run(self) -> Optional[str]:
@@ -73,7 +74,7 @@ class StudyRecord:
             command_line) -> "StudyRecord":
         return cls(study_id=study_id, module=module, smoke=smoke, grid=study.describe(), code=dict(code),
                    build=dict(build), command_lines=(tuple(command_line),),
-                   members=tuple(MemberRecord(m.agent, m.seed) for m in study.members()))
+                   members=tuple(MemberRecord(m.agent, m.seed, setting=m.setting) for m in study.members()))
 
     def member(self, member: Member) -> MemberRecord:
         return next(record for record in self.members if record.member == member)
@@ -99,7 +100,9 @@ class StudyRecord:
         try:
             if document.get("schema_version") != SCHEMA_VERSION:
                 raise ValueError(f"schema_version {document.get('schema_version')!r}, expected {SCHEMA_VERSION}")
-            members = tuple(MemberRecord(**{**member, "runs": tuple(member["runs"])}) for member in document["members"])
+            members = tuple(MemberRecord(**{**member, "runs": tuple(member["runs"]),
+                                            "setting": tuple(tuple(pair) for pair in member.get("setting", ()))})
+                            for member in document["members"])
             return cls(**{**document, "members": members,
                           "command_lines": tuple(tuple(line) for line in document["command_lines"])})
         except (KeyError, TypeError, ValueError, AttributeError) as error:

@@ -108,11 +108,14 @@ def _settings(manifest: RunManifest) -> tuple:
         repr(manifest.budget_cap)
 
 
-def _code(manifest: RunManifest) -> tuple:
+def _code(manifest: RunManifest) -> str:
+    """`library <commit>[+<diff>]` (and the experiment's repository when it is another): readable and comparable."""
     def state(name):
         found = manifest.code.get(name) or {}
-        return found.get("commit"), found.get("diff_sha256") if found.get("dirty") else None
-    return state("library"), state("experiment_repo")
+        commit = (found.get("commit") or "no commit")[:10]
+        return commit + (f"+uncommitted {found['diff_sha256'][:8]}" if found.get("dirty") else "")
+    library, experiment = state("library"), state("experiment_repo")
+    return library if experiment == library else f"library {library}, experiment {experiment}"
 
 
 def _groups(runs: Iterable[tuple[str, Any]]) -> str:
@@ -138,7 +141,7 @@ def check_comparable(results: Iterable[MemberResult]) -> None:
         raise StudyRefused(f"these runs mix smoke and full budgets: {_groups(smoke)}; summarise one kind")
     seen: dict[tuple[str, int], str] = {}
     for run_id, result in last:
-        key = (result.member.agent, result.last.seed)
+        key = (result.member.variant, result.last.seed)
         if key in seen:
             raise StudyRefused(f"agent {key[0]} repeats seed {key[1]}: runs {seen[key]} and {run_id}; give each seed"
                                " once")
@@ -147,8 +150,8 @@ def check_comparable(results: Iterable[MemberResult]) -> None:
         values = [(run_id, read(result.last)) for run_id, result in last]
         if len({value for _, value in values}) > 1:
             raise StudyRefused(f"these runs differ in {what}: {_groups(values)}; re-run the odd ones at one {what}")
-    for agent in dict.fromkeys(result.member.agent for _, result in last):
-        values = [(run_id, _settings(result.last)) for run_id, result in last if result.member.agent == agent]
+    for agent in dict.fromkeys(result.member.variant for _, result in last):
+        values = [(run_id, _settings(result.last)) for run_id, result in last if result.member.variant == agent]
         if len({value for _, value in values}) > 1:
             raise StudyRefused(f"agent {agent}'s runs differ in settings (recipe, options, budget cap):"
                                f" {_groups(values)}; re-run them with one setting")
@@ -161,24 +164,29 @@ def summarise(study: Study, results: Iterable[MemberResult]) -> dict:
     """Scores per agent over its completed seeds, paired differences, and every member not completed."""
     results = list(results)
     completed = [result for result in results if result.status == COMPLETED]
-    scores: dict[str, dict[str, dict[int, float]]] = {agent: {s.name: {} for s in study.scores} for agent in study.agents}
-    unreported: list[dict] = []
+    variants = {r.member.variant: r.member.agent for r in results}  # the members' own, in member order
+    scores: dict[str, dict[str, dict[int, float]]] = {variant: {s.name: {} for s in study.scores} for variant in variants}
+    missing: list[tuple[MemberResult, str]] = []
     for result in completed:
         outcome = result.outcome()
         for score in study.scores:
             value = score.read(outcome)
             if value is None:
-                unreported.append({"member": result.member.name, "run": result.run_ids[-1], "score": score.name})
+                missing.append((result, score.name))
             else:
-                scores[result.member.agent][score.name][result.member.seed] = value
+                scores[result.member.variant][score.name][result.member.seed] = value
+    # A score no run of an agent reports is not that agent's (an MLP has no probes); a gap among its seeds is named.
+    unreported = [{"member": result.member.name, "run": result.run_ids[-1], "score": name}
+                  for result, name in missing if scores[result.member.variant][name]]
     agents = {}
-    for agent in study.agents:
-        runs = {str(r.member.seed): r.run_ids[-1] for r in completed if r.member.agent == agent}
-        agents[agent] = {"recipe": study.agents[agent], "runs": runs,
-                         "scores": {name: statistics.over_seeds(values) for name, values in scores[agent].items()
-                                    if values}}
+    for variant, by_score in scores.items():
+        runs = {str(r.member.seed): r.run_ids[-1] for r in completed if r.member.variant == variant}
+        agents[variant] = {"recipe": study.agents.get(variants[variant]), "runs": runs,
+                           "scores": {name: statistics.over_seeds(values) for name, values in by_score.items() if values}}
     pairs = {}
-    for a, b in study.pairs:
+    for a, b in study.variant_pairs():
+        if a not in scores or b not in scores:
+            continue
         pairs[f"{a} - {b}"] = {name: statistics.paired_difference(scores[a][name], scores[b][name])
                                for name in scores[a] if set(scores[a][name]) & set(scores[b][name])}
     not_completed = [{"member": r.member.name, "status": r.status, "runs": list(r.run_ids),
@@ -195,8 +203,8 @@ def curves_png(study: Study, results: Iterable[MemberResult]) -> bytes:
     figure = Figure(figsize=(7.5, 4.5))
     axes = figure.add_subplot()
     results = [result for result in results if result.status == COMPLETED]
-    for agent in study.agents:
-        curves = [np.array(c) for c in (r.curve(study.curve) for r in results if r.member.agent == agent) if len(c) >= 2]
+    for agent in dict.fromkeys(r.member.variant for r in results):
+        curves = [np.array(c) for c in (r.curve(study.curve) for r in results if r.member.variant == agent) if len(c) >= 2]
         if not curves:
             continue
         end = min(curve[-1, 0] for curve in curves)

@@ -4,11 +4,16 @@ Test knobs (environment): FAKE_RECIPE_ITERATIONS (default 5; smoke: 2), FAKE_REC
 (pause per iteration, default 0), FAKE_RECIPE_FAIL_AT (raise at that iteration; with
 FAKE_RECIPE_FAIL_SEED, only in the run of that root seed),
 FAKE_RECIPE_TRIAL (checkpoint under that trial, as a recipe training several agents does).
+Declared hyperparameters (--set): fake/iterations (int; 0 = the knob above) and fake/loss_scale (float).
 """
 
 import json
 import os
 import time
+
+from rl.harness.run.hyperparameters import Hyperparameters
+
+HYPERPARAMETERS = Hyperparameters({"fake/iterations": 0, "fake/loss_scale": 1.0})
 
 STEPS_PER_ITERATION = 100
 STATE_FILE = "fake_state.json"
@@ -23,6 +28,7 @@ def _save(context, iteration, env_steps):
 
 def run(context):
     iterations = 2 if context.smoke else int(os.environ.get("FAKE_RECIPE_ITERATIONS", "5"))
+    iterations = context.hyperparameters.get("fake/iterations") or iterations
     sleep_s = float(os.environ.get("FAKE_RECIPE_SLEEP_S", "0"))
     fail_at = int(os.environ.get("FAKE_RECIPE_FAIL_AT", "0"))
     if os.environ.get("FAKE_RECIPE_FAIL_SEED", str(context.seed)) != str(context.seed):
@@ -40,7 +46,7 @@ def run(context):
         env_steps += STEPS_PER_ITERATION
         if iteration == fail_at:
             raise RuntimeError(f"fake failure at iteration {iteration}")
-        loss = 1.0 / iteration + 0.01 * float(noise.standard_normal())
+        loss = context.hyperparameters.get("fake/loss_scale", 1.0) * (1.0 / iteration + 0.01 * float(noise.standard_normal()))
         context.recorder.log_metrics({
             "training_iteration": iteration,
             "num_env_steps_sampled_lifetime": env_steps,

@@ -187,3 +187,52 @@ def test_a_study_module_without_a_study_and_an_unknown_agent_are_one_line_errors
     assert "defines no STUDY" in _one_error_line(capsys)
     assert _adopt(roots, "third=a0") == EXIT_USAGE
     assert "expected AGENT=RUN_ID" in _one_error_line(capsys)
+
+
+# -- a settings axis ------------------------------------------------------------------------------
+
+
+def test_a_settings_axis_multiplies_the_grid_and_pairs_each_setting():
+    study = Study(agents={"a": FAKE, "b": FAKE}, seeds=(0,), pairs=(("a", "b"),),
+                  settings={"fake/loss_scale": (1.0, 2.0)})
+    assert [member.name for member in study.members()] == [
+        "a[fake/loss_scale=1.0]/seed 0", "a[fake/loss_scale=2.0]/seed 0",
+        "b[fake/loss_scale=1.0]/seed 0", "b[fake/loss_scale=2.0]/seed 0"]
+    assert study.variant_pairs() == [("a[fake/loss_scale=1.0]", "b[fake/loss_scale=1.0]"),
+                                     ("a[fake/loss_scale=2.0]", "b[fake/loss_scale=2.0]")]
+    assert Study.from_description(json.loads(json.dumps(study.describe()))) == study
+
+
+def test_each_setting_is_a_member_run_with_its_set_arguments(roots):
+    from rl.harness.commands import study as study_command
+
+    results, artifacts = roots
+    _, options = cli.parse(["rl-harness", "study", "rl.harness.tests.fake_settings_study", "--results-dir",
+                            str(results), "--artifacts-dir", str(artifacts), "--study-id", "grid"])
+    trials = study_command.StudyCommand(options)._plan()
+    assert [trial.run_id for trial in trials] == ["grid-first-v0-s0", "grid-first-v0-s1", "grid-first-v1-s0",
+                                                  "grid-first-v1-s1"]
+    assert trials[2].argv[-2:] == ("--set", "fake/loss_scale=2.0")
+
+
+def test_a_setting_no_agent_declares_is_refused_before_any_record(roots, capsys, monkeypatch):
+    from rl.harness.tests import fake_settings_study
+
+    monkeypatch.setattr(fake_settings_study, "STUDY", Study(agents={"first": FAKE}, seeds=(0,),
+                                                            settings={"ppo/lr": (1e-3,)}))
+    results, artifacts = roots
+    assert cli.main(["rl-harness", "study", "rl.harness.tests.fake_settings_study", "--results-dir", str(results),
+                     "--artifacts-dir", str(artifacts)]) == EXIT_USAGE
+    assert "settings do not fit agent first" in _one_error_line(capsys)
+    assert not results.exists()
+
+
+def test_runs_with_other_overrides_are_summarised_as_variants(roots, capsys):
+    for run_id, seed, scale in (("p0", 0, "1"), ("p1", 1, "1"), ("q0", 0, "2"), ("q1", 1, "2")):
+        assert _run(roots, run_id, "--seed", str(seed), "--set", f"fake/loss_scale={scale}") == 0
+    assert _adopt(roots, "first=p0,p1,q0,q1") == 0
+    found = json.loads((roots[0] / "studies" / "adopted" / summary.SUMMARY_JSON).read_text())
+    assert set(found["agents"]) == {"first[fake/loss_scale=1.0]", "first[fake/loss_scale=2.0]"}
+    low = found["agents"]["first[fake/loss_scale=1.0]"]["scores"]["last loss"]["values"]
+    high = found["agents"]["first[fake/loss_scale=2.0]"]["scores"]["last loss"]["values"]
+    assert high == {seed: pytest.approx(2 * value) for seed, value in low.items()}

@@ -1,0 +1,36 @@
+"""The belief question as one study: each Mess3 agent x 5 training seeds, scored on the task's exact references.
+
+    ./bazelw run //experiments/mess3:belief_study -- --smoke              # every member at its smoke budget
+    ./bazelw run //experiments/mess3:belief_study                         # the answer (README.md)
+    ./bazelw run //experiments/mess3:belief_study -- --resume <study-id>  # after a stop: finished runs stay
+
+Every member is the agent's ordinary recipe run with `--seed <seed>`; the scores are paths into
+what `study.run` returns (summary.json's outcome): the normalised gamma-0.9 value of the final
+policy, greedy and sampled (control_scores: 0 = best memoryless, 1 = belief-optimal), its
+normalised episode return, and the held-out R^2 of the belief probe in block 1 against random
+networks of the same architecture (belief_geometry). reward_only - memoryless_agent is the paired
+difference that says whether memory is used for control.
+"""
+
+from rl.harness.study import Score, Study
+
+_PROBE = "probe_r2.{distribution}.residual_1.{which}"
+
+STUDY = Study(
+    agents={
+        "memoryless": "experiments.mess3.memoryless_agent",
+        "reward_only": "experiments.mess3.reward_only",
+        "next_token_aux": "experiments.mess3.next_token_aux",
+    },
+    seeds=(0, 1, 2, 3, 4),
+    scores=(
+        Score("normalised value (greedy)", "scores.normalised_value.greedy.mean"),
+        Score("normalised value (sampled)", "scores.normalised_value.sampled.mean"),
+        Score("normalised episode return (greedy)", "scores.normalised_episode_return.greedy.mean"),
+        Score("final training return", "scores.final_training_return.mean"),
+        *(Score(f"R^2 block 1, {distribution.replace('_', ' ')} ({which.replace('_mean', '')})",
+                _PROBE.format(distribution=distribution, which=which))
+          for distribution in ("uniform_contexts", "process_rollouts") for which in ("trained", "random_mean")),
+    ),
+    pairs=(("reward_only", "memoryless"), ("next_token_aux", "reward_only")),
+)

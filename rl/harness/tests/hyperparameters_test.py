@@ -1,0 +1,96 @@
+"""--set: typed overrides of a recipe's declared hyperparameters, recorded, shown, diffed and repeated."""
+
+import json
+
+import pytest
+
+from rl.harness.commands import cli, reproduce
+from rl.harness.errors import EXIT_USAGE, UsageError
+from rl.harness.run import records
+from rl.harness.run.hyperparameters import Hyperparameters, set_arguments
+from rl.harness.run.manifest import read_manifest
+from rl.harness.tests import run_helpers
+
+DECLARED = Hyperparameters({"ppo/lr": 1e-3, "model/d_model": 32, "ppo/use_gae": True, "env/name": "mess3"})
+
+
+def test_values_parse_as_their_defaults_types():
+    assert DECLARED.parse(["ppo/lr=5e-4", "model/d_model=64", "ppo/use_gae=false", "env/name=tiger"]) == {
+        "ppo/lr": 5e-4, "model/d_model": 64, "ppo/use_gae": False, "env/name": "tiger"}
+    assert DECLARED.parse(["ppo/lr=1"]) == {"ppo/lr": 1.0}  # a whole number is a float too
+    assert DECLARED.parse(["ppo/lr=1", "ppo/lr=2"]) == {"ppo/lr": 2.0}  # the last one wins
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("ppo/learning_rate=1", "--set ppo/learning_rate: unknown hyperparameter"),
+    ("model/d_model=6.5", "--set model/d_model=6.5: expected int"),
+    ("ppo/lr=fast", "--set ppo/lr=fast: expected float"),
+    ("ppo/lr=nan", "expected float"),
+    ("ppo/use_gae=yes", "expected bool"),
+    ("ppo/lr", "is not key=value"),
+])
+def test_a_bad_assignment_names_the_valid_keys_and_types(assignment, message):
+    with pytest.raises(UsageError) as raised:
+        DECLARED.parse([assignment])
+    assert message in str(raised.value)
+    assert "valid keys: env/name (str), model/d_model (int), ppo/lr (float), ppo/use_gae (bool)" in str(raised.value)
+
+
+def test_a_bad_declaration_is_refused():
+    with pytest.raises(ValueError, match="<namespace>/<field>"):
+        Hyperparameters({"lr": 1e-3})
+    with pytest.raises(ValueError, match="use bool, int, float or str"):
+        Hyperparameters({"ppo/layers": [1, 2]})
+
+
+def test_set_arguments_give_the_same_overrides_again():
+    overrides = {"ppo/lr": 5e-4, "model/d_model": 64, "ppo/use_gae": False, "env/name": "tiger"}
+    arguments = set_arguments(overrides)
+    assert arguments[::2] == ["--set"] * 4
+    assert DECLARED.parse(arguments[1::2]) == overrides
+
+
+# -- through the command line, on the fake recipe (declares fake/iterations and fake/loss_scale) --------
+
+
+@pytest.fixture
+def roots(tmp_path):
+    return tmp_path / "results", tmp_path / "artifacts"
+
+
+def _run(roots, run_id, *args):
+    results, artifacts = roots
+    return cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts),
+                     "--run-id", run_id, *args])
+
+
+def test_an_override_reaches_the_recipe_and_is_recorded_shown_diffed_and_repeated(roots, capsys):
+    assert _run(roots, "plain") == 0
+    assert _run(roots, "changed", "--set", "fake/iterations=3", "--set", "fake/loss_scale=2") == 0
+    results, artifacts = roots
+    rows = records.read_json_lines(str(artifacts / "changed" / records.METRICS_FILE))
+    assert [row["training_iteration"] for row in rows] == [1, 2, 3]
+    manifest = read_manifest(results / "changed")
+    assert manifest.options["set"] == {"fake/iterations": 3, "fake/loss_scale": 2.0}
+    assert read_manifest(results / "plain").options["set"] == {}
+    capsys.readouterr()
+    assert cli.main(["rl-harness", "show", "changed", "--results-dir", str(results)]) == 0
+    assert "overrides: fake/iterations=3, fake/loss_scale=2.0" in capsys.readouterr().out
+    assert cli.main(["rl-harness", "diff", "plain", "changed", "--results-dir", str(results)]) == 0
+    assert "options.set.fake/iterations: null -> 3" in capsys.readouterr().out.replace("None", "null")
+    arguments = reproduce._run_arguments(manifest, "again", "r", "a", reproduce.RowBudget.of(None, None))
+    assert arguments[-4:] == ["--set", "fake/iterations=3", "--set", "fake/loss_scale=2.0"]
+
+
+def test_a_bad_override_is_one_line_exit_2_and_writes_nothing(roots, capsys):
+    assert _run(roots, "bad", "--set", "fake/iterations=many") == EXIT_USAGE
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "expected int; valid keys: fake/iterations (int), fake/loss_scale (float)" in error[0]
+    assert not roots[0].exists()
+
+
+def test_a_recipe_that_declares_nothing_refuses_set(roots, capsys):
+    results, artifacts = roots
+    assert cli.main(["rl-harness", "rl.harness.tests.ppo_cartpole_recipe", "--results-dir", str(results),
+                     "--artifacts-dir", str(artifacts), "--set", "ppo/lr=1"]) == EXIT_USAGE
+    assert "declares no hyperparameters to --set" in capsys.readouterr().err
