@@ -17,7 +17,10 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "envs": (frozenset(), frozenset({"numpy", "gymnasium", "scipy"})),
     "losses": (frozenset(), frozenset({"torch"})),
     "learners": (frozenset({"losses"}), frozenset({"torch", "ray", "numpy", "gymnasium"})),
-    "harness": (frozenset(), frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "scipy", "matplotlib"})),
+    "harness": (
+        frozenset(),
+        frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "scipy", "matplotlib", "tensorboard"}),
+    ),
     "analysis": (
         frozenset({"learners", "harness"}),
         frozenset({"numpy", "scipy", "torch", "ray", "matplotlib", "gymnasium"}),
@@ -41,4 +44,6 @@ CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     # A study's summary: t quantiles and its curves figure.
     ("harness", "scipy"): ("rl/harness/study/",),
     ("harness", "matplotlib"): ("rl/harness/study/",),
+    # A run's metrics as TensorBoard events, and the server over them (docs/architecture.md).
+    ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/commands/tensorboard_view.py"),
 }

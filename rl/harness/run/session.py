@@ -4,7 +4,7 @@ The CLI creates a RunSession and hands it to the recipe as `context.recorder`:
 
     session = RunSession(layout=layout, manifest=manifest.begin(...), seeds=seeds)   # a RunLayout, a RunManifest
     session.start()                      # folders, manifest "running", heartbeat thread, SIGINT/SIGTERM
-    session.log_metrics({"training_iteration": 1, "env_runners/episode_return_mean": 21.0})
+    session.log_metrics({"training_iteration": 1, "env_runners/episode_return_mean": 21.0})   # + TensorBoard events
     with session.checkpoint(iteration=1, env_steps=500) as folder:
         algo.save_to_path(folder)        # renamed to checkpoints/iter_000001 when the block succeeds
     if session.stop_requested: ...       # a signal arrived or the budget cap was reached: checkpoint and return
@@ -32,7 +32,7 @@ from typing import Any, Iterator, Mapping, Optional
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.run import metric_keys, records, seeding
+from rl.harness.run import metric_keys, records, seeding, tensorboard_events
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import CheckpointEntry, OutputEntry, RunError, RunManifest, Runner
 from rl.harness.run.rows import RowBudget, downsample, flatten_scalars
@@ -113,6 +113,7 @@ class RunSession:
         self._previous_handlers: dict[int, Any] = {}
         self._stop_at_once = False
         self._metrics: Optional[records.JsonLinesWriter] = None
+        self._events: Optional[tensorboard_events.ScalarEvents] = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -120,6 +121,8 @@ class RunSession:
         self.results_dir.mkdir(parents=True, exist_ok=False)
         self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
         self._metrics = records.JsonLinesWriter(str(self.artifacts_dir / records.METRICS_FILE))
+        events_folder = tensorboard_events.lineage_folder(self.layout, self._manifest.parent_run)
+        self._events = tensorboard_events.ScalarEvents(events_folder, self.run_id)
         now = utc_now()
         self._manifest = dataclasses.replace(
             self._manifest,
@@ -130,6 +133,7 @@ class RunSession:
             heartbeat=Heartbeat(at=now, interval_s=self._heartbeat_s,
                                 stale_after_s=round(STALE_AFTER_INTERVALS * self._heartbeat_s, 3)),
             process=this_process(),
+            paths={**self._manifest.paths, tensorboard_events.MANIFEST_PATH_KEY: str(events_folder)},
             checkpoints=(),
             error=None,
             # --stop-at-iteration / --stop-at-env-steps (reproduce's prefix): the run stops early on purpose.
@@ -158,6 +162,7 @@ class RunSession:
             )
             if self._metrics is not None:
                 self._metrics.close()
+                self._events.close()
             self._write_summary()
             self._write_manifest()
 
@@ -198,6 +203,7 @@ class RunSession:
             flat.setdefault("harness/row", self._rows)
             flat.setdefault("harness/logged_at", utc_now())
             self._metrics.append(flat)
+            self._events.write(flat, trial=trial)  # after the record: a failed view costs no row
             if self._budget_cap.reached(flat) and not self._stop.is_set():
                 logging.info("budget cap %s >= %d reached: finishing this iteration", self._budget_cap.key,
                              self._budget_cap.bound)

@@ -1,0 +1,86 @@
+"""TensorBoard over the runs of a results tree: `bazel run //tools:tensorboard -- [FOLDER] [tensorboard flags]`.
+
+    bazel run //tools:tensorboard                                   # every run in the workspace
+    bazel run //tools:tensorboard -- experiments/mess3/results --port 6007
+
+Every run writes its metrics as TensorBoard events while it trains (`paths.tensorboard` in its
+manifest: artifacts/<run-id>/tensorboard/, shared by the runs that resumed it; see
+rl/harness/run/tensorboard_events.py). This finds the runs under FOLDER as `rl-harness runs` does,
+links each events folder into a temporary folder as `<experiment>/[smoke/]<run-id>` (TensorBoard
+follows a tree of links) and serves that. FOLDER is relative to where the command was typed;
+flags after it go to TensorBoard unchanged (`--port`, `--host`, `--bind_all`, ...).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import tempfile
+from typing import Optional
+
+from rl.harness import settings
+from rl.harness.commands import catalog
+from rl.harness.errors import UsageError
+from rl.harness.run import tensorboard_events
+
+PROGRAM = "tensorboard"
+
+
+def events_folders(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    """`<experiment>/[smoke/]<run-id>` -> events folder, for every run under `root` whose events exist.
+
+    A resumed run shares its parent's folder, so the lineage appears once, under the first run's id.
+    """
+    folders: dict[pathlib.Path, str] = {}
+    for run in catalog.find_runs([str(root)]):
+        recorded = run.manifest.paths.get(tensorboard_events.MANIFEST_PATH_KEY)
+        if not recorded or not pathlib.Path(recorded).is_dir():
+            continue
+        owner = pathlib.Path(recorded).parent  # artifacts/[smoke/]<run-id> of the lineage's first run
+        prefix = "smoke/" if run.manifest.smoke else ""
+        folders.setdefault(pathlib.Path(recorded), f"{run.manifest.experiment.module}/{prefix}{owner.name}")
+    return {name: folder for folder, name in folders.items()}
+
+
+def link_tree(folders: dict[str, pathlib.Path], tree: pathlib.Path) -> None:
+    """`tree/<name>` -> each events folder: one TensorBoard log folder naming every run."""
+    for name, folder in folders.items():
+        link = tree / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(folder, target_is_directory=True)
+
+
+def _root(argument: Optional[str]) -> pathlib.Path:
+    if argument is None:
+        return pathlib.Path(settings.workspace_directory() or settings.working_directory())
+    root = pathlib.Path(settings.working_directory()) / pathlib.Path(argument).expanduser()
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a folder; pass a results tree (a folder holding results/<run-id>/) or"
+                         " nothing for the whole workspace")
+    return root
+
+
+def main(argv: list[str]) -> int:
+    folder = argv[1] if len(argv) > 1 and not argv[1].startswith("-") else None
+    tensorboard_flags = argv[2:] if folder is not None else argv[1:]
+    try:
+        root = _root(folder)
+        folders = events_folders(root)
+        if not folders:
+            raise UsageError(f"no run under {root} has TensorBoard events; runs write them into"
+                             " artifacts/<run-id>/tensorboard/ while they train: pass the results tree of such runs")
+    except UsageError as error:
+        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+        return error.exit_status
+    from tensorboard import program  # the server, only once there is something to serve
+
+    with tempfile.TemporaryDirectory(prefix="rl-harness-tensorboard-") as tree:
+        link_tree(folders, pathlib.Path(tree))
+        print(f"{PROGRAM}: {len(folders)} run(s) under {root}", flush=True)
+        board = program.TensorBoard()
+        board.configure(argv=[PROGRAM, "--logdir", tree, *tensorboard_flags])
+        return board.main()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,134 @@
+"""A run's metrics as TensorBoard scalars, written while it trains: a view of metrics.jsonl, never the record.
+
+    folder = tensorboard_events.lineage_folder(layout, manifest.parent_run)   # <artifacts>/<run-id>/tensorboard
+    events = tensorboard_events.ScalarEvents(folder, run_id)
+    events.write({"num_env_steps_sampled_lifetime": 4000, "env_runners/episode_return_mean": 21.5})
+    events.write(row, trial="PPO_abc12_00000")    # a Tune trial's (or an agent's) curves: <folder>/<trial>/
+    events.close()
+
+Every finite number of a row becomes a scalar of that name at the row's env steps (its training
+iteration, or else its row number, when it counts no env steps). A resumed run writes into the
+folder of the run it resumed, so its curves continue at later steps; that folder is found through
+the parent's manifest (`paths.tensorboard`). A write that fails (a full disk, no tensorboard
+installed) is logged once and ends the events of that run; metrics.jsonl is never affected.
+`bazel run //tools:tensorboard -- <folder>` shows them.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import time
+from typing import Any, BinaryIO, Mapping, Optional
+
+from absl import logging
+
+from rl.harness.run import metric_keys, records
+from rl.harness.run.layout import RunLayout
+from rl.harness.run.manifest import read_manifest
+
+EVENTS_DIR = "tensorboard"
+# The counters tried in turn as a row's step: env steps, so runs with other batch sizes line up.
+STEP_KEYS = (metric_keys.ENV_STEPS, metric_keys.ITERATION, "harness/row")
+MANIFEST_PATH_KEY = "tensorboard"  # the manifest's paths entry that names a run's events folder
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def row_step(row: Mapping[str, Any]) -> Optional[int]:
+    """The step a row's scalars are drawn at: the first of STEP_KEYS that it holds as a number."""
+    for key in STEP_KEYS:
+        value = _number(row.get(key))
+        if value is not None:
+            return int(value)
+    return None
+
+
+def row_scalars(row: Mapping[str, Any]) -> dict[str, float]:
+    """The row's scalars: every key holding a finite number (bools and text are no curves)."""
+    return {key: number for key, value in row.items() for number in [_number(value)] if number is not None}
+
+
+def lineage_folder(layout: RunLayout, parent_run: Optional[Mapping[str, Any]]) -> pathlib.Path:
+    """Where a run's events go: its parent's events folder when it resumed a run found here, else its own."""
+    own = layout.artifacts_dir / EVENTS_DIR
+    parent_id = (parent_run or {}).get("parent_run_id")
+    if not parent_id:
+        return own
+    parent_dir = RunLayout.find(layout.results_root, parent_id)
+    try:
+        recorded = read_manifest(parent_dir).paths.get(MANIFEST_PATH_KEY) if parent_dir else None
+    except records.RecordError as error:
+        logging.warning("TensorBoard: cannot read the manifest of parent run %s (%s); this run's curves start in %s",
+                        parent_id, error, own)
+        return own
+    if not recorded:
+        logging.warning("TensorBoard: parent run %s recorded no events folder under %s; this run's curves start in %s",
+                        parent_id, layout.results_root, own)
+        return own
+    return pathlib.Path(recorded)
+
+
+class ScalarEvents:
+    """Appends each metrics row as one TensorBoard event per curve group (the run, or one trial).
+
+    Each run writes its own event file (`events.out.tfevents.<time in ns>.<run-id>`) per folder, one
+    record per row, flushed, so a TensorBoard watching the folder sees every row as it is logged.
+    """
+
+    def __init__(self, folder: pathlib.Path, run_id: str):
+        self.folder = pathlib.Path(folder)
+        self._run_id = run_id
+        self._files: dict[str, tuple[BinaryIO, Any]] = {}  # trial ("" for the run) -> (file, RecordWriter)
+        self._failed = False
+
+    def write(self, row: Mapping[str, Any], *, trial: Optional[str] = None) -> None:
+        if self._failed:
+            return
+        try:
+            self._write(row, trial or "")
+        except Exception as error:  # noqa: BLE001 - a view must never stop a run or cost it a row
+            self._failed = True
+            logging.warning("TensorBoard events stop for this run (%s: %s); metrics.jsonl keeps every row; free the"
+                            " folder %s (or install tensorboard from the lock) for the next run", type(error).__name__,
+                            error, self.folder)
+
+    def _write(self, row: Mapping[str, Any], trial: str) -> None:
+        from tensorboard.compat.proto import event_pb2, summary_pb2  # only a training process pays the import
+
+        step = row_step(row)
+        scalars = row_scalars(row)
+        if step is None or not scalars:
+            return
+        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)
+                                             for tag, value in sorted(scalars.items())])
+        stream, writer = self._file(trial)
+        writer.write(event_pb2.Event(wall_time=time.time(), step=step, summary=summary).SerializeToString())
+        stream.flush()
+
+    def _file(self, trial: str) -> tuple[BinaryIO, Any]:
+        if trial not in self._files:
+            from tensorboard.compat.proto import event_pb2
+            from tensorboard.summary.writer.record_writer import RecordWriter
+
+            folder = self.folder / trial if trial else self.folder
+            folder.mkdir(parents=True, exist_ok=True)
+            # TensorBoard reads a folder's files in name order: nanoseconds put a resumed run's after its parent's.
+            stream = open(folder / f"events.out.tfevents.{time.time_ns():020d}.{self._run_id}", "ab")
+            writer = RecordWriter(stream)
+            # The version record TensorBoard expects first: version 2 keeps out-of-order steps (no purge).
+            writer.write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2").SerializeToString())
+            self._files[trial] = (stream, writer)
+        return self._files[trial]
+
+    def close(self) -> None:
+        for stream, _ in self._files.values():
+            try:
+                stream.close()
+            except OSError as error:  # the rows were flushed one by one; a failed close loses at most the last
+                logging.warning("TensorBoard: closing %s failed: %s", stream.name, error)
+        self._files.clear()

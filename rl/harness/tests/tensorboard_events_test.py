@@ -1,0 +1,127 @@
+"""TensorBoard events beside metrics.jsonl, read back with TensorBoard's own reader and checked against the rows."""
+
+import math
+
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+from rl.harness.commands import cli, tensorboard_view
+from rl.harness.run import records, tensorboard_events
+from rl.harness.run.layout import RunLayout
+from rl.harness.tests import contexts, run_helpers
+
+ROWS = [
+    {"training_iteration": 1, "num_env_steps_sampled_lifetime": 4000, "time_this_iter_s": 1.25,
+     "env_runners": {"episode_return_mean": None, "num_episodes": 0}, "learners": {"default_policy": {"loss": 0.5}}},
+    {"training_iteration": 2, "num_env_steps_sampled_lifetime": 8000, "time_this_iter_s": 1.5,
+     "env_runners": {"episode_return_mean": 21.5, "num_episodes": 3}, "learners": {"default_policy": {"loss": 0.25}},
+     "done": False, "note": "text is no curve", "odd": math.nan},
+]
+
+
+def _scalars(folder) -> dict[str, list[tuple[int, float]]]:
+    """tag -> [(step, value)] as TensorBoard reads the folder."""
+    accumulator = EventAccumulator(str(folder), size_guidance={SCALARS: 0})
+    accumulator.Reload()
+    return {tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
+            for tag in accumulator.Tags()["scalars"]}
+
+
+def _expected(rows: list[dict]) -> dict[str, list[tuple[int, float]]]:
+    """Every number of every metrics.jsonl row at its env steps, as float32 (what an event keeps)."""
+    curves = {}
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                curves.setdefault(key, []).append((row["num_env_steps_sampled_lifetime"], float(np.float32(value))))
+    return curves
+
+
+def test_every_number_of_every_row_is_a_scalar_at_its_env_steps(tmp_path):
+    context, recorder = contexts.recorded_context(tmp_path, root_seed=0)
+    for row in ROWS:
+        recorder.log_metrics(row)
+    recorder.finish("completed")
+    rows = context.metrics()
+    folder = context.artifacts_dir / tensorboard_events.EVENTS_DIR
+    assert _scalars(folder) == _expected(rows)
+    assert _scalars(folder)["env_runners/episode_return_mean"] == [(8000, 21.5)]  # null and NaN draw no point
+    assert recorder.manifest.paths[tensorboard_events.MANIFEST_PATH_KEY] == str(folder)
+
+
+def test_events_are_readable_while_the_run_trains(tmp_path):
+    context, recorder = contexts.recorded_context(tmp_path, root_seed=0)
+    recorder.log_metrics(ROWS[0])
+    live = _scalars(context.artifacts_dir / tensorboard_events.EVENTS_DIR)
+    recorder.finish("completed")
+    assert live["learners/default_policy/loss"] == [(4000, 0.5)]
+
+
+def test_each_trial_gets_its_own_folder(tmp_path):
+    context, recorder = contexts.recorded_context(tmp_path, root_seed=0)
+    for trial in ("PPO_a_00000", "PPO_a_00001"):
+        recorder.log_metrics({**ROWS[0], "trial_id": trial}, trial=trial)
+    recorder.finish("completed")
+    folder = context.artifacts_dir / tensorboard_events.EVENTS_DIR
+    assert sorted(path.name for path in folder.iterdir()) == ["PPO_a_00000", "PPO_a_00001"]
+    assert _scalars(folder / "PPO_a_00001")["time_this_iter_s"] == [(4000, 1.25)]
+
+
+def test_rows_without_env_steps_are_drawn_at_their_iteration():
+    assert tensorboard_events.row_step({"training_iteration": 3, "harness/row": 7}) == 3
+    assert tensorboard_events.row_step({"harness/row": 7}) == 7
+
+
+def test_a_failing_events_write_loses_no_metrics_row(tmp_path, monkeypatch):
+    context, recorder = contexts.recorded_context(tmp_path, root_seed=0)
+    warnings = []
+    monkeypatch.setattr(tensorboard_events.logging, "warning", lambda *args: warnings.append(args))
+    (context.artifacts_dir / tensorboard_events.EVENTS_DIR).write_text("a file where the events folder goes")
+    for row in ROWS:
+        recorder.log_metrics(row)
+    recorder.finish("completed")
+    assert [row["training_iteration"] for row in context.metrics()] == [1, 2]
+    assert len(warnings) == 1 and "metrics.jsonl keeps every row" in warnings[0][0]
+
+
+def test_a_resumed_run_continues_its_parents_curves_in_the_same_folder(tmp_path, monkeypatch):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+
+    def run(*args):
+        return cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir",
+                         str(artifacts), *args])
+
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
+    assert run("--run-id", "parent") == 0
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "5")
+    assert run("--run-id", "child", "--resume-from", "parent") == 0
+    assert run("--run-id", "grandchild", "--resume-from", "child") == 0  # nothing left to train: no rows
+    folder = artifacts / "parent" / tensorboard_events.EVENTS_DIR
+    for run_id in ("child", "grandchild"):
+        assert run_helpers.manifest(results / run_id)["paths"]["tensorboard"] == str(folder)
+    rows = [row for run_id in ("parent", "child")
+            for row in records.read_json_lines(str(artifacts / run_id / records.METRICS_FILE))]
+    assert _scalars(folder)["fake/loss"] == _expected(rows)["fake/loss"]
+    assert [step for step, _ in _scalars(folder)["fake/loss"]] == [100, 200, 300, 400, 500]
+    assert not (artifacts / "child" / tensorboard_events.EVENTS_DIR).exists()
+    # //tools:tensorboard shows the lineage once, named after its first run
+    assert tensorboard_view.events_folders(results) == {f"{run_helpers.FAKE}/parent": folder}
+    tree = tmp_path / "tree"
+    tensorboard_view.link_tree(tensorboard_view.events_folders(results), tree)
+    assert _scalars(tree / run_helpers.FAKE / "parent") == _scalars(folder)
+
+
+@pytest.mark.parametrize("folder", ["missing", "empty"])
+def test_the_viewer_refuses_a_folder_without_events_in_one_line(tmp_path, capsys, folder):
+    (tmp_path / "empty").mkdir()
+    assert tensorboard_view.main(["tensorboard", str(tmp_path / folder), "--port", "0"]) == cli.EXIT_USAGE
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("tensorboard: error: ")
+
+
+@pytest.mark.parametrize("parent_run", [None, {"parent_run_id": None, "checkpoint": "/elsewhere/iter_000001"},
+                                        {"parent_run_id": "not-here"}])
+def test_a_run_without_a_parent_found_here_starts_its_own_curves(tmp_path, parent_run):
+    layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "run", smoke=False)
+    assert tensorboard_events.lineage_folder(layout, parent_run) == layout.artifacts_dir / "tensorboard"
