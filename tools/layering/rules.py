@@ -43,7 +43,7 @@ CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "torch"): ("rl/harness/training/", "rl/harness/benchmarks/"),
     # A study's summary: t quantiles and its curves figure.
     ("harness", "scipy"): ("rl/harness/study/",),
-    ("harness", "matplotlib"): ("rl/harness/study/",),
+    ("harness", "matplotlib"): ("rl/harness/study/", "rl/harness/commands/compare.py"),  # and `compare`'s overlay
     # A run's metrics as TensorBoard events, and the server over them (docs/architecture.md).
     ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/commands/tensorboard_view.py"),
 }

@@ -7,6 +7,7 @@
     rl-harness runs [--results-dir DIR]
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
+    rl-harness compare <run-id>... [--metric KEY]... [--output PNG] [--results-dir DIR]
     rl-harness reproduce <run-id> [--iterations N | --env-steps N] [--results-dir DIR]
     rl-harness study <dotted.study.module> [--smoke] [--resume STUDY_ID] [--max-concurrent N] [--runs A=ID,ID ...]
 
@@ -33,17 +34,18 @@ from absl import app, logging
 from absl.flags import argparse_flags
 
 from rl.harness import settings
-from rl.harness.commands import catalog, execution, recipes, reproduce, study
+from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study
 from rl.harness.errors import EXIT_USAGE, HarnessError
 from rl.harness.remote import b2_mirror
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 
-COMMANDS = ("runs", "show", "diff", "reproduce", "study")
+COMMANDS = ("runs", "show", "diff", "compare", "reproduce", "study")
 _COMMANDS_HELP = """other commands (each has its own --help):
   runs                       list the runs under --results-dir (or the workspace)
   show <run-id>              one run's status, results and provenance
   diff <run-a> <run-b>       what differs between two runs' records
+  compare <run-id>...        several runs' learning curves in one PNG, and their final metrics
   reproduce <run-id>         rebuild the run's commit and re-run it; compare the rows
   study <study module>       agents x seeds as parallel runs, resumable, summarised with intervals"""
 
@@ -120,6 +122,12 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
     elif command == "diff":
         parser.add_argument("run_a")
         parser.add_argument("run_b")
+    elif command == "compare":
+        parser.add_argument("run_ids", nargs="+", metavar="run_id")
+        parser.add_argument("--metric", action="append", dest="metrics",
+                            help=f"a summarised metric to draw, repeatable (default: {', '.join(compare.DEFAULT_METRICS)})")
+        parser.add_argument("--output", type=_user_path, default=_user_path("compare.png"),
+                            help="the PNG to write (default: compare.png where the command was typed)")
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()
@@ -159,6 +167,12 @@ def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[
         if options.json:
             return [json.dumps({**run.manifest.to_dict(), "effective_status": run.status}, indent=2, sort_keys=True)]
         return catalog.format_show(run, full=options.full)
+    if command == "compare":
+        runs = [catalog.find_run(run_id, roots) for run_id in options.run_ids]
+        for warning in compare.warnings(runs):
+            print(warning, file=sys.stderr)
+        compare.write_figure(runs, options.metrics or compare.DEFAULT_METRICS, options.output)
+        return [*compare.format_table(runs), f"wrote {options.output}"]
     return catalog.format_diff(catalog.find_run(options.run_a, roots), catalog.find_run(options.run_b, roots))
 
 

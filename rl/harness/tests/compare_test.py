@@ -1,0 +1,60 @@
+"""`rl-harness compare` on fake-recipe runs: the PNG, the final-metrics table, the warnings, bad input."""
+
+import matplotlib.image
+import pytest
+
+from rl.harness.commands import cli
+from rl.harness.run import records
+from rl.harness.tests import run_helpers
+
+LOSS = "fake/loss"
+
+
+@pytest.fixture
+def roots(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    for run_id, seed, *smoke in (("a", 1), ("b", 2), ("c", 2), ("tiny", 3, "--smoke")):
+        assert cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir",
+                         str(artifacts), "--run-id", run_id, "--seed", str(seed), *smoke]) == 0
+    return results, artifacts
+
+
+def _compare(roots, tmp_path, *args):
+    return cli.main(["rl-harness", "compare", *args, "--results-dir", str(roots[0]),
+                     "--output", str(tmp_path / "curves.png")])
+
+
+def _last_row(roots, run_id):
+    return records.read_json_lines(str(roots[1] / run_id / records.METRICS_FILE))[-1]
+
+
+def test_compare_draws_one_panel_per_metric_and_tabulates_the_final_metrics(roots, tmp_path, capsys):
+    assert _compare(roots, tmp_path, "a", "b", "--metric", LOSS, "--metric", "num_env_steps_sampled_lifetime") == 0
+    out, err = capsys.readouterr()
+    assert err == ""  # different seeds, all full: nothing to warn about
+    height, width, _ = matplotlib.image.imread(tmp_path / "curves.png").shape
+    assert (width, height) == (600, 2 * 360)
+    table = {line.split()[0]: line.split()[1:] for line in out.splitlines()[:-1]}
+    assert table["run"] == ["a", "b"] and table["seed"] == ["1", "2"] and table["budget"] == ["full", "full"]
+    assert table["status"] == ["completed", "completed"]
+    assert table["num_env_steps_sampled_lifetime"] == ["400", "400"]
+    assert table[LOSS] == [f"{_last_row(roots, run_id)[LOSS]:.6g}" for run_id in ("a", "b")]
+    assert out.splitlines()[-1] == f"wrote {tmp_path / 'curves.png'}"
+
+
+def test_compare_warns_once_per_repeated_seed_and_on_smoke_beside_full(roots, tmp_path, capsys):
+    assert _compare(roots, tmp_path, "a", "b", "c", "tiny", "--metric", LOSS) == 0
+    warnings = capsys.readouterr().err.splitlines()
+    assert len(warnings) == 2
+    assert warnings[0].startswith("warning: runs b, c share seed 2")
+    assert warnings[1].startswith("warning: smoke runs (tiny) beside full runs (a, b, c)")
+
+
+@pytest.mark.parametrize("args, problem", [(["a", "nope", "--metric", LOSS], "no run 'nope'"),
+                                           (["a", "b", "--metric", "no/such"], "no run summarises no/such")])
+def test_bad_input_is_one_line_and_exit_2_and_writes_no_png(roots, tmp_path, capsys, args, problem):
+    assert _compare(roots, tmp_path, *args) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and problem in err
+    assert not (tmp_path / "curves.png").exists()
