@@ -17,6 +17,7 @@ contexts, episode seeds, splits and resamples (paired comparisons).
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from typing import Callable, Sequence
 
@@ -45,5 +46,5 @@ def probe_random_networks(found: RunArtifacts, plan: ProbePlan, networks: Sequen
         path = pathlib.Path(folder) / f"random_init_{index}"
         module.save_to_path(str(path))
         checkpoints.append(RunCheckpoint(path, iteration=None, env_steps=None))
-    return probing.probe_checkpoints(RunArtifacts(found.run, found.artifacts_dir, checkpoints), plan,
+    return probing.probe_checkpoints(dataclasses.replace(found, checkpoints=checkpoints), plan,
                                      seed=seed, module_id=module_id, show_progress=show_progress)

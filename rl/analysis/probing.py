@@ -10,6 +10,10 @@ probe command (`bazel run //rl/analysis:probe -- <run-id>`) and for a recipe pro
                                             from_source=False).items():
         context.write_output(name, data)                     # listed in the manifest's outputs
 
+Inside a run, a SIGINT or SIGTERM stops the loop before the next checkpoint, stage or layer:
+`ProbingStopped` (a KeyboardInterrupt) skips the rest, the harness records the run `interrupted`
+(exit 130/143), and the printed line names the probe command that finishes the job later.
+
 `probe_outputs` returns what the probe writes (name -> JSON document or PNG bytes); the caller
 chooses where it goes, so a run lists its outputs in its manifest and the command writes into a
 finished run's results folder.
@@ -45,6 +49,13 @@ LEARNING_CURVES_FILE = "learning_curves.png"
 PROBE_STREAM = "probe"  # the run's seed stream its probes draw from, in-run and in the probe command
 PROBE_USES = ("contexts", "rollouts", "rollout_probes")
 SCHEMA_VERSION = 1
+PROBE_COMMAND = "bazel run //rl/analysis:probe -- {run_id}"
+
+
+class ProbingStopped(KeyboardInterrupt):
+    """A stop signal reached a run while it probed: the rest was skipped (the message names the command to finish)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckpointProbes:
     checkpoint: RunCheckpoint
@@ -81,7 +92,18 @@ def probe_checkpoints(
     splits and resamples (one child of `seed` per use), so differences between checkpoints are paired."""
     streams = _uses(seed)
     results = []
+
+    def stop_if_asked() -> None:
+        """Raises ProbingStopped once the running run got SIGINT/SIGTERM (checked between checkpoints, stages, layers)."""
+        signal_name = found.stop_signal()
+        if signal_name is not None:
+            message = (f"{signal_name}: probing stopped after {len(results)} of {len(found.checkpoints)} checkpoints,"
+                       f" the rest skipped; probe them later with `{PROBE_COMMAND.format(run_id=found.run.run_id)}`")
+            print(message, flush=True)
+            raise ProbingStopped(message)
+
     for checkpoint in found.checkpoints:
+        stop_if_asked()
         module = load_rl_module(checkpoint.path, module_id)
         provenance = {"run_id": found.run.run_id, "checkpoint": checkpoint.name, "iteration": checkpoint.iteration,
                       "env_steps": checkpoint.env_steps}
@@ -93,8 +115,10 @@ def probe_checkpoints(
                                       batch_size=plan.contexts.batch_size, show_progress=show_progress)
             datasets[dataset.distribution.kind] = dataset
             reports[dataset.distribution.kind] = probe_layers(dataset, seed=streams["contexts"],
-                                                              options=plan.options, provenance=provenance)
+                                                              options=plan.options, provenance=provenance,
+                                                              before_each_layer=stop_if_asked)
         if plan.rollouts:
+            stop_if_asked()
             rollouts = collect_rollouts(module, plan.rollouts.adapter, num_episodes=plan.rollouts.num_episodes,
                                         max_steps=plan.rollouts.max_steps, seed=streams["rollouts"],
                                         batch_size=plan.rollouts.batch_size, stochastic=plan.rollouts.stochastic,
@@ -103,7 +127,8 @@ def probe_checkpoints(
             dataset = rollouts.probe_dataset(plan.rollouts.target)
             datasets[dataset.distribution.kind] = dataset
             reports[dataset.distribution.kind] = probe_layers(dataset, seed=streams["rollout_probes"],
-                                                              options=plan.options, provenance=provenance)
+                                                              options=plan.options, provenance=provenance,
+                                                              before_each_layer=stop_if_asked)
         results.append(CheckpointProbes(checkpoint, reports, datasets))
         for kind, report in reports.items():
             best = max(report.layers, key=lambda layer: layer.test.r2)

@@ -8,6 +8,7 @@
     found.checkpoints[-1].iteration, found.checkpoints[-1].env_steps
 
     found = from_context(context)     # inside a recipe: the running run's own records, no search
+    found.stop_signal()               # inside a recipe: "SIGINT" once one arrived (probing then stops), else None
 
 The manifest lists checkpoints relative to the run's artifacts folder. That folder is looked
 for where `rl.harness.run.layout.RunLayout.artifact_places` says: where the manifest recorded it,
@@ -19,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from rl.harness.commands import catalog
 from rl.harness.errors import UsageError
@@ -43,11 +44,17 @@ class RunCheckpoint:
         return f"{self.trial_id}/{self.path.name}" if self.trial_id else self.path.name
 
 
+def _no_signal() -> Optional[str]:
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class RunArtifacts:
     run: catalog.Run
     artifacts_dir: pathlib.Path
     checkpoints: list[RunCheckpoint]  # oldest first (per Tune trial)
+    # The SIGINT/SIGTERM that asked the running run to stop, or None: long analyses of it stop early.
+    stop_signal: Callable[[], Optional[str]] = dataclasses.field(default=_no_signal, compare=False, repr=False)
 
 
 def _sorted(checkpoints: list[RunCheckpoint]) -> list[RunCheckpoint]:
@@ -66,7 +73,8 @@ def from_context(context) -> RunArtifacts:
     run = catalog.Run(run_dir=str(context.results_dir), manifest=context.recorder.manifest)
     checkpoints = [RunCheckpoint(context.checkpoint_path(entry), entry.iteration, entry.env_steps, entry.trial_id)
                    for entry in entries]
-    return RunArtifacts(run, pathlib.Path(context.artifacts_dir), _sorted(checkpoints))
+    return RunArtifacts(run, pathlib.Path(context.artifacts_dir), _sorted(checkpoints),
+                        stop_signal=lambda: context.recorder.stop_signal)
 
 
 def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optional[str] = None) -> RunArtifacts:

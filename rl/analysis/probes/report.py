@@ -25,7 +25,7 @@ Controls and resamples are shared across layers, so layer differences are paired
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -174,8 +174,12 @@ def probe_layers(
     seed: np.random.SeedSequence,
     options: ProbeOptions = ProbeOptions(),
     provenance: Optional[Mapping[str, Any]] = None,
+    before_each_layer: Callable[[], None] = lambda: None,
 ) -> ProbeReport:
-    """Fits and controls one affine probe per layer of `dataset` (see the module docstring)."""
+    """Fits and controls one affine probe per layer of `dataset` (see the module docstring).
+
+    `before_each_layer` runs before each layer's probe (the probe loop raises there to stop promptly).
+    """
     streams = {name: child_stream(seed, name) for name in _STREAMS}
     split = split_by_group(
         dataset.groups, test_fraction=options.test_fraction, rng=np.random.default_rng(streams["split"])
@@ -187,6 +191,7 @@ def probe_layers(
 
     layers = []
     for layer, activations in dataset.activations.items():
+        before_each_layer()
         train_activations, test_activations = activations[split.train], activations[split.test]
         design = AffineDesign(train_activations, ridge=options.ridge)
         probe = design.fit(train_targets)

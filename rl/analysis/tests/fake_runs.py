@@ -16,6 +16,11 @@ RUN_ID = "20261201T000000Z-abcdef"
 ROOT_SEED = 0
 
 
+def save_in_checkpoint(module, checkpoint: pathlib.Path) -> None:
+    """Saves `module` where an RLlib Algorithm checkpoint keeps its default module."""
+    module.save_to_path(str(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy"))
+
+
 def fake_run(folder: pathlib.Path, modules, *, experiment: str, probe_stream: bool = False,
              smoke: bool = False) -> str:
     """Checkpoint N (iteration N, 100 N env steps) keeps modules[N-1] where an Algorithm keeps its module.
@@ -35,6 +40,6 @@ def fake_run(folder: pathlib.Path, modules, *, experiment: str, probe_stream: bo
         run.log_metrics({"training_iteration": iteration, "num_env_steps_sampled_lifetime": 100 * iteration,
                          "env_runners": {"episode_return_mean": float(iteration)}})
         with run.checkpoint(iteration=iteration, env_steps=100 * iteration) as checkpoint:
-            module.save_to_path(str(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy"))
+            save_in_checkpoint(module, checkpoint)
     run.finish("completed")
     return RUN_ID
