@@ -12,6 +12,7 @@ Layout of one run (see docs/harness.md):
     <results-root>/[smoke/]<run-id>/run_manifest.json    provenance and status (committed)
     <results-root>/[smoke/]<run-id>/summary.json         compact curves (committed)
     <artifacts-root>/[smoke/]<run-id>/metrics.jsonl      every result row (git-ignored)
+    <artifacts-root>/[smoke/]<run-id>/tensorboard/       the rows as TensorBoard events (a view: run/tensorboard_events.py)
     <artifacts-root>/[smoke/]<run-id>/checkpoints/...    checkpoints, Tune storage
 """
 
