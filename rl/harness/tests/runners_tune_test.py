@@ -3,7 +3,10 @@
 import json
 import signal
 
-from rl.harness.run import records, seeding
+from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+from rl.harness.run import records, seeding, tensorboard_events
+from rl.harness.run.metric_keys import ENV_STEPS, ITERATION
 from rl.harness.run.status import parse_time
 from rl.harness.tests import run_helpers
 
@@ -51,6 +54,16 @@ def test_a_tune_run_streams_metrics_stops_on_sigterm_and_resumes_each_trial(tmp_
     for trial_id, rows in by_trial.items():
         start = checkpointed.get(trial_id, 0) + 1
         assert [row["training_iteration"] for row in rows] == list(range(start, ITERATIONS + 1))
+    # TensorBoard: a folder per trial, in the first run's folder, the resumed run's rows after the first run's.
+    events = tmp_path / "a" / "first" / tensorboard_events.EVENTS_DIR
+    assert second["paths"]["tensorboard"] == str(events)
+    for trial_id in {row["trial_id"] for row in first_rows}:
+        accumulator = EventAccumulator(str(events / trial_id), size_guidance={SCALARS: 0})
+        accumulator.Reload()
+        rows = [row for run_id in ("first", "second") for row in run_helpers.metrics_rows(tmp_path / "a" / run_id)
+                if row["trial_id"] == trial_id]
+        assert [(event.step, event.value) for event in accumulator.Scalars(ITERATION)] == [
+            (row[ENV_STEPS], row[ITERATION]) for row in rows]
     # Streamed as results arrived: consecutive rows of a trial are apart by about that iteration's
     # training time (written all at once at the end, they would be microseconds apart).
     gaps = [(parse_time(later["harness/logged_at"]) - parse_time(earlier["harness/logged_at"]),
