@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Optional
 
 from rl.harness.run.context import RunContext
+from rl.harness.training import episode_metrics
 from rl.harness.training.hardware import HardwareProfile, SamplingPlan
 from rl.harness.training.sampling_connectors import connector_pipelines, use_fast_connectors
 
@@ -59,12 +60,23 @@ def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):
 
     The one place the harness writes placement and seed into a config (every runner calls it);
     single-agent configs also get the fast EnvRunner connector pipelines (sampling_connectors.py),
-    each unless the config adds pieces of its own to it.
+    each unless the config adds pieces of its own to it, and episode metrics that count the env's
+    steps (episode_metrics.py).
     """
     config = config.copy(copy_frozen=False)
     profile.apply_to(config, plan)
     use_fast_connectors(config)
+    if not config.is_multi_agent:
+        add_callback(config, episode_metrics.ON_SAMPLE_END, episode_metrics.copy_cut_chunks)
     return config.debugging(seed=seed)
+
+
+def add_callback(config, event: str, function) -> None:
+    """Adds `function` to `config`'s callables for RLlib's `event` (e.g. "on_train_result"), after the recipe's; once."""
+    existing = getattr(config, f"callbacks_{event}")
+    existing = [] if existing is None else list(existing) if isinstance(existing, (list, tuple)) else [existing]
+    if function not in existing:
+        config.callbacks(**{event: [*existing, function]})
 
 
 def prepare_config(context: RunContext, config, seed, *, parallel_envs: Optional[int] = None,

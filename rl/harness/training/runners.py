@@ -240,9 +240,8 @@ def _record_node_id(*, result, **_):
 
 def _with_node_ids(config):
     """`config` whose results name their node, after any on_train_result callables of the recipe's."""
-    existing = config.callbacks_on_train_result
-    existing = [] if existing is None else list(existing) if isinstance(existing, (list, tuple)) else [existing]
-    return config.callbacks(on_train_result=[*existing, _record_node_id])
+    configs.add_callback(config, "on_train_result", _record_node_id)
+    return config
 
 
 def _trial_table(result_grid, artifacts_dir) -> list[dict]:
