@@ -41,8 +41,8 @@ def _train() -> tuple[list[dict], list[dict]]:
 
         trainer.env_runner.get_metrics = recording_get_metrics
         updates = list(trainer.train(runners.StopRule(training_iterations=ITERATIONS)))
-    losses = [{key: in_process.scalar(value) for key, value in update.result[DEFAULT_MODULE_ID].items() if "loss" in key}
-              for update in updates]
+    losses = [{key: in_process.scalar(value) for key, value in update.result[DEFAULT_MODULE_ID].items()
+               if "loss" in key} for update in updates]
     return reported, losses
 
 

@@ -72,7 +72,7 @@ def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):
 
 
 def add_callback(config, event: str, function) -> None:
-    """Adds `function` to `config`'s callables for RLlib's `event` (e.g. "on_train_result"), after the recipe's; once."""
+    """Adds `function` once to `config`'s callables for RLlib's `event` ("on_train_result"), after the recipe's."""
     existing = getattr(config, f"callbacks_{event}")
     existing = [] if existing is None else list(existing) if isinstance(existing, (list, tuple)) else [existing]
     if function not in existing:
