@@ -91,9 +91,11 @@ def training_curve(rows: list[dict], scale: ScoreScale) -> dict:
             "final_return": final, "final_normalised_return": normalised_interval(final, scale)}
 
 
-def evaluate(module, *, num_episodes: int, seed: np.random.SeedSequence, stochastic: bool) -> dict:
-    """Fresh episodes of `module`: value and episode return with 95 % intervals, raw and normalised."""
-    played = collect_rollouts(module, task.ControlledEnv(), num_episodes=num_episodes, max_steps=HORIZON, seed=seed,
+def evaluate(module, *, num_episodes: int, seed: np.random.SeedSequence, stochastic: bool,
+             env_config: dict | None = None) -> dict:
+    """Fresh episodes of `module` in the env of `env_config` (the run's; None: the agents' observation):
+    value and episode return with 95 % intervals, raw and normalised."""
+    played = collect_rollouts(module, task.ControlledEnv(env_config), num_episodes=num_episodes, max_steps=HORIZON, seed=seed,
                               batch_size=256, policy="final", stochastic=stochastic, record_activations=False,
                               show_progress=False)
     valid = played.valid()
@@ -143,9 +145,9 @@ def final_policy(run_id: str, roots: list[str]):
     return found, load_rl_module(found.checkpoints[-1].path)
 
 
-def score_run(context, rows: list[dict]) -> dict:
-    """Scores of the run's last checkpoint and its training curve (`rows`: context.metrics()); writes
-    SCORES_FILE and FIGURE_FILE with context.write_output, so the manifest lists them."""
+def score_run(context, rows: list[dict], env_config: dict) -> dict:
+    """Scores of the run's last checkpoint and its training curve (`rows`: context.metrics(); `env_config`:
+    the run's config's); writes SCORES_FILE and FIGURE_FILE with context.write_output, so the manifest lists them."""
     found = from_context(context)
     module = load_rl_module(found.checkpoints[-1].path)
     return_scale = scales()["episode_return"]
@@ -155,7 +157,8 @@ def score_run(context, rows: list[dict]) -> dict:
         "references": references_record(),
         "checkpoint": found.checkpoints[-1].name,
         "training": training_curve(rows, return_scale),
-        "evaluation": {mode: evaluate(module, num_episodes=episodes, seed=seed, stochastic=mode == "sampled")
+        "evaluation": {mode: evaluate(module, num_episodes=episodes, seed=seed, stochastic=mode == "sampled",
+                                      env_config=env_config)
                        for mode in ("sampled", "greedy")},
     }
     context.write_output(SCORES_FILE, scores)

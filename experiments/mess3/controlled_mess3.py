@@ -38,6 +38,9 @@ X, A = 0.05, 0.85
 # the belief is filtered with, so without it the belief would not be a function of the inputs.
 ENV_KWARGS = {"x": X, "a": A, "episode_length": 64, "observation": ("tokens", "previous_action"),
               "history_length": 1, **CONTROL_DEFAULTS}
+# The oracle's observation (oracle_belief.py): the exact belief over the current hidden state, all
+# that the belief-optimal reference acts on, so memory is given rather than learned.
+BELIEF_OBSERVATION = ("belief",)
 ENV_NAME = "experiments.mess3/controlled_mess3"
 # Envs stepping together (the policy's forward pass batched over them): a train batch of 2048
 # (smoke 1024) is 32 envs x 64 (32) steps, so a full batch holds 32 whole 64-step episodes.
@@ -45,29 +48,39 @@ PARALLEL_ENVS = 32
 
 
 def make_env(env_config=None) -> gymnasium.Env:
-    """The controlled Mess3 env of this study (RLlib passes an EnvContext; nothing in it is read)."""
-    return mess3_env("control", **ENV_KWARGS)
+    """The controlled Mess3 env of this study; `env_config` (RLlib's EnvContext) may change only its observation.
+
+    The dynamics and rewards stay ENV_KWARGS' so that every run is scored on the same references.
+    """
+    changed = dict(env_config or {})
+    if set(changed) - {"observation"}:
+        raise ValueError(f"env_config keys {sorted(set(changed) - {'observation'})}: only 'observation' may differ "
+                         "between this study's runs (the references are those of ENV_KWARGS)")
+    return mess3_env("control", **{**ENV_KWARGS, **changed})
 
 
 register_env(ENV_NAME, make_env)
 
 # -- agent -----------------------------------------------------------------------------------------
 
+# The MLP of the memoryless and oracle agents; one encoder, as the Transformer agent.
+MLP_MODEL_CONFIG = {"hidden_sizes": (64, 64), "vf_share_layers": True}
 # Small enough to train on two CPU cores; one shared encoder (the value loss shapes it too).
 MODEL_CONFIG = {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 64, "memory_len": 16,
                 "max_seq_len": 16, "vf_share_layers": True}
 
 
 def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerModel, model_config=None,
-               learner_class=ActorCriticPPOTorchLearner, learner_config=None, vf_loss_coeff: float = 0.5):
+               learner_class=ActorCriticPPOTorchLearner, learner_config=None, vf_loss_coeff: float = 0.5,
+               observation: tuple[str, ...] = ENV_KWARGS["observation"]):
     """PPO (or a PPO-based `algorithm` such as PPGConfig) on ENV_NAME with a TransformerModel-based module.
 
     The variants swap parts: iqn_critic the module and learner, ppg the algorithm and module
-    (`learner_class=None` keeps the algorithm's own Learner).
+    (`learner_class=None` keeps the algorithm's own Learner), oracle_belief the module and observation.
     """
     config = (
         algorithm()
-        .environment(ENV_NAME)
+        .environment(ENV_NAME, env_config={"observation": tuple(observation)})
         .rl_module(rl_module_spec=RLModuleSpec(module_class=module_class,
                                                model_config=dict(model_config or MODEL_CONFIG)))
         .training(
@@ -128,12 +141,18 @@ class PassiveContexts:
 
 
 class ControlledEnv:
-    """An EnvAdapter: episodes the policy plays in the controlled env; the target is the exact belief."""
+    """An EnvAdapter: episodes the policy plays in the controlled env; the target is the exact belief.
+
+    `env_config`: the run's (its config's `env_config`), so the policy sees what it was trained on.
+    """
 
     name = f"controlled_mess3(x={X},a={A},episode_length={ENV_KWARGS['episode_length']})"
 
+    def __init__(self, env_config=None):
+        self.env_config = dict(env_config or {})
+
     def make_env(self) -> gymnasium.Env:
-        return make_env()
+        return make_env(self.env_config)
 
     def diagnostics(self, env, info):
         return {"belief": np.asarray(info["belief"]), "hidden_state": np.asarray(info["state"])}

@@ -14,9 +14,7 @@ from experiments.mess3 import controlled_mess3 as task
 from experiments.mess3 import study
 from rl.learners.models import MLPModel
 
-MODEL_CONFIG = {"hidden_sizes": (64, 64), "vf_share_layers": True}  # one encoder, as the Transformer agent
-
 
 def run(context):
-    config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=MODEL_CONFIG)
+    config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=task.MLP_MODEL_CONFIG)
     return study.run(context, config, budget=study.MAIN_JOB, random_network=None)

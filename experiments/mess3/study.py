@@ -59,7 +59,7 @@ def run(context, config, *, budget: Budget, random_network: Optional[Callable[[i
               f" `bazel run //rl/analysis:probe -- {context.run_id}`")
         return trained
     rows = context.metrics()  # read once, for both stages
-    outcome = {**trained, "scores": control_scores.score_run(context, rows)}
+    outcome = {**trained, "scores": control_scores.score_run(context, rows, config.env_config)}
     if random_network is not None:
         seeds = context.seeds.integers("random_networks", budget.random_networks(context.smoke))
         comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke),

@@ -11,6 +11,7 @@ import pytest
 
 from experiments.common import smoke
 from experiments.mess3 import belief_geometry, control_scores
+from rl.analysis.checkpoints import load_rl_module
 from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS
 
 # At the defaults (gamma 0.9, 64 steps): passive earns 1/3 a step, value (1/3)(1 - 0.9^64)/0.1 = 3.3294
@@ -71,11 +72,19 @@ def test_the_smoke_run_trains_checkpoints_and_probes(recipe, tmp_path):
     assert "results: " in run.stdout and smoke.RUN_ID in run.stdout  # it says where its results are
 
 
-def test_the_memoryless_agent_smoke_run_trains_and_scores(tmp_path):
-    run = smoke.run_smoke("experiments/mess3/memoryless_agent", "experiments.mess3.memoryless_agent", tmp_path)
+# What each MLP agent observes: the last token's one-hot (3) and the previous action's (4), or the
+# exact belief over Mess3's 3 states.
+MLP_OBSERVATION_SIZES = {"memoryless_agent": 3 + 4, "oracle_belief": 3}
+
+
+@pytest.mark.parametrize("recipe", sorted(MLP_OBSERVATION_SIZES))
+def test_the_mlp_agents_smoke_runs_train_and_score_on_what_they_observe(recipe, tmp_path):
+    run = smoke.run_smoke(f"experiments/mess3/{recipe}", f"experiments.mess3.{recipe}", tmp_path)
     assert run.manifest["status"] == "completed"
     assert [c["iteration"] for c in run.manifest["checkpoints"]] == [0, 1, 2, 3]
     assert "probe_r2" not in run.summary["outcome"]  # an MLP has no residual stream over time
+    last = run.artifacts_dir / run.manifest["checkpoints"][-1]["path"]
+    assert load_rl_module(last).observation_space.shape == (MLP_OBSERVATION_SIZES[recipe],)
     _check_scores(run)
 
 

@@ -5,6 +5,9 @@ import types
 from experiments.mess3 import study
 
 
+_CONFIG = types.SimpleNamespace(env_config={})
+
+
 def _context(stop_requested: bool):
     return types.SimpleNamespace(run_id="r1", smoke=True, results_dir="results/r1",
                                  recorder=types.SimpleNamespace(stop_requested=stop_requested),
@@ -14,8 +17,8 @@ def _context(stop_requested: bool):
 def test_a_stop_during_training_skips_scoring_and_probing_and_names_the_probe_command(monkeypatch, capsys):
     analysed = []
     monkeypatch.setattr(study, "train", lambda context, config, env_steps: {"env_steps": env_steps})
-    monkeypatch.setattr(study.control_scores, "score_run", lambda context, rows: analysed.append("scores"))
-    outcome = study.run(_context(stop_requested=True), config=None, budget=study.MAIN_JOB, random_network=None)
+    monkeypatch.setattr(study.control_scores, "score_run", lambda context, rows, env_config: analysed.append("scores"))
+    outcome = study.run(_context(stop_requested=True), config=_CONFIG, budget=study.MAIN_JOB, random_network=None)
     assert outcome == {"env_steps": study.MAIN_JOB.smoke_env_steps} and analysed == []
     assert "bazel run //rl/analysis:probe -- r1" in capsys.readouterr().out
 
@@ -23,6 +26,6 @@ def test_a_stop_during_training_skips_scoring_and_probing_and_names_the_probe_co
 def test_without_a_stop_the_scores_see_the_rows_read_once(monkeypatch):
     seen = []
     monkeypatch.setattr(study, "train", lambda context, config, env_steps: {"env_steps": env_steps})
-    monkeypatch.setattr(study.control_scores, "score_run", lambda context, rows: seen.append(rows) or {"value": 1})
-    outcome = study.run(_context(stop_requested=False), config=None, budget=study.MAIN_JOB, random_network=None)
+    monkeypatch.setattr(study.control_scores, "score_run", lambda context, rows, env_config: seen.append(rows) or {"value": 1})
+    outcome = study.run(_context(stop_requested=False), config=_CONFIG, budget=study.MAIN_JOB, random_network=None)
     assert outcome["scores"] == {"value": 1} and seen == [[{"training_iteration": 1}]]
