@@ -9,8 +9,9 @@ gamma 0.9): at the defaults the best memoryless policy (last token and previous 
 passive, and the belief-optimal policy earns 3.510 vs 3.329 in gamma-0.9 value from the start
 and 30.59 vs 21.33 per episode (rl/envs/README.md). Scores are normalised between the best
 memoryless policy (0) and the belief-optimal one (1), on two measures:
-- `value`: the gamma-0.9 discounted return from the start, what PPO maximises and what the
-  references are optimal for; the headline ("beats the best memoryless value"). Per episode its
+- `value`: the gamma-0.9 discounted return from the start, what the references are optimal for
+  and, for an agent on the belief, PPO's optimum too (README.md, "The oracle rung"); the
+  headline ("beats the best memoryless value"). Per episode its
   standard deviation is about 2.9 against a gap of 0.18, so it takes thousands of episodes.
 - `episode_return`: the undiscounted 64-step return, the quantity of the learning curves.
   Read it with care: a policy optimal for gamma 1 earns more per episode (35.9) than the

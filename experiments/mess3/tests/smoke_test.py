@@ -74,7 +74,7 @@ def test_the_smoke_run_trains_checkpoints_and_probes(recipe, tmp_path):
 
 # What each MLP agent observes: the last token's one-hot (3) and the previous action's (4), or the
 # exact belief over Mess3's 3 states.
-MLP_OBSERVATION_SIZES = {"memoryless_agent": 3 + 4, "oracle_belief": 3}
+MLP_OBSERVATION_SIZES = {"memoryless_agent": 3 + 4, "oracle_belief": 3, "oracle_belief_separate_critic": 3}
 
 
 @pytest.mark.parametrize("recipe", sorted(MLP_OBSERVATION_SIZES))
