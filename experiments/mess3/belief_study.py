@@ -5,7 +5,9 @@
     ./bazelw run //experiments/mess3:belief_study -- --resume <study-id>  # after a stop: finished runs stay
 
 Every member is the agent's ordinary recipe run with `--seed <seed>`; the scores are paths into
-what `study.run` returns (summary.json's outcome): the normalised gamma-0.9 value of the final
+what `study.run` returns (summary.json's outcome). The oracle rung is the same PPO on the exact
+belief with its own value network (oracle_belief_separate_critic: the shared critic held the
+oracle at 0.6-0.95, README.md). Scores: the normalised gamma-0.9 value of the final
 policy, greedy and sampled (control_scores: 0 = best memoryless, 1 = belief-optimal), its
 normalised episode return, and the held-out R^2 of the belief probe in block 1 against random
 networks of the same architecture (belief_geometry). reward_only - memoryless_agent is the paired
@@ -17,7 +19,8 @@ from rl.harness.study import Score, Study
 _PROBE = "probe_r2.{distribution}.residual_1.{which}"
 
 STUDY = Study(
-    agents={
+    agents={  # cheapest first: a stopped study has its baselines
+        "oracle_belief": "experiments.mess3.oracle_belief_separate_critic",
         "memoryless": "experiments.mess3.memoryless_agent",
         "reward_only": "experiments.mess3.reward_only",
         "next_token_aux": "experiments.mess3.next_token_aux",
@@ -32,5 +35,5 @@ STUDY = Study(
                 _PROBE.format(distribution=distribution, which=which))
           for distribution in ("uniform_contexts", "process_rollouts") for which in ("trained", "random_mean")),
     ),
-    pairs=(("reward_only", "memoryless"), ("next_token_aux", "reward_only")),
+    pairs=(("reward_only", "memoryless"), ("oracle_belief", "reward_only"), ("next_token_aux", "reward_only")),
 )
