@@ -17,6 +17,8 @@ for the belief: PPO on the reward alone.
 
 from __future__ import annotations
 
+from typing import Any, Mapping, Optional
+
 import gymnasium
 import numpy as np
 from ray.rllib.algorithms.ppo import PPOConfig
@@ -70,27 +72,46 @@ MODEL_CONFIG = {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 6
                 "max_seq_len": 16, "vf_share_layers": True}
 
 
+# What `--set` may change in a recipe (rl/harness/run/hyperparameters.py): PPO's settings in every
+# Mess3 recipe that declares them, the Transformer's size in those with a Transformer. The scores
+# stay on the task's gamma 0.9 (control_scores) whatever ppo/gamma trains with.
+PPO_HYPERPARAMETERS = {"ppo/lr": 1e-3, "ppo/gamma": 0.9, "ppo/lambda": 0.9, "ppo/entropy_coeff": 0.01,
+                       "ppo/num_epochs": 4}
+TRANSFORMER_HYPERPARAMETERS = {f"model/{key}": MODEL_CONFIG[key] for key in ("d_model", "n_heads", "n_layers")}
+
+
+def transformer_config(hyperparameters: Mapping[str, Any], base: Optional[Mapping[str, Any]] = None) -> dict:
+    """`base` (MODEL_CONFIG) with the model/* hyperparameters applied (the trained and the random networks')."""
+    sizes = {key: hyperparameters.get(f"model/{key}", value) for key, value in MODEL_CONFIG.items()
+             if f"model/{key}" in TRANSFORMER_HYPERPARAMETERS}
+    return {**(base or MODEL_CONFIG), **sizes}
+
+
 def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerModel, model_config=None,
                learner_class=ActorCriticPPOTorchLearner, learner_config=None, vf_loss_coeff: float = 0.5,
-               observation: tuple[str, ...] = ENV_KWARGS["observation"]):
+               observation: tuple[str, ...] = ENV_KWARGS["observation"],
+               hyperparameters: Optional[Mapping[str, Any]] = None):
     """PPO (or a PPO-based `algorithm` such as PPGConfig) on ENV_NAME with a TransformerModel-based module.
 
     The variants swap parts: iqn_critic the module and learner, ppg the algorithm and module
     (`learner_class=None` keeps the algorithm's own Learner), oracle_belief the module and observation.
+    `hyperparameters` (a run's `context.hyperparameters`) may change the ppo/* settings.
     """
+    ppo = {**PPO_HYPERPARAMETERS, **{key: value for key, value in (hyperparameters or {}).items()
+                                     if key in PPO_HYPERPARAMETERS}}
     config = (
         algorithm()
         .environment(ENV_NAME, env_config={"observation": tuple(observation)})
         .rl_module(rl_module_spec=RLModuleSpec(module_class=module_class,
                                                model_config=dict(model_config or MODEL_CONFIG)))
         .training(
-            lr=1e-3,
-            gamma=0.9,  # the reward is immediate; the tilt pays over the next few steps
-            lambda_=0.9,
+            lr=ppo["ppo/lr"],
+            gamma=ppo["ppo/gamma"],  # 0.9: the reward is immediate; the tilt pays over the next few steps
+            lambda_=ppo["ppo/lambda"],
             train_batch_size_per_learner=1024 if smoke else 2048,
             minibatch_size=256,  # a multiple of max_seq_len
-            num_epochs=4,
-            entropy_coeff=0.01,
+            num_epochs=ppo["ppo/num_epochs"],
+            entropy_coeff=ppo["ppo/entropy_coeff"],
             vf_loss_coeff=vf_loss_coeff,
         )
     )

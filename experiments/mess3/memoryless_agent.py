@@ -12,9 +12,13 @@ No probes: an MLP has no residual stream over time.
 
 from experiments.mess3 import controlled_mess3 as task
 from experiments.mess3 import study
+from rl.harness import Hyperparameters
 from rl.learners.models import MLPModel
+
+HYPERPARAMETERS = Hyperparameters(task.PPO_HYPERPARAMETERS)  # what --set may change
 
 
 def run(context):
-    config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=task.MLP_MODEL_CONFIG)
+    config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=task.MLP_MODEL_CONFIG,
+                             hyperparameters=context.hyperparameters)
     return study.run(context, config, budget=study.MAIN_JOB, random_network=None)

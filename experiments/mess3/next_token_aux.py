@@ -18,8 +18,11 @@ belief_geometry.json with reward_only's, at the same budget)?
 
 from experiments.mess3 import controlled_mess3 as task
 from experiments.mess3 import study
+from rl.harness import Hyperparameters
 from rl.learners import NextTokenAuxPPOLearner
 from rl.learners.models import NextTokenAuxHead, NextTokenAuxTransformerModel
+
+HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS})  # what --set may change
 
 NAMESPACE = NextTokenAuxHead.model_config_section
 MODEL_CONFIG = {**task.MODEL_CONFIG, NAMESPACE: {"num_tokens": 3}}  # Mess3's alphabet
@@ -28,17 +31,21 @@ MODEL_CONFIG = {**task.MODEL_CONFIG, NAMESPACE: {"num_tokens": 3}}  # Mess3's al
 LEARNER_CONFIG = {f"{NAMESPACE}/loss_coefficient": 0.5}
 
 
-def random_network(seed: int):
+def random_network(seed: int, model_config=None):
     """An untrained module of the trained class: its encoder is drawn before the head, as TransformerModel's."""
-    return task.build_random_network(seed, module_class=NextTokenAuxTransformerModel, model_config=MODEL_CONFIG)
+    return task.build_random_network(seed, module_class=NextTokenAuxTransformerModel,
+                                     model_config=model_config or MODEL_CONFIG)
 
 
 def run(context):
-    config = task.ppo_config(smoke=context.smoke, module_class=NextTokenAuxTransformerModel, model_config=MODEL_CONFIG,
-                             learner_class=NextTokenAuxPPOLearner, learner_config=LEARNER_CONFIG)
+    model_config = task.transformer_config(context.hyperparameters, MODEL_CONFIG)
+    config = task.ppo_config(smoke=context.smoke, module_class=NextTokenAuxTransformerModel, model_config=model_config,
+                             learner_class=NextTokenAuxPPOLearner, learner_config=LEARNER_CONFIG,
+                             hyperparameters=context.hyperparameters)
     metrics = f"learners/default_policy/{NAMESPACE}"
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/accuracy")
-    return study.run(context, config, budget=study.MAIN_JOB, random_network=random_network)
+    return study.run(context, config, budget=study.MAIN_JOB,
+                     random_network=lambda seed: random_network(seed, model_config))
 
 
 def probe_plan(smoke: bool):

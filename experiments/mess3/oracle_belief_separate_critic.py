@@ -11,12 +11,15 @@ shapes the layers the policy reads. At 2^18 env steps this lifted the greedy pol
 
 from experiments.mess3 import controlled_mess3 as task
 from experiments.mess3 import study
+from rl.harness import Hyperparameters
 from rl.learners.models import MLPModel
+
+HYPERPARAMETERS = Hyperparameters(task.PPO_HYPERPARAMETERS)  # what --set may change
 
 MODEL_CONFIG = {**task.MLP_MODEL_CONFIG, "vf_share_layers": False}
 
 
 def run(context):
     config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=MODEL_CONFIG,
-                             observation=task.BELIEF_OBSERVATION)
+                             observation=task.BELIEF_OBSERVATION, hyperparameters=context.hyperparameters)
     return study.run(context, config, budget=study.MAIN_JOB, random_network=None)

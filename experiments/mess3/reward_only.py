@@ -13,6 +13,9 @@ Results: results/[smoke/]<run-id>/.
 
 from experiments.mess3 import controlled_mess3 as task
 from experiments.mess3 import study
+from rl.harness import Hyperparameters
+
+HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS})
 
 
 def train(context, *, env_steps: int) -> dict:
@@ -21,8 +24,10 @@ def train(context, *, env_steps: int) -> dict:
 
 
 def run(context):
-    return study.run(context, task.ppo_config(smoke=context.smoke), budget=study.MAIN_JOB,
-                     random_network=task.build_random_network)
+    model_config = task.transformer_config(context.hyperparameters)
+    config = task.ppo_config(smoke=context.smoke, model_config=model_config, hyperparameters=context.hyperparameters)
+    return study.run(context, config, budget=study.MAIN_JOB,
+                     random_network=lambda seed: task.build_random_network(seed, model_config=model_config))
 
 
 def probe_plan(smoke: bool):
