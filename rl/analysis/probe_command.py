@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 from typing import Optional
 
@@ -130,11 +131,23 @@ def main(argv: Optional[list[str]] = None) -> int:
     hardware.apply_process_settings(hardware.choose_profile("cpu", hardware.detect_machine()))
     if options.checkpoints == "last":
         found = dataclasses.replace(found, checkpoints=found.checkpoints[-1:])
-    results = probing.probe_checkpoints(found, plan, seed=seed, module_id=options.module_id,
-                                        show_progress=not options.no_progress)
-    outputs = probing.probe_outputs(found, results, seed, rows=probing.metrics_rows(found),
-                                    from_source=bool(os.environ.get(FROM_SOURCE_ENV)))
-    for path in write_outputs(found, outputs):
+    stopped_by = {}
+
+    def stop(number, frame):  # SIGTERM as Ctrl-C: end at once, before any file is written
+        stopped_by["signal"] = number
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        results = probing.probe_checkpoints(found, plan, seed=seed, module_id=options.module_id,
+                                            show_progress=not options.no_progress)
+        outputs = probing.probe_outputs(found, results, seed, rows=probing.metrics_rows(found),
+                                        from_source=bool(os.environ.get(FROM_SOURCE_ENV)))
+    except KeyboardInterrupt:
+        number = stopped_by.get("signal", signal.SIGINT)
+        print(f"probe: {signal.Signals(number).name}: stopped before writing anything; run {options.run_id} is as it"
+              " was; probe it again to finish", file=sys.stderr)
+        return 128 + number
+    for path in write_outputs(found, outputs):  # each file atomically: a signal here leaves whole files only
         print(f"wrote {path}")
     return 0
 

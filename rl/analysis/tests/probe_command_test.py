@@ -93,3 +93,27 @@ def test_bad_runs_exit_2_with_the_fix(tmp_path, capsys, experiment, message, mon
     assert message in capsys.readouterr().err
     assert probe_command.main(["20990101T000000Z-000000", "--results-dir", str(tmp_path)]) == 2
     assert "rl-harness runs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("signal_name, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_probing_stops_it_in_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch, signal_name,
+                                                                       status):
+    import os
+    import signal
+
+    run_id = fake_run(tmp_path / "exp", _modules(1), experiment="rl.analysis.tests.probe_recipe")
+    results = tmp_path / "exp" / "results" / run_id
+    before = sorted(path.name for path in results.iterdir())
+
+    def signalled(*args, **kwargs):
+        os.kill(os.getpid(), getattr(signal, signal_name))  # as if typed while the first checkpoint is probed
+        raise AssertionError("the signal did not stop probing")
+    monkeypatch.setattr(probing, "probe_checkpoints", signalled)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert probe_command.main([run_id, "--results-dir", str(tmp_path), "--no-progress"]) == status
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and f"probe: {signal_name}: stopped before writing anything" in error[0]
+    assert sorted(path.name for path in results.iterdir()) == before
