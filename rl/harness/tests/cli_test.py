@@ -60,7 +60,8 @@ def test_a_completed_run_records_full_provenance(roots, monkeypatch):
     summary = json.loads((results / "first" / records.SUMMARY_FILE).read_text())
     assert summary["rows"] == 5 and summary["metrics"]["fake/loss"]["points"] == 5
     assert summary["metrics"]["num_env_steps_sampled_lifetime"]["last"] == 500
-    assert summary["outcome"] == {"iterations": 5, "env_steps": 500, "last_loss": rows[-1]["fake/loss"]}
+    assert summary["outcome"] == {"iterations": 5, "env_steps": 500, "last_loss": rows[-1]["fake/loss"],
+                                  "niceness": os.getpriority(os.PRIO_PROCESS, 0)}
     assert not any(path.name.startswith(".tmp-") for path in results.rglob("*"))
 
 

@@ -58,4 +58,5 @@ def run(context):
         time.sleep(sleep_s)
     if saved != iteration:
         _save(context, iteration, env_steps)
-    return {"iterations": iteration, "env_steps": env_steps, "last_loss": loss}
+    return {"iterations": iteration, "env_steps": env_steps, "last_loss": loss,
+            "niceness": os.getpriority(os.PRIO_PROCESS, 0)}  # the study tests: a member keeps the user's priority

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import signal
 
 from rl.harness.run import records
@@ -34,6 +35,8 @@ def test_trials_run_at_once_and_a_failed_member_is_recorded_and_named(tmp_path):
     spans = [(parse_time(members[("first", seed)]["started_at"]), parse_time(members[("first", seed)]["ended_at"]))
              for seed in (0, 1)]
     assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1], spans  # the two runs overlapped in time
+    outcome = json.loads((tmp_path / "results" / members[("first", 0)]["runs"][0] / "summary.json").read_text())
+    assert outcome["outcome"]["niceness"] == os.getpriority(os.PRIO_PROCESS, 0)  # not Ray's worker niceness 15
     assert members[("first", 1)]["status"] == "failed"
     assert "fake failure at iteration 2" in members[("first", 1)]["error"]
     found = json.loads((tmp_path / "results" / "studies" / "par" / summary.SUMMARY_JSON).read_text())

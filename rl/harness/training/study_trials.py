@@ -33,6 +33,7 @@ from ray import tune
 from rl.harness.training import lifecycle
 
 POLL_S = 0.5  # how often a trial looks at its child and at the stop flag
+WORKER_NICENESS_ENV = "RAY_worker_niceness"  # Ray's override of its RayConfig value
 _STOP_FLAG_NAMESPACE = "rl_harness_study"
 
 
@@ -101,6 +102,9 @@ def run_trials(trials: list[MemberTrial], *, ray_address: Optional[str], num_cpu
     """
     started = not ray.is_initialized()
     if started:
+        # Ray starts its workers at niceness 15 (RayConfig worker_niceness), and each member's run is a
+        # child of one: the runs are the study's work, so they keep the user's priority.
+        os.environ.setdefault(WORKER_NICENESS_ENV, "0")
         lifecycle.init_ray(ray_address, num_cpus)
     on_ray_started()
     flag_name = f"stop-{storage.name}-{os.getpid()}"
