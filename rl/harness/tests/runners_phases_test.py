@@ -18,6 +18,7 @@ PHASES = {
     "building the algorithm": ([], []),
     "training": ([1], [1]),  # that iteration finishes, then the final checkpoint
     "checkpointing": ([1, 2], [2]),  # the checkpoint of iteration 2 (every 2) completes
+    "after training": ([1, 2, 3, 4], [2, 4]),  # trained to the end; the signal meets the stages after Ray
 }
 
 

@@ -42,6 +42,8 @@ PHASES = {
     "building the algorithm": (AlgorithmConfig, "build_algo", False),
     "training": (Algorithm, "train", False),
     "checkpointing": (Algorithm, "save_to_path", False),
+    # Training is over and Ray shut down: where a recipe's later stages (scoring, probing) run.
+    "after training": (session.RunSession, "set_summary_section", False),
 }
 
 

@@ -143,6 +143,9 @@ def ray_cluster(context: RunContext) -> Iterator[HardwareProfile]:
     finally:
         if started:
             ray.shutdown()
+            # Ray's shutdown hands SIGTERM back to the default action: a SIGTERM in the stages after
+            # training (scoring, probing) then killed the run unrecorded (runners_phases_test, "after training").
+            context.recorder.reclaim()
 
 
 # -- train and checkpoint: one algorithm -----------------------------------------------------------
