@@ -1,4 +1,4 @@
-"""The reference solver on the classic POMDP files against SARSOP: `bazel run //rl/envs:bench_solvers`.
+"""The reference solver on the classic POMDP files, or on a folder of them, against SARSOP: `bazel run //rl/envs:bench_solvers`.
 
 Prints one JSON object: {"files": {"<file name>": {"lower", "upper", "seconds", "peak_mib",
 "sarsop_lower", "sarsop_upper", "rollout_mean", "rollout_standard_error", "rollout_episodes",
@@ -11,23 +11,35 @@ Run it on one core: `OMP_NUM_THREADS=1 ./bazelw run //rl/envs:bench_solvers`.
 SARSOP's figures (`pomdpsol --timeout 60`, lower and upper bound at the start belief) are those
 of ../shared/reference/pomdp/README.md, measured on a 2-core machine of this kind; machine.POMDP
 has none (its references are the shared notes' bounds 373.37 and 661.86).
+
+Collection mode, `--collection DIR --budget-s 30` (a folder of .POMDP files, e.g. Cassandra's
+collection: rl/envs/README.md says how to fetch it): every file, in name order, with the same
+figures plus its size, `parse_seconds`, `trials`, `relative_gap` (gap over the larger |bound|),
+`seconds_to_relative_gap_1e3` and `trials_to_relative_gap_1e3` (null if not reached) and, where
+testdata/sarsop_collection_30s.json has SARSOP's 30 s figures for a file with the same md5,
+`sarsop_lower`, `sarsop_upper` and `lower_below_sarsop_percent` (100 (L_sarsop - L) / |L_sarsop|).
+A file that does not load, or has discount 1, gets {"error": ...}. Policies are rolled out only
+where an episode needs at most --max-rollout-steps steps (discount 0.99999 would take millions).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing
 import os
 import pathlib
 import resource
 import sys
+import time
 
 from rl.envs.benchmarks.run_info import run_info
 from rl.envs.pomdp import load_pomdp
-from rl.envs.solvers import rollout_value, solve_pomdp
+from rl.envs.solvers import rollout_horizon, rollout_value, solve_pomdp
 
 TESTDATA = pathlib.Path(__file__).resolve().parent.parent / "testdata"
+SARSOP_COLLECTION = TESTDATA / "sarsop_collection_30s.json"
 SARSOP_60S = {  # file: (lower, upper)
     "tiger.95.POMDP": (19.3711, 19.3721),
     "4x3.95.POMDP": (1.88988, 1.89085),
@@ -74,25 +86,111 @@ def _solve(name: str, budget: float, episodes: int) -> dict:
     }
 
 
-def _solve_in_child(arguments, results) -> None:
-    results.put(_solve(*arguments))
+def _relative_gap(bounds) -> float:
+    """(upper - lower) / max(|lower|, |upper|) of a solution or trace point."""
+    return (bounds.upper - bounds.lower) / max(abs(bounds.lower), abs(bounds.upper), 1e-12)
+
+
+def _solve_collection_file(path: pathlib.Path, budget: float, episodes: int, max_rollout_steps: int) -> dict:
+    started = time.perf_counter()
+    try:
+        pomdp = load_pomdp(path)
+    except Exception as error:  # any reader error is a figure of the collection, not a crash of the benchmark
+        return {"error": f"{type(error).__name__}: {error}"}
+    figures = {
+        "states": pomdp.num_states,
+        "actions": pomdp.num_actions,
+        "observations": pomdp.num_observations,
+        "discount": pomdp.discount,
+        "parse_seconds": round(time.perf_counter() - started, 3),
+    }
+    if pomdp.discount >= 1.0:
+        return {**figures, "error": "discount 1: the solvers need discount < 1"}
+    solution = solve_pomdp(pomdp, time_budget=budget)
+    closed = [index for index, point in enumerate(solution.trace) if _relative_gap(point) <= 1e-3]
+    figures.update(
+        lower=solution.lower,
+        upper=solution.upper,
+        relative_gap=_relative_gap(solution),
+        seconds_to_relative_gap_1e3=round(solution.trace[closed[0]].seconds, 3) if closed else None,
+        trials_to_relative_gap_1e3=closed[0] if closed else None,
+        seconds=round(solution.seconds, 3),
+        trials=len(solution.trace) - 1,
+        alpha_vectors=solution.trace[-1].alpha_vectors,
+        upper_points=solution.trace[-1].upper_points,
+        peak_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    )
+    horizon = rollout_horizon(pomdp)
+    if horizon * episodes <= max_rollout_steps:
+        estimate = rollout_value(pomdp, solution.action, episodes=episodes, seed=0)
+        figures.update(
+            rollout_mean=estimate.mean,
+            rollout_standard_error=estimate.standard_error,
+            rollout_episodes=estimate.episodes,
+            rollout_horizon=estimate.horizon,
+            rollout_minus_lower_in_standard_errors=(estimate.mean - solution.lower) / max(estimate.standard_error, 1e-12),
+        )
+    else:
+        figures["rollout"] = f"skipped: {episodes} episodes of {horizon} steps exceed --max-rollout-steps"
+    return figures
+
+
+def sarsop_figures(path: pathlib.Path) -> dict | None:
+    """SARSOP's committed 30 s figures for this file (testdata/sarsop_collection_30s.json), if its md5 matches."""
+    reference = json.loads(SARSOP_COLLECTION.read_text())["files"].get(path.name)
+    if reference is None or reference["md5"] != hashlib.md5(path.read_bytes()).hexdigest():
+        return None
+    return reference
+
+
+def _solve_in_child(solve, arguments, results) -> None:
+    results.put(solve(*arguments))
+
+
+def _in_child(solve, arguments) -> dict:
+    """`solve(*arguments)` in a forked process of its own, so that its peak memory is its own."""
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_solve_in_child, args=(solve, arguments, results))
+    child.start()
+    figures = results.get()
+    child.join()
+    return figures
+
+
+def _collection(folder: pathlib.Path, budget: float, episodes: int, max_rollout_steps: int) -> dict:
+    paths = sorted(path for path in folder.iterdir() if path.suffix.lower() == ".pomdp")
+    if not paths:
+        raise SystemExit(f"--collection {folder}: no .POMDP files there; rl/envs/README.md says how to fetch them")
+    files = {}
+    for path in paths:
+        print(f"{path.name} ...", file=sys.stderr, flush=True)
+        figures = _in_child(_solve_collection_file, (path, budget, episodes, max_rollout_steps))
+        reference = sarsop_figures(path)
+        if reference is not None and "lower" in figures:
+            figures.update(
+                sarsop_lower=reference["lower"],
+                sarsop_upper=reference["upper"],
+                lower_below_sarsop_percent=100 * (reference["lower"] - figures["lower"]) / abs(reference["lower"]),
+            )
+        files[path.name] = figures
+    return files
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=float, default=60.0, help="seconds per file")
-    parser.add_argument("--episodes", type=int, default=1000, help="rollout episodes per file")
+    parser.add_argument("--budget-s", "--budget", dest="budget", type=float, default=60.0, help="seconds per file")
+    parser.add_argument("--episodes", type=int, help="rollout episodes per file (default 1000; 100 for a collection)")
     parser.add_argument("--files", nargs="*", default=list(SARSOP_60S), choices=list(SARSOP_60S))
+    parser.add_argument("--collection", type=pathlib.Path, help="a folder of .POMDP files to run instead of --files")
+    parser.add_argument("--max-rollout-steps", type=int, default=200_000, help="collection: episodes x horizon cap")
     arguments = parser.parse_args()
     load = os.getloadavg()[0]
-    context = multiprocessing.get_context("fork")
-    files = {}
-    for name in arguments.files:
-        results = context.Queue()
-        child = context.Process(target=_solve_in_child, args=((name, arguments.budget, arguments.episodes), results))
-        child.start()
-        files[name] = results.get()
-        child.join()
+    if arguments.collection is not None:
+        folder = pathlib.Path(os.environ.get("BUILD_WORKING_DIRECTORY", ".")) / arguments.collection
+        files = _collection(folder, arguments.budget, arguments.episodes or 100, arguments.max_rollout_steps)
+    else:
+        files = {name: _in_child(_solve, (name, arguments.budget, arguments.episodes or 1000)) for name in arguments.files}
     lines = [f"  {json.dumps(name)}: {json.dumps(figures)}" for name, figures in files.items()]
     rest = json.dumps({"budget_seconds": arguments.budget, **run_info(load)})[1:-1]
     print('{"files": {\n' + ",\n".join(lines) + "\n}, " + rest + "}")  # one line per file

@@ -22,7 +22,7 @@ from rl.envs.solvers.hmm_control import (
 from rl.envs.solvers.heuristic_search import BoundedSolution, TracePoint, solve_with_bounds
 from rl.envs.solvers.mdp import MDPSolution, QMDPPolicy, qmdp, require_discount_below_one, solve_fully_observable
 from rl.envs.solvers.point_based import PointBasedSolution, project_policy, solve_point_based
-from rl.envs.solvers.rollout import RolloutEstimate, rollout_value
+from rl.envs.solvers.rollout import RolloutEstimate, rollout_horizon, rollout_value
 
 __all__ = [
     "BeliefOptimalReference",
@@ -44,6 +44,7 @@ __all__ = [
     "project_policy",
     "qmdp",
     "require_discount_below_one",
+    "rollout_horizon",
     "rollout_value",
     "solve_fully_observable",
     "solve_point_based",

@@ -30,6 +30,18 @@ class RolloutEstimate:
     horizon: int
 
 
+def _largest_value(pomdp: FinitePOMDP) -> float:
+    """The largest absolute expected reward over 1 - discount: a bound on any policy's |value|."""
+    return float(np.abs(pomdp.expected_rewards).max()) / (1.0 - pomdp.discount)
+
+
+def rollout_horizon(pomdp: FinitePOMDP, tail_tolerance: float = 1e-3) -> int:
+    """The first horizon at which the rewards beyond it are worth at most `tail_tolerance` (steps per episode)."""
+    require_discount_below_one(pomdp, "rollout_horizon")
+    scale = _largest_value(pomdp)
+    return max(1, math.ceil(math.log(tail_tolerance / scale) / math.log(pomdp.discount))) if scale > 0 else 1
+
+
 def rollout_value(
     pomdp: FinitePOMDP,
     policy: Callable[[np.ndarray], int],
@@ -40,12 +52,11 @@ def rollout_value(
 ) -> RolloutEstimate:
     """Mean discounted return of `policy` (belief -> action) over `episodes` episodes seeded seed, seed + 1, ...
 
-    The horizon is the first at which the tail bound falls below `tail_tolerance`.
+    The horizon is `rollout_horizon(pomdp, tail_tolerance)`.
     """
     require_discount_below_one(pomdp, "rollout_value")
-    largest_reward = float(np.abs(pomdp.expected_rewards).max())
-    scale = largest_reward / (1.0 - pomdp.discount)
-    horizon = max(1, math.ceil(math.log(tail_tolerance / scale) / math.log(pomdp.discount))) if scale > 0 else 1
+    horizon = rollout_horizon(pomdp, tail_tolerance)
+    scale = _largest_value(pomdp)
     env = POMDPEnv(pomdp, observation="belief", episode_length=horizon)
     returns = np.empty(episodes)
     for episode in range(episodes):
