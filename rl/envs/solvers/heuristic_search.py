@@ -241,6 +241,13 @@ class _LowerBound:
         best = scores.argmax(axis=0)
         return scores[best, np.arange(len(best))], best
 
+    def add_many(self, vectors: np.ndarray, actions: np.ndarray) -> None:
+        """`add` for each row; the rows the set already dominates are screened out at once (most of a sweep's)."""
+        vectors, first = np.unique(vectors, axis=0, return_index=True)
+        dominated = np.any(np.all(self.vectors[None] >= vectors[:, None], axis=2), axis=1)
+        for vector, action in zip(vectors[~dominated], actions[first[~dominated]]):
+            self.add(vector, int(action))
+
     def add(self, vector: np.ndarray, action: int) -> None:
         """Adds `vector` unless another dominates it everywhere; drops the vectors it dominates."""
         vectors = self.vectors
@@ -470,8 +477,8 @@ class _Search:
         values = np.einsum("nas,ns->na", vectors, beliefs)
         actions = values.argmax(axis=1)
         best = values[np.arange(len(beliefs)), actions]
-        for index in np.flatnonzero(best > lower.best(beliefs)[0] + 1e-12):
-            lower.add(vectors[index, actions[index]], int(actions[index]))
+        improved = np.flatnonzero(best > lower.best(beliefs)[0] + 1e-12)
+        lower.add_many(vectors[improved, actions[improved]], actions[improved])
 
     def sweep_cost(self) -> int:
         """Elements of the largest array in `sweep`: (corners + points) x children each x points x states."""
