@@ -128,7 +128,7 @@ def _solve_collection_file(path: pathlib.Path, budget: float, episodes: int, max
             rollout_standard_error=estimate.standard_error,
             rollout_episodes=estimate.episodes,
             rollout_horizon=estimate.horizon,
-            rollout_minus_lower_in_standard_errors=(estimate.mean - solution.lower) / max(estimate.standard_error, 1e-12),
+            rollout_minus_lower=estimate.mean - solution.lower,  # beside the standard error, which can be 0
         )
     else:
         figures["rollout"] = f"skipped: {episodes} episodes of {horizon} steps exceed --max-rollout-steps"
