@@ -59,13 +59,13 @@ def _iterations(tmp_path, run_ids):
 def test_sigterm_mid_study_then_resume_repeats_no_finished_trial_and_loses_no_row(tmp_path):
     knobs = {"FAKE_RECIPE_ITERATIONS": 12, "FAKE_RECIPE_SLEEP_S": 0.5}
 
-    def one_done_one_running():
+    def first_pair_done_second_started():  # two at a time: the running ones have all their iterations ahead
         record = _record(tmp_path, "stop")
         statuses = [member["status"] for member in record["members"]] if record else []
-        return "completed" in statuses and "running" in statuses
+        return statuses.count("completed") >= 2 and "running" in statuses
 
-    code, stderr = run_helpers.run_until(_args(tmp_path, "--study-id", "stop"), one_done_one_running, signal.SIGTERM,
-                                         "a finished and a running member", **knobs)
+    code, stderr = run_helpers.run_until(_args(tmp_path, "--study-id", "stop"), first_pair_done_second_started,
+                                         signal.SIGTERM, "two finished members and a running one", **knobs)
     assert code == 128 + signal.SIGTERM, stderr[-3000:]
     assert "--resume stop" in stderr
     record = _record(tmp_path, "stop")
