@@ -111,7 +111,9 @@ def uncommitted_change(root: str, cap_bytes: int = settings.DEFAULT_PATCH_CAP_BY
     """
     patch = _tracked_diff(root)
     omitted = []
-    for name in sorted(_untracked(root), key=lambda name: (os.path.getsize(os.path.join(root, name.decode())), name)):
+    # lstat: an untracked symlink is content as git stores it, and a dangling one (a stale Bazel
+    # runfiles link) has no target to measure.
+    for name in sorted(_untracked(root), key=lambda name: (os.lstat(os.path.join(root, name.decode())).st_size, name)):
         # `--no-index` exits 1 when the files differ, which they always do here.
         addition = subprocess.run(["git", "-C", root, "diff", "--no-index", "--binary", "--", os.devnull, name.decode()],
                                   capture_output=True, timeout=_GIT_TIMEOUT_S).stdout

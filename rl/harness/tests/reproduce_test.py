@@ -63,6 +63,12 @@ def test_patch_recreates_the_hashed_change(repo, tmp_path):
     assert provenance.git_state(str(worktree))["diff_sha256"] == recorded["diff_sha256"]
 
 
+def test_a_dangling_untracked_symlink_goes_into_the_patch_as_a_link(repo, tmp_path):
+    (repo / "stale_link").symlink_to(repo / "no-such-target")  # as a removed Bazel target's runfiles link
+    change = provenance.uncommitted_change(str(repo))
+    assert change.omitted == [] and b"stale_link" in change.patch and b"new file mode 120000" in change.patch
+
+
 def test_untracked_files_over_the_cap_are_left_out_and_named(repo, caplog):
     _dirty(repo)
     (repo / "large.txt").write_text("y" * 5000)
