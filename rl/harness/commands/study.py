@@ -71,12 +71,6 @@ def _code_key(code: dict) -> tuple:
                  for name in ("library", "experiment_repo"))
 
 
-def _describe_code(code: dict) -> str:
-    state = code.get("library") or {}
-    commit = (state.get("commit") or "no commit")[:10]
-    return f"{commit}{' with uncommitted changes ' + state['diff_sha256'][:8] if state.get('dirty') else ''}"
-
-
 class StudyCommand:
     """One invocation: validated in `__init__` (nothing written), then `run()` (trials, record, summary)."""
 
@@ -130,8 +124,8 @@ class StudyCommand:
             raise UsageError(f"study {study_id} was {'a smoke' if record.smoke else 'a full'} study; resume it"
                              f" {'with' if record.smoke else 'without'} --smoke")
         if _code_key(record.code) != _code_key(self.code):
-            raise UsageError(f"study {study_id} was started at {_describe_code(record.code)}, the tree is now at"
-                             f" {_describe_code(self.code)}: its members would differ in code; check that commit out"
+            raise UsageError(f"study {study_id} was started at {summary.describe_code(record.code)}, the tree is now at"
+                             f" {summary.describe_code(self.code)}: its members would differ in code; check that commit out"
                              " or start a new study")
         if record.build.get("lock_sha256") != self.build.get("lock_sha256"):
             raise UsageError(f"study {study_id} was started with lock {record.build.get('lock_sha256')}, this build has"
@@ -173,10 +167,11 @@ class StudyCommand:
         trials = []
         for planned in self.record.members:
             member = _started_runs(planned, self.results_root)
-            status = summary.load_member(self.results_root, member).status
+            result = summary.load_member(self.results_root, member)
+            status = result.status
             if status == COMPLETED or (status == FAILED and not self.options.retry_failed):
                 continue
-            resume_from = member.last_run if status in (INTERRUPTED, CRASHED) and self._has_checkpoint(member) else None
+            resume_from = member.last_run if status in (INTERRUPTED, CRASHED) and result.last.checkpoints else None
             variant = f"-v{self.study.setting_grid().index(member.setting)}" if self.study.settings else ""
             run_id = f"{self.record.study_id}-{member.agent}{variant}-s{member.seed}"
             if member.runs:
@@ -193,10 +188,6 @@ class StudyCommand:
             trials.append(MemberTrial(run_id=run_id, argv=tuple(argv)))
             self.record = self.record.with_member(dataclasses.replace(member, runs=(*member.runs, run_id)))
         return trials
-
-    def _has_checkpoint(self, member: MemberRecord) -> bool:
-        run_dir = RunLayout.find(self.results_root, member.last_run)
-        return run_dir is not None and bool(manifest.read_manifest(run_dir).checkpoints)
 
     def _run_trials(self, trials) -> dict[str, str]:
         from rl.harness import settings
@@ -220,7 +211,7 @@ class StudyCommand:
             return study_trials.run_trials(
                 trials, ray_address=self.options.ray_address, num_cpus=cpus, cpus_per_trial=self.options.cpus_per_trial,
                 max_concurrent=self.options.max_concurrent, env=environment,
-                storage=self.artifacts_root / ("smoke" if self.record.smoke else "") / "studies" / self.record.study_id
+                storage=study_folder(self.artifacts_root, self.record.study_id, self.record.smoke)
                 / f"tune-{len(self.record.command_lines)}",
                 stop_signal=lambda: self.stop_signal, on_tick=tick, on_ray_started=install_signals)
         finally:

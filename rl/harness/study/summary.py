@@ -109,9 +109,13 @@ def _settings(manifest: RunManifest) -> tuple:
 
 
 def _code(manifest: RunManifest) -> str:
-    """`library <commit>[+<diff>]` (and the experiment's repository when it is another): readable and comparable."""
+    return describe_code(manifest.code)
+
+
+def describe_code(code) -> str:
+    """`<commit>[+uncommitted <diff>]` of the library (and of the experiment's repository when it is another)."""
     def state(name):
-        found = manifest.code.get(name) or {}
+        found = code.get(name) or {}
         commit = (found.get("commit") or "no commit")[:10]
         return commit + (f"+uncommitted {found['diff_sha256'][:8]}" if found.get("dirty") else "")
     library, experiment = state("library"), state("experiment_repo")
