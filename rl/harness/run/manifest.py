@@ -366,8 +366,13 @@ def recorded_options(options: argparse.Namespace) -> dict:
 
 
 def code_state(source: str, build: Mapping[str, Any]) -> dict:
-    """The git state of the repository holding `source` (an experiment or a study) and of the library."""
-    return {"experiment_repo": provenance.git_state(source),
+    """The git state of the repository holding `source` (an experiment or a study) and of the library.
+
+    `source` is resolved first: under `bazel run` a module's file is a runfiles link in a real folder
+    inside the execroot, whose `.git` link makes git take the execroot (every file a symlink, build
+    outputs untracked) for a dirty checkout.
+    """
+    return {"experiment_repo": provenance.git_state(os.path.realpath(source)),
             "library": {**provenance.git_state(_HARNESS_DIR), "build_stamp_commit": build.get("git_commit"),
                         "pinned": build.get("library")}}
 

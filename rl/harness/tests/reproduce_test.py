@@ -69,6 +69,19 @@ def test_a_dangling_untracked_symlink_goes_into_the_patch_as_a_link(repo, tmp_pa
     assert change.omitted == [] and b"stale_link" in change.patch and b"new file mode 120000" in change.patch
 
 
+def test_a_module_reached_through_bazel_runfiles_is_recorded_at_its_checkout(repo, tmp_path):
+    # An execroot: a `.git` link to the checkout and a real runfiles folder holding a link to the file.
+    execroot = tmp_path / "execroot"
+    runfiles = execroot / "bazel-out" / "bin" / "study.runfiles"
+    runfiles.mkdir(parents=True)
+    (execroot / ".git").symlink_to(repo / ".git")
+    (runfiles / "recipe.py").symlink_to(repo / "recipe.py")
+    assert provenance.git_state(str(runfiles / "recipe.py"))["dirty"]  # what git says of the execroot
+    code = manifest.code_state(str(runfiles / "recipe.py"), build={})
+    assert code["experiment_repo"] == {"root": str(repo), "commit": _git(repo, "rev-parse", "HEAD").strip(),
+                                       "dirty": False, "diff_sha256": None}
+
+
 def test_untracked_files_over_the_cap_are_left_out_and_named(repo, caplog):
     _dirty(repo)
     (repo / "large.txt").write_text("y" * 5000)
