@@ -1,10 +1,12 @@
 """Four Mess3 runs as one study vs one after another: wall time end to end, as a user runs them.
 
-    bazel run //experiments/mess3:bench_study                 # prints one JSON object (a few minutes)
-    bazel run //experiments/mess3:bench_study -- --full       # full budgets (about an hour here)
+    bazel run //experiments/mess3:bench_study                           # prints one JSON object (a few minutes)
+    bazel run //experiments/mess3:bench_study -- --env-steps 131072     # full runs capped at 2^17 env steps
+    bazel run //experiments/mess3:bench_study -- --full                 # full budgets (about an hour here)
 
-The same four members (memoryless_agent and reward_only, seeds 0 and 1, smoke budgets unless
---full) run twice into fresh temporary folders: `sequential` is four `rl-harness <recipe> --seed S`
+The same four members (memoryless_agent and reward_only, seeds 0 and 1; smoke budgets, or full
+ones, or full ones capped with --env-steps as `--stop-at-env-steps` caps a run) run twice into
+fresh temporary folders: `sequential` is four `rl-harness <recipe> --seed S`
 processes one after another, `study` is `rl-harness study experiments.mess3.bench_study` (this
 module is the study), which runs them as Tune trials, as many at once as there are CPUs. Both
 include every process start, Ray's start-up and each run's scoring and probes. `speedup` is
@@ -39,11 +41,16 @@ def _timed(commands: list[list[str]]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="full budgets instead of smoke")
+    budgets = parser.add_mutually_exclusive_group()
+    budgets.add_argument("--full", action="store_true", help="full budgets instead of smoke")
+    budgets.add_argument("--env-steps", type=int, help="full budgets, each run capped at this many env steps")
     args = parser.parse_args()
-    budget = [] if args.full else ["--smoke"]
-    figures = {"members": len(STUDY.members()), "budget": "full" if args.full else "smoke",
-               "cpus": len(os.sched_getaffinity(0))}
+    if args.env_steps:
+        budget, name = ["--stop-at-env-steps", str(args.env_steps)], f"full, capped at {args.env_steps} env steps"
+    else:
+        budget, name = ([], "full") if args.full else (["--smoke"], "smoke")
+    figures = {"members": len(STUDY.members()), "budget": name, "cpus": len(os.sched_getaffinity(0)),
+               "load_average_1min_before": round(os.getloadavg()[0], 2)}
     with tempfile.TemporaryDirectory() as scratch:
         def roots(name):
             return ["--results-dir", os.path.join(scratch, name, "results"),

@@ -113,7 +113,7 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
 def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.ArgumentParser:
     parser = _Parser(prog=f"{experiment or 'rl-harness'} {command}")
     if command == "study":
-        study.add_arguments(parser, _user_path)
+        study.add_arguments(parser, _user_path, _positive)
         return parser
     if command == "show":
         parser.add_argument("run_id")

@@ -39,9 +39,11 @@ _RUN_COMMAND = ("-m", "rl.harness.commands.cli")
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # each member's run: the harness's own command line
 
 
-def add_arguments(parser: argparse.ArgumentParser, user_path) -> None:
+def add_arguments(parser: argparse.ArgumentParser, user_path, positive) -> None:
     parser.add_argument("module", help="dotted module defining STUDY = rl.harness.study.Study(...)")
     parser.add_argument("--smoke", action="store_true", help="every member at its recipe's smoke budget")
+    parser.add_argument("--stop-at-env-steps", type=positive, metavar="N",
+                        help="cap every member's run at N env steps (a shorter study; recorded, kept on --resume)")
     parser.add_argument("--study-id", help="name of a new study (default: UTC timestamp + random suffix)")
     parser.add_argument("--resume", metavar="STUDY_ID", help="continue this study: run only what is not completed")
     parser.add_argument("--retry-failed", action="store_true", help="with --resume: run failed members again")
@@ -96,7 +98,8 @@ class StudyCommand:
             if problem := run_id_problem(study_id):
                 raise UsageError(problem.replace("run id", "study id"))
             self.record = StudyRecord.new(study_id, module=options.module, study=self.study, smoke=options.smoke,
-                                          code=self.code, build=self.build, command_line=sys.argv)
+                                          code=self.code, build=self.build, command_line=sys.argv,
+                                          stop_at_env_steps=options.stop_at_env_steps)
             if self.folder.exists():
                 raise UsageError(f"study {study_id} already exists at {self.folder}; resume it with --resume {study_id}"
                                  " or choose another --study-id")
@@ -123,6 +126,9 @@ class StudyCommand:
         if self.options.smoke != record.smoke:
             raise UsageError(f"study {study_id} was {'a smoke' if record.smoke else 'a full'} study; resume it"
                              f" {'with' if record.smoke else 'without'} --smoke")
+        if self.options.stop_at_env_steps not in (None, record.stop_at_env_steps):
+            raise UsageError(f"study {study_id} caps its members at {record.stop_at_env_steps or 'no'} env steps; resume"
+                             " it without --stop-at-env-steps (the record keeps its cap)")
         if _code_key(record.code) != _code_key(self.code):
             raise UsageError(f"study {study_id} was started at {summary.describe_code(record.code)}, the tree is now at"
                              f" {summary.describe_code(self.code)}: its members would differ in code; check that commit out"
@@ -182,6 +188,7 @@ class StudyCommand:
                     "--run-id", run_id, "--results-dir", str(self.results_root), "--artifacts-dir",
                     str(self.artifacts_root), *(["--smoke"] if self.record.smoke else []),
                     *(["--resume-from", resume_from] if resume_from else []),
+                    *(["--stop-at-env-steps", str(self.record.stop_at_env_steps)] if self.record.stop_at_env_steps else []),
                     *hyperparameters.set_arguments(dict(member.setting))]
             if self.options.ray_address:
                 argv += ["--ray-address", self.options.ray_address]

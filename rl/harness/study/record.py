@@ -68,12 +68,13 @@ class StudyRecord:
     updated_at: str = dataclasses.field(default_factory=utc_now)
     summary: Optional[str] = None  # the summary file, once written
     schema_version: int = SCHEMA_VERSION
+    stop_at_env_steps: Optional[int] = None  # every member's run capped here (`study --stop-at-env-steps`)
 
     @classmethod
     def new(cls, study_id: str, *, module: str, study: Study, smoke: bool, code: Mapping, build: Mapping,
-            command_line) -> "StudyRecord":
+            command_line, stop_at_env_steps: Optional[int] = None) -> "StudyRecord":
         return cls(study_id=study_id, module=module, smoke=smoke, grid=study.describe(), code=dict(code),
-                   build=dict(build), command_lines=(tuple(command_line),),
+                   build=dict(build), command_lines=(tuple(command_line),), stop_at_env_steps=stop_at_env_steps,
                    members=tuple(MemberRecord(m.agent, m.seed, setting=m.setting) for m in study.members()))
 
     def member(self, member: Member) -> MemberRecord:

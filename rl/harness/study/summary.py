@@ -27,6 +27,7 @@ from rl.harness.errors import UsageError  # noqa: E402
 from rl.harness.run import metric_keys, records  # noqa: E402
 from rl.harness.run.layout import RunLayout  # noqa: E402
 from rl.harness.run.manifest import RunManifest, read_manifest  # noqa: E402
+from rl.harness.run.rows import RowBudget  # noqa: E402
 from rl.harness.run.status import effective_status  # noqa: E402
 from rl.harness.study import statistics  # noqa: E402
 from rl.harness.study.declaration import Member, Study  # noqa: E402
@@ -196,8 +197,17 @@ def summarise(study: Study, results: Iterable[MemberResult]) -> dict:
     not_completed = [{"member": r.member.name, "status": r.status, "runs": list(r.run_ids),
                       "error": r.last.error.message if r.last is not None and r.last.error else None}
                      for r in results if r.status != COMPLETED]
-    return {"members": len(results), "completed": len(completed), "agents": agents, "pairs": pairs,
+    last = next((result.last for result in completed), None)  # check_comparable: every run has the same budget
+    budget = None if last is None else {"smoke": last.smoke, "cap": last.budget_cap}
+    return {"members": len(results), "completed": len(completed), "budget": budget, "agents": agents, "pairs": pairs,
             "not_completed": not_completed, "unreported_scores": unreported, "curve": study.curve}
+
+
+def _budget_words(budget: Optional[dict]) -> str:
+    if budget is None:
+        return ""
+    cap = f", capped by {' '.join(RowBudget(**budget['cap']).run_flags())}" if budget.get("cap") else ""
+    return f" ({'smoke' if budget['smoke'] else 'full'} budget{cap})"
 
 
 def curves_png(study: Study, results: Iterable[MemberResult]) -> bytes:
@@ -239,7 +249,8 @@ def _cell(figure: dict) -> str:
 def markdown(summary: dict) -> str:
     """The summary as tables: scores per agent, paired differences, members not completed."""
     names = list(dict.fromkeys(name for entry in summary["agents"].values() for name in entry["scores"]))
-    lines = [f"{summary['completed']} of {summary['members']} members completed; mean [95 % t interval] over seeds.",
+    lines = [f"{summary['completed']} of {summary['members']} members completed{_budget_words(summary.get('budget'))};"
+             " mean [95 % t interval] over seeds.",
              "", "| agent | " + " | ".join(names) + " | runs |", "|---" * (len(names) + 2) + "|"]
     for agent, entry in summary["agents"].items():
         cells = [_cell(entry["scores"][name]) if name in entry["scores"] else "-" for name in names]

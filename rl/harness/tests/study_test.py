@@ -125,6 +125,7 @@ def test_runs_of_two_agents_are_summarised_with_intervals_and_pairs(roots, capsy
     assert found["pairs"]["first - second"]["last loss"]["values"] == {"0": 0.0, "1": 0.0, "2": 0.0}
     assert (folder / summary.CURVES_PNG).read_bytes().startswith(b"\x89PNG")
     assert "| first | 0." in (folder / summary.SUMMARY_MARKDOWN).read_text()
+    assert found["budget"] == {"smoke": False, "cap": None}
     assert StudyRecord.read(folder).status == "completed"
 
 
@@ -213,6 +214,26 @@ def test_each_setting_is_a_member_run_with_its_set_arguments(roots):
     assert [trial.run_id for trial in trials] == ["grid-first-v0-s0", "grid-first-v0-s1", "grid-first-v1-s0",
                                                   "grid-first-v1-s1"]
     assert trials[2].argv[-2:] == ("--set", "fake/loss_scale=2.0")
+
+
+def test_a_study_wide_env_step_cap_reaches_every_member_and_is_kept_on_resume(roots, capsys):
+    from rl.harness.commands import study as study_command
+    from rl.harness.run.manifest import read_manifest
+
+    results, artifacts = roots
+    where = ["--results-dir", str(results), "--artifacts-dir", str(artifacts)]
+    _, options = cli.parse(["rl-harness", "study", STUDY, *where, "--study-id", "short", "--stop-at-env-steps", "3"])
+    command = study_command.StudyCommand(options)
+    trials = command._plan()
+    assert all(trial.argv[-2:] == ("--stop-at-env-steps", "3") for trial in trials)
+    assert cli.main(["rl-harness", *trials[0].argv[3:]]) == 0  # the member's run, as the trial starts it
+    assert read_manifest(results / trials[0].run_id).budget_cap == {"key": "num_env_steps_sampled_lifetime", "bound": 3}
+    found = summary.summarise(command.study, [summary.load_member(results, command.record.members[0])])
+    assert "completed (full budget, capped by --stop-at-env-steps 3);" in summary.markdown(found)
+    command.record.write(command.folder)
+    assert StudyRecord.read(command.folder).stop_at_env_steps == 3
+    assert cli.main(["rl-harness", "study", STUDY, *where, "--resume", "short", "--stop-at-env-steps", "5"]) == EXIT_USAGE
+    assert "caps its members at 3 env steps" in _one_error_line(capsys)
 
 
 def test_a_setting_no_agent_declares_is_refused_before_any_record(roots, capsys, monkeypatch):
