@@ -4,16 +4,19 @@ No rules_python (it cannot be fetched offline). The rule
   1. finds the interpreter: $RL_PYTHON, else `python<PYTHON_MINOR_VERSION>` on PATH;
   2. checks its version and records its identity (sha256 of the executable and
      libpython) together with the lock's name and sha256 in `identity.json`;
-  3. builds a virtualenv from the lock that $RL_PYTHON_LOCK selects (`cpu`, the
+  3. finds or builds the virtualenv of the lock that $RL_PYTHON_LOCK selects (`cpu`, the
      default: //:requirements_lock.txt; `cuda`: //:requirements_lock_cuda.txt,
-     set by `--config=cuda`) with
+     set by `--config=cuda`) with `venv_cache.py`: one venv per interpreter x lock per
+     machine, under $RL_PYTHON_VENV_CACHE (default ~/.cache/rl_harness/venvs), built with
      `pip install --require-hashes --no-deps` (byte-compiled at install time, so
-     read-only sandboxes never recompile torch), then `pip check`s it;
+     read-only sandboxes never recompile torch) and `pip check`ed. Every clone names the
+     same interpreter path, so Bazel's disk cache serves one clone's results to another;
   4. registers the venv's python as the Python 3 toolchain.
 
 The selected lock is exported as `@rl_python//:requirements_lock.txt` for the
-build identity. It re-runs when a lock, this file, $RL_PYTHON or $RL_PYTHON_LOCK change; after changing the
-interpreter on disk, run `bazel sync --configure` (docs/building.md).
+build identity. It re-runs when a lock, this file, $RL_PYTHON, $RL_PYTHON_LOCK or the cache folder
+change; after changing the interpreter on disk or deleting a cached venv, run
+`bazel sync --configure` (docs/building.md).
 """
 
 load(":python_pin.bzl", "PYTHON_MINOR_VERSION")
@@ -23,6 +26,9 @@ _ENV_INTERPRETER = "RL_PYTHON"
 # Which lock the venv is built from; `--config=cuda` sets it with --repo_env (.bazelrc).
 _ENV_LOCK = "RL_PYTHON_LOCK"
 _LOCK_CHOICES = ("cpu", "cuda")
+
+# Where venvs are kept, one per interpreter x lock, shared by every clone (tools/rules/venv_cache.py).
+_ENV_VENV_CACHE = "RL_PYTHON_VENV_CACHE"
 
 # pip reads these itself; declaring them makes Bazel redo the venv when they change.
 _PIP_ENVIRON = ["PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"]
@@ -100,6 +106,19 @@ def _selected_lock(rctx):
         ))
     return rctx.path(rctx.attr.cuda_lock if choice == "cuda" else rctx.attr.lock)
 
+def _venv_cache_root(rctx):
+    explicit = rctx.os.environ.get(_ENV_VENV_CACHE, "")
+    if explicit:
+        return explicit
+    xdg = rctx.os.environ.get("XDG_CACHE_HOME", "")
+    if xdg:
+        return xdg + "/rl_harness/venvs"
+    home = rctx.os.environ.get("HOME", "")
+    if not home:
+        fail("rl_python: neither %s, XDG_CACHE_HOME nor HOME is set, so there is no folder for the venv.\n" % _ENV_VENV_CACHE +
+             "Fix: set %s=/a/writable/folder (e.g. --repo_env=%s=/tmp/venvs)." % (_ENV_VENV_CACHE, _ENV_VENV_CACHE))
+    return home + "/.cache/rl_harness/venvs"
+
 def _rl_python_impl(rctx):
     interpreter = _find_interpreter(rctx)
     lock = _selected_lock(rctx)
@@ -117,45 +136,16 @@ def _rl_python_impl(rctx):
     if not identity["has_venv"]:
         _fail_interpreter("`%s` lacks the venv/ensurepip modules." % interpreter)
 
-    rctx.report_progress("creating venv with %s" % identity["executable"])
-    result = rctx.execute([identity["executable"], "-m", "venv", "venv"])
-    if result.return_code != 0:
-        fail("rl_python: `python -m venv` failed:\n%s" % result.stderr)
-    python = str(rctx.path("venv/bin/python3"))
-
-    rctx.report_progress("pip install --require-hashes -r %s (minutes on first build)" % lock_name)
+    cache_root = _venv_cache_root(rctx)
+    rctx.report_progress("venv for %s under %s (minutes, once per machine and lock)" % (lock_name, cache_root))
     result = rctx.execute(
-        [
-            python,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-warn-script-location",
-            "--require-hashes",
-            "--no-deps",
-            "--compile",
-            "-r",
-            lock,
-        ],
+        [identity["executable"], rctx.path(rctx.attr._venv_cache), "--lock", lock,
+         "--cache-root", cache_root, "--identity", probe.stdout],
         timeout = rctx.attr.install_timeout,
     )
     if result.return_code != 0:
-        fail(("rl_python: installing %s failed (exit %d).\n%s\n" +
-              "Fix: check network access to the package index; if the lock is stale, " +
-              "run `python%s tools/relock.py`.") % (lock_name, result.return_code, result.stderr, PYTHON_MINOR_VERSION))
-
-    # --no-deps trusts the lock to be complete; `pip check` proves it (e.g. a CUDA
-    # torch build picked without its NVIDIA packages fails here, not at import time).
-    result = rctx.execute([python, "-m", "pip", "check", "--disable-pip-version-check"])
-    if result.return_code != 0:
-        fail(("rl_python: the venv from %s is inconsistent:\n%s\n" +
-              "Fix: relock with `python%s tools/relock.py` (docs/building.md explains torch's CPU wheel).") % (
-            lock_name,
-            result.stdout,
-            PYTHON_MINOR_VERSION,
-        ))
+        fail("%s\n%s" % (result.stderr, result.stdout))
+    python = result.stdout.strip()
 
     identity["bazel_version"] = _bazel_version(rctx)
     identity["python_minor_pin"] = PYTHON_MINOR_VERSION
@@ -174,8 +164,9 @@ rl_python = repository_rule(
         "cuda_lock": attr.label(allow_single_file = True, mandatory = True, doc = "Linux x86_64 with CUDA torch"),
         "install_timeout": attr.int(default = 3600),
         "_probe": attr.label(default = Label("//tools/rules:probe_interpreter.py")),
+        "_venv_cache": attr.label(default = Label("//tools/rules:venv_cache.py")),
     },
-    environ = [_ENV_INTERPRETER, _ENV_LOCK] + _PIP_ENVIRON,
+    environ = [_ENV_INTERPRETER, _ENV_LOCK, _ENV_VENV_CACHE, "XDG_CACHE_HOME", "HOME"] + _PIP_ENVIRON,
     configure = True,
     doc = "Pinned Python interpreter + venv from the hashed lock, as the Python toolchain.",
 )
