@@ -9,7 +9,8 @@ it (e.g. TransformerModel needs `minibatch_size` to be a multiple of
 `max_seq_len`), so a bad combination fails with a clear error before training.
 For speed, its SGD steps use fused Adam and one finite check of all gradients
 (`FusedGradientStepMixin`), its learner connector cuts episodes into chunks with
-`rl.learners.connectors` and runs without autograd, and for Categorical policies it
+`rl.learners.connectors` and runs without autograd, its minibatches are RLlib's taken with
+one index per column (`rl.learners.minibatches`), and for Categorical policies it
 computes RLlib's PPO loss with fewer ops (`rl.learners.ppo.loss`), logging the loss
 metrics and the off-policyness of the last minibatch once per update (RLlib logs them
 every step with window=1: the same results). Each SGD step runs the module only on the
@@ -31,6 +32,7 @@ from ray.rllib.utils.annotations import override
 
 from rl.learners.connectors import use_fast_chunking
 from rl.learners.gradient_steps import FusedGradientStepMixin
+from rl.learners.minibatches import IndexedMinibatchIterator
 from rl.learners.models.base import ActorCriticModule
 from rl.learners.ppo.loss import categorical_ppo_loss, uses_categorical_policy
 
@@ -87,6 +89,10 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         # The connector only prepares data; its value predictions (GAE) need no autograd graph.
         with torch.no_grad():
             return super()._make_batch_if_necessary(training_data)
+
+    @override(Learner)
+    def _create_iterator_if_necessary(self, **kwargs: Any) -> Any:
+        return IndexedMinibatchIterator.replacing(super()._create_iterator_if_necessary(**kwargs))
 
     @override(TorchLearner)
     def _update(self, batch: dict[str, Any]) -> Any:
