@@ -34,7 +34,7 @@ from rl.learners.connectors import use_fast_chunking
 from rl.learners.gradient_steps import FusedGradientStepMixin
 from rl.learners.minibatches import IndexedMinibatchIterator
 from rl.learners.models.base import ActorCriticModule
-from rl.learners.ppo.loss import categorical_ppo_loss, uses_categorical_policy
+from rl.learners.ppo.loss import PPOLossTerms, categorical_ppo_loss, uses_categorical_policy
 
 
 def map_tensors(function: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
@@ -75,7 +75,7 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
     def build(self) -> None:
         super().build()
         # Filled each SGD step, logged once per update (_log_last_minibatch_metrics).
-        self._last_loss_metrics: dict[str, dict[str, torch.Tensor]] = {}
+        self._last_loss_terms: dict[str, PPOLossTerms] = {}
         self._last_minibatch: dict[str, Any] | None = None
         if self._learner_connector is not None:
             use_fast_chunking(self._learner_connector)
@@ -104,7 +104,7 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         module = self.module[module_id].unwrapped()
         if not (config.use_critic and uses_categorical_policy(module)):
             return super().compute_loss_for_module(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
-        total, metrics = categorical_ppo_loss(
+        total, terms = categorical_ppo_loss(
             module,
             batch,
             fwd_out,
@@ -112,7 +112,7 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
             entropy_coeff=self.entropy_coeff_schedulers_per_module[module_id].get_current_value(),
             kl_coeff=self.curr_kl_coeffs_per_module[module_id],
         )
-        self._last_loss_metrics[module_id] = metrics
+        self._last_loss_terms[module_id] = terms
         return total
 
     @override(TorchLearner)
@@ -131,9 +131,9 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         step's values only; logging just those, once, gives the same result for less.
         PPOLearner reads the KL from them in after_gradient_based_update, so they come first.
         """
-        for module_id, metrics in self._last_loss_metrics.items():
-            self.metrics.log_dict(metrics, key=module_id, window=1)
-        self._last_loss_metrics = {}
+        for module_id, terms in self._last_loss_terms.items():
+            self.metrics.log_dict(terms.metrics(), key=module_id, window=1)
+        self._last_loss_terms = {}
         if self._last_minibatch is not None:
             super()._compute_off_policyness(self._last_minibatch)
             self._last_minibatch = None
