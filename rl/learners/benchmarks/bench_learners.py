@@ -271,11 +271,17 @@ def transformer_inference_profile() -> dict:
 def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    runner = SingleAgentEnvRunner(config=ppo_config())
+    runner = SingleAgentEnvRunner(config=ppo_config().debugging(seed=0))  # the same episodes in every run
     episodes = runner.sample(num_timesteps=BATCH_ENV_STEPS, random_actions=False)
     env_steps = sum(len(episode) for episode in episodes) * NUM_EPOCHS
     learners = build_learners()
-    seconds = timed_rounds({**learner_updates(learners, episodes), **plain_updates(learners, episodes)}, TIMED_UPDATES)
+    updates, plain = learner_updates(learners, episodes), plain_updates(learners, episodes)
+    paired = {}
+    for name in learners:  # each module's plain update right after its Learner's: a pair sees the same load
+        paired[name] = updates[name]
+        if f"plain/{name}" in plain:
+            paired[f"plain/{name}"] = plain[f"plain/{name}"]
+    seconds = timed_rounds(paired, TIMED_UPDATES)
     throughput = {name: env_steps / statistics.median(seconds[name]["wall"]) for name in learners}
     default = throughput["rllib_default_ppo"]
     compared = [name for name in learners if f"plain/{name}" in seconds]
