@@ -2,6 +2,7 @@
 
     bazel run //experiments/mess3:bench_throughput                      # prints one JSON object
     bazel run //experiments/mess3:bench_throughput -- --iterations 10 --warmup 3
+    bazel run //experiments/mess3:bench_throughput -- --seed-size     # the seed project's Transformer
 
 One process per part, run one after another on the same machine (so none competes with
 another for the 2 cores), all with one torch thread and the main job's model, env and PPO
@@ -22,6 +23,9 @@ Steady state: the first `--warmup` iterations are dropped, the next `--iteration
 `synchronous_parallel_sample` and `LearnerGroup.update` timed in the driver; the reference times
 its own phases); `learner_samples_per_s` is train batch / learning seconds; `peak_rss_mib` is
 each part's own process (ru_maxrss; RLlib's remote runners not included).
+`--seed-size` runs every part with the seed project's Transformer (controlled_mess3.SEED_PROJECT_SIZE:
+d_model 96, 4 heads, 3 blocks, feed-forward 384; the harness part gets it as reward_only's `--set`
+values), the rest of the main job unchanged.
 """
 
 from __future__ import annotations
@@ -37,17 +41,20 @@ import sys
 import tempfile
 import time
 
+from experiments.mess3.reward_only import HYPERPARAMETERS  # noqa: F401  (--set: the harness part trains reward_only)
+
 PARTS = ("harness", "rllib_default", "rllib_split", "torch_reference")
-TARGETS = {"ratio_vs_rllib_default": 8.0, "ratio_vs_torch_reference": 0.5, "harness_env_steps_per_s": 3000.0}
+# Issue 14's targets, issue 30's ratio to the plain PyTorch loop (0.5 before) and its seed-size rate.
+TARGETS = {"ratio_vs_rllib_default": 8.0, "ratio_vs_torch_reference": 0.75, "harness_env_steps_per_s": 3000.0}
+SEED_SIZE_TARGETS = {"harness_env_steps_per_s": 4000.0}
 _ITERATIONS_ENV = "BENCH_THROUGHPUT_ITERATIONS"
 
 
 def run(context):
     """The harness part's recipe: the main job's training stage for a fixed number of updates."""
-    from experiments.mess3 import controlled_mess3 as task
     from experiments.mess3 import reward_only
 
-    batch = task.ppo_config(smoke=False).total_train_batch_size
+    batch = reward_only.ppo_config(context).total_train_batch_size
     return reward_only.train(context, env_steps=int(os.environ[_ITERATIONS_ENV]) * batch)
 
 
@@ -81,7 +88,7 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _harness(iterations: int, warmup: int) -> dict:
+def _harness(iterations: int, warmup: int, sizes: dict) -> dict:
     from rl.harness.commands import cli
     from rl.harness.run import records
     from rl.harness.run.manifest import read_manifest
@@ -93,7 +100,8 @@ def _harness(iterations: int, warmup: int) -> dict:
         status = cli.main(["bench", "experiments.mess3.bench_throughput",
                            "--hardware-profile", "cpu", "--no-upload-artifacts", "--run-id", "bench",
                            "--results-dir", os.path.join(folder, "results"),
-                           "--artifacts-dir", os.path.join(folder, "artifacts")])
+                           "--artifacts-dir", os.path.join(folder, "artifacts"),
+                           *[f"--set={name}={value}" for name, value in sizes.items()]])
         if status != 0:
             raise RuntimeError(f"the harness run failed with status {status}")
         manifest = read_manifest(os.path.join(folder, "results", "bench"))
@@ -108,13 +116,13 @@ def _harness(iterations: int, warmup: int) -> dict:
     }
 
 
-def _bare_rllib(iterations: int, warmup: int, *, split: bool) -> dict:
+def _bare_rllib(iterations: int, warmup: int, sizes: dict, *, split: bool) -> dict:
     import ray
 
     from experiments.mess3 import controlled_mess3 as task
 
     ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False)  # never a running cluster
-    config = task.ppo_config(smoke=False).debugging(seed=0)
+    config = task.ppo_config(smoke=False, model_config=task.transformer_config(sizes)).debugging(seed=0)
     if split:
         config = config.env_runners(num_env_runners=1, num_envs_per_env_runner=task.PARALLEL_ENVS)
     phases = _PhaseTimer()
@@ -138,12 +146,13 @@ def _bare_rllib(iterations: int, warmup: int, *, split: bool) -> dict:
     }
 
 
-def _torch_reference(iterations: int, warmup: int) -> dict:
+def _torch_reference(iterations: int, warmup: int, sizes: dict) -> dict:
     from experiments.mess3 import controlled_mess3 as task
     from experiments.mess3 import torch_reference
 
     result = torch_reference.run(iterations=warmup + iterations, warmup=warmup, num_envs=task.PARALLEL_ENVS,
-                                 train_batch=task.ppo_config(smoke=False).total_train_batch_size, seed=0)
+                                 train_batch=task.ppo_config(smoke=False).total_train_batch_size, seed=0,
+                                 model_config=task.transformer_config(sizes))
     return {
         "env_steps_per_s": result["env_steps_per_s"],
         "sample_s": statistics.fmean(result["sample_s"][warmup:]),
@@ -153,13 +162,13 @@ def _torch_reference(iterations: int, warmup: int) -> dict:
     }
 
 
-def _measure(part: str, iterations: int, warmup: int) -> dict:
+def _measure(part: str, iterations: int, warmup: int, sizes: dict) -> dict:
     import torch
 
     torch.set_num_threads(1)
     measure = {"harness": _harness, "rllib_default": functools.partial(_bare_rllib, split=False),
                "rllib_split": functools.partial(_bare_rllib, split=True), "torch_reference": _torch_reference}[part]
-    return measure(iterations, warmup)
+    return measure(iterations, warmup, sizes)
 
 
 def main(argv=None) -> None:
@@ -167,22 +176,25 @@ def main(argv=None) -> None:
     parser.add_argument("--iterations", type=int, default=6, help="timed training iterations (>= 5)")
     parser.add_argument("--warmup", type=int, default=2, help="iterations dropped first (>= 1)")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--seed-size", action="store_true", help="the seed project's Transformer (d96, 4 heads, 3 blocks)")
     options = parser.parse_args(argv)
     if options.iterations < 5 or options.warmup < 1:
         parser.error("steady state needs --iterations >= 5 and --warmup >= 1")
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"  # inherited by every part's process
     from experiments.mess3 import controlled_mess3 as task
 
+    sizes = task.SEED_PROJECT_SIZE if options.seed_size else {}
     figures = {}
     spawn = multiprocessing.get_context("spawn")
     for part in options.parts:
         print(f"bench_throughput: {part} ({options.warmup} + {options.iterations} iterations)...", file=sys.stderr)
         with spawn.Pool(1) as pool:  # a fresh process per part: its own peak RSS, no state shared
-            figures[part] = pool.apply(_measure, (part, options.iterations, options.warmup))
+            figures[part] = pool.apply(_measure, (part, options.iterations, options.warmup, sizes))
     rate = {part: figure["env_steps_per_s"] for part, figure in figures.items()}
     batch = task.ppo_config(smoke=False).total_train_batch_size
     report = {
-        "model_config": task.MODEL_CONFIG,
+        "model_config": task.transformer_config(sizes),
+        "load_average_1min": round(os.getloadavg()[0], 2),
         "train_batch": batch,
         "parallel_envs": task.PARALLEL_ENVS,
         "iterations": {"warmup": options.warmup, "timed": options.iterations},
@@ -192,7 +204,7 @@ def main(argv=None) -> None:
                                   for part, figure in figures.items()},
         "peak_rss_mib": {part: round(figure["peak_rss_mib"], 1) for part, figure in figures.items()},
         "sampling": {part: figure["sampling"] for part, figure in figures.items()},
-        "targets": TARGETS,
+        "targets": SEED_SIZE_TARGETS if options.seed_size else TARGETS,
     }
     if "harness" in rate:
         for peer in ("rllib_default", "rllib_split", "torch_reference"):

@@ -77,7 +77,10 @@ MODEL_CONFIG = {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 6
 # stay on the task's gamma 0.9 (control_scores) whatever ppo/gamma trains with.
 PPO_HYPERPARAMETERS = {"ppo/lr": 1e-3, "ppo/gamma": 0.9, "ppo/lambda": 0.9, "ppo/entropy_coeff": 0.01,
                        "ppo/num_epochs": 4}
-TRANSFORMER_HYPERPARAMETERS = {f"model/{key}": MODEL_CONFIG[key] for key in ("d_model", "n_heads", "n_layers")}
+TRANSFORMER_HYPERPARAMETERS = {f"model/{key}": MODEL_CONFIG[key]
+                               for key in ("d_model", "n_heads", "n_layers", "feedforward_dim")}
+# The seed project's Transformer, as --set values: what `bench_throughput --seed-size` times.
+SEED_PROJECT_SIZE = {"model/d_model": 96, "model/n_heads": 4, "model/n_layers": 3, "model/feedforward_dim": 384}
 
 
 def transformer_config(hyperparameters: Mapping[str, Any], base: Optional[Mapping[str, Any]] = None) -> dict:

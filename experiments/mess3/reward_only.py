@@ -18,15 +18,20 @@ from rl.harness import Hyperparameters
 HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS})
 
 
+def ppo_config(context):
+    """The recipe's PPO config with the run's --set hyperparameters applied."""
+    return task.ppo_config(smoke=context.smoke, model_config=task.transformer_config(context.hyperparameters),
+                           hyperparameters=context.hyperparameters)
+
+
 def train(context, *, env_steps: int) -> dict:
     """The training stage alone (bench_throughput times it as is)."""
-    return study.train(context, task.ppo_config(smoke=context.smoke), env_steps=env_steps)
+    return study.train(context, ppo_config(context), env_steps=env_steps)
 
 
 def run(context):
     model_config = task.transformer_config(context.hyperparameters)
-    config = task.ppo_config(smoke=context.smoke, model_config=model_config, hyperparameters=context.hyperparameters)
-    return study.run(context, config, budget=study.MAIN_JOB,
+    return study.run(context, ppo_config(context), budget=study.MAIN_JOB,
                      random_network=lambda seed: task.build_random_network(seed, model_config=model_config))
 
 

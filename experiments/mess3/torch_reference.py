@@ -166,15 +166,17 @@ def ppo_loss(module: TransformerModel, minibatch: dict, hp, kl_coeff: float) -> 
 
 
 def run(iterations: int, *, warmup: int = 1, num_envs: int = 64, train_batch: int | None = None,
-        minibatch: int | None = None, seed: int = 0) -> dict:
+        minibatch: int | None = None, seed: int = 0, model_config: dict | None = None) -> dict:
     """Trains for `iterations` PPO iterations; see the module docstring for the result's keys.
 
-    `train_batch` and `minibatch` default to controlled_mess3.ppo_config(smoke=False)'s (2048, 256).
+    `train_batch` and `minibatch` default to controlled_mess3.ppo_config(smoke=False)'s (2048, 256),
+    `model_config` to controlled_mess3.MODEL_CONFIG.
     """
+    model_config = dict(model_config or controlled_mess3.MODEL_CONFIG)
     hp = controlled_mess3.ppo_config(smoke=False)
     train_batch = train_batch or hp.train_batch_size_per_learner
     minibatch = minibatch or hp.minibatch_size
-    max_seq_len = controlled_mess3.MODEL_CONFIG["max_seq_len"]
+    max_seq_len = model_config["max_seq_len"]
     if train_batch % num_envs:
         raise ValueError(f"train_batch ({train_batch}) must be a multiple of num_envs ({num_envs}): every env "
                          f"steps train_batch / num_envs times; pick e.g. train_batch={train_batch // num_envs * num_envs}.")
@@ -186,7 +188,7 @@ def run(iterations: int, *, warmup: int = 1, num_envs: int = 64, train_batch: in
     torch.manual_seed(seed)
     env = controlled_mess3.make_env()
     module = TransformerModel(observation_space=env.observation_space, action_space=env.action_space,
-                              model_config=dict(controlled_mess3.MODEL_CONFIG))
+                              model_config=model_config)
     optimizer = torch.optim.Adam(module.parameters(), lr=hp.lr)
     sampler = Sampler(module, num_envs, seed)
     kl_coeff = hp.kl_coeff

@@ -30,3 +30,10 @@ def test_mlp_recipes_declare_ppo_settings_only(recipe):
     assert set(recipe.HYPERPARAMETERS.defaults) == set(task.PPO_HYPERPARAMETERS)
     with pytest.raises(UsageError, match="unknown hyperparameter"):
         recipe.HYPERPARAMETERS.parse(["model/d_model=16"])
+
+
+def test_the_seed_project_size_is_a_set_of_declared_hyperparameters():
+    values = reward_only.HYPERPARAMETERS.values(
+        reward_only.HYPERPARAMETERS.parse([f"{name}={value}" for name, value in task.SEED_PROJECT_SIZE.items()]))
+    model_config = task.transformer_config(values)
+    assert model_config == {**task.MODEL_CONFIG, "d_model": 96, "n_heads": 4, "n_layers": 3, "feedforward_dim": 384}

@@ -1,4 +1,4 @@
-"""Learner throughput of our modules vs RLlib's default PPO module, and Transformer rollout cost by position.
+"""Learner throughput of our modules vs RLlib's default PPO module and vs a plain PyTorch update; Transformer rollout cost.
 
     bazel run //rl/learners:bench_learners      # prints one JSON object
 
@@ -8,6 +8,19 @@ sampled once and copied for every update, so every module trains on the same dat
 `ratio_to_rllib_default` compares with RLlib's DefaultPPOTorchRLModule (its default
 model config: separate 256x256 tanh encoders); `parameters` counts each module's
 trainable parameters (the transformer, 101k, is within 2x of RLlib's default, 134k).
+Besides the bench transformer (d64, 2 blocks, memory 32), two at Mess3's sizes:
+`transformer_main_job` (experiments/mess3's main job: d32, 2 heads, 2 blocks, ff 64,
+memory 16) and `transformer_seed_size` (the seed project's: d96, 4 heads, 3 blocks,
+ff 384, memory 16).
+`plain_torch_update`: for each module trained by the PPO loss alone, the same update
+written as a plain PyTorch loop (experiments/mess3/torch_reference.py's): the same
+module (a copy), loss (`categorical_ppo_loss`), processed batch (the Learner's
+connector output, prepared once outside the timing: the plain loop's own GAE over
+rollout values costs a few ms) and minibatches (RLlib's number of chunks per
+minibatch, shuffled per epoch, chunks without loss steps skipped as the Learner does),
+stepped by `torch.optim.Adam`. `learner_to_plain` is the Learner's samples/s over the
+plain loop's, the median of per-round ratios (wall clock; `_cpu`: this process's CPU
+seconds, steadier on a shared machine).
 `transformer_rollout`: median milliseconds per single-env inference step in windows
 at the start, middle and end of a 2048-step episode (memory_len 32); a flat profile
 (ratio near 1) shows the step cost does not grow with the episode.
@@ -18,7 +31,9 @@ at the start, middle and end of a 2048-step episode (memory_len 32); a flat prof
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import os
 import statistics
 import time
 
@@ -29,23 +44,30 @@ import torch
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rl.learners import ActorCriticPPOTorchLearner, IQNPPOTorchLearner, QRPPOTorchLearner
 from rl.learners.models import MLPModel, TransformerModel
+from rl.learners.ppo.learner import chunks_with_loss_steps, map_tensors
+from rl.learners.ppo.loss import categorical_ppo_loss
 from rl.learners.quantile_critic import IQNValueMixin, QRValueMixin
 
 BATCH_ENV_STEPS = 4000
 MINIBATCH_SIZE = 128
 NUM_EPOCHS = 2
-TIMED_UPDATES = 3
+TIMED_UPDATES = 5
 ROLLOUT_STEPS = 2048
 ROLLOUT_WINDOW = 128
 ROLLOUT_WARMUP_STEPS = 64
 INFERENCE_BATCH = 64
 INFERENCE_STEPS = 256
 TRANSFORMER = {"d_model": 64, "n_heads": 4, "n_layers": 2, "memory_len": 32, "max_seq_len": 32, "vf_share_layers": True}
+# experiments/mess3's main-job model and the seed project's (both max_seq_len 16, as the main job).
+TRANSFORMER_MAIN_JOB = {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 64, "memory_len": 16,
+                        "max_seq_len": 16, "vf_share_layers": True}
+TRANSFORMER_SEED_SIZE = {**TRANSFORMER_MAIN_JOB, "d_model": 96, "n_heads": 4, "n_layers": 3, "feedforward_dim": 384}
 
 
 class IQNMLPModel(IQNValueMixin, MLPModel):
@@ -62,6 +84,8 @@ MODULES = {
     "mlp_64x64": (MLPModel, {"hidden_sizes": [64, 64]}, ActorCriticPPOTorchLearner, {}),
     "mlp_256x256": (MLPModel, {"hidden_sizes": [256, 256]}, ActorCriticPPOTorchLearner, {}),
     "transformer_d64_l2_mem32": (TransformerModel, TRANSFORMER, ActorCriticPPOTorchLearner, {}),
+    "transformer_main_job": (TransformerModel, TRANSFORMER_MAIN_JOB, ActorCriticPPOTorchLearner, {}),
+    "transformer_seed_size": (TransformerModel, TRANSFORMER_SEED_SIZE, ActorCriticPPOTorchLearner, {}),
     "iqn_mlp_64x64": (
         IQNMLPModel,
         {"hidden_sizes": [64, 64], "iqn_value": {"train_quantiles": 32, "value_quantiles": 64, "n_cosines": 64}},
@@ -108,24 +132,82 @@ def parameter_counts(learners: dict) -> dict[str, int]:
     }
 
 
-def learner_throughputs(learners: dict, episodes: list) -> dict[str, float]:
-    """Median env steps per second of `Learner.update`, per module, over TIMED_UPDATES rounds.
+class PlainTorchUpdate:
+    """A Learner's update as a plain PyTorch loop over a copy of its module (module docstring).
 
-    Rounds alternate between the modules, so load from other processes affects all alike.
+    Example:
+        plain = PlainTorchUpdate(learner, episodes)
+        plain.update(num_epochs=2, minibatch_size=128)
     """
-    env_steps = sum(len(episode) for episode in episodes)
-    seconds: dict[str, list[float]] = {name: [] for name in learners}
-    for round_index in range(TIMED_UPDATES + 1):  # round 0 warms up
-        for name, learner in learners.items():
-            batch = copy.deepcopy(episodes)  # the connector extends episodes in place
-            start = time.perf_counter()
-            # What PPO's training_step passes (Learner.update's defaults are one full-batch step).
-            learner.update(
-                episodes=batch, num_epochs=NUM_EPOCHS, minibatch_size=MINIBATCH_SIZE, shuffle_batch_per_epoch=True
+
+    def __init__(self, learner, episodes: list):
+        self.module = copy.deepcopy(learner.module[DEFAULT_MODULE_ID])
+        self.config = learner.config.get_config_for_module(DEFAULT_MODULE_ID)
+        self.optimizer = torch.optim.Adam(self.module.parameters(), lr=self.config.lr)
+        training_data = TrainingData(episodes=copy.deepcopy(episodes))
+        self.batch = dict(learner._make_batch_if_necessary(training_data).policy_batches[DEFAULT_MODULE_ID])
+        chunked = Columns.SEQ_LENS in self.batch
+        self.rows = len(self.batch[Columns.SEQ_LENS]) if chunked else len(self.batch[Columns.OBS])
+        # The env steps RLlib counts (its SampleBatch length): the artificial bootstrap steps included.
+        self.steps = int(self.batch[Columns.SEQ_LENS].sum()) if chunked else self.rows
+
+    def update(self, *, num_epochs: int, minibatch_size: int) -> None:
+        # RLlib's MiniBatchCyclicIterator: minibatches of rows * minibatch_size / steps rows (chunks),
+        # taken in turn from a fresh permutation each epoch.
+        rows_per_minibatch = max(1, int(self.rows * minibatch_size / self.steps))
+        order = torch.cat([torch.randperm(self.rows) for _ in range(num_epochs)])
+        for start in range(0, len(order), rows_per_minibatch):
+            rows = order[start : start + rows_per_minibatch]
+            minibatch = chunks_with_loss_steps(map_tensors(lambda tensor: tensor[rows], self.batch))
+            fwd_out = self.module.forward_train(minibatch)
+            loss, _ = categorical_ppo_loss(
+                self.module, minibatch, fwd_out, config=self.config,
+                entropy_coeff=self.config.entropy_coeff, kl_coeff=self.config.kl_coeff,
             )
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+
+
+def timed_rounds(updates: dict, rounds: int) -> dict[str, dict[str, list[float]]]:
+    """Wall and CPU seconds of each named update, `rounds` times (after one warm-up round).
+
+    Rounds alternate between the updates, so load from other processes affects all alike.
+    """
+    seconds = {name: {"wall": [], "cpu": []} for name in updates}
+    for round_index in range(rounds + 1):  # round 0 warms up
+        for name, update in updates.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            update()
             if round_index:
-                seconds[name].append(time.perf_counter() - start)
-    return {name: env_steps * NUM_EPOCHS / statistics.median(times) for name, times in seconds.items()}
+                seconds[name]["wall"].append(time.perf_counter() - wall)
+                seconds[name]["cpu"].append(time.process_time() - cpu)
+    return seconds
+
+
+def learner_updates(learners: dict, episodes: list) -> dict:
+    """Name -> a call of that Learner's update on a fresh copy of `episodes` (the connector extends them in place)."""
+
+    def update(learner):
+        # What PPO's training_step passes (Learner.update's defaults are one full-batch step).
+        learner.update(
+            episodes=copy.deepcopy(episodes), num_epochs=NUM_EPOCHS, minibatch_size=MINIBATCH_SIZE, shuffle_batch_per_epoch=True
+        )
+
+    return {name: functools.partial(update, learner) for name, learner in learners.items()}
+
+
+def plain_updates(learners: dict, episodes: list) -> dict:
+    """"plain/<name>" -> the plain PyTorch update of each module trained by the PPO loss alone."""
+    plain = {name: PlainTorchUpdate(learner, episodes) for name, learner in learners.items() if not MODULES[name][3]}
+    return {
+        f"plain/{name}": functools.partial(update.update, num_epochs=NUM_EPOCHS, minibatch_size=MINIBATCH_SIZE)
+        for name, update in plain.items()
+    }
+
+
+def median_ratio(numerators: list[float], denominators: list[float]) -> float:
+    return statistics.median(a / b for a, b in zip(numerators, denominators))
 
 
 def inference_transformer() -> TransformerModel:
@@ -189,11 +271,20 @@ def transformer_inference_profile() -> dict:
 def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    runner = SingleAgentEnvRunner(config=ppo_config())
+    runner = SingleAgentEnvRunner(config=ppo_config().debugging(seed=0))  # the same episodes in every run
     episodes = runner.sample(num_timesteps=BATCH_ENV_STEPS, random_actions=False)
+    env_steps = sum(len(episode) for episode in episodes) * NUM_EPOCHS
     learners = build_learners()
-    throughput = learner_throughputs(learners, episodes)
+    updates, plain = learner_updates(learners, episodes), plain_updates(learners, episodes)
+    paired = {}
+    for name in learners:  # each module's plain update right after its Learner's: a pair sees the same load
+        paired[name] = updates[name]
+        if f"plain/{name}" in plain:
+            paired[f"plain/{name}"] = plain[f"plain/{name}"]
+    seconds = timed_rounds(paired, TIMED_UPDATES)
+    throughput = {name: env_steps / statistics.median(seconds[name]["wall"]) for name in learners}
     default = throughput["rllib_default_ppo"]
+    compared = [name for name in learners if f"plain/{name}" in seconds]
     report = {
         "learner_update": {
             "batch_env_steps": sum(len(episode) for episode in episodes),
@@ -204,6 +295,18 @@ def main() -> None:
             "ratio_to_rllib_default": {name: round(value / default, 3) for name, value in throughput.items()},
             "parameters": parameter_counts(learners),
         },
+        "plain_torch_update": {
+            "samples_per_s": {
+                name: round(env_steps / statistics.median(seconds[f"plain/{name}"]["wall"]), 1) for name in compared
+            },
+            "learner_to_plain": {
+                name: round(median_ratio(seconds[f"plain/{name}"]["wall"], seconds[name]["wall"]), 3) for name in compared
+            },
+            "learner_to_plain_cpu": {
+                name: round(median_ratio(seconds[f"plain/{name}"]["cpu"], seconds[name]["cpu"]), 3) for name in compared
+            },
+        },
+        "load_average_1min": round(os.getloadavg()[0], 2),
         "transformer_rollout": transformer_rollout_profile(),
         "transformer_inference": transformer_inference_profile(),
     }

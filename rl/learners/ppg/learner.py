@@ -36,7 +36,7 @@ Metrics (per module unless noted): `ppg/aux_phase_triggered`, `ppg/iterations_si
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -50,20 +50,13 @@ from ray.rllib.utils.numpy import convert_to_numpy
 from rl.learners.gradient_steps import fused_adam
 from rl.learners.ppg.module import PPGAuxiliaryValueHead
 from rl.learners.ppg.settings import validate_ppg_config
-from rl.learners.ppo.learner import ActorCriticPPOTorchLearner
+from rl.learners.ppo.learner import ActorCriticPPOTorchLearner, map_tensors
 from rl.losses import masked_mean
 
 AUX_OPTIMIZER_STATE = "ppg_aux_optimizer"
 # What the auxiliary losses and a module's forward_train read; the rest of the batch is dropped.
 BUFFERED_COLUMNS = (Columns.OBS, Columns.STATE_IN, Columns.SEQ_LENS, Columns.LOSS_MASK, Columns.VALUE_TARGETS)
 FROZEN_DIST_INPUTS = "ppg_frozen_action_dist_inputs"
-
-
-def map_tensors(function: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
-    """Applies `function` to every tensor in a nest of dicts (the shape of a module batch)."""
-    if isinstance(value, dict):
-        return {key: map_tensors(function, item) for key, item in value.items()}
-    return function(value)
 
 
 def nest_bytes(value: Any) -> int:

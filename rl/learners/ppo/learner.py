@@ -9,27 +9,63 @@ it (e.g. TransformerModel needs `minibatch_size` to be a multiple of
 `max_seq_len`), so a bad combination fails with a clear error before training.
 For speed, its SGD steps use fused Adam and one finite check of all gradients
 (`FusedGradientStepMixin`), its learner connector cuts episodes into chunks with
-`rl.learners.connectors` and runs without autograd, and for Categorical policies it
+`rl.learners.connectors` and runs without autograd, its minibatches are RLlib's taken with
+one index per column (`rl.learners.minibatches`), and for Categorical policies it
 computes RLlib's PPO loss with fewer ops (`rl.learners.ppo.loss`), logging the loss
 metrics and the off-policyness of the last minibatch once per update (RLlib logs them
-every step with window=1: the same results). The IQN, QR and PPG Learners derive from it.
+every step with window=1: the same results). Each SGD step runs the module only on the
+chunks of its minibatch that hold a loss step (`chunks_with_loss_steps`). The IQN, QR and
+PPG Learners derive from it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 
 from rl.learners.connectors import use_fast_chunking
 from rl.learners.gradient_steps import FusedGradientStepMixin
+from rl.learners.minibatches import IndexedMinibatchIterator
 from rl.learners.models.base import ActorCriticModule
-from rl.learners.ppo.loss import categorical_ppo_loss, uses_categorical_policy
+from rl.learners.ppo.loss import PPOLossTerms, categorical_ppo_loss, uses_categorical_policy
+
+
+def map_tensors(function: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
+    """Applies `function` to every tensor in a nest of dicts (the shape of a module batch)."""
+    if isinstance(value, dict):
+        return {key: map_tensors(function, item) for key, item in value.items()}
+    return function(value)
+
+
+def chunks_with_loss_steps(batch: dict[str, Any]) -> dict[str, Any]:
+    """The rows of a chunked (B, T) minibatch that hold at least one loss step; `batch` itself if all do.
+
+    RLlib appends one artificial step to every episode fragment to bootstrap its value
+    and masks it out of the loss. When a fragment's length is a multiple of
+    `max_seq_len` (the main job: 64-step episodes in 16-step chunks) that step opens a
+    chunk of its own, so a fifth of the chunks carry no loss step. Their loss terms and
+    gradients are exactly zero, and every loss here is a mean over `Columns.LOSS_MASK`
+    steps, so dropping them changes no loss value; the gradients differ by float
+    summation order only. Batches without a time axis (MLP modules) pass unchanged.
+
+    Example:
+        minibatch = chunks_with_loss_steps(minibatch)    # before forward_train and the loss
+    """
+    mask = batch.get(Columns.LOSS_MASK)
+    if mask is None or mask.dim() != 2 or Columns.SEQ_LENS not in batch:
+        return batch
+    rows_with_loss = mask.any(dim=1)
+    if bool(rows_with_loss.all()):
+        return batch
+    rows = rows_with_loss.nonzero().squeeze(1)
+    return map_tensors(lambda tensor: tensor.index_select(0, rows), batch)
 
 
 class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
@@ -39,7 +75,7 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
     def build(self) -> None:
         super().build()
         # Filled each SGD step, logged once per update (_log_last_minibatch_metrics).
-        self._last_loss_metrics: dict[str, dict[str, torch.Tensor]] = {}
+        self._last_loss_terms: dict[str, PPOLossTerms] = {}
         self._last_minibatch: dict[str, Any] | None = None
         if self._learner_connector is not None:
             use_fast_chunking(self._learner_connector)
@@ -54,12 +90,21 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         with torch.no_grad():
             return super()._make_batch_if_necessary(training_data)
 
+    @override(Learner)
+    def _create_iterator_if_necessary(self, **kwargs: Any) -> Any:
+        return IndexedMinibatchIterator.replacing(super()._create_iterator_if_necessary(**kwargs))
+
+    @override(TorchLearner)
+    def _update(self, batch: dict[str, Any]) -> Any:
+        # Learner.update logs the env steps of the minibatch it holds, not of this one.
+        return super()._update({module_id: chunks_with_loss_steps(module_batch) for module_id, module_batch in batch.items()})
+
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]) -> Any:
         module = self.module[module_id].unwrapped()
         if not (config.use_critic and uses_categorical_policy(module)):
             return super().compute_loss_for_module(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
-        total, metrics = categorical_ppo_loss(
+        total, terms = categorical_ppo_loss(
             module,
             batch,
             fwd_out,
@@ -67,7 +112,7 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
             entropy_coeff=self.entropy_coeff_schedulers_per_module[module_id].get_current_value(),
             kl_coeff=self.curr_kl_coeffs_per_module[module_id],
         )
-        self._last_loss_metrics[module_id] = metrics
+        self._last_loss_terms[module_id] = terms
         return total
 
     @override(TorchLearner)
@@ -86,9 +131,9 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         step's values only; logging just those, once, gives the same result for less.
         PPOLearner reads the KL from them in after_gradient_based_update, so they come first.
         """
-        for module_id, metrics in self._last_loss_metrics.items():
-            self.metrics.log_dict(metrics, key=module_id, window=1)
-        self._last_loss_metrics = {}
+        for module_id, terms in self._last_loss_terms.items():
+            self.metrics.log_dict(terms.metrics(), key=module_id, window=1)
+        self._last_loss_terms = {}
         if self._last_minibatch is not None:
             super()._compute_off_policyness(self._last_minibatch)
             self._last_minibatch = None

@@ -3,24 +3,27 @@
     from rl.learners.ppo.loss import categorical_ppo_loss, uses_categorical_policy
 
     if uses_categorical_policy(module):
-        total, metrics = categorical_ppo_loss(
+        total, terms = categorical_ppo_loss(
             module, batch, fwd_out, config=config, entropy_coeff=..., kl_coeff=...
         )
-        learner.metrics.log_dict(metrics, key=module_id, window=1)
+        learner.metrics.log_dict(terms.metrics(), key=module_id, window=1)   # when logging
 
 `PPOTorchLearner.compute_loss_for_module` builds two torch Categorical distributions,
 takes seven masked means (each one boolean index of the padded (B, T) batch) and
 computes the explained variance with autograd. Here the per-step terms follow torch's
 own Categorical formulas, the masked means come from one index of the stacked terms
 (one for the two that carry gradients, one without autograd for the metrics), and the
-metrics are computed without autograd. `tests/ppo_loss_test.py` compares the loss,
-its gradients and the metrics with RLlib's. With ActorCriticPPOTorchLearner logging the
-metrics once per update, an update takes ~5% less time (main job's TransformerModel
-209 -> 199 ms, bench_learners' transformer 566 -> 538 ms, alternating in one process).
+metrics are computed without autograd, only when asked for: RLlib logs them with
+window=1, so ActorCriticPPOTorchLearner computes them once per update, from the detached
+terms of the last minibatch (`PPOLossTerms.metrics`). `tests/ppo_loss_test.py` compares
+the loss, its gradients and the metrics with RLlib's. With the metrics logged once per
+update, an update took ~5% less time (main job's TransformerModel 209 -> 199 ms,
+bench_learners' transformer 566 -> 538 ms, alternating in one process).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -70,6 +73,41 @@ def categorical_entropy(log_probs: torch.Tensor, probs: torch.Tensor) -> torch.T
     return -(log_probs.clamp(min=torch.finfo(log_probs.dtype).min) * probs).sum(dim=-1)
 
 
+@dataclasses.dataclass(frozen=True)
+class PPOLossTerms:
+    """The detached per-step terms of one minibatch's PPO loss, from which its logged metrics follow.
+
+    Attributes:
+        surrogate, vf_loss_clipped, vf_loss, entropy: per step (batch shape).
+        kl: per step, or None without the KL loss.
+        targets, values: the value targets and predictions (batch shape).
+        mask: `Columns.LOSS_MASK` (None without one).
+    """
+
+    surrogate: torch.Tensor
+    vf_loss_clipped: torch.Tensor
+    vf_loss: torch.Tensor
+    entropy: torch.Tensor
+    kl: torch.Tensor | None
+    targets: torch.Tensor
+    values: torch.Tensor
+    mask: torch.Tensor | None
+
+    def metrics(self) -> dict[str, torch.Tensor]:
+        """PPOTorchLearner's logged loss metrics for this minibatch."""
+        with torch.no_grad():
+            terms = [self.surrogate, self.vf_loss_clipped, self.vf_loss, self.entropy]
+            means = masked_means(torch.stack(terms + ([self.kl] if self.kl is not None else [])), self.mask)
+            return {
+                POLICY_LOSS_KEY: -means[0],
+                VF_LOSS_KEY: means[1],
+                LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY: means[2],
+                LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained_variance(self.targets, self.values),
+                ENTROPY_KEY: means[3],
+                LEARNER_RESULTS_KL_KEY: means[4] if self.kl is not None else torch.tensor(0.0, device=means.device),
+            }
+
+
 def categorical_ppo_loss(
     module: Any,
     batch: dict[str, Any],
@@ -78,8 +116,8 @@ def categorical_ppo_loss(
     config: Any,
     entropy_coeff: Any,
     kl_coeff: torch.Tensor,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """PPOTorchLearner's total loss and its logged metrics (detached), for a critic and Categorical actions.
+) -> tuple[torch.Tensor, PPOLossTerms]:
+    """PPOTorchLearner's total loss and the terms of its logged metrics, for a critic and Categorical actions.
 
     `config` is the module's PPOConfig (`use_critic` must be True), `entropy_coeff` the
     scheduler's current value and `kl_coeff` the module's current KL coefficient.
@@ -106,15 +144,14 @@ def categorical_ppo_loss(
         total = mean_loss + kl_coeff * mean_kl
     else:
         total = masked_means(per_step.unsqueeze(0), mask)[0]
-    with torch.no_grad():
-        metric_terms = [surrogate, vf_loss_clipped, vf_loss, entropy] + ([kl] if kl is not None else [])
-        means = masked_means(torch.stack(metric_terms), mask)
-        metrics = {
-            POLICY_LOSS_KEY: -means[0],
-            VF_LOSS_KEY: means[1],
-            LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY: means[2],
-            LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained_variance(targets, values),
-            ENTROPY_KEY: means[3],
-            LEARNER_RESULTS_KL_KEY: means[4] if kl is not None else torch.tensor(0.0, device=total.device),
-        }
-    return total, metrics
+    terms = PPOLossTerms(
+        surrogate=surrogate.detach(),
+        vf_loss_clipped=vf_loss_clipped.detach(),
+        vf_loss=vf_loss.detach(),
+        entropy=entropy.detach(),
+        kl=kl.detach() if kl is not None else None,
+        targets=targets,
+        values=values.detach(),
+        mask=mask,
+    )
+    return total, terms

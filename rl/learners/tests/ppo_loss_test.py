@@ -1,4 +1,4 @@
-"""ActorCriticPPOTorchLearner's PPO loss and metrics equal RLlib's PPOTorchLearner's (rl/learners/ppo/loss.py)."""
+"""ActorCriticPPOTorchLearner's PPO loss, metrics and SGD steps equal RLlib's PPOTorchLearner's (rl/learners/ppo/)."""
 
 import copy
 
@@ -8,15 +8,19 @@ import pytest
 import torch
 
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.models import MLPModel, TransformerModel
+from rl.learners.ppo.learner import chunks_with_loss_steps
 from rl.learners.ppo.loss import masked_means
+from rl.learners.tests.token_env import TokenTransitionEnv
 
 TRANSFORMER = {"d_model": 16, "n_heads": 2, "n_layers": 1, "feedforward_dim": 32, "memory_len": 8, "max_seq_len": 8}
 MODELS = {"mlp": (MLPModel, {"hidden_sizes": [16]}), "transformer": (TransformerModel, TRANSFORMER)}
@@ -27,6 +31,12 @@ class RLlibLossLearner(ActorCriticPPOTorchLearner):
 
     compute_loss_for_module = PPOTorchLearner.compute_loss_for_module
     _compute_off_policyness = TorchLearner._compute_off_policyness
+
+
+class AllChunksLearner(ActorCriticPPOTorchLearner):
+    """The same Learner running the module on every chunk of a minibatch, as RLlib's TorchLearner does."""
+
+    _update = TorchLearner._update
 
 
 def ppo_config(model, learner_class=ActorCriticPPOTorchLearner, **training):
@@ -108,21 +118,27 @@ def flat_results(results, prefix=()):
     return flat
 
 
+def two_updates(learner, episodes, *, minibatch_size):
+    """The flat results of two updates on `episodes` (2 epochs, shuffle seeded) and the weights after them."""
+    np.random.seed(0)  # the minibatch shuffle
+    results = [
+        flat_results(
+            learner.update(episodes=copy.deepcopy(episodes), num_epochs=2, minibatch_size=minibatch_size, shuffle_batch_per_epoch=True)
+        )
+        for _ in range(2)
+    ]
+    return results, [p.detach() for p in learner.module[DEFAULT_MODULE_ID].parameters()]
+
+
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_an_update_logs_rllibs_metrics_and_takes_its_steps(model):
     """Two updates: the same metric keys and values (KL coefficient included) and the same weights."""
     config = ppo_config(model, kl_coeff=0.3, kl_target=1e-4)  # the KL coefficient moves
     episodes = sample(config)
-    runs = {}
-    for name, learner_class in (("ours", ActorCriticPPOTorchLearner), ("rllib", RLlibLossLearner)):
-        learner = build(config.copy(copy_frozen=False).learners(learner_class=learner_class))
-        np.random.seed(0)  # the minibatch shuffle
-        results = [
-            flat_results(learner.update(episodes=copy.deepcopy(episodes), num_epochs=2, minibatch_size=64, shuffle_batch_per_epoch=True))
-            for _ in range(2)
-        ]
-        runs[name] = results, [p.detach() for p in learner.module[DEFAULT_MODULE_ID].parameters()]
-    (our_results, our_weights), (rllib_results, rllib_weights) = runs["ours"], runs["rllib"]
+    our_results, our_weights = two_updates(build(config), episodes, minibatch_size=64)
+    rllib_results, rllib_weights = two_updates(
+        build(config.copy(copy_frozen=False).learners(learner_class=RLlibLossLearner)), episodes, minibatch_size=64
+    )
     for ours, rllib in zip(our_results, rllib_results):
         assert ours.keys() == rllib.keys()
         for key in rllib:
@@ -136,3 +152,65 @@ def test_masked_means_sum_the_valid_steps_of_each_term():
     mask = torch.tensor([[True, True], [True, False]])
     assert torch.equal(masked_means(terms, mask), torch.tensor([2.0, 5.0]))  # masked nan never reaches it
     assert torch.equal(masked_means(terms[:, 0], None), torch.tensor([1.5, 4.5]))
+
+
+# 16-step episodes in 8-step chunks: each episode's artificial bootstrap step opens a third
+# chunk with no loss step, as the main job's 64-step episodes do in 16-step chunks.
+WHOLE_CHUNK_EPISODES = {"episode_length": 16}
+
+
+def whole_chunk_config(learner_class=ActorCriticPPOTorchLearner):
+    return (
+        PPOConfig()
+        .environment(TokenTransitionEnv, env_config=WHOLE_CHUNK_EPISODES)
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=TransformerModel, model_config=TRANSFORMER))
+        .training(train_batch_size_per_learner=128, minibatch_size=32, num_epochs=2, entropy_coeff=0.01)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+        .learners(learner_class=learner_class)
+    )
+
+
+def build_whole_chunk_learner(config):
+    torch.manual_seed(0)
+    return config.build_learner(env=TokenTransitionEnv(WHOLE_CHUNK_EPISODES))
+
+
+def test_a_minibatch_keeps_the_chunks_with_loss_steps_and_the_same_loss():
+    config = whole_chunk_config(AllChunksLearner)
+    learner = build_whole_chunk_learner(config)
+    full = first_minibatch(learner, sample(config))[DEFAULT_MODULE_ID]
+    mask = full[Columns.LOSS_MASK]
+    kept_rows = [row for row in range(len(mask)) if bool(mask[row].any())]
+    assert 0 < len(kept_rows) < len(mask), "the minibatch should hold chunks without loss steps"
+    kept = chunks_with_loss_steps(full)
+    for column in (Columns.OBS, Columns.LOSS_MASK, Columns.ADVANTAGES, Columns.SEQ_LENS):
+        assert torch.equal(kept[column], full[column][kept_rows]), column
+    for key, state in full[Columns.STATE_IN]["encoder"].items():
+        assert torch.equal(kept[Columns.STATE_IN]["encoder"][key], state[kept_rows]), key
+    loss_on_all, gradients_on_all = loss_and_gradients(learner, {DEFAULT_MODULE_ID: full}, ActorCriticPPOTorchLearner.compute_loss_for_module)
+    loss_on_kept, gradients_on_kept = loss_and_gradients(learner, {DEFAULT_MODULE_ID: kept}, ActorCriticPPOTorchLearner.compute_loss_for_module)
+    torch.testing.assert_close(loss_on_kept, loss_on_all, rtol=1e-6, atol=1e-7)
+    for kept_gradient, gradient in zip(gradients_on_kept, gradients_on_all):
+        torch.testing.assert_close(kept_gradient, gradient, rtol=1e-5, atol=1e-7)
+    batch_without_time_axis = {Columns.LOSS_MASK: torch.ones(4, dtype=torch.bool), Columns.OBS: torch.zeros(4, 3)}
+    assert chunks_with_loss_steps(batch_without_time_axis) is batch_without_time_axis
+
+
+def test_updates_on_the_chunks_with_loss_steps_take_rllibs_steps():
+    """Two updates: the same weights and logged metrics as on every chunk, but the explained variance.
+
+    RLlib's explained variance reads every step of the last minibatch, padding included, so it
+    may differ without the chunks that hold only padding and the bootstrap step.
+    """
+    episodes = sample(whole_chunk_config())
+    our_results, our_weights = two_updates(build_whole_chunk_learner(whole_chunk_config()), episodes, minibatch_size=32)
+    reference_results, reference_weights = two_updates(
+        build_whole_chunk_learner(whole_chunk_config(AllChunksLearner)), episodes, minibatch_size=32
+    )
+    for ours, reference in zip(our_results, reference_results):
+        assert ours.keys() == reference.keys()
+        for key in reference:
+            if LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY not in key:
+                assert ours[key] == pytest.approx(reference[key], rel=1e-5, abs=1e-6, nan_ok=True), key
+    for mine, reference in zip(our_weights, reference_weights):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)

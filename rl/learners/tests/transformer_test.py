@@ -152,6 +152,62 @@ def test_gae_value_pass_equals_the_full_pass_up_to_each_seq_len(vf_share_layers)
     assert (values - full)[valid].abs().max() < TOLERANCE  # the padding after seq_len: anything (GAE drops it)
 
 
+def reference_encoder(encoder, obs, cached_keys, cached_values, cached_valid):
+    """The encoder's embeddings, written out query by query and head by head from its documented semantics.
+
+    Pre-LayerNorm blocks; each step attends to itself and the `memory_len` steps before it that
+    are valid (the cache: positions 0..M-1, then the new steps), scores q.k / sqrt(head_dim) plus a
+    learned bias per head and distance; then a GELU MLP; a final LayerNorm.
+    """
+    batch, length, _ = obs.shape
+    memory, heads = encoder.memory_len, encoder.blocks[0].n_heads
+    x = obs @ encoder.input_projection.weight.T + encoder.input_projection.bias
+    valid = torch.cat([cached_valid > 0.5, torch.ones(batch, length, dtype=torch.bool)], dim=1)
+    for layer, block in enumerate(encoder.blocks):
+        width = x.shape[-1]
+        head_dim = width // heads
+        normed = torch.nn.functional.layer_norm(x, (width,), block.attention_norm.weight, block.attention_norm.bias)
+        queries, keys, values = (normed @ block.qkv.weight.T + block.qkv.bias).split(width, dim=-1)
+        keys = torch.cat([cached_keys[:, layer], keys], dim=1)
+        values = torch.cat([cached_values[:, layer], values], dim=1)
+        attended = torch.zeros(batch, length, width)
+        for b in range(batch):
+            for t in range(length):
+                query_position = memory + t
+                seen = [k for k in range(query_position + 1) if query_position - k <= memory and valid[b, k]]
+                for h in range(heads):
+                    part = slice(h * head_dim, (h + 1) * head_dim)
+                    scores = torch.stack([
+                        queries[b, t, part] @ keys[b, k, part] / head_dim**0.5 + block.distance_bias[h, query_position - k]
+                        for k in seen
+                    ])
+                    weights = scores.softmax(dim=0)
+                    attended[b, t, part] = sum(weight * values[b, k, part] for weight, k in zip(weights, seen))
+        x = x + attended @ block.attention_out.weight.T + block.attention_out.bias
+        normed = torch.nn.functional.layer_norm(x, (width,), block.mlp_norm.weight, block.mlp_norm.bias)
+        hidden = torch.nn.functional.gelu(normed @ block.mlp[0].weight.T + block.mlp[0].bias)
+        x = x + hidden @ block.mlp[2].weight.T + block.mlp[2].bias
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), encoder.final_norm.weight, encoder.final_norm.bias)
+
+
+def test_the_encoder_equals_a_reference_transformer_written_step_by_step():
+    encoder = transformer(vf_share_layers=True).encoder
+    with torch.no_grad():
+        for block in encoder.blocks:
+            block.distance_bias.normal_()  # zero at initialisation: make every distance's bias count
+    batch, length = 3, SMALL["max_seq_len"]
+    obs = torch.randn(batch, length, 3)
+    cache_shape = (batch, SMALL["n_layers"], SMALL["memory_len"], SMALL["d_model"])
+    state = {"keys": torch.randn(cache_shape), "values": torch.randn(cache_shape),
+             "valid": torch.tensor([[0.0] * 5, [0.0, 0.0, 1.0, 1.0, 1.0], [1.0] * 5])}
+    with torch.no_grad():
+        reference = reference_encoder(encoder, obs, state["keys"], state["values"], state["valid"])
+        without_gradients, _ = encoder(obs, state)  # rollouts and GAE: scaled_dot_product_attention
+    with_gradients, _ = encoder(obs, state, with_state=False)  # training: the explicit attention
+    assert (without_gradients - reference).abs().max() < TOLERANCE
+    assert (with_gradients - reference).abs().max() < TOLERANCE
+
+
 def test_parameter_names_are_stable_so_old_checkpoints_load():
     names = set(transformer(n_layers=1, vf_share_layers=True).state_dict())
     block = [
