@@ -105,14 +105,14 @@ def solve_with_bounds(
     *,
     time_budget: float = 60.0,
     target_gap: float = 1e-4,
-    trial_gap_fraction: float = 0.5,
+    trial_gap_fraction: float = 0.9,
     max_depth: int = 400,
     initial_alpha_vectors: tuple[np.ndarray, np.ndarray] | None = None,
     informed_bound_seconds: float | None = None,
     progress: Callable[[TracePoint], None] | None = None,
     progress_interval: float = 5.0,
     max_sweeps_per_trial: int = 8,
-    sweep_elements_per_trial: int = 1 << 21,
+    sweep_elements_per_trial: int = 1 << 23,
 ) -> BoundedSolution:
     """Solves `pomdp` from its start belief until the gap is at most `target_gap` or `time_budget` CPU seconds are spent.
 
