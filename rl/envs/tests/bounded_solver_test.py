@@ -106,6 +106,24 @@ def test_upper_bound_equals_the_sawtooth_by_definition(name):
         assert solution.upper_value(belief) == pytest.approx(_sawtooth_by_definition(solution, belief), abs=1e-12)
 
 
+def test_shortlisted_sawtooth_is_an_upper_bound_at_most_each_points_value():
+    """Trials read the sawtooth over a shortlist of points (cheap on dense beliefs): never below the full
+    sawtooth, so still an upper bound, and at a point's own belief at most that point's value."""
+    pomdp = load_pomdp(TESTDATA / "tiger-grid.pomdp")  # dense beliefs: the shortlisted path
+    solution = solve_with_bounds(pomdp, time_budget=3.0)
+    upper = _UpperBound(solution.informed_q_values, solution.corner_values)
+    for point, value in zip(solution.upper_beliefs, solution.upper_values):
+        upper.add(point, value)
+    assert upper.count > 32 * 4  # so that most points are off any one shortlist
+    points = solution.upper_beliefs
+    beliefs = np.vstack([points, points @ pomdp.transitions[1], pomdp.start])
+    shortlisted = upper.values(beliefs, exact=False)
+    by_definition = np.array([_sawtooth_by_definition(solution, belief) for belief in beliefs])
+    assert np.all(shortlisted >= by_definition - 1e-12)
+    assert np.all(shortlisted[: len(points)] <= solution.upper_values + 1e-12)
+    assert np.any(shortlisted > by_definition + 1e-6)  # the shortlist does leave points out
+
+
 def test_tiger_rollout_earns_the_lower_bound():
     tiger = load_pomdp(TESTDATA / "tiger.95.POMDP")
     solution = solve_with_bounds(tiger, time_budget=120.0)
