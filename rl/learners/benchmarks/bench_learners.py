@@ -31,7 +31,6 @@ at the start, middle and end of a 2048-step episode (memory_len 32); a flat prof
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import os
 import statistics
@@ -132,12 +131,32 @@ def parameter_counts(learners: dict) -> dict[str, int]:
     }
 
 
+class LearnerUpdate:
+    """`Learner.update` as PPO's training_step calls it, on a fresh copy of the episodes each time.
+
+    Example:
+        update = LearnerUpdate(learner, episodes)
+        update.prepare()    # untimed: the copy (the connector extends episodes in place)
+        update.run()
+    """
+
+    def __init__(self, learner, episodes: list):
+        self.learner, self.episodes, self._copy = learner, episodes, None
+
+    def prepare(self) -> None:
+        self._copy = copy.deepcopy(self.episodes)
+
+    def run(self) -> None:
+        # What PPO's training_step passes (Learner.update's defaults are one full-batch step).
+        self.learner.update(episodes=self._copy, num_epochs=NUM_EPOCHS, minibatch_size=MINIBATCH_SIZE, shuffle_batch_per_epoch=True)
+
+
 class PlainTorchUpdate:
     """A Learner's update as a plain PyTorch loop over a copy of its module (module docstring).
 
     Example:
         plain = PlainTorchUpdate(learner, episodes)
-        plain.update(num_epochs=2, minibatch_size=128)
+        plain.run()
     """
 
     def __init__(self, learner, episodes: list):
@@ -151,11 +170,14 @@ class PlainTorchUpdate:
         # The env steps RLlib counts (its SampleBatch length): the artificial bootstrap steps included.
         self.steps = int(self.batch[Columns.SEQ_LENS].sum()) if chunked else self.rows
 
-    def update(self, *, num_epochs: int, minibatch_size: int) -> None:
-        # RLlib's MiniBatchCyclicIterator: minibatches of rows * minibatch_size / steps rows (chunks),
+    def prepare(self) -> None:
+        """Nothing to do: the batch is ready."""
+
+    def run(self) -> None:
+        # RLlib's MiniBatchCyclicIterator: minibatches of rows * MINIBATCH_SIZE / steps rows (chunks),
         # taken in turn from a fresh permutation each epoch.
-        rows_per_minibatch = max(1, int(self.rows * minibatch_size / self.steps))
-        order = torch.cat([torch.randperm(self.rows) for _ in range(num_epochs)])
+        rows_per_minibatch = max(1, int(self.rows * MINIBATCH_SIZE / self.steps))
+        order = torch.cat([torch.randperm(self.rows) for _ in range(NUM_EPOCHS)])
         for start in range(0, len(order), rows_per_minibatch):
             rows = order[start : start + rows_per_minibatch]
             minibatch = chunks_with_loss_steps(map_tensors(lambda tensor: tensor[rows], self.batch))
@@ -170,40 +192,34 @@ class PlainTorchUpdate:
 
 
 def timed_rounds(updates: dict, rounds: int) -> dict[str, dict[str, list[float]]]:
-    """Wall and CPU seconds of each named update, `rounds` times (after one warm-up round).
+    """Wall and CPU seconds of each named update's `run()` (after its untimed `prepare()`), `rounds` times.
 
-    Rounds alternate between the updates, so load from other processes affects all alike.
+    One warm-up round first; rounds alternate between the updates, so load from other
+    processes affects all alike.
     """
     seconds = {name: {"wall": [], "cpu": []} for name in updates}
     for round_index in range(rounds + 1):  # round 0 warms up
         for name, update in updates.items():
+            update.prepare()
             wall, cpu = time.perf_counter(), time.process_time()
-            update()
+            update.run()
             if round_index:
                 seconds[name]["wall"].append(time.perf_counter() - wall)
                 seconds[name]["cpu"].append(time.process_time() - cpu)
     return seconds
 
 
-def learner_updates(learners: dict, episodes: list) -> dict:
-    """Name -> a call of that Learner's update on a fresh copy of `episodes` (the connector extends them in place)."""
+def paired_updates(learners: dict, episodes: list) -> dict:
+    """Each Learner's update by name, followed by "plain/<name>" for modules trained by the PPO loss alone.
 
-    def update(learner):
-        # What PPO's training_step passes (Learner.update's defaults are one full-batch step).
-        learner.update(
-            episodes=copy.deepcopy(episodes), num_epochs=NUM_EPOCHS, minibatch_size=MINIBATCH_SIZE, shuffle_batch_per_epoch=True
-        )
-
-    return {name: functools.partial(update, learner) for name, learner in learners.items()}
-
-
-def plain_updates(learners: dict, episodes: list) -> dict:
-    """"plain/<name>" -> the plain PyTorch update of each module trained by the PPO loss alone."""
-    plain = {name: PlainTorchUpdate(learner, episodes) for name, learner in learners.items() if not MODULES[name][3]}
-    return {
-        f"plain/{name}": functools.partial(update.update, num_epochs=NUM_EPOCHS, minibatch_size=MINIBATCH_SIZE)
-        for name, update in plain.items()
-    }
+    A plain update right after its Learner's sees the same load.
+    """
+    updates = {}
+    for name, learner in learners.items():
+        updates[name] = LearnerUpdate(learner, episodes)
+        if not MODULES[name][3]:  # no extra loss term
+            updates[f"plain/{name}"] = PlainTorchUpdate(learner, episodes)
+    return updates
 
 
 def median_ratio(numerators: list[float], denominators: list[float]) -> float:
@@ -275,13 +291,7 @@ def main() -> None:
     episodes = runner.sample(num_timesteps=BATCH_ENV_STEPS, random_actions=False)
     env_steps = sum(len(episode) for episode in episodes) * NUM_EPOCHS
     learners = build_learners()
-    updates, plain = learner_updates(learners, episodes), plain_updates(learners, episodes)
-    paired = {}
-    for name in learners:  # each module's plain update right after its Learner's: a pair sees the same load
-        paired[name] = updates[name]
-        if f"plain/{name}" in plain:
-            paired[f"plain/{name}"] = plain[f"plain/{name}"]
-    seconds = timed_rounds(paired, TIMED_UPDATES)
+    seconds = timed_rounds(paired_updates(learners, episodes), TIMED_UPDATES)
     throughput = {name: env_steps / statistics.median(seconds[name]["wall"]) for name in learners}
     default = throughput["rllib_default_ppo"]
     compared = [name for name in learners if f"plain/{name}" in seconds]
