@@ -18,7 +18,8 @@ figures plus its size, `parse_seconds`, `cpu_seconds` of the solve (SARSOP's clo
 `seconds` and the trace count CPU time too) beside its `wall_seconds`, `trials`, `relative_gap` (gap over the larger |bound|),
 `seconds_to_relative_gap_1e3` and `trials_to_relative_gap_1e3` (null if not reached) and, where
 testdata/sarsop_collection_30s.json has SARSOP's 30 s figures for a file with the same md5,
-`sarsop_lower`, `sarsop_upper` and `lower_below_sarsop_percent` (100 (L_sarsop - L) / |L_sarsop|).
+`sarsop_lower`, `sarsop_upper`, `lower_below_sarsop` (L_sarsop - L) and `lower_below_sarsop_percent`
+(100 (L_sarsop - L) / |L_sarsop|; null where L_sarsop is 0).
 A file that does not load, or has discount 1, gets {"error": ...}. Policies are rolled out only
 where an episode needs at most --max-rollout-steps steps (discount 0.99999 would take millions).
 """
@@ -177,7 +178,11 @@ def _collection(folder: pathlib.Path, budget: float, episodes: int, max_rollout_
             figures.update(
                 sarsop_lower=reference["lower"],
                 sarsop_upper=reference["upper"],
-                lower_below_sarsop_percent=100 * (reference["lower"] - figures["lower"]) / abs(reference["lower"]),
+                lower_below_sarsop=reference["lower"] - figures["lower"],
+                # none where SARSOP's lower bound is 0 (concert, ejs5-7: both solvers close at 0)
+                lower_below_sarsop_percent=(
+                    100 * (reference["lower"] - figures["lower"]) / abs(reference["lower"]) if reference["lower"] else None
+                ),
             )
         files[path.name] = figures
     return files

@@ -2,8 +2,8 @@
 
 About 5 minutes (tagged slow). Targets (SARSOP's 60 s bounds from ../shared/reference/pomdp/README.md):
 the lower bound within 2 % of SARSOP's lower bound, the upper bound no looser than SARSOP's. The
-budget is wall-clock time, so the figures assume a core mostly free for the test (a machine loaded
-with other work gets less done in 60 s). The rollout checks do not depend on time: the policy must
+budget is CPU time, as SARSOP's, so a loaded machine takes longer but gets as much done (nearly: a
+shared core's caches are shared too). The rollout checks do not depend on time: the policy must
 earn at least its lower bound (within 4 standard errors); it often earns more (rl/envs/README.md).
 """
 
