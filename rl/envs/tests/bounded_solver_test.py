@@ -121,7 +121,23 @@ def test_shortlisted_sawtooth_is_an_upper_bound_at_most_each_points_value():
     by_definition = np.array([_sawtooth_by_definition(solution, belief) for belief in beliefs])
     assert np.all(shortlisted >= by_definition - 1e-12)
     assert np.all(shortlisted[: len(points)] <= solution.upper_values + 1e-12)
-    assert np.any(shortlisted > by_definition + 1e-6)  # the shortlist does leave points out
+
+
+def test_shortlist_can_miss_the_best_point_but_never_the_point_at_the_belief():
+    """By hand: corners and FIB are 10 everywhere, so the sawtooth is 10 + min_i (v_i - 10) ratio_i.
+
+    40 decoys near (0.6, 0.1, 0.3) with value 1 look best by their anchor (state 0) but hold mass on
+    state 2, where the queries are 0: their ratio is 0. The point (0.5, 0.5, 0) with value 5 has
+    ratio min(0.6 / 0.5, 0.4 / 0.5) = 0.8 at (0.6, 0.4, 0), so the sawtooth there is 10 - 5 * 0.8 = 6;
+    the shortlist (32 decoys) gives 10, still an upper bound. At (0.5, 0.5, 0) itself it is 5.
+    """
+    upper = _UpperBound(np.full((1, 3), 10.0), np.full(3, 10.0))
+    for decoy in range(40):
+        upper.add(np.array([0.6, 0.1 + decoy * 1e-4, 0.3 - decoy * 1e-4]), 1.0)
+    upper.add(np.array([0.5, 0.5, 0.0]), 5.0)
+    queries = np.array([[0.6, 0.4, 0.0], [0.5, 0.5, 0.0]])
+    np.testing.assert_allclose(upper.values(queries), [6.0, 5.0], rtol=1e-12)
+    np.testing.assert_allclose(upper.values(queries, exact=False), [10.0, 5.0], rtol=1e-12)
 
 
 def test_tiger_rollout_earns_the_lower_bound():

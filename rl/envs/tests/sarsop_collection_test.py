@@ -1,11 +1,12 @@
-"""The 30 s bounds on Cassandra's collection never cross SARSOP's measured 30 s bounds, and are finite.
+"""The 30 s bounds on Cassandra's collection never cross SARSOP's measured 30 s bounds, are finite, and the
+lower bound is within 2 % of SARSOP's 30 s lower bound (issue 31's target; both budgets are CPU seconds).
 
 SARSOP's figures are testdata/sarsop_collection_30s.json (how they were made is in the file). The
 collection is not committed: point RL_POMDP_COLLECTION at the folder of .pomdp files (rl/envs/README.md
 says how to fetch it), e.g. `./bazelw test //rl/envs:sarsop_collection_test
 --test_env=RL_POMDP_COLLECTION=/abs/path`. Without it every case is skipped; a file whose md5 differs
 from the one SARSOP ran on is skipped too. SARSOP prints 6 significant digits, hence the tolerance.
-About 30 minutes (30 s a file, less for those that close), tagged slow.
+About 30 minutes of CPU time (30 s a file, less for those that close), tagged slow.
 """
 
 import hashlib
@@ -21,6 +22,11 @@ from rl.envs.solvers import solve_pomdp
 
 REFERENCE = json.loads((pathlib.Path(__file__).resolve().parent.parent / "testdata" / "sarsop_collection_30s.json").read_text())
 COLLECTION = os.environ.get("RL_POMDP_COLLECTION")
+LOWER_BOUND_SHORTFALL = 0.02  # of |SARSOP's lower bound|
+# files whose lower bound can still end more than 2 % below SARSOP's (measured at 30 CPU s; rl/envs/README.md)
+OPEN_SHORTFALLS = {
+    "learning.c4.pomdp": "2.971 against SARSOP's 3.03993 (-2.3 %); 3.032 with trial width 0.9, which costs the mazes more",
+}
 
 
 def _comparable(name: str) -> bool:
@@ -29,7 +35,7 @@ def _comparable(name: str) -> bool:
 
 
 @pytest.mark.parametrize("name", sorted(name for name in REFERENCE["files"] if _comparable(name)))
-def test_thirty_second_bounds_never_cross_sarsops(name):
+def test_thirty_second_bounds_never_cross_sarsops_and_the_lower_is_within_2_percent(name):
     if COLLECTION is None:
         pytest.skip("RL_POMDP_COLLECTION is not set (the folder of Cassandra's .pomdp files)")
     path = pathlib.Path(COLLECTION) / name
@@ -41,3 +47,7 @@ def test_thirty_second_bounds_never_cross_sarsops(name):
     assert all(math.isfinite(point.lower) and math.isfinite(point.upper) for point in solution.trace)
     assert solution.lower <= reference["upper"] + tolerance, (solution.lower, reference)
     assert solution.upper >= reference["lower"] - tolerance, (solution.upper, reference)
+    floor = reference["lower"] - LOWER_BOUND_SHORTFALL * abs(reference["lower"]) - tolerance
+    if solution.lower < floor and name in OPEN_SHORTFALLS:
+        pytest.xfail(f"{name}: lower bound {solution.lower} more than 2 % below SARSOP's: {OPEN_SHORTFALLS[name]}")
+    assert solution.lower >= floor, (solution.lower, reference)
