@@ -6,9 +6,9 @@ Run by the `rl_python` repository rule with the pinned interpreter:
         --identity "$(python3.11 probe_interpreter.py requirements_lock.txt)"
 
 The folder's key is a sha256 of what the venv is built from: the interpreter (version, sha256 of
-the executable and libpython), the lock's sha256 and BUILD_FORMAT. Every clone and output base on a machine gets the same folder, so
-the launcher stubs and `identity.json` that name the interpreter are byte-identical across
-clones, and Bazel's disk cache can serve one clone's test results to another. Standard library
+the executable and libpython), the lock's sha256 and BUILD_FORMAT. Every clone and output base on
+a machine gets the same folder, so the launcher stubs and `identity.json` that name the
+interpreter are byte-identical across clones, and Bazel's disk cache can serve one clone's test results to another. Standard library
 only: it runs before any venv exists.
 
 The folder is `<cache root>/<lock stem>-<key[:16]>/`. A build holds an exclusive `flock` on
@@ -20,7 +20,6 @@ import argparse
 import fcntl
 import hashlib
 import json
-import os
 import pathlib
 import shutil
 import subprocess
@@ -30,8 +29,6 @@ COMPLETE_MARKER = "COMPLETE"
 KEY_PREFIX_CHARS = 16
 # Bump when build() changes what a venv holds (its pip flags, say), so every machine builds anew.
 BUILD_FORMAT = 1
-
-
 # The interpreter and lock fields of probe_interpreter.py's identity that decide the venv's content.
 KEY_FIELDS = ("version", "implementation", "executable_sha256", "libpython_sha256", "lock_sha256")
 
@@ -94,7 +91,11 @@ def main() -> None:
     parser.add_argument("--cache-root", type=pathlib.Path, required=True)
     parser.add_argument("--identity", required=True, help="probe_interpreter.py's JSON for this interpreter and lock")
     arguments = parser.parse_args()
-    key = venv_key(json.loads(arguments.identity))
+    try:
+        identity = json.loads(arguments.identity)
+    except json.JSONDecodeError as error:
+        sys.exit(f"rl_python: --identity is not JSON ({error}); Fix: pass probe_interpreter.py's output.")
+    key = venv_key(identity)
     print(ensure(arguments.cache_root.expanduser().absolute(), arguments.lock, key))
 
 
