@@ -197,10 +197,13 @@ def summarise(study: Study, results: Iterable[MemberResult]) -> dict:
     not_completed = [{"member": r.member.name, "status": r.status, "runs": list(r.run_ids),
                       "error": r.last.error.message if r.last is not None and r.last.error else None}
                      for r in results if r.status != COMPLETED]
+    # A run copied without its artifacts (results/ only, or another machine's) has scores but no curve.
+    without_curve = [{"member": r.member.name, "run": r.run_ids[-1]} for r in completed if not r.curve(study.curve)]
     last = next((result.last for result in completed), None)  # check_comparable: every run has the same budget
     budget = None if last is None else {"smoke": last.smoke, "cap": last.budget_cap}
     return {"members": len(results), "completed": len(completed), "budget": budget, "agents": agents, "pairs": pairs,
-            "not_completed": not_completed, "unreported_scores": unreported, "curve": study.curve}
+            "not_completed": not_completed, "unreported_scores": unreported, "curve": study.curve,
+            "without_curve": without_curve}
 
 
 def _budget_words(budget: Optional[dict]) -> str:
@@ -268,6 +271,11 @@ def markdown(summary: dict) -> str:
     if summary["unreported_scores"]:
         lines += ["", "Scores a completed run did not report:", ""]
         lines += [f"- {entry['member']} ({entry['run']}): {entry['score']}" for entry in summary["unreported_scores"]]
+    if summary["without_curve"]:
+        lines += ["", f"Left out of the learning curves ({len(summary['without_curve'])} completed runs whose"
+                  f" {records.METRICS_FILE} is not under their artifacts folder here; restore `artifacts/<run id>/`"
+                  " to draw them):", ""]
+        lines += [f"- {entry['member']} ({entry['run']})" for entry in summary["without_curve"]]
     return "\n".join(lines) + "\n"
 
 

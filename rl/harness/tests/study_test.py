@@ -145,6 +145,20 @@ def test_a_failed_run_is_named_in_the_summary_not_dropped(roots, capsys, monkeyp
     assert "1 member(s) not completed" in output.err
 
 
+def test_a_run_without_its_artifacts_is_scored_and_named_as_left_out_of_the_curves(roots, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
+    for run_id, seed in (("a0", 0), ("a1", 1)):
+        assert _run(roots, run_id, "--seed", str(seed)) == 0
+    (roots[1] / "a1" / records.METRICS_FILE).unlink()  # as when only results/ was copied to this machine
+    assert _adopt(roots, "first=a0,a1") == 0
+    folder = roots[0] / "studies" / "adopted"
+    found = json.loads((folder / summary.SUMMARY_JSON).read_text())
+    assert found["agents"]["first"]["scores"]["last loss"]["n"] == 2
+    assert found["without_curve"] == [{"member": "first/seed 1", "run": "a1"}]
+    assert "Left out of the learning curves (1 completed runs" in (folder / summary.SUMMARY_MARKDOWN).read_text()
+    assert "- first/seed 1 (a1)" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("make_runs, groups, message", [
     (lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "1", "--smoke")), ("first=a0,a1",),
      r"mix smoke and full budgets: full \(runs a0\); smoke \(runs a1\)"),
