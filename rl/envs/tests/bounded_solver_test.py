@@ -161,6 +161,26 @@ def test_trials_on_small_models_see_the_exact_sawtooths_best_q_value():
     assert shortlist_missed > 0
 
 
+@pytest.mark.parametrize("discount, shortlist_from, fraction", [(0.99, 200, 0.9), (0.95, 200, 0.5), (0.99, 2, 0.5)])
+def test_trials_without_sweeps_are_wide_at_discount_99_below_the_shortlist_threshold(
+    monkeypatch, discount, shortlist_from, fraction
+):
+    """Without sweeps, trials are 0.9 of the gap wide on models below 200 states with discount 0.99 and
+    more (learning.c4), else half of it (tiger-grid's upper bound, the mazes' lower bounds)."""
+    widths = []
+    trial = _Search.trial
+
+    def recorded(search, width, max_depth, deadline):
+        lower, upper = search.bounds_at_start()
+        widths.append(width / (upper - lower))
+        trial(search, width, max_depth, deadline)
+
+    monkeypatch.setattr(_Search, "trial", recorded)
+    pomdp = _peek_or_guess(discount, peek_cost=0.2)
+    solve_with_bounds(pomdp, time_budget=10.0, sweep_elements_per_trial=0, shortlisted_upper_from_states=shortlist_from)
+    assert widths and np.allclose(widths, fraction)
+
+
 def test_tiger_rollout_earns_the_lower_bound():
     tiger = load_pomdp(TESTDATA / "tiger.95.POMDP")
     solution = solve_with_bounds(tiger, time_budget=120.0)
