@@ -359,17 +359,24 @@ class _UpperBound:
                     bound[row] = min(bound[row], self._values[known])
         return bound
 
-    def _dense_drops(self, beliefs: np.ndarray, exact: bool, shortlist: int = 32) -> np.ndarray:
+    SHORTLIST = 32  # points in the first shortlist of `_dense_drops`
+
+    def shortlist_covers_all(self) -> bool:
+        """Whether `values(..., exact=False)` is the exact sawtooth: the first shortlist holds every point."""
+        return self.count <= self.SHORTLIST
+
+    def _dense_drops(self, beliefs: np.ndarray, exact: bool) -> np.ndarray:
         """min(0, min over all points of ratio * drop) for every belief; over the shortlist only unless `exact`.
 
         The ratio is at most b(anchor) / b_i(anchor), so that times the drop bounds each point's term
-        from below. Exact ratios are computed for the `shortlist` points with the lowest such bound;
+        from below. Exact ratios are computed for the `SHORTLIST` points with the lowest such bound;
         a belief whose best exact term beats every other point's bound is done, the others are done
         again with a shortlist 8 times longer, and so on up to all points. Where beliefs spread over
         most states (the 300-state maze sunysb: some 215 each) the anchor's bound is loose and half
         the beliefs go on to longer lists, 7x the work of the first one. The first list's minimum is
         the sawtooth over fewer points, still an upper bound, which is what `exact=False` returns.
         """
+        shortlist = self.SHORTLIST
         drops = self._drops[: self.count]
         bounds = beliefs[:, self._anchors[: self.count]] * self._anchor_inverse[: self.count] * drops  # (beliefs, points)
         best = np.empty(len(beliefs))
@@ -479,7 +486,7 @@ class _Node:
     predicted: np.ndarray  # (actions, states): the belief after each action, before its observation
     child_lower: np.ndarray
     child_upper: np.ndarray
-    pending_exact: np.ndarray  # (actions,) bool: the action's child_upper is shortlisted, to be made exact when it leads
+    pending_exact: np.ndarray  # (actions,): child_upper shortlisted, to be made exact when the action leads
     lower: float  # the bounds at the belief itself, before its backup
     upper: float
 
@@ -551,7 +558,10 @@ class _Search:
                 f"bounds not finite at belief {belief.tolist()} or one of its children (last: the belief): "
                 f"lower {lower.tolist()}, upper {upper.tolist()}; a bug in _LowerBound or _UpperBound"
             )
-        pending_exact = np.full(self.dynamics.num_actions, self.exact_upper_in_trials)
+        # with at most a shortlist's worth of points the shortlisted values are exact: nothing to redo (on
+        # ejs1, 3 states and some 30 points, redoing them halved the trials)
+        redo = self.exact_upper_in_trials and not self.upper.shortlist_covers_all()
+        pending_exact = np.full(self.dynamics.num_actions, redo)
         return _Node(
             belief, actions, observations, probabilities, children, predicted,
             lower[:-1], upper[:-1], pending_exact, float(lower[-1]), float(upper[-1]),
@@ -568,7 +578,7 @@ class _Search:
         )
 
     def _exact_best_upper(self, node: _Node) -> None:
-        """Makes the best upper Q-value exact: the leading action's children get the exact sawtooth, until one that has it leads.
+        """Makes the best upper Q-value exact: the leading action's children get the exact sawtooth, until one with it leads.
 
         Shortlisted values bound the exact ones from above, so an action whose exact Q-value beats
         every other action's shortlisted one is the best on the exact sawtooth too, with the same
@@ -578,12 +588,13 @@ class _Search:
         SARSOP 1.206; 1.2037 this way); the exact sawtooth at every child is slower (learning.c4 at
         30 CPU s: 192 trials, 212 this way).
         """
-        while True:
+        while node.pending_exact.any():
             action = int(self.q_values(node)[1].argmax())
             if not node.pending_exact[action]:
                 return
             of_action = node.actions == action
-            node.child_upper[of_action] = np.maximum(self.upper.values(node.children[of_action]), node.child_lower[of_action])
+            exact = self.upper.values(node.children[of_action])
+            node.child_upper[of_action] = np.maximum(exact, node.child_lower[of_action])
             node.pending_exact[action] = False
 
     def trial(self, width: float, max_depth: int, deadline: float) -> None:

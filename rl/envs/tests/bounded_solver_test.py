@@ -161,6 +161,20 @@ def test_trials_on_small_models_see_the_exact_sawtooths_best_q_value():
     assert shortlist_missed > 0
 
 
+def test_with_a_shortlists_worth_of_points_nothing_is_redone():
+    """With at most 32 upper points the shortlisted sawtooth is the exact one: no action waits for exact values
+    (on ejs1, 3 states and some 30 points, redoing them halved the trials); with more, every action does."""
+    pomdp = load_pomdp(TESTDATA / "tiger-grid.pomdp")
+    search = _Search(pomdp, None, informed_bound_deadline=float("inf"), exact_upper_in_trials=True)
+    for state in range(32):
+        point = np.zeros(pomdp.num_states)
+        point[[state, state + 1]] = 0.5
+        search.upper.add(point, 1e9)
+    assert search.upper.count == 32 and not search.expand(pomdp.start).pending_exact.any()
+    search.upper.add(np.full(pomdp.num_states, 1.0 / pomdp.num_states), 1e9)
+    assert search.expand(pomdp.start).pending_exact.all()
+
+
 @pytest.mark.parametrize("discount, shortlist_from, fraction", [(0.99, 200, 0.9), (0.95, 200, 0.5), (0.99, 2, 0.5)])
 def test_trials_without_sweeps_are_wide_at_discount_99_below_the_shortlist_threshold(
     monkeypatch, discount, shortlist_from, fraction
