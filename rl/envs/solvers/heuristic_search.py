@@ -28,7 +28,9 @@ the start, chosen where the gap between them matters for the start belief.
   start, so trials deepen as the bounds close (HSVI2 keeps eps fixed); `swept_trial_gap_fraction`
   (0.9) while sweeps run, which carry values along so that shallow trials suffice (web-ad closes
   in half the time), where without them only deep trials bring values back to the start (at 0.9
-  fourth's lower bound at 30 s fell from 0.33 to 0.15, pentagon's from 0.66 to 0.51).
+  fourth's lower bound at 30 s fell from 0.33 to 0.15, pentagon's from 0.66 to 0.51). Models
+  below 200 states with discount 0.99 and more get the wide trials without sweeps too
+  (`wide_trials_from_discount`: learning.c4's lower bound at 30 s rose from 2.945 to 3.014).
 - Sweeps: after each trial, while cheap (small models), both bounds are backed up at every
   corner and upper point at once, a few times (`_Search.sweep`): value iteration on the points,
   batched. Tiger then closes to a gap of 1e-3 in 5x fewer trials.
@@ -39,9 +41,11 @@ the start, chosen where the gap between them matters for the start belief.
 Child beliefs come from sparse per-action transitions, and the sawtooth looks only at points
 whose support the queried belief can cover, so on TagAvoid (870 states, 5 actions, 30
 observations; most beliefs on at most 30 states) a trial takes some 30 ms. Where beliefs are
-dense and the model has 200 states or more, trials read the sawtooth over a shortlist of points
-(`_UpperBound._dense_drops`): a looser upper bound, but twice the trials on the 28-observation
-mazes (sunysb, mit, cit, pentagon, fourth).
+dense, trials read the sawtooth over a shortlist of points (`_UpperBound._dense_drops`): a looser
+upper bound, but twice the trials on the 28-observation mazes (sunysb, mit, cit, pentagon, fourth,
+all of 200 states and more). On smaller models the shortlisted values are made exact for the
+action that leads on the upper bound (`_Search._exact_best_upper`), so trials and backups see the
+exact sawtooth's best Q-value at the cost of one action's children.
 """
 
 from __future__ import annotations
@@ -118,6 +122,7 @@ def solve_with_bounds(
     progress_interval: float = 5.0,
     max_sweeps_per_trial: int = 8,
     shortlisted_upper_from_states: int = 200,
+    wide_trials_from_discount: float = 0.99,
     sweep_elements_per_trial: int = 1 << 23,
 ) -> BoundedSolution:
     """Solves `pomdp` from its start belief until the gap is at most `target_gap` or `time_budget` CPU seconds are spent.
@@ -128,8 +133,11 @@ def solve_with_bounds(
     the budget). progress, if given, receives a TracePoint at most every `progress_interval`
     seconds and at the end. After each trial, up to `max_sweeps_per_trial` sweeps run, as many as
     fit in `sweep_elements_per_trial` array elements (a deterministic cost, not a time: none on
-    large models). Trials read the shortlisted sawtooth on models of `shortlisted_upper_from_states`
-    states and more, the exact one below. Deterministic (no randomness). Raises ValueError for discount 1.
+    large models). Trials read the shortlisted sawtooth; on models below `shortlisted_upper_from_states`
+    states they make it exact for the action they take and the value they back up
+    (`_Search._exact_best_upper`); there, at discounts of `wide_trials_from_discount` and more,
+    trials are as wide as while sweeps run. Deterministic (no randomness). Raises
+    ValueError for discount 1.
     """
     require_discount_below_one(pomdp, "solve_with_bounds")
     fractions = (trial_gap_fraction, swept_trial_gap_fraction)
@@ -162,11 +170,17 @@ def solve_with_bounds(
         trace.append(point)
         return point
 
+    # Half the gap lets a trial run about ln 2 / (1 - discount) steps deep: 69 at discount 0.99. On the
+    # models below the shortlist threshold the wide trials of the swept models pay there too
+    # (learning.c4 at 30 CPU s: 469 trials instead of 212, lower bound 3.014 instead of 2.945, SARSOP
+    # 3.040), while at discount 0.95 the shallow ones stall tiger-grid's upper bound (2.533 instead of
+    # 2.514). The mazes of 200 states and more keep half the gap (module docstring).
+    wide_without_sweeps = search.exact_upper_in_trials and pomdp.discount >= wide_trials_from_discount
     deadline = started + time_budget
     point = record()
     while point.upper - point.lower > target_gap and time.process_time() < deadline:
         swept = sweep_elements_per_trial >= search.sweep_cost()  # sweeps will follow (the module docstring)
-        fraction = swept_trial_gap_fraction if swept else trial_gap_fraction
+        fraction = swept_trial_gap_fraction if swept or wide_without_sweeps else trial_gap_fraction
         search.trial(fraction * (point.upper - point.lower), max_depth, deadline)
         for _ in range(min(max_sweeps_per_trial, sweep_elements_per_trial // search.sweep_cost())):
             search.sweep()
@@ -345,17 +359,24 @@ class _UpperBound:
                     bound[row] = min(bound[row], self._values[known])
         return bound
 
-    def _dense_drops(self, beliefs: np.ndarray, exact: bool, shortlist: int = 32) -> np.ndarray:
+    SHORTLIST = 32  # points in the first shortlist of `_dense_drops`
+
+    def shortlist_covers_all(self) -> bool:
+        """Whether `values(..., exact=False)` is the exact sawtooth: the first shortlist holds every point."""
+        return self.count <= self.SHORTLIST
+
+    def _dense_drops(self, beliefs: np.ndarray, exact: bool) -> np.ndarray:
         """min(0, min over all points of ratio * drop) for every belief; over the shortlist only unless `exact`.
 
         The ratio is at most b(anchor) / b_i(anchor), so that times the drop bounds each point's term
-        from below. Exact ratios are computed for the `shortlist` points with the lowest such bound;
+        from below. Exact ratios are computed for the `SHORTLIST` points with the lowest such bound;
         a belief whose best exact term beats every other point's bound is done, the others are done
         again with a shortlist 8 times longer, and so on up to all points. Where beliefs spread over
         most states (the 300-state maze sunysb: some 215 each) the anchor's bound is loose and half
         the beliefs go on to longer lists, 7x the work of the first one. The first list's minimum is
         the sawtooth over fewer points, still an upper bound, which is what `exact=False` returns.
         """
+        shortlist = self.SHORTLIST
         drops = self._drops[: self.count]
         bounds = beliefs[:, self._anchors[: self.count]] * self._anchor_inverse[: self.count] * drops  # (beliefs, points)
         best = np.empty(len(beliefs))
@@ -465,6 +486,7 @@ class _Node:
     predicted: np.ndarray  # (actions, states): the belief after each action, before its observation
     child_lower: np.ndarray
     child_upper: np.ndarray
+    pending_exact: np.ndarray  # (actions,): child_upper shortlisted, to be made exact when the action leads
     lower: float  # the bounds at the belief itself, before its backup
     upper: float
 
@@ -526,20 +548,23 @@ class _Search:
         actions, observations, probabilities, children, predicted = self.dynamics.children(belief)
         batch = np.vstack([children, belief])
         lower = self.lower.best(batch)[0]
-        # the shortlisted sawtooth: a looser upper bound at a fraction of the cost on dense beliefs, so more
-        # trials (sunysb at 30 CPU s: 51 instead of 25, lower bound 0.546 instead of 0.41; SARSOP 0.459); on
-        # smaller models the exact one is cheap and keeps the upper bound tight (Hallway at 60 s: 1.209
-        # shortlisted, SARSOP 1.206)
-        upper = np.maximum(self.upper.values(batch, exact=self.exact_upper_in_trials), lower)
+        # the shortlisted sawtooth: a looser upper bound at a fraction of the cost on dense beliefs; on smaller
+        # models `_exact_best_upper` then makes it exact where it decides the trial and the backup (sunysb at
+        # 30 CPU s, shortlisted only: 51 trials instead of 25, lower bound 0.546 instead of 0.41; SARSOP 0.459)
+        upper = np.maximum(self.upper.values(batch, exact=False), lower)
         # a NaN would pass np.maximum and win every argmax, steering trials by garbage: stop with the belief
         if not (np.isfinite(lower).all() and np.isfinite(upper).all()):
             raise FloatingPointError(
                 f"bounds not finite at belief {belief.tolist()} or one of its children (last: the belief): "
                 f"lower {lower.tolist()}, upper {upper.tolist()}; a bug in _LowerBound or _UpperBound"
             )
+        # with at most a shortlist's worth of points the shortlisted values are exact: nothing to redo (on
+        # ejs1, 3 states and some 30 points, redoing them halved the trials)
+        redo = self.exact_upper_in_trials and not self.upper.shortlist_covers_all()
+        pending_exact = np.full(self.dynamics.num_actions, redo)
         return _Node(
             belief, actions, observations, probabilities, children, predicted,
-            lower[:-1], upper[:-1], float(lower[-1]), float(upper[-1]),
+            lower[:-1], upper[:-1], pending_exact, float(lower[-1]), float(upper[-1]),
         )  # fmt: skip
 
     def q_values(self, node: _Node) -> tuple[np.ndarray, np.ndarray]:
@@ -552,12 +577,33 @@ class _Search:
             for values in (node.child_lower, node.child_upper)
         )
 
+    def _exact_best_upper(self, node: _Node) -> None:
+        """Makes the best upper Q-value exact: the leading action's children get the exact sawtooth, until one with it leads.
+
+        Shortlisted values bound the exact ones from above, so an action whose exact Q-value beats
+        every other action's shortlisted one is the best on the exact sawtooth too, with the same
+        Q-value: the trial and the backup get what the exact sawtooth at every child would give them,
+        at the cost of one action's children (more where the shortlist misses). Backups of the
+        shortlisted values themselves stored looser points (Hallway's upper bound at 60 s: 1.209,
+        SARSOP 1.206; 1.2037 this way); the exact sawtooth at every child is slower (learning.c4 at
+        30 CPU s: 192 trials, 212 this way).
+        """
+        while node.pending_exact.any():
+            action = int(self.q_values(node)[1].argmax())
+            if not node.pending_exact[action]:
+                return
+            of_action = node.actions == action
+            exact = self.upper.values(node.children[of_action])
+            node.child_upper[of_action] = np.maximum(exact, node.child_lower[of_action])
+            node.pending_exact[action] = False
+
     def trial(self, width: float, max_depth: int, deadline: float) -> None:
         """One trial from the start belief (module docstring), then backups along it in reverse order."""
         discount = self.dynamics.discount
         path: list[tuple[_Node, int | None]] = []  # each node and the index of the child the trial went to
         node = self.expand(self.start)
         for depth in range(max_depth):
+            self._exact_best_upper(node)
             q_lower, q_upper = self.q_values(node)
             threshold = width / discount**depth
             gap = min(node.upper, q_upper.max()) - max(node.lower, q_lower.max())
@@ -582,6 +628,7 @@ class _Search:
     def _backup(self, node: _Node) -> None:
         """The point backup of both bounds at the node: a new upper point and alpha vector where they improve."""
         dynamics = self.dynamics
+        self._exact_best_upper(node)
         q_lower, q_upper = self.q_values(node)
         if q_upper.max() < node.upper - 1e-12:
             self.upper.add(node.belief, float(q_upper.max()))

@@ -23,11 +23,6 @@ from rl.envs.solvers import solve_pomdp
 REFERENCE = json.loads((pathlib.Path(__file__).resolve().parent.parent / "testdata" / "sarsop_collection_30s.json").read_text())
 COLLECTION = os.environ.get("RL_POMDP_COLLECTION")
 LOWER_BOUND_SHORTFALL = 0.02  # of |SARSOP's lower bound|
-# files whose lower bound can still end more than 2 % below SARSOP's (measured at 30 CPU s; rl/envs/README.md)
-OPEN_SHORTFALLS = {
-    "learning.c4.pomdp": "2.944 against SARSOP's 3.03993 (-3.2 %); 3.032 with trial width 0.9 and the shortlisted "
-    "sawtooth (commit d8de5fa), which cost the mazes and Hallway's upper bound more",
-}
 
 
 def _comparable(name: str) -> bool:
@@ -49,6 +44,4 @@ def test_thirty_second_bounds_never_cross_sarsops_and_the_lower_is_within_2_perc
     assert solution.lower <= reference["upper"] + tolerance, (solution.lower, reference)
     assert solution.upper >= reference["lower"] - tolerance, (solution.upper, reference)
     floor = reference["lower"] - LOWER_BOUND_SHORTFALL * abs(reference["lower"]) - tolerance
-    if solution.lower < floor and name in OPEN_SHORTFALLS:
-        pytest.xfail(f"{name}: lower bound {solution.lower} more than 2 % below SARSOP's: {OPEN_SHORTFALLS[name]}")
     assert solution.lower >= floor, (solution.lower, reference)
