@@ -2,7 +2,7 @@
 
     bazel run //experiments/mess3:bench_study                           # prints one JSON object (a few minutes)
     bazel run //experiments/mess3:bench_study -- --env-steps 131072     # full runs capped at 2^17 env steps
-    bazel run //experiments/mess3:bench_study -- --full                 # full budgets (about an hour here)
+    bazel run //experiments/mess3:bench_study -- --full                 # full budgets (about 21 min here: 1.75x)
 
 The same four members (memoryless_agent and reward_only, seeds 0 and 1; smoke budgets, or full
 ones, or full ones capped with --env-steps as `--stop-at-env-steps` caps a run) run twice into
