@@ -19,7 +19,7 @@ ActorCriticPPOTorchLearner uses it for every batch of torch tensors; anything el
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -35,10 +35,16 @@ def _all_tensors(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-def _rows_of(value: Any, rows: torch.Tensor) -> Any:
+def map_tensors(function: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
+    """Applies `function` to every tensor in a nest of dicts (the shape of a module batch)."""
     if isinstance(value, dict):
-        return {key: _rows_of(item, rows) for key, item in value.items()}
-    return value.index_select(0, rows)
+        return {key: map_tensors(function, item) for key, item in value.items()}
+    return function(value)
+
+
+def select_rows(batch: Any, rows: torch.Tensor) -> Any:
+    """The given rows (first axis) of every tensor in a nest of dicts, by one `index_select` each."""
+    return map_tensors(lambda tensor: tensor.index_select(0, rows), batch)
 
 
 class IndexedMinibatchIterator(MiniBatchIteratorBase):
@@ -116,7 +122,7 @@ class IndexedMinibatchIterator(MiniBatchIteratorBase):
                 if end > first:
                     pieces.append(order[module_id][first:end])
                 minibatch[module_id] = SampleBatch(
-                    _rows_of(dict(module_batch), torch.cat(pieces)),
+                    select_rows(dict(module_batch), torch.cat(pieces)),
                     _zero_padded=module_batch.zero_padded,
                     _max_seq_len=module_batch.max_seq_len,
                 )

@@ -48,8 +48,9 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rl.learners import ActorCriticPPOTorchLearner, IQNPPOTorchLearner, QRPPOTorchLearner
+from rl.learners.minibatches import map_tensors
 from rl.learners.models import MLPModel, TransformerModel
-from rl.learners.ppo.learner import chunks_with_loss_steps, map_tensors
+from rl.learners.ppo.learner import chunks_with_loss_steps
 from rl.learners.ppo.loss import categorical_ppo_loss
 from rl.learners.quantile_critic import IQNValueMixin, QRValueMixin
 

@@ -50,7 +50,8 @@ from ray.rllib.utils.numpy import convert_to_numpy
 from rl.learners.gradient_steps import fused_adam
 from rl.learners.ppg.module import PPGAuxiliaryValueHead
 from rl.learners.ppg.settings import validate_ppg_config
-from rl.learners.ppo.learner import ActorCriticPPOTorchLearner, map_tensors
+from rl.learners.minibatches import map_tensors
+from rl.learners.ppo.learner import ActorCriticPPOTorchLearner
 from rl.losses import masked_mean
 
 AUX_OPTIMIZER_STATE = "ppg_aux_optimizer"

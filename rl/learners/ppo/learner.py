@@ -20,7 +20,7 @@ PPG Learners derive from it.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -32,16 +32,9 @@ from ray.rllib.utils.annotations import override
 
 from rl.learners.connectors import use_fast_chunking
 from rl.learners.gradient_steps import FusedGradientStepMixin
-from rl.learners.minibatches import IndexedMinibatchIterator
+from rl.learners.minibatches import IndexedMinibatchIterator, select_rows
 from rl.learners.models.base import ActorCriticModule
 from rl.learners.ppo.loss import PPOLossTerms, categorical_ppo_loss, uses_categorical_policy
-
-
-def map_tensors(function: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
-    """Applies `function` to every tensor in a nest of dicts (the shape of a module batch)."""
-    if isinstance(value, dict):
-        return {key: map_tensors(function, item) for key, item in value.items()}
-    return function(value)
 
 
 def chunks_with_loss_steps(batch: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +58,7 @@ def chunks_with_loss_steps(batch: dict[str, Any]) -> dict[str, Any]:
     if bool(rows_with_loss.all()):
         return batch
     rows = rows_with_loss.nonzero().squeeze(1)
-    return map_tensors(lambda tensor: tensor.index_select(0, rows), batch)
+    return select_rows(batch, rows)
 
 
 class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
