@@ -1,4 +1,11 @@
-"""The progress line of the lifecycle's runners: budget share, speed, ETA and a consistent empty return."""
+"""The lifecycle's progress line (budget share, speed, ETA, a consistent empty return) and its frozen long-lived objects."""
+
+import contextlib
+import gc
+import types
+import weakref
+
+import pytest
 
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
 from rl.harness.training import lifecycle, runners
@@ -23,3 +30,55 @@ def test_no_finished_episode_and_a_nan_return_both_show_a_dash():
     assert "return - |" in lifecycle.progress_line(_row(**{RETURN: None}))
     assert "return - |" in lifecycle.progress_line(_row(**{RETURN: float("nan")}))
     assert "%" not in lifecycle.progress_line(_row())  # no stop rule given: no share, no ETA
+
+
+class _Cycle:
+    def __init__(self):
+        self.me = self
+
+
+def test_objects_alive_on_entry_are_frozen_until_exit_and_their_cycles_collected_then():
+    cycle = _Cycle()
+    alive = weakref.ref(cycle)
+    with lifecycle.long_lived_objects_frozen():
+        assert gc.get_freeze_count() > 0
+        del cycle
+        gc.collect()
+        assert alive() is not None  # frozen: no collection reaches it
+    assert gc.get_freeze_count() == 0
+    assert alive() is None
+
+
+def test_an_error_inside_unfreezes_too():
+    with pytest.raises(RuntimeError, match="boom"), lifecycle.long_lived_objects_frozen():
+        raise RuntimeError("boom")
+    assert gc.get_freeze_count() == 0
+
+
+class _Algo:
+    """Two iterations of 10 env steps; notes whether the collector skipped the long-lived objects."""
+
+    def __init__(self):
+        self.frozen_while_training, self.stopped, self.iteration = [], False, 0
+
+    def train(self):
+        self.frozen_while_training.append(gc.get_freeze_count() > 0)
+        self.iteration += 1
+        return {ITERATION: self.iteration, ENV_STEPS: 10 * self.iteration}
+
+    def save_to_path(self, folder):
+        pass
+
+    def stop(self):
+        self.stopped = True
+
+
+def test_an_algorithm_trains_with_its_objects_frozen_and_is_stopped_after():
+    algo = _Algo()
+    recorder = types.SimpleNamespace(stop_requested=False, log_metrics=lambda row, trial=None: row,
+                                     checkpoint=lambda **_: contextlib.nullcontext("folder"))
+    training = lifecycle.AlgorithmTraining(config=types.SimpleNamespace(build_algo=lambda: algo),
+                                           stop=runners.StopRule(training_iterations=2))
+    last = training.run(types.SimpleNamespace(recorder=recorder))
+    assert last[ITERATION] == 2 and algo.frozen_while_training == [True, True]
+    assert algo.stopped and gc.get_freeze_count() == 0

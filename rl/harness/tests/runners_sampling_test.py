@@ -69,3 +69,12 @@ def test_a_recipes_own_module_to_env_pieces_are_kept_and_recorded():
     record = configs.sampling_record(configs.plan_sampling(_context(2), config, parallel_envs=32), config)
     assert record["connectors"] == {"env_to_module": sampling_connectors.FAST_PIPELINE,
                                     "module_to_env": sampling_connectors.CUSTOM_PIPELINE}
+
+
+def test_a_local_env_runner_hands_its_episodes_over_as_lists_and_remote_ones_as_numpy():
+    local = configs.prepare_config(_context(2), _config(2048), seed=3, parallel_envs=32)
+    remote = configs.prepare_config(_context(8), _config(2048), seed=3, parallel_envs=32)
+    assert (local.num_env_runners, local.episodes_to_numpy) == (0, False)
+    assert remote.num_env_runners > 0 and remote.episodes_to_numpy
+    record = configs.sampling_record(configs.plan_sampling(_context(2), local, parallel_envs=32), local)
+    assert record["episodes_to_numpy"] is False
