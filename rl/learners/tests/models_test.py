@@ -73,6 +73,16 @@ def test_an_inference_only_module_stays_in_eval_mode_so_rollout_calls_switch_no_
     assert learner_module.training  # a Learner's module trains as RLlib builds it
 
 
+def test_sampling_runs_in_inference_mode_with_the_outputs_no_grad_gives():
+    runner_module = mlp(inference_only=True)
+    obs = {Columns.OBS: torch.randn(5, 4)}
+    sampled = runner_module.forward_exploration(obs)[Columns.ACTION_DIST_INPUTS]
+    with torch.no_grad():
+        expected = runner_module._forward_exploration(obs)[Columns.ACTION_DIST_INPUTS]
+    assert sampled.is_inference() and not expected.is_inference()
+    assert torch.equal(sampled, expected)
+
+
 def test_a_detach_design_keeps_value_gradients_out_of_the_shared_encoder():
     # The hook PPG's single-network variant uses: the value head reads detached features.
     class DetachedValueMLP(MLPModel):
