@@ -3,8 +3,9 @@
     bazel run //experiments/mess3:bench_sampling        # prints one JSON object (~1 min)
 
 One local `SingleAgentEnvRunner` per variant, the main job's module, env and 32 parallel
-envs, one torch thread: `rllib` with RLlib's default connector pipelines, `harness` with
-the pipelines `configs.configure` installs (rl/harness/training/sampling_connectors.py). After
+envs, one torch thread: `rllib` with RLlib's defaults, `harness` with the config the harness
+prepares for a local runner (`configs.configure`: the connector pipelines of
+rl/harness/training/sampling_connectors.py, episodes returned as lists). After
 warm-up samples, each connector piece and each part of a vectorised step (module forward,
 module-to-env, env step, env-to-module) is timed by wrapping it, over `--samples` calls of
 `sample(num_timesteps=2048)`; figures are milliseconds per 2048 env steps (64 vectorised
@@ -28,7 +29,8 @@ import torch
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from experiments.mess3 import controlled_mess3 as task
-from rl.harness.training.sampling_connectors import connector_pipelines, use_fast_connectors
+from rl.harness.training import configs, hardware
+from rl.harness.training.sampling_connectors import connector_pipelines
 
 STEPS_PER_SAMPLE = 2048
 WARMUP_SAMPLES = 3
@@ -49,11 +51,14 @@ class _Timed:
 
 
 def _runner(harness: bool) -> SingleAgentEnvRunner:
-    config = task.ppo_config(smoke=False).env_runners(num_env_runners=0,
-                                                       num_envs_per_env_runner=task.PARALLEL_ENVS)
-    if harness:
-        use_fast_connectors(config)
-    return SingleAgentEnvRunner(config=config.debugging(seed=0))
+    config = task.ppo_config(smoke=False)
+    if harness:  # what the harness runs on 2 CPUs: its config preparation with every env in the local runner
+        profile = hardware.choose_profile("cpu", hardware.detect_machine())
+        local = hardware.SamplingPlan(task.PARALLEL_ENVS, 0, task.PARALLEL_ENVS, "local", "bench_sampling")
+        config = configs.configure(config, profile, local, seed=0)
+    else:
+        config = config.env_runners(num_env_runners=0, num_envs_per_env_runner=task.PARALLEL_ENVS).debugging(seed=0)
+    return SingleAgentEnvRunner(config=config)
 
 
 def _per_sample_ms(totals: dict, samples: int) -> dict:

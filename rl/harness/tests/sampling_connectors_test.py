@@ -7,6 +7,7 @@ import torch
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.connectors.module_to_env import GetActions
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from ray.rllib.connectors.env_to_module import FlattenObservations
@@ -19,6 +20,7 @@ from rl.harness.training.sampling_connectors import (
     RLLIB_PIPELINE,
     ModuleOutputsForVectorEnv,
     connector_pipelines,
+    sample_categorical,
     use_fast_connectors,
 )
 
@@ -135,3 +137,16 @@ def test_more_rows_than_episodes_is_a_clear_error():
     with pytest.raises(ValueError, match="3 module output rows for 2 episodes"):
         piece(rl_module=None, batch={Columns.ACTIONS: np.zeros(3, dtype=np.int64)}, episodes=[object(), object()],
               shared_data={})
+
+
+@pytest.mark.parametrize("shape", [(32, 4), (32, 1, 4), (5, 2, 3)])
+def test_categorical_draws_are_rllibs_from_the_same_random_numbers(shape):
+    logits = torch.randn(*shape) * 3
+    for seed in range(20):
+        torch.manual_seed(seed)
+        distribution = TorchCategorical.from_logits(logits)
+        expected = distribution.sample()
+        expected_logp = distribution.logp(expected)
+        torch.manual_seed(seed)
+        actions, logp = sample_categorical(logits)
+        assert torch.equal(actions, expected) and torch.equal(logp, expected_logp)
