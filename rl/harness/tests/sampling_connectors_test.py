@@ -9,6 +9,7 @@ from ray.rllib.connectors.module_to_env import GetActions
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
 from ray.rllib.connectors.env_to_module import FlattenObservations
 
@@ -19,6 +20,7 @@ from rl.harness.training.sampling_connectors import (
     MODULE_TO_ENV,
     RLLIB_PIPELINE,
     ModuleOutputsForVectorEnv,
+    as_tensors,
     connector_pipelines,
     sample_categorical,
     use_fast_connectors,
@@ -150,3 +152,12 @@ def test_categorical_draws_are_rllibs_from_the_same_random_numbers(shape):
         torch.manual_seed(seed)
         actions, logp = sample_categorical(logits)
         assert torch.equal(actions, expected) and torch.equal(logp, expected_logp)
+
+
+def test_tensors_are_rllibs_conversion_on_the_cpu():
+    data = {Columns.OBS: np.arange(6, dtype=np.float64).reshape(3, 2),
+            Columns.STATE_IN: {"keys": np.ones((3, 2, 4), np.float32), "valid": np.zeros((3, 4), np.int64),
+                               "half": np.ones(3, np.float16)}, "names": np.array(["a", "b"])}
+    tensors = as_tensors(data)
+    assert_equal_nests(convert_to_torch_tensor(data), tensors, "tensors")
+    assert all(torch.is_tensor(tensor) for tensor in (tensors[Columns.OBS], *tensors[Columns.STATE_IN].values()))

@@ -22,8 +22,8 @@ arrays, and works on the batched arrays: one squeeze per column, one clip or uns
 all actions, and the per-env views the EnvRunner indexes into (`to_env[column][env_index]`);
 only the recurrent state becomes a list of per-env dicts. With GetActions and TensorToNumpy
 folded in, the pipeline's 0.38 ms per vectorised step became 0.27 (bench_sampling).
-`EpisodesToModuleBatch` stacks each episode's last observation and state once and adds
-the time rank to the stacked arrays. The EnvRunner's episodes come out identical to
+`EpisodesToModuleBatch` is the whole env-to-module pipeline: it stacks each episode's last
+observation and state once, adds the time rank to the stacked arrays and makes them tensors. The EnvRunner's episodes come out identical to
 RLlib's pipelines (`tests/sampling_connectors_test.py`).
 
 Single-agent only, and each pipeline only when the config adds no pieces of its own to
@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ray.rllib.connectors.common import NumpyToTensor
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.module_to_env import GetActions
 from ray.rllib.core.columns import Columns
@@ -47,6 +46,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.spaces.space_utils import batch as batch_items
 from ray.rllib.utils.spaces.space_utils import clip_action, get_base_struct_from_space, unbatch, unsquash_action
+from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
 # Which pipeline `use_fast_connectors` chose, as the manifest records it.
 FAST_PIPELINE = "fast_vector_env"
@@ -137,15 +137,23 @@ def _numpy(value: Any) -> Any:
 
 
 class EpisodesToModuleBatch(ConnectorV2):
-    """RLlib's AddObservationsFromEpisodesToBatch ... BatchIndividualItems for one agent, stacking once.
+    """RLlib's whole env-to-module pipeline (AddObservationsFromEpisodesToBatch ... NumpyToTensor) for one agent.
 
     Output: OBS, each episode's last observation stacked (B, ...), and for a stateful
     module STATE_IN, each episode's last STATE_OUT (its initial state at the start)
-    stacked, with a single-step time rank on OBS (B, 1, ...); numpy, for NumpyToTensor.
+    stacked, with a single-step time rank on OBS (B, 1, ...); as tensors on `device`,
+    converted as NumpyToTensor converts them (`as_tensors`).
     """
+
+    def __init__(self, input_observation_space=None, input_action_space=None, *, device=None, **kwargs):
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+        self.device = device
 
     @override(ConnectorV2)
     def __call__(self, *, rl_module, batch: dict[str, Any], episodes, explore=None, shared_data=None, **kwargs):
+        return as_tensors(self._stacked_inputs(rl_module, batch, episodes, shared_data), self.device)
+
+    def _stacked_inputs(self, rl_module, batch: dict[str, Any], episodes, shared_data) -> dict[str, Any]:
         observations = batch_items([episode.get_observations(-1) for episode in episodes])
         # RLlib's UnBatchToIndividualItems reads which episode each row is, should a config keep it.
         shared_data["memorized_map_structure"] = [episode.id_ for episode in episodes]
@@ -162,6 +170,25 @@ class EpisodesToModuleBatch(ConnectorV2):
         shared_data["_added_single_ts_time_rank"] = True  # ModuleOutputsForVectorEnv removes it again
         return {**batch, Columns.OBS: _map_arrays(lambda array: array[:, np.newaxis], observations),
                 Columns.STATE_IN: _stacked(states)}
+
+
+def as_tensors(data: dict[str, Any], device=None) -> dict[str, Any]:
+    """RLlib's `convert_to_torch_tensor(data, device)` (NumpyToTensor's conversion); on the CPU one
+    `torch.from_numpy` per array, floats as float32 (float16 kept), with no nest walk of its own.
+
+    Example:
+        as_tensors({"obs": np.zeros((32, 1, 7))})["obs"].dtype    # torch.float32
+    """
+    if device is not None and torch.device(device).type != "cpu":
+        return convert_to_torch_tensor(data, device=device)
+    return _map_arrays(_cpu_tensor, data)
+
+
+def _cpu_tensor(value: Any) -> Any:
+    if value is None or isinstance(value, np.ndarray) and (value.dtype == object or value.dtype.type is np.str_):
+        return value  # as RLlib leaves them
+    tensor = value if torch.is_tensor(value) else torch.from_numpy(np.asarray(value))
+    return tensor.float() if tensor.is_floating_point() and tensor.dtype != torch.float16 else tensor
 
 
 def _map_arrays(function, data: Any) -> Any:
@@ -225,13 +252,13 @@ class FastModuleToEnv:
 
 
 class FastEnvToModule:
-    """What `config.env_runners(env_to_module_connector=...)` calls: EpisodesToModuleBatch, then RLlib's NumpyToTensor.
+    """What `config.env_runners(env_to_module_connector=...)` calls: EpisodesToModuleBatch, the whole pipeline.
 
     It goes with `add_default_connectors_to_env_to_module_pipeline=False`.
     """
 
     def __call__(self, env=None, spaces=None, device=None) -> list[ConnectorV2]:
-        return [EpisodesToModuleBatch(), NumpyToTensor(device=device)]
+        return [EpisodesToModuleBatch(device=device)]
 
 
 ENV_TO_MODULE = "env_to_module"
