@@ -108,7 +108,11 @@ class ZeroPadToChunks(AddTimeDimToBatchAndZeroPad):
 
 
 class AddChunkStartStates(AddStatesFromEpisodesToBatch):
-    """AddStatesFromEpisodesToBatch (learner connector) that reads only the states at chunk starts."""
+    """AddStatesFromEpisodesToBatch (learner connector) that reads only the states at chunk starts.
+
+    Numpy episodes only (remote EnvRunners'); list episodes, which a local EnvRunner hands a
+    local Learner, go to RLlib's path, whose per-item reads need no stacking of a list.
+    """
 
     @override(ConnectorV2)
     def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list, **kwargs):

@@ -1,4 +1,4 @@
-"""The lifecycle's progress line (budget share, speed, ETA, a consistent empty return) and its frozen long-lived objects."""
+"""The lifecycle's progress line (budget share, speed, ETA, an empty return) and its frozen long-lived objects."""
 
 import contextlib
 import gc
@@ -37,7 +37,7 @@ class _Cycle:
         self.me = self
 
 
-def test_objects_alive_on_entry_are_frozen_until_exit_and_their_cycles_collected_then():
+def test_objects_alive_on_entry_are_frozen_until_exit_and_collectable_again_after():
     cycle = _Cycle()
     alive = weakref.ref(cycle)
     with lifecycle.long_lived_objects_frozen():
@@ -46,6 +46,7 @@ def test_objects_alive_on_entry_are_frozen_until_exit_and_their_cycles_collected
         gc.collect()
         assert alive() is not None  # frozen: no collection reaches it
     assert gc.get_freeze_count() == 0
+    gc.collect()
     assert alive() is None
 
 
@@ -59,7 +60,7 @@ class _Algo:
     """Two iterations of 10 env steps; notes whether the collector skipped the long-lived objects."""
 
     def __init__(self):
-        self.frozen_while_training, self.stopped, self.iteration = [], False, 0
+        self.frozen_while_training, self.iteration = [], 0
 
     def train(self):
         self.frozen_while_training.append(gc.get_freeze_count() > 0)
@@ -69,16 +70,19 @@ class _Algo:
     def save_to_path(self, folder):
         pass
 
-    def stop(self):
-        self.stopped = True
 
-
-def test_an_algorithm_trains_with_its_objects_frozen_and_is_stopped_after():
-    algo = _Algo()
+def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collected_once_it_stops():
+    algo, stop_calls = _Algo(), []
+    algo.me = algo  # a cycle: only the collector frees it
+    algo.stop = lambda: stop_calls.append("stop")
+    stopped = weakref.ref(algo)
     recorder = types.SimpleNamespace(stop_requested=False, log_metrics=lambda row, trial=None: row,
                                      checkpoint=lambda **_: contextlib.nullcontext("folder"))
-    training = lifecycle.AlgorithmTraining(config=types.SimpleNamespace(build_algo=lambda: algo),
+    training = lifecycle.AlgorithmTraining(config=types.SimpleNamespace(build_algo=lambda: stopped()),
                                            stop=runners.StopRule(training_iterations=2))
+    frozen = algo.frozen_while_training
+    del algo
     last = training.run(types.SimpleNamespace(recorder=recorder))
-    assert last[ITERATION] == 2 and algo.frozen_while_training == [True, True]
-    assert algo.stopped and gc.get_freeze_count() == 0
+    assert last[ITERATION] == 2 and frozen == [True, True]
+    assert stop_calls == ["stop"] and gc.get_freeze_count() == 0
+    assert stopped() is None  # collected by the run, with no collection of the test's

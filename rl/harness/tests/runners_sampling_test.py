@@ -71,10 +71,13 @@ def test_a_recipes_own_module_to_env_pieces_are_kept_and_recorded():
                                     "module_to_env": sampling_connectors.CUSTOM_PIPELINE}
 
 
-def test_a_local_env_runner_hands_its_episodes_over_as_lists_and_remote_ones_as_numpy():
+def test_episodes_that_stay_in_the_process_are_lists_and_those_that_travel_numpy():
     local = configs.prepare_config(_context(2), _config(2048), seed=3, parallel_envs=32)
     remote = configs.prepare_config(_context(8), _config(2048), seed=3, parallel_envs=32)
+    remote_learner = configs.prepare_config(_context(2), _config(2048).learners(num_learners=1), seed=3,
+                                            parallel_envs=32)
     assert (local.num_env_runners, local.episodes_to_numpy) == (0, False)
     assert remote.num_env_runners > 0 and remote.episodes_to_numpy
+    assert remote_learner.num_env_runners == 0 and remote_learner.episodes_to_numpy  # they travel to the Learner
     record = configs.sampling_record(configs.plan_sampling(_context(2), local, parallel_envs=32), local)
     assert record["episodes_to_numpy"] is False

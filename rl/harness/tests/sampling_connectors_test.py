@@ -44,7 +44,8 @@ def config_for(env: str, model_config=None, *, env_settings=None, **env_runner_s
     )
 
 
-def sampled_episodes(config: PPOConfig, *, fast: bool, steps: int = 300, expected_pipelines=None) -> list:
+def sampled_episodes(config: PPOConfig, *, fast: bool, steps: int = 300, expected_pipelines=None,
+                     explore: bool = True) -> list:
     config = config.copy(copy_frozen=False)
     pipelines = use_fast_connectors(config) if fast else connector_pipelines(config)
     assert pipelines == (expected_pipelines or (ALL_FAST if fast else ALL_RLLIB))
@@ -52,7 +53,8 @@ def sampled_episodes(config: PPOConfig, *, fast: bool, steps: int = 300, expecte
     runner = SingleAgentEnvRunner(config=config)
     try:
         # Two calls: the second continues episodes that the first cut.
-        return runner.sample(num_timesteps=steps // 2) + runner.sample(num_timesteps=steps // 2)
+        return (runner.sample(num_timesteps=steps // 2, explore=explore)
+                + runner.sample(num_timesteps=steps // 2, explore=explore))
     finally:
         runner.stop()
 
@@ -87,6 +89,12 @@ def test_stateful_module_episodes_match_rllib_pipeline():
     assert any(episode.is_terminated for episode in expected), "the test needs episodes that end (autoreset rows)"
     assert Columns.STATE_OUT in expected[0].extra_model_outputs
     assert_same_episodes(expected, actual)
+
+
+def test_greedy_sampling_takes_rllibs_deterministic_actions():
+    config = config_for("CartPole-v1", LSTM)
+    expected = sampled_episodes(config, fast=False, explore=False)
+    assert_same_episodes(expected, sampled_episodes(config, fast=True, explore=False))
 
 
 @pytest.mark.parametrize("normalize_actions, clip_actions", [(True, False), (False, True), (False, False)])

@@ -61,18 +61,19 @@ def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):
     The one place the harness writes placement and seed into a config (every runner calls it);
     single-agent configs also get the fast EnvRunner connector pipelines (sampling_connectors.py),
     each unless the config adds pieces of its own to it, and episode metrics that count the env's
-    steps (episode_metrics.py); a local EnvRunner returns its episodes without numpy'izing them.
+    steps (episode_metrics.py); a local EnvRunner feeding a local Learner returns its episodes
+    without numpy'izing them.
     """
     config = config.copy(copy_frozen=False)
     profile.apply_to(config, plan)
     use_fast_connectors(config)
     if not config.is_multi_agent:
         add_callback(config, episode_metrics.ON_SAMPLE_END, episode_metrics.copy_cut_chunks)
-    if plan.num_env_runners == 0:
-        # The local EnvRunner hands its episodes to the Learner in this process, whose connector
-        # batches them anyway: numpy'izing each one first, step by step, cost the main job
-        # 0.02 s of every 0.36 s iteration (docs/performance.md). Remote runners keep it: their
-        # episodes travel, and numpy arrays pickle smaller than lists of per-step items.
+    if plan.num_env_runners == 0 and config.num_learners == 0:
+        # The local EnvRunner hands its episodes to the local Learner, whose connector batches
+        # them anyway: numpy'izing each one first, step by step, cost the main job about 5 %
+        # end to end (docs/performance.md). Episodes that travel (remote runners or Learners)
+        # stay numpy: arrays pickle smaller than lists of per-step items.
         config.env_runners(episodes_to_numpy=False)
     return config.debugging(seed=seed)
 

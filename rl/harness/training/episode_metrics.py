@@ -37,7 +37,8 @@ def _copy(episode):
     """A deep copy of `episode` that shares its spaces and info dicts, which the Learner only reads.
 
     Copying those took 85% of the time for Mess3 chunks (a belief array in every info dict);
-    sharing them, 32 chunks of 32 steps take 6 ms, against 440 ms to sample them.
+    sharing them, 32 chunks of 32 steps take 6 ms, against 440 ms to sample them (numpy episodes;
+    a local runner's list episodes take about twice as long to copy).
     """
     shared = [episode.observation_space, episode.action_space, *episode.get_infos()]
     return copy.deepcopy(episode, {id(item): item for item in shared})

@@ -215,8 +215,8 @@ def long_lived_objects_frozen() -> Iterator[None]:
     A built Algorithm holds ~0.5M tracked objects (modules, Ray, imports) that live as long as
     it does; each full collection walked them all, about 0.03 s per iteration of the main job
     (docs/performance.md). Frozen with the stdlib's `gc.freeze`, they are still freed by
-    reference counting; on exit they are unfrozen and collected, so a runner that trains
-    several algorithms in turn gets each one's cycles back.
+    reference counting, and on exit the collector sees them again. Not for nesting: the
+    inner exit would unfreeze the outer's objects too.
     """
     gc.collect()
     gc.freeze()
@@ -224,7 +224,6 @@ def long_lived_objects_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-        gc.collect()
 
 
 @dataclasses.dataclass
@@ -251,10 +250,11 @@ class AlgorithmTraining:
         """The last row (the counters it stopped at), or None when a stop came before its first iteration."""
         algo = self.config.build_algo()
         try:
-            with long_lived_objects_frozen():
-                return self._train(context, algo)
+            return self._train(context, algo)
         finally:
             algo.stop()
+            del algo
+            gc.collect()  # the stopped algorithm's cycles, before a runner builds the next one (agents in turn)
 
     def _train(self, context: RunContext, algo) -> Optional[dict]:
         if self.on_built is not None:
@@ -271,10 +271,11 @@ class AlgorithmTraining:
         if self.save_initial:
             self._save(context, algo, row)
         started_at = saved_at = row[ITERATION]
-        for row in train_rows(context, algo, self.stop, row=row, trial=self.trial, tags=self.tags):
-            if self.schedule is not None and self.schedule(row[ITERATION]):
-                self._save(context, algo, row)
-                saved_at = row[ITERATION]
+        with long_lived_objects_frozen():  # after a restore, whose replaced objects must stay collectable
+            for row in train_rows(context, algo, self.stop, row=row, trial=self.trial, tags=self.tags):
+                if self.schedule is not None and self.schedule(row[ITERATION]):
+                    self._save(context, algo, row)
+                    saved_at = row[ITERATION]
         if saved_at != row[ITERATION]:  # the last iteration, also after a stop request
             self._save(context, algo, row)
         return row if row[ITERATION] != started_at else None

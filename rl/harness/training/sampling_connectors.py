@@ -12,19 +12,21 @@ every action, and stacks the actions back for the vector env; env-to-module
 (AddObservationsFromEpisodesToBatch, AddTimeDimToBatchAndZeroPad,
 AddStatesFromEpisodesToBatch, BatchIndividualItems, NumpyToTensor) adds a time rank to
 every item before it stacks them. For the main job (TransformerModel, 32 envs) the
-pieces replaced here cost 0.90 ms (module-to-env) and 0.44 ms (env-to-module) per
-vectorised step, together more than the forward pass; their replacements 0.09 and
-0.15 ms (`//experiments/mess3:bench_sampling`, docs/performance.md).
+pieces replaced here cost 0.90 ms (module-to-env, GetActions and TensorToNumpy aside) and
+0.44 ms (env-to-module, NumpyToTensor aside) per vectorised step, together more than the
+forward pass; their first replacements 0.09 and 0.15 ms (`//experiments/mess3:bench_sampling`,
+docs/performance.md).
 
 `ModuleOutputsForVectorEnv` is the whole module-to-env pipeline in one piece: it samples
 the actions (a Categorical without distribution objects), turns the outputs into numpy
 arrays, and works on the batched arrays: one squeeze per column, one clip or unsquash of
 all actions, and the per-env views the EnvRunner indexes into (`to_env[column][env_index]`);
-only the recurrent state becomes a list of per-env dicts. With GetActions and TensorToNumpy
-folded in, the pipeline's 0.38 ms per vectorised step became 0.27 (bench_sampling).
+only the recurrent state becomes a list of per-env dicts. With GetActions and
+TensorToNumpy folded in, the whole pipeline's 0.38 ms per vectorised step became 0.27.
 `EpisodesToModuleBatch` is the whole env-to-module pipeline: it stacks each episode's last
-observation and state once, adds the time rank to the stacked arrays and makes them tensors. The EnvRunner's episodes come out identical to
-RLlib's pipelines (`tests/sampling_connectors_test.py`).
+observation and state once, adds the time rank to the stacked arrays and makes them tensors.
+The EnvRunner's episodes come out identical to RLlib's pipelines
+(`tests/sampling_connectors_test.py`).
 
 Single-agent only, and each pipeline only when the config adds no pieces of its own to
 it (they would expect RLlib's per-item layout); `use_fast_connectors` leaves the others
@@ -101,7 +103,7 @@ class ModuleOutputsForVectorEnv(ConnectorV2):
         return output
 
     def _add_actions(self, rl_module, batch: dict[str, Any], episodes, explore) -> None:
-        if (explore and Columns.ACTION_LOGP not in batch
+        if (explore and Columns.ACTION_DIST_INPUTS in batch and Columns.ACTION_LOGP not in batch
                 and rl_module.get_exploration_action_dist_cls() is TorchCategorical):
             batch[Columns.ACTIONS], batch[Columns.ACTION_LOGP] = sample_categorical(batch[Columns.ACTION_DIST_INPUTS])
         else:
@@ -130,9 +132,9 @@ def _numpy(value: Any) -> Any:
         value = value.item() if value.dim() == 0 else value.numpy(force=True)
     if isinstance(value, np.ndarray):
         if np.issubdtype(value.dtype, np.floating):
-            return value.astype(np.float32, copy=False)
+            return value.astype(np.float32)  # a copy, as RLlib's: episodes keep no view of the module's tensors
         if np.issubdtype(value.dtype, int):
-            return value.astype(np.int32, copy=False)
+            return value.astype(np.int32)
     return value
 
 
@@ -173,8 +175,10 @@ class EpisodesToModuleBatch(ConnectorV2):
 
 
 def as_tensors(data: dict[str, Any], device=None) -> dict[str, Any]:
-    """RLlib's `convert_to_torch_tensor(data, device)` (NumpyToTensor's conversion); on the CPU one
-    `torch.from_numpy` per array, floats as float32 (float16 kept), with no nest walk of its own.
+    """RLlib's `convert_to_torch_tensor(data, device)` (NumpyToTensor's conversion) for the fresh arrays
+    EpisodesToModuleBatch stacks (nested dicts, lists and tuples of arrays): on the CPU one
+    `torch.from_numpy` per array, floats as float32 (float16 kept), object and string arrays left
+    as they are; on another device RLlib's own conversion.
 
     Example:
         as_tensors({"obs": np.zeros((32, 1, 7))})["obs"].dtype    # torch.float32

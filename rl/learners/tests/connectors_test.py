@@ -107,6 +107,25 @@ def test_fast_chunking_builds_exactly_rllibs_learner_batch(episode_source):
     assert_same_nest(*batches)
 
 
+def test_the_learner_batch_is_the_same_from_list_and_numpy_episodes():
+    # A local EnvRunner feeding a local Learner hands its episodes over as lists
+    # (episodes_to_numpy=False, as the harness configures it); remote ones as numpy.
+    config = transformer_config().env_runners(episodes_to_numpy=False)
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    episodes = sampled_episodes(config)
+    assert not any(episode.is_numpy for episode in episodes)
+    batches = []
+    for numpy_episodes in (True, False):
+        copies = copy.deepcopy(episodes)
+        with torch.no_grad():
+            batch = learner._learner_connector(rl_module=learner.module, batch={}, shared_data={},
+                                               episodes=[episode.to_numpy() for episode in copies]
+                                               if numpy_episodes else copies)
+        batches.append(batch[DEFAULT_MODULE_ID])
+    assert batches[0][Columns.STATE_IN] and Columns.ADVANTAGES in batches[0]
+    assert_same_nest(*batches)
+
+
 def test_chunk_start_states_fill_next_state_in_like_rllib():
     config = transformer_config()
     learner = config.build_learner(env=gym.make("CartPole-v1"))
