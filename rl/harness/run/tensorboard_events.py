@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import math
 import pathlib
+import struct
 import time
 from typing import Any, BinaryIO, Mapping, Optional
 
 from absl import logging
 
 from rl.harness.run import metric_keys, records
+from rl.harness.run.crc32c import masked_crc32c
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import read_manifest
 
@@ -73,6 +75,13 @@ def lineage_folder(layout: RunLayout, parent_run: Optional[Mapping[str, Any]]) -
     return pathlib.Path(recorded)
 
 
+def tf_record(data: bytes) -> bytes:
+    """`data` framed as a TFRecord (what TensorBoard's RecordWriter writes): length, its masked CRC-32C,
+    the data, the data's masked CRC-32C. Its CRC is numpy's (crc32c.py), not TensorBoard's Python loop."""
+    header = struct.pack("<Q", len(data))
+    return header + struct.pack("<I", masked_crc32c(header)) + data + struct.pack("<I", masked_crc32c(data))
+
+
 class ScalarEvents:
     """Appends each metrics row as one TensorBoard event per curve group (the run, or one trial).
 
@@ -83,7 +92,7 @@ class ScalarEvents:
     def __init__(self, folder: pathlib.Path, run_id: str):
         self.folder = pathlib.Path(folder)
         self._run_id = run_id
-        self._files: dict[str, tuple[BinaryIO, Any]] = {}  # trial ("" for the run) -> (file, RecordWriter)
+        self._files: dict[str, BinaryIO] = {}  # trial ("" for the run) -> its event file
         self._failed = False
 
     def write(self, row: Mapping[str, Any], *, trial: Optional[str] = None) -> None:
@@ -106,27 +115,26 @@ class ScalarEvents:
             return
         summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)
                                              for tag, value in sorted(scalars.items())])
-        stream, writer = self._file(trial)
-        writer.write(event_pb2.Event(wall_time=time.time(), step=step, summary=summary).SerializeToString())
+        stream = self._file(trial)
+        stream.write(tf_record(event_pb2.Event(wall_time=time.time(), step=step, summary=summary).SerializeToString()))
         stream.flush()
 
-    def _file(self, trial: str) -> tuple[BinaryIO, Any]:
+    def _file(self, trial: str) -> BinaryIO:
         if trial not in self._files:
             from tensorboard.compat.proto import event_pb2
-            from tensorboard.summary.writer.record_writer import RecordWriter
 
             folder = self.folder / trial if trial else self.folder
             folder.mkdir(parents=True, exist_ok=True)
             # TensorBoard reads a folder's files in name order: nanoseconds put a resumed run's after its parent's.
             stream = open(folder / f"events.out.tfevents.{time.time_ns():020d}.{self._run_id}", "ab")
-            writer = RecordWriter(stream)
             # The version record TensorBoard expects first: version 2 keeps out-of-order steps (no purge).
-            writer.write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2").SerializeToString())
-            self._files[trial] = (stream, writer)
+            version = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
+            stream.write(tf_record(version.SerializeToString()))
+            self._files[trial] = stream
         return self._files[trial]
 
     def close(self) -> None:
-        for stream, _ in self._files.values():
+        for stream in self._files.values():
             try:
                 stream.close()
             except OSError as error:  # the rows were flushed one by one; a failed close loses at most the last

@@ -1,13 +1,16 @@
 """TensorBoard events beside metrics.jsonl, read back with TensorBoard's own reader and checked against the rows."""
 
+import io
 import math
 
 import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
+from tensorboard.summary.writer.record_writer import RecordWriter
 
 from rl.harness.commands import cli, tensorboard_view
-from rl.harness.run import records, tensorboard_events
+from rl.harness.run import crc32c, records, tensorboard_events
 from rl.harness.run.layout import RunLayout
 from rl.harness.tests import contexts, run_helpers
 
@@ -125,3 +128,17 @@ def test_the_viewer_refuses_a_folder_without_events_in_one_line(tmp_path, capsys
 def test_a_run_without_a_parent_found_here_starts_its_own_curves(tmp_path, parent_run):
     layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "run", smoke=False)
     assert tensorboard_events.lineage_folder(layout, parent_run) == layout.artifacts_dir / "tensorboard"
+
+
+def test_the_crc32c_check_value():
+    assert crc32c.crc32c(b"123456789") == 0xE3069283  # CRC-32C's published check value
+    assert crc32c.crc32c(b"") == 0
+
+
+@pytest.mark.parametrize("length", [*range(0, 40), 255, 256, 257, 511, 512, 513, 5000, 20_000])
+def test_records_are_framed_and_checksummed_as_tensorboards_writer_does(length):
+    data = np.random.default_rng(length).integers(0, 256, length, dtype=np.uint8).tobytes()
+    assert crc32c.crc32c(data) == pywrap_tensorflow.crc32c(data)
+    written = io.BytesIO()
+    RecordWriter(written).write(data)
+    assert tensorboard_events.tf_record(data) == written.getvalue()
