@@ -54,6 +54,8 @@ class MemberResult:
     manifests: tuple[RunManifest, ...]
     run_dirs: tuple[pathlib.Path, ...]
     artifacts_dirs: tuple[pathlib.Path, ...]  # where each run's metrics.jsonl is (curves need the artifacts)
+    # curve(key), read once: the summary and the plot both draw on it (a frozen record, a mutable cache).
+    _curves: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def status(self) -> str:
@@ -74,6 +76,11 @@ class MemberResult:
 
         Empty without the runs' artifacts (metrics.jsonl is there; results/ holds only the summary).
         """
+        if key not in self._curves:
+            self._curves[key] = self._read_curve(key)
+        return self._curves[key]
+
+    def _read_curve(self, key: str) -> list[tuple[float, float]]:
         points: list[tuple[float, float]] = []
         for manifest, artifacts_dir in zip(self.manifests, self.artifacts_dirs):
             start = (manifest.parent_run or {}).get("env_steps")

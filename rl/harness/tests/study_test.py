@@ -2,6 +2,7 @@
 
 import json
 import math
+import pathlib
 import re
 
 import pytest
@@ -113,6 +114,10 @@ def test_runs_of_two_agents_are_summarised_with_intervals_and_pairs(roots, capsy
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
     for run_id, seed in (("a0", 0), ("a1", 1), ("a2", 2), ("b0", 0), ("b1", 1), ("b2", 2)):
         assert _run(roots, run_id, "--seed", str(seed)) == 0
+    metrics_reads = []
+    read_json_lines = records.read_json_lines
+    monkeypatch.setattr(records, "read_json_lines",
+                        lambda path, *args: metrics_reads.append(pathlib.Path(path).name) or read_json_lines(path, *args))
     assert _adopt(roots, "first=a0,a1,a2", "second=b0,b1,b2") == 0
     folder = roots[0] / "studies" / "adopted"
     found = json.loads((folder / summary.SUMMARY_JSON).read_text())
@@ -125,6 +130,7 @@ def test_runs_of_two_agents_are_summarised_with_intervals_and_pairs(roots, capsy
     assert found["pairs"]["first - second"]["last loss"]["values"] == {"0": 0.0, "1": 0.0, "2": 0.0}
     assert (folder / summary.CURVES_PNG).read_bytes().startswith(b"\x89PNG")
     assert "| first | 0." in (folder / summary.SUMMARY_MARKDOWN).read_text()
+    assert metrics_reads == [records.METRICS_FILE] * 6  # each run's once, for the summary and the plot
     assert found["budget"] == {"smoke": False, "cap": None}
     assert StudyRecord.read(folder).status == "completed"
 
