@@ -1,6 +1,6 @@
 """CRC-32C (Castagnoli) with numpy: the checksum of every TFRecord, such as a TensorBoard event.
 
-    from rl.harness.run.crc32c import masked_crc32c
+    from rl.harness.run.crc32c import crc32c, masked_crc32c
 
     crc32c(b"123456789")               # 0xE3069283, the CRC-32C check value
     masked_crc32c(record)              # the masked form a TFRecord stores
@@ -68,18 +68,17 @@ def _skip_block(register: int) -> int:
 def crc32c(data: bytes) -> int:
     """The CRC-32C of `data` (start and final XOR 0xFFFFFFFF), as TensorBoard's `crc32c` gives it."""
     length = len(data)
-    blocks = -(-length // BLOCK)
+    blocks = length // BLOCK + 1  # the last (furthest from the end) is partial or all padding
     # following[q, k]: the byte with q * BLOCK + k bytes after it; zero padding adds nothing (a zero share).
     following = np.zeros(blocks * BLOCK, np.uint8)
     following[:length] = np.frombuffer(data, dtype=np.uint8)[::-1]
     sums = np.bitwise_xor.reduce(_SHARES[_DISTANCES, following.reshape(blocks, BLOCK)], axis=1).tolist()
-    register = int(_START_AFTER[length % BLOCK])
-    for _ in range(length // BLOCK):  # the start register, moved past the whole blocks
-        register = _skip_block(register)
-    moved = 0
+    # The start register, after the data's partial block: it is moved as that block's sum is.
+    sums[-1] ^= int(_START_AFTER[length % BLOCK])
+    register = 0
     for block_sum in reversed(sums):  # Horner: the block with the most blocks after it is moved the most
-        moved = _skip_block(moved) ^ block_sum
-    return register ^ moved ^ _START
+        register = _skip_block(register) ^ block_sum
+    return register ^ _START
 
 
 def masked_crc32c(data: bytes) -> int:

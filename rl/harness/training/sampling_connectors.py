@@ -113,8 +113,9 @@ class ModuleOutputsForVectorEnv(ConnectorV2):
 def sample_categorical(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(actions, their log-probabilities) from `logits` (..., n), as `TorchCategorical.from_logits(logits)`
     gives them with `sample()` and `logp(actions)`: the same ops in the same order, so the same
-    random numbers draw the same actions. Skipping the distribution objects (and their argument
-    checks) saved 0.1 ms of every vectorised step (docs/performance.md).
+    random numbers draw the same actions, without the distribution objects (and their argument
+    checks). With the numpy conversion folded in too, the module-to-env pipeline went from 0.38 to
+    0.27 ms a vectorised step (docs/performance.md).
 
     Example:
         actions, logp = sample_categorical(torch.zeros(32, 4))    # 32 uniform draws from 4 actions
