@@ -188,6 +188,9 @@ def test_determinism_is_expected_only_for_one_local_cpu_process():
     remote = dataclasses.replace(local, num_env_runners=2, placement="remote")
     assert "2 remote env runner(s)" in hardware.determinism(profile, remote, "direct")["why"]
     assert hardware.determinism(profile, local, "tune")["expected"] is False
+    two_threads = dataclasses.replace(profile, torch_threads=2)
+    assert hardware.determinism(two_threads, local, "direct") == {
+        "expected": False, "why": "2 torch threads: bit-identity is only established for one (docs/harness.md)"}
 
 
 # -- results and artifacts are outputs: never in the hash or the patch ------------------------

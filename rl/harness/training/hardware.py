@@ -276,7 +276,7 @@ def determinism(profile: HardwareProfile, plan: SamplingPlan, runner: str) -> di
     if profile.learner_device != "cpu":
         reasons.append(f"the learner runs on {profile.learner_device}, whose kernels are not deterministic")
     if profile.torch_threads != 1:
-        reasons.append(f"{profile.torch_threads} torch threads reduce in varying order")
+        reasons.append(f"{profile.torch_threads} torch threads: bit-identity is only established for one (docs/harness.md)")
     if reasons:
         return {"expected": False, "why": "; ".join(reasons)}
     return {"expected": True, "why": "local env runner, CPU learner, one torch thread: one process in a fixed order"}
