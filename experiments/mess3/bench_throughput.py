@@ -19,6 +19,9 @@ settings (train batch 2048):
                      TransformerModel and the same 32 vectorised envs (an approximate limit)
 
 Steady state: the first `--warmup` iterations are dropped, the next `--iterations` timed.
+`--rounds N` runs the parts in turn N times (harness, peers, harness, peers, ...), so that a
+slow minute of the machine hits both sides of a ratio: figures are then medians over rounds,
+and `ratio_rounds` lists each round's ratio (single runs on these machines vary by ~+-5 %).
 `seconds_per_iteration` splits an iteration into sampling and learning (both RLlib parts: PPO's
 `synchronous_parallel_sample` and `LearnerGroup.update` timed in the driver; the reference times
 its own phases); `learner_samples_per_s` is train batch / learning seconds; `peak_rss_mib` is
@@ -178,19 +181,25 @@ def main(argv=None) -> None:
     parser.add_argument("--warmup", type=int, default=2, help="iterations dropped first (>= 1)")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--seed-size", action="store_true", help="the seed project's Transformer (d96, 4 heads, 3 blocks)")
+    parser.add_argument("--rounds", type=int, default=1, help="run the parts in turn this many times; report medians")
     options = parser.parse_args(argv)
     if options.iterations < 5 or options.warmup < 1:
         parser.error("steady state needs --iterations >= 5 and --warmup >= 1")
+    if options.rounds < 1:
+        parser.error("--rounds must be >= 1")
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"  # inherited by every part's process
     from experiments.mess3 import controlled_mess3 as task
 
     sizes = task.SEED_PROJECT_SIZE if options.seed_size else {}
-    figures = {}
+    rounds = {part: [] for part in options.parts}
     spawn = multiprocessing.get_context("spawn")
-    for part in options.parts:
-        print(f"bench_throughput: {part} ({options.warmup} + {options.iterations} iterations)...", file=sys.stderr)
-        with spawn.Pool(1) as pool:  # a fresh process per part: its own peak RSS, no state shared
-            figures[part] = pool.apply(_measure, (part, options.iterations, options.warmup, sizes))
+    for round_index in range(options.rounds):
+        for part in options.parts:
+            print(f"bench_throughput: round {round_index + 1}/{options.rounds}, {part} "
+                  f"({options.warmup} + {options.iterations} iterations)...", file=sys.stderr)
+            with spawn.Pool(1) as pool:  # a fresh process per part: its own peak RSS, no state shared
+                rounds[part].append(pool.apply(_measure, (part, options.iterations, options.warmup, sizes)))
+    figures = {part: _median_figures(measured) for part, measured in rounds.items()}
     rate = {part: figure["env_steps_per_s"] for part, figure in figures.items()}
     batch = task.ppo_config(smoke=False).total_train_batch_size
     report = {
@@ -210,8 +219,18 @@ def main(argv=None) -> None:
     if "harness" in rate:
         for peer in ("rllib_default", "rllib_split", "torch_reference"):
             if peer in rate:
-                report[f"ratio_vs_{peer}"] = round(rate["harness"] / rate[peer], 3)
+                ratios = [ours["env_steps_per_s"] / theirs["env_steps_per_s"]
+                          for ours, theirs in zip(rounds["harness"], rounds[peer])]
+                report[f"ratio_vs_{peer}"] = round(statistics.median(ratios), 3)
+                if options.rounds > 1:
+                    report.setdefault("ratio_rounds", {})[peer] = [round(ratio, 3) for ratio in ratios]
     print(json.dumps(report, indent=1))
+
+
+def _median_figures(measured: list[dict]) -> dict:
+    """One part's figures over rounds: the median of every number, the first round's sampling plan."""
+    numbers = ("env_steps_per_s", "sample_s", "learn_s", "peak_rss_mib")
+    return {**measured[0], **{key: statistics.median(figure[key] for figure in measured) for key in numbers}}
 
 
 if __name__ == "__main__":
