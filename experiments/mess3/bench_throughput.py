@@ -21,7 +21,8 @@ settings (train batch 2048):
 Steady state: the first `--warmup` iterations are dropped, the next `--iterations` timed.
 `--rounds N` runs the parts in turn N times (harness, peers, harness, peers, ...), so that a
 slow minute of the machine hits both sides of a ratio: figures are then medians over rounds,
-and `ratio_rounds` lists each round's ratio (single runs on these machines vary by ~+-5 %).
+and `ratio_rounds` lists each round's ratio (single rounds of the main job's ratio ranged 0.66-0.80
+within an hour on a quiet machine: docs/performance.md).
 `seconds_per_iteration` splits an iteration into sampling and learning (both RLlib parts: PPO's
 `synchronous_parallel_sample` and `LearnerGroup.update` timed in the driver; the reference times
 its own phases); `learner_samples_per_s` is train batch / learning seconds; `peak_rss_mib` is
