@@ -4,6 +4,7 @@
                [--hardware-profile auto|cpu|cuda|mps] [--results-dir DIR] [--artifacts-dir DIR]
                [--run-id ID] [--upload-artifacts | --no-upload-artifacts] [--ray-address ADDRESS]
                [--stop-at-iteration N | --stop-at-env-steps N] [--set KEY=VALUE ...]
+               [--rolling-checkpoint-minutes M] [--rolling-checkpoint-fraction F]
     rl-harness runs [--results-dir DIR]
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pathlib
 import sys
@@ -37,6 +39,7 @@ from rl.harness import settings
 from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study
 from rl.harness.errors import EXIT_USAGE, HarnessError
 from rl.harness.remote import b2_mirror
+from rl.harness.run import rolling
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 
@@ -71,6 +74,23 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _positive_number(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], e.g. 0.1, got {text!r}")
+    return value
+
+
 def _user_path(text: str) -> pathlib.Path:
     """A path as the user meant it: relative to where they typed the command ($BUILD_WORKING_DIRECTORY
     under `bazel run`, whose own working folder is the runfiles tree a rebuild may delete)."""
@@ -101,6 +121,11 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
     parser.add_argument("--ray-address", help="attach to this Ray cluster (e.g. auto or ray://head:10001)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a hyperparameter the recipe declares (repeatable), e.g. --set ppo/lr=5e-4")
+    parser.add_argument("--rolling-checkpoint-minutes", type=_positive_number, default=rolling.DEFAULT_MINUTES,
+                        help="refresh the run's latest-state checkpoint after this many minutes of training"
+                             " (default %(default)s; docs/harness.md, 'Checkpoints')")
+    parser.add_argument("--rolling-checkpoint-fraction", type=_fraction, default=rolling.DEFAULT_BUDGET_FRACTION,
+                        help="... or after this share of the budget, whichever comes first (default %(default)s)")
     # A cap below the recipe's own budget (reproduce uses it to re-run only the compared prefix).
     cap = parser.add_mutually_exclusive_group()
     cap.add_argument("--stop-at-iteration", type=_positive,

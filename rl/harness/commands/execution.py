@@ -23,6 +23,7 @@ from rl.harness.remote import b2_mirror
 from rl.harness.run import manifest, records, seeding, session
 from rl.harness.run.manifest import read_manifest
 from rl.harness.run.hyperparameters import Hyperparameters
+from rl.harness.run.rolling import RollingCadence
 from rl.harness.run.rows import RowBudget
 from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, crash_reason, new_run_id, run_id_problem
 from rl.harness.training import cluster, hardware
@@ -95,6 +96,7 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     parent = resume.resolve_resume(options.resume_from, results_root, artifacts_root) if options.resume_from else None
     if parent is not None:
         resume.check_experiment(parent, options.resume_from, module_name)
+        logging.info("%s", resume.describe(parent))
     upload = _upload_credentials(options)
     machine = hardware.detect_machine()
     profile = hardware.choose_profile(options.hardware_profile, machine)
@@ -127,7 +129,9 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     patches = manifest.capture_patches(document.code, plan.patch_cap_bytes)
     run = session.RunSession(layout=layout, manifest=document, seeds=seeds, heartbeat_s=plan.heartbeat_s,
                              verbosity=verbosity,
-                             budget_cap=RowBudget.of(plan.options.stop_at_iteration, plan.options.stop_at_env_steps))
+                             budget_cap=RowBudget.of(plan.options.stop_at_iteration, plan.options.stop_at_env_steps),
+                             rolling=RollingCadence(plan.options.rolling_checkpoint_minutes,
+                                                    plan.options.rolling_checkpoint_fraction))
     run.start()
     for file_name, patch in patches.items():
         run.write_results_file(file_name, patch)

@@ -1,8 +1,9 @@
-"""What `--resume-from` names: a checkpoint folder, or a previous run whose last checkpoint is found.
+"""What `--resume-from` names: a checkpoint folder, or a previous run whose newest checkpoint is found.
 
     from rl.harness.commands import resume
 
-    source = resume.resolve_resume("20261201T011500Z-3f9a2c", results_root, artifacts_root)
+    source = resume.resolve_resume("20261201T011500Z-3f9a2c", results_root, artifacts_root)   # its newest checkpoint
+    logging.info(resume.describe(source))       # "resuming from checkpoint .../rolling_iter_000480 (iteration 480, ...)"
     source.checkpoint, source.parent_run_id, source.iteration    # or source.tune_experiment for Tune runs
 """
 
@@ -86,18 +87,27 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
         raise UsageError(f"the Tune storage of run {run_id} is not on this machine (looked in"
                          f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative}"
                          " (docs/artifact_storage.md)")
-    checkpoints = manifest.checkpoints
-    if not checkpoints:
-        raise UsageError(f"run {run_id} recorded no checkpoint to resume from; start a new run instead")
-    trials = sorted({c.trial_id for c in checkpoints if c.trial_id})
+    trials = sorted({c.trial_id for c in (*manifest.checkpoints, *manifest.rolling_checkpoints) if c.trial_id})
     if trials:
         raise UsageError(f"run {run_id} saved checkpoints for several trials ({', '.join(trials)}), so which one to"
                          f" resume is ambiguous; pass --resume-from <checkpoint folder>"
                          f" (artifacts/{layout.relative}/checkpoints/<trial>/iter_N)")
+    newest = manifest.resumable_checkpoint()
+    if newest is None:
+        raise UsageError(f"run {run_id} recorded no checkpoint to resume from; start a new run instead")
     for place in places:
-        folder = place / checkpoints[-1].path
+        folder = place / newest.path
         if folder.is_dir():
             return checkpoint_source(folder, parent_run_id=run_id)
-    raise UsageError(f"checkpoint {checkpoints[-1].path} of run {run_id} is not on this machine (looked in"
+    raise UsageError(f"checkpoint {newest.path} of run {run_id} is not on this machine (looked in"
                      f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative} from B2"
                      " (docs/artifact_storage.md) and pass --resume-from <checkpoint folder>")
+
+
+def describe(source: ResumeSource) -> str:
+    """What a resume starts from, as one line for the log."""
+    if source.tune_experiment is not None:
+        return f"resuming run {source.parent_run_id}'s Tune experiment {source.tune_experiment}"
+    counters = ", ".join(f"{name} {value}" for name, value in (("iteration", source.iteration),
+                                                                 ("env steps", source.env_steps)) if value is not None)
+    return f"resuming from checkpoint {source.checkpoint}{f' ({counters})' if counters else ''}"

@@ -13,8 +13,8 @@
                               resume=None)               # a new run's provenance, before the recipe runs
     patches = manifest.capture_patches(document.code, cap_bytes)   # {"uncommitted.patch": b"..."}
 
-Schema 2 added `outputs` and typed the runner section; manifests of schema 1 (written before)
-read as schema 2 with no outputs. Provenance blocks (code, build, versions, hardware, cluster)
+Schema 2 added `outputs` and typed the runner section, schema 3 `rolling_checkpoints`; older
+manifests read as schema 3 with none of them. Provenance blocks (code, build, versions, hardware, cluster)
 stay mappings: they are recorded as found and compared whole by `diff`.
 """
 
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 _HARNESS_DIR = os.path.dirname(os.path.realpath(__file__))
 
 
-MANIFEST_SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+MANIFEST_SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 
 
 def _tuple(values) -> tuple:
@@ -265,6 +265,8 @@ class RunManifest:
     heartbeat: Optional[Heartbeat] = None
     process: Optional[WriterProcess] = None
     checkpoints: tuple[CheckpointEntry, ...] = ()
+    # The latest-state checkpoint of each line (at most one per trial_id), for resuming only: never probed.
+    rolling_checkpoints: tuple[CheckpointEntry, ...] = ()
     outputs: tuple[OutputEntry, ...] = ()
     error: Optional[RunError] = None
     exit_code: Optional[int] = None
@@ -288,6 +290,11 @@ class RunManifest:
     def checkpoints_of(self, trial_id: Optional[str]) -> tuple[CheckpointEntry, ...]:
         """The checkpoints of one line (an agent, a Tune trial; None: the run's own)."""
         return tuple(entry for entry in self.checkpoints if entry.trial_id == trial_id)
+
+    def resumable_checkpoint(self) -> Optional[CheckpointEntry]:
+        """The newest checkpoint of the run's own line, science or rolling: where a resume starts."""
+        candidates = [entry for entry in (*self.checkpoints, *self.rolling_checkpoints) if entry.trial_id is None]
+        return max(candidates, key=lambda entry: (entry.iteration or 0, entry.env_steps or 0), default=None)
 
     @classmethod
     def from_dict(cls, record: Mapping, path: str = "run_manifest.json") -> "RunManifest":
@@ -323,6 +330,8 @@ class RunManifest:
                 heartbeat=Heartbeat(**heartbeat) if heartbeat else None,
                 process=WriterProcess(**process) if process else None,
                 checkpoints=tuple(CheckpointEntry.from_dict(entry) for entry in record.get("checkpoints") or ()),
+                rolling_checkpoints=tuple(CheckpointEntry.from_dict(entry)
+                                          for entry in record.get("rolling_checkpoints") or ()),
                 outputs=tuple(OutputEntry.from_dict(entry) for entry in record.get("outputs") or ()),
                 error=RunError(**error) if error else None,
                 exit_code=record.get("exit_code"),
@@ -348,6 +357,7 @@ class RunManifest:
             heartbeat=None if self.heartbeat is None else dataclasses.asdict(self.heartbeat),
             process=None if self.process is None else dataclasses.asdict(self.process),
             checkpoints=[entry.to_dict() for entry in self.checkpoints],
+            rolling_checkpoints=[entry.to_dict() for entry in self.rolling_checkpoints],
             outputs=[dataclasses.asdict(entry) for entry in self.outputs],
             error=None if self.error is None else dataclasses.asdict(self.error),
         )

@@ -7,11 +7,15 @@ The CLI creates a RunSession and hands it to the recipe as `context.recorder`:
     session.log_metrics({"training_iteration": 1, "env_runners/episode_return_mean": 21.0})   # + TensorBoard events
     with session.checkpoint(iteration=1, env_steps=500) as folder:
         algo.save_to_path(folder)        # renamed to checkpoints/iter_000001 when the block succeeds
+    if session.rolling_due(progress=0.4):    # minutes or budget share since the last save (RollingCadence)
+        with session.rolling_checkpoint(iteration=2, env_steps=1000) as folder:
+            algo.save_to_path(folder)    # the line's one rolling checkpoint; the previous one goes after
     if session.stop_requested: ...       # a signal arrived or the budget cap was reached: checkpoint and return
     session.finish("completed")
 
 Record rules (rl/harness/AGENTS.md): every JSON record is replaced atomically; metrics rows
-are appended one write at a time; nothing is ever truncated or deleted.
+are appended one write at a time; nothing is ever truncated or deleted, except a rolling
+checkpoint once a newer checkpoint of its line is complete.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from rl.harness import settings
 from rl.harness.run import metric_keys, records, seeding, tensorboard_events
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import CheckpointEntry, OutputEntry, RunError, RunManifest, Runner
+from rl.harness.run.rolling import RollingCadence, RollingClock
 from rl.harness.run.rows import RowBudget, downsample, flatten_scalars
 from rl.harness.run.status import RUNNING, Heartbeat, this_process, utc_now
 
@@ -69,6 +74,15 @@ def _cancel_failure_alarm() -> None:
     signal.signal(signal.SIGALRM, signal.SIG_DFL if known is None else known)
 
 
+@contextlib.contextmanager
+def _removed_on_error(folder: pathlib.Path) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
 class RunSession:
     """Keeps one run's records while it runs; the recipe sees it as `context.recorder`.
 
@@ -90,6 +104,7 @@ class RunSession:
         heartbeat_s: float = settings.DEFAULT_HEARTBEAT_S,
         verbosity: Optional[int] = None,
         budget_cap: RowBudget = RowBudget(),
+        rolling: RollingCadence = RollingCadence(),
     ):
         self.layout = layout
         self.run_id = layout.run_id
@@ -108,6 +123,7 @@ class RunSession:
         self._stop = threading.Event()
         self._stop_signal: Optional[str] = None
         self._budget_cap = budget_cap
+        self._rolling = RollingClock(rolling)
         self._heartbeat_stop = threading.Event()
         self._heartbeat_thread: Optional[threading.Thread] = None
         self._previous_handlers: dict[int, Any] = {}
@@ -291,36 +307,87 @@ class RunSession:
         """Yields an empty folder to save into; on success it becomes checkpoints/iter_<N>.
 
         `trial` keeps one run's separate lines of checkpoints apart (several agents trained in one
-        run): checkpoints/<trial>/iter_<N>, recorded with `trial_id` as Tune trials are.
+        run): checkpoints/<trial>/iter_<N>, recorded with `trial_id` as Tune trials are. A rolling
+        checkpoint of the line that this one reaches is removed (it is no newer).
         """
+        partial = self._partial_folder(trial)
+        with _removed_on_error(partial):
+            yield partial
+        saved = self._place(partial, f"iter_{iteration:06d}", iteration=iteration, env_steps=env_steps, trial=trial,
+                            extra=extra)
+        with self._lock:
+            self._manifest = dataclasses.replace(self._manifest, checkpoints=(
+                *(c for c in self._manifest.checkpoints if c.path != saved.path), saved))
+            stale = [c for c in self._manifest.rolling_checkpoints
+                     if c.trial_id == trial and (c.iteration or 0) <= iteration]
+            self._manifest = dataclasses.replace(self._manifest, rolling_checkpoints=tuple(
+                c for c in self._manifest.rolling_checkpoints if c not in stale))
+            self._write_summary()
+            self._write_manifest()
+        self._remove_checkpoints(stale)
+        logging.info("checkpoint %s (iteration %d)", self.artifacts_dir / saved.path, iteration)
+
+    @contextlib.contextmanager
+    def rolling_checkpoint(self, *, iteration: int, env_steps: Optional[int],
+                           trial: Optional[str] = None) -> Iterator[pathlib.Path]:
+        """Yields an empty folder to save the latest state into; on success it becomes the line's one rolling
+        checkpoint (checkpoints/[<trial>/]rolling_iter_<N>), and the previous one is removed only then.
+
+        Rolling checkpoints are for resuming (`RunManifest.resumable_checkpoint`); probes and the
+        science schedule never see them.
+        """
+        partial = self._partial_folder(trial)
+        with _removed_on_error(partial):
+            yield partial
+        saved = self._place(partial, f"rolling_iter_{iteration:06d}", iteration=iteration, env_steps=env_steps,
+                            trial=trial, extra={"rolling": True})
+        with self._lock:
+            previous = [c for c in self._manifest.rolling_checkpoints if c.trial_id == trial and c.path != saved.path]
+            self._manifest = dataclasses.replace(self._manifest, rolling_checkpoints=(
+                *(c for c in self._manifest.rolling_checkpoints if c.trial_id != trial), saved))
+            self._write_summary()
+            self._write_manifest()
+        self._remove_checkpoints(previous)
+        logging.info("rolling checkpoint %s (iteration %d)", self.artifacts_dir / saved.path, iteration)
+
+    @property
+    def rolling_cadence(self) -> RollingCadence:
+        return self._rolling.cadence
+
+    def rolling_restart(self, progress: float, *, trial: Optional[str] = None) -> None:
+        """Training of a line (re)starts, or it just saved: the rolling cadence counts from here."""
+        self._rolling.restart(trial, progress)
+
+    def rolling_due(self, progress: float, *, trial: Optional[str] = None) -> bool:
+        """Whether the line's rolling checkpoint should be refreshed now (`RollingCadence`)."""
+        return self._rolling.due(trial, progress)
+
+    def _partial_folder(self, trial: Optional[str]) -> pathlib.Path:
         if trial is not None and not _TRIAL_NAME.match(trial):
             raise ValueError(f"checkpoint trial {trial!r} must be a plain folder name (letters, digits, '_', '.', '-'),"
                              " e.g. the agent's name")
-        trial_tag = {"trial_id": trial} if trial is not None else {}
-        partial = pathlib.Path(tempfile.mkdtemp(dir=self.checkpoints_dir, prefix=".partial-"))
-        try:
-            yield partial
-        except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)
-            raise
+        return pathlib.Path(tempfile.mkdtemp(dir=self.checkpoints_dir, prefix=".partial-"))
+
+    def _place(self, partial: pathlib.Path, name: str, *, iteration: int, env_steps: Optional[int],
+               trial: Optional[str], extra: Mapping[str, Any]) -> CheckpointEntry:
+        """Completes a saved folder (its state file, then one rename to checkpoints/[<trial>/]<name>)."""
         state = {"schema_version": CHECKPOINT_STATE_SCHEMA_VERSION, "run_id": self.run_id,
-                 "experiment": self._manifest.experiment.module,
-                 "iteration": iteration, "env_steps": env_steps, "saved_at": utc_now(), **trial_tag, **extra}
+                 "experiment": self._manifest.experiment.module, "iteration": iteration, "env_steps": env_steps,
+                 "saved_at": utc_now(), **({"trial_id": trial} if trial is not None else {}), **extra}
         records.write_json_atomically(str(partial / records.CHECKPOINT_STATE_FILE), state)
-        final = (self.checkpoints_dir / trial if trial is not None else self.checkpoints_dir) / f"iter_{iteration:06d}"
+        final = (self.checkpoints_dir / trial if trial is not None else self.checkpoints_dir) / name
         final.parent.mkdir(exist_ok=True)
         if final.exists():  # the same iteration saved again (e.g. on interrupt): keep the newest
             shutil.rmtree(final)
         os.rename(partial, final)
         with self._lock:
             self._metrics.sync()
-            entry = CheckpointEntry(path=str(final.relative_to(self.artifacts_dir)), iteration=iteration,
-                                    env_steps=env_steps, saved_at=state["saved_at"], trial_id=trial)
-            self._manifest = dataclasses.replace(self._manifest, checkpoints=(
-                *(c for c in self._manifest.checkpoints if c.path != entry.path), entry))
-            self._write_summary()
-            self._write_manifest()
-        logging.info("checkpoint %s (iteration %d)", final, iteration)
+        return CheckpointEntry(path=str(final.relative_to(self.artifacts_dir)), iteration=iteration,
+                               env_steps=env_steps, saved_at=state["saved_at"], trial_id=trial)
+
+    def _remove_checkpoints(self, entries) -> None:
+        for entry in entries:
+            shutil.rmtree(self.artifacts_dir / entry.path, ignore_errors=True)
 
     def record_checkpoint(self, path: str, *, iteration: Optional[int], env_steps: Optional[int],
                           trial_id: Optional[str] = None) -> None:

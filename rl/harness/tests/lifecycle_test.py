@@ -77,7 +77,8 @@ def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collecte
     algo.stop = lambda: stop_calls.append("stop")
     stopped = weakref.ref(algo)
     recorder = types.SimpleNamespace(stop_requested=False, log_metrics=lambda row, trial=None: row,
-                                     checkpoint=lambda **_: contextlib.nullcontext("folder"))
+                                     checkpoint=lambda **_: contextlib.nullcontext("folder"),
+                                     rolling_restart=lambda *_, **__: None, rolling_due=lambda *_, **__: False)
     training = lifecycle.AlgorithmTraining(config=types.SimpleNamespace(build_algo=lambda: stopped()),
                                            stop=runners.StopRule(training_iterations=2))
     frozen = algo.frozen_while_training

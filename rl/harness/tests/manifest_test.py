@@ -25,12 +25,38 @@ def test_a_schema_1_manifest_reads_and_keeps_every_field(name, tmp_path):
     (tmp_path / records.MANIFEST_FILE).write_text(json.dumps(original))
     manifest = read_manifest(tmp_path)
     written = manifest.to_dict()
-    assert written["schema_version"] == MANIFEST_SCHEMA_VERSION == 2 and written["outputs"] == []
+    assert written["schema_version"] == MANIFEST_SCHEMA_VERSION == 3 and written["outputs"] == []
     for key, value in original.items():
         if key != "schema_version":
             assert written[key] == value, key
     assert manifest.status == "completed" and manifest.smoke is False
     assert [entry.path for entry in manifest.checkpoints] == [entry["path"] for entry in original["checkpoints"]]
+
+
+def test_a_schema_2_manifest_reads_with_no_rolling_checkpoint_and_resumes_from_its_last():
+    original = json.loads((FIXTURES.parent / "manifests_v2" / "direct.json").read_text())
+    assert original["schema_version"] == 2 and "rolling_checkpoints" not in original
+    manifest = RunManifest.from_dict(original)
+    written = manifest.to_dict()
+    assert written["rolling_checkpoints"] == [] and manifest.rolling_checkpoints == ()
+    for key, value in original.items():
+        if key != "schema_version":
+            assert written[key] == value, key
+    newest = max(original["checkpoints"], key=lambda entry: entry["iteration"])
+    assert manifest.resumable_checkpoint().path == newest["path"]
+
+
+def test_the_resumable_checkpoint_is_the_newest_of_science_and_rolling_ones():
+    def entry(path, iteration, trial_id=None):
+        return {"path": path, "iteration": iteration, "env_steps": 100 * iteration, "trial_id": trial_id}
+
+    record = {"schema_version": 3, "status": "crashed", "checkpoints": [entry("checkpoints/iter_000256", 256)],
+              "rolling_checkpoints": [entry("checkpoints/rolling_iter_000480", 480),
+                                      entry("checkpoints/a/rolling_iter_000490", 490, "a")]}
+    assert RunManifest.from_dict(record).resumable_checkpoint().path == "checkpoints/rolling_iter_000480"
+    record["checkpoints"].append(entry("checkpoints/iter_000512", 512))
+    assert RunManifest.from_dict(record).resumable_checkpoint().path == "checkpoints/iter_000512"
+    assert RunManifest.from_dict({"schema_version": 3}).resumable_checkpoint() is None
 
 
 def test_the_runner_sections_of_schema_1_are_typed():
@@ -80,7 +106,7 @@ def test_checkpoint_entries_are_typed_and_written_as_before():
 
 
 @pytest.mark.parametrize("document, problem", [
-    ({"schema_version": 3}, "schema_version 3; this harness reads 1, 2"),
+    ({"schema_version": 4}, "schema_version 4; this harness reads 1, 2, 3"),
     ({"schema_version": 1, "checkpoints": [{"iteration": 1}]}, "is not a run manifest this harness can read"),
     ([1, 2], "schema_version None"),
 ])

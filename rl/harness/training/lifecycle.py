@@ -271,16 +271,22 @@ class AlgorithmTraining:
         if self.save_initial:
             self._save(context, algo, row)
         started_at = saved_at = row[ITERATION]
+        recorder = context.recorder
+        recorder.rolling_restart(self.stop.progress(row), trial=self.trial)
         with long_lived_objects_frozen():  # after a restore, whose replaced objects must stay collectable
             for row in train_rows(context, algo, self.stop, row=row, trial=self.trial, tags=self.tags):
                 if self.schedule is not None and self.schedule(row[ITERATION]):
                     self._save(context, algo, row)
                     saved_at = row[ITERATION]
+                elif not self.stop.reached(row) and recorder.rolling_due(self.stop.progress(row), trial=self.trial):
+                    self._save(context, algo, row, rolling=True)
         if saved_at != row[ITERATION]:  # the last iteration, also after a stop request
             self._save(context, algo, row)
         return row if row[ITERATION] != started_at else None
 
-    def _save(self, context: RunContext, algo, row: dict) -> None:
-        with context.recorder.checkpoint(iteration=int(row[ITERATION]), env_steps=int(row[ENV_STEPS]),
-                                         trial=self.trial) as folder:
+    def _save(self, context: RunContext, algo, row: dict, *, rolling: bool = False) -> None:
+        recorder = context.recorder
+        save = recorder.rolling_checkpoint if rolling else recorder.checkpoint
+        with save(iteration=int(row[ITERATION]), env_steps=int(row[ENV_STEPS]), trial=self.trial) as folder:
             algo.save_to_path(str(folder))
+        recorder.rolling_restart(self.stop.progress(row), trial=self.trial)

@@ -1,0 +1,58 @@
+"""When a run refreshes its one latest-state ("rolling") checkpoint, so that a crash loses little.
+
+    cadence = RollingCadence(minutes=10, budget_fraction=0.1)    # the defaults; --rolling-checkpoint-* flags
+    clock = RollingClock(cadence)
+    clock.restart(trial=None, progress=0.0)     # training (re)starts, or any checkpoint was just saved
+    clock.due(trial=None, progress=0.13)        # True: 10 % of the budget passed since the last save
+
+A run then loses at most `minutes` of training and at most `budget_fraction` of its budget (plus
+the iteration under way) to a crash: resume starts from the newest checkpoint, rolling or not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Callable, Optional
+
+DEFAULT_MINUTES = 10.0
+DEFAULT_BUDGET_FRACTION = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class RollingCadence:
+    """After `minutes` of training or `budget_fraction` of the budget since the last save, whichever comes first."""
+
+    minutes: float = DEFAULT_MINUTES
+    budget_fraction: float = DEFAULT_BUDGET_FRACTION
+
+    def __post_init__(self):
+        if not (math.isfinite(self.minutes) and self.minutes > 0):
+            raise ValueError(f"a rolling checkpoint every {self.minutes!r} minutes: give a positive number")
+        if not (math.isfinite(self.budget_fraction) and 0 < self.budget_fraction <= 1):
+            raise ValueError(f"a rolling checkpoint every {self.budget_fraction!r} of the budget: give a fraction"
+                             " in (0, 1], e.g. 0.1")
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class RollingClock:
+    """Tracks, per line of checkpoints (None or a trial name), the time and budget share of its last save."""
+
+    def __init__(self, cadence: RollingCadence, clock: Callable[[], float] = time.monotonic):
+        self.cadence = cadence
+        self._clock = clock
+        self._marks: dict[Optional[str], tuple[float, float]] = {}
+
+    def restart(self, trial: Optional[str], progress: float) -> None:
+        self._marks[trial] = (self._clock(), progress)
+
+    def due(self, trial: Optional[str], progress: float) -> bool:
+        if trial not in self._marks:
+            self.restart(trial, progress)
+            return False
+        at, done = self._marks[trial]
+        return (self._clock() - at >= 60 * self.cadence.minutes
+                or progress - done >= self.cadence.budget_fraction - 1e-9)
