@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 from typing import Any, Iterable, Optional
 
 from rl.harness.errors import UsageError
-from rl.harness.run import layout, records
+from rl.harness.run import layout, records, session
 from rl.harness.run.manifest import RunManifest, read_manifest
-from rl.harness.run.status import crash_reason, effective_status, run_id_problem
+from rl.harness.run.status import COMPLETED, CRASHED, INTERRUPTED, crash_reason, effective_status, run_id_problem
 
 # Folders never searched for results (build trees, artifacts, virtual environments, VCS).
 _SKIPPED = frozenset({"artifacts", "node_modules", "__pycache__", "venv", ".venv"})
@@ -54,8 +55,37 @@ class Run:
         return effective_status(self.manifest)
 
     def summary(self) -> dict:
+        """summary.json; for a run that did not complete, its counters and curves as far as metrics.jsonl goes.
+
+        A killed run's summary is as old as its last heartbeat (or checkpoint), while every row it
+        logged is in metrics.jsonl: `runs`, `show` and `compare` then agree with the metrics.
+        """
         path = os.path.join(self.run_dir, records.SUMMARY_FILE)
-        return records.read_json(path, "run summary") if os.path.exists(path) else {}
+        summary = records.read_json(path, "run summary") if os.path.exists(path) else {}
+        if self.status == COMPLETED:
+            return summary
+        rows = self._metrics_rows()
+        if rows is None or len(rows) <= (summary.get("rows") or 0):
+            return summary
+        caught_up = {**summary, "rows": len(rows)}
+        if not summary.get("trial_metrics"):  # rows of several trials cannot be told apart here
+            keys = {*(summary.get("metrics") or {}), *session.DEFAULT_SUMMARY_KEYS}
+            caught_up["metrics"] = session.curve_summary(session.curves_of_rows(rows, keys))
+        return caught_up
+
+    def _metrics_rows(self) -> Optional[list[dict]]:
+        try:
+            places = layout.RunLayout.of_run(self.run_dir, self.manifest).artifact_places(self.manifest)
+        except records.RecordError:
+            return None
+        for place in places:
+            path = place / records.METRICS_FILE
+            if path.is_file():
+                try:
+                    return records.read_json_lines(str(path))
+                except (OSError, records.RecordError):
+                    return None
+        return None
 
 
 class RunNotFound(UsageError, LookupError):
@@ -210,6 +240,20 @@ def _intervals(flat: dict[str, Any]) -> dict[str, str]:
     return shown
 
 
+def resume_command(run: Run) -> str:
+    """The command that resumes `run` from its newest checkpoint, with the seed and folders it ran with."""
+    manifest = run.manifest
+    target = (manifest.build or {}).get("target")
+    command = ["./bazelw", "run", target, "--"] if target else ["rl-harness", manifest.experiment.module or "<recipe>"]
+    command += ["--resume-from", run.run_id, "--seed", str(manifest.seed)]
+    if manifest.smoke:
+        command.append("--smoke")
+    for option in ("results_dir", "artifacts_dir"):
+        if manifest.options.get(option):
+            command += [f"--{option.replace('_', '-')}", shlex.quote(str(manifest.options[option]))]
+    return " ".join(command)
+
+
 def format_show(run: Run, *, full: bool = False) -> list[str]:
     """Results first (status, budget, final metrics, outcome, outputs), then a short provenance block.
 
@@ -219,7 +263,9 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
     lines = [f"run {run.run_id}: {run.status}"]
     reason = crash_reason(manifest)
     if reason:
-        lines.append(f"  crashed: {reason}; resume with --resume-from {run.run_id}")
+        lines.append(f"  crashed: {reason}")
+    if run.status in (CRASHED, INTERRUPTED):
+        lines.append(f"  resume: {resume_command(run)}")
     if manifest.error is not None:
         lines.append(f"  error: {manifest.error.type}: {manifest.error.message}")
     lines.append(f"  experiment: {manifest.experiment.module or '?'}  seed {manifest.seed}"
@@ -248,6 +294,8 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
         lines.append(f"  outputs: {', '.join(entry.name for entry in manifest.outputs)}")
     if manifest.checkpoints:
         lines.append(f"  checkpoints: {len(manifest.checkpoints)} (last {manifest.checkpoints[-1].path})")
+    if manifest.rolling_checkpoints:
+        lines.append("  rolling checkpoint: " + ", ".join(entry.path for entry in manifest.rolling_checkpoints))
     build = manifest.build or {}
     profile = ((manifest.hardware or {}).get("profile") or {}).get("name", "?")
     lines += ["provenance:",

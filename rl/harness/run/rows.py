@@ -40,6 +40,10 @@ class RowBudget:
     def reached(self, row: dict) -> bool:
         return self.key is not None and (row.get(self.key) or 0) >= self.bound
 
+    def progress(self, row: dict) -> float:
+        """How far `row` is toward the bound, 0 to 1 (0 without one)."""
+        return 0.0 if self.key is None else min(1.0, (row.get(self.key) or 0) / self.bound)
+
     def take(self, rows: list[dict]) -> list[dict]:
         kept = []
         for row in rows:

@@ -74,6 +74,33 @@ def _cancel_failure_alarm() -> None:
     signal.signal(signal.SIGALRM, signal.SIG_DFL if known is None else known)
 
 
+def curve_summary(curves: Mapping[str, list]) -> dict:
+    """summary.json's `metrics`: per key its last, min and max and a downsampled curve of [x, y] points."""
+    summary = {}
+    for key, points in sorted(curves.items()):
+        finite = [y for _, y in points if y is not None and math.isfinite(y)]
+        summary[key] = {
+            "last": points[-1][1],
+            "min": min(finite) if finite else None,
+            "max": max(finite) if finite else None,
+            "points": len(points),
+            "curve": downsample(points, CURVE_POINTS),
+        }
+    return summary
+
+
+def curves_of_rows(rows: list[dict], keys) -> dict[str, list]:
+    """The [x, y] points of each of `keys` in metrics rows, as the session collects them while it runs."""
+    curves: dict[str, list] = {}
+    for number, row in enumerate(rows, start=1):
+        x = row.get(X_KEY, number)
+        for key in keys:
+            value = row.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                curves.setdefault(key, []).append([x, value])
+    return curves
+
+
 @contextlib.contextmanager
 def _removed_on_error(folder: pathlib.Path) -> Iterator[None]:
     try:
@@ -243,30 +270,16 @@ class RunSession:
             self._summary_sections[name] = value
             self._write_summary()
 
-    @staticmethod
-    def _curve_summary(curves: dict[str, list]) -> dict:
-        summary = {}
-        for key, points in sorted(curves.items()):
-            finite = [y for _, y in points if y is not None and math.isfinite(y)]
-            summary[key] = {
-                "last": points[-1][1],
-                "min": min(finite) if finite else None,
-                "max": max(finite) if finite else None,
-                "points": len(points),
-                "curve": downsample(points, CURVE_POINTS),
-            }
-        return summary
-
     def _write_summary(self) -> None:
         summary = {
             "schema_version": SUMMARY_SCHEMA_VERSION,
             "run_id": self.run_id,
             "rows": self._rows,
             "x": X_KEY,
-            "metrics": self._curve_summary(self._curves.get("", {})),
+            "metrics": curve_summary(self._curves.get("", {})),
             **self._summary_sections,
         }
-        per_trial = {group: self._curve_summary(curves) for group, curves in self._curves.items() if group}
+        per_trial = {group: curve_summary(curves) for group, curves in self._curves.items() if group}
         if per_trial:
             summary["trial_metrics"] = per_trial
         records.write_json_atomically(str(self.results_dir / records.SUMMARY_FILE), summary)

@@ -1,5 +1,6 @@
 import copy
 import datetime
+import json
 
 import pytest
 
@@ -67,8 +68,44 @@ def test_show_reports_a_crash_and_how_to_resume(tmp_path):
     stale = _manifest("r1", status="running", heartbeat={"at": "2000-01-01T00:00:00+00:00", "stale_after_s": 60})
     run = catalog.Run(str(tmp_path), RunManifest.from_dict(stale))
     lines = catalog.format_show(run)
-    assert lines[0] == "run r1: crashed" and "--resume-from r1" in lines[1]
+    assert lines[0] == "run r1: crashed" and lines[1].startswith("  crashed: ")
+    assert lines[2] == "  resume: rl-harness experiments.x.recipe --resume-from r1 --seed 42 --results-dir /a"
     assert '  build.build_hash: "b1"' not in lines and '  build.build_hash: "b1"' in catalog.format_show(run, full=True)
+
+
+@pytest.mark.parametrize("status", ["interrupted", "crashed"])
+def test_show_gives_the_bazel_target_that_resumes_an_interrupted_or_crashed_run(tmp_path, status):
+    record = _manifest("r1", status="running" if status == "crashed" else status,
+                       heartbeat={"at": "2000-01-01T00:00:00+00:00", "stale_after_s": 60},
+                       build={"target": "//experiments/x:recipe"},
+                       options={"smoke": True, "results_dir": None, "artifacts_dir": "/my art"})
+    lines = catalog.format_show(catalog.Run(str(tmp_path), RunManifest.from_dict(record)))
+    assert ("  resume: ./bazelw run //experiments/x:recipe -- --resume-from r1 --seed 42 --smoke"
+            " --artifacts-dir '/my art'") in lines
+    completed = catalog.format_show(catalog.Run(str(tmp_path), RunManifest.from_dict(_manifest("r2"))))
+    assert not [line for line in completed if "resume:" in line]
+
+
+def test_a_killed_runs_counters_come_from_its_metrics_not_its_stale_summary(tmp_path):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    record = _manifest("r1", status="running", heartbeat={"at": "2000-01-01T00:00:00+00:00", "stale_after_s": 60},
+                       paths={"results": str(results / "r1"), "artifacts": str(artifacts / "r1")})
+    _store(results / "r1", record)
+    (results / "r1" / "summary.json").write_text(json.dumps({"rows": 39, "metrics": {
+        "num_env_steps_sampled_lifetime": {"last": 79872, "curve": [[39, 79872]]}}}))
+    (artifacts / "r1").mkdir(parents=True)
+    rows = [{"training_iteration": i, "num_env_steps_sampled_lifetime": 2048 * i,
+             "env_runners/episode_return_mean": -float(i)} for i in range(1, 49)]
+    (artifacts / "r1" / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows) + '{"tor')
+    run = catalog.find_run("r1", [str(results)])
+    assert run.status == "crashed"
+    shown = "\n".join(catalog.format_show(run))
+    assert "budget: 48 rows; reached num_env_steps_sampled_lifetime 98304" in shown
+    assert "env_runners/episode_return_mean  -48" in shown
+    listed = catalog.format_runs([run])[1]
+    assert " 48 " in listed and "98304" in listed
+    completed = catalog.Run(str(results / "r1"), RunManifest.from_dict({**record, "status": "completed"}))
+    assert completed.summary()["rows"] == 39  # a completed run's summary is its own final word
 
 
 def test_show_leads_with_results_and_prints_integers_as_integers(tmp_path):

@@ -1,4 +1,4 @@
-"""The lifecycle's progress line (budget share, speed, ETA, an empty return) and its frozen long-lived objects."""
+"""The lifecycle's progress line (budget share, speed, ETA, the last return) and its frozen long-lived objects."""
 
 import contextlib
 import gc
@@ -8,6 +8,7 @@ import weakref
 import pytest
 
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
+from rl.harness.run.rows import RowBudget
 from rl.harness.training import lifecycle, runners
 
 
@@ -16,20 +17,34 @@ def _row(**values):
 
 
 def test_the_line_shows_the_budget_share_speed_and_eta():
-    line = lifecycle.progress_line(_row(**{RETURN: 12.345}), runners.StopRule(env_steps=4096))
+    line = lifecycle.ProgressLine(runners.StopRule(env_steps=4096)).of(_row(**{RETURN: 12.345}))
     # 3072 of 4096 env steps in 4 s: 75 %, 768 env steps/s, 4 s x 0.25 / 0.75 = 1.3 s to go
     assert line == "iter 3 | 75% | ETA 1 s | env steps 3072 | return 12.35 | 768 env steps/s | 1.5 s/iter | 4 s total"
 
 
 def test_the_nearest_bound_sets_the_share():
     stop = runners.StopRule(training_iterations=4, env_steps=100_000)
-    assert stop.progress(_row()) == 0.75 and "| 75% |" in lifecycle.progress_line(_row(), stop)
+    assert stop.progress(_row()) == 0.75 and "| 75% |" in lifecycle.ProgressLine(stop).of(_row())
 
 
-def test_no_finished_episode_and_a_nan_return_both_show_a_dash():
-    assert "return - |" in lifecycle.progress_line(_row(**{RETURN: None}))
-    assert "return - |" in lifecycle.progress_line(_row(**{RETURN: float("nan")}))
-    assert "%" not in lifecycle.progress_line(_row())  # no stop rule given: no share, no ETA
+def test_after_a_resume_speed_and_eta_count_this_runs_own_steps_and_seconds():
+    # resumed at 2048 of 4096 env steps; 1024 more in this run's 4 s: 256 env steps/s, a quarter in 4 s
+    line = lifecycle.ProgressLine(runners.StopRule(env_steps=4096), start={ITERATION: 2, ENV_STEPS: 2048}).of(_row())
+    assert "| 75% | ETA 4 s |" in line and "| 256 env steps/s |" in line
+
+
+def test_a_stop_at_cap_below_the_recipes_budget_is_the_bound_in_force():
+    line = lifecycle.ProgressLine(runners.StopRule(env_steps=1_000_000), cap=RowBudget.of(None, 4096)).of(_row())
+    assert "| 75% | ETA 1 s |" in line
+    assert "%" not in lifecycle.ProgressLine(cap=RowBudget()).of(_row())  # no bound at all: no share, no ETA
+
+
+def test_the_last_return_is_carried_forward_and_a_dash_shows_only_before_the_first():
+    progress = lifecycle.ProgressLine()
+    assert "return - |" in progress.of(_row(**{RETURN: None}))
+    assert "return -88.13 |" in progress.of(_row(**{RETURN: -88.129}))
+    assert "return -88.13 |" in progress.of(_row(**{RETURN: float("nan")}))
+    assert "return -88.13 |" in progress.of(_row())
 
 
 class _Cycle:
@@ -76,7 +91,7 @@ def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collecte
     algo.me = algo  # a cycle: only the collector frees it
     algo.stop = lambda: stop_calls.append("stop")
     stopped = weakref.ref(algo)
-    recorder = types.SimpleNamespace(stop_requested=False, log_metrics=lambda row, trial=None: row,
+    recorder = types.SimpleNamespace(stop_requested=False, budget_cap=RowBudget(), log_metrics=lambda row, trial=None: row,
                                      checkpoint=lambda **_: contextlib.nullcontext("folder"),
                                      rolling_restart=lambda *_, **__: None, rolling_due=lambda *_, **__: False)
     training = lifecycle.AlgorithmTraining(config=types.SimpleNamespace(build_algo=lambda: stopped()),

@@ -35,6 +35,7 @@ from absl import logging
 from rl.harness.run.context import RunContext
 from rl.harness.run.manifest import Runner as RunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
+from rl.harness.run.rows import RowBudget
 from rl.harness.training import cluster
 from rl.harness.training.hardware import HardwareProfile
 
@@ -157,26 +158,46 @@ def result_row(result: dict) -> dict:
     return {key: value for key, value in result.items() if key != "config"}
 
 
-def progress_line(row: dict, stop=None) -> str:
-    """Iteration, env steps, return ("-" until an episode ended), speed, time; with a StopRule, the
-    share of the budget and an ETA from the speed so far."""
-    episode_return = row.get(RETURN)
-    shown_return = f"{episode_return:.2f}" if isinstance(episode_return, (int, float)) and math.isfinite(
-        episode_return) else "-"
-    env_steps, total_s = int(row.get(ENV_STEPS) or 0), row.get("time_total_s") or 0.0  # RLlib counts as floats
-    parts = [f"iter {row.get(ITERATION, 0)}", f"env steps {env_steps}", f"return {shown_return}",
-             f"{env_steps / total_s:.0f} env steps/s" if total_s > 0 else "- env steps/s",
-             f"{row.get(ITERATION_SECONDS) or 0.0:.1f} s/iter", f"{total_s:.0f} s total"]
-    if stop is not None:
-        done = stop.progress(row)
-        eta = f"ETA {total_s * (1 - done) / done:.0f} s" if 0 < done and total_s > 0 else "ETA -"
-        parts[1:1] = [f"{100 * done:.0f}%", eta]
-    return " | ".join(parts)
+class ProgressLine:
+    """The line logged after each training iteration: iteration, budget share and ETA, env steps, return,
+    speed, seconds.
 
+        line = ProgressLine(StopRule(env_steps=4096), cap=context.recorder.budget_cap, start=restored_row)
+        logging.info(line.of(row))   # "iter 3 | 75% | ETA 1 s | env steps 3072 | return 12.35 | 768 env steps/s | ..."
 
-def log_progress(row: dict, prefix: str = "", stop=None) -> None:
-    """Logs `progress_line(row, stop)`, after `prefix` (a trial or agent name)."""
-    logging.info("%s%s", prefix, progress_line(row, stop))
+    Speed and ETA count only this run's own env steps and seconds (after a resume, RLlib's
+    counters go on from the checkpoint while its clock starts at 0). The share is toward the
+    nearest bound in force: the recipe's stop rule or the run's --stop-at-* cap. The return is the
+    last one an episode gave: iterations in which none ended keep showing it ("-" until the first).
+    """
+
+    def __init__(self, stop=None, *, cap: Optional[RowBudget] = None, start: Optional[dict] = None):
+        self.stop, self.cap = stop, cap if cap is not None and cap.key is not None else None
+        self.start = start or {ITERATION: 0, ENV_STEPS: 0}
+        self._start_share = self.share(self.start)
+        self._return: Optional[float] = None
+
+    def share(self, row: dict) -> Optional[float]:
+        """How far `row` is toward the nearest bound in force, 0 to 1 (None without any bound)."""
+        shares = [rule.progress(row) for rule in (self.stop, self.cap) if rule is not None]
+        return max(shares) if shares else None
+
+    def of(self, row: dict) -> str:
+        episode_return = row.get(RETURN)
+        if isinstance(episode_return, (int, float)) and math.isfinite(episode_return):
+            self._return = episode_return
+        env_steps, total_s = int(row.get(ENV_STEPS) or 0), row.get("time_total_s") or 0.0  # RLlib counts as floats
+        own_steps = env_steps - int(self.start.get(ENV_STEPS) or 0)
+        parts = [f"iter {row.get(ITERATION, 0)}", f"env steps {env_steps}",
+                 f"return {self._return:.2f}" if self._return is not None else "return -",
+                 f"{own_steps / total_s:.0f} env steps/s" if total_s > 0 else "- env steps/s",
+                 f"{row.get(ITERATION_SECONDS) or 0.0:.1f} s/iter", f"{total_s:.0f} s total"]
+        done = self.share(row)
+        if done is not None:
+            gained = done - (self._start_share or 0.0)
+            eta = f"ETA {total_s * (1 - done) / gained:.0f} s" if gained > 0 and total_s > 0 else "ETA -"
+            parts[1:1] = [f"{100 * done:.0f}%", eta]
+        return " | ".join(parts)
 
 
 def train_rows(context: RunContext, algo, stop, *, row: Optional[dict] = None,
@@ -187,9 +208,11 @@ def train_rows(context: RunContext, algo, stop, *, row: Optional[dict] = None,
     run's curves apart when one recipe trains several algos; `tags` are extra columns of every row.
     """
     row = row or {ITERATION: 0, ENV_STEPS: 0}
+    progress = ProgressLine(stop, cap=context.recorder.budget_cap, start=row)
+    prefix = f"{trial} " if trial else ""
     while not stop.reached(row) and not context.recorder.stop_requested:
         row = context.recorder.log_metrics({**result_row(algo.train()), **(tags or {})}, trial=trial)
-        log_progress(row, prefix=f"{trial} " if trial else "", stop=stop)
+        logging.info("%s%s", prefix, progress.of(row))
         yield row
 
 

@@ -36,6 +36,7 @@ import signal
 from typing import Any, Callable, Iterator, Optional
 
 import ray
+from absl import logging
 from ray import tune
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
@@ -209,8 +210,11 @@ class _StreamToRecords(tune.Callback):
     """
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        row = _ACTIVE["recorder"].log_metrics(lifecycle.result_row(result), trial=trial.trial_id)
-        lifecycle.log_progress(row, prefix=f"trial {trial.trial_id} ", stop=_ACTIVE.get("stop"))
+        recorder = _ACTIVE["recorder"]
+        row = recorder.log_metrics(lifecycle.result_row(result), trial=trial.trial_id)
+        progress = _ACTIVE["progress"].setdefault(
+            trial.trial_id, lifecycle.ProgressLine(_ACTIVE.get("stop"), cap=recorder.budget_cap))
+        logging.info("trial %s %s", trial.trial_id, progress.of(row))
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
         recorder = _ACTIVE["recorder"]
@@ -283,7 +287,8 @@ class TuneTraining(lifecycle.Runner):
     def build(self, context: RunContext, profile: HardwareProfile) -> TuneRunner:
         sampling = configs.plan_sampling(context, self.config, self.parallel_envs, profile)
         self.config = _with_node_ids(configs.configure(self.config, profile, sampling, tune.grid_search(self.seeds)))
-        _ACTIVE.update(recorder=context.recorder, stop=self.stop, saved_after_stop=set(), interrupted=False)
+        _ACTIVE.update(recorder=context.recorder, stop=self.stop, saved_after_stop=set(), interrupted=False,
+                       progress={})
         return TuneRunner(
             algorithm=self.config.algo_class.__name__, trial_seeds=tuple(self.seeds), storage=TUNE_STORAGE,
             sampling=configs.sampling_record(sampling, self.config),
