@@ -38,6 +38,7 @@ from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, 
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import cluster
 from rl.harness.training.hardware import HardwareProfile
+from rl.harness.training.reaper import Reaper
 
 
 def stopping(context: RunContext, phase: str) -> bool:
@@ -109,17 +110,33 @@ def _ray_keeps_off_sigterm() -> Iterator[None]:
         ray_utils.set_sigterm_handler = install
 
 
+# The watchdog of the local Ray this process started: its processes die with the driver, even by SIGKILL.
+_REAPER: Optional[Reaper] = None
+
+
 def init_ray(address: Optional[str], num_cpus: int) -> None:
-    """Attaches to `address`, or starts a local Ray with `num_cpus`; SIGTERM stays the harness's.
+    """Attaches to `address`, or starts a local Ray with `num_cpus` whose processes end with this one
+    (`Reaper`, also on SIGKILL); SIGTERM stays the harness's. End it with `shutdown_ray`.
 
     "local", not None: without an address ray.init joins whatever cluster $RAY_ADDRESS or
     /tmp/ray/ray_current_cluster names (another test's, another user's `ray start`).
     """
+    global _REAPER
     with _ray_keeps_off_sigterm():
         if address:
             ray.init(address=address)
         else:
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
+            _REAPER = Reaper.start()
+
+
+def shutdown_ray() -> None:
+    """ray.shutdown(), and the watchdog of a local Ray (`Reaper`) exits with nothing to kill."""
+    global _REAPER
+    ray.shutdown()
+    if _REAPER is not None:
+        _REAPER.release()
+        _REAPER = None
 
 
 @contextlib.contextmanager
@@ -144,7 +161,7 @@ def ray_cluster(context: RunContext) -> Iterator[HardwareProfile]:
         yield profile
     finally:
         if started:
-            ray.shutdown()
+            shutdown_ray()
             # Ray's shutdown hands SIGTERM back to the default action: a SIGTERM in the stages after
             # training (scoring, probing) then killed the run unrecorded (runners_phases_test, "after training").
             context.recorder.reclaim()

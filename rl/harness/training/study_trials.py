@@ -135,4 +135,4 @@ def run_trials(trials: list[MemberTrial], *, ray_address: Optional[str], num_cpu
         watcher.join()
         ray.kill(flag)
         if started:
-            ray.shutdown()
+            lifecycle.shutdown_ray()
