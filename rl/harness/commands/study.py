@@ -29,7 +29,7 @@ from rl.harness.commands import catalog, recipes
 from rl.harness.errors import EXIT_FAILED, UsageError
 from rl.harness.run import buildinfo, hyperparameters, manifest
 from rl.harness.run.layout import RunLayout
-from rl.harness.run.status import new_run_id, run_id_problem
+from rl.harness.run.status import new_run_id, run_id_problem, this_process
 from rl.harness.study import summary
 from rl.harness.study.declaration import Study
 from rl.harness.study.record import (COMPLETED, CRASHED, FAILED, INTERRUPTED, PENDING, REFUSED, RUNNING, MemberRecord,
@@ -141,7 +141,10 @@ class StudyCommand:
             if result.status == RUNNING:
                 raise UsageError(f"{member.member.name}: run {result.run_ids[-1]} is still running (pid"
                                  f" {result.last.process.pid if result.last.process else '?'}); wait for it or stop it")
-        return record.replace(command_lines=(*record.command_lines, tuple(sys.argv)), status=RUNNING)
+        if record.effective_status == CRASHED:
+            logging.warning("study %s crashed (its command, pid %d, is gone); resuming it", study_id, record.process.pid)
+        return record.replace(command_lines=(*record.command_lines, tuple(sys.argv)), status=RUNNING,
+                              process=this_process())
 
     # -- running ------------------------------------------------------------------------------
 

@@ -94,7 +94,8 @@ def this_process() -> WriterProcess:
     return WriterProcess(hostname=socket.gethostname(), pid=pid, start_ticks=process_start_ticks(pid))
 
 
-def _writer_gone(writer: WriterProcess) -> bool:
+def writer_gone(writer: WriterProcess) -> bool:
+    """Whether the process that wrote a record is known to be dead (on this machine; elsewhere: False)."""
     if writer.hostname != socket.gethostname():
         return False  # another machine: only the heartbeat can tell
     pid = writer.pid
@@ -122,7 +123,7 @@ def crash_reason(manifest: "RunManifest", now: Optional[float] = None) -> Option
     if age > stale_after:
         return f"heartbeat is {age:.0f} s old (stale after {stale_after} s)"
     writer = manifest.process
-    if writer is not None and _writer_gone(writer):
+    if writer is not None and writer_gone(writer):
         return f"its process {writer.pid} on {writer.hostname} is gone"
     return None
 

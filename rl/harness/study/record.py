@@ -4,6 +4,7 @@
                              code=..., build=..., command_line=sys.argv)
     record.write(folder)                      # atomically; every change of a member's state rewrites it
     record = StudyRecord.read(folder)         # RecordError naming the file and the fix if damaged
+    record.effective_status                   # "crashed" for a running study whose command was killed
 
 Each member (agent, seed) lists its runs in order: the first attempt, then any run that resumed
 it after an interruption (`--resume-from` the previous one) or retried it. The runs' own manifests
@@ -17,7 +18,8 @@ import pathlib
 from typing import Any, Mapping, Optional
 
 from rl.harness.run import records
-from rl.harness.run.status import COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, utc_now  # noqa: F401 - re-exported
+from rl.harness.run.status import (  # noqa: F401 - statuses re-exported
+    COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, WriterProcess, this_process, utc_now, writer_gone)
 from rl.harness.study.declaration import Member, Study
 
 STUDY_FILE = "study.json"
@@ -69,12 +71,21 @@ class StudyRecord:
     summary: Optional[str] = None  # the summary file, once written
     schema_version: int = SCHEMA_VERSION
     stop_at_env_steps: Optional[int] = None  # every member's run capped here (`study --stop-at-env-steps`)
+    process: Optional[WriterProcess] = None  # the study command running it (None in records that predate it)
+
+    @property
+    def effective_status(self) -> str:
+        """The recorded status, except a `running` study whose command is gone (killed) reads as `crashed`."""
+        if self.status == RUNNING and self.process is not None and writer_gone(self.process):
+            return CRASHED
+        return self.status
 
     @classmethod
     def new(cls, study_id: str, *, module: str, study: Study, smoke: bool, code: Mapping, build: Mapping,
             command_line, stop_at_env_steps: Optional[int] = None) -> "StudyRecord":
         return cls(study_id=study_id, module=module, smoke=smoke, grid=study.describe(), code=dict(code),
                    build=dict(build), command_lines=(tuple(command_line),), stop_at_env_steps=stop_at_env_steps,
+                   process=this_process(),
                    members=tuple(MemberRecord(m.agent, m.seed, setting=m.setting) for m in study.members()))
 
     def member(self, member: Member) -> MemberRecord:
@@ -104,7 +115,8 @@ class StudyRecord:
             members = tuple(MemberRecord(**{**member, "runs": tuple(member["runs"]),
                                             "setting": tuple(tuple(pair) for pair in member.get("setting", ()))})
                             for member in document["members"])
-            return cls(**{**document, "members": members,
+            process = document.get("process")
+            return cls(**{**document, "members": members, "process": WriterProcess(**process) if process else None,
                           "command_lines": tuple(tuple(line) for line in document["command_lines"])})
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise records.RecordError(f"study record {path} is damaged ({type(error).__name__}: {error}); restore it"

@@ -2,8 +2,12 @@
 
 import json
 import math
+import os
 import pathlib
 import re
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -78,10 +82,31 @@ def test_the_record_round_trips_and_a_damaged_one_names_the_fix(tmp_path):
                              build={"lock_sha256": "f00"}, command_line=["rl-harness", "study", STUDY])
     record = record.with_member(MemberRecord("a", 0, ("s1-a-s0",), "completed"))
     record.write(tmp_path)
-    assert StudyRecord.read(tmp_path) == record
+    assert StudyRecord.read(tmp_path) == record and record.effective_status == "running"
     (tmp_path / "study.json").write_text('{"schema_version": 1, "members": [{"agent": "a"}]}')
     with pytest.raises(records.RecordError, match="damaged.*start a new study"):
         StudyRecord.read(tmp_path)
+
+
+def test_a_running_study_whose_command_was_killed_reads_as_crashed(tmp_path):
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import pathlib, time
+        from rl.harness.study.declaration import Study
+        from rl.harness.study.record import StudyRecord
+        StudyRecord.new("s1", module="m", study=Study(agents={{"a": "x"}}, seeds=(0,)), smoke=True, code={{}},
+                        build={{}}, command_line=["study"]).write(pathlib.Path({str(tmp_path)!r}))
+        print("written", flush=True)
+        time.sleep(600)
+    """)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert writer.stdout.readline().strip() == "written"
+        assert StudyRecord.read(tmp_path).effective_status == "running"
+    finally:
+        writer.kill()
+        writer.wait()
+    record = StudyRecord.read(tmp_path)
+    assert (record.status, record.effective_status) == ("running", "crashed")
+    assert record.replace(status="completed").effective_status == "completed"
 
 
 # -- refusals and the summary over real runs of the fake recipe --------------------------------------

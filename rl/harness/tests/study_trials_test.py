@@ -1,4 +1,5 @@
-"""The study command end to end on Ray Tune (slow: starts Ray): parallel trials, a failed member, SIGTERM and resume."""
+"""The study command end to end on Ray Tune (slow: starts Ray): parallel trials, a failed member, SIGTERM or SIGKILL
+and resume."""
 
 import hashlib
 import json
@@ -6,9 +7,11 @@ import os
 import signal
 
 from rl.harness.run import records
-from rl.harness.run.status import parse_time
+from rl.harness.run.status import parse_time, process_start_ticks
 from rl.harness.study import summary
+from rl.harness.study.record import StudyRecord
 from rl.harness.tests import run_helpers
+from rl.harness.training import reaper
 
 STUDY = "rl.harness.tests.fake_study"
 
@@ -89,3 +92,33 @@ def test_sigterm_mid_study_then_resume_repeats_no_finished_trial_and_loses_no_ro
         assert _iterations(tmp_path, runs) == list(range(1, 13))  # every row once, none lost
     assert _record(tmp_path, "stop")["status"] == "completed"
     assert len(_record(tmp_path, "stop")["command_lines"]) == 2
+
+
+def test_a_study_killed_with_sigkill_reads_as_crashed_leaves_no_process_and_resumes(tmp_path):
+    knobs = {"FAKE_RECIPE_ITERATIONS": 12, "FAKE_RECIPE_SLEEP_S": 0.5}
+    process = run_helpers.start_cli(_args(tmp_path, "--study-id", "killed"), **knobs)
+    noted = {}
+    try:
+        def members_running():
+            record = _record(tmp_path, "killed")
+            return record and [member for member in record["members"] if member["status"] == "running"]
+
+        run_helpers.wait_for(members_running, 240, "a running member")
+        noted = {pid: process_start_ticks(pid) for pid in reaper.descendants(process.pid)}
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        run_helpers.wait_for(lambda: not [pid for pid, ticks in noted.items() if process_start_ticks(pid) == ticks],
+                             30, "every process of the killed study (Ray's, the members' runs) to end")
+    finally:
+        for pid, ticks in noted.items():
+            if process_start_ticks(pid) == ticks:
+                os.kill(pid, signal.SIGKILL)
+        run_helpers.stop_group(process)
+    folder = tmp_path / "results" / "studies" / "killed"
+    assert _record(tmp_path, "killed")["status"] == "running"  # as written; read back, it is crashed
+    assert StudyRecord.read(folder).effective_status == "crashed"
+
+    code, _, stderr = run_helpers.run_cli(_args(tmp_path, "--resume", "killed"), timeout=240, **knobs)
+    assert code == 0, stderr[-3000:]
+    assert "study killed crashed" in stderr
+    assert StudyRecord.read(folder).effective_status == "completed"
