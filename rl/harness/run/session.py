@@ -165,6 +165,7 @@ class RunSession:
         self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
         self._metrics = records.JsonLinesWriter(str(self.artifacts_dir / records.METRICS_FILE))
         events_folder = tensorboard_events.lineage_folder(self.layout, self._manifest.parent_run)
+        self._cut_redone_events(events_folder)
         self._events = tensorboard_events.ScalarEvents(events_folder, self.run_id)
         now = utc_now()
         self._manifest = dataclasses.replace(
@@ -186,6 +187,22 @@ class RunSession:
         self.reclaim()
         self._heartbeat_thread = threading.Thread(target=self._beat, name="rl-harness-heartbeat", daemon=True)
         self._heartbeat_thread.start()
+
+    def _cut_redone_events(self, events_folder: pathlib.Path) -> None:
+        """A resumed run's lineage keeps no events past the checkpoint it starts from (it logs those rows again)."""
+        parent = self._manifest.parent_run or {}
+        step = next((parent[key] for key in ("env_steps", "iteration") if parent.get(key) is not None), None)
+        if step is None or events_folder == self.layout.artifacts_dir / tensorboard_events.EVENTS_DIR:
+            return
+        try:
+            removed = tensorboard_events.cut_after(events_folder, int(step))
+        except Exception as error:  # noqa: BLE001 - a view must never stop a run
+            logging.warning("TensorBoard: could not cut the events past step %s in %s (%s: %s); the curves may"
+                            " show the redone steps twice", step, events_folder, type(error).__name__, error)
+            return
+        if removed:
+            logging.info("TensorBoard: %d event(s) past step %s (redone from the checkpoint) cut from %s", removed,
+                         step, events_folder)
 
     def finish(self, status: str, *, error: Optional[BaseException] = None, exit_code: int = 0) -> None:
         self._heartbeat_stop.set()

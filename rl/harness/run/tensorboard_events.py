@@ -9,7 +9,8 @@
 Every finite number of a row becomes a scalar of that name at the row's env steps (its training
 iteration, or else its row number, when it counts no env steps). A resumed run writes into the
 folder of the run it resumed, so its curves continue at later steps; that folder is found through
-the parent's manifest (`paths.tensorboard`). A write that fails (a full disk, no tensorboard
+the parent's manifest (`paths.tensorboard`), and the parent's events past the checkpoint it resumes
+from (rows the resumed run redoes) are cut first (`cut_after`), so no step is drawn twice. A write that fails (a full disk, no tensorboard
 installed) is logged once and ends the events of that run; metrics.jsonl is never affected.
 `bazel run //tools:tensorboard -- <folder>` shows them.
 """
@@ -80,6 +81,38 @@ def tf_record(data: bytes) -> bytes:
     the data, the data's masked CRC-32C. Its CRC is numpy's (crc32c.py), not TensorBoard's Python loop."""
     header = struct.pack("<Q", len(data))
     return header + struct.pack("<I", masked_crc32c(header)) + data + struct.pack("<I", masked_crc32c(data))
+
+
+def read_records(data: bytes) -> list[bytes]:
+    """The payloads of a TFRecord stream (`tf_record`'s framing); a torn final record is left out."""
+    payloads, offset = [], 0
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack("<Q", data[offset:offset + 8])
+        end = offset + 12 + length + 4
+        if end > len(data):
+            break
+        payloads.append(data[offset + 12:offset + 12 + length])
+        offset = end
+    return payloads
+
+
+def cut_after(folder: pathlib.Path, step: int) -> int:
+    """Removes the events past `step` from every event file under `folder`; returns how many it removed.
+
+    A run resumed from a checkpoint redoes the rows its parent logged after it: without the cut, the
+    lineage's curves would hold those steps twice. Each file is rewritten atomically; the rows stay
+    in the parent's metrics.jsonl, the record.
+    """
+    from tensorboard.compat.proto import event_pb2
+
+    removed = 0
+    for path in sorted(pathlib.Path(folder).rglob("events.out.tfevents.*")):
+        payloads = read_records(path.read_bytes())
+        kept = [payload for payload in payloads if event_pb2.Event.FromString(payload).step <= step]
+        if len(kept) != len(payloads):
+            removed += len(payloads) - len(kept)
+            records.write_bytes_atomically(str(path), b"".join(map(tf_record, kept)))
+    return removed
 
 
 class ScalarEvents:

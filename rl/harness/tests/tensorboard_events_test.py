@@ -115,6 +115,26 @@ def test_a_resumed_run_continues_its_parents_curves_in_the_same_folder(tmp_path,
     assert _scalars(tree / run_helpers.FAKE / "parent") == _scalars(folder)
 
 
+def test_a_run_resumed_from_an_earlier_checkpoint_draws_no_step_twice(tmp_path, monkeypatch):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+
+    def run(*args):
+        return cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir",
+                         str(artifacts), *args])
+
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "5")  # checkpoints at 2, 4 and 5; rows 1-5
+    assert run("--run-id", "parent") == 0
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "7")
+    earlier = artifacts / "parent" / "checkpoints" / "iter_000002"  # as if it crashed after row 5
+    assert run("--run-id", "child", "--resume-from", str(earlier)) == 0
+    folder = artifacts / "parent" / tensorboard_events.EVENTS_DIR
+    steps = [step for step, _ in _scalars(folder)["fake/loss"]]
+    assert steps == [100, 200, 300, 400, 500, 600, 700]  # the parent's 300-500 were redone, and drawn once
+    redone = records.read_json_lines(str(artifacts / "child" / records.METRICS_FILE))
+    assert _scalars(folder)["fake/loss"][2:] == _expected(redone)["fake/loss"]
+    assert len(records.read_json_lines(str(artifacts / "parent" / records.METRICS_FILE))) == 5  # the record keeps all
+
+
 @pytest.mark.parametrize("folder", ["missing", "empty"])
 def test_the_viewer_refuses_a_folder_without_events_in_one_line(tmp_path, capsys, folder):
     (tmp_path / "empty").mkdir()
