@@ -243,8 +243,14 @@ def _intervals(flat: dict[str, Any]) -> dict[str, str]:
 def resume_command(run: Run) -> str:
     """The command that resumes `run` from its newest checkpoint, with the seed and folders it ran with."""
     manifest = run.manifest
-    target = (manifest.build or {}).get("target")
-    command = ["./bazelw", "run", target, "--"] if target else ["rl-harness", manifest.experiment.module or "<recipe>"]
+    build = manifest.build or {}
+    module = manifest.experiment.module or "<recipe>"
+    if build.get("target"):
+        command = ["./bazelw", "run", build["target"], "--"]
+    elif build.get("built_with_bazel"):
+        command = ["./bazelw", "run", "//rl/harness:rl-harness", "--", module]
+    else:
+        command = ["python", "-m", "rl.harness.commands.cli", module]
     command += ["--resume-from", run.run_id, "--seed", str(manifest.seed)]
     if manifest.smoke:
         command.append("--smoke")

@@ -96,7 +96,6 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     parent = resume.resolve_resume(options.resume_from, results_root, artifacts_root) if options.resume_from else None
     if parent is not None:
         resume.check_experiment(parent, options.resume_from, module_name)
-        logging.info("%s", resume.describe(parent))
     upload = _upload_credentials(options)
     machine = hardware.detect_machine()
     profile = hardware.choose_profile(options.hardware_profile, machine)
@@ -137,6 +136,8 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         run.write_results_file(file_name, patch)
     logging.info("run %s of %s (profile %s): results %s, artifacts %s", layout.run_id, plan.module_name,
                  plan.profile.name, layout.results_dir, layout.artifacts_dir)
+    if plan.resume is not None:
+        logging.info("%s", resume.describe(plan.resume))
     context = RunContext(run_id=layout.run_id, experiment=plan.module_name, seed=plan.options.seed,
                          smoke=plan.options.smoke, results_dir=layout.results_dir, artifacts_dir=layout.artifacts_dir,
                          hardware=plan.profile, resume=plan.resume, ray_address=plan.options.ray_address,

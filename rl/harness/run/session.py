@@ -165,7 +165,6 @@ class RunSession:
         self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
         self._metrics = records.JsonLinesWriter(str(self.artifacts_dir / records.METRICS_FILE))
         events_folder = tensorboard_events.lineage_folder(self.layout, self._manifest.parent_run)
-        self._cut_redone_events(events_folder)
         self._events = tensorboard_events.ScalarEvents(events_folder, self.run_id)
         now = utc_now()
         self._manifest = dataclasses.replace(
@@ -185,6 +184,7 @@ class RunSession:
         )
         self._write_manifest()
         self.reclaim()
+        self._cut_redone_events(events_folder)  # after reclaim: its log line needs absl's handler
         self._heartbeat_thread = threading.Thread(target=self._beat, name="rl-harness-heartbeat", daemon=True)
         self._heartbeat_thread.start()
 

@@ -69,7 +69,8 @@ def test_show_reports_a_crash_and_how_to_resume(tmp_path):
     run = catalog.Run(str(tmp_path), RunManifest.from_dict(stale))
     lines = catalog.format_show(run)
     assert lines[0] == "run r1: crashed" and lines[1].startswith("  crashed: ")
-    assert lines[2] == "  resume: rl-harness experiments.x.recipe --resume-from r1 --seed 42 --results-dir /a"
+    assert lines[2] == ("  resume: python -m rl.harness.commands.cli experiments.x.recipe --resume-from r1 --seed 42"
+                        " --results-dir /a")
     assert '  build.build_hash: "b1"' not in lines and '  build.build_hash: "b1"' in catalog.format_show(run, full=True)
 
 

@@ -70,4 +70,7 @@ def test_a_killed_run_is_reported_as_crashed_and_keeps_its_records(tmp_path):
                                             FAKE_RECIPE_ITERATIONS=resumed_from + 1)
     assert status == 0, stderr
     assert "run killed crashed" in stderr and "--resume-from killed" in stderr
+    newest = manifest["checkpoints"][-1]
+    assert (f"resuming from checkpoint {tmp_path / 'a' / 'killed' / newest['path']} (iteration {resumed_from},"
+            f" env steps {newest['env_steps']})") in stderr
     assert _rows(tmp_path, "next")[0]["training_iteration"] == resumed_from + 1
