@@ -277,13 +277,18 @@ def _section_of(key: str) -> Optional[str]:
     return None
 
 
+def _recorded(value: Any) -> Any:
+    """None for an empty dict or list: a manifest that records `set: {}` and one without `set` say the same."""
+    return None if value in ({}, []) else value
+
+
 def diff(run_a: Run, run_b: Run) -> list[tuple[str, str, Any, Any]]:
-    """(section, key, value in a, value in b) for every compared field that differs."""
+    """(section, key, value in a, value in b) for every compared field that differs (empty and missing alike)."""
     flat_a, flat_b = flatten(run_a.manifest.to_dict()), flatten(run_b.manifest.to_dict())
     differences = []
     for key in sorted(set(flat_a) | set(flat_b)):
         section = _section_of(key)
-        if section and flat_a.get(key) != flat_b.get(key):
+        if section and _recorded(flat_a.get(key)) != _recorded(flat_b.get(key)):
             differences.append((section, key, flat_a.get(key), flat_b.get(key)))
     return differences
 

@@ -112,3 +112,11 @@ def test_diff_ignores_what_is_specific_to_each_run():
                                                           process={"hostname": "h", "pid": 2})))
     assert catalog.diff(a, b) == []
     assert catalog.format_diff(a, b)[-1].startswith("no differences in code, lock, build, seed")
+
+
+def test_diff_treats_an_empty_setting_and_a_missing_one_alike():
+    a = catalog.Run("/a", RunManifest.from_dict(_manifest("a", options__set={})))
+    b = catalog.Run("/b", RunManifest.from_dict(_manifest("b")))
+    assert catalog.diff(a, b) == []
+    c = catalog.Run("/c", RunManifest.from_dict(_manifest("c", options__set={"ppo/lr": 0.1})))
+    assert catalog.diff(a, c) == [("options", "options.set.ppo/lr", None, 0.1)]
