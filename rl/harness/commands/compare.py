@@ -93,15 +93,19 @@ def _shown(value: Optional[float]) -> str:
 
 
 def warnings(runs: list[catalog.Run]) -> list[str]:
-    """One line per reason the comparison may mislead: runs sharing a seed, smoke runs beside full ones."""
+    """One line per reason the comparison may mislead: runs of one agent sharing a seed, smoke runs beside full ones.
+
+    An agent is a recipe with its `--set` overrides: two agents trained from one seed are a paired design, not a repeat.
+    """
     lines = []
-    by_seed: dict = {}
+    by_agent_and_seed: dict = {}
     for run in runs:
-        by_seed.setdefault(run.manifest.seed, []).append(run.run_id)
-    for seed, run_ids in by_seed.items():
+        overrides = tuple(sorted((run.manifest.options.get("set") or {}).items()))
+        by_agent_and_seed.setdefault((run.manifest.experiment.module, overrides, run.manifest.seed), []).append(run.run_id)
+    for (_, _, seed), run_ids in by_agent_and_seed.items():
         if len(run_ids) > 1:
-            lines.append(f"warning: runs {', '.join(run_ids)} share seed {seed}, so they are not independent samples;"
-                         " compare runs of different --seed")
+            lines.append(f"warning: runs {', '.join(run_ids)} of one recipe and settings share seed {seed}, so they are"
+                         " not independent samples; compare runs of different --seed")
     smoke = [run.run_id for run in runs if run.manifest.smoke]
     full = [run.run_id for run in runs if not run.manifest.smoke]
     if smoke and full:
