@@ -169,7 +169,7 @@ def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[
         return catalog.format_show(run, full=options.full)
     if command == "compare":
         runs = [catalog.find_run(run_id, roots) for run_id in options.run_ids]
-        for warning in compare.warnings(runs):
+        for warning in compare.warnings(runs, options.metrics or compare.DEFAULT_METRICS):
             print(warning, file=sys.stderr)
         compare.write_figure(runs, options.metrics or compare.DEFAULT_METRICS, options.output)
         return [*compare.format_table(runs), f"wrote {options.output}"]

@@ -63,6 +63,24 @@ def test_agents_trained_from_one_seed_are_a_paired_design_not_a_repeat(roots):
     assert compare.warnings([b, scaled, catalog.find_run("c", [str(roots[0])])])[0].startswith("warning: runs b, c ")
 
 
+def test_a_one_point_curve_is_a_marker_and_a_curve_without_values_is_named(roots, tmp_path, capsys):
+    assert cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(roots[0]), "--artifacts-dir", str(roots[1]),
+                     "--run-id", "one", "--seed", "5", "--set", "fake/iterations=1"]) == 0
+    summary_path = roots[0] / "c" / records.SUMMARY_FILE
+    summary = records.read_json(str(summary_path), "summary")
+    summary["metrics"][LOSS]["curve"] = [[x, None] for x, _ in summary["metrics"][LOSS]["curve"]]
+    records.write_json_atomically(str(summary_path), summary)
+    runs = [catalog.find_run(run_id, [str(roots[0])]) for run_id in ("one", "a", "c")]
+    drawn = compare.figure(runs, [LOSS]).axes[0]
+    assert [(line.get_label(), line.get_marker()) for line in drawn.lines] == [("one (seed 5)", "o"),
+                                                                              ("a (seed 1)", "None")]
+    capsys.readouterr()
+    assert _compare(roots, tmp_path, "one", "a", "c", "--metric", LOSS) == 0
+    assert capsys.readouterr().err == f"note: no curve of {LOSS} for c (seed 2): no finite value was summarised\n"
+    nothing = compare.figure(runs[2:], [LOSS]).axes[0]
+    assert not nothing.lines and nothing.texts[0].get_text() == f"no run has a finite value of {LOSS}"
+
+
 @pytest.mark.parametrize("args, problem", [(["a", "nope", "--metric", LOSS], "no run 'nope'"),
                                            (["a", "b", "--metric", "no/such"], "no run summarises no/such")])
 def test_bad_input_is_one_line_and_exit_2_and_writes_no_png(roots, tmp_path, capsys, args, problem):

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from rl.harness.commands import cli
+from rl.harness.commands.study import load_study
 from rl.harness.errors import EXIT_USAGE
 from rl.harness.run import records
 from rl.harness.study import Score, Study, statistics, summary
@@ -160,9 +161,29 @@ def test_a_run_without_its_artifacts_is_scored_and_named_as_left_out_of_the_curv
     folder = roots[0] / "studies" / "adopted"
     found = json.loads((folder / summary.SUMMARY_JSON).read_text())
     assert found["agents"]["first"]["scores"]["last loss"]["n"] == 2
-    assert found["without_curve"] == [{"member": "first/seed 1", "run": "a1"}]
-    assert "Left out of the learning curves (1 completed runs" in (folder / summary.SUMMARY_MARKDOWN).read_text()
-    assert "- first/seed 1 (a1)" in capsys.readouterr().out
+    reason = "its metrics.jsonl is not under its artifacts folder here; restore `artifacts/<run id>/`"
+    assert found["without_curve"] == [{"member": "first/seed 1", "run": "a1", "reason": reason}]
+    assert "Left out of the learning curves (1 completed runs)" in (folder / summary.SUMMARY_MARKDOWN).read_text()
+    assert f"- first/seed 1 (a1): {reason}" in capsys.readouterr().out
+
+
+def test_one_row_per_seed_is_drawn_as_a_marker_with_its_band_and_no_curve_at_all_is_said(roots, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "1")
+    for run_id, seed in (("a0", 0), ("a1", 1), ("b0", 0)):
+        assert _run(roots, run_id, "--seed", str(seed)) == 0
+    members = [MemberRecord(agent, seed, (run_id,)) for agent, seed, run_id in
+               (("first", 0, "a0"), ("first", 1, "a1"), ("second", 0, "b0"))]
+    results = [summary.load_member(roots[0], member) for member in members]
+    study = load_study(STUDY)
+    axes = summary.curves_figure(study, results).axes[0]
+    assert [(line.get_label(), line.get_marker()) for line in axes.lines if not line.get_label().startswith("_")] == [
+        ("first (2 seeds)", "o"), ("second (1 seed)", "o")]
+    assert len(axes.containers) == 1  # first's 95 % interval over its two seeds, as an error bar
+    for member in ("a0", "a1", "b0"):
+        (roots[1] / member / records.METRICS_FILE).write_text("")
+    results = [summary.load_member(roots[0], member) for member in members]
+    axes = summary.curves_figure(study, results).axes[0]
+    assert not axes.lines and axes.texts[0].get_text() == "no completed run has a finite fake/loss; see summary.md"
 
 
 @pytest.mark.parametrize("make_runs, groups, message", [
