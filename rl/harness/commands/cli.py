@@ -4,7 +4,7 @@
                [--hardware-profile auto|cpu|cuda|mps] [--results-dir DIR] [--artifacts-dir DIR]
                [--run-id ID] [--upload-artifacts | --no-upload-artifacts] [--ray-address ADDRESS]
                [--stop-at-iteration N | --stop-at-env-steps N] [--set KEY=VALUE ...]
-    rl-harness runs [--results-dir DIR]
+    rl-harness runs [--experiment MODULE] [--status STATUS] [--last N] [--results-dir DIR]
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
     rl-harness compare <run-id>... [--metric KEY]... [--output PNG] [--results-dir DIR]
@@ -42,7 +42,7 @@ from rl.harness.training import hardware
 
 COMMANDS = ("runs", "show", "diff", "compare", "reproduce", "study")
 _COMMANDS_HELP = """other commands (each has its own --help):
-  runs                       list the runs under --results-dir (or the workspace)
+  runs                       list the runs under --results-dir (or the workspace) by start time
   show <run-id>              one run's status, results and provenance
   diff <run-a> <run-b>       what differs between two runs' records
   compare <run-id>...        several runs' learning curves in one PNG, and their final metrics
@@ -128,6 +128,12 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
                             help=f"a summarised metric to draw, repeatable (default: {', '.join(compare.DEFAULT_METRICS)})")
         parser.add_argument("--output", type=_user_path, default=_user_path("compare.png"),
                             help="the PNG to write (default: compare.png where the command was typed)")
+    elif command == "runs":
+        parser.add_argument("--experiment", metavar="MODULE",
+                            help="only this recipe's runs: its dotted module or its last parts (e.g. reward_only);"
+                                 " an experiment's binary lists its own by default")
+        parser.add_argument("--status", choices=catalog.LISTED_STATUSES, help="only the runs of this status")
+        parser.add_argument("--last", type=_positive, metavar="N", help="only the N most recently started")
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()
@@ -161,7 +167,8 @@ def _catalog_roots(options: argparse.Namespace, experiment: Optional[str]) -> li
 def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
     roots = _catalog_roots(options, experiment)
     if command == "runs":
-        return catalog.format_runs(*catalog.scan_runs(roots))
+        return catalog.format_runs(*catalog.select_runs(*catalog.scan_runs(roots), experiment=options.experiment
+                                                        or experiment, status=options.status, last=options.last))
     if command == "show":
         run = catalog.find_run(options.run_id, roots)
         if options.json:
