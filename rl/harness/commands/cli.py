@@ -55,6 +55,37 @@ class _Parser(argparse_flags.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; see --help\n")
 
 
+class _HelpWithSetKeys(argparse.Action):
+    """-h/--help of a run: the usual help, then the recipe's `--set` keys (the recipe is imported only here).
+
+    The recipe is the experiment binary's, or the module typed before --help (argparse has read it by then).
+    """
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.print_help()
+        print("\n" + "\n".join(_set_keys_help(self.default_recipe or getattr(namespace, "module", None))))
+        parser.exit()
+
+
+def _set_keys_help(recipe: Optional[str]) -> list[str]:
+    """The `--set` keys `recipe` declares, each with its type and default, as --help lists them."""
+    if recipe is None:
+        return ["--set keys: each recipe's own; `rl-harness <recipe> --help` lists them"]
+    try:
+        declared = getattr(recipes.load_recipe(recipe), "HYPERPARAMETERS", None)
+    except HarnessError as error:
+        return [f"--set keys of {recipe}: cannot load the recipe ({error})"]
+    if declared is None or not declared.defaults:
+        return [f"--set keys of {recipe}: none (it declares no HYPERPARAMETERS)"]
+    width = max(map(len, declared.defaults))
+    return [f"--set keys of {recipe} (KEY=VALUE; type, default):"] + [
+        f"  {name:<{width}}  {type(default).__name__}, default {json.dumps(default)}"
+        for name, default in sorted(declared.defaults.items())]
+
+
 def _seed(text: str) -> int:
     try:
         value = int(text)
@@ -82,9 +113,11 @@ def _add_results_dir(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 
 def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
-    parser = _Parser(prog="rl-harness" if experiment is None else experiment,
+    parser = _Parser(prog="rl-harness" if experiment is None else experiment, add_help=False,
                      description="Run an experiment recipe's run(context) with full provenance.",
                      epilog=_COMMANDS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-h", "--help", action=_HelpWithSetKeys,
+                        help="show this help, with the recipe's --set keys, and exit").default_recipe = experiment
     if experiment is None:
         parser.add_argument("module", help="dotted module of a recipe with run(context)")
     parser.add_argument("--seed", type=_seed, default=42, help="root seed (docs/seeding.md)")
@@ -100,7 +133,8 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
                              " docs/artifact_storage.md")
     parser.add_argument("--ray-address", help="attach to this Ray cluster (e.g. auto or ray://head:10001)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a hyperparameter the recipe declares (repeatable), e.g. --set ppo/lr=5e-4")
+                        help="override a hyperparameter the recipe declares (repeatable), e.g. --set ppo/lr=5e-4;"
+                             " the keys are listed below")
     # A cap below the recipe's own budget (reproduce uses it to re-run only the compared prefix).
     cap = parser.add_mutually_exclusive_group()
     cap.add_argument("--stop-at-iteration", type=_positive,

@@ -330,6 +330,15 @@ def test_an_experiments_runs_command_lists_only_that_experiments_runs(roots, tmp
     assert "invalid choice: 'finished'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, experiment", [(["rl-harness", FAKE, "--seed", "3", "--help"], None),
+                                              (["fake", "--help"], FAKE)])
+def test_a_recipes_help_lists_its_set_keys_with_types_and_defaults(argv, experiment, capsys):
+    with pytest.raises(SystemExit, match="0"):
+        cli.parse(argv, experiment)
+    listed = capsys.readouterr().out.split(f"--set keys of {FAKE} (KEY=VALUE; type, default):\n")[1]
+    assert listed.split("\n") == ["  fake/iterations  int, default 0", "  fake/loss_scale  float, default 1.0", ""]
+
+
 def test_runs_searches_the_workspace_by_default(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BUILD_WORKSPACE_DIRECTORY", str(tmp_path))
     assert cli.main(["rl-harness", FAKE, "--run-id", "found"]) == 0
