@@ -115,6 +115,23 @@ def test_a_resumed_run_continues_its_parents_curves_in_the_same_folder(tmp_path,
     assert _scalars(tree / run_helpers.FAKE / "parent") == _scalars(folder)
 
 
+def test_the_viewer_accepts_an_artifacts_tree_and_one_runs_artifacts(tmp_path, monkeypatch):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    for run_id, *smoke in (("full", ), ("tiny", "--smoke")):
+        assert cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir",
+                         str(artifacts), "--run-id", run_id, *smoke]) == 0
+    events = {"full": artifacts / "full" / "tensorboard", "smoke/tiny": artifacts / "smoke" / "tiny" / "tensorboard"}
+    assert tensorboard_view.events_folders(artifacts) == {}  # no manifests there
+    assert tensorboard_view.events_folders_below(artifacts) == events
+    assert tensorboard_view.events_folders_below(artifacts / "full") == {"full": events["full"]}
+    assert tensorboard_view.events_folders_below(events["full"]) == {"full": events["full"]}
+    served = []
+    monkeypatch.setattr("tensorboard.program.TensorBoard.main", lambda board: served.append(board) or 0)
+    assert tensorboard_view.main(["tensorboard", str(artifacts), "--port", "0"]) == 0
+    assert len(served) == 1
+
+
 @pytest.mark.parametrize("folder", ["missing", "empty"])
 def test_the_viewer_refuses_a_folder_without_events_in_one_line(tmp_path, capsys, folder):
     (tmp_path / "empty").mkdir()
