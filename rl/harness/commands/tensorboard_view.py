@@ -98,7 +98,8 @@ def main(argv: list[str]) -> int:
 
     with tempfile.TemporaryDirectory(prefix="rl-harness-tensorboard-") as tree:
         link_tree(folders, pathlib.Path(tree))
-        print(f"{PROGRAM}: {len(folders)} run(s) under {root}", flush=True)
+        print(f"{PROGRAM}: {len(folders)} run(s) under {root}; the headline curves (each run's summarised metrics,"
+              " the return first) are in the CUSTOM SCALARS tab", flush=True)
         board = program.TensorBoard()
         board.configure(argv=[PROGRAM, "--logdir", tree, *tensorboard_flags])
         return board.main()
