@@ -1,5 +1,6 @@
 """The study's parts without Ray: declaration, statistics, record, refusals and summary over real fake-recipe runs."""
 
+import dataclasses
 import json
 import math
 import pathlib
@@ -8,7 +9,7 @@ import re
 import pytest
 
 from rl.harness.commands import cli
-from rl.harness.commands.study import load_study
+from rl.harness.commands.study import StudyCommand, load_study
 from rl.harness.errors import EXIT_USAGE
 from rl.harness.run import records
 from rl.harness.study import Score, Study, statistics, summary
@@ -298,3 +299,24 @@ def test_runs_with_other_overrides_are_summarised_as_variants(roots, capsys):
     low = found["agents"]["first[fake/loss_scale=1.0]"]["scores"]["last loss"]["values"]
     high = found["agents"]["first[fake/loss_scale=2.0]"]["scores"]["last loss"]["values"]
     assert high == {seed: pytest.approx(2 * value) for seed, value in low.items()}
+
+
+def test_a_members_new_status_is_one_line_naming_its_run_and_its_log(roots, capsys, monkeypatch):
+    _, options = cli.parse(["rl-harness", "study", STUDY, "--results-dir", str(roots[0]), "--artifacts-dir",
+                            str(roots[1]), "--study-id", "ev"])
+    command = StudyCommand(options)
+    first, second = command.record.members[:2]
+    for member, run_id in ((first, "ev-first-s0"), (second, "ev-first-s1")):
+        command.record = command.record.with_member(dataclasses.replace(member, runs=(run_id,)))
+    assert _run(roots, "ev-first-s0", "--seed", "0") == 0
+    monkeypatch.setenv("FAKE_RECIPE_FAIL_AT", "1")
+    assert _run(roots, "ev-first-s1", "--seed", "1") == 1
+    capsys.readouterr()
+    command._refresh({})
+    logs = roots[1] / "studies" / "ev" / "logs"
+    assert capsys.readouterr().out.splitlines() == [  # both ran between two looks: each has its started line too
+        f"study ev: started first/seed 0 (run ev-first-s0); log {logs / 'ev-first-s0.log'}",
+        "study ev: finished first/seed 0 (run ev-first-s0)",
+        f"study ev: started first/seed 1 (run ev-first-s1); log {logs / 'ev-first-s1.log'}",
+        f"study ev: failed first/seed 1 (run ev-first-s1); log {logs / 'ev-first-s1.log'}: RuntimeError: fake failure"
+        " at iteration 1"]
