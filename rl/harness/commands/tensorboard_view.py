@@ -76,8 +76,8 @@ def _root(argument: Optional[str]) -> pathlib.Path:
         return pathlib.Path(settings.workspace_directory() or settings.working_directory())
     root = pathlib.Path(settings.working_directory()) / pathlib.Path(argument).expanduser()
     if not root.is_dir():
-        raise UsageError(f"{root} is not a folder; pass a results tree (a folder holding results/<run-id>/) or"
-                         " nothing for the whole workspace")
+        raise UsageError(f"{root} is not a folder; pass a results or artifacts tree (a folder holding"
+                         " [results|artifacts]/<run-id>/) or nothing for the whole workspace")
     return root
 
 
