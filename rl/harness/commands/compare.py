@@ -110,7 +110,8 @@ def warnings(runs: list[catalog.Run], metrics: Iterable[str] = DEFAULT_METRICS) 
     by_agent_and_seed: dict = {}
     for run in runs:
         overrides = tuple(sorted((run.manifest.options.get("set") or {}).items()))
-        by_agent_and_seed.setdefault((run.manifest.experiment.module, overrides, run.manifest.seed), []).append(run.run_id)
+        agent_and_seed = (run.manifest.experiment.module, overrides, run.manifest.seed)
+        by_agent_and_seed.setdefault(agent_and_seed, []).append(run.run_id)
     for (_, _, seed), run_ids in by_agent_and_seed.items():
         if len(run_ids) > 1:
             lines.append(f"warning: runs {', '.join(run_ids)} of one recipe and settings share seed {seed}, so they are"

@@ -260,7 +260,8 @@ class StudyCommand:
         return study_folder(self.artifacts_root, self.record.study_id, self.record.smoke) / "logs" / f"{run_id}.log"
 
     def _event(self, member: MemberRecord) -> str:
-        """`study s1: started first/seed 0 (run s1-first-s0); log <path>`: a member's new status, as the terminal shows it."""
+        """A member's new status as the terminal shows it, e.g. `study s1: started first/seed 0 (run s1-first-s0); log
+        <path>`."""
         line = (f"study {self.record.study_id}: {_EVENT_WORDS.get(member.status, member.status)} {member.member.name}"
                 f" (run {member.last_run})")
         if member.status != COMPLETED:

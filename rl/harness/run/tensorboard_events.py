@@ -88,7 +88,8 @@ def tf_record(data: bytes) -> bytes:
 
 def headline_order(keys: Iterable[str]) -> list[str]:
     """The headline charts: the return first, then the other keys by name; env steps are the x axis, no chart."""
-    return sorted((key for key in keys if key != metric_keys.ENV_STEPS), key=lambda key: (key != metric_keys.RETURN, key))
+    charted = (key for key in keys if key != metric_keys.ENV_STEPS)
+    return sorted(charted, key=lambda key: (key != metric_keys.RETURN, key))
 
 
 def headline_layout(keys: Iterable[str]) -> bytes:

@@ -138,7 +138,8 @@ def _headline_charts(folder) -> list[tuple[str, list[str]]]:
 
     accumulator = EventAccumulator(str(folder), size_guidance={TENSORS: 0})
     accumulator.Reload()
-    layout = layout_pb2.Layout.FromString(accumulator.Tensors(metadata.CONFIG_SUMMARY_TAG)[0].tensor_proto.string_val[0])
+    tensor = accumulator.Tensors(metadata.CONFIG_SUMMARY_TAG)[0].tensor_proto
+    layout = layout_pb2.Layout.FromString(tensor.string_val[0])
     assert [category.title for category in layout.category] == ["headline"]
     return [(chart.title, list(chart.multiline.tag)) for chart in layout.category[0].chart]
 

@@ -10,10 +10,10 @@ Tune places the trials (all cores here, a cluster's nodes with `ray_address`) an
 once as the CPUs allow. The run itself is the harness's own command line in a child process, so
 it records itself exactly as a run typed by hand (its manifest, its signals, its exit status);
 the trial only waits for it. Its output (stdout and stderr) goes to the trial's `log` file, not
-to the study's terminal, which shows only the members' events. A stop (`stop_signal()` returns a signal name) reaches every child
-as SIGTERM through a Ray actor that each trial polls, so trials on other nodes stop too; a trial
-that starts after the stop runs nothing. If a trial's worker dies, Linux sends its child SIGTERM
-(PR_SET_PDEATHSIG), and the run still records itself `interrupted`.
+to the study's terminal, which shows only the members' events. A stop (`stop_signal()` returns a
+signal name) reaches every child as SIGTERM through a Ray actor that each trial polls, so trials
+on other nodes stop too; a trial that starts after the stop runs nothing. If a trial's worker
+dies, Linux sends its child SIGTERM (PR_SET_PDEATHSIG), and the run still records itself `interrupted`.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ def _terminate_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 
-def start_member(trial: MemberTrial, env: Mapping[str, str]) -> subprocess.Popen:
-    """The member's run as a child process whose output is appended to `trial.log` (a resumed member's too)."""
+def _start_member(trial: MemberTrial, env: Mapping[str, str]) -> subprocess.Popen:
+    """The member's run as a child process whose stdout and stderr go to `trial.log`."""
     log = pathlib.Path(trial.log)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as output:  # the child keeps its own descriptor
@@ -83,7 +83,7 @@ def _run_member(config: dict, *, trials: Mapping[str, MemberTrial], env: Mapping
     if ray.get(flag.get.remote()) is not None:
         tune.report({"exit_code": None, "skipped": True})
         return
-    child = start_member(trials[config["run_id"]], env)
+    child = _start_member(trials[config["run_id"]], env)
     asked = False
     while child.poll() is None:
         if not asked and ray.get(flag.get.remote()) is not None:
