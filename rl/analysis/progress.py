@@ -7,8 +7,9 @@
             ...
             bar.advance(len(batch))
 
-On a terminal it redraws one line; in a log (stderr not a tty) it writes a line per tenth of the
-work, so `bazel run` logs stay readable.
+On a terminal it redraws one line. In a log (stderr not a tty) it writes one line when the stage
+ends, and before that at most one per tenth of the work, only once LOG_EVERY_S have passed since
+the last: a short stage is one line, a long one shows it is alive, and `bazel run` logs stay readable.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import IO, Optional
 
 _WIDTH = 30
 _REDRAW_EVERY_S = 0.2
+LOG_EVERY_S = 30.0  # in a log: the least time between two lines of one unfinished stage
 
 
 class ProgressBar:
@@ -31,8 +33,9 @@ class ProgressBar:
         self._stream = stream or sys.stderr
         self._interactive = self._stream.isatty()
         self._started = time.monotonic()
-        self._last_drawn = -float("inf")
+        self._last_drawn = -float("inf") if self._interactive else self._started
         self._last_tenth = -1
+        self._ended = False
 
     def advance(self, amount: int = 1) -> None:
         self.done = min(self.done + amount, self.total)
@@ -43,10 +46,18 @@ class ProgressBar:
         if self._interactive and (now - self._last_drawn >= _REDRAW_EVERY_S or self.done == self.total):
             self._stream.write("\r" + self.line())
             self._last_drawn = now
-        elif not self._interactive and tenth > self._last_tenth:
+        elif not self._interactive and self.done == self.total:
+            self._end()
+        elif not self._interactive and tenth > self._last_tenth and now - self._last_drawn >= LOG_EVERY_S:
             self._stream.write(self.line() + "\n")
-            self._last_tenth = tenth
+            self._last_tenth, self._last_drawn = tenth, now
         self._stream.flush()
+
+    def _end(self) -> None:
+        """In a log: the stage's one closing line (complete, or how far it got when it stopped)."""
+        if not self._ended:
+            self._stream.write(self.line() + "\n")
+            self._ended = True
 
     def line(self) -> str:
         fraction = self.done / self.total
@@ -62,6 +73,10 @@ class ProgressBar:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.enabled and self._interactive:
+        if not self.enabled:
+            return
+        if self._interactive:
             self._stream.write("\n")
-            self._stream.flush()
+        else:
+            self._end()
+        self._stream.flush()

@@ -1,7 +1,7 @@
 """Finding runs on disk and explaining them: what `rl-harness runs | show | diff` print.
 
     runs = catalog.find_runs([workspace_root])        # every results/[smoke/]<run-id>/ below
-    print("\n".join(catalog.format_runs(runs)))
+    print("\n".join(catalog.format_runs(catalog.select_runs(runs, experiment="reward_only", last=10)[0])))
     run = catalog.find_run("20261201T011500Z-3f9a2c", [workspace_root])
     print("\n".join(catalog.format_show(run)))
     print("\n".join(catalog.format_diff(run_a, run_b)))   # code, lock, build, seed, hardware, options
@@ -10,19 +10,24 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
+import math
 import os
 import shlex
 from typing import Any, Iterable, Optional
 
 from rl.harness.errors import UsageError
-from rl.harness.run import layout, records, session
+from rl.harness.run import layout, metric_keys, records, session
 from rl.harness.run.manifest import RunManifest, read_manifest
-from rl.harness.run.status import COMPLETED, CRASHED, INTERRUPTED, crash_reason, effective_status, run_id_problem
+from rl.harness.run.status import (COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, crash_reason, effective_status,
+                                   parse_time, run_id_problem)
 
 # Folders never searched for results (build trees, artifacts, virtual environments, VCS).
 _SKIPPED = frozenset({"artifacts", "node_modules", "__pycache__", "venv", ".venv"})
 _MAX_DEPTH = 8
+DAMAGED = "damaged"  # what `runs` lists for a folder whose manifest cannot be read
+LISTED_STATUSES = (RUNNING, COMPLETED, FAILED, INTERRUPTED, CRASHED, DAMAGED)  # `runs --status` choices
 
 # What `diff` compares, by manifest section (first match wins, so the lock hash inside `build`
 # reads as "lock"); run-specific fields (times, pids, paths) are not compared.
@@ -164,11 +169,51 @@ def _last(summary: dict, key: str) -> Optional[Any]:
     return (summary.get("metrics", {}).get(key) or {}).get("last")
 
 
+def _started(run: Run) -> float:
+    return parse_time(run.manifest.started_at) if run.manifest.started_at else -math.inf
+
+
+def is_experiment(run: Run, experiment: str) -> bool:
+    """Whether `run` is of `experiment`: its dotted module, or that module's last parts (`mess3.reward_only`)."""
+    module = run.manifest.experiment.module or ""
+    return module == experiment or module.endswith("." + experiment)
+
+
+def select_runs(runs: Iterable[Run], damaged: Iterable[DamagedRun] = (), *, experiment: Optional[str] = None,
+                status: Optional[str] = None, last: Optional[int] = None) -> tuple[list[Run], list[DamagedRun]]:
+    """What `runs` lists: the runs of `experiment` with `status`, oldest start first, the `last` N started.
+
+    A damaged run's experiment cannot be read, so it stays listed unless `status` names another status.
+    """
+    chosen = sorted((run for run in runs if (experiment is None or is_experiment(run, experiment))
+                     and (status is None or run.status == status)), key=lambda run: (_started(run), run.run_id))
+    return (chosen[-last:] if last else chosen), [run for run in damaged if status in (None, DAMAGED)]
+
+
+def _start_time(manifest: RunManifest) -> str:
+    if not manifest.started_at:
+        return "-"
+    return datetime.datetime.fromisoformat(manifest.started_at).astimezone(datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%MZ")
+
+
+def _duration(manifest: RunManifest) -> str:
+    """Start to end; for a run without an end (running, crashed), start to its last heartbeat."""
+    end = manifest.ended_at or (manifest.heartbeat.at if manifest.heartbeat is not None else None)
+    if not manifest.started_at or not end:
+        return "-"
+    seconds = max(0, round(parse_time(end) - parse_time(manifest.started_at)))
+    hours, minutes = seconds // 3600, seconds // 60 % 60
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds % 60:02d}s" if minutes else f"{seconds}s"
+
+
 def format_runs(runs: list[Run], damaged: Iterable[DamagedRun] = ()) -> list[str]:
+    """A table, one row per run as given (select_runs orders them): when it started and for how long, how far it
+    got and its final return (the last finite one)."""
     damaged = list(damaged)
     if not runs and not damaged:
         return ["no runs found"]
-    header = ("RUN ID", "STATUS", "EXPERIMENT", "ROWS", "ENV STEPS", "FOLDER")
+    header = ("RUN ID", "STATUS", "EXPERIMENT", "STARTED", "DURATION", "ROWS", "ENV STEPS", "RETURN", "FOLDER")
     table = [header]
     for run in runs:
         summary = run.summary()
@@ -176,11 +221,14 @@ def format_runs(runs: list[Run], damaged: Iterable[DamagedRun] = ()) -> list[str
             run.run_id,
             run.status,
             run.manifest.experiment.module or "?",
+            _start_time(run.manifest),
+            _duration(run.manifest),
             str(summary.get("rows", "-")),
             _shown(_last(summary, "num_env_steps_sampled_lifetime")),
+            _shown(final_metrics(summary).get(metric_keys.RETURN)),
             run.run_dir,
         ))
-    table.extend((run.run_id, "damaged", "?", "-", "-", run.run_dir) for run in damaged)
+    table.extend((run.run_id, DAMAGED, "?", "-", "-", "-", "-", "-", run.run_dir) for run in damaged)
     widths = [max(len(row[column]) for row in table) for column in range(len(header) - 1)]
     lines = ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[-1]]).rstrip() for row in table]
     return lines + [f"damaged {run.run_id}: {run.problem}" for run in damaged]
@@ -331,13 +379,18 @@ def _section_of(key: str) -> Optional[str]:
     return None
 
 
+def _recorded(value: Any) -> Any:
+    """None for an empty dict or list: a manifest that records `set: {}` and one without `set` say the same."""
+    return None if value in ({}, []) else value
+
+
 def diff(run_a: Run, run_b: Run) -> list[tuple[str, str, Any, Any]]:
-    """(section, key, value in a, value in b) for every compared field that differs."""
+    """(section, key, value in a, value in b) for every compared field that differs (empty and missing alike)."""
     flat_a, flat_b = flatten(run_a.manifest.to_dict()), flatten(run_b.manifest.to_dict())
     differences = []
     for key in sorted(set(flat_a) | set(flat_b)):
         section = _section_of(key)
-        if section and flat_a.get(key) != flat_b.get(key):
+        if section and _recorded(flat_a.get(key)) != _recorded(flat_b.get(key)):
             differences.append((section, key, flat_a.get(key), flat_b.get(key)))
     return differences
 

@@ -5,7 +5,7 @@
                [--run-id ID] [--upload-artifacts | --no-upload-artifacts] [--ray-address ADDRESS]
                [--stop-at-iteration N | --stop-at-env-steps N] [--set KEY=VALUE ...]
                [--rolling-checkpoint-minutes M] [--rolling-checkpoint-fraction F]
-    rl-harness runs [--results-dir DIR]
+    rl-harness runs [--experiment MODULE] [--status STATUS] [--last N] [--results-dir DIR]
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
     rl-harness compare <run-id>... [--metric KEY]... [--output PNG] [--results-dir DIR]
@@ -45,7 +45,7 @@ from rl.harness.training import hardware
 
 COMMANDS = ("runs", "show", "diff", "compare", "reproduce", "study")
 _COMMANDS_HELP = """other commands (each has its own --help):
-  runs                       list the runs under --results-dir (or the workspace)
+  runs                       list the runs under --results-dir (or the workspace) by start time
   show <run-id>              one run's status, results and provenance
   diff <run-a> <run-b>       what differs between two runs' records
   compare <run-id>...        several runs' learning curves in one PNG, and their final metrics
@@ -56,6 +56,37 @@ _COMMANDS_HELP = """other commands (each has its own --help):
 class _Parser(argparse_flags.ArgumentParser):
     def error(self, message):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; see --help\n")
+
+
+class _HelpWithSetKeys(argparse.Action):
+    """-h/--help of a run: the usual help, then the recipe's `--set` keys (the recipe is imported only here).
+
+    The recipe is the experiment binary's, or the module typed before --help (argparse has read it by then).
+    """
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.print_help()
+        print("\n" + "\n".join(_set_keys_help(self.default_recipe or getattr(namespace, "module", None))))
+        parser.exit()
+
+
+def _set_keys_help(recipe: Optional[str]) -> list[str]:
+    """The `--set` keys `recipe` declares, each with its type and default, as --help lists them."""
+    if recipe is None:
+        return ["--set keys: each recipe's own; `rl-harness <recipe> --help` lists them"]
+    try:
+        declared = getattr(recipes.load_recipe(recipe), "HYPERPARAMETERS", None)
+    except HarnessError as error:
+        return [f"--set keys of {recipe}: cannot load the recipe ({error})"]
+    if declared is None or not declared.defaults:
+        return [f"--set keys of {recipe}: none (it declares no HYPERPARAMETERS)"]
+    width = max(map(len, declared.defaults))
+    return [f"--set keys of {recipe} (KEY=VALUE; type, default):"] + [
+        f"  {name:<{width}}  {type(default).__name__}, default {json.dumps(default)}"
+        for name, default in sorted(declared.defaults.items())]
 
 
 def _seed(text: str) -> int:
@@ -102,9 +133,11 @@ def _add_results_dir(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 
 def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
-    parser = _Parser(prog="rl-harness" if experiment is None else experiment,
+    parser = _Parser(prog="rl-harness" if experiment is None else experiment, add_help=False,
                      description="Run an experiment recipe's run(context) with full provenance.",
                      epilog=_COMMANDS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-h", "--help", action=_HelpWithSetKeys,
+                        help="show this help, with the recipe's --set keys, and exit").default_recipe = experiment
     if experiment is None:
         parser.add_argument("module", help="dotted module of a recipe with run(context)")
     parser.add_argument("--seed", type=_seed, default=42, help="root seed (docs/seeding.md)")
@@ -120,7 +153,8 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
                              " docs/artifact_storage.md")
     parser.add_argument("--ray-address", help="attach to this Ray cluster (e.g. auto or ray://head:10001)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a hyperparameter the recipe declares (repeatable), e.g. --set ppo/lr=5e-4")
+                        help="override a hyperparameter the recipe declares (repeatable), e.g. --set ppo/lr=5e-4;"
+                             " the keys are listed below")
     parser.add_argument("--rolling-checkpoint-minutes", type=_positive_number, default=rolling.DEFAULT_MINUTES,
                         help="refresh the run's latest-state checkpoint after this many minutes of training"
                              " (default %(default)s; docs/harness.md, 'Checkpoints')")
@@ -153,6 +187,12 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
                             help=f"a summarised metric to draw, repeatable (default: {', '.join(compare.DEFAULT_METRICS)})")
         parser.add_argument("--output", type=_user_path, default=_user_path("compare.png"),
                             help="the PNG to write (default: compare.png where the command was typed)")
+    elif command == "runs":
+        parser.add_argument("--experiment", metavar="MODULE",
+                            help="only this recipe's runs: its dotted module or its last parts (e.g. reward_only);"
+                                 " an experiment's binary lists its own by default")
+        parser.add_argument("--status", choices=catalog.LISTED_STATUSES, help="only the runs of this status")
+        parser.add_argument("--last", type=_positive, metavar="N", help="only the N most recently started")
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()
@@ -186,7 +226,8 @@ def _catalog_roots(options: argparse.Namespace, experiment: Optional[str]) -> li
 def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
     roots = _catalog_roots(options, experiment)
     if command == "runs":
-        return catalog.format_runs(*catalog.scan_runs(roots))
+        return catalog.format_runs(*catalog.select_runs(*catalog.scan_runs(roots), experiment=options.experiment
+                                                        or experiment, status=options.status, last=options.last))
     if command == "show":
         run = catalog.find_run(options.run_id, roots)
         if options.json:
@@ -194,7 +235,7 @@ def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[
         return catalog.format_show(run, full=options.full)
     if command == "compare":
         runs = [catalog.find_run(run_id, roots) for run_id in options.run_ids]
-        for warning in compare.warnings(runs):
+        for warning in compare.warnings(runs, options.metrics or compare.DEFAULT_METRICS):
             print(warning, file=sys.stderr)
         compare.write_figure(runs, options.metrics or compare.DEFAULT_METRICS, options.output)
         return [*compare.format_table(runs), f"wrote {options.output}"]

@@ -1,8 +1,8 @@
 """`rl-harness compare <run-id>...`: several runs' learning curves in one PNG, and their final metrics.
 
     runs = [catalog.find_run(run_id, roots) for run_id in run_ids]
-    for line in compare.warnings(runs): print(line, file=sys.stderr)    # repeated seeds, smoke with full
-    compare.write_figure(runs, [metric_keys.RETURN], path)              # one panel per metric, one line per run
+    for line in compare.warnings(runs, [metric_keys.RETURN]): print(line, file=sys.stderr)  # a repeated seed, ...
+    compare.write_figure(runs, [metric_keys.RETURN], path)  # one panel per metric, one line (or marker) per run
     print("\\n".join(compare.format_table(runs)))                        # one row per metric, one column per run
 
 Curves come from each run's summary.json (committed with its results, so runs from other
@@ -46,8 +46,8 @@ def _in_env_steps(curves: dict, iterations: np.ndarray) -> np.ndarray:
     return np.interp(iterations, counted[:, 0], counted[:, 1])
 
 
-def write_figure(runs: list[catalog.Run], metrics: Iterable[str], path: pathlib.Path) -> None:
-    """One panel per metric, one line per run (per trial of a Tune run), written as a PNG at `path` (atomically)."""
+def figure(runs: list[catalog.Run], metrics: Iterable[str]):
+    """One panel per metric, one line per run (per trial of a Tune run); a curve of one point is a marker."""
     from matplotlib.figure import Figure  # only `compare` draws: the other commands stay fast
 
     metrics = list(metrics)
@@ -58,19 +58,27 @@ def write_figure(runs: list[catalog.Run], metrics: Iterable[str], path: pathlib.
         raise UsageError(f"no run summarises {', '.join(missing)}; pick --metric from {', '.join(summarised)} (a recipe"
                          " adds its own with context.recorder.summarize)")
     by_env_steps = all(metric_keys.ENV_STEPS in curves for _, curves in groups)
-    figure = Figure(figsize=(PANEL_SIZE[0], PANEL_SIZE[1] * len(metrics)), layout="constrained")
-    for axes, metric in zip(figure.subplots(len(metrics), 1, squeeze=False)[:, 0], metrics):
+    drawing = Figure(figsize=(PANEL_SIZE[0], PANEL_SIZE[1] * len(metrics)), layout="constrained")
+    for axes, metric in zip(drawing.subplots(len(metrics), 1, squeeze=False)[:, 0], metrics):
         for label, curves in groups:
-            if metric not in curves:
+            points = _points(curves[metric]) if metric in curves else np.empty((0, 2))
+            if not len(points):
                 continue
-            points = _points(curves[metric])
             x = _in_env_steps(curves, points[:, 0]) if by_env_steps else points[:, 0]
-            axes.plot(x, points[:, 1], label=label)
+            axes.plot(x, points[:, 1], label=label, marker="o" if len(points) == 1 else None)
         axes.set_xlabel("env steps" if by_env_steps else "training iteration")
         axes.set_ylabel(metric)
-        axes.legend(fontsize="small")
+        if axes.lines:
+            axes.legend(fontsize="small")
+        else:
+            axes.text(0.5, 0.5, f"no run has a finite value of {metric}", transform=axes.transAxes, ha="center")
+    return drawing
+
+
+def write_figure(runs: list[catalog.Run], metrics: Iterable[str], path: pathlib.Path) -> None:
+    """`figure(runs, metrics)` written as a PNG at `path` (atomically)."""
     png = io.BytesIO()
-    figure.savefig(png, format="png", dpi=100)
+    figure(runs, metrics).savefig(png, format="png", dpi=100)
     records.write_bytes_atomically(str(path), png.getvalue())
 
 
@@ -92,19 +100,30 @@ def _shown(value: Optional[float]) -> str:
     return "-" if value is None else catalog.format_number(value)
 
 
-def warnings(runs: list[catalog.Run]) -> list[str]:
-    """One line per reason the comparison may mislead: runs sharing a seed, smoke runs beside full ones."""
+def warnings(runs: list[catalog.Run], metrics: Iterable[str] = DEFAULT_METRICS) -> list[str]:
+    """One line per reason the comparison may mislead: runs of one agent sharing a seed, smoke runs beside full
+    ones, a curve that cannot be drawn.
+
+    An agent is a recipe with its `--set` overrides: two agents trained from one seed are a paired design, not a repeat.
+    """
     lines = []
-    by_seed: dict = {}
+    by_agent_and_seed: dict = {}
     for run in runs:
-        by_seed.setdefault(run.manifest.seed, []).append(run.run_id)
-    for seed, run_ids in by_seed.items():
+        overrides = tuple(sorted((run.manifest.options.get("set") or {}).items()))
+        agent_and_seed = (run.manifest.experiment.module, overrides, run.manifest.seed)
+        by_agent_and_seed.setdefault(agent_and_seed, []).append(run.run_id)
+    for (_, _, seed), run_ids in by_agent_and_seed.items():
         if len(run_ids) > 1:
-            lines.append(f"warning: runs {', '.join(run_ids)} share seed {seed}, so they are not independent samples;"
-                         " compare runs of different --seed")
+            lines.append(f"warning: runs {', '.join(run_ids)} of one recipe and settings share seed {seed}, so they are"
+                         " not independent samples; compare runs of different --seed")
     smoke = [run.run_id for run in runs if run.manifest.smoke]
     full = [run.run_id for run in runs if not run.manifest.smoke]
     if smoke and full:
         lines.append(f"warning: smoke runs ({', '.join(smoke)}) beside full runs ({', '.join(full)}): their budgets"
                      " differ; compare smoke with smoke and full with full")
+    for metric in metrics:
+        undrawn = [label for run in runs for label, curves in _groups(run)
+                   if metric in curves and not len(_points(curves[metric]))]
+        if undrawn:
+            lines.append(f"note: no curve of {metric} for {', '.join(undrawn)}: no finite value was summarised")
     return lines

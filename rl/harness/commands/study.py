@@ -36,6 +36,7 @@ from rl.harness.study.record import (COMPLETED, CRASHED, FAILED, INTERRUPTED, PE
                                      StudyRecord, study_folder)
 
 _RUN_COMMAND = ("-m", "rl.harness.commands.cli")
+_EVENT_WORDS = {RUNNING: "started", COMPLETED: "finished"}  # other statuses name themselves (failed, interrupted)
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # each member's run: the harness's own command line
 
 
@@ -157,8 +158,8 @@ class StudyCommand:
             logging.warning("the tree has uncommitted changes: editing it while the study runs makes its members differ"
                             " in code, and the summary then refuses them; commit first for a study you keep")
         done = sum(member.status == COMPLETED for member in self.record.members)
-        print(f"study {self.record.study_id}: {len(trials)} run(s) to go, {done} completed; record {self.folder}",
-              flush=True)
+        print(f"study {self.record.study_id}: {len(trials)} run(s) to go, {done} completed; record {self.folder};"
+              f" each member's output in {self._log('<run id>')}", flush=True)
         errors = self._run_trials(trials) if trials else {}
         self._refresh(errors, final=True)
         if self.stop_signal is not None:
@@ -195,7 +196,7 @@ class StudyCommand:
                     *hyperparameters.set_arguments(dict(member.setting))]
             if self.options.ray_address:
                 argv += ["--ray-address", self.options.ray_address]
-            trials.append(MemberTrial(run_id=run_id, argv=tuple(argv)))
+            trials.append(MemberTrial(run_id=run_id, argv=tuple(argv), log=str(self._log(run_id))))
             self.record = self.record.with_member(dataclasses.replace(member, runs=(*member.runs, run_id)))
         return trials
 
@@ -249,12 +250,26 @@ class StudyCommand:
                 ended_at=result.last.ended_at if result.last is not None else None)
             if updated != member:
                 if updated.status != member.status and updated.status != PENDING:
-                    print(f"study {self.record.study_id}: {member.member.name} {updated.status}"
-                          f" (run {result.run_ids[-1]})", flush=True)
+                    if member.status == PENDING and updated.status != RUNNING:  # it ran between two looks
+                        print(self._event(dataclasses.replace(updated, status=RUNNING)))
+                    print(self._event(updated), flush=True)
                 self.record = self.record.with_member(updated)
                 changed = True
         if changed:
             self.record.write(self.folder)
+
+    def _log(self, run_id: str) -> pathlib.Path:
+        """Where a member's run writes its output: the study's artifacts folder, `logs/<run id>.log`."""
+        return study_folder(self.artifacts_root, self.record.study_id, self.record.smoke) / "logs" / f"{run_id}.log"
+
+    def _event(self, member: MemberRecord) -> str:
+        """A member's new status as the terminal shows it, e.g. `study s1: started first/seed 0 (run s1-first-s0); log
+        <path>`."""
+        line = (f"study {self.record.study_id}: {_EVENT_WORDS.get(member.status, member.status)} {member.member.name}"
+                f" (run {member.last_run})")
+        if member.status != COMPLETED:
+            line += f"; log {self._log(member.last_run)}"
+        return line + (f": {member.error}" if member.status == FAILED and member.error else "")
 
     # -- summary ------------------------------------------------------------------------------
 

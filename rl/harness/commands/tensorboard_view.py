@@ -2,17 +2,21 @@
 
     bazel run //tools:tensorboard                                   # every run in the workspace
     bazel run //tools:tensorboard -- experiments/mess3/results --port 6007
+    bazel run //tools:tensorboard -- experiments/mess3/artifacts     # the artifacts tree works too
 
 Every run writes its metrics as TensorBoard events while it trains (`paths.tensorboard` in its
 manifest: artifacts/<run-id>/tensorboard/, shared by the runs that resumed it; see
 rl/harness/run/tensorboard_events.py). This finds the runs under FOLDER as `rl-harness runs` does,
 links each events folder into a temporary folder as `<experiment>/[smoke/]<run-id>` (TensorBoard
-follows a tree of links) and serves that. FOLDER is relative to where the command was typed;
+follows a tree of links) and serves that. A FOLDER without runs, such as an artifacts tree (or one
+run's artifacts folder), is searched for `<run-id>/tensorboard/` folders instead, named
+`[smoke/]<run-id>`. FOLDER is relative to where the command was typed;
 flags after it go to TensorBoard unchanged (`--port`, `--host`, `--bind_all`, ...).
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 import tempfile
@@ -24,6 +28,7 @@ from rl.harness.errors import UsageError
 from rl.harness.run import tensorboard_events
 
 PROGRAM = "tensorboard"
+_EVENT_FILES = "events.out.tfevents.*"
 
 
 def events_folders(root: pathlib.Path) -> dict[str, pathlib.Path]:
@@ -42,6 +47,22 @@ def events_folders(root: pathlib.Path) -> dict[str, pathlib.Path]:
     return {name: folder for folder, name in folders.items()}
 
 
+def events_folders_below(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    """`[smoke/]<run-id>` -> events folder, for every `<run-id>/tensorboard/` holding events under an artifacts tree.
+
+    An artifacts tree has no manifests, so the names lack the experiment; a results tree's runs have it.
+    """
+    found = {}
+    for folder, subfolders, _ in os.walk(root):
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith((".", "bazel-")))
+        path = pathlib.Path(folder)
+        if path.name == tensorboard_events.EVENTS_DIR and next(path.rglob(_EVENT_FILES), None) is not None:
+            owner = path.parent
+            found[str(owner.relative_to(root)) if root in owner.parents else owner.name] = path
+            subfolders[:] = []
+    return found
+
+
 def link_tree(folders: dict[str, pathlib.Path], tree: pathlib.Path) -> None:
     """`tree/<name>` -> each events folder: one TensorBoard log folder naming every run."""
     for name, folder in folders.items():
@@ -55,8 +76,8 @@ def _root(argument: Optional[str]) -> pathlib.Path:
         return pathlib.Path(settings.workspace_directory() or settings.working_directory())
     root = pathlib.Path(settings.working_directory()) / pathlib.Path(argument).expanduser()
     if not root.is_dir():
-        raise UsageError(f"{root} is not a folder; pass a results tree (a folder holding results/<run-id>/) or"
-                         " nothing for the whole workspace")
+        raise UsageError(f"{root} is not a folder; pass a results or artifacts tree (a folder holding"
+                         " [results|artifacts]/<run-id>/) or nothing for the whole workspace")
     return root
 
 
@@ -65,10 +86,11 @@ def main(argv: list[str]) -> int:
     tensorboard_flags = argv[2:] if folder is not None else argv[1:]
     try:
         root = _root(folder)
-        folders = events_folders(root)
+        folders = events_folders(root) or events_folders_below(root)
         if not folders:
             raise UsageError(f"no run under {root} has TensorBoard events; runs write them into"
-                             " artifacts/<run-id>/tensorboard/ while they train: pass the results tree of such runs")
+                             " artifacts/<run-id>/tensorboard/ while they train: pass the results or artifacts tree of"
+                             " such runs")
     except UsageError as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return error.exit_status
@@ -76,7 +98,8 @@ def main(argv: list[str]) -> int:
 
     with tempfile.TemporaryDirectory(prefix="rl-harness-tensorboard-") as tree:
         link_tree(folders, pathlib.Path(tree))
-        print(f"{PROGRAM}: {len(folders)} run(s) under {root}", flush=True)
+        print(f"{PROGRAM}: {len(folders)} run(s) under {root}; the headline curves (each run's summarised metrics,"
+              " the return first) are in the CUSTOM SCALARS tab", flush=True)
         board = program.TensorBoard()
         board.configure(argv=[PROGRAM, "--logdir", tree, *tensorboard_flags])
         return board.main()

@@ -165,7 +165,7 @@ class RunSession:
         self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
         self._metrics = records.JsonLinesWriter(str(self.artifacts_dir / records.METRICS_FILE))
         events_folder = tensorboard_events.lineage_folder(self.layout, self._manifest.parent_run)
-        self._events = tensorboard_events.ScalarEvents(events_folder, self.run_id)
+        self._events = tensorboard_events.ScalarEvents(events_folder, self.run_id, headline=self._summary_keys)
         now = utc_now()
         self._manifest = dataclasses.replace(
             self._manifest,

@@ -1,7 +1,7 @@
 """A run's metrics as TensorBoard scalars, written while it trains: a view of metrics.jsonl, never the record.
 
     folder = tensorboard_events.lineage_folder(layout, manifest.parent_run)   # <artifacts>/<run-id>/tensorboard
-    events = tensorboard_events.ScalarEvents(folder, run_id)
+    events = tensorboard_events.ScalarEvents(folder, run_id, headline={"env_runners/episode_return_mean"})
     events.write({"num_env_steps_sampled_lifetime": 4000, "env_runners/episode_return_mean": 21.5})
     events.write(row, trial="PPO_abc12_00000")    # a Tune trial's (or an agent's) curves: <folder>/<trial>/
     events.close()
@@ -12,6 +12,8 @@ folder of the run it resumed, so its curves continue at later steps; that folder
 the parent's manifest (`paths.tensorboard`), and the parent's events past the checkpoint it resumes
 from (rows the resumed run redoes) are cut first (`cut_after`), so no step is drawn twice. A write that fails (a full disk, no tensorboard
 installed) is logged once and ends the events of that run; metrics.jsonl is never affected.
+The run's summarised metrics (`headline`) also go into a custom-scalars layout, so TensorBoard's
+CUSTOM SCALARS tab shows them first (the scalars tab sorts every tag by name).
 `bazel run //tools:tensorboard -- <folder>` shows them.
 """
 
@@ -19,9 +21,10 @@ from __future__ import annotations
 
 import math
 import pathlib
+import re
 import struct
 import time
-from typing import Any, BinaryIO, Mapping, Optional
+from typing import Any, BinaryIO, Collection, Iterable, Mapping, Optional
 
 from absl import logging
 
@@ -33,6 +36,7 @@ from rl.harness.run.manifest import read_manifest
 EVENTS_DIR = "tensorboard"
 # The counters tried in turn as a row's step: env steps, so runs with other batch sizes line up.
 STEP_KEYS = (metric_keys.ENV_STEPS, metric_keys.ITERATION, "harness/row")
+HEADLINE_CATEGORY = "headline"  # the custom-scalars category of a run's summarised metrics
 MANIFEST_PATH_KEY = "tensorboard"  # the manifest's paths entry that names a run's events folder
 
 
@@ -115,16 +119,46 @@ def cut_after(folder: pathlib.Path, step: int) -> int:
     return removed
 
 
+def headline_order(keys: Iterable[str]) -> list[str]:
+    """The headline charts: the return first, then the other keys by name; env steps are the x axis, no chart."""
+    charted = (key for key in keys if key != metric_keys.ENV_STEPS)
+    return sorted(charted, key=lambda key: (key != metric_keys.RETURN, key))
+
+
+def headline_layout(keys: Iterable[str]) -> bytes:
+    """A custom-scalars layout (TensorBoard's CUSTOM SCALARS tab): one `HEADLINE_CATEGORY` chart per key, in order."""
+    from tensorboard.plugins.custom_scalar import layout_pb2
+
+    charts = [layout_pb2.Chart(title=key, multiline=layout_pb2.MultilineChartContent(tag=[f"^{re.escape(key)}$"]))
+              for key in headline_order(keys)]
+    return layout_pb2.Layout(category=[layout_pb2.Category(title=HEADLINE_CATEGORY, chart=charts)]).SerializeToString()
+
+
+def _layout_event(layout: bytes):
+    """The event that carries a custom-scalars layout: a string tensor under the plugin's config tag."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+    from tensorboard.plugins.custom_scalar import metadata
+
+    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[layout],
+                                    tensor_shape=tensor_shape_pb2.TensorShapeProto())
+    value = summary_pb2.Summary.Value(tag=metadata.CONFIG_SUMMARY_TAG, tensor=tensor,
+                                      metadata=metadata.create_summary_metadata())
+    return event_pb2.Event(wall_time=time.time(), step=0, summary=summary_pb2.Summary(value=[value]))
+
+
 class ScalarEvents:
     """Appends each metrics row as one TensorBoard event per curve group (the run, or one trial).
 
     Each run writes its own event file (`events.out.tfevents.<time in ns>.<run-id>`) per folder, one
     record per row, flushed, so a TensorBoard watching the folder sees every row as it is logged.
+    `headline` (the run's summarised keys, read at each file's first row) become the charts of the
+    CUSTOM SCALARS tab, so the curves a recipe cares about come first, not among RLlib's internals.
     """
 
-    def __init__(self, folder: pathlib.Path, run_id: str):
+    def __init__(self, folder: pathlib.Path, run_id: str, headline: Collection[str] = ()):
         self.folder = pathlib.Path(folder)
         self._run_id = run_id
+        self._headline = headline
         self._files: dict[str, BinaryIO] = {}  # trial ("" for the run) -> its event file
         self._failed = False
 
@@ -163,6 +197,8 @@ class ScalarEvents:
             # The version record TensorBoard expects first: version 2 keeps out-of-order steps (no purge).
             version = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
             stream.write(tf_record(version.SerializeToString()))
+            if self._headline:
+                stream.write(tf_record(_layout_event(headline_layout(self._headline)).SerializeToString()))
             self._files[trial] = stream
         return self._files[trial]
 

@@ -205,12 +205,19 @@ def summarise(study: Study, results: Iterable[MemberResult]) -> dict:
                       "error": r.last.error.message if r.last is not None and r.last.error else None}
                      for r in results if r.status != COMPLETED]
     # A run copied without its artifacts (results/ only, or another machine's) has scores but no curve.
-    without_curve = [{"member": r.member.name, "run": r.run_ids[-1]} for r in completed if not r.curve(study.curve)]
+    without_curve = [{"member": r.member.name, "run": r.run_ids[-1], "reason": _why_no_curve(r, study.curve)}
+                     for r in completed if not r.curve(study.curve)]
     last = next((result.last for result in completed), None)  # check_comparable: every run has the same budget
     budget = None if last is None else {"smoke": last.smoke, "cap": last.budget_cap}
     return {"members": len(results), "completed": len(completed), "budget": budget, "agents": agents, "pairs": pairs,
             "not_completed": not_completed, "unreported_scores": unreported, "curve": study.curve,
             "without_curve": without_curve}
+
+
+def _why_no_curve(result: MemberResult, key: str) -> str:
+    if all((folder / records.METRICS_FILE).exists() for folder in result.artifacts_dirs):
+        return f"no finite {key} in its {records.METRICS_FILE}"
+    return f"its {records.METRICS_FILE} is not under its artifacts folder here; restore `artifacts/<run id>/`"
 
 
 def _budget_words(budget: Optional[dict]) -> str:
@@ -220,33 +227,48 @@ def _budget_words(budget: Optional[dict]) -> str:
     return f" ({'smoke' if budget['smoke'] else 'full'} budget{cap})"
 
 
-def curves_png(study: Study, results: Iterable[MemberResult]) -> bytes:
-    """Each agent's learning curve against env steps: mean over its seeds and a 95 % t band (n >= 2)."""
+def curves_figure(study: Study, results: Iterable[MemberResult]) -> Figure:
+    """Each agent's learning curve against env steps: mean over its seeds and a 95 % t band (n >= 2).
+
+    Where the seeds' curves share only one env-step count (one row each), the mean is a marker and the
+    band an error bar; a figure with nothing to draw says so.
+    """
     import numpy as np
 
     figure = Figure(figsize=(7.5, 4.5))
     axes = figure.add_subplot()
     results = [result for result in results if result.status == COMPLETED]
     for agent in dict.fromkeys(r.member.variant for r in results):
-        curves = [np.array(c) for c in (r.curve(study.curve) for r in results if r.member.variant == agent) if len(c) >= 2]
+        curves = [np.array(c) for c in (r.curve(study.curve) for r in results if r.member.variant == agent) if c]
         if not curves:
             continue
-        end = min(curve[-1, 0] for curve in curves)
-        grid = np.linspace(max(curve[0, 0] for curve in curves), end, CURVE_POINTS)
+        start, end = max(curve[0, 0] for curve in curves), min(curve[-1, 0] for curve in curves)
+        grid = np.linspace(start, end, CURVE_POINTS) if end > start else np.array([end])
         values = np.stack([np.interp(grid, curve[:, 0], curve[:, 1]) for curve in curves])
         mean = values.mean(axis=0)
-        line, = axes.plot(grid, mean, label=f"{agent} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
+        line, = axes.plot(grid, mean, label=f"{agent} ({len(curves)} seed{'s' if len(curves) > 1 else ''})",
+                          marker="o" if len(grid) == 1 else None)
         if len(curves) > 1:
             bands = [statistics.mean_interval(column, spread="t") for column in values.T]
-            axes.fill_between(grid, [band["low"] for band in bands], [band["high"] for band in bands],
-                              color=line.get_color(), alpha=0.2, linewidth=0)
+            low, high = np.array([band["low"] for band in bands]), np.array([band["high"] for band in bands])
+            if len(grid) == 1:
+                axes.errorbar(grid, mean, yerr=[mean - low, high - mean], color=line.get_color(), capsize=4)
+            else:
+                axes.fill_between(grid, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     axes.set_xlabel("env steps")
     axes.set_ylabel(study.curve)
     axes.set_title("learning curves: mean over seeds, 95 % t band")
     if axes.lines:
         axes.legend(fontsize="small")
+    else:
+        axes.text(0.5, 0.5, f"no completed run has a finite {study.curve}; see {SUMMARY_MARKDOWN}",
+                  transform=axes.transAxes, ha="center")
+    return figure
+
+
+def curves_png(study: Study, results: Iterable[MemberResult]) -> bytes:
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    curves_figure(study, results).savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     return buffer.getvalue()
 
 
@@ -279,10 +301,8 @@ def markdown(summary: dict) -> str:
         lines += ["", "Scores a completed run did not report:", ""]
         lines += [f"- {entry['member']} ({entry['run']}): {entry['score']}" for entry in summary["unreported_scores"]]
     if summary["without_curve"]:
-        lines += ["", f"Left out of the learning curves ({len(summary['without_curve'])} completed runs whose"
-                  f" {records.METRICS_FILE} is not under their artifacts folder here; restore `artifacts/<run id>/`"
-                  " to draw them):", ""]
-        lines += [f"- {entry['member']} ({entry['run']})" for entry in summary["without_curve"]]
+        lines += ["", f"Left out of the learning curves ({len(summary['without_curve'])} completed runs):", ""]
+        lines += [f"- {entry['member']} ({entry['run']}): {entry['reason']}" for entry in summary["without_curve"]]
     return "\n".join(lines) + "\n"
 
 

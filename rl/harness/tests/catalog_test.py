@@ -123,7 +123,7 @@ def test_show_leads_with_results_and_prints_integers_as_integers(tmp_path):
     assert "1048576.0" not in shown and "episode_return_mean  28.1235" in results  # the last finite value
     assert "scores.normalised_value: 0.25" in results and "scores.value: 3.4 [3.1, 3.7]" in results
     assert "code: experiment" in provenance
-    assert catalog.format_runs([run])[1].split()[4] == "1048576"
+    assert catalog.format_runs([run])[1].split()[6] == "1048576"
 
 
 @pytest.mark.parametrize("change, section", [
@@ -150,3 +150,57 @@ def test_diff_ignores_what_is_specific_to_each_run():
                                                           process={"hostname": "h", "pid": 2})))
     assert catalog.diff(a, b) == []
     assert catalog.format_diff(a, b)[-1].startswith("no differences in code, lock, build, seed")
+
+
+def test_diff_treats_an_empty_setting_and_a_missing_one_alike():
+    a = catalog.Run("/a", RunManifest.from_dict(_manifest("a", options__set={})))
+    b = catalog.Run("/b", RunManifest.from_dict(_manifest("b")))
+    assert catalog.diff(a, b) == []
+    c = catalog.Run("/c", RunManifest.from_dict(_manifest("c", options__set={"ppo/lr": 0.1})))
+    assert catalog.diff(a, c) == [("options", "options.set.ppo/lr", None, 0.1)]
+
+
+def _timed(run_id, started, seconds, module="experiments.x.recipe", status="completed", **changes):
+    start = datetime.datetime.fromisoformat(started)
+    return catalog.Run(f"/results/{run_id}", RunManifest.from_dict(_manifest(
+        run_id, started_at=start.isoformat(), ended_at=(start + datetime.timedelta(seconds=seconds)).isoformat(),
+        experiment={"module": module}, status=status, **changes)))
+
+
+def test_runs_are_listed_by_start_time_with_start_duration_and_final_return(tmp_path):
+    named = _timed("named-run", "2026-12-02T08:00:00+00:00", 3725)
+    early = _timed("20261203T000000Z-aaaaaa", "2026-12-01T09:30:59+00:00", 42)
+    late = _timed("20261201T000000Z-bbbbbb", "2026-12-03T10:00:00+00:00", 75)
+    run_dir = tmp_path / "returns"
+    run_dir.mkdir()
+    records.write_json_atomically(str(run_dir / records.SUMMARY_FILE), {"rows": 3, "metrics": {
+        "env_runners/episode_return_mean": {"last": None, "curve": [[1, -88.13], [2, float("nan")]]}}})
+    late = catalog.Run(str(run_dir), late.manifest)
+    runs, damaged = catalog.select_runs([late, named, early])
+    assert [run.run_id for run in runs] == ["20261203T000000Z-aaaaaa", "named-run", "20261201T000000Z-bbbbbb"]
+    table = [line.split() for line in catalog.format_runs(runs)]
+    assert table[0][:10] == ["RUN", "ID", "STATUS", "EXPERIMENT", "STARTED", "DURATION", "ROWS", "ENV", "STEPS",
+                             "RETURN"]
+    assert [row[3:5] for row in table[1:]] == [["2026-12-01T09:30Z", "42s"], ["2026-12-02T08:00Z", "1h02m"],
+                                               ["2026-12-03T10:00Z", "1m15s"]]
+    assert table[3][5:8] == ["3", "-", "-88.13"]  # the last finite return
+
+
+def test_runs_filter_by_experiment_status_and_the_last_n_started():
+    runs = [_timed("r1", "2026-12-01T00:00:00+00:00", 1, module="experiments.mess3.reward_only"),
+            _timed("r2", "2026-12-02T00:00:00+00:00", 1, module="experiments.mess3.reward_only", status="failed"),
+            _timed("m1", "2026-12-03T00:00:00+00:00", 1, module="experiments.mess3.memoryless_agent"),
+            _timed("r3", "2026-12-04T00:00:00+00:00", 1, module="experiments.mess3.reward_only")]
+    torn = catalog.DamagedRun("/results/torn", "cannot read")
+
+    def ids(**filters):
+        chosen, damaged = catalog.select_runs(runs, [torn], **filters)
+        return [run.run_id for run in chosen] + [run.run_id for run in damaged]
+
+    assert ids(experiment="experiments.mess3.reward_only") == ["r1", "r2", "r3", "torn"]
+    assert ids(experiment="reward_only") == ids(experiment="mess3.reward_only") == ["r1", "r2", "r3", "torn"]
+    assert ids(experiment="only") == ["torn"]  # a name's last parts, not any suffix
+    assert ids(status="completed") == ["r1", "m1", "r3"]
+    assert ids(status="damaged") == ["torn"]
+    assert ids(last=2) == ["m1", "r3", "torn"]
+    assert ids(experiment="reward_only", status="completed", last=1) == ["r3"]

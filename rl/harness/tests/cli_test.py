@@ -310,6 +310,35 @@ def test_runs_show_and_diff(roots, capsys):
     assert "no run 'nope'" in capsys.readouterr().err
 
 
+def test_an_experiments_runs_command_lists_only_that_experiments_runs(roots, tmp_path, monkeypatch, capsys):
+    (tmp_path / "other_recipe.py").write_text("from rl.harness.tests.fake_recipe import HYPERPARAMETERS, run\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    folders = ["--results-dir", str(roots[0]), "--artifacts-dir", str(roots[1])]
+    assert cli.main(["rl-harness", FAKE, "--run-id", "mine", *folders]) == 0
+    assert cli.main(["rl-harness", "other_recipe", "--run-id", "theirs", *folders]) == 0
+    monkeypatch.setenv("FAKE_RECIPE_FAIL_AT", "1")
+    assert cli.main(["rl-harness", FAKE, "--run-id", "broken", *folders]) == 1
+    capsys.readouterr()
+    assert cli.main(["fake", "runs", "--results-dir", str(roots[0])], experiment=FAKE) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["mine", "broken"]
+    assert cli.main(["rl-harness", "runs", "--results-dir", str(roots[0]), "--experiment", "other_recipe"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["theirs"]
+    assert cli.main(["rl-harness", "runs", "--results-dir", str(roots[0]), "--last", "1", "--status", "completed"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["theirs"]
+    with pytest.raises(SystemExit, match=str(cli.EXIT_USAGE)):
+        cli.main(["rl-harness", "runs", "--status", "finished"])
+    assert "invalid choice: 'finished'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, experiment", [(["rl-harness", FAKE, "--seed", "3", "--help"], None),
+                                              (["fake", "--help"], FAKE)])
+def test_a_recipes_help_lists_its_set_keys_with_types_and_defaults(argv, experiment, capsys):
+    with pytest.raises(SystemExit, match="0"):
+        cli.parse(argv, experiment)
+    listed = capsys.readouterr().out.split(f"--set keys of {FAKE} (KEY=VALUE; type, default):\n")[1]
+    assert listed.split("\n") == ["  fake/iterations  int, default 0", "  fake/loss_scale  float, default 1.0", ""]
+
+
 def test_runs_searches_the_workspace_by_default(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BUILD_WORKSPACE_DIRECTORY", str(tmp_path))
     assert cli.main(["rl-harness", FAKE, "--run-id", "found"]) == 0

@@ -3,8 +3,9 @@
 import matplotlib.image
 import pytest
 
-from rl.harness.commands import cli
+from rl.harness.commands import catalog, cli, compare
 from rl.harness.run import records
+from rl.harness.run.manifest import RunManifest
 from rl.harness.tests import run_helpers
 
 LOSS = "fake/loss"
@@ -14,9 +15,10 @@ LOSS = "fake/loss"
 def roots(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
-    for run_id, seed, *smoke in (("a", 1), ("b", 2), ("c", 2), ("tiny", 3, "--smoke")):
+    for run_id, seed, *extra in (("a", 1), ("b", 2), ("c", 2), ("tiny", 3, "--smoke"),
+                                 ("scaled", 2, "--set", "fake/loss_scale=2")):
         assert cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir",
-                         str(artifacts), "--run-id", run_id, "--seed", str(seed), *smoke]) == 0
+                         str(artifacts), "--run-id", run_id, "--seed", str(seed), *extra]) == 0
     return results, artifacts
 
 
@@ -47,8 +49,36 @@ def test_compare_warns_once_per_repeated_seed_and_on_smoke_beside_full(roots, tm
     assert _compare(roots, tmp_path, "a", "b", "c", "tiny", "--metric", LOSS) == 0
     warnings = capsys.readouterr().err.splitlines()
     assert len(warnings) == 2
-    assert warnings[0].startswith("warning: runs b, c share seed 2")
+    assert warnings[0].startswith("warning: runs b, c of one recipe and settings share seed 2")
     assert warnings[1].startswith("warning: smoke runs (tiny) beside full runs (a, b, c)")
+
+
+def test_agents_trained_from_one_seed_are_a_paired_design_not_a_repeat(roots):
+    b, scaled = (catalog.find_run(run_id, [str(roots[0])]) for run_id in ("b", "scaled"))
+    record = b.manifest.to_dict()
+    record["experiment"]["module"] = "rl.harness.tests.another_recipe"
+    other_recipe = catalog.Run(b.run_dir, RunManifest.from_dict(record))
+    assert compare.warnings([b, scaled]) == []  # one recipe, other --set: another agent
+    assert compare.warnings([b, other_recipe]) == []
+    assert compare.warnings([b, scaled, catalog.find_run("c", [str(roots[0])])])[0].startswith("warning: runs b, c ")
+
+
+def test_a_one_point_curve_is_a_marker_and_a_curve_without_values_is_named(roots, tmp_path, capsys):
+    assert cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(roots[0]), "--artifacts-dir", str(roots[1]),
+                     "--run-id", "one", "--seed", "5", "--set", "fake/iterations=1"]) == 0
+    summary_path = roots[0] / "c" / records.SUMMARY_FILE
+    summary = records.read_json(str(summary_path), "summary")
+    summary["metrics"][LOSS]["curve"] = [[x, None] for x, _ in summary["metrics"][LOSS]["curve"]]
+    records.write_json_atomically(str(summary_path), summary)
+    runs = [catalog.find_run(run_id, [str(roots[0])]) for run_id in ("one", "a", "c")]
+    drawn = compare.figure(runs, [LOSS]).axes[0]
+    assert [(line.get_label(), line.get_marker()) for line in drawn.lines] == [("one (seed 5)", "o"),
+                                                                              ("a (seed 1)", "None")]
+    capsys.readouterr()
+    assert _compare(roots, tmp_path, "one", "a", "c", "--metric", LOSS) == 0
+    assert capsys.readouterr().err == f"note: no curve of {LOSS} for c (seed 2): no finite value was summarised\n"
+    nothing = compare.figure(runs[2:], [LOSS]).axes[0]
+    assert not nothing.lines and nothing.texts[0].get_text() == f"no run has a finite value of {LOSS}"
 
 
 @pytest.mark.parametrize("args, problem", [(["a", "nope", "--metric", LOSS], "no run 'nope'"),

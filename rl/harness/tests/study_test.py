@@ -1,5 +1,6 @@
 """The study's parts without Ray: declaration, statistics, record, refusals and summary over real fake-recipe runs."""
 
+import dataclasses
 import json
 import math
 import os
@@ -12,6 +13,7 @@ import textwrap
 import pytest
 
 from rl.harness.commands import cli
+from rl.harness.commands.study import StudyCommand, load_study
 from rl.harness.errors import EXIT_USAGE
 from rl.harness.run import records
 from rl.harness.study import Score, Study, statistics, summary
@@ -185,9 +187,29 @@ def test_a_run_without_its_artifacts_is_scored_and_named_as_left_out_of_the_curv
     folder = roots[0] / "studies" / "adopted"
     found = json.loads((folder / summary.SUMMARY_JSON).read_text())
     assert found["agents"]["first"]["scores"]["last loss"]["n"] == 2
-    assert found["without_curve"] == [{"member": "first/seed 1", "run": "a1"}]
-    assert "Left out of the learning curves (1 completed runs" in (folder / summary.SUMMARY_MARKDOWN).read_text()
-    assert "- first/seed 1 (a1)" in capsys.readouterr().out
+    reason = "its metrics.jsonl is not under its artifacts folder here; restore `artifacts/<run id>/`"
+    assert found["without_curve"] == [{"member": "first/seed 1", "run": "a1", "reason": reason}]
+    assert "Left out of the learning curves (1 completed runs)" in (folder / summary.SUMMARY_MARKDOWN).read_text()
+    assert f"- first/seed 1 (a1): {reason}" in capsys.readouterr().out
+
+
+def test_one_row_per_seed_is_drawn_as_a_marker_with_its_band_and_no_curve_at_all_is_said(roots, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "1")
+    for run_id, seed in (("a0", 0), ("a1", 1), ("b0", 0)):
+        assert _run(roots, run_id, "--seed", str(seed)) == 0
+    members = [MemberRecord(agent, seed, (run_id,)) for agent, seed, run_id in
+               (("first", 0, "a0"), ("first", 1, "a1"), ("second", 0, "b0"))]
+    results = [summary.load_member(roots[0], member) for member in members]
+    study = load_study(STUDY)
+    axes = summary.curves_figure(study, results).axes[0]
+    assert [(line.get_label(), line.get_marker()) for line in axes.lines if not line.get_label().startswith("_")] == [
+        ("first (2 seeds)", "o"), ("second (1 seed)", "o")]
+    assert len(axes.containers) == 1  # first's 95 % interval over its two seeds, as an error bar
+    for member in ("a0", "a1", "b0"):
+        (roots[1] / member / records.METRICS_FILE).write_text("")
+    results = [summary.load_member(roots[0], member) for member in members]
+    axes = summary.curves_figure(study, results).axes[0]
+    assert not axes.lines and axes.texts[0].get_text() == "no completed run has a finite fake/loss; see summary.md"
 
 
 @pytest.mark.parametrize("make_runs, groups, message", [
@@ -302,3 +324,24 @@ def test_runs_with_other_overrides_are_summarised_as_variants(roots, capsys):
     low = found["agents"]["first[fake/loss_scale=1.0]"]["scores"]["last loss"]["values"]
     high = found["agents"]["first[fake/loss_scale=2.0]"]["scores"]["last loss"]["values"]
     assert high == {seed: pytest.approx(2 * value) for seed, value in low.items()}
+
+
+def test_a_members_new_status_is_one_line_naming_its_run_and_its_log(roots, capsys, monkeypatch):
+    _, options = cli.parse(["rl-harness", "study", STUDY, "--results-dir", str(roots[0]), "--artifacts-dir",
+                            str(roots[1]), "--study-id", "ev"])
+    command = StudyCommand(options)
+    first, second = command.record.members[:2]
+    for member, run_id in ((first, "ev-first-s0"), (second, "ev-first-s1")):
+        command.record = command.record.with_member(dataclasses.replace(member, runs=(run_id,)))
+    assert _run(roots, "ev-first-s0", "--seed", "0") == 0
+    monkeypatch.setenv("FAKE_RECIPE_FAIL_AT", "1")
+    assert _run(roots, "ev-first-s1", "--seed", "1") == 1
+    capsys.readouterr()
+    command._refresh({})
+    logs = roots[1] / "studies" / "ev" / "logs"
+    assert capsys.readouterr().out.splitlines() == [  # both ran between two looks: each has its started line too
+        f"study ev: started first/seed 0 (run ev-first-s0); log {logs / 'ev-first-s0.log'}",
+        "study ev: finished first/seed 0 (run ev-first-s0)",
+        f"study ev: started first/seed 1 (run ev-first-s1); log {logs / 'ev-first-s1.log'}",
+        f"study ev: failed first/seed 1 (run ev-first-s1); log {logs / 'ev-first-s1.log'}: RuntimeError: fake failure"
+        " at iteration 1"]

@@ -45,6 +45,18 @@ def test_trials_run_at_once_and_a_failed_member_is_recorded_and_named(tmp_path):
     found = json.loads((tmp_path / "results" / "studies" / "par" / summary.SUMMARY_JSON).read_text())
     assert [entry["member"] for entry in found["not_completed"]] == ["first/seed 1", "second/seed 1"]
     assert "first/seed 1: failed" in stdout and "2 member(s) not completed" in stderr
+    # The terminal leads with the members' events; each member's own output is in its log, whose path is printed.
+    logs = tmp_path / "artifacts" / "studies" / "par" / "logs"
+    lines = stdout.splitlines()
+    events = lines[:next(index for index, line in enumerate(lines) if not line.startswith("study par: "))]
+    assert lines[len(events)].startswith("2 of 4 members completed"), lines  # then the summary, nothing between
+    for seed in (0, 1):
+        log = logs / f"par-first-s{seed}.log"
+        assert f"study par: started first/seed {seed} (run par-first-s{seed}); log {log}" in events
+        assert f"run par-first-s{seed} of {run_helpers.FAKE}" in log.read_text()
+    assert f"study par: failed first/seed 1 (run par-first-s1); log {logs / 'par-first-s1.log'}: RuntimeError" in stdout
+    assert "fake failure at iteration 2" in (logs / "par-first-s1.log").read_text()
+    assert "\x1b[" not in stdout + stderr and "par-first-s0 completed" not in stdout + stderr
 
 
 def _fingerprint(tmp_path, run_id):

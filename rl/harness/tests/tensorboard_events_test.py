@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+from tensorboard.backend.event_processing.event_accumulator import SCALARS, TENSORS, EventAccumulator
 from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
 from tensorboard.summary.writer.record_writer import RecordWriter
 
@@ -133,6 +133,46 @@ def test_a_run_resumed_from_an_earlier_checkpoint_draws_no_step_twice(tmp_path, 
     redone = records.read_json_lines(str(artifacts / "child" / records.METRICS_FILE))
     assert _scalars(folder)["fake/loss"][2:] == _expected(redone)["fake/loss"]
     assert len(records.read_json_lines(str(artifacts / "parent" / records.METRICS_FILE))) == 5  # the record keeps all
+
+
+def test_the_viewer_accepts_an_artifacts_tree_and_one_runs_artifacts(tmp_path, monkeypatch):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    for run_id, *smoke in (("full", ), ("tiny", "--smoke")):
+        assert cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir",
+                         str(artifacts), "--run-id", run_id, *smoke]) == 0
+    events = {"full": artifacts / "full" / "tensorboard", "smoke/tiny": artifacts / "smoke" / "tiny" / "tensorboard"}
+    assert tensorboard_view.events_folders(artifacts) == {}  # no manifests there
+    assert tensorboard_view.events_folders_below(artifacts) == events
+    assert tensorboard_view.events_folders_below(artifacts / "full") == {"full": events["full"]}
+    assert tensorboard_view.events_folders_below(events["full"]) == {"full": events["full"]}
+    served = []
+    monkeypatch.setattr("tensorboard.program.TensorBoard.main", lambda board: served.append(board) or 0)
+    assert tensorboard_view.main(["tensorboard", str(artifacts), "--port", "0"]) == 0
+    assert len(served) == 1
+
+
+def _headline_charts(folder) -> list[tuple[str, list[str]]]:
+    """(title, tag regexes) of each chart in the folder's custom-scalars layout, read as TensorBoard's plugin does."""
+    from tensorboard.plugins.custom_scalar import layout_pb2, metadata
+
+    accumulator = EventAccumulator(str(folder), size_guidance={TENSORS: 0})
+    accumulator.Reload()
+    tensor = accumulator.Tensors(metadata.CONFIG_SUMMARY_TAG)[0].tensor_proto
+    layout = layout_pb2.Layout.FromString(tensor.string_val[0])
+    assert [category.title for category in layout.category] == ["headline"]
+    return [(chart.title, list(chart.multiline.tag)) for chart in layout.category[0].chart]
+
+
+def test_the_summarised_metrics_are_the_headline_charts_return_first(tmp_path):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    assert cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts),
+                     "--run-id", "r"]) == 0
+    charts = _headline_charts(artifacts / "r" / tensorboard_events.EVENTS_DIR)
+    assert charts == [("env_runners/episode_return_mean", [r"^env_runners/episode_return_mean$"]),
+                      ("env_runners/episode_len_mean", [r"^env_runners/episode_len_mean$"]),
+                      ("fake/loss", [r"^fake/loss$"]),  # the recipe's own summarize("fake/loss")
+                      ("time_this_iter_s", [r"^time_this_iter_s$"])]
 
 
 @pytest.mark.parametrize("folder", ["missing", "empty"])

@@ -1,6 +1,7 @@
 """A study's members as parallel Ray Tune trials: each trial runs one member's ordinary run in a child process.
 
-    trials = [MemberTrial(run_id="s1-reward_only-s0", argv=(sys.executable, "-m", "rl.harness.commands.cli", ...))]
+    trials = [MemberTrial(run_id="s1-reward_only-s0", argv=(sys.executable, "-m", "rl.harness.commands.cli", ...),
+                          log="artifacts/studies/s1/logs/s1-reward_only-s0.log")]
     errors = study_trials.run_trials(trials, ray_address=None, num_cpus=2, cpus_per_trial=1, max_concurrent=None,
                                      storage=artifacts / "tune", env={...}, stop_signal=lambda: stop,
                                      on_tick=refresh_record)
@@ -8,10 +9,11 @@
 Tune places the trials (all cores here, a cluster's nodes with `ray_address`) and runs as many at
 once as the CPUs allow. The run itself is the harness's own command line in a child process, so
 it records itself exactly as a run typed by hand (its manifest, its signals, its exit status);
-the trial only waits for it. A stop (`stop_signal()` returns a signal name) reaches every child
-as SIGTERM through a Ray actor that each trial polls, so trials on other nodes stop too; a trial
-that starts after the stop runs nothing. If a trial's worker dies, Linux sends its child SIGTERM
-(PR_SET_PDEATHSIG), and the run still records itself `interrupted`.
+the trial only waits for it. Its output (stdout and stderr) goes to the trial's `log` file, not
+to the study's terminal, which shows only the members' events. A stop (`stop_signal()` returns a
+signal name) reaches every child as SIGTERM through a Ray actor that each trial polls, so trials
+on other nodes stop too; a trial that starts after the stop runs nothing. If a trial's worker
+dies, Linux sends its child SIGTERM (PR_SET_PDEATHSIG), and the run still records itself `interrupted`.
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ _STOP_FLAG_NAMESPACE = "rl_harness_study"
 
 @dataclasses.dataclass(frozen=True)
 class MemberTrial:
-    """One member's run: its id (the trial's name) and the command line that runs it."""
+    """One member's run: its id (the trial's name), the command line that runs it and the file its output goes to."""
 
     run_id: str
     argv: tuple[str, ...]
+    log: str
 
 
 @ray.remote(num_cpus=0)
@@ -65,13 +68,22 @@ def _terminate_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 
-def _run_member(config: dict, *, argv_by_run: Mapping[str, tuple], env: Mapping[str, str], stop_flag: str) -> None:
+def _start_member(trial: MemberTrial, env: Mapping[str, str]) -> subprocess.Popen:
+    """The member's run as a child process whose stdout and stderr go to `trial.log`."""
+    log = pathlib.Path(trial.log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as output:  # the child keeps its own descriptor
+        return subprocess.Popen(trial.argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=output,
+                                stderr=subprocess.STDOUT, preexec_fn=_terminate_with_parent)
+
+
+def _run_member(config: dict, *, trials: Mapping[str, MemberTrial], env: Mapping[str, str], stop_flag: str) -> None:
     """Tune's function trainable: start the member's run, stop it on request, report its exit status."""
     flag = ray.get_actor(stop_flag, namespace=_STOP_FLAG_NAMESPACE)
     if ray.get(flag.get.remote()) is not None:
         tune.report({"exit_code": None, "skipped": True})
         return
-    child = subprocess.Popen(argv_by_run[config["run_id"]], env={**os.environ, **env}, preexec_fn=_terminate_with_parent)
+    child = _start_member(trials[config["run_id"]], env)
     asked = False
     while child.poll() is None:
         if not asked and ray.get(flag.get.remote()) is not None:
@@ -113,10 +125,13 @@ def run_trials(trials: list[MemberTrial], *, ray_address: Optional[str], num_cpu
     watcher = threading.Thread(target=_watch, args=(stop_signal, flag, on_tick, done), daemon=True)
     # The study owns SIGINT (Tune's handler would end trials without letting the runs checkpoint).
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    # ... and its terminal, which shows the members' events: Tune's console output (its configuration box,
+    # where its results are) stays off at verbose 0 only with its legacy reporter.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     try:
         watcher.start()
         # The grid is the run ids alone (what Tune shows and logs); the command lines travel as parameters.
-        trainable = tune.with_parameters(_run_member, argv_by_run={trial.run_id: trial.argv for trial in trials},
+        trainable = tune.with_parameters(_run_member, trials={trial.run_id: trial for trial in trials},
                                          env=dict(env), stop_flag=flag_name)
         tuner = tune.Tuner(
             tune.with_resources(trainable, {"cpu": cpus_per_trial}),
