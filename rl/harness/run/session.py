@@ -384,9 +384,9 @@ class RunSession:
     def rolling_cadence(self) -> RollingCadence:
         return self._rolling.cadence
 
-    def rolling_restart(self, progress: float, *, trial: Optional[str] = None) -> None:
-        """Training of a line (re)starts, or it just saved: the rolling cadence counts from here."""
-        self._rolling.restart(trial, progress)
+    def rolling_restart(self, progress: float, *, trial: Optional[str] = None, save_s: float = 0.0) -> None:
+        """Training of a line (re)starts, or it just saved (in `save_s`): the rolling cadence counts from here."""
+        self._rolling.restart(trial, progress, save_s)
 
     def rolling_due(self, progress: float, *, trial: Optional[str] = None) -> bool:
         """Whether the line's rolling checkpoint should be refreshed now (`RollingCadence`)."""

@@ -1,5 +1,6 @@
 """The rolling checkpoint: refreshed by minutes or budget share, one per line, replaced only once the new one is complete."""
 
+import math
 import os
 import types
 
@@ -39,6 +40,12 @@ def _training(algo, iterations, schedule=None):
     return lifecycle.AlgorithmTraining(config, runners.StopRule(training_iterations=iterations), schedule=schedule)
 
 
+@pytest.fixture
+def free_saves(monkeypatch):
+    """The fake algorithm's iterations take no time: no save is too costly for the cadence."""
+    monkeypatch.setattr(rolling, "MAX_COST_SHARE", math.inf)
+
+
 def _folders(recorder):
     return sorted(name for name in os.listdir(recorder.checkpoints_dir) if not name.startswith("."))
 
@@ -57,13 +64,24 @@ def test_the_clock_is_due_after_its_minutes_or_its_budget_share_whichever_comes_
     assert not clock.due("agent_b", 0.9)  # a line seen for the first time starts its clock
 
 
+def test_a_slow_save_delays_the_next_rolling_one_so_saves_cost_at_most_a_quarter_percent():
+    now = [0.0]
+    clock = rolling.RollingClock(rolling.RollingCadence(minutes=10, budget_fraction=0.1), clock=lambda: now[0])
+    clock.restart(None, 0.0, save_s=0.1)  # 0.1 s to save: the next one no sooner than 40 s later
+    now[0] = 39.0
+    assert not clock.due(None, 0.5)
+    now[0] = 40.0
+    assert clock.due(None, 0.1)
+    assert 0.1 / 40.0 == rolling.MAX_COST_SHARE
+
+
 @pytest.mark.parametrize("minutes, fraction", [(0, 0.1), (float("nan"), 0.1), (1, 0), (1, 1.5)])
 def test_a_bad_cadence_is_refused(minutes, fraction):
     with pytest.raises(ValueError, match="give a"):
         rolling.RollingCadence(minutes=minutes, budget_fraction=fraction)
 
 
-def test_a_crash_resumes_from_the_rolling_checkpoint_and_loses_at_most_a_tenth_of_the_budget(tmp_path):
+def test_a_crash_resumes_from_the_rolling_checkpoint_and_loses_at_most_a_tenth_of_the_budget(tmp_path, free_saves):
     context, recorder = recorded_context(tmp_path, root_seed=1)
     log_spaced = runners.LogSpaced(2.0)  # science checkpoints at 1, 2, 4, 8, 16, 32
     with pytest.raises(RuntimeError, match="the learner died"):
@@ -80,7 +98,7 @@ def test_a_crash_resumes_from_the_rolling_checkpoint_and_loses_at_most_a_tenth_o
     assert (recorder.artifacts_dir / newest.path / "state").read_text() == "47"
 
 
-def test_a_science_checkpoint_at_or_past_the_rolling_one_replaces_it(tmp_path):
+def test_a_science_checkpoint_at_or_past_the_rolling_one_replaces_it(tmp_path, free_saves):
     context, recorder = recorded_context(tmp_path, root_seed=1)
     _training(_Algo(), 20).run(context)
     recorder.finish("completed")
@@ -89,7 +107,7 @@ def test_a_science_checkpoint_at_or_past_the_rolling_one_replaces_it(tmp_path):
     assert _folders(recorder) == ["iter_000020"]
 
 
-def test_the_old_rolling_checkpoint_stays_until_a_new_one_is_complete(tmp_path):
+def test_the_old_rolling_checkpoint_stays_until_a_new_one_is_complete(tmp_path, free_saves):
     context, recorder = recorded_context(tmp_path, root_seed=1)
     with pytest.raises(OSError, match="No space left"):
         _training(_Algo(fail_save_at=6), 20).run(context)  # rolling saves at 2, 4, then 6 fails

@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import gc
 import math
+import time
 from typing import Any, Callable, ContextManager, Iterator, Optional
 
 import ray
@@ -327,6 +328,7 @@ class AlgorithmTraining:
     def _save(self, context: RunContext, algo, row: dict, *, rolling: bool = False) -> None:
         recorder = context.recorder
         save = recorder.rolling_checkpoint if rolling else recorder.checkpoint
+        started = time.perf_counter()
         with save(iteration=int(row[ITERATION]), env_steps=int(row[ENV_STEPS]), trial=self.trial) as folder:
             algo.save_to_path(str(folder))
-        recorder.rolling_restart(self.stop.progress(row), trial=self.trial)
+        recorder.rolling_restart(self.stop.progress(row), trial=self.trial, save_s=time.perf_counter() - started)
