@@ -190,10 +190,10 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
             print("\n".join(run_catalog(command, options, experiment)))
             return 0
         plan = execution.prepare(options, experiment or options.module)
+        return execution.execute(plan, connect_b2, verbosity)  # raises only while claiming and starting the run
     except HarnessError as error:
         print(f"{experiment or 'rl-harness'}: error: {error}", file=sys.stderr)
         return error.exit_status
-    return execution.execute(plan, connect_b2, verbosity)
 
 
 def main(argv: list[str], experiment: Optional[str] = None, connect_b2: Callable = b2_mirror.connect) -> int:

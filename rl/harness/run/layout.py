@@ -6,6 +6,7 @@
     layout.results_dir       # <results-root>/smoke/<run-id>   (small, committed)
     layout.artifacts_dir     # <artifacts-root>/smoke/<run-id> (large, git-ignored)
     layout.checkpoints_dir   # <artifacts-root>/smoke/<run-id>/checkpoints
+    layout.claim()           # creates both folders, each only if new: RunIdTaken if another run has the id
     layout.remote_prefix("runs", "experiments.mess3.reward_only")   # "runs/experiments.mess3.reward_only/smoke/<id>"
 
     layout = RunLayout.of_run(run_dir, manifest)    # back from a recorded run; smoke from its manifest
@@ -22,6 +23,7 @@ import os
 import pathlib
 from typing import TYPE_CHECKING, Iterable, Optional
 
+from rl.harness.errors import UsageError
 from rl.harness.run import records
 from rl.harness.run.status import run_id_problem
 
@@ -30,6 +32,13 @@ if TYPE_CHECKING:
 
 # By convention a results root has its artifacts root beside it: <x>/results and <x>/artifacts.
 ARTIFACTS_BESIDE_RESULTS = "artifacts"
+
+
+class RunIdTaken(UsageError):
+    """A run's folder exists already (another run has its id, or claimed it a moment ago)."""
+
+    def __init__(self, folder: pathlib.Path):
+        super().__init__(f"{folder} already exists; choose another --run-id (or omit it)")
 
 
 def relative_run_path(run_id: str, smoke: bool) -> pathlib.PurePosixPath:
@@ -70,6 +79,26 @@ class RunLayout:
     @property
     def checkpoints_dir(self) -> pathlib.Path:
         return self.artifacts_dir / records.CHECKPOINTS_DIR
+
+    def claim(self) -> None:
+        """Creates the results and the artifacts folder, each only if it does not exist: the run id's claim.
+
+        `mkdir` is atomic, so of two runs started at once with one id exactly one gets both folders;
+        the other gets RunIdTaken and leaves nothing behind (a results folder it made is removed again).
+        """
+        for folder in (self.results_dir, self.artifacts_dir):
+            folder.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.results_dir.mkdir()
+        except FileExistsError:
+            raise RunIdTaken(self.results_dir) from None
+        try:
+            self.artifacts_dir.mkdir()
+        except BaseException as error:
+            self.results_dir.rmdir()
+            if isinstance(error, FileExistsError):
+                raise RunIdTaken(self.artifacts_dir) from None
+            raise
 
     def with_run_id(self, run_id: str) -> "RunLayout":
         """A sibling run in the same roots (a resumed run or a reproduction)."""
