@@ -126,8 +126,9 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
         parser.add_argument("run_ids", nargs="+", metavar="run_id")
         parser.add_argument("--metric", action="append", dest="metrics",
                             help=f"a summarised metric to draw, repeatable (default: {', '.join(compare.DEFAULT_METRICS)})")
-        parser.add_argument("--output", type=_user_path, default=_user_path("compare.png"),
-                            help="the PNG to write (default: compare.png where the command was typed)")
+        parser.add_argument("--output", type=_user_path,
+                            help=f"the PNG to write (default: {compare.COMPARISONS_DIR}/<run ids>.png under the first"
+                                 " run's results root)")
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()
@@ -171,8 +172,12 @@ def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[
         runs = [catalog.find_run(run_id, roots) for run_id in options.run_ids]
         for warning in compare.warnings(runs):
             print(warning, file=sys.stderr)
-        compare.write_figure(runs, options.metrics or compare.DEFAULT_METRICS, options.output)
-        return [*compare.format_table(runs), f"wrote {options.output}"]
+        output = options.output
+        if output is None:
+            output = compare.default_output(runs)
+            output.parent.mkdir(exist_ok=True)
+        compare.write_figure(runs, options.metrics or compare.DEFAULT_METRICS, output)
+        return [*compare.format_table(runs), f"wrote {output}"]
     return catalog.format_diff(catalog.find_run(options.run_a, roots), catalog.find_run(options.run_b, roots))
 
 
