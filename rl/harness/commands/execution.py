@@ -207,12 +207,16 @@ def disk_full(failure: BaseException, layout: RunLayout) -> Optional[str]:
              if isinstance(error, OSError) and error.filename and pathlib.Path(str(error.filename)).is_relative_to(root)]
     flag = named[0] if named else min(roots, key=lambda flag: shutil.disk_usage(roots[flag]).free)
     usage = shutil.disk_usage(roots[flag])
-    return (f"no space left on the device of {roots[flag]} ({flag}): {_mebibytes(usage.free)} free of"
-            f" {_mebibytes(usage.total)}; free space there or pass another {flag}")
+    return (f"no space left on the device of {roots[flag]} ({flag}): {_size(usage.free)} free of"
+            f" {_size(usage.total)}; free space there or pass another {flag}")
 
 
-def _mebibytes(size: int) -> str:
-    return f"{size / 2**20:.1f} MiB"
+def _size(size: int) -> str:
+    """`200 KiB`, `12.5 MiB`, `3.1 GiB`."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size / 2**10:.0f} KiB"
 
 
 def _interrupted_exit_code(run: session.RunSession) -> int:

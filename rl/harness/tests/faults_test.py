@@ -57,7 +57,7 @@ def test_a_full_artifacts_disk_fails_the_run_in_one_line_naming_the_folder_and_i
     assert "Traceback" not in stderr
     [line] = [line for line in stderr.splitlines() if "no space left" in line]
     assert f"] run r1 failed: no space left on the device of {artifacts} (--artifacts-dir): " in line
-    assert line.endswith(" free of 0.2 MiB; free space there or pass another --artifacts-dir")
+    assert line.endswith(" free of 200 KiB; free space there or pass another --artifacts-dir")
     manifest = read_manifest(results / "smoke" / "r1")
     assert manifest.status == "failed" and manifest.error.type == "OSError"
     assert [row["training_iteration"] for row in rows] == [1, 2]  # what was written before stays
@@ -72,7 +72,7 @@ def test_a_results_disk_full_at_the_start_refuses_the_run_and_keeps_nothing(tmp_
         assert "Traceback" not in stderr
         assert stderr.strip().splitlines()[-1].startswith(
             f"rl-harness: error: run r1 could not start (nothing was kept): no space left on the device of {results}"
-            " (--results-dir): 0.0 MiB free of 0.2 MiB; free space there or pass another --results-dir")
+            " (--results-dir): 0 KiB free of 200 KiB; free space there or pass another --results-dir")
         assert not (results / "smoke" / "r1").exists() and not (artifacts / "smoke" / "r1").exists()
         (results / "filler").unlink()
         code, _, stderr = _run(results, artifacts, "--run-id", "r1")
