@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import logging
 import os
 import pathlib
 import signal
@@ -155,6 +156,8 @@ def run_trials(trials: list[MemberTrial], *, ray_address: Optional[str], num_cpu
                                       failure_config=tune.FailureConfig(max_failures=0),
                                       stop=_EndWaitingTrials(stop_signal, states), callbacks=[states]),
         )
+        # Trials a stop dropped while they waited for resources left no results; Tune warns for each of them.
+        logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
         grid = tuner.fit()
         return {result.config["run_id"]: f"{type(result.error).__name__}: {result.error}"
                 for result in grid if result.error is not None}
