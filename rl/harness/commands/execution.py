@@ -141,7 +141,7 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         run.start()
         for file_name, patch in patches.items():
             run.write_results_file(file_name, patch)
-    except OSError as failure:
+    except OSError as failure:  # after the claim (claim failures are UsageErrors): both folders are this run's
         with contextlib.suppress(OSError):
             run.finish(FAILED, error=failure, exit_code=EXIT_FAILED)  # stops the heartbeat, gives the signals back
         for folder in (layout.results_dir, layout.artifacts_dir):  # a run that never started: its id stays free

@@ -7,6 +7,7 @@
     layout.artifacts_dir     # <artifacts-root>/smoke/<run-id> (large, git-ignored)
     layout.checkpoints_dir   # <artifacts-root>/smoke/<run-id>/checkpoints
     layout.claim()           # creates both folders, each only if new: RunIdTaken if another run has the id
+                             # (RunFolderError if they cannot be made)
     layout.remote_prefix("runs", "experiments.mess3.reward_only")   # "runs/experiments.mess3.reward_only/smoke/<id>"
 
     layout = RunLayout.of_run(run_dir, manifest)    # back from a recorded run; smoke from its manifest
@@ -39,6 +40,21 @@ class RunIdTaken(UsageError):
 
     def __init__(self, folder: pathlib.Path):
         super().__init__(f"{folder} already exists; choose another --run-id (or omit it)")
+
+
+class RunFolderError(UsageError):
+    """A run's folder could not be created (a read-only or full file system): nothing of the run was made."""
+
+    def __init__(self, error: OSError):
+        super().__init__(f"cannot create {error.filename}: {error.strerror}; pass a writable --results-dir and"
+                         " --artifacts-dir")
+
+
+def _claim_folder(folder: pathlib.Path) -> None:
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        raise RunIdTaken(folder) from None
 
 
 def relative_run_path(run_id: str, smoke: bool) -> pathlib.PurePosixPath:
@@ -85,19 +101,20 @@ class RunLayout:
 
         `mkdir` is atomic, so of two runs started at once with one id exactly one gets both folders;
         the other gets RunIdTaken and leaves nothing behind (a results folder it made is removed again).
+        Any other failure to create them is a RunFolderError, also leaving nothing behind.
         """
-        for folder in (self.results_dir, self.artifacts_dir):
-            folder.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.results_dir.mkdir()
-        except FileExistsError:
-            raise RunIdTaken(self.results_dir) from None
+            for folder in (self.results_dir, self.artifacts_dir):
+                folder.parent.mkdir(parents=True, exist_ok=True)
+            _claim_folder(self.results_dir)
+        except OSError as error:
+            raise RunFolderError(error) from None
         try:
-            self.artifacts_dir.mkdir()
+            _claim_folder(self.artifacts_dir)
         except BaseException as error:
             self.results_dir.rmdir()
-            if isinstance(error, FileExistsError):
-                raise RunIdTaken(self.artifacts_dir) from None
+            if isinstance(error, OSError):
+                raise RunFolderError(error) from None
             raise
 
     def with_run_id(self, run_id: str) -> "RunLayout":

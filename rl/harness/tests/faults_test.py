@@ -10,7 +10,7 @@ import pytest
 from rl.harness.commands import cli, execution
 from rl.harness.errors import EXIT_FAILED, EXIT_USAGE
 from rl.harness.run import records
-from rl.harness.run.layout import RunIdTaken, RunLayout
+from rl.harness.run.layout import RunFolderError, RunIdTaken, RunLayout
 from rl.harness.run.manifest import read_manifest
 from rl.harness.tests import mounts, run_helpers
 from rl.harness.training import hardware
@@ -113,6 +113,16 @@ def test_a_claim_that_finds_the_artifacts_folder_taken_leaves_no_results_folder(
     layout.artifacts_dir.mkdir(parents=True)
     with pytest.raises(RunIdTaken, match=str(layout.artifacts_dir)):
         layout.claim()
+    assert not layout.results_dir.exists()
+
+
+def test_a_claim_that_cannot_create_a_folder_names_it_and_leaves_nothing(tmp_path):
+    layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "r1", smoke=True)
+    with mounts.read_only(tmp_path / "artifacts"):  # gone read-only after the request was checked
+        with pytest.raises(RunFolderError) as raised:
+            layout.claim()
+    assert str(raised.value) == (f"cannot create {tmp_path / 'artifacts' / 'smoke'}: Read-only file system; pass a"
+                                 " writable --results-dir and --artifacts-dir")
     assert not layout.results_dir.exists()
 
 
