@@ -17,8 +17,10 @@ inf) is a UsageError (exit 2) naming the valid keys and their types. Rules that 
 (defaults with the overrides) and raises ValueError naming the `--set` to type; `parse` turns that
 into a UsageError too, so a bad combination stops before any record exists or Ray starts:
 
-    HYPERPARAMETERS = Hyperparameters({...}, check=task.check_transformer_hyperparameters) The overrides are recorded in the manifest's options
-(`set`), shown by `diff`, repeated by `reproduce`, and a study's `settings` axis passes them.
+    HYPERPARAMETERS = Hyperparameters({...}, check=task.check_transformer_hyperparameters)
+
+The overrides are recorded in the manifest's options (`set`), shown by `diff`, repeated by
+`reproduce`, and a study's `settings` axis passes them.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ it records itself exactly as a run typed by hand (its manifest, its signals, its
 the trial only waits for it. A stop (`stop_signal()` returns a signal name) reaches every child
 as SIGTERM through a Ray actor that each trial polls, so trials on other nodes stop too; a trial
 that starts after the stop runs nothing, and once no trial runs, the trials still waiting for
-resources (a busy cluster) are dropped, so a stop ends the study within seconds. If a trial's worker dies, Linux sends its child SIGTERM
-(PR_SET_PDEATHSIG), and the run still records itself `interrupted`.
+resources (a busy cluster) are dropped, so a stop ends the study within seconds. If a trial's
+worker dies, Linux sends its child SIGTERM (PR_SET_PDEATHSIG), and the run still records itself
+`interrupted`.
 """
 
 from __future__ import annotations
