@@ -31,7 +31,7 @@ from rl.analysis.probes import ProbeOptions
 from rl.envs.hmm import belief_after
 from rl.envs.mess3 import CONTROL_DEFAULTS, mess3_env, mess3_process
 from rl.learners import ActorCriticPPOTorchLearner
-from rl.learners.models import TransformerModel
+from rl.learners.models import SettingsError, TransformerModel, TransformerSettings
 
 # -- environment ---------------------------------------------------------------------------------
 
@@ -88,6 +88,17 @@ def transformer_config(hyperparameters: Mapping[str, Any], base: Optional[Mappin
     sizes = {key: hyperparameters.get(f"model/{key}", value) for key, value in MODEL_CONFIG.items()
              if f"model/{key}" in TRANSFORMER_HYPERPARAMETERS}
     return {**(base or MODEL_CONFIG), **sizes}
+
+
+def check_transformer_hyperparameters(hyperparameters: Mapping[str, Any]) -> None:
+    """The Transformer's own rules (TransformerSettings) on the model/* values, as `Hyperparameters(check=...)`:
+    a ValueError naming the `--set` to type, before any record exists or Ray starts."""
+    try:
+        TransformerSettings(**transformer_config(hyperparameters))
+    except SettingsError as error:
+        fixes = " or ".join(f"--set model/{field}={value}" for field, value in error.fixes.items()
+                            if f"model/{field}" in TRANSFORMER_HYPERPARAMETERS)
+        raise ValueError(f"the Transformer's {error.problem}" + (f"; type e.g. {fixes}" if fixes else "")) from None
 
 
 def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerModel, model_config=None,

@@ -22,7 +22,8 @@ from rl.harness import Hyperparameters
 from rl.learners import NextTokenAuxPPOLearner
 from rl.learners.models import NextTokenAuxHead, NextTokenAuxTransformerModel
 
-HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS})  # what --set may change
+HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
+                                  check=task.check_transformer_hyperparameters)  # what --set may change
 
 NAMESPACE = NextTokenAuxHead.model_config_section
 MODEL_CONFIG = {**task.MODEL_CONFIG, NAMESPACE: {"num_tokens": 3}}  # Mess3's alphabet

@@ -15,7 +15,8 @@ from experiments.mess3 import controlled_mess3 as task
 from experiments.mess3 import study
 from rl.harness import Hyperparameters
 
-HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS})
+HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
+                                  check=task.check_transformer_hyperparameters)
 
 
 def ppo_config(context):

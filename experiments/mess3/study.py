@@ -55,9 +55,23 @@ def run(context, config, *, budget: Budget, random_network: Optional[Callable[[i
     """All stages; returns the summary outcome (training counters, scores, probe R^2)."""
     trained = train(context, config, env_steps=budget.env_steps(context.smoke))
     if context.recorder.stop_requested:  # Ctrl-C or SIGTERM: end now (minutes of analysis would follow)
-        print(f"stopped after training: scores and probes skipped; probe the checkpoints later with"
-              f" `bazel run //rl/analysis:probe -- {context.run_id}`")
+        print(f"stopped after training: scores and probes skipped; {_probe_later(context)}")
         return trained
+    try:
+        outcome = _analyse(context, config, trained, budget=budget, random_network=random_network)
+    except OSError as error:  # e.g. the results folder's disk is full: the checkpoints are intact
+        print(f"writing the scores or probes failed ({error.strerror or error}); {_probe_later(context)}", flush=True)
+        raise
+    print(f"results: {context.results_dir}")
+    return outcome
+
+
+def _probe_later(context) -> str:
+    return f"probe the checkpoints later with `bazel run //rl/analysis:probe -- {context.run_id}`"
+
+
+def _analyse(context, config, trained: dict, *, budget: Budget, random_network: Optional[Callable[[int], object]]) -> dict:
+    """The stages after training: scores against the references, then the probes."""
     rows = context.metrics()  # read once, for both stages
     outcome = {**trained, "scores": control_scores.score_run(context, rows, config.env_config)}
     if random_network is not None:
@@ -65,5 +79,4 @@ def run(context, config, *, budget: Budget, random_network: Optional[Callable[[i
         comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke),
                                              random_networks=[random_network(seed) for seed in seeds], rows=rows)
         outcome.update(random_network_seeds=seeds, probe_r2=belief_geometry.headline(comparison))
-    print(f"results: {context.results_dir}")
     return outcome

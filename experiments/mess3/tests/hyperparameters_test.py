@@ -5,6 +5,8 @@ import pytest
 from experiments.mess3 import controlled_mess3 as task
 from experiments.mess3 import memoryless_agent, next_token_aux, oracle_belief, oracle_belief_separate_critic, reward_only
 from rl.harness import UsageError
+from rl.harness.commands import cli
+from rl.harness.errors import EXIT_USAGE
 
 
 def test_ppo_settings_reach_the_config_and_defaults_stay_the_main_jobs():
@@ -37,3 +39,25 @@ def test_the_seed_project_size_is_a_set_of_declared_hyperparameters():
         reward_only.HYPERPARAMETERS.parse([f"{name}={value}" for name, value in task.SEED_PROJECT_SIZE.items()]))
     model_config = task.transformer_config(values)
     assert model_config == {**task.MODEL_CONFIG, "d_model": 96, "n_heads": 4, "n_layers": 3, "feedforward_dim": 384}
+
+
+@pytest.mark.parametrize("recipe", [reward_only, next_token_aux])
+def test_the_transformers_rules_name_the_set_to_type(recipe):
+    with pytest.raises(UsageError) as raised:
+        recipe.HYPERPARAMETERS.parse(["model/n_heads=5"])
+    assert str(raised.value) == ("--set model/n_heads=5: the Transformer's d_model (32) must be divisible by n_heads (5);"
+                                 " type e.g. --set model/d_model=30 or --set model/n_heads=4")
+    with pytest.raises(UsageError, match="--set model/n_heads=0: n_heads must be a positive int, got 0"):
+        recipe.HYPERPARAMETERS.parse(["model/n_heads=0"])
+    assert recipe.HYPERPARAMETERS.parse(["model/d_model=40", "model/n_heads=5"]) == {"model/d_model": 40,
+                                                                                      "model/n_heads": 5}
+
+
+def test_a_bad_combination_stops_before_any_record(tmp_path, capsys):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    status = cli.main(["rl-harness", "experiments.mess3.reward_only", "--smoke", "--set", "model/n_heads=5",
+                       "--results-dir", str(results), "--artifacts-dir", str(artifacts)])
+    assert status == EXIT_USAGE
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "--set model/d_model=30" in error
+    assert not results.exists() and not artifacts.exists()

@@ -2,7 +2,11 @@
 
 import types
 
+import pytest
+
 from experiments.mess3 import study
+from rl.harness.run import records
+from rl.harness.tests import mounts
 
 
 _CONFIG = types.SimpleNamespace(env_config={})
@@ -29,3 +33,16 @@ def test_without_a_stop_the_scores_see_the_rows_read_once(monkeypatch):
     monkeypatch.setattr(study.control_scores, "score_run", lambda context, rows, env_config: seen.append(rows) or {"value": 1})
     outcome = study.run(_context(stop_requested=False), config=_CONFIG, budget=study.MAIN_JOB, random_network=None)
     assert outcome["scores"] == {"value": 1} and seen == [[{"training_iteration": 1}]]
+
+
+def test_a_full_results_disk_after_training_names_the_probe_command(monkeypatch, capsys, tmp_path):
+    def write_report(context, rows, env_config):  # as the scores write theirs: into the run's results folder
+        records.write_bytes_atomically(str(tmp_path / "results" / "score_report.json"), bytes(400_000))
+
+    monkeypatch.setattr(study, "train", lambda context, config, env_steps: {"env_steps": env_steps})
+    monkeypatch.setattr(study.control_scores, "score_run", write_report)
+    with mounts.small(tmp_path / "results", "200k"):
+        with pytest.raises(OSError, match="No space left on device"):
+            study.run(_context(stop_requested=False), config=_CONFIG, budget=study.MAIN_JOB, random_network=None)
+    assert capsys.readouterr().out == ("writing the scores or probes failed (No space left on device); probe the"
+                                       " checkpoints later with `bazel run //rl/analysis:probe -- r1`\n")

@@ -98,7 +98,8 @@ class RunNotFound(UsageError, LookupError):
 
 
 def _results_folders(root: str) -> Iterable[str]:
-    """`root` itself if it holds runs, else every folder named `results` below it."""
+    """`root` itself if it holds runs, else every folder below it named `results` or holding runs (a
+    `--results-dir myres` typed in the workspace)."""
     if any(layout.iter_run_dirs(root)):
         yield root
         return
@@ -108,7 +109,7 @@ def _results_folders(root: str) -> Iterable[str]:
             name for name in subfolders
             if not (name.startswith(".") or name.startswith("bazel-") or name in _SKIPPED) and depth < _MAX_DEPTH
         )
-        if os.path.basename(folder) == "results":
+        if os.path.basename(folder) == "results" or any(layout.iter_run_dirs(folder)):
             subfolders[:] = []
             yield folder
 

@@ -185,8 +185,9 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
         parser.add_argument("run_ids", nargs="+", metavar="run_id")
         parser.add_argument("--metric", action="append", dest="metrics",
                             help=f"a summarised metric to draw, repeatable (default: {', '.join(compare.DEFAULT_METRICS)})")
-        parser.add_argument("--output", type=_user_path, default=_user_path("compare.png"),
-                            help="the PNG to write (default: compare.png where the command was typed)")
+        parser.add_argument("--output", type=_user_path,
+                            help=f"the PNG to write (default: {compare.COMPARISONS_DIR}/<run ids>.png under the first"
+                                 " run's results root)")
     elif command == "runs":
         parser.add_argument("--experiment", metavar="MODULE",
                             help="only this recipe's runs: its dotted module or its last parts (e.g. reward_only);"
@@ -237,8 +238,12 @@ def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[
         runs = [catalog.find_run(run_id, roots) for run_id in options.run_ids]
         for warning in compare.warnings(runs, options.metrics or compare.DEFAULT_METRICS):
             print(warning, file=sys.stderr)
-        compare.write_figure(runs, options.metrics or compare.DEFAULT_METRICS, options.output)
-        return [*compare.format_table(runs), f"wrote {options.output}"]
+        output = options.output
+        if output is None:
+            output = compare.default_output(runs)
+            output.parent.mkdir(exist_ok=True)
+        compare.write_figure(runs, options.metrics or compare.DEFAULT_METRICS, output)
+        return [*compare.format_table(runs), f"wrote {output}"]
     return catalog.format_diff(catalog.find_run(options.run_a, roots), catalog.find_run(options.run_b, roots))
 
 
@@ -256,10 +261,10 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
             print("\n".join(run_catalog(command, options, experiment)))
             return 0
         plan = execution.prepare(options, experiment or options.module)
+        return execution.execute(plan, connect_b2, verbosity)  # raises only while claiming and starting the run
     except HarnessError as error:
         print(f"{experiment or 'rl-harness'}: error: {error}", file=sys.stderr)
         return error.exit_status
-    return execution.execute(plan, connect_b2, verbosity)
 
 
 def main(argv: list[str], experiment: Optional[str] = None, connect_b2: Callable = b2_mirror.connect) -> int:

@@ -3,6 +3,7 @@
     runs = [catalog.find_run(run_id, roots) for run_id in run_ids]
     for line in compare.warnings(runs, [metric_keys.RETURN]): print(line, file=sys.stderr)  # a repeated seed, ...
     compare.write_figure(runs, [metric_keys.RETURN], path)  # one panel per metric, one line (or marker) per run
+    compare.default_output(runs)          # <results root>/comparisons/a_vs_b.png: inside the results tree
     print("\\n".join(compare.format_table(runs)))                        # one row per metric, one column per run
 
 Curves come from each run's summary.json (committed with its results, so runs from other
@@ -12,6 +13,7 @@ them (else against training iterations). A Tune run draws one line per trial.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import pathlib
 from typing import Iterable, Optional
@@ -21,9 +23,22 @@ import numpy as np
 from rl.harness.commands import catalog
 from rl.harness.errors import UsageError
 from rl.harness.run import metric_keys, records
+from rl.harness.run.layout import RunLayout
 
 DEFAULT_METRICS = (metric_keys.RETURN,)
+# Under the first run's results root, which provenance leaves out: a figure never dirties the next run.
+COMPARISONS_DIR = "comparisons"
+_LONGEST_NAME = 200
 PANEL_SIZE = (6.0, 3.6)  # inches per metric
+
+
+def default_output(runs: list[catalog.Run]) -> pathlib.Path:
+    """Where `compare` writes without --output: `<results root>/comparisons/<id>_vs_<id>.png` (a hash if too long)."""
+    root = RunLayout.of_run(runs[0].run_dir, runs[0].manifest).results_root
+    name = "_vs_".join(run.run_id for run in runs)
+    if len(name) > _LONGEST_NAME:
+        name = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return root / COMPARISONS_DIR / f"{name}.png"
 
 
 def _groups(run: catalog.Run) -> list[tuple[str, dict]]:

@@ -9,8 +9,11 @@ Everything that can be wrong with the request is found in `prepare`, before any 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import errno
 import pathlib
+import shutil
 import signal
 import traceback
 from typing import Callable, Optional
@@ -29,9 +32,14 @@ from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, crash_reason, 
 from rl.harness.training import cluster, hardware
 from rl.harness.run.context import ResumeSource, RunContext
 from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, UsageError
-from rl.harness.run.layout import RunLayout, iter_run_dirs
+from rl.harness.run.layout import RunIdTaken, RunLayout, iter_run_dirs
 
 TRACEBACK_FILE = "traceback.txt"  # in artifacts/<run-id>/ of a failed run
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class StartFailed(UsageError):
+    """A run could not write its first records (a full disk, a folder gone read-only): refused, nothing left behind."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,9 +98,10 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     options = argparse.Namespace(**{**vars(options), "set": overrides})  # the manifest records the typed overrides
     results_root, artifacts_root = recipes.run_roots(options.results_dir, options.artifacts_dir, module_name)
     layout = RunLayout(results_root, artifacts_root, options.run_id or new_run_id(), options.smoke)
-    for folder in (layout.results_dir, layout.artifacts_dir):
+    for folder, flag in ((layout.results_dir, "--results-dir"), (layout.artifacts_dir, "--artifacts-dir")):
         if folder.exists():
-            raise UsageError(f"{folder} already exists; choose another --run-id (or omit it)")
+            raise RunIdTaken(folder)
+        recipes.check_writable(folder, flag)
     parent = resume.resolve_resume(options.resume_from, results_root, artifacts_root) if options.resume_from else None
     if parent is not None:
         resume.check_experiment(parent, options.resume_from, module_name)
@@ -131,9 +140,17 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
                              budget_cap=RowBudget.of(plan.options.stop_at_iteration, plan.options.stop_at_env_steps),
                              rolling=RollingCadence(plan.options.rolling_checkpoint_minutes,
                                                     plan.options.rolling_checkpoint_fraction))
-    run.start()
-    for file_name, patch in patches.items():
-        run.write_results_file(file_name, patch)
+    try:
+        run.start()
+        for file_name, patch in patches.items():
+            run.write_results_file(file_name, patch)
+    except OSError as failure:  # after the claim (claim failures are UsageErrors): both folders are this run's
+        with contextlib.suppress(OSError):
+            run.finish(FAILED, error=failure, exit_code=EXIT_FAILED)  # stops the heartbeat, gives the signals back
+        for folder in (layout.results_dir, layout.artifacts_dir):  # a run that never started: its id stays free
+            shutil.rmtree(folder, ignore_errors=True)
+        problem = disk_full(failure, layout) or f"{failure.strerror or failure}: {failure.filename}"
+        raise StartFailed(f"run {layout.run_id} could not start (nothing was kept): {problem}") from None
     logging.info("run %s of %s (profile %s): results %s, artifacts %s", layout.run_id, plan.module_name,
                  plan.profile.name, layout.results_dir, layout.artifacts_dir)
     if plan.resume is not None:
@@ -152,17 +169,59 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         status, error = INTERRUPTED, interrupt
     except BaseException as failure:  # noqa: B902 - SystemExit from a library is a failure too
         status, error = (INTERRUPTED if run.stop_signal else FAILED), failure
-        records.write_text_atomically(str(layout.artifacts_dir / TRACEBACK_FILE), traceback.format_exc())
-        logging.error("run %s %s: %s", layout.run_id, status, traceback.format_exc())
+        full = disk_full(failure, layout)
+        try:
+            records.write_text_atomically(str(layout.artifacts_dir / TRACEBACK_FILE), traceback.format_exc())
+        except OSError:
+            if full is None:
+                raise
+        if full is None:
+            logging.error("run %s %s: %s", layout.run_id, status, traceback.format_exc())
+        else:  # the cause is known and named: no traceback (it is in traceback.txt when there was room)
+            logging.error("run %s %s: %s", layout.run_id, status, full)
     if status == INTERRUPTED:
         exit_code = _interrupted_exit_code(run)
     else:
         exit_code = 0 if status == COMPLETED else EXIT_FAILED
-    run.finish(status, error=error, exit_code=exit_code)
+    try:
+        run.finish(status, error=error, exit_code=exit_code)
+    except OSError as failure:
+        if (full := disk_full(failure, layout)) is None:
+            raise
+        logging.error("run %s %s, and its records could not say so (it reads as crashed): %s", layout.run_id,
+                      status, full)
+        return exit_code
     logging.info("run %s %s: %s", layout.run_id, status, layout.results_dir)
     if plan.upload is not None:
         exit_code = _upload(plan, run, connect_b2, exit_code)
     return exit_code
+
+
+def disk_full(failure: BaseException, layout: RunLayout) -> Optional[str]:
+    """For a full disk anywhere in `failure`'s chain: one line naming the folder, its free space and the fix."""
+    chain = []
+    while failure is not None and failure not in chain:
+        chain.append(failure)
+        failure = failure.__cause__ or failure.__context__
+    full = [error for error in chain if (isinstance(error, OSError) and error.errno in _DISK_FULL)
+            or "No space left on device" in str(error)]
+    if not full:
+        return None
+    roots = {"--results-dir": layout.results_root, "--artifacts-dir": layout.artifacts_root}
+    named = [flag for flag, root in roots.items() for error in full
+             if isinstance(error, OSError) and error.filename and pathlib.Path(str(error.filename)).is_relative_to(root)]
+    flag = named[0] if named else min(roots, key=lambda flag: shutil.disk_usage(roots[flag]).free)
+    usage = shutil.disk_usage(roots[flag])
+    return (f"no space left on the device of {roots[flag]} ({flag}): {_size(usage.free)} free of"
+            f" {_size(usage.total)}; free space there or pass another {flag}")
+
+
+def _size(size: int) -> str:
+    """`200 KiB`, `12.5 MiB`, `3.1 GiB`."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size / 2**10:.0f} KiB"
 
 
 def _interrupted_exit_code(run: session.RunSession) -> int:

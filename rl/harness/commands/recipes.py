@@ -73,6 +73,18 @@ def check_folder(path: pathlib.Path, flag: str) -> pathlib.Path:
     return path
 
 
+def check_writable(folder: pathlib.Path, flag: str) -> None:
+    """UsageError unless `folder` exists writable or can be created: its nearest existing folder must take writes.
+
+    `os.access` asks the kernel, so a read-only mount is refused for root too (root ignores modes).
+    """
+    place = next(place for place in (folder, *folder.parents) if place.exists())
+    if os.access(place, os.W_OK | os.X_OK):
+        return
+    why = "on a read-only file system" if os.statvfs(place).f_flag & os.ST_RDONLY else "not writable by this user"
+    raise UsageError(f"{flag}: {place} is {why}, so {folder} cannot be written; pass a writable {flag}")
+
+
 def _import_recipe(module_name: str):
     """The module, or None if the recipe itself (not one of its imports) is missing."""
     try:

@@ -34,6 +34,7 @@ from rl.harness.study import summary
 from rl.harness.study.declaration import Study
 from rl.harness.study.record import (COMPLETED, CRASHED, FAILED, INTERRUPTED, PENDING, REFUSED, RUNNING, MemberRecord,
                                      StudyRecord, study_folder)
+from rl.harness.training import hardware
 
 _RUN_COMMAND = ("-m", "rl.harness.commands.cli")
 _EVENT_WORDS = {RUNNING: "started", COMPLETED: "finished"}  # other statuses name themselves (failed, interrupted)
@@ -87,9 +88,13 @@ class StudyCommand:
             raise UsageError("--retry-failed goes with --resume <study-id>")
         if options.runs and options.resume:
             raise UsageError("--runs makes a new study from finished runs; it does not go with --resume")
+        if options.ray_address is None:  # a cluster may grow (an autoscaler); this machine does not
+            _check_fits_this_machine(options.cpus_per_trial, options.max_concurrent)
         self.study = load_study(options.module)
         self.results_root, self.artifacts_root = recipes.run_roots(options.results_dir, options.artifacts_dir,
                                                                    options.module)
+        recipes.check_writable(self.results_root, "--results-dir")
+        recipes.check_writable(self.artifacts_root, "--artifacts-dir")
         self.code, self.build = _provenance(options.module)
         self.stop_signal: Optional[str] = None
         if options.resume:
@@ -202,7 +207,7 @@ class StudyCommand:
 
     def _run_trials(self, trials) -> dict[str, str]:
         from rl.harness import settings
-        from rl.harness.training import hardware, study_trials
+        from rl.harness.training import study_trials
 
         previous = {}
 
@@ -311,6 +316,19 @@ class StudyCommand:
         self.record = self.record.replace(members=tuple(members), smoke=results[0].last.smoke)
         self.record.write(self.folder)
         return self._summarise(results)
+
+
+def _check_fits_this_machine(cpus_per_trial: int, max_concurrent: Optional[int]) -> None:
+    """UsageError when a trial, or `max_concurrent` trials at once, need more CPUs than this machine has:
+    Tune would wait for them forever."""
+    cpus, source = hardware.usable_cpu_count()
+    if cpus_per_trial > cpus:
+        raise UsageError(f"--cpus-per-trial {cpus_per_trial} exceeds the {cpus} CPU(s) this machine has ({source});"
+                         f" pass --cpus-per-trial {cpus} or fewer, or --ray-address of a cluster with more")
+    if max_concurrent is not None and max_concurrent * cpus_per_trial > cpus:
+        raise UsageError(f"--max-concurrent {max_concurrent} trials of {cpus_per_trial} CPU(s) need"
+                         f" {max_concurrent * cpus_per_trial}, this machine has {cpus} ({source}); pass --max-concurrent"
+                         f" {cpus // cpus_per_trial} or fewer")
 
 
 def _started_runs(member: MemberRecord, results_root: pathlib.Path) -> MemberRecord:

@@ -6,6 +6,8 @@
     layout.results_dir       # <results-root>/smoke/<run-id>   (small, committed)
     layout.artifacts_dir     # <artifacts-root>/smoke/<run-id> (large, git-ignored)
     layout.checkpoints_dir   # <artifacts-root>/smoke/<run-id>/checkpoints
+    layout.claim()           # creates both folders, each only if new: RunIdTaken if another run has the id
+                             # (RunFolderError if they cannot be made)
     layout.remote_prefix("runs", "experiments.mess3.reward_only")   # "runs/experiments.mess3.reward_only/smoke/<id>"
 
     layout = RunLayout.of_run(run_dir, manifest)    # back from a recorded run; smoke from its manifest
@@ -22,6 +24,7 @@ import os
 import pathlib
 from typing import TYPE_CHECKING, Iterable, Optional
 
+from rl.harness.errors import UsageError
 from rl.harness.run import records
 from rl.harness.run.status import run_id_problem
 
@@ -30,6 +33,28 @@ if TYPE_CHECKING:
 
 # By convention a results root has its artifacts root beside it: <x>/results and <x>/artifacts.
 ARTIFACTS_BESIDE_RESULTS = "artifacts"
+
+
+class RunIdTaken(UsageError):
+    """A run's folder exists already (another run has its id, or claimed it a moment ago)."""
+
+    def __init__(self, folder: pathlib.Path):
+        super().__init__(f"{folder} already exists; choose another --run-id (or omit it)")
+
+
+class RunFolderError(UsageError):
+    """A run's folder could not be created (a read-only or full file system): nothing of the run was made."""
+
+    def __init__(self, error: OSError):
+        super().__init__(f"cannot create {error.filename}: {error.strerror}; pass a writable --results-dir and"
+                         " --artifacts-dir")
+
+
+def _claim_folder(folder: pathlib.Path) -> None:
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        raise RunIdTaken(folder) from None
 
 
 def relative_run_path(run_id: str, smoke: bool) -> pathlib.PurePosixPath:
@@ -70,6 +95,27 @@ class RunLayout:
     @property
     def checkpoints_dir(self) -> pathlib.Path:
         return self.artifacts_dir / records.CHECKPOINTS_DIR
+
+    def claim(self) -> None:
+        """Creates the results and the artifacts folder, each only if it does not exist: the run id's claim.
+
+        `mkdir` is atomic, so of two runs started at once with one id exactly one gets both folders;
+        the other gets RunIdTaken and leaves nothing behind (a results folder it made is removed again).
+        Any other failure to create them is a RunFolderError, also leaving nothing behind.
+        """
+        try:
+            for folder in (self.results_dir, self.artifacts_dir):
+                folder.parent.mkdir(parents=True, exist_ok=True)
+            _claim_folder(self.results_dir)
+        except OSError as error:
+            raise RunFolderError(error) from None
+        try:
+            _claim_folder(self.artifacts_dir)
+        except BaseException as error:
+            self.results_dir.rmdir()
+            if isinstance(error, OSError):
+                raise RunFolderError(error) from None
+            raise
 
     def with_run_id(self, run_id: str) -> "RunLayout":
         """A sibling run in the same roots (a resumed run or a reproduction)."""

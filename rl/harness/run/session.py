@@ -161,8 +161,8 @@ class RunSession:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.results_dir.mkdir(parents=True, exist_ok=False)
-        self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+        self.layout.claim()
+        self.checkpoints_dir.mkdir()
         self._metrics = records.JsonLinesWriter(str(self.artifacts_dir / records.METRICS_FILE))
         events_folder = tensorboard_events.lineage_folder(self.layout, self._manifest.parent_run)
         self._events = tensorboard_events.ScalarEvents(events_folder, self.run_id, headline=self._summary_keys)

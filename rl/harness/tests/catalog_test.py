@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rl.harness.commands import catalog
+from rl.harness.commands import catalog, cli
 from rl.harness.run import records
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest
 
@@ -204,3 +204,14 @@ def test_runs_filter_by_experiment_status_and_the_last_n_started():
     assert ids(status="damaged") == ["torn"]
     assert ids(last=2) == ["m1", "r3", "torn"]
     assert ids(experiment="reward_only", status="completed", last=1) == ["r3"]
+
+
+def test_runs_under_a_root_of_any_name_are_listed_from_the_workspace_and_by_a_relative_path(tmp_path, monkeypatch,
+                                                                                             capsys):
+    _store(tmp_path / "myres/smoke/20260101T000000Z-aaaaaa", _manifest("20260101T000000Z-aaaaaa"))
+    (tmp_path / "myart/smoke/20260101T000000Z-aaaaaa/checkpoints").mkdir(parents=True)  # no manifest: not a run
+    assert [run.run_id for run in catalog.find_runs([str(tmp_path)])] == ["20260101T000000Z-aaaaaa"]
+    monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))  # as under `bazel run`, typed in the workspace
+    monkeypatch.chdir("/")
+    assert cli.main(["rl-harness", "runs", "--results-dir", "myres"]) == 0
+    assert str(tmp_path / "myres/smoke/20260101T000000Z-aaaaaa") in capsys.readouterr().out

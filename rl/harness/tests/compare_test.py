@@ -88,3 +88,15 @@ def test_bad_input_is_one_line_and_exit_2_and_writes_no_png(roots, tmp_path, cap
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and problem in err
     assert not (tmp_path / "curves.png").exists()
+
+
+def test_without_output_the_figure_goes_under_the_results_tree_not_where_the_command_was_typed(
+        roots, tmp_path, capsys, monkeypatch):
+    typed_in = tmp_path / "checkout"
+    typed_in.mkdir()
+    monkeypatch.chdir(typed_in)
+    assert cli.main(["rl-harness", "compare", "a", "tiny", "--metric", LOSS, "--results-dir", str(roots[0])]) == 0
+    figure = roots[0] / "comparisons" / "a_vs_tiny.png"
+    assert capsys.readouterr().out.splitlines()[-1] == f"wrote {figure}"
+    assert matplotlib.image.imread(figure).shape[:2] == (360, 600)
+    assert list(typed_in.iterdir()) == []  # the checkout stays clean for the next run's provenance

@@ -4,7 +4,9 @@ Test knobs (environment): FAKE_RECIPE_ITERATIONS (default 5; smoke: 2), FAKE_REC
 (pause per iteration, default 0), FAKE_RECIPE_FAIL_AT (raise at that iteration; with
 FAKE_RECIPE_FAIL_SEED, only in the run of that root seed),
 FAKE_RECIPE_TRIAL (checkpoint under that trial, as a recipe training several agents does),
-FAKE_RECIPE_TAIL_S (a stage after training that does not poll stop requests, as scoring a policy).
+FAKE_RECIPE_TAIL_S (a stage after training that does not poll stop requests, as scoring a policy),
+FAKE_RECIPE_OUTPUT_BYTES (after training, an output of that size, in FAKE_RECIPE_OUTPUT_PLACE: results
+or artifacts, as a probe report or a figure).
 Declared hyperparameters (--set): fake/iterations (int; 0 = the knob above) and fake/loss_scale (float).
 """
 
@@ -60,5 +62,7 @@ def run(context):
     if saved != iteration:
         _save(context, iteration, env_steps)
     time.sleep(float(os.environ.get("FAKE_RECIPE_TAIL_S", "0")))
+    if output_bytes := int(os.environ.get("FAKE_RECIPE_OUTPUT_BYTES", "0")):
+        context.write_output("report.bin", bytes(output_bytes), place=os.environ.get("FAKE_RECIPE_OUTPUT_PLACE", "results"))
     return {"iterations": iteration, "env_steps": env_steps, "last_loss": loss,
             "niceness": os.getpriority(os.PRIO_PROCESS, 0)}  # the study tests: a member keeps the user's priority

@@ -25,7 +25,6 @@ def test_values_parse_as_their_defaults_types():
     ("ppo/learning_rate=1", "--set ppo/learning_rate: unknown hyperparameter"),
     ("model/d_model=6.5", "--set model/d_model=6.5: expected int"),
     ("ppo/lr=fast", "--set ppo/lr=fast: expected float"),
-    ("ppo/lr=nan", "expected float"),
     ("ppo/use_gae=yes", "expected bool"),
     ("ppo/lr", "is not key=value"),
 ])
@@ -34,6 +33,34 @@ def test_a_bad_assignment_names_the_valid_keys_and_types(assignment, message):
         DECLARED.parse([assignment])
     assert message in str(raised.value)
     assert "valid keys: env/name (str), model/d_model (int), ppo/lr (float), ppo/use_gae (bool)" in str(raised.value)
+
+
+@pytest.mark.parametrize("assignment", ["ppo/lr=nan", "ppo/lr=inf", "ppo/lr=-Infinity", "model/d_model=inf"])
+def test_a_non_finite_number_is_refused_as_such(assignment):
+    name, _, text = assignment.partition("=")
+    with pytest.raises(UsageError) as raised:
+        DECLARED.parse([assignment])
+    kind = type(DECLARED.defaults[name]).__name__
+    assert str(raised.value) == (f"--set {assignment}: not a finite number; give a finite {kind}, e.g. the default"
+                                 f" {name}={DECLARED.defaults[name]!r}")
+
+
+def _heads_divide_width(values):
+    if values["model/d_model"] % values["model/n_heads"]:
+        raise ValueError(f"model/d_model must be divisible by model/n_heads; type e.g. --set model/d_model="
+                         f"{values['model/n_heads'] * 8}")
+
+
+def test_the_recipes_check_sees_every_value_and_names_what_was_set():
+    declared = Hyperparameters({"model/d_model": 32, "model/n_heads": 2}, check=_heads_divide_width)
+    assert declared.parse(["model/n_heads=4"]) == {"model/n_heads": 4}
+    with pytest.raises(UsageError) as raised:
+        declared.parse(["model/n_heads=5"])
+    assert str(raised.value) == ("--set model/n_heads=5: model/d_model must be divisible by model/n_heads;"
+                                 " type e.g. --set model/d_model=40")
+    broken = Hyperparameters({"model/d_model": 30, "model/n_heads": 4}, check=_heads_divide_width)
+    with pytest.raises(UsageError, match="^the recipe's defaults: model/d_model must be divisible"):
+        broken.parse([])
 
 
 def test_a_bad_declaration_is_refused():

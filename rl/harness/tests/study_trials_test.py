@@ -5,12 +5,13 @@ import hashlib
 import json
 import os
 import signal
+import time
 
 from rl.harness.run import records
 from rl.harness.run.status import parse_time, process_start_ticks
 from rl.harness.study import summary
 from rl.harness.study.record import StudyRecord
-from rl.harness.tests import run_helpers
+from rl.harness.tests import loopback_cluster, run_helpers
 from rl.harness.training import reaper
 
 STUDY = "rl.harness.tests.fake_study"
@@ -134,3 +135,26 @@ def test_a_study_killed_with_sigkill_reads_as_crashed_leaves_no_process_and_resu
     assert code == 0, stderr[-3000:]
     assert "study killed crashed" in stderr
     assert StudyRecord.read(folder).effective_status == "completed"
+
+
+def test_a_study_waiting_for_resources_stops_on_the_first_signal_and_is_recorded_interrupted(tmp_path):
+    # A one-CPU cluster and two CPUs a trial: no trial can ever start, Tune waits (a cluster may grow).
+    with loopback_cluster.running(head_cpus=1, worker_cpus=[]) as cluster:
+        process = run_helpers.start_cli(_args(tmp_path, "--study-id", "wait", "--cpus-per-trial", "2", "--ray-address",
+                                              cluster.address))
+        try:
+            tune_storage = tmp_path / "artifacts" / "studies" / "wait"
+            run_helpers.wait_for(lambda: any(tune_storage.glob("tune-*/*")), 180, "Tune placing the trials")
+            time.sleep(5)  # Tune's loop runs with every trial pending
+            process.send_signal(signal.SIGINT)
+            sent = time.monotonic()
+            _, stderr = process.communicate(timeout=120)
+            took = time.monotonic() - sent
+        finally:
+            run_helpers.stop_group(process)
+    assert process.returncode == 128 + signal.SIGINT, stderr[-3000:]
+    assert took < 20, took
+    assert "--resume wait" in stderr
+    record = _record(tmp_path, "wait")
+    assert record["status"] == "interrupted"
+    assert [(member["status"], member["runs"]) for member in record["members"]] == [("pending", [])] * 4

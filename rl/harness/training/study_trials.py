@@ -12,14 +12,17 @@ it records itself exactly as a run typed by hand (its manifest, its signals, its
 the trial only waits for it. Its output (stdout and stderr) goes to the trial's `log` file, not
 to the study's terminal, which shows only the members' events. A stop (`stop_signal()` returns a
 signal name) reaches every child as SIGTERM through a Ray actor that each trial polls, so trials
-on other nodes stop too; a trial that starts after the stop runs nothing. If a trial's worker
-dies, Linux sends its child SIGTERM (PR_SET_PDEATHSIG), and the run still records itself `interrupted`.
+on other nodes stop too; a trial that starts after the stop runs nothing, and once no trial runs,
+the trials still waiting for resources (a busy cluster) are dropped, so a stop ends the study
+within seconds. If a trial's worker dies, Linux sends its child SIGTERM (PR_SET_PDEATHSIG), and
+the run still records itself `interrupted`.
 """
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
+import logging
 import os
 import pathlib
 import signal
@@ -93,6 +96,31 @@ def _run_member(config: dict, *, trials: Mapping[str, MemberTrial], env: Mapping
     tune.report({"exit_code": child.returncode, "skipped": False})
 
 
+class _TrialStates(tune.Callback):
+    """Whether any trial runs, as of Tune's latest step."""
+
+    def __init__(self):
+        self.any_running = False
+
+    def on_step_begin(self, iteration: int, trials: list, **info) -> None:
+        self.any_running = any(trial.status == "RUNNING" for trial in trials)
+
+
+class _EndWaitingTrials(tune.Stopper):
+    """After a stop request, ends the experiment once no trial runs: the running ones stop themselves
+    (their runs checkpoint), and those still waiting for resources would otherwise keep Tune waiting."""
+
+    def __init__(self, stop_signal: Callable[[], Optional[str]], states: _TrialStates):
+        self._stop_signal = stop_signal
+        self._states = states
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self._stop_signal() is not None and not self._states.any_running
+
+
 def _watch(stop_signal: Callable[[], Optional[str]], flag, on_tick: Callable[[], None], done: threading.Event) -> None:
     raised = False
     while not done.wait(POLL_S):
@@ -122,6 +150,7 @@ def run_trials(trials: list[MemberTrial], *, ray_address: Optional[str], num_cpu
     flag_name = f"stop-{storage.name}-{os.getpid()}"
     flag = _StopFlag.options(name=flag_name, namespace=_STOP_FLAG_NAMESPACE).remote()
     done = threading.Event()
+    states = _TrialStates()
     watcher = threading.Thread(target=_watch, args=(stop_signal, flag, on_tick, done), daemon=True)
     # The study owns SIGINT (Tune's handler would end trials without letting the runs checkpoint).
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
@@ -140,8 +169,11 @@ def run_trials(trials: list[MemberTrial], *, ray_address: Optional[str], num_cpu
                                         trial_name_creator=lambda trial: trial.config["run_id"],
                                         trial_dirname_creator=lambda trial: trial.config["run_id"]),
             run_config=tune.RunConfig(name=storage.name, storage_path=str(storage.parent), verbose=0,
-                                      failure_config=tune.FailureConfig(max_failures=0)),
+                                      failure_config=tune.FailureConfig(max_failures=0),
+                                      stop=_EndWaitingTrials(stop_signal, states), callbacks=[states]),
         )
+        # Trials a stop dropped while they waited for resources left no results; Tune warns for each of them.
+        logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
         grid = tuner.fit()
         return {result.config["run_id"]: f"{type(result.error).__name__}: {result.error}"
                 for result in grid if result.error is not None}

@@ -25,7 +25,7 @@ from rl.learners.models.aux_heads import (
     StateAuxTransformerModel,
 )
 from rl.learners.models.base import ActorCriticModule
-from rl.learners.models.config import ActorCriticSettings, MLPSettings, TransformerSettings
+from rl.learners.models.config import ActorCriticSettings, MLPSettings, SettingsError, TransformerSettings
 from rl.learners.models.mlp import MLPModel
 from rl.learners.models.transformer import ResidualStream, TransformerModel
 
@@ -53,6 +53,7 @@ __all__ = [
     "StateAuxSettings",
     "StateAuxTransformerModel",
     "TransformerModel",
+    "SettingsError",
     "TransformerSettings",
 ]
 

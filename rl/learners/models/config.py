@@ -7,7 +7,14 @@
 
 Each module class reads the fields of its settings class from the top level of
 `model_config`; value-head mixins read their own section (e.g. `"iqn_value"`).
-Unknown keys and bad values raise ValueError naming the key and the fix.
+Unknown keys and bad values raise ValueError naming the key and the fix; a broken rule between
+fields raises SettingsError, whose `fixes` a recipe can name as its own `--set` keys:
+
+    try:
+        TransformerSettings(d_model=32, n_heads=5)
+    except SettingsError as error:
+        error.problem     # "d_model (32) must be divisible by n_heads (5)"
+        error.fixes       # {"d_model": 30, "n_heads": 4}: each alone would pass
 """
 
 from __future__ import annotations
@@ -18,6 +25,15 @@ from typing import Any, Collection, Mapping, TypeVar
 SettingsT = TypeVar("SettingsT")
 
 ACTIVATIONS = ("tanh", "relu")
+
+
+class SettingsError(ValueError):
+    """Settings that break a rule between fields; `fixes` maps a field to a value that alone would pass."""
+
+    def __init__(self, problem: str, fixes: Mapping[str, Any]):
+        self.problem = problem
+        self.fixes = dict(fixes)
+        super().__init__(f"{problem}; choose e.g. {' or '.join(f'{name}={value!r}' for name, value in self.fixes.items())}.")
 
 
 def require_positive_int(name: str, value: Any) -> None:
@@ -129,7 +145,8 @@ class TransformerSettings(ActorCriticSettings):
         for name in ("d_model", "n_heads", "n_layers", "feedforward_dim", "memory_len", "max_seq_len"):
             require_positive_int(name, getattr(self, name))
         if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}); "
-                f"choose e.g. d_model={self.n_heads * max(1, round(self.d_model / self.n_heads))}."
+            raise SettingsError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})",
+                fixes={"d_model": self.n_heads * max(1, round(self.d_model / self.n_heads)),
+                       "n_heads": max(h for h in range(1, self.n_heads) if self.d_model % h == 0)},
             )

@@ -1,0 +1,153 @@
+"""Faults made real (read-only mounts, a full tmpfs, two processes racing for one id, a study too big for the
+machine) end in one line naming the folder and the fix, exit 2 or the run's recorded status, nothing left behind."""
+
+import errno
+import os
+import pathlib
+
+import pytest
+
+from rl.harness.commands import cli, execution
+from rl.harness.errors import EXIT_FAILED, EXIT_USAGE
+from rl.harness.run import records
+from rl.harness.run.layout import RunFolderError, RunIdTaken, RunLayout
+from rl.harness.run.manifest import read_manifest
+from rl.harness.tests import mounts, run_helpers
+from rl.harness.training import hardware
+
+
+def _run(results, artifacts, *args, **env):
+    return run_helpers.run_cli([run_helpers.FAKE, "--smoke", "--results-dir", results, "--artifacts-dir", artifacts,
+                                *args], timeout=60, **env)
+
+
+def _fill(folder: pathlib.Path) -> None:
+    """Writes into `folder` until its file system is full."""
+    handle = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(handle, bytes(4096))
+    except OSError as error:
+        assert error.errno == errno.ENOSPC
+    finally:
+        os.close(handle)
+
+
+@pytest.mark.parametrize("read_only", ["--results-dir", "--artifacts-dir"])
+def test_a_read_only_folder_is_refused_before_any_record_and_the_id_stays_free(tmp_path, read_only):
+    folders = {"--results-dir": tmp_path / "results", "--artifacts-dir": tmp_path / "artifacts"}
+    with mounts.read_only(folders[read_only]):
+        code, _, stderr = _run(folders["--results-dir"], folders["--artifacts-dir"], "--run-id", "r1")
+    assert code == EXIT_USAGE, stderr
+    assert stderr.strip().splitlines() == [
+        f"rl-harness: error: {read_only}: {folders[read_only]} is on a read-only file system, so"
+        f" {folders[read_only] / 'smoke' / 'r1'} cannot be written; pass a writable {read_only}"]
+    assert all(not (folder / "smoke").exists() for folder in folders.values())  # nothing left behind
+    code, _, stderr = _run(folders["--results-dir"], folders["--artifacts-dir"], "--run-id", "r1")
+    assert code == 0, stderr  # the id was not burned
+
+
+def test_a_full_artifacts_disk_fails_the_run_in_one_line_naming_the_folder_and_its_free_space(tmp_path):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    with mounts.small(artifacts, "200k"):
+        code, _, stderr = _run(results, artifacts, "--run-id", "r1", FAKE_RECIPE_OUTPUT_BYTES=400_000,
+                               FAKE_RECIPE_OUTPUT_PLACE="artifacts")
+        rows = records.read_json_lines(str(artifacts / "smoke" / "r1" / records.METRICS_FILE))
+    assert code == EXIT_FAILED, stderr
+    assert "Traceback" not in stderr
+    [line] = [line for line in stderr.splitlines() if "no space left" in line]
+    assert f"] run r1 failed: no space left on the device of {artifacts} (--artifacts-dir): " in line
+    assert line.endswith(" free of 200 KiB; free space there or pass another --artifacts-dir")
+    manifest = read_manifest(results / "smoke" / "r1")
+    assert manifest.status == "failed" and manifest.error.type == "OSError"
+    assert [row["training_iteration"] for row in rows] == [1, 2]  # what was written before stays
+
+
+def test_a_results_disk_full_at_the_start_refuses_the_run_and_keeps_nothing(tmp_path):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    with mounts.small(results, "200k"):
+        _fill(results)
+        code, _, stderr = _run(results, artifacts, "--run-id", "r1")
+        assert code == EXIT_USAGE, stderr
+        assert "Traceback" not in stderr
+        assert stderr.strip().splitlines()[-1].startswith(
+            f"rl-harness: error: run r1 could not start (nothing was kept): no space left on the device of {results}"
+            " (--results-dir): 0 KiB free of 200 KiB; free space there or pass another --results-dir")
+        assert not (results / "smoke" / "r1").exists() and not (artifacts / "smoke" / "r1").exists()
+        (results / "filler").unlink()
+        code, _, stderr = _run(results, artifacts, "--run-id", "r1")
+        assert code == 0, stderr  # the id was not burned
+
+
+def test_of_two_runs_racing_for_one_id_one_runs_and_the_other_gets_one_line(tmp_path):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    for attempt in range(3):
+        run_id = f"race{attempt}"
+        args = [run_helpers.FAKE, "--smoke", "--results-dir", results, "--artifacts-dir", artifacts, "--run-id", run_id]
+        racers = [run_helpers.start_cli(args) for _ in range(2)]
+        outcomes = sorted((racer.wait(timeout=60), racer.communicate()[1]) for racer in racers)
+        assert [code for code, _ in outcomes] == [0, EXIT_USAGE], outcomes
+        loser = outcomes[1][1]
+        assert "Traceback" not in loser
+        assert loser.strip().splitlines()[-1] == (f"rl-harness: error: {results / 'smoke' / run_id} already exists;"
+                                                  " choose another --run-id (or omit it)")
+        assert read_manifest(results / "smoke" / run_id).status == "completed"
+
+
+def _plan(tmp_path, run_id):
+    options = cli.parse(["rl-harness", run_helpers.FAKE, "--smoke", "--run-id", run_id, "--results-dir",
+                         str(tmp_path / "results"), "--artifacts-dir", str(tmp_path / "artifacts")])[1]
+    return execution.prepare(options, run_helpers.FAKE)
+
+
+def test_the_claim_is_atomic_after_both_requests_passed_their_checks(tmp_path):
+    first, second = _plan(tmp_path, "same"), _plan(tmp_path, "same")  # both validated: no folder existed yet
+    assert execution.execute(first) == 0
+    with pytest.raises(RunIdTaken, match="already exists; choose another --run-id"):
+        execution.execute(second)
+    assert read_manifest(first.layout.results_dir).status == "completed"  # the winner's records are untouched
+
+
+def test_a_claim_that_finds_the_artifacts_folder_taken_leaves_no_results_folder(tmp_path):
+    layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "r1", smoke=False)
+    layout.artifacts_dir.mkdir(parents=True)
+    with pytest.raises(RunIdTaken, match=str(layout.artifacts_dir)):
+        layout.claim()
+    assert not layout.results_dir.exists()
+
+
+def test_a_claim_that_cannot_create_a_folder_names_it_and_leaves_nothing(tmp_path):
+    layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "r1", smoke=True)
+    with mounts.read_only(tmp_path / "artifacts"):  # gone read-only after the request was checked
+        with pytest.raises(RunFolderError) as raised:
+            layout.claim()
+    assert str(raised.value) == (f"cannot create {tmp_path / 'artifacts' / 'smoke'}: Read-only file system; pass a"
+                                 " writable --results-dir and --artifacts-dir")
+    assert not layout.results_dir.exists()
+
+
+def _study_options(tmp_path, *args):
+    return cli.parse(["rl-harness", "study", "rl.harness.tests.fake_study", "--results-dir", str(tmp_path / "results"),
+                      "--artifacts-dir", str(tmp_path / "artifacts"), *args])[1]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (lambda cpus: ["--cpus-per-trial", str(cpus + 1)], lambda cpus: f"--cpus-per-trial {cpus + 1} exceeds the {cpus}"
+                                                                     " CPU(s) this machine has"),
+    (lambda cpus: ["--max-concurrent", str(cpus + 1)], lambda cpus: f"--max-concurrent {cpus + 1} trials of 1 CPU(s)"
+                                                                    f" need {cpus + 1}, this machine has {cpus}"),
+])
+def test_a_study_bigger_than_the_machine_is_refused_before_any_record(tmp_path, capsys, flags, message):
+    cpus = hardware.usable_cpu_count()[0]
+    assert cli.dispatch("study", _study_options(tmp_path, *flags(cpus))) == EXIT_USAGE
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and message(cpus) in error, error
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_study_into_a_read_only_folder_is_refused_before_any_record(tmp_path, capsys):
+    with mounts.read_only(tmp_path / "results"):
+        assert cli.dispatch("study", _study_options(tmp_path)) == EXIT_USAGE
+    assert capsys.readouterr().err.strip() == (
+        f"rl-harness: error: --results-dir: {tmp_path / 'results'} is on a read-only file system, so"
+        f" {tmp_path / 'results'} cannot be written; pass a writable --results-dir")
