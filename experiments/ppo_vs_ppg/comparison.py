@@ -10,8 +10,8 @@
 
 Two tasks. CartPole-v1 (fully observed; MLP 64x64; RLlib's tuned CartPole PPO settings) and
 Mess3 occupancy control (partially observed: the agent sees the last token and its previous
-action; the controlled_mess3 study's env, TransformerModel and PPO settings unchanged). PPO is
-each task's usual PPO (CartPole: separate critic encoder; Mess3: the study's shared encoder);
+action; the controlled_mess3 task's env, TransformerModel and PPO settings unchanged). PPO is
+each task's usual PPO (CartPole: separate critic encoder; Mess3: the task's shared encoder);
 PPG is PPGConfig with the detach design (one encoder, PPGMLPModel / PPGTransformerModel), the
 same PPO settings, and value coefficients tuned to the task's return scale (docs/ppg.md).
 
@@ -118,7 +118,7 @@ MESS3_PPG = {"policy_iterations_per_aux": 4, "aux_epochs": 6, "aux_minibatch_siz
 
 
 def _mess3(algorithm: str, smoke: bool):
-    from experiments.mess3 import controlled_mess3
+    from experiments.mess3.task import controlled_mess3
     from rl.learners import PPGConfig
     from rl.learners.ppg import PPGTransformerModel
 
@@ -135,13 +135,13 @@ def _cartpole_env():
 
 
 def _mess3_env():
-    from experiments.mess3 import controlled_mess3
+    from experiments.mess3.task import controlled_mess3
 
     return controlled_mess3.make_env()
 
 
 def _mess3_scale():
-    from experiments.mess3 import control_scores
+    from experiments.mess3.task import control_scores
 
     return control_scores.scales()["episode_return"]  # 0: best memoryless policy, 1: belief-optimal
 
