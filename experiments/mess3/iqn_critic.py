@@ -36,7 +36,7 @@ def run(context):
     metrics = f"learners/default_policy/{IQN_NAMESPACE}"
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/quantile_spread", f"{metrics}/crossing_fraction")
     return stages.run(context, config, budget=BUDGET,
-                     random_network=lambda seed: task.build_random_network(seed, module_class=IQNTransformerModel, model_config=MODEL_CONFIG))
+                      random_network=lambda seed: task.build_random_network(seed, module_class=IQNTransformerModel, model_config=MODEL_CONFIG))
 
 
 def probe_plan(smoke: bool):

@@ -45,7 +45,7 @@ def run(context):
     metrics = f"learners/default_policy/{NAMESPACE}"
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/accuracy")
     return stages.run(context, config, budget=stages.MAIN_JOB,
-                     random_network=lambda seed: random_network(seed, model_config))
+                      random_network=lambda seed: random_network(seed, model_config))
 
 
 def probe_plan(smoke: bool):

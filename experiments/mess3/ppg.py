@@ -27,7 +27,7 @@ def run(context):
     config = task.ppo_config(smoke=context.smoke, algorithm=PPGConfig, module_class=PPGTransformerModel,
                              learner_class=None).training(**PPG_SETTINGS[context.smoke])
     return stages.run(context, config, budget=BUDGET,
-                     random_network=lambda seed: task.build_random_network(seed, module_class=PPGTransformerModel))
+                      random_network=lambda seed: task.build_random_network(seed, module_class=PPGTransformerModel))
 
 
 def probe_plan(smoke: bool):

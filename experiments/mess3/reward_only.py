@@ -32,7 +32,7 @@ def train(context, *, env_steps: int) -> dict:
 def run(context):
     model_config = task.transformer_config(context.hyperparameters)
     return stages.run(context, ppo_config(context), budget=stages.MAIN_JOB,
-                     random_network=lambda seed: task.build_random_network(seed, model_config=model_config))
+                      random_network=lambda seed: task.build_random_network(seed, model_config=model_config))
 
 
 def probe_plan(smoke: bool):
