@@ -49,7 +49,7 @@ import time
 from experiments.mess3.reward_only import HYPERPARAMETERS  # noqa: F401
 
 PARTS = ("harness", "rllib_default", "rllib_split", "torch_reference")
-# Issue 14's targets, issue 30's ratio to the plain PyTorch loop (0.5 before) and its seed-size rate.
+# The throughput targets (docs/performance.md): against bare RLlib, against the plain PyTorch loop, and the seed-size rate.
 TARGETS = {"ratio_vs_rllib_default": 8.0, "ratio_vs_torch_reference": 0.75, "harness_env_steps_per_s": 3000.0}
 SEED_SIZE_TARGETS = {"harness_env_steps_per_s": 4000.0}
 _ITERATIONS_ENV = "BENCH_THROUGHPUT_ITERATIONS"
