@@ -2,7 +2,7 @@
 
     ./bazelw run //experiments/cassandra_machine:ppo_vs_solver -- --smoke
 
-Two agents (agents.py) train one after the other (rl.harness.training.agents.train_in_turn) with PPO at
+Two agents (task/agents.py) train one after the other (rl.harness.training.agents.train_in_turn) with PPO at
 the file's discount 0.999: an MLP on the exact belief, and a transformer on the raw symbols and its
 previous action. Each final policy is valued greedily from the start state (discounted return, tail
 valued by the solver) and compared with the reference values of rl.envs.solvers: the point-based
@@ -24,7 +24,7 @@ from rl.harness.run import records
 from rl.harness.training import runners
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 
-from experiments.cassandra_machine import agents
+from experiments.cassandra_machine.task import agents
 
 BUDGET = {True: runners.StopRule(training_iterations=1), False: runners.StopRule(env_steps=400_000)}
 EVALUATION = {True: {"episodes": 4, "horizon": 200}, False: {"episodes": 64, "horizon": 3000}}

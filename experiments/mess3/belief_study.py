@@ -5,7 +5,7 @@
     ./bazelw run //experiments/mess3:belief_study -- --resume <study-id>  # after a stop: finished runs stay
 
 Every member is the agent's ordinary recipe run with `--seed <seed>`; the scores are paths into
-what `study.run` returns (summary.json's outcome). The oracle rung is the same PPO on the exact
+what `stages.run` returns (summary.json's outcome). The oracle rung is the same PPO on the exact
 belief with its own value network (oracle_belief_separate_critic: the shared critic held the
 oracle at 0.6-0.95, README.md). Scores: the normalised gamma-0.9 value of the final
 policy, greedy and sampled (control_scores: 0 = best memoryless, 1 = belief-optimal), its

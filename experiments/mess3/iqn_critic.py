@@ -1,4 +1,4 @@
-"""The reward_only study with a distributional critic: PPO whose value head is an IQN.
+"""The reward_only recipe with a distributional critic: PPO whose value head is an IQN.
 
     ./bazelw run //experiments/mess3:iqn_critic -- --smoke
 
@@ -13,13 +13,13 @@ change how well the shared residual stream encodes the belief (compare its belie
 with reward_only's)?
 """
 
-from experiments.mess3 import controlled_mess3 as task
-from experiments.mess3 import study
+from experiments.mess3.task import controlled_mess3 as task
+from experiments.mess3.task import stages
 from rl.learners import IQNPPOTorchLearner
 from rl.learners.models import TransformerModel
 from rl.learners.quantile_critic import IQNValueMixin
 
-BUDGET = study.Budget(smoke_env_steps=3 * 1024, full_env_steps=150_000)  # full: ~12-15 min on 2 shared cores
+BUDGET = stages.Budget(smoke_env_steps=3 * 1024, full_env_steps=150_000)
 MODEL_CONFIG = {**task.MODEL_CONFIG, "iqn_value": {"train_quantiles": 16, "value_quantiles": 32, "n_cosines": 32}}
 IQN_NAMESPACE = IQNValueMixin.model_config_section
 LEARNER_CONFIG = {f"{IQN_NAMESPACE}/loss_coefficient": 0.5, f"{IQN_NAMESPACE}/huber_kappa": 1.0}
@@ -35,8 +35,8 @@ def run(context):
                              vf_loss_coeff=0.0)  # the quantile loss replaces PPO's value loss
     metrics = f"learners/default_policy/{IQN_NAMESPACE}"
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/quantile_spread", f"{metrics}/crossing_fraction")
-    return study.run(context, config, budget=BUDGET,
-                     random_network=lambda seed: task.build_random_network(seed, module_class=IQNTransformerModel, model_config=MODEL_CONFIG))
+    return stages.run(context, config, budget=BUDGET,
+                      random_network=lambda seed: task.build_random_network(seed, module_class=IQNTransformerModel, model_config=MODEL_CONFIG))
 
 
 def probe_plan(smoke: bool):

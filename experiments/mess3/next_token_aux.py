@@ -1,10 +1,10 @@
-"""The reward_only study plus an auxiliary loss: predict the token each step will emit.
+"""The reward_only recipe plus an auxiliary loss: predict the token each step will emit.
 
     ./bazelw run //experiments/mess3:next_token_aux -- --smoke    # every stage, minutes
     ./bazelw run //experiments/mess3:next_token_aux               # reward_only's budget
 
 The composition pattern (compare iqn_critic.py): the science of controlled Mess3 and reward_only's
-stages (study.py: train, score, probe) are unchanged; swapped are two parts, each from the library:
+stages (task/stages.py: train, score, probe) are unchanged; swapped are two parts, each from the library:
 - the module: `NextTokenAuxHead` on `TransformerModel`, a linear head over the shared residual
   stream and the one-hot of the action taken (the action tilts the transition that emits the
   token), settings in model_config["next_token_aux"];
@@ -16,8 +16,8 @@ asks for it make the residual stream encode the belief better than reward alone 
 belief_geometry.json with reward_only's, at the same budget)?
 """
 
-from experiments.mess3 import controlled_mess3 as task
-from experiments.mess3 import study
+from experiments.mess3.task import controlled_mess3 as task
+from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 from rl.learners import NextTokenAuxPPOLearner
 from rl.learners.models import NextTokenAuxHead, NextTokenAuxTransformerModel
@@ -45,8 +45,8 @@ def run(context):
                              hyperparameters=context.hyperparameters)
     metrics = f"learners/default_policy/{NAMESPACE}"
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/accuracy")
-    return study.run(context, config, budget=study.MAIN_JOB,
-                     random_network=lambda seed: random_network(seed, model_config))
+    return stages.run(context, config, budget=stages.MAIN_JOB,
+                      random_network=lambda seed: random_network(seed, model_config))
 
 
 def probe_plan(smoke: bool):

@@ -1,7 +1,7 @@
 """A reference the probes can reproduce: our transformer trained on next-token prediction of Mess3.
 
-    ./bazelw run //experiments/mess3:next_token_reference -- --smoke   # every stage, ~20 s
-    OMP_NUM_THREADS=1 ./bazelw run //experiments/mess3:next_token_reference   # the full budget, ~7 min
+    ./bazelw run //experiments/mess3:next_token_reference -- --smoke   # every stage, in seconds
+    OMP_NUM_THREADS=1 ./bazelw run //experiments/mess3:next_token_reference   # the full budget (its wall time: README.md)
 
 Shai et al. 2024 (arXiv 2405.15943) train a transformer to predict the next token of Mess3
 (x=0.05, a=0.85) on contexts of 10 tokens and recover the belief-state fractal from its residual
@@ -33,7 +33,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from experiments.mess3.controlled_mess3 import A, X
+from experiments.mess3.task.controlled_mess3 import A, X
 from rl.analysis.activations import RESIDUAL_STREAM
 from rl.analysis.contexts import enumerate_contexts
 from rl.analysis.plots import belief_simplex_figure, learning_curves_figure, probe_r2_figure, save_figure
@@ -52,7 +52,7 @@ CONTEXT_LENGTH = 10  # Shai et al.'s context window
 MODEL = TransformerSettings(d_model=64, n_heads=1, n_layers=4, feedforward_dim=256, memory_len=CONTEXT_LENGTH,
                             max_seq_len=CONTEXT_LENGTH)
 # 8000 minibatches of 128 sequences of 11 tokens (10 predictions each): ~10M predicted tokens,
-# ~6 min on one CPU thread (README.md); 3e-3 reached R^2 0.993 in 2000 steps where 1e-3 was still at 0.96.
+# (wall time: README.md); 3e-3 reached R^2 0.993 in 2000 steps where 1e-3 was still at 0.96.
 TRAINING = {
     False: NextTokenTraining(steps=8000, batch_size=128, learning_rate=3e-3, warmup_steps=200, log_every=100),
     True: NextTokenTraining(steps=60, batch_size=64, learning_rate=3e-3, warmup_steps=10, log_every=20),

@@ -11,8 +11,8 @@ it falls short, what limits the agents is PPO or its criterion, not memory. No p
 already is the belief.
 """
 
-from experiments.mess3 import controlled_mess3 as task
-from experiments.mess3 import study
+from experiments.mess3.task import controlled_mess3 as task
+from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 from rl.learners.models import MLPModel
 
@@ -22,4 +22,4 @@ HYPERPARAMETERS = Hyperparameters(task.PPO_HYPERPARAMETERS)  # what --set may ch
 def run(context):
     config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=task.MLP_MODEL_CONFIG,
                              observation=task.BELIEF_OBSERVATION, hyperparameters=context.hyperparameters)
-    return study.run(context, config, budget=study.MAIN_JOB, random_network=None)
+    return stages.run(context, config, budget=stages.MAIN_JOB, random_network=None)

@@ -9,8 +9,8 @@ shapes the layers the policy reads. At 2^18 env steps this lifted the greedy pol
 0.74-0.76 to 0.92-0.93 of the memory gap in three seeds (README.md, "The oracle rung").
 """
 
-from experiments.mess3 import controlled_mess3 as task
-from experiments.mess3 import study
+from experiments.mess3.task import controlled_mess3 as task
+from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 from rl.learners.models import MLPModel
 
@@ -22,4 +22,4 @@ MODEL_CONFIG = {**task.MLP_MODEL_CONFIG, "vf_share_layers": False}
 def run(context):
     config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=MODEL_CONFIG,
                              observation=task.BELIEF_OBSERVATION, hyperparameters=context.hyperparameters)
-    return study.run(context, config, budget=study.MAIN_JOB, random_network=None)
+    return stages.run(context, config, budget=stages.MAIN_JOB, random_network=None)

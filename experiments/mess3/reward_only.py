@@ -3,7 +3,7 @@
     ./bazelw run //experiments/mess3:reward_only -- --smoke    # every stage, minutes
     ./bazelw run //experiments/mess3:reward_only               # the full budget
 
-Stages (study.py): train a TransformerModel agent with PPO on controlled Mess3 (controlled_mess3.py),
+Stages (task/stages.py): train a TransformerModel agent with PPO on controlled Mess3 (controlled_mess3.py),
 saving the untrained network (step 0) and log-spaced checkpoints; score the last checkpoint against
 the task's exact references (control_scores.py: 0 = best memoryless policy, 1 = belief-optimal);
 then probe the residual stream of every checkpoint, and of randomly initialised networks of the
@@ -11,8 +11,8 @@ same architecture, with affine probes of the exact belief (belief_geometry.py).
 Results: results/[smoke/]<run-id>/.
 """
 
-from experiments.mess3 import controlled_mess3 as task
-from experiments.mess3 import study
+from experiments.mess3.task import controlled_mess3 as task
+from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 
 HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
@@ -27,13 +27,13 @@ def ppo_config(context):
 
 def train(context, *, env_steps: int) -> dict:
     """The training stage alone (bench_throughput times it as is)."""
-    return study.train(context, ppo_config(context), env_steps=env_steps)
+    return stages.train(context, ppo_config(context), env_steps=env_steps)
 
 
 def run(context):
     model_config = task.transformer_config(context.hyperparameters)
-    return study.run(context, ppo_config(context), budget=study.MAIN_JOB,
-                     random_network=lambda seed: task.build_random_network(seed, model_config=model_config))
+    return stages.run(context, ppo_config(context), budget=stages.MAIN_JOB,
+                      random_network=lambda seed: task.build_random_network(seed, model_config=model_config))
 
 
 def probe_plan(smoke: bool):

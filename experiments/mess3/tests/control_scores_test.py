@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from experiments.mess3 import control_scores
+from experiments.mess3.task import control_scores
 
 # Mess3 x = 0.05: a state stays with probability 1 - 2x = 0.9. Passive (action 0, no KL): the mean
 # reward is P(next state = 0): 0.9 from state 0, 0.05 from states 1 and 2.

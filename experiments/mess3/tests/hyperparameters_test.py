@@ -2,7 +2,7 @@
 
 import pytest
 
-from experiments.mess3 import controlled_mess3 as task
+from experiments.mess3.task import controlled_mess3 as task
 from experiments.mess3 import memoryless_agent, next_token_aux, oracle_belief, oracle_belief_separate_critic, reward_only
 from rl.harness import UsageError
 from rl.harness.commands import cli

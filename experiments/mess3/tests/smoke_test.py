@@ -10,7 +10,7 @@ import json
 import pytest
 
 from experiments.common import smoke
-from experiments.mess3 import belief_geometry, control_scores
+from experiments.mess3.task import belief_geometry, control_scores
 from rl.analysis.checkpoints import load_rl_module
 from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS
 

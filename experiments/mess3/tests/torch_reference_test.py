@@ -10,7 +10,8 @@ import torch
 from gymnasium.vector import SyncVectorEnv
 from ray.rllib.core.columns import Columns
 
-from experiments.mess3 import controlled_mess3, torch_reference
+from experiments.mess3.benchmarks import torch_reference
+from experiments.mess3.task import controlled_mess3
 from rl.learners.models.base import ACTOR_ENCODER
 
 EPISODE_LENGTH = controlled_mess3.ENV_KWARGS["episode_length"]

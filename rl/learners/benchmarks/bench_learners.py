@@ -13,7 +13,7 @@ Besides the bench transformer (d64, 2 blocks, memory 32), two at Mess3's sizes:
 memory 16) and `transformer_seed_size` (the seed project's: d96, 4 heads, 3 blocks,
 ff 384, memory 16).
 `plain_torch_update`: for each module trained by the PPO loss alone, the same update
-written as a plain PyTorch loop (experiments/mess3/torch_reference.py's): the same
+written as a plain PyTorch loop (experiments/mess3/benchmarks/torch_reference.py's): the same
 module (a copy), loss (`categorical_ppo_loss`), processed batch (the Learner's
 connector output, prepared once outside the timing: the plain loop's own GAE over
 rollout values costs a few ms) and minibatches (RLlib's number of chunks per

@@ -1,9 +1,10 @@
 """The stages every controlled-Mess3 recipe runs: train, score against the references, probe.
 
-    from experiments.mess3 import study
+    from experiments.mess3.task import controlled_mess3 as task
+    from experiments.mess3.task import stages
 
     config = task.ppo_config(smoke=context.smoke, module_class=..., learner_class=...)
-    return study.run(context, config, budget=study.MAIN_JOB, random_network=lambda seed: task.build_random_network(seed))
+    return stages.run(context, config, budget=stages.MAIN_JOB, random_network=lambda seed: task.build_random_network(seed))
 
 Training saves the untrained network (step 0), log-spaced checkpoints and the last one;
 `control_scores` evaluates the last and normalises its return and value between the best memoryless
@@ -17,8 +18,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
-from experiments.mess3 import belief_geometry, control_scores
-from experiments.mess3 import controlled_mess3 as task
+from experiments.mess3.task import belief_geometry, control_scores
+from experiments.mess3.task import controlled_mess3 as task
 from rl.harness.training import runners
 
 
@@ -39,13 +40,12 @@ class Budget:
 
 
 # The main job's budget, shared by the recipes compared with it (memoryless_agent, next_token_aux).
-# Smoke: three updates (checkpoints at 0, 1, 2, 3); full: 512 updates of 2048, 5 min 22 s in all on
-# 2 cores, training included (README.md).
+# Smoke: three updates (checkpoints at 0, 1, 2, 3); full: 512 updates of 2048 (wall times: README.md).
 MAIN_JOB = Budget(smoke_env_steps=3 * 1024, full_env_steps=2**20)
 
 
 def train(context, config, *, env_steps: int) -> dict:
-    """PPO (or the config's algorithm) with step-0 and log-spaced checkpoints, at the study's parallel envs."""
+    """PPO (or the config's algorithm) with step-0 and log-spaced checkpoints, at the task's parallel envs."""
     return runners.run_direct(context, config, stop=runners.StopRule(env_steps=env_steps),
                               checkpoint_at=runners.LogSpaced(2.0), checkpoint_initial=True,
                               parallel_envs=task.PARALLEL_ENVS)

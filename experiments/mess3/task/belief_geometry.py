@@ -1,7 +1,7 @@
 """The analysis stage of the Mess3 experiments: affine belief probes of every checkpoint and of
 randomly initialised networks of the same architecture, written into results/<run-id>/.
 
-    from experiments.mess3 import belief_geometry
+    from experiments.mess3.task import belief_geometry
 
     comparison = belief_geometry.analyse(context, plan, random_networks=[build(seed) for seed in seeds],
                                          rows=context.metrics())

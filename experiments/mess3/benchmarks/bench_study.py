@@ -2,12 +2,12 @@
 
     bazel run //experiments/mess3:bench_study                           # prints one JSON object (a few minutes)
     bazel run //experiments/mess3:bench_study -- --env-steps 131072     # full runs capped at 2^17 env steps
-    bazel run //experiments/mess3:bench_study -- --full                 # full budgets (about 21 min here: 1.75x)
+    bazel run //experiments/mess3:bench_study -- --full                 # full budgets (figures: docs/performance.md)
 
 The same four members (memoryless_agent and reward_only, seeds 0 and 1; smoke budgets, or full
 ones, or full ones capped with --env-steps as `--stop-at-env-steps` caps a run) run twice into
 fresh temporary folders: `sequential` is four `rl-harness <recipe> --seed S`
-processes one after another, `study` is `rl-harness study experiments.mess3.bench_study` (this
+processes one after another, `study` is `rl-harness study experiments.mess3.benchmarks.bench_study` (this
 module is the study), which runs them as Tune trials, as many at once as there are CPUs. Both
 include every process start, Ray's start-up and each run's scoring and probes. `speedup` is
 sequential / study.
@@ -28,7 +28,7 @@ from rl.harness.study import Study
 STUDY = Study(agents={"memoryless": "experiments.mess3.memoryless_agent", "reward_only": "experiments.mess3.reward_only"},
               seeds=(0, 1))
 _CLI = (sys.executable, "-m", "rl.harness.commands.cli")
-_THIS_STUDY = "experiments.mess3.bench_study"  # by name: run as a binary, this file is __main__
+_THIS_STUDY = "experiments.mess3.benchmarks.bench_study"  # by name: run as a binary, this file is __main__
 
 
 def _timed(commands: list[list[str]]) -> float:

@@ -1,10 +1,10 @@
-"""study.run's stages around a stop request (no training: the stage functions are stand-ins)."""
+"""stages.run's stages around a stop request (no training: the stage functions are stand-ins)."""
 
 import types
 
 import pytest
 
-from experiments.mess3 import study
+from experiments.mess3.task import stages
 from rl.harness.run import records
 from rl.harness.tests import mounts
 
@@ -20,18 +20,18 @@ def _context(stop_requested: bool):
 
 def test_a_stop_during_training_skips_scoring_and_probing_and_names_the_probe_command(monkeypatch, capsys):
     analysed = []
-    monkeypatch.setattr(study, "train", lambda context, config, env_steps: {"env_steps": env_steps})
-    monkeypatch.setattr(study.control_scores, "score_run", lambda context, rows, env_config: analysed.append("scores"))
-    outcome = study.run(_context(stop_requested=True), config=_CONFIG, budget=study.MAIN_JOB, random_network=None)
-    assert outcome == {"env_steps": study.MAIN_JOB.smoke_env_steps} and analysed == []
+    monkeypatch.setattr(stages, "train", lambda context, config, env_steps: {"env_steps": env_steps})
+    monkeypatch.setattr(stages.control_scores, "score_run", lambda context, rows, env_config: analysed.append("scores"))
+    outcome = stages.run(_context(stop_requested=True), config=_CONFIG, budget=stages.MAIN_JOB, random_network=None)
+    assert outcome == {"env_steps": stages.MAIN_JOB.smoke_env_steps} and analysed == []
     assert "bazel run //rl/analysis:probe -- r1" in capsys.readouterr().out
 
 
 def test_without_a_stop_the_scores_see_the_rows_read_once(monkeypatch):
     seen = []
-    monkeypatch.setattr(study, "train", lambda context, config, env_steps: {"env_steps": env_steps})
-    monkeypatch.setattr(study.control_scores, "score_run", lambda context, rows, env_config: seen.append(rows) or {"value": 1})
-    outcome = study.run(_context(stop_requested=False), config=_CONFIG, budget=study.MAIN_JOB, random_network=None)
+    monkeypatch.setattr(stages, "train", lambda context, config, env_steps: {"env_steps": env_steps})
+    monkeypatch.setattr(stages.control_scores, "score_run", lambda context, rows, env_config: seen.append(rows) or {"value": 1})
+    outcome = stages.run(_context(stop_requested=False), config=_CONFIG, budget=stages.MAIN_JOB, random_network=None)
     assert outcome["scores"] == {"value": 1} and seen == [[{"training_iteration": 1}]]
 
 
@@ -39,10 +39,10 @@ def test_a_full_results_disk_after_training_names_the_probe_command(monkeypatch,
     def write_report(context, rows, env_config):  # as the scores write theirs: into the run's results folder
         records.write_bytes_atomically(str(tmp_path / "results" / "score_report.json"), bytes(400_000))
 
-    monkeypatch.setattr(study, "train", lambda context, config, env_steps: {"env_steps": env_steps})
-    monkeypatch.setattr(study.control_scores, "score_run", write_report)
+    monkeypatch.setattr(stages, "train", lambda context, config, env_steps: {"env_steps": env_steps})
+    monkeypatch.setattr(stages.control_scores, "score_run", write_report)
     with mounts.small(tmp_path / "results", "200k"):
         with pytest.raises(OSError, match="No space left on device"):
-            study.run(_context(stop_requested=False), config=_CONFIG, budget=study.MAIN_JOB, random_network=None)
+            stages.run(_context(stop_requested=False), config=_CONFIG, budget=stages.MAIN_JOB, random_network=None)
     assert capsys.readouterr().out == ("writing the scores or probes failed (No space left on device); probe the"
                                        " checkpoints later with `bazel run //rl/analysis:probe -- r1`\n")

@@ -1,6 +1,6 @@
 """Where an EnvRunner's sampling time goes for the main job: RLlib's connector pipelines vs the harness's.
 
-    bazel run //experiments/mess3:bench_sampling        # prints one JSON object (~1 min)
+    bazel run //experiments/mess3:bench_sampling        # prints one JSON object
 
 One local `SingleAgentEnvRunner` per variant, the main job's module, env and 32 parallel
 envs, one torch thread: `rllib` with RLlib's defaults, `harness` with the config the harness
@@ -28,7 +28,7 @@ import torch
 
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-from experiments.mess3 import controlled_mess3 as task
+from experiments.mess3.task import controlled_mess3 as task
 from rl.harness.training import configs, hardware
 from rl.harness.training.sampling_connectors import connector_pipelines
 

@@ -1,7 +1,7 @@
 """PPO on the controlled Mess3 task in one process and plain PyTorch: the throughput benchmark's limit.
 
     import torch
-    from experiments.mess3 import torch_reference
+    from experiments.mess3.benchmarks import torch_reference
 
     torch.set_num_threads(1)                    # as the harness does: one torch thread per process
     result = torch_reference.run(iterations=6, warmup=1, num_envs=64, train_batch=2048, seed=0)
@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from ray.rllib.core.columns import Columns
 
-from experiments.mess3 import controlled_mess3
+from experiments.mess3.task import controlled_mess3
 from rl.learners.models import TransformerModel
 from rl.learners.models.base import ACTOR_ENCODER
 

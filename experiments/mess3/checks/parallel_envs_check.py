@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from experiments.mess3 import controlled_mess3 as task
+from experiments.mess3.task import controlled_mess3 as task
 from rl.analysis.plots import save_figure
 from rl.harness.run import metric_keys, records
 from rl.harness.run.manifest import OwnLoopRunner

@@ -1,6 +1,6 @@
 """The science shared by the Mess3 experiments: the controlled environment, the agent, PPO, the probes.
 
-    from experiments.mess3 import controlled_mess3 as task
+    from experiments.mess3.task import controlled_mess3 as task
 
     config = task.ppo_config(smoke=context.smoke)            # TransformerModel, ActorCriticPPOTorchLearner
     runners.run_direct(context, config, stop=..., parallel_envs=task.PARALLEL_ENVS)
@@ -50,14 +50,14 @@ PARALLEL_ENVS = 32
 
 
 def make_env(env_config=None) -> gymnasium.Env:
-    """The controlled Mess3 env of this study; `env_config` (RLlib's EnvContext) may change only its observation.
+    """The controlled Mess3 env of this task; `env_config` (RLlib's EnvContext) may change only its observation.
 
     The dynamics and rewards stay ENV_KWARGS' so that every run is scored on the same references.
     """
     changed = dict(env_config or {})
     if set(changed) - {"observation"}:
         raise ValueError(f"env_config keys {sorted(set(changed) - {'observation'})}: only 'observation' may differ "
-                         "between this study's runs (the references are those of ENV_KWARGS)")
+                         "between this task's runs (the references are those of ENV_KWARGS)")
     return mess3_env("control", **{**ENV_KWARGS, **changed})
 
 

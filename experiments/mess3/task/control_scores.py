@@ -1,10 +1,10 @@
 """How well a controlled-Mess3 agent acts, against the exact references of its task.
 
-    from experiments.mess3 import control_scores
+    from experiments.mess3.task import control_scores
 
     scores = control_scores.score_run(context, context.metrics())   # after training: control_scores.json + a figure
 
-The references are `rl.envs.solvers.control_references` on this study's env (64 steps, PPO's
+The references are `rl.envs.solvers.control_references` on this task's env (64 steps, PPO's
 gamma 0.9): at the defaults the best memoryless policy (last token and previous action) is
 passive, and the belief-optimal policy earns 3.510 vs 3.329 in gamma-0.9 value from the start
 and 30.59 vs 21.33 per episode (rl/envs/README.md). Scores are normalised between the best
@@ -28,7 +28,7 @@ import functools
 
 import numpy as np
 
-from experiments.mess3 import controlled_mess3 as task
+from experiments.mess3.task import controlled_mess3 as task
 from rl.analysis.checkpoints import find_checkpoints, from_context, load_rl_module
 from rl.analysis.plots import figure_png, learning_curves_figure
 from rl.analysis.rollouts import collect_rollouts
@@ -46,7 +46,7 @@ FINAL_ROWS = 10  # the training return at the end: mean of the last this many it
 
 @functools.lru_cache(maxsize=2)
 def references(gamma: float = GAMMA):
-    """control_references on this study's env (about 2 s, once per process and gamma)."""
+    """control_references on this task's env (about 2 s, once per process and gamma)."""
     return control_references(task.make_env().task, horizon=HORIZON, gamma=gamma)
 
 

@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from experiments.mess3 import control_scores
+from experiments.mess3.task import control_scores
 
 HERE = pathlib.Path(__file__).resolve().parent
 

@@ -49,7 +49,7 @@ import time
 from experiments.mess3.reward_only import HYPERPARAMETERS  # noqa: F401
 
 PARTS = ("harness", "rllib_default", "rllib_split", "torch_reference")
-# Issue 14's targets, issue 30's ratio to the plain PyTorch loop (0.5 before) and its seed-size rate.
+# The throughput targets (docs/performance.md): against bare RLlib, against the plain PyTorch loop, and the seed-size rate.
 TARGETS = {"ratio_vs_rllib_default": 8.0, "ratio_vs_torch_reference": 0.75, "harness_env_steps_per_s": 3000.0}
 SEED_SIZE_TARGETS = {"harness_env_steps_per_s": 4000.0}
 _ITERATIONS_ENV = "BENCH_THROUGHPUT_ITERATIONS"
@@ -102,7 +102,7 @@ def _harness(iterations: int, warmup: int, sizes: dict) -> dict:
     os.environ[_ITERATIONS_ENV] = str(warmup + iterations)
     phases = _PhaseTimer()
     with tempfile.TemporaryDirectory() as folder:
-        status = cli.main(["bench", "experiments.mess3.bench_throughput",
+        status = cli.main(["bench", "experiments.mess3.benchmarks.bench_throughput",
                            "--hardware-profile", "cpu", "--no-upload-artifacts", "--run-id", "bench",
                            "--results-dir", os.path.join(folder, "results"),
                            "--artifacts-dir", os.path.join(folder, "artifacts"),
@@ -124,7 +124,7 @@ def _harness(iterations: int, warmup: int, sizes: dict) -> dict:
 def _bare_rllib(iterations: int, warmup: int, sizes: dict, *, split: bool) -> dict:
     import ray
 
-    from experiments.mess3 import controlled_mess3 as task
+    from experiments.mess3.task import controlled_mess3 as task
 
     ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False)  # never a running cluster
     config = task.ppo_config(smoke=False, model_config=task.transformer_config(sizes)).debugging(seed=0)
@@ -152,8 +152,8 @@ def _bare_rllib(iterations: int, warmup: int, sizes: dict, *, split: bool) -> di
 
 
 def _torch_reference(iterations: int, warmup: int, sizes: dict) -> dict:
-    from experiments.mess3 import controlled_mess3 as task
-    from experiments.mess3 import torch_reference
+    from experiments.mess3.task import controlled_mess3 as task
+    from experiments.mess3.benchmarks import torch_reference
 
     result = torch_reference.run(iterations=warmup + iterations, warmup=warmup, num_envs=task.PARALLEL_ENVS,
                                  train_batch=task.ppo_config(smoke=False).total_train_batch_size, seed=0,
@@ -189,7 +189,7 @@ def main(argv=None) -> None:
     if options.rounds < 1:
         parser.error("--rounds must be >= 1")
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"  # inherited by every part's process
-    from experiments.mess3 import controlled_mess3 as task
+    from experiments.mess3.task import controlled_mess3 as task
 
     sizes = task.SEED_PROJECT_SIZE if options.seed_size else {}
     rounds = {part: [] for part in options.parts}
