@@ -129,13 +129,13 @@ def judge(original: Mapping[str, dict], reproduction: Mapping[str, dict], spread
         elif len(study_values) >= 2:
             bound = _chance_bound(study_values, confidence)
             entry.update(yardstick=f"seed spread of study {spread['study']} ({len(study_values)} runs): +-{bound:.4g}",
-                         within=abs(other - value) <= bound)
+                         within=bool(abs(other - value) <= bound))
         elif original[name]["interval"] is not None:
             low, high = original[name]["interval"]
-            entry.update(yardstick=f"the run's interval [{low:.4g}, {high:.4g}]", within=low <= other <= high)
+            entry.update(yardstick=f"the run's interval [{low:.4g}, {high:.4g}]", within=bool(low <= other <= high))
         elif len(tail) >= 2:
             bound = _chance_bound(tail, confidence)
-            entry.update(yardstick=f"spread of its last {len(tail)} rows: +-{bound:.4g}", within=abs(other - value) <= bound)
+            entry.update(yardstick=f"spread of its last {len(tail)} rows: +-{bound:.4g}", within=bool(abs(other - value) <= bound))
         else:
             entry.update(yardstick="none", within=None)
         entries.append(entry)
@@ -145,14 +145,19 @@ def judge(original: Mapping[str, dict], reproduction: Mapping[str, dict], spread
             "study": None if spread is None else spread["study"], "quantities": entries}
 
 
+def _shown(value: Optional[float]) -> str:
+    """Ten significant digits: enough to see a difference in the last bits of a float32 sum."""
+    return "-" if value is None else f"{value:.10g}"
+
+
 def format_judgement(judgement: Mapping) -> list[str]:
     """The lines `reproduce` prints under the row comparison."""
     lines = [f"  statistical verdict on the outcome ({len(judgement['quantities'])} quantities, each at"
              f" {judgement['confidence_each']:.4g}):"]
     for entry in judgement["quantities"]:
         mark = {True: "within", False: "OUTSIDE", None: "not judged"}[entry["within"]]
-        lines.append(f"    {entry['quantity']}: {catalog.format_number(entry['original'])} ->"
-                     f" {catalog.format_number(entry['reproduction'])}  {mark} ({entry['yardstick']})")
+        lines.append(f"    {entry['quantity']}: {_shown(entry['original'])} -> {_shown(entry['reproduction'])}"
+                     f"  {mark} ({entry['yardstick']})")
     if not judgement["quantities"]:
         lines.append("    nothing to judge: the run summarised no metric and returned no score")
     return lines

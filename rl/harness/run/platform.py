@@ -135,7 +135,8 @@ def read_cpu(path: str = CPUINFO) -> CpuPlatform:
 
 
 def _flat(record: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(record, dict) or not record:
+    """Leaves by dotted path; an empty mapping has none (so `{}` and a mapping holding a key differ in that key)."""
+    if not isinstance(record, dict):
         return {prefix: record}
     flat = {}
     for key, value in record.items():
