@@ -1,6 +1,7 @@
 """What `reproduce` concludes when the numeric platform differs: is the outcome the same, statistically?
 
     quantities = cross_platform.quantities(summary, ignored)      # final metrics and declared scores
+    quantities = cross_platform.quantities_at_row(summary, row, ignored)   # a prefix's last row: metrics only
     spread = cross_platform.study_spread(original, ignored)             # a finished study of the same recipe, or None
     judged = cross_platform.judge(quantities_a, quantities_b, spread, rows_a)   # rows: the original's metrics.jsonl
     judged["verdict"]     # "consistent (platform differs)" | "diverged"
@@ -52,6 +53,12 @@ def quantities(summary: Mapping, ignored: Callable[[str], bool]) -> dict[str, di
         elif _number(value):
             found[f"score {key}"] = {"value": float(value), "interval": None}
     return found
+
+
+def quantities_at_row(summary: Mapping, row: Mapping, ignored: Callable[[str], bool]) -> dict[str, dict]:
+    """The run's summarised metrics as one row holds them (the last row of a compared prefix); no scores."""
+    return {f"metric {key}": {"value": float(row[key]), "interval": None}
+            for key in sorted(summary.get("metrics") or {}) if not ignored(key) and _number(row.get(key))}
 
 
 def _number(value: Any) -> bool:

@@ -146,16 +146,34 @@ def format_platform_comparison(recorded: Optional[platform.NumericPlatform], her
             + " -- identical rows are not expected; the outcome is judged statistically")
 
 
-def platform_verdict(original: catalog.Run, original_rows: list[dict], reproduction: catalog.Run,
-                     reproduction_rows: list[dict]) -> dict:
-    """Rows compared exactly (the first divergence), then, if they differ, the outcome judged statistically."""
+def compare_outcome(original: catalog.Run, original_rows: list[dict], reproduction: catalog.Run,
+                    reproduction_rows: list[dict], prefix: RowBudget) -> dict:
+    """The rows and, on another numeric platform, the outcome: what the verdict records (module docstring).
+
+    Same platform (or none recorded): rows compared as `runner.determinism` says. Another platform:
+    rows compared exactly (the first divergence), then, if they differ, the outcome judged statistically
+    (with a prefix, the summarised metrics at its last row: the run had not concluded there).
+    """
+    determinism = runner_determinism(original.manifest.runner)
+    recorded = original.manifest.platform
+    fields = [] if recorded is None else platform.differences(recorded, reproduction.manifest.platform)
+    found = {"expected": "statistical" if fields or not determinism["expected"] else "identical",
+             "determinism": determinism, "platform_differences": None if recorded is None else fields}
+    if not fields:
+        tolerance = 0.0 if determinism["expected"] else STATISTICAL_RELATIVE_TOLERANCE
+        comparison = compare_rows(original_rows, reproduction_rows, tolerance)
+        return {**found, "tolerance": tolerance, **comparison, "verdict": "diverged" if comparison["first_divergence"]
+                else "identical" if tolerance == 0.0 else "within tolerance"}
     comparison = compare_rows(original_rows, reproduction_rows)
     if comparison["first_divergence"] is None:
-        return {**comparison, "verdict": "identical"}
-    judgement = cross_platform.judge(cross_platform.quantities(original.summary(), ignored),
-                                     cross_platform.quantities(reproduction.summary(), ignored),
-                                     cross_platform.study_spread(original, ignored), original_rows)
-    return {**comparison, "verdict": judgement["verdict"], "judgement": judgement}
+        return {**found, "tolerance": 0.0, **comparison, "verdict": "identical"}
+    if prefix.key is None:
+        mine, theirs = (cross_platform.quantities(run.summary(), ignored) for run in (original, reproduction))
+    else:
+        mine, theirs = (cross_platform.quantities_at_row(original.summary(), rows[-1] if rows else {}, ignored)
+                        for rows in (original_rows, reproduction_rows))
+    judgement = cross_platform.judge(mine, theirs, cross_platform.study_spread(original, ignored), original_rows)
+    return {**found, "tolerance": 0.0, **comparison, "verdict": judgement["verdict"], "judgement": judgement}
 
 
 # -- checkout and build ----------------------------------------------------------------------
@@ -367,25 +385,12 @@ def reproduce(original: catalog.Run, *, prefix: RowBudget = RowBudget(),
     finally:
         release(repo_root, worktree)
     reproduction = layout.with_run_id(reproduction_id)
-    determinism = runner_determinism(manifest.runner)
     new_dir = str(reproduction.results_dir)
     new_manifest = read_manifest(new_dir)
-    reproduction_rows = prefix.take(_metrics(str(reproduction.artifacts_dir), reproduction_id, COMPLETED))
-    platform_fields = [] if manifest.platform is None else platform.differences(manifest.platform, new_manifest.platform)
-    if platform_fields:
-        tolerance = 0.0
-        outcome = platform_verdict(original, original_rows, catalog.Run(new_dir, new_manifest), reproduction_rows)
-    else:
-        tolerance = 0.0 if determinism["expected"] else STATISTICAL_RELATIVE_TOLERANCE
-        outcome = compare_rows(original_rows, reproduction_rows, tolerance)
-        outcome["verdict"] = "diverged" if outcome["first_divergence"] else (
-            "identical" if tolerance == 0.0 else "within tolerance")
+    outcome = compare_outcome(original, original_rows, catalog.Run(new_dir, new_manifest),
+                              prefix.take(_metrics(str(reproduction.artifacts_dir), reproduction_id, COMPLETED)), prefix)
     verdict = {
         "parent_run": original.run_id,
-        "expected": "statistical" if platform_fields or not determinism["expected"] else "identical",
-        "determinism": determinism,
-        "platform_differences": None if manifest.platform is None else platform_fields,
-        "tolerance": tolerance,
         "prefix": dataclasses.asdict(prefix),
         "patch_verified": patch_verified,
         "build_hash_match": rebuilt["build_hash"] == manifest.build["build_hash"],

@@ -1,11 +1,15 @@
 """The statistical verdict `reproduce` gives across numeric platforms: quantities, yardsticks, verdict (no Ray)."""
 
+import dataclasses
 import math
 import pathlib
 
 import pytest
 
 from rl.harness.commands import catalog, cli, cross_platform, reproduce
+from rl.harness.run import records
+from rl.harness.run.manifest import OwnLoopRunner
+from rl.harness.run.rows import RowBudget
 from rl.harness.study import declaration
 from rl.harness.study import record as study_record
 from rl.harness.tests import run_helpers
@@ -115,3 +119,40 @@ def test_study_members_with_other_overrides_are_no_yardstick(tmp_path):
                for seed in (1, 2)}
     _study(results, "scaled", members)
     assert cross_platform.study_spread(original, reproduce.ignored) is None
+
+
+def test_quantities_at_a_prefix_row_are_the_summarised_metrics_it_holds():
+    row = {"fake/loss": 0.5, "timers/sample": 1.0, "training_iteration": 2}
+    assert cross_platform.quantities_at_row(SUMMARY, row, reproduce.ignored) == {
+        "metric fake/loss": {"value": 0.5, "interval": None}}
+
+
+def _on_platform(run, **changes):
+    """`run` as if recorded on a platform with `changes` (its manifest's record edited in memory)."""
+    recorded = dataclasses.replace(run.manifest.platform, **changes)
+    return catalog.Run(run.run_dir, dataclasses.replace(run.manifest, platform=recorded))
+
+
+def test_the_outcome_is_compared_by_rows_on_one_platform_and_judged_on_another(tmp_path):
+    results, artifacts = tmp_path / "r", tmp_path / "a"
+    original = _run(results, artifacts, "20261205T000000Z-orig03", 7)
+    one_process = OwnLoopRunner(kind="own loop", details={"determinism": {"expected": True, "why": "one process"}})
+    original = catalog.Run(original.run_dir, dataclasses.replace(original.manifest, runner=one_process))
+    again = _run(results, artifacts, "20261205T000000Z-agai03", 7)
+    elsewhere = _on_platform(again, torch_cpu_capability="AVX2")
+    rows = records.read_json_lines(str(artifacts / original.run_id / records.METRICS_FILE))
+    nudged = [dict(row) for row in rows]
+    nudged[2]["fake/loss"] = math.nextafter(nudged[2]["fake/loss"], math.inf)
+    whole, first_two = RowBudget(), RowBudget.of(2, None)
+
+    same = reproduce.compare_outcome(original, rows, again, nudged, whole)
+    assert same["platform_differences"] == [] and same["verdict"] == "diverged" and "judgement" not in same
+    assert reproduce.compare_outcome(original, rows, elsewhere, rows, whole)["verdict"] == "identical"
+    other = reproduce.compare_outcome(original, rows, elsewhere, nudged, whole)
+    assert other["platform_differences"] == ["torch_cpu_capability"] and other["expected"] == "statistical"
+    assert other["first_divergence"]["row"] == 3 and other["verdict"] == cross_platform.CONSISTENT
+    assert {entry["quantity"] for entry in other["judgement"]["quantities"]} >= {"metric fake/loss", "score last_loss"}
+    nudged[1]["fake/loss"] = math.nextafter(nudged[1]["fake/loss"], math.inf)
+    prefix = reproduce.compare_outcome(original, first_two.take(rows), elsewhere, first_two.take(nudged), first_two)
+    assert [entry["quantity"] for entry in prefix["judgement"]["quantities"]] == ["metric fake/loss",
+                                                                                   "metric num_env_steps_sampled_lifetime"]
