@@ -170,3 +170,15 @@ def test_a_fresh_run_records_the_platform_and_show_and_diff_print_it(tmp_path):
     assert f'  platform platform.cpu.vendor: {json.dumps(first.manifest.platform.cpu.vendor)} -> "AuthenticAMD"' in lines
     assert any(line.startswith('  platform platform.torch_cpu_capability: ') and line.endswith('-> "AVX2"') for line in lines)
     assert any(line.startswith("differ: ") and "platform (2)" in line for line in lines)
+
+
+def test_an_attached_clusters_workers_get_the_pins_through_the_jobs_runtime_env(monkeypatch):
+    from rl.harness.training import lifecycle
+
+    calls = []
+    monkeypatch.setattr(lifecycle.ray, "init", lambda **options: calls.append(options))
+    pins = hardware.portable_kernel_dispatch()
+    lifecycle.init_ray("ray://head:10001", 2, pins)
+    lifecycle.init_ray("ray://head:10001", 2, {})
+    assert calls == [{"address": "ray://head:10001", "runtime_env": {"env_vars": pins}},
+                     {"address": "ray://head:10001", "runtime_env": None}]
