@@ -118,6 +118,13 @@ def test_the_portable_profile_places_as_cpu_and_pins_every_library():
     assert hardware.process_environment(plain) == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+def test_the_portable_profile_is_refused_off_x86_64(monkeypatch):
+    monkeypatch.setattr(hardware.python_platform, "machine", lambda: "aarch64")
+    with pytest.raises(hardware.HardwareError, match="pins x86-64 kernels, and this machine is aarch64; use --hardware-profile cpu"):
+        hardware.choose_profile("cpu-portable", MACHINE)
+    assert hardware.choose_profile("cpu", MACHINE).name == "cpu"
+
+
 def test_determinism_states_its_scope_the_numeric_platform():
     profile = hardware.choose_profile("cpu", MACHINE)
     promise = hardware.determinism(profile, profile.plan_sampling(8), "direct")

@@ -43,7 +43,8 @@ PORTABLE_PROFILE = "cpu-portable"
 # dispatched targets are switched off by `portable_kernel_dispatch`.
 PORTABLE_KERNEL_DISPATCH = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41",
                             "OPENBLAS_CORETYPE": "Nehalem"}
-PORTABLE_TORCH_CAPABILITY = "DEFAULT"  # what torch reports once ATEN_CPU_CAPABILITY=default took effect
+PORTABLE_TORCH_CAPABILITY = "DEFAULT"
+X86_64_MACHINES = ("x86_64", "AMD64")  # platform.machine() of the machines the portable profile's pins apply to  # what torch reports once ATEN_CPU_CAPABILITY=default took effect
 TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores (docs/harness.md)
 # PPO samples and learns in turn, so a remote runner gains nothing without a spare CPU to
 # sample on while the learner runs; on 2 cores the local runner was 1.08-1.14x faster (docs/performance.md).
@@ -261,6 +262,9 @@ def choose_profile(requested: str, facts: MachineFacts) -> HardwareProfile:
             "--hardware-profile cuda, but torch sees no CUDA device "
             f"(NVIDIA driver: {facts.nvidia_driver_version or 'none found'}); use --hardware-profile auto or "
             "cpu, or on a GPU machine build with `--config=cuda` (CUDA torch; docs/building.md)")
+    if requested == PORTABLE_PROFILE and python_platform.machine() not in X86_64_MACHINES:
+        raise HardwareError(f"--hardware-profile {PORTABLE_PROFILE} pins x86-64 kernels, and this machine is"
+                            f" {python_platform.machine()}; use --hardware-profile cpu")
     if name == "mps" and not facts.mps_available:
         raise HardwareError("--hardware-profile mps, but MPS is not available here; use --hardware-profile auto or cpu")
     return HardwareProfile(
