@@ -41,6 +41,14 @@ DEFAULT_RAY_CONNECT_TIMEOUT_S = 25.0
 # run does not size its Ray cluster and env runners by the whole machine that others share.
 CPU_SHARE_ENV = "RL_HARNESS_CPUS"
 
+# -- the numeric platform: which kernels torch, MKL, oneDNN, OpenBLAS and numpy dispatch to -------
+# Each library reads its variable once, when it loads (numpy, OpenBLAS) or on first use (ATen,
+# MKL, oneDNN): the `cpu-portable` profile sets them before the run's process imports either.
+KERNEL_DISPATCH_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA",
+                             "DNNL_MAX_CPU_ISA", "OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES",
+                             "NPY_ENABLE_CPU_FEATURES", "CUBLAS_WORKSPACE_CONFIG")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
 # -- reproduce ---------------------------------------------------------------------------------
 REPRODUCE_SCRATCH_ENV = "RL_HARNESS_REPRODUCE_DIR"
 DEFAULT_REPRODUCE_SCRATCH = os.path.join("~", ".cache", "rl-harness", "reproduce")
@@ -96,6 +104,18 @@ def cpu_share(environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"${CPU_SHARE_ENV}={value!r} is not a positive whole number of CPUs; unset it or fix it")
     return int(value)
+
+
+def kernel_dispatch_settings(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """The kernel-dispatch variables that are set (KERNEL_DISPATCH_VARIABLES): {name: value}."""
+    environ = _environ(environ)
+    return {name: environ[name] for name in KERNEL_DISPATCH_VARIABLES if name in environ}
+
+
+def thread_settings(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """The thread-count variables that are set (THREAD_VARIABLES): {name: value}."""
+    environ = _environ(environ)
+    return {name: environ[name] for name in THREAD_VARIABLES if name in environ}
 
 
 def build_info_path(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:

@@ -3,6 +3,7 @@
     bazel run //experiments/mess3:bench_throughput                      # prints one JSON object
     bazel run //experiments/mess3:bench_throughput -- --iterations 10 --warmup 3
     bazel run //experiments/mess3:bench_throughput -- --seed-size     # the seed project's Transformer
+    bazel run //experiments/mess3:bench_throughput -- --hardware-profile cpu-portable   # kernels pinned
 
 One process per part, run one after another on the same machine (so none competes with
 another for the 2 cores), all with one torch thread and the main job's model, env and PPO
@@ -27,6 +28,8 @@ within an hour on a quiet machine: docs/performance.md).
 `synchronous_parallel_sample` and `LearnerGroup.update` timed in the driver; the reference times
 its own phases); `learner_samples_per_s` is train batch / learning seconds; `peak_rss_mib` is
 each part's own process (ru_maxrss; RLlib's remote runners not included).
+`--hardware-profile cpu-portable` pins every part's kernel dispatch as that profile does (its
+variables set before each part's process starts), to measure what the portable profile costs.
 `--seed-size` runs every part with the seed project's Transformer (controlled_mess3.SEED_PROJECT_SIZE:
 d_model 96, 4 heads, 3 blocks, feed-forward 384; the harness part gets it as reward_only's `--set`
 values), the rest of the main job unchanged.
@@ -93,7 +96,7 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _harness(iterations: int, warmup: int, sizes: dict) -> dict:
+def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str) -> dict:
     from rl.harness.commands import cli
     from rl.harness.run import records
     from rl.harness.run.manifest import read_manifest
@@ -103,7 +106,7 @@ def _harness(iterations: int, warmup: int, sizes: dict) -> dict:
     phases = _PhaseTimer()
     with tempfile.TemporaryDirectory() as folder:
         status = cli.main(["bench", "experiments.mess3.benchmarks.bench_throughput",
-                           "--hardware-profile", "cpu", "--no-upload-artifacts", "--run-id", "bench",
+                           "--hardware-profile", profile, "--no-upload-artifacts", "--run-id", "bench",
                            "--results-dir", os.path.join(folder, "results"),
                            "--artifacts-dir", os.path.join(folder, "artifacts"),
                            *[f"--set={name}={value}" for name, value in sizes.items()]])
@@ -167,11 +170,11 @@ def _torch_reference(iterations: int, warmup: int, sizes: dict) -> dict:
     }
 
 
-def _measure(part: str, iterations: int, warmup: int, sizes: dict) -> dict:
+def _measure(part: str, iterations: int, warmup: int, sizes: dict, profile: str) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    measure = {"harness": _harness, "rllib_default": functools.partial(_bare_rllib, split=False),
+    measure = {"harness": functools.partial(_harness, profile=profile), "rllib_default": functools.partial(_bare_rllib, split=False),
                "rllib_split": functools.partial(_bare_rllib, split=True), "torch_reference": _torch_reference}[part]
     return measure(iterations, warmup, sizes)
 
@@ -183,12 +186,18 @@ def main(argv=None) -> None:
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--seed-size", action="store_true", help="the seed project's Transformer (d96, 4 heads, 3 blocks)")
     parser.add_argument("--rounds", type=int, default=1, help="run the parts in turn this many times; report medians")
+    parser.add_argument("--hardware-profile", choices=("cpu", "cpu-portable"), default="cpu",
+                        help="cpu-portable: every part with the portable profile's pinned kernel dispatch")
     options = parser.parse_args(argv)
     if options.iterations < 5 or options.warmup < 1:
         parser.error("steady state needs --iterations >= 5 and --warmup >= 1")
     if options.rounds < 1:
         parser.error("--rounds must be >= 1")
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"  # inherited by every part's process
+    if options.hardware_profile == "cpu-portable":
+        from rl.harness.training import hardware
+
+        os.environ.update(hardware.portable_kernel_dispatch())  # before any part's process loads numpy or torch
     from experiments.mess3.task import controlled_mess3 as task
 
     sizes = task.SEED_PROJECT_SIZE if options.seed_size else {}
@@ -199,12 +208,14 @@ def main(argv=None) -> None:
             print(f"bench_throughput: round {round_index + 1}/{options.rounds}, {part} "
                   f"({options.warmup} + {options.iterations} iterations)...", file=sys.stderr)
             with spawn.Pool(1) as pool:  # a fresh process per part: its own peak RSS, no state shared
-                rounds[part].append(pool.apply(_measure, (part, options.iterations, options.warmup, sizes)))
+                rounds[part].append(pool.apply(_measure, (part, options.iterations, options.warmup, sizes,
+                                                          options.hardware_profile)))
     figures = {part: _median_figures(measured) for part, measured in rounds.items()}
     rate = {part: figure["env_steps_per_s"] for part, figure in figures.items()}
     batch = task.ppo_config(smoke=False).total_train_batch_size
     report = {
         "model_config": task.transformer_config(sizes),
+        "hardware_profile": options.hardware_profile,
         "load_average_1min": round(os.getloadavg()[0], 2),
         "train_batch": batch,
         "parallel_envs": task.PARALLEL_ENVS,

@@ -18,7 +18,7 @@ import shlex
 from typing import Any, Iterable, Optional
 
 from rl.harness.errors import UsageError
-from rl.harness.run import layout, metric_keys, records, session
+from rl.harness.run import layout, metric_keys, platform, records, session
 from rl.harness.run.manifest import RunManifest, read_manifest
 from rl.harness.run.status import (COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, crash_reason, effective_status,
                                    parse_time, run_id_problem)
@@ -37,6 +37,7 @@ DIFF_SECTIONS = {
     "build": ("build",),
     "seed": ("seed", "seed_streams"),
     "hardware": ("hardware",),
+    "platform": ("platform",),  # the numeric platform: each differing field by name (run/platform.py)
     "options": ("options", "runner", "parent_run"),
     "versions": ("versions",),
     "reproduction": ("reproduction",),
@@ -361,6 +362,7 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
               f"  hardware: profile {profile}; versions "
               + ", ".join(f"{name} {version}" for name, version in sorted((manifest.versions or {}).items())),
               f"  started {manifest.started_at or '?'}, ended {manifest.ended_at or '-'}"]
+    lines += _platform_lines(manifest)
     if not full:
         lines.append(f"  (every field, per-file hashes included: show {run.run_id} --full; as JSON: --json)")
         return lines
@@ -369,6 +371,12 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
     for key, value in sorted(flatten({k: v for k, v in record.items() if k not in ("run_id", "status")}).items()):
         lines.append(f"  {key}: {json.dumps(value)}")
     return lines
+
+
+def _platform_lines(manifest: RunManifest) -> list[str]:
+    """The numeric platform under `provenance:` (what bit-identical reproduction depends on)."""
+    described = platform.describe(manifest.platform)
+    return [f"  platform: {described[0]}", *(f"    {line}" for line in described[1:])]
 
 
 def _section_of(key: str) -> Optional[str]:

@@ -1,7 +1,7 @@
 """The rl-harness command line: run a recipe, list runs, show one, diff two.
 
     rl-harness <dotted.module> [--smoke] [--seed 42] [--resume-from RUN_ID|CHECKPOINT]
-               [--hardware-profile auto|cpu|cuda|mps] [--results-dir DIR] [--artifacts-dir DIR]
+               [--hardware-profile auto|cpu|cpu-portable|cuda|mps] [--results-dir DIR] [--artifacts-dir DIR]
                [--run-id ID] [--upload-artifacts | --no-upload-artifacts] [--ray-address ADDRESS]
                [--stop-at-iteration N | --stop-at-env-steps N] [--set KEY=VALUE ...]
                [--rolling-checkpoint-minutes M] [--rolling-checkpoint-fraction F]
@@ -273,11 +273,32 @@ def main(argv: list[str], experiment: Optional[str] = None, connect_b2: Callable
     return dispatch(command, options, experiment, connect_b2)
 
 
+def restart_with_pinned_kernels(command: str, options: argparse.Namespace) -> None:
+    """Starts this process again with the cpu-portable profile's kernel dispatch in its environment.
+
+    numpy and OpenBLAS read their switches when they load, which the CLI's own imports already did,
+    so only a fresh process (and every process it starts: Ray workers, Tune trials) runs the pinned kernels.
+    Returns at once for other profiles, and in the restarted process.
+    """
+    if command != "run" or options.hardware_profile != hardware.PORTABLE_PROFILE:
+        return
+    pins = hardware.portable_kernel_dispatch()
+    if settings.kernel_dispatch_settings().items() >= pins.items():
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], {**os.environ, **pins})
+
+
 def entry_point(experiment: Optional[str] = None, study_module: Optional[str] = None) -> None:
     """`rl-harness`, every rl_experiment binary and every rl_study binary (`study <its module>` implied)."""
     def parse_argv(argv):
         return parse([argv[0], "study", study_module, *argv[1:]] if study_module else argv, experiment)
-    app.run(lambda parsed: dispatch(*parsed, experiment=experiment), flags_parser=parse_argv)
+
+    def main_of_process(parsed):
+        restart_with_pinned_kernels(*parsed)
+        return dispatch(*parsed, experiment=experiment)
+    app.run(main_of_process, flags_parser=parse_argv)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from rl.harness.run.hyperparameters import Hyperparameters
 from rl.harness.run.rolling import RollingCadence
 from rl.harness.run.rows import RowBudget
 from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, crash_reason, new_run_id, run_id_problem
-from rl.harness.training import cluster, hardware
+from rl.harness.training import cluster, hardware, numeric_platform
 from rl.harness.run.context import ResumeSource, RunContext
 from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, UsageError
 from rl.harness.run.layout import RunIdTaken, RunLayout, iter_run_dirs
@@ -108,6 +108,7 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     upload = _upload_credentials(options)
     machine = hardware.detect_machine()
     profile = hardware.choose_profile(options.hardware_profile, machine)
+    numeric_platform.check_pinned(profile)
     if options.ray_address:  # last: it may wait for the cluster's answer (at most $RL_HARNESS_RAY_CONNECT_TIMEOUT_S)
         cluster.check_address(options.ray_address, timeout_s=connect_timeout_s)
     return Plan(module, module_name, options, layout, parent, machine, profile, upload,
@@ -133,7 +134,8 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     hardware.apply_process_settings(plan.profile)
     seeds = seeding.SeedStreams(plan.options.seed)
     document = manifest.begin(module=plan.module, module_name=plan.module_name, options=plan.options,
-                              layout=layout, profile=plan.profile, machine=plan.machine, resume=plan.resume)
+                              layout=layout, profile=plan.profile, machine=plan.machine,
+                              platform=numeric_platform.gather(), resume=plan.resume)
     patches = manifest.capture_patches(document.code, plan.patch_cap_bytes)
     run = session.RunSession(layout=layout, manifest=document, seeds=seeds, heartbeat_s=plan.heartbeat_s,
                              verbosity=verbosity,

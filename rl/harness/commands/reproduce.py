@@ -8,6 +8,10 @@ Bazel output base and venv are reused), the saved patch applied and its hash che
 manifest's `build.target` built and its identity compared input by input, the target run with
 the recorded seed and options, then metrics.jsonl compared row by row. The verdict goes into
 the new run's manifest (`reproduction`); the original run's folders are only read.
+
+The numeric platform (run/platform.py) is compared first: on the original's, rows must agree as
+`runner.determinism` says; on another, the first divergent row is reported and the outcome is
+judged statistically (`cross_platform`): "identical", "consistent (platform differs)" or "diverged".
 """
 
 from __future__ import annotations
@@ -27,12 +31,12 @@ from typing import Any, Optional
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.commands import catalog
-from rl.harness.run import hyperparameters, provenance, records
+from rl.harness.commands import catalog, cross_platform
+from rl.harness.run import hyperparameters, platform, provenance, records
 from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
 from rl.harness.run.rows import ITERATION_KEY, RowBudget
 from rl.harness.run.status import COMPLETED, CRASHED, new_run_id
-from rl.harness.training import hardware
+from rl.harness.training import hardware, numeric_platform
 from rl.harness.errors import EXIT_USAGE, UsageError
 from rl.harness.run.layout import RunLayout
 
@@ -122,6 +126,54 @@ def check_machine(manifest: RunManifest, machine: hardware.MachineFacts) -> None
             raise ReproduceError(f"run {manifest.run_id} ran on another machine kind: profile {field}"
                                  f" {recorded.get(field)!r} there, {here.get(field)!r} here; reproduce it on a"
                                  " machine like the one in its manifest (`rl-harness show`)")
+
+
+def platform_here(manifest: RunManifest, machine: hardware.MachineFacts) -> platform.NumericPlatform:
+    """The numeric platform the reproduction will run on: this machine, under the run's profile (its pins too)."""
+    profile = hardware.choose_profile(manifest.hardware["profile"]["name"], machine)
+    return numeric_platform.probe({**_child_environment(), **hardware.process_environment(profile)})
+
+
+def format_platform_comparison(recorded: Optional[platform.NumericPlatform], here: platform.NumericPlatform) -> str:
+    """One line: the same numeric platform as the original's, or the fields that differ (with both values)."""
+    if recorded is None:
+        return "platform: the original recorded none (an older manifest); rows are compared as on its machine"
+    fields = platform.differences(recorded, here)
+    if not fields:
+        return "platform: the same numeric platform as the original's"
+    return ("platform differs from the original's: " + "; ".join(platform.describe_difference(recorded, here, field)
+                                                                 for field in fields)
+            + " -- identical rows are not expected; the outcome is judged statistically")
+
+
+def compare_outcome(original: catalog.Run, original_rows: list[dict], reproduction: catalog.Run,
+                    reproduction_rows: list[dict], prefix: RowBudget) -> dict:
+    """The rows and, on another numeric platform, the outcome: what the verdict records (module docstring).
+
+    Same platform (or none recorded): rows compared as `runner.determinism` says. Another platform:
+    rows compared exactly (the first divergence), then, if they differ, the outcome judged statistically
+    (with a prefix, the summarised metrics at its last row: the run had not concluded there).
+    """
+    determinism = runner_determinism(original.manifest.runner)
+    recorded = original.manifest.platform
+    fields = [] if recorded is None else platform.differences(recorded, reproduction.manifest.platform)
+    found = {"expected": "statistical" if fields or not determinism["expected"] else "identical",
+             "determinism": determinism, "platform_differences": None if recorded is None else fields}
+    if not fields:
+        tolerance = 0.0 if determinism["expected"] else STATISTICAL_RELATIVE_TOLERANCE
+        comparison = compare_rows(original_rows, reproduction_rows, tolerance)
+        return {**found, "tolerance": tolerance, **comparison, "verdict": "diverged" if comparison["first_divergence"]
+                else "identical" if tolerance == 0.0 else "within tolerance"}
+    comparison = compare_rows(original_rows, reproduction_rows)
+    if comparison["first_divergence"] is None:
+        return {**found, "tolerance": 0.0, **comparison, "verdict": "identical"}
+    if prefix.key is None:
+        mine, theirs = (cross_platform.quantities(run.summary(), ignored) for run in (original, reproduction))
+    else:
+        mine, theirs = (cross_platform.quantities_at_row(original.summary(), rows[-1] if rows else {}, ignored)
+                        for rows in (original_rows, reproduction_rows))
+    judgement = cross_platform.judge(mine, theirs, cross_platform.study_spread(original, ignored), original_rows)
+    return {**found, "tolerance": 0.0, **comparison, "verdict": judgement["verdict"], "judgement": judgement}
 
 
 # -- checkout and build ----------------------------------------------------------------------
@@ -292,10 +344,13 @@ def _metrics(artifacts_dir: str, run_id: str, status: str) -> list[dict]:
 
 def reproduce(original: catalog.Run, *, prefix: RowBudget = RowBudget(),
               repo_root: Optional[str] = None) -> int:
-    """Rebuilds and re-runs `original`; prints the verdict; 0 when it reproduced, 1 when it diverged."""
+    """Rebuilds and re-runs `original`; prints the verdict; 0 when it reproduced (identical, within tolerance or
+    consistent across platforms), 1 when it diverged."""
     manifest = original.manifest
     commit, patch = _validate(original)
-    check_machine(manifest, hardware.detect_machine())
+    machine = hardware.detect_machine()
+    check_machine(manifest, machine)
+    print(format_platform_comparison(manifest.platform, platform_here(manifest, machine)), flush=True)
     layout = _layout(original)
     original_rows = prefix.take(_metrics(manifest.paths["artifacts"], original.run_id, original.status))
     repo_root = repo_root or provenance.git_state(settings.workspace_directory() or os.getcwd())["root"]
@@ -330,36 +385,33 @@ def reproduce(original: catalog.Run, *, prefix: RowBudget = RowBudget(),
     finally:
         release(repo_root, worktree)
     reproduction = layout.with_run_id(reproduction_id)
-    determinism = runner_determinism(manifest.runner)
-    tolerance = 0.0 if determinism["expected"] else STATISTICAL_RELATIVE_TOLERANCE
-    comparison = compare_rows(original_rows,
-                              prefix.take(_metrics(str(reproduction.artifacts_dir), reproduction_id, COMPLETED)),
-                              tolerance)
+    new_dir = str(reproduction.results_dir)
+    new_manifest = read_manifest(new_dir)
+    outcome = compare_outcome(original, original_rows, catalog.Run(new_dir, new_manifest),
+                              prefix.take(_metrics(str(reproduction.artifacts_dir), reproduction_id, COMPLETED)), prefix)
     verdict = {
         "parent_run": original.run_id,
-        "expected": "identical" if determinism["expected"] else "statistical",
-        "determinism": determinism,
-        "tolerance": tolerance,
         "prefix": dataclasses.asdict(prefix),
         "patch_verified": patch_verified,
         "build_hash_match": rebuilt["build_hash"] == manifest.build["build_hash"],
         "build_differences": differences,
-        **comparison,
-        "verdict": "diverged" if comparison["first_divergence"] else (
-            "identical" if tolerance == 0.0 else "within tolerance"),
+        **outcome,
     }
-    new_dir = str(reproduction.results_dir)
-    new_manifest = read_manifest(new_dir)
     records.write_json_atomically(os.path.join(new_dir, records.MANIFEST_FILE),
                                   dataclasses.replace(new_manifest, reproduction=verdict).to_dict())
     print("\n".join(format_verdict(verdict, reproduction_id)))
-    return 0 if comparison["first_divergence"] is None else 1
+    return 1 if verdict["verdict"] == cross_platform.DIVERGED else 0
 
 
 def format_verdict(verdict: dict, new_run_id: str) -> list[str]:
-    expected = ("identical expected (" + verdict["determinism"]["why"] + ")" if verdict["expected"] == "identical"
-                else f"statistical comparison only, relative tolerance {verdict['tolerance']}"
-                     f" ({verdict['determinism']['why']})")
+    if verdict.get("platform_differences"):
+        expected = ("the numeric platform differs (" + ", ".join(verdict["platform_differences"]) + "): rows compared"
+                    " exactly, the outcome judged statistically")
+    elif verdict["expected"] == "identical":
+        expected = "identical expected (" + verdict["determinism"]["why"] + ")"
+    else:
+        expected = (f"statistical comparison only, relative tolerance {verdict['tolerance']}"
+                    f" ({verdict['determinism']['why']})")
     lines = [f"reproduction {new_run_id} of {verdict['parent_run']}: {expected}",
              f"  build hash: {'same' if verdict['build_hash_match'] else 'DIFFERENT'}"]
     lines += [f"    {difference}" for difference in verdict["build_differences"]]
@@ -370,5 +422,7 @@ def format_verdict(verdict: dict, new_run_id: str) -> list[str]:
     if divergence:
         lines.append(f"  first divergence: row {divergence['row']} (iteration {divergence['iteration']}),"
                      f" {divergence['key']}: {json.dumps(divergence['original'])} -> {json.dumps(divergence['reproduction'])}")
+    if verdict.get("judgement"):
+        lines += cross_platform.format_judgement(verdict["judgement"])
     lines.append(f"verdict: {verdict['verdict']}")
     return lines

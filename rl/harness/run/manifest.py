@@ -10,11 +10,12 @@
     document.to_dict()                                  # what run_manifest.json holds
 
     document = manifest.begin(module=..., module_name=..., options=..., layout=..., profile=..., machine=...,
-                              resume=None)               # a new run's provenance, before the recipe runs
+                              platform=numeric_platform.gather(), resume=None)               # a new run's provenance, before the recipe runs
     patches = manifest.capture_patches(document.code, cap_bytes)   # {"uncommitted.patch": b"..."}
 
-Schema 2 added `outputs` and typed the runner section, schema 3 `rolling_checkpoints`; older
-manifests read as schema 3 with none of them. Provenance blocks (code, build, versions, hardware, cluster)
+Schema 2 added `outputs` and typed the runner section; schema 3 added `platform` (run/platform.py:
+the numeric platform, typed) and `rolling_checkpoints`. Manifests of schemas 1 and 2 read as
+schema 3 with no outputs (schema 1), `platform` None (unknown) and no rolling checkpoint. Provenance blocks (code, build, versions, hardware, cluster)
 stay mappings: they are recorded as found and compared whole by `diff`.
 """
 
@@ -32,6 +33,7 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.run import buildinfo, provenance, records
+from rl.harness.run.platform import NumericPlatform
 from rl.harness.run.context import ResumeSource
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.status import Heartbeat, WriterProcess
@@ -254,6 +256,7 @@ class RunManifest:
     build: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     versions: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     hardware: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    platform: Optional[NumericPlatform] = None  # None: recorded before schema 3, unknown
     command_line: tuple = ()
     process_command_line: tuple = ()
     parent_run: Optional[Mapping[str, Any]] = None
@@ -319,6 +322,7 @@ class RunManifest:
                 build=record.get("build") or {},
                 versions=record.get("versions") or {},
                 hardware=record.get("hardware") or {},
+                platform=NumericPlatform.from_dict(record.get("platform")),
                 command_line=_tuple(record.get("command_line")),
                 process_command_line=_tuple(record.get("process_command_line")),
                 parent_run=record.get("parent_run"),
@@ -354,6 +358,7 @@ class RunManifest:
             command_line=list(self.command_line),
             process_command_line=list(self.process_command_line),
             runner=runner_to_dict(self.runner),
+            platform=None if self.platform is None else self.platform.to_dict(),
             heartbeat=None if self.heartbeat is None else dataclasses.asdict(self.heartbeat),
             process=None if self.process is None else dataclasses.asdict(self.process),
             checkpoints=[entry.to_dict() for entry in self.checkpoints],
@@ -388,7 +393,8 @@ def code_state(source: str, build: Mapping[str, Any]) -> dict:
 
 
 def begin(*, module, module_name: str, options: argparse.Namespace, layout: RunLayout,
-          profile: "HardwareProfile", machine: "MachineFacts", resume: Optional[ResumeSource]) -> RunManifest:
+          profile: "HardwareProfile", machine: "MachineFacts", platform: Optional[NumericPlatform],
+          resume: Optional[ResumeSource]) -> RunManifest:
     """The manifest of a run about to start: its provenance, before the recipe runs (status `running` once started)."""
     source = os.path.realpath(module.__file__)
     build = buildinfo.current().as_dict()
@@ -411,6 +417,7 @@ def begin(*, module, module_name: str, options: argparse.Namespace, layout: RunL
         options=recorded_options(options),
         paths={"results": str(layout.results_dir), "artifacts": str(layout.artifacts_dir)},
         hardware={"profile": profile.as_dict(), "machine": machine.as_dict()},
+        platform=platform,
         parent_run=resume.as_dict() if resume else None,
     )
 

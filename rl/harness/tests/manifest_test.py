@@ -1,20 +1,21 @@
-"""The typed run manifest: manifests written before it (schema 1, committed fixtures) still read, and round-trip."""
+"""The typed run manifest: manifests written before it (schemas 1 and 2, committed fixtures) still read, and round-trip."""
 
 import json
 import pathlib
 
 import pytest
 
-from rl.harness.run import records
+from rl.harness.run import platform, records
 from rl.harness.run.manifest import (MANIFEST_SCHEMA_VERSION, AgentRecord, AgentsInTurnRunner, CheckpointEntry,
                                      DirectRunner, OwnLoopRunner, RunManifest, TuneRunner, read_manifest,
                                      runner_determinism, runner_from_dict, runner_to_dict)
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "manifests_v1"  # copies of committed results' manifests
+FIXTURES_V2 = pathlib.Path(__file__).parent / "fixtures" / "manifests_v2"
 
 
-def _fixture(name: str) -> dict:
-    return json.loads((FIXTURES / f"{name}.json").read_text())
+def _fixture(name: str, folder: pathlib.Path = FIXTURES) -> dict:
+    return json.loads((folder / f"{name}.json").read_text())
 
 
 @pytest.mark.parametrize("name", ["direct", "direct_before_determinism", "scheduled", "sequential_runs",
@@ -26,24 +27,12 @@ def test_a_schema_1_manifest_reads_and_keeps_every_field(name, tmp_path):
     manifest = read_manifest(tmp_path)
     written = manifest.to_dict()
     assert written["schema_version"] == MANIFEST_SCHEMA_VERSION == 3 and written["outputs"] == []
+    assert manifest.platform is None and written["platform"] is None  # unknown: recorded before schema 3
     for key, value in original.items():
         if key != "schema_version":
             assert written[key] == value, key
     assert manifest.status == "completed" and manifest.smoke is False
     assert [entry.path for entry in manifest.checkpoints] == [entry["path"] for entry in original["checkpoints"]]
-
-
-def test_a_schema_2_manifest_reads_with_no_rolling_checkpoint_and_resumes_from_its_last():
-    original = json.loads((FIXTURES.parent / "manifests_v2" / "direct.json").read_text())
-    assert original["schema_version"] == 2 and "rolling_checkpoints" not in original
-    manifest = RunManifest.from_dict(original)
-    written = manifest.to_dict()
-    assert written["rolling_checkpoints"] == [] and manifest.rolling_checkpoints == ()
-    for key, value in original.items():
-        if key != "schema_version":
-            assert written[key] == value, key
-    newest = max(original["checkpoints"], key=lambda entry: entry["iteration"])
-    assert manifest.resumable_checkpoint().path == newest["path"]
 
 
 def test_the_resumable_checkpoint_is_the_newest_of_science_and_rolling_ones():
@@ -57,6 +46,38 @@ def test_the_resumable_checkpoint_is_the_newest_of_science_and_rolling_ones():
     record["checkpoints"].append(entry("checkpoints/iter_000512", 512))
     assert RunManifest.from_dict(record).resumable_checkpoint().path == "checkpoints/iter_000512"
     assert RunManifest.from_dict({"schema_version": 3}).resumable_checkpoint() is None
+
+
+def test_a_schema_2_manifest_reads_with_its_platform_unknown_no_rolling_checkpoint_and_every_field(tmp_path):
+    original = _fixture("direct", FIXTURES_V2)  # belief-extra-reward_only-s5, written before the platform was recorded
+    assert original["schema_version"] == 2 and "platform" not in original
+    (tmp_path / records.MANIFEST_FILE).write_text(json.dumps(original))
+    manifest = read_manifest(tmp_path)
+    assert manifest.platform is None and platform.describe(manifest.platform)[0].startswith("unknown")
+    written = manifest.to_dict()
+    assert written["schema_version"] == 3 and manifest.rolling_checkpoints == () and written["rolling_checkpoints"] == []
+    assert {key: value for key, value in written.items()
+            if key not in ("schema_version", "platform", "rolling_checkpoints")} == {
+        key: value for key, value in original.items() if key != "schema_version"}
+    newest = max(original["checkpoints"], key=lambda entry: entry["iteration"])
+    assert manifest.resumable_checkpoint().path == newest["path"]  # resumes from its last science checkpoint
+
+
+PLATFORM = platform.NumericPlatform(
+    cpu=platform.CpuPlatform(vendor="GenuineIntel", model_name="Xeon", family="6", model="143", isa_level="x86-64-v4",
+                             extensions=("avx2", "avx512f", "amx_tile")),
+    torch_cpu_capability="AVX512", kernel_dispatch={"MKL_CBWR": "AVX2"}, numpy_simd=("X86_V3", "X86_V4"),
+    numpy_simd_baseline=("X86_V2",), threads={"torch": 1, "OMP_NUM_THREADS": "1"},
+    libraries={"mkl": "2024.2", "onednn": "3.12.0", "openblas_core": "SkylakeX"},
+    gpu=platform.GpuPlatform(model="H100", compute_capability="9.0", cuda="12.8", cudnn="91002", driver="580.65.06",
+                             determinism={"deterministic_algorithms": False}))
+
+
+def test_the_platform_round_trips_typed():
+    document = {**_fixture("direct", FIXTURES_V2), "schema_version": 3, "platform": PLATFORM.to_dict()}
+    manifest = RunManifest.from_dict(json.loads(json.dumps(document)))
+    assert manifest.platform == PLATFORM and manifest.to_dict()["platform"] == PLATFORM.to_dict()
+    assert manifest.platform.gpu.compute_capability == "9.0" and manifest.platform.cpu.extensions[-1] == "amx_tile"
 
 
 def test_the_runner_sections_of_schema_1_are_typed():

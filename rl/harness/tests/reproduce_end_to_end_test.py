@@ -6,9 +6,13 @@ the recipe through the harness CLI in a subprocess. Everything else is the real 
 scratch worktree at the recorded commit, saved patch, build comparison, run, row comparison.
 
 The tiny recipe wraps tests/fake_recipe.py (no RLlib; seeded noise) and declares itself
-deterministic, so a faithful reproduction is "identical".
+deterministic, so a faithful reproduction is "identical". A second one wraps
+tests/kernel_dispatch_recipe.py, whose sums follow torch's CPU capability: one machine stands in
+for two numeric platforms by pinning `ATEN_CPU_CAPABILITY=default` for one run and not the other.
 """
 
+import json
+import math
 import os
 import subprocess
 import sys
@@ -33,6 +37,8 @@ def run(context):
     fake_recipe.STEPS_PER_ITERATION = STEPS_PER_ITERATION
     return fake_recipe.run(context)
 '''
+KERNELS_TARGET = "//tiny:kernels"
+KERNELS_RECIPE = "from rl.harness.tests.kernel_dispatch_recipe import HYPERPARAMETERS, run  # noqa: F401\n"
 
 
 def _git(folder, *args):
@@ -47,6 +53,7 @@ def repo(tmp_path, monkeypatch):
     (folder / "tiny").mkdir(parents=True)
     (folder / "tiny" / "__init__.py").write_text("")
     (folder / "tiny" / "recipe.py").write_text(RECIPE)
+    (folder / "tiny" / "kernels.py").write_text(KERNELS_RECIPE)
     (folder / "requirements_lock.txt").write_text("numpy==2.0.0\n")
     (folder / ".gitignore").write_text("bazel-*\n__pycache__/\n")  # as a real checkout ignores them
     _git(folder, "init", "-q")
@@ -56,6 +63,7 @@ def repo(tmp_path, monkeypatch):
     monkeypatch.setenv("RL_HARNESS_BAZEL", f"{sys.executable} {os.path.abspath(fake_bazel.__file__)}")
     monkeypatch.setenv("RL_HARNESS_REPRODUCE_DIR", str(tmp_path / "scratch"))
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)  # this machine's own level, unless a test pins one
     return folder
 
 
@@ -63,12 +71,12 @@ def _results(repo):
     return repo / "tiny" / "results"
 
 
-def _run(repo, run_id):
-    """The original run, as `bazel run //tiny:recipe -- ...` would start it."""
-    done = subprocess.run([*os.environ["RL_HARNESS_BAZEL"].split(), "run", TARGET, "--", "--seed", "7",
+def _run(repo, run_id, target=TARGET, *flags, environment=None):
+    """The original run, as `bazel run //tiny:recipe -- ...` would start it (in `environment`: default this one's)."""
+    done = subprocess.run([*os.environ["RL_HARNESS_BAZEL"].split(), "run", target, "--", "--seed", "7",
                            "--run-id", run_id, "--results-dir", str(_results(repo)),
-                           "--artifacts-dir", str(repo / "tiny" / "artifacts")],
-                          cwd=repo, capture_output=True, text=True, timeout=120)
+                           "--artifacts-dir", str(repo / "tiny" / "artifacts"), *flags],
+                          cwd=repo, capture_output=True, text=True, timeout=120, env=environment)
     assert done.returncode == 0, done.stderr[-3000:]
     return _record(_results(repo) / run_id)
 
@@ -77,8 +85,10 @@ def _reproduce(repo, capsys, run_id, *flags):
     """(exit status, printed verdict, the reproduction's manifest)."""
     status = cli.main(["rl-harness", "reproduce", run_id, "--results-dir", str(_results(repo)), *flags])
     printed = capsys.readouterr().out
-    assert printed.startswith("reproduction "), printed
-    new_run_id = printed.split()[1]  # "reproduction <new id> of <run id>: ..."
+    assert printed.startswith("platform"), printed  # the platform comparison comes first
+    verdict = next((line for line in printed.splitlines() if line.startswith("reproduction ")), None)
+    assert verdict is not None, printed
+    new_run_id = verdict.split()[1]  # "reproduction <new id> of <run id>: ..."
     return status, printed, _record(_results(repo) / new_run_id)
 
 
@@ -149,3 +159,77 @@ def test_a_dirty_run_reproduces_from_its_patch(repo, capsys):
     assert reproduction["reproduction"]["patch_verified"] is True
     assert reproduction["build"]["build_hash"] == original["build"]["build_hash"]
     assert [row["num_env_steps_sampled_lifetime"] for row in _rows(reproduction)] == [50, 100, 150, 200]
+
+
+# -- one machine as two numeric platforms: ATEN_CPU_CAPABILITY=default against this machine's level ------
+
+
+def _at_default_level():
+    return {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+
+
+def _platform_line(printed):
+    return printed.splitlines()[0]
+
+
+def test_a_run_at_another_capability_level_reproduces_consistently_naming_the_platform_and_first_divergence(
+        repo, capsys):
+    original = _run(repo, "20261202T000000Z-level1", KERNELS_TARGET, environment=_at_default_level())
+    assert original["platform"]["torch_cpu_capability"] == "DEFAULT"
+
+    status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
+    line = _platform_line(printed)
+    assert line.startswith("platform differs from the original's: ") and line.count("\n") == 0, printed
+    assert "kernel_dispatch.ATEN_CPU_CAPABILITY: 'default' -> None" in line and "torch_cpu_capability: 'DEFAULT' -> '" in line
+    assert "first divergence: row 1 (iteration 1), kernels/value: " in printed, printed
+    assert "score score: " in printed and "within (the run's interval" in printed, printed
+    assert "verdict: consistent (platform differs)" in printed and status == 0, printed
+    print(printed, file=sys.stderr)  # the report, for the test log
+    verdict = reproduction["reproduction"]
+    assert verdict["verdict"] == "consistent (platform differs)" and verdict["expected"] == "statistical"
+    assert "torch_cpu_capability" in verdict["platform_differences"]
+    assert verdict["first_divergence"]["key"] == "kernels/value"
+    assert {entry["quantity"]: entry["within"] for entry in verdict["judgement"]["quantities"]} == {
+        "metric kernels/value": True, "metric num_env_steps_sampled_lifetime": True, "score score": True}
+
+
+def test_a_score_that_moves_beyond_its_interval_on_another_level_diverged(repo, capsys):
+    original = _run(repo, "20261202T000000Z-chaos1", KERNELS_TARGET, "--set", "kernels/chaotic_score=true",
+                    environment=_at_default_level())
+    status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
+    assert _platform_line(printed).startswith("platform differs from the original's: "), printed
+    assert "score score: " in printed and "OUTSIDE (the run's interval" in printed, printed
+    assert "verdict: diverged" in printed and status == 1, printed
+    assert reproduction["options"]["set"] == {"kernels/chaotic_score": True}  # the recorded override, reapplied
+
+
+def test_on_the_same_platform_rows_must_still_be_identical(repo, capsys, monkeypatch):
+    """At one pinned level, the run repeats itself; one bit changed in a recorded row is a divergence,
+    however consistent the outcome would be judged across platforms."""
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    original = _run(repo, "20261202T000000Z-same01", KERNELS_TARGET)
+    status, printed, _ = _reproduce(repo, capsys, original["run_id"])
+    assert _platform_line(printed) == "platform: the same numeric platform as the original's", printed
+    assert "identical expected" in printed and "verdict: identical" in printed and status == 0, printed
+
+    metrics = os.path.join(original["paths"]["artifacts"], records.METRICS_FILE)
+    rows = records.read_json_lines(metrics)
+    rows[2]["kernels/value"] = math.nextafter(rows[2]["kernels/value"], math.inf)  # the last bit of one value
+    with open(metrics, "w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+    status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
+    assert "first divergence: row 3 (iteration 3), kernels/value" in printed and "statistical verdict" not in printed
+    assert "verdict: diverged" in printed and status == 1, printed
+
+
+def test_the_portable_profile_is_recorded_applied_by_reproduce_and_repeats_itself(repo, capsys):
+    original = _run(repo, "20261202T000000Z-port01", KERNELS_TARGET, "--hardware-profile", "cpu-portable")
+    assert original["hardware"]["profile"]["name"] == "cpu-portable"
+    recorded = original["platform"]
+    assert recorded["torch_cpu_capability"] == "DEFAULT" and recorded["numpy_simd"] == []
+    assert recorded["kernel_dispatch"]["MKL_CBWR"] == "COMPATIBLE"
+    status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
+    assert _platform_line(printed) == "platform: the same numeric platform as the original's", printed
+    assert "verdict: identical" in printed and status == 0, printed
+    assert reproduction["hardware"]["profile"]["name"] == "cpu-portable"
+    assert reproduction["platform"] == recorded

@@ -8,6 +8,9 @@
 Profiles (docs/harness.md explains the choices):
 
     cpu   learner on CPU; one env runner per CPU left after the driver/learner's one
+    cpu-portable  as cpu, with the kernel dispatch of torch, MKL, oneDNN, OpenBLAS and numpy pinned
+          to the x86-64-v2 baseline (PORTABLE_KERNEL_DISPATCH), so machines that differ in their
+          vector instructions run the same kernels (docs/performance.md: what it costs)
     cuda  the same runners; the learner on one GPU
     mps   RLlib 2.56 cannot place a learner on MPS: as cpu, with torch_device "mps" for
           a recipe's own torch work
@@ -23,15 +26,25 @@ import dataclasses
 import importlib.util
 import math
 import os
-import platform
+import platform as python_platform
 import re
 import sys
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from rl.harness import settings
 from rl.harness.errors import UsageError
+from rl.harness.run import platform
 
-PROFILES = ("auto", "cpu", "cuda", "mps")
+PROFILES = ("auto", "cpu", "cpu-portable", "cuda", "mps")
+PORTABLE_PROFILE = "cpu-portable"
+# What the portable profile pins (the x86-64-v2 baseline every x86-64 machine of the last 15 years offers):
+# ATen's scalar kernels, MKL's SSE2 code path that its vendor keeps the same on Intel and AMD
+# ("conditional numerical reproducibility"), oneDNN up to SSE4.1, OpenBLAS's Nehalem kernels; numpy's
+# dispatched targets are switched off by `portable_kernel_dispatch`.
+PORTABLE_KERNEL_DISPATCH = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41",
+                            "OPENBLAS_CORETYPE": "Nehalem"}
+PORTABLE_TORCH_CAPABILITY = "DEFAULT"
+X86_64_MACHINES = ("x86_64", "AMD64")  # platform.machine() of the machines the portable profile's pins apply to  # what torch reports once ATEN_CPU_CAPABILITY=default took effect
 TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores (docs/harness.md)
 # PPO samples and learns in turn, so a remote runner gains nothing without a spare CPU to
 # sample on while the learner runs; on 2 cores the local runner was 1.08-1.14x faster (docs/performance.md).
@@ -84,6 +97,8 @@ class HardwareProfile:
     max_env_runners: int  # remote runners at most: one CPU each, the driver keeps one
     torch_threads: int
     num_cpus: int  # what a local Ray cluster is started with
+    # Environment variables pinning the numeric kernels of every process of the run (cpu-portable), else empty.
+    kernel_dispatch: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def plan_sampling(self, parallel_envs: int) -> SamplingPlan:
         """Places `parallel_envs` envs: all in the local runner on small machines, else split over runners."""
@@ -209,7 +224,7 @@ def detect_machine() -> MachineFacts:
         cpu_count, cpu_limit = share, f"${settings.CPU_SHARE_ENV}={share} (of {cpu_limit} {cpu_count})"
     cuda_available, gpu_count, gpu_model, cuda_version, mps_available = False, 0, None, None, False
     determinism_settings = None
-    apple_silicon = sys.platform == "darwin" and platform.machine() == "arm64"
+    apple_silicon = sys.platform == "darwin" and python_platform.machine() == "arm64"
     if (_nvidia_device_visible() or apple_silicon) and importlib.util.find_spec("torch"):
         import torch
 
@@ -229,7 +244,7 @@ def detect_machine() -> MachineFacts:
         gpu_model=gpu_model,
         cuda_version=cuda_version,
         mps_available=mps_available,
-        platform=platform.platform(),
+        platform=python_platform.platform(),
         nvidia_driver_version=nvidia_driver_version(),
         torch_determinism=determinism_settings,
     )
@@ -239,7 +254,7 @@ def choose_profile(requested: str, facts: MachineFacts) -> HardwareProfile:
     """The profile for `requested` (one of PROFILES) on a machine described by `facts`."""
     if requested not in PROFILES:
         raise HardwareError(f"unknown hardware profile {requested!r}; use one of {', '.join(PROFILES)}")
-    name = requested
+    name = "cpu" if requested == PORTABLE_PROFILE else requested
     if requested == "auto":
         name = "cuda" if facts.cuda_available else "mps" if facts.mps_available else "cpu"
     if name == "cuda" and not facts.cuda_available:
@@ -247,10 +262,13 @@ def choose_profile(requested: str, facts: MachineFacts) -> HardwareProfile:
             "--hardware-profile cuda, but torch sees no CUDA device "
             f"(NVIDIA driver: {facts.nvidia_driver_version or 'none found'}); use --hardware-profile auto or "
             "cpu, or on a GPU machine build with `--config=cuda` (CUDA torch; docs/building.md)")
+    if requested == PORTABLE_PROFILE and python_platform.machine() not in X86_64_MACHINES:
+        raise HardwareError(f"--hardware-profile {PORTABLE_PROFILE} pins x86-64 kernels, and this machine is"
+                            f" {python_platform.machine()}; use --hardware-profile cpu")
     if name == "mps" and not facts.mps_available:
         raise HardwareError("--hardware-profile mps, but MPS is not available here; use --hardware-profile auto or cpu")
     return HardwareProfile(
-        name=name,
+        name=PORTABLE_PROFILE if requested == PORTABLE_PROFILE else name,
         requested=requested,
         learner_device="cuda" if name == "cuda" else "cpu",
         torch_device=name,
@@ -259,7 +277,22 @@ def choose_profile(requested: str, facts: MachineFacts) -> HardwareProfile:
         max_env_runners=facts.cpu_count - 1,
         torch_threads=TORCH_THREADS,
         num_cpus=facts.cpu_count,
+        kernel_dispatch=portable_kernel_dispatch() if requested == PORTABLE_PROFILE else {},
     )
+
+
+def numpy_simd_module():
+    """numpy's compiled module that holds its SIMD baseline, dispatch targets and the CPU features it found."""
+    try:
+        from numpy._core import _multiarray_umath
+    except ImportError:  # numpy 1.x
+        from numpy.core import _multiarray_umath
+    return _multiarray_umath
+
+
+def portable_kernel_dispatch() -> dict[str, str]:
+    """PORTABLE_KERNEL_DISPATCH plus numpy's switch for every SIMD target its build dispatches to."""
+    return {**PORTABLE_KERNEL_DISPATCH, "NPY_DISABLE_CPU_FEATURES": " ".join(numpy_simd_module().__cpu_dispatch__)}
 
 
 def determinism(profile: HardwareProfile, plan: SamplingPlan, runner: str) -> dict:
@@ -279,13 +312,19 @@ def determinism(profile: HardwareProfile, plan: SamplingPlan, runner: str) -> di
         reasons.append(f"{profile.torch_threads} torch threads: bit-identity is only established for one (docs/harness.md)")
     if reasons:
         return {"expected": False, "why": "; ".join(reasons)}
-    return {"expected": True, "why": "local env runner, CPU learner, one torch thread: one process in a fixed order"}
+    return {"expected": True, "why": "local env runner, CPU learner, one torch thread: one process in a fixed order",
+            "scope": platform.IDENTITY_SCOPE}
+
+
+def process_environment(profile: HardwareProfile) -> dict[str, str]:
+    """The variables every process of a run gets: torch threads, and the pinned kernel dispatch (cpu-portable)."""
+    threads = str(profile.torch_threads)
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **profile.kernel_dispatch}
 
 
 def apply_process_settings(profile: HardwareProfile) -> None:
-    """Torch threads for this process (if torch is loaded) and for processes it starts."""
-    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[variable] = str(profile.torch_threads)
+    """Torch threads and kernel dispatch for this process (threads: if torch is loaded) and for processes it starts."""
+    os.environ.update(process_environment(profile))
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(profile.torch_threads)

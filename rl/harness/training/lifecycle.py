@@ -115,17 +115,19 @@ def _ray_keeps_off_sigterm() -> Iterator[None]:
 _REAPER: Optional[Reaper] = None
 
 
-def init_ray(address: Optional[str], num_cpus: int) -> None:
+def init_ray(address: Optional[str], num_cpus: int, kernel_dispatch: Optional[dict] = None) -> None:
     """Attaches to `address`, or starts a local Ray with `num_cpus` whose processes end with this one
     (`Reaper`, also on SIGKILL); SIGTERM stays the harness's. End it with `shutdown_ray`.
 
     "local", not None: without an address ray.init joins whatever cluster $RAY_ADDRESS or
     /tmp/ray/ray_current_cluster names (another test's, another user's `ray start`).
+    A local Ray's workers inherit this process's environment (the profile's kernel dispatch with it);
+    on an attached cluster's workers, `kernel_dispatch` is set through the job's runtime_env.
     """
     global _REAPER
     with _ray_keeps_off_sigterm():
         if address:
-            ray.init(address=address)
+            ray.init(address=address, runtime_env={"env_vars": dict(kernel_dispatch)} if kernel_dispatch else None)
         else:
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
             _REAPER = Reaper.start()
@@ -151,7 +153,7 @@ def ray_cluster(context: RunContext) -> Iterator[HardwareProfile]:
     started = not ray.is_initialized()
     try:
         if started:
-            init_ray(context.ray_address, context.hardware.num_cpus)
+            init_ray(context.ray_address, context.hardware.num_cpus, context.hardware.kernel_dispatch)
         context.recorder.reclaim()  # importing Ray and ray.init raise the root log level
         facts = cluster.describe(context.ray_address, per_node_versions=bool(context.ray_address))
         context.recorder.record_cluster(facts)
