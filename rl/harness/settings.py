@@ -6,6 +6,7 @@
     settings.patch_cap_bytes()              # $RL_HARNESS_PATCH_CAP_BYTES, default 2 MiB
     settings.workspace_directory()          # $BUILD_WORKSPACE_DIRECTORY under `bazel run`, else None
     settings.b2_variables()                 # the B2 variables that are set: {name: value}
+    settings.secret_variables()             # {name: value} of every credential-shaped variable (redacted in records)
 
 Each reader takes an optional mapping (tests pass a dict) and defaults to the process environment.
 The variables that configure a child process (torch threads, Tune's SIGINT switch) are written by
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import Mapping, Optional
 
 # -- the run's records ------------------------------------------------------------------------
@@ -53,6 +55,12 @@ B2_BUCKET_ENV = "RL_HARNESS_B2_BUCKET"
 B2_PREFIX_ENV = "RL_HARNESS_B2_PREFIX"
 B2_CREDENTIALS_FILE_ENV = "RL_HARNESS_B2_CREDENTIALS_FILE"
 B2_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV, B2_BUCKET_ENV, B2_PREFIX_ENV, B2_CREDENTIALS_FILE_ENV)
+
+# -- secrets -----------------------------------------------------------------------------------
+# Variables whose values never reach a record or a log line (run/redaction.py masks them): the B2
+# key, and anything named like an API key, a token or a secret.
+SECRET_VARIABLE = re.compile(r"(?i).*(_API_KEY|_TOKEN|SECRET.*)")
+SECRET_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV)
 
 
 def _environ(environ: Optional[Mapping[str, str]]) -> Mapping[str, str]:
@@ -133,3 +141,9 @@ def b2_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     if environ.get("HOME"):
         present["HOME"] = environ["HOME"]
     return present
+
+
+def secret_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """{name: value} of the set variables that hold secrets: the B2 key, `*_API_KEY`, `*_TOKEN`, `*SECRET*`."""
+    return {name: value for name, value in _environ(environ).items()
+            if value and (name in SECRET_VARIABLES or SECRET_VARIABLE.fullmatch(name))}

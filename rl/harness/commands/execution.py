@@ -20,7 +20,7 @@ from absl import logging
 from rl.harness import settings
 from rl.harness.commands import recipes, resume
 from rl.harness.remote import b2_mirror
-from rl.harness.run import manifest, records, seeding, session
+from rl.harness.run import manifest, records, redaction, seeding, session
 from rl.harness.run.manifest import read_manifest
 from rl.harness.run.hyperparameters import Hyperparameters
 from rl.harness.run.rows import RowBudget
@@ -117,8 +117,21 @@ def report_crashed_runs(results_root: pathlib.Path) -> None:
                             " --resume-from %s", document.run_id, reason, document.run_id)
 
 
+def guard_secrets() -> None:
+    """Registers the environment's secrets (`redaction`) and redacts every line the log prints.
+
+    The filter sits on the handlers (absl's, the root logger's), so it covers every logger's records.
+    """
+    for name in redaction.register_environment_secrets():
+        logging.warning("$%s is shorter than %d characters, too short to mask safely: it is not redacted from the"
+                        " run's records", name, redaction.MIN_SECRET_LENGTH)
+    redaction.redact_handler(logging.get_absl_handler())
+    redaction.install_log_filter("")
+
+
 def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Optional[int] = None) -> int:
     layout = plan.layout
+    guard_secrets()
     report_crashed_runs(layout.results_root)
     hardware.apply_process_settings(plan.profile)
     seeds = seeding.SeedStreams(plan.options.seed)
@@ -147,8 +160,9 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         status, error = INTERRUPTED, interrupt
     except BaseException as failure:  # noqa: B902 - SystemExit from a library is a failure too
         status, error = (INTERRUPTED if run.stop_signal else FAILED), failure
-        records.write_text_atomically(str(layout.artifacts_dir / TRACEBACK_FILE), traceback.format_exc())
-        logging.error("run %s %s: %s", layout.run_id, status, traceback.format_exc())
+        described = redaction.redact(traceback.format_exc())
+        records.write_text_atomically(str(layout.artifacts_dir / TRACEBACK_FILE), described)
+        logging.error("run %s %s: %s", layout.run_id, status, described)
     if status == INTERRUPTED:
         exit_code = _interrupted_exit_code(run)
     else:

@@ -27,7 +27,7 @@ from absl import logging
 
 from rl.harness.commands import catalog, recipes
 from rl.harness.errors import EXIT_FAILED, UsageError
-from rl.harness.run import buildinfo, hyperparameters, manifest
+from rl.harness.run import buildinfo, hyperparameters, manifest, redaction
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.status import new_run_id, run_id_problem
 from rl.harness.study import summary
@@ -116,6 +116,8 @@ class StudyCommand:
         return study_folder(self.results_root, self.record.study_id, self.record.smoke)
 
     def _resumable(self, study_id: str) -> StudyRecord:
+        if problem := run_id_problem(study_id):
+            raise UsageError(problem.replace("run id", "study id"))
         folders = [study_folder(self.results_root, study_id, smoke) for smoke in (False, True)]
         found = [folder for folder in folders if folder.is_dir()]
         if not found:
@@ -141,7 +143,7 @@ class StudyCommand:
             if result.status == RUNNING:
                 raise UsageError(f"{member.member.name}: run {result.run_ids[-1]} is still running (pid"
                                  f" {result.last.process.pid if result.last.process else '?'}); wait for it or stop it")
-        return record.replace(command_lines=(*record.command_lines, tuple(sys.argv)), status=RUNNING)
+        return record.replace(command_lines=(*record.command_lines, redaction.redact_all(sys.argv)), status=RUNNING)
 
     # -- running ------------------------------------------------------------------------------
 

@@ -12,7 +12,8 @@
 Names are `<namespace>/<field>`. A value parses as its default's type: an int default takes whole
 numbers only, a float default also takes them (5 -> 5.0), a bool takes true/false, a str anything.
 An unknown name, a malformed assignment or a value of the wrong type is a UsageError (exit 2)
-naming the valid keys and their types. The overrides are recorded in the manifest's options
+naming the valid keys and their types. A name whose field names a secret (`wandb/api_key`,
+`db/password`) is refused: hyperparameters are recorded, and secrets come from the environment. The overrides are recorded in the manifest's options
 (`set`), shown by `diff`, repeated by `reproduce`, and a study's `settings` axis passes them.
 """
 
@@ -23,6 +24,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from rl.harness.errors import UsageError
+from rl.harness.run import redaction
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*/[a-z][a-z0-9_]*")
 _TYPES = (bool, int, float, str)
@@ -35,6 +37,10 @@ class Hyperparameters:
         for name, default in defaults.items():
             if not _NAME.fullmatch(name):
                 raise ValueError(f"hyperparameter name {name!r} must be <namespace>/<field> in lower case, e.g. ppo/lr")
+            if redaction.credential_name(name):
+                raise ValueError(f"hyperparameter {name} names a credential, and hyperparameters are recorded in the"
+                                 " manifest, shown by diff and uploaded; read secrets from the environment instead"
+                                 " (docs/harness.md, Trust)")
             if type(default) not in _TYPES:
                 raise ValueError(f"hyperparameter {name} has a default of type {type(default).__name__};"
                                  " use bool, int, float or str")

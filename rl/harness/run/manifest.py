@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional, Union
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.run import buildinfo, provenance, records
+from rl.harness.run import buildinfo, provenance, records, redaction
 from rl.harness.run.context import ResumeSource
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.status import Heartbeat, WriterProcess
@@ -360,9 +360,24 @@ def read_manifest(run_dir) -> RunManifest:
 
 
 def recorded_options(options: argparse.Namespace) -> dict:
-    """The run's options as the manifest keeps them (paths as strings; the module and private keys left out)."""
-    return {key: (str(value) if isinstance(value, pathlib.Path) else value)
-            for key, value in sorted(vars(options).items()) if key != "module" and not key.startswith("_")}
+    """The run's options as the manifest keeps them (paths as strings; the module and private keys left out).
+
+    Text values, `--set` values included, are redacted (`redaction`): a secret passed on the command line
+    does not reach the record.
+    """
+    def recorded(value):
+        if isinstance(value, pathlib.Path):
+            return str(value)
+        if isinstance(value, str):
+            return redaction.redact(value)
+        if isinstance(value, Mapping):
+            return {key: recorded(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [recorded(item) for item in value]
+        return value
+
+    return {key: recorded(value) for key, value in sorted(vars(options).items())
+            if key != "module" and not key.startswith("_")}
 
 
 def code_state(source: str, build: Mapping[str, Any]) -> dict:
@@ -395,8 +410,8 @@ def begin(*, module, module_name: str, options: argparse.Namespace, layout: RunL
         code=code,
         build=build,
         versions=provenance.package_versions(),
-        command_line=tuple(options._argv),
-        process_command_line=tuple(getattr(sys, "orig_argv", sys.argv)),
+        command_line=redaction.redact_all(options._argv),
+        process_command_line=redaction.redact_all(getattr(sys, "orig_argv", sys.argv)),
         seed=options.seed,
         options=recorded_options(options),
         paths={"results": str(layout.results_dir), "artifacts": str(layout.artifacts_dir)},

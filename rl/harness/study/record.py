@@ -16,8 +16,9 @@ import dataclasses
 import pathlib
 from typing import Any, Mapping, Optional
 
-from rl.harness.run import records
-from rl.harness.run.status import COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, utc_now  # noqa: F401 - re-exported
+from rl.harness.run import records, redaction
+from rl.harness.run.status import (COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING,  # noqa: F401 - re-exported
+                                   run_id_problem, utc_now)
 from rl.harness.study.declaration import Member, Study
 
 STUDY_FILE = "study.json"
@@ -74,7 +75,7 @@ class StudyRecord:
     def new(cls, study_id: str, *, module: str, study: Study, smoke: bool, code: Mapping, build: Mapping,
             command_line, stop_at_env_steps: Optional[int] = None) -> "StudyRecord":
         return cls(study_id=study_id, module=module, smoke=smoke, grid=study.describe(), code=dict(code),
-                   build=dict(build), command_lines=(tuple(command_line),), stop_at_env_steps=stop_at_env_steps,
+                   build=dict(build), command_lines=(redaction.redact_all(command_line),), stop_at_env_steps=stop_at_env_steps,
                    members=tuple(MemberRecord(m.agent, m.seed, setting=m.setting) for m in study.members()))
 
     def member(self, member: Member) -> MemberRecord:
@@ -104,8 +105,23 @@ class StudyRecord:
             members = tuple(MemberRecord(**{**member, "runs": tuple(member["runs"]),
                                             "setting": tuple(tuple(pair) for pair in member.get("setting", ()))})
                             for member in document["members"])
-            return cls(**{**document, "members": members,
-                          "command_lines": tuple(tuple(line) for line in document["command_lines"])})
+            record = cls(**{**document, "members": members,
+                            "command_lines": tuple(tuple(line) for line in document["command_lines"])})
+            _check_names(record, folder)
+            return record
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise records.RecordError(f"study record {path} is damaged ({type(error).__name__}: {error}); restore it"
                                       " from version control or start a new study") from None
+
+
+def _check_names(record: StudyRecord, folder: pathlib.Path) -> None:
+    """ValueError unless the study id is its folder's name and every member run id is a plain name.
+
+    They become paths (where the study writes, which runs it reads), so an edited record must not lead outside.
+    """
+    if not isinstance(record.study_id, str) or record.study_id != folder.name:
+        raise ValueError(f"study_id {record.study_id!r} is not the name of its folder {folder.name!r}")
+    for member in record.members:
+        for run_id in member.runs:
+            if not isinstance(run_id, str) or (problem := run_id_problem(run_id)):
+                raise ValueError(problem or f"run id {run_id!r} is not a string")
