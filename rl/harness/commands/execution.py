@@ -134,6 +134,7 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     guard_secrets()
     report_crashed_runs(layout.results_root)
     hardware.apply_process_settings(plan.profile)
+    layout.mark_roots()  # before the code state is taken: the roots are outputs, whatever their names
     seeds = seeding.SeedStreams(plan.options.seed)
     document = manifest.begin(module=plan.module, module_name=plan.module_name, options=plan.options,
                               layout=layout, profile=plan.profile, machine=plan.machine, resume=plan.resume)

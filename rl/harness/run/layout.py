@@ -6,6 +6,7 @@
     layout.results_dir       # <results-root>/smoke/<run-id>   (small, committed)
     layout.artifacts_dir     # <artifacts-root>/smoke/<run-id> (large, git-ignored)
     layout.checkpoints_dir   # <artifacts-root>/smoke/<run-id>/checkpoints
+    layout.mark_roots()      # creates both roots, marked as outputs (provenance leaves them out)
     layout.remote_prefix("runs", "experiments.mess3.reward_only")   # "runs/experiments.mess3.reward_only/smoke/<id>"
 
     layout = RunLayout.of_run(run_dir, manifest)    # back from a recorded run; smoke from its manifest
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 # By convention a results root has its artifacts root beside it: <x>/results and <x>/artifacts.
 ARTIFACTS_BESIDE_RESULTS = "artifacts"
+OUTPUT_ROOT_NOTE = ("This folder is an rl-harness results or artifacts root. Runs' records are outputs, not code:\n"
+                    "provenance leaves this folder out of a run's dirty flag, code hash and patch (rl/harness/run/provenance.py).\n")
 
 
 def relative_run_path(run_id: str, smoke: bool) -> pathlib.PurePosixPath:
@@ -70,6 +73,14 @@ class RunLayout:
     @property
     def checkpoints_dir(self) -> pathlib.Path:
         return self.artifacts_dir / records.CHECKPOINTS_DIR
+
+    def mark_roots(self) -> None:
+        """Creates both roots, each holding `records.OUTPUT_ROOT_MARKER`: provenance leaves them out whatever their names."""
+        for root in (self.results_root, self.artifacts_root):
+            root.mkdir(parents=True, exist_ok=True)
+            marker = root / records.OUTPUT_ROOT_MARKER
+            if not marker.exists():
+                records.write_text_atomically(str(marker), OUTPUT_ROOT_NOTE)
 
     def with_run_id(self, run_id: str) -> "RunLayout":
         """A sibling run in the same roots (a resumed run or a reproduction)."""

@@ -423,23 +423,35 @@ def begin(*, module, module_name: str, options: argparse.Namespace, layout: RunL
 def capture_patches(code: dict, cap_bytes: int) -> dict[str, bytes]:
     """The patch of each dirty repository (one file when experiment and library share a checkout).
 
-    Records it in the repo's manifest entry (`patch`: file, bytes, omitted files) and warns when
-    untracked files were left out, since the run then cannot be rebuilt exactly.
+    Records it in the repo's manifest entry (`patch`: file, bytes, the untracked files it adds, those
+    left out over the cap) and logs the untracked files it takes. Warns when untracked files were left
+    out over the cap (the run then cannot be rebuilt exactly) and for each untracked file refused as
+    credential-shaped (provenance.refusal; in every repository, dirty or not).
     """
-    patches, by_root = {}, {}
+    patches, by_root, warned = {}, {}, set()
     for name, state in code.items():
+        for path, why in (state.get("refused_untracked") or {}).items():
+            if (state["root"], path) not in warned:
+                warned.add((state["root"], path))
+                logging.warning("left %s out of the run's records (patch and code hash): %s; keep secrets outside"
+                                " the checkout or git-ignore them (docs/harness.md, Trust)",
+                                os.path.join(state["root"], path), why)
         if not state.get("dirty"):
             continue
         if state["root"] not in by_root:
             file_name = records.PATCH_FILE if not by_root else f"uncommitted_{name}.patch"
             change = provenance.uncommitted_change(state["root"], cap_bytes)
+            if change.untracked:
+                logging.info("the run's patch %s adds %d untracked file(s) of %s: %s", file_name, len(change.untracked),
+                             state["root"], ", ".join(change.untracked))
             if change.omitted:
                 logging.warning("the run's patch leaves out %d untracked file(s) over $%s=%d bytes (%s):"
                                 " `rl-harness reproduce` cannot rebuild this checkout exactly; commit them,"
                                 " git-ignore them or raise the cap", len(change.omitted), settings.PATCH_CAP_ENV,
                                 cap_bytes, ", ".join(change.omitted[:5]))
             patches[file_name] = change.patch
-            by_root[state["root"]] = {"file": file_name, "bytes": len(change.patch), "omitted": change.omitted}
+            by_root[state["root"]] = {"file": file_name, "bytes": len(change.patch), "untracked": change.untracked,
+                                      "omitted": change.omitted}
         state["patch"] = by_root[state["root"]]
     return patches
 

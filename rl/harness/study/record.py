@@ -107,21 +107,18 @@ class StudyRecord:
                             for member in document["members"])
             record = cls(**{**document, "members": members,
                             "command_lines": tuple(tuple(line) for line in document["command_lines"])})
-            _check_names(record, folder)
+            _check_names(record)
             return record
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise records.RecordError(f"study record {path} is damaged ({type(error).__name__}: {error}); restore it"
                                       " from version control or start a new study") from None
 
 
-def _check_names(record: StudyRecord, folder: pathlib.Path) -> None:
-    """ValueError unless the study id is its folder's name and every member run id is a plain name.
+def _check_names(record: StudyRecord) -> None:
+    """ValueError unless the study id and every member's run id are plain names.
 
-    They become paths (where the study writes, which runs it reads), so an edited record must not lead outside.
+    They become paths (where the study writes, which runs it reads): an edited record must not lead outside.
     """
-    if not isinstance(record.study_id, str) or record.study_id != folder.name:
-        raise ValueError(f"study_id {record.study_id!r} is not the name of its folder {folder.name!r}")
-    for member in record.members:
-        for run_id in member.runs:
-            if not isinstance(run_id, str) or (problem := run_id_problem(run_id)):
-                raise ValueError(problem or f"run id {run_id!r} is not a string")
+    for name in (record.study_id, *(run_id for member in record.members for run_id in member.runs)):
+        if not isinstance(name, str) or (problem := run_id_problem(name)):
+            raise ValueError(problem or f"{name!r} is not a name")
