@@ -12,6 +12,7 @@
     layout = RunLayout.of_run(run_dir, manifest)    # back from a recorded run; smoke from its manifest
     layout.artifact_places(manifest)                # where its artifacts may be on this machine, best first
     run_folder_part("results/smoke/<id>/summary.json", "<id>")   # ("results", "summary.json")
+    recorded_folder(layout.artifacts_dir, entry.path, "checkpoint")  # RecordError if it leads outside
 
 This module is the only place that knows the folder rule; everything else asks it.
 """
@@ -128,6 +129,28 @@ class RunLayout:
             if (folder / records.MANIFEST_FILE).exists():
                 return folder
         return None
+
+
+def recorded_folder(folder: pathlib.Path, recorded: object, what: str) -> pathlib.Path:
+    """`folder / recorded` for a path a manifest records relative to `folder` (a checkpoint, Tune's storage).
+
+    RecordError unless it is a relative path that stays inside `folder`, symbolic links followed:
+    a checkpoint is code (pickles), so an edited record must not lead the loader elsewhere.
+    """
+    if not isinstance(recorded, str) or not recorded or pathlib.PurePath(recorded).is_absolute():
+        raise records.RecordError(f"the manifest records {what} {recorded!r}, not a path relative to the run's"
+                                  " artifacts folder; the record was edited: restore it from git or B2")
+    path = folder / recorded
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise records.RecordError(f"the manifest's {what} {recorded!r} leads outside the run's artifacts folder"
+                                  f" {folder}; the record was edited: restore it from git or B2")
+    return path
+
+
+def outside_trees(path: pathlib.Path, trees: Iterable[pathlib.Path]) -> bool:
+    """True when `path` (links followed) lies inside none of `trees`."""
+    resolved = pathlib.Path(path).resolve()
+    return not any(resolved.is_relative_to(pathlib.Path(tree).resolve()) for tree in trees)
 
 
 def iter_run_dirs(results_root: str) -> Iterable[str]:

@@ -77,8 +77,8 @@ def _reproduce(repo, capsys, run_id, *flags):
     """(exit status, printed verdict, the reproduction's manifest)."""
     status = cli.main(["rl-harness", "reproduce", run_id, "--results-dir", str(_results(repo)), *flags])
     printed = capsys.readouterr().out
-    assert printed.startswith("reproduction "), printed
-    new_run_id = printed.split()[1]  # "reproduction <new id> of <run id>: ..."
+    verdict = printed[printed.index("reproduction "):]
+    new_run_id = verdict.split()[1]  # "reproduction <new id> of <run id>: ..."
     return status, printed, _record(_results(repo) / new_run_id)
 
 
@@ -144,7 +144,8 @@ def test_a_dirty_run_reproduces_from_its_patch(repo, capsys):
     recipe.write_text(RECIPE)  # the checkout moves on; the reproduction must not see it
     (repo / "tiny" / "helper.py").unlink()
 
-    status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
+    status, printed, reproduction = _reproduce(repo, capsys, original["run_id"], "--trust-patch")
+    assert "touches 2 file(s): tiny/helper.py, tiny/recipe.py" in printed, printed
     assert status == 0 and "patch: recreates the recorded change" in printed and "verdict: identical" in printed, printed
     assert reproduction["reproduction"]["patch_verified"] is True
     assert reproduction["build"]["build_hash"] == original["build"]["build_hash"]
