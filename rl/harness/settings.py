@@ -39,6 +39,11 @@ RAY_CONNECT_TIMEOUT_ENV = "RL_HARNESS_RAY_CONNECT_TIMEOUT_S"
 # A bad address must fail well inside 30 s (issue 17): the probe's deadline, TCP check included.
 DEFAULT_RAY_CONNECT_TIMEOUT_S = 25.0
 
+# Token authentication of Ray clusters (Ray's own variables): the local clusters the harness starts
+# require a token (training/cluster.py), and so may a --ray-address cluster (docs/cluster.md).
+RAY_AUTH_MODE_ENV = "RAY_AUTH_MODE"
+RAY_AUTH_TOKEN_ENV = "RAY_AUTH_TOKEN"
+
 # CPUs one run may use, below what the machine grants it: a study's trial sets its share, so a
 # run does not size its Ray cluster and env runners by the whole machine that others share.
 CPU_SHARE_ENV = "RL_HARNESS_CPUS"
@@ -147,3 +152,9 @@ def secret_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, s
     """{name: value} of the set variables that hold secrets: the B2 key, `*_API_KEY`, `*_TOKEN`, `*SECRET*`."""
     return {name: value for name, value in _environ(environ).items()
             if value and (name in SECRET_VARIABLES or SECRET_VARIABLE.fullmatch(name))}
+
+
+def ray_auth(environ: Optional[Mapping[str, str]] = None) -> tuple[Optional[str], Optional[str]]:
+    """($RAY_AUTH_MODE, $RAY_AUTH_TOKEN), each None when unset or empty."""
+    environ = _environ(environ)
+    return environ.get(RAY_AUTH_MODE_ENV) or None, environ.get(RAY_AUTH_TOKEN_ENV) or None

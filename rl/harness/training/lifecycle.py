@@ -109,7 +109,7 @@ def _ray_keeps_off_sigterm() -> Iterator[None]:
 
 
 def init_ray(address: Optional[str], num_cpus: int) -> None:
-    """Attaches to `address`, or starts a local Ray with `num_cpus`; SIGTERM stays the harness's.
+    """Attaches to `address`, or starts a local Ray with `num_cpus` (token auth); SIGTERM stays the harness's.
 
     "local", not None: without an address ray.init joins whatever cluster $RAY_ADDRESS or
     /tmp/ray/ray_current_cluster names (another test's, another user's `ray start`).
@@ -118,6 +118,7 @@ def init_ray(address: Optional[str], num_cpus: int) -> None:
         if address:
             ray.init(address=address)
         else:
+            cluster.require_token_authentication()
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
 
 
