@@ -25,6 +25,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import sys
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional, Union
 
@@ -45,6 +46,8 @@ _HARNESS_DIR = os.path.dirname(os.path.realpath(__file__))
 
 
 MANIFEST_SCHEMA_VERSION = 2
+# A recipe's or study's module: `experiments.mess3.reward_only`.
+DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 READABLE_SCHEMA_VERSIONS = (1, 2)
 
 
@@ -59,6 +62,11 @@ class ExperimentRecord:
     module: Optional[str]
     source_file: Optional[str] = None
     source_sha256: Optional[str] = None
+
+    def __post_init__(self):
+        # The module names folders and B2 keys (TensorBoard's tree, remote prefixes): a plain dotted name only.
+        if self.module is not None and not (isinstance(self.module, str) and DOTTED_NAME.fullmatch(self.module)):
+            raise ValueError(f"experiment.module {self.module!r} is not a dotted module name")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -332,7 +340,7 @@ class RunManifest:
                 reproduction=record.get("reproduction"),
                 extra={key: value for key, value in record.items() if key not in known},
             )
-        except (TypeError, KeyError, AttributeError) as broken:
+        except (TypeError, KeyError, AttributeError, ValueError) as broken:
             raise records.RecordError(f"{path} is not a run manifest this harness can read ({type(broken).__name__}:"
                               f" {broken}); restore it from git or B2") from None
 

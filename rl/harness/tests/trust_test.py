@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from rl.harness.commands import catalog, cli, reproduce
+from rl.harness.commands import catalog, cli, reproduce, tensorboard_view
 from rl.harness.run import records
-from rl.harness.run.manifest import ExperimentRecord, RunManifest
+from rl.harness.run.manifest import ExperimentRecord, RunManifest, read_manifest
 from rl.harness.tests import run_helpers
 
 FAKE = run_helpers.FAKE
@@ -148,3 +148,35 @@ def test_a_patch_file_that_is_a_link_is_refused(shared_run, tmp_path):
     with pytest.raises(reproduce.ReproduceError, match="is a symbolic link"):
         reproduce.reproduce(shared_run({"file": "linked.patch"}), repo_root=str(shared_run.repo), trust_patch=True)
 
+
+
+# -- records that name paths ---------------------------------------------------------------------
+
+def _edit_manifest(run_dir, edit):
+    manifest_file = run_dir / records.MANIFEST_FILE
+    document = json.loads(manifest_file.read_text())
+    edit(document)
+    manifest_file.write_text(json.dumps(document))
+
+
+def test_a_manifest_whose_experiment_module_is_not_a_dotted_name_is_not_read(roots, capsys):
+    assert _run(roots, "--run-id", "first") == 0
+    _edit_manifest(roots[0] / "first", lambda document: document["experiment"].update(module="../../escape"))
+    with pytest.raises(records.RecordError, match="'../../escape' is not a dotted module name"):
+        read_manifest(str(roots[0] / "first"))
+
+
+def test_the_tensorboard_tree_keeps_every_link_inside_it(roots, tmp_path, capsys):
+    assert _run(roots, "--run-id", "first") == 0
+    assert _run(roots, "--run-id", "second") == 0
+    events = run_helpers.manifest(roots[0] / "second")["paths"]["tensorboard"]
+    escape = tmp_path / "escape" / ".."
+    (escape / "tensorboard").mkdir(parents=True)  # a folder named `..`'s sibling the crafted path resolves to
+    _edit_manifest(roots[0] / "second", lambda d: d["paths"].update(tensorboard=f"{events}/../../../escape/../tensorboard"))
+    folders = tensorboard_view.events_folders(roots[0])
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    tensorboard_view.link_tree(folders, tree)
+    links = [path for path in tmp_path.rglob("*") if path.is_symlink()]
+    assert links and all(link.parent.resolve().is_relative_to(tree) for link in links), links
+    assert "leads outside the tree of links" in capsys.readouterr().err
