@@ -5,13 +5,12 @@ import shutil
 import subprocess
 
 import pytest
+from absl import logging as absl_logging
 
 from rl.harness.commands import catalog, cli, reproduce, tensorboard_view
 from rl.harness.run import records
 from rl.harness.run.manifest import ExperimentRecord, RunManifest, read_manifest
 from rl.harness.tests import run_helpers
-
-FAKE = run_helpers.FAKE
 
 
 @pytest.fixture
@@ -20,8 +19,7 @@ def roots(tmp_path):
 
 
 def _run(roots, *args):
-    results, artifacts = roots
-    return cli.main(["rl-harness", FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts), *args])
+    return run_helpers.run_fake(*roots, *args)
 
 
 def _plant_checkpoint(roots, folder):
@@ -57,12 +55,13 @@ def test_resuming_a_run_whose_manifest_leads_outside_its_artifacts_is_refused(ro
 def test_resuming_from_a_checkpoint_outside_the_results_tree_names_it_in_one_log_line(roots, tmp_path, monkeypatch,
                                                                                       caplog):
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
-    assert _run(roots, "--run-id", "first") == 0
-    assert _run(roots, "--run-id", "inside", "--resume-from", "first") == 0
-    assert "outside this run's results tree" not in caplog.text
-    planted = _plant_checkpoint(roots, tmp_path / "downloads" / "iter_000002")
-    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
-    assert _run(roots, "--run-id", "outside", "--resume-from", str(planted)) == 0
+    with run_helpers.absl_verbosity(absl_logging.WARNING):
+        assert _run(roots, "--run-id", "first") == 0
+        assert _run(roots, "--run-id", "inside", "--resume-from", "first") == 0
+        assert "outside this run's results tree" not in caplog.text
+        planted = _plant_checkpoint(roots, tmp_path / "downloads" / "iter_000002")
+        monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
+        assert _run(roots, "--run-id", "outside", "--resume-from", str(planted)) == 0
     lines = [line for line in caplog.text.splitlines() if "outside this run's results tree" in line]
     assert len(lines) == 1 and f"resuming from {planted}," in lines[0] and "a checkpoint is code" in lines[0]
 
