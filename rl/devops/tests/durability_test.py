@@ -256,3 +256,11 @@ def test_the_copy_back_drops_links_that_lead_out_of_the_instance_output(tmp_path
     copied = local / "results" / RUN
     assert (copied / "run_manifest.json").is_file() and (copied / "manifest_link").is_symlink()
     assert not os.path.lexists(copied / "ssh") and not os.path.lexists(copied / "up")
+
+
+def test_a_local_key_that_cannot_make_keys_is_named_with_the_fix(simulated):
+    bucket, _ = simulated
+    weak = bucket.api.create_key(capabilities=["listBuckets", "listFiles", "readFiles"], key_name="verify-only")
+    store = durability.B2Store(b2_simulator.open_bucket(bucket, weak.id_, weak.application_key))
+    with pytest.raises(redact.DevopsError, match="launch ab12cd .*needs the writeKeys capability"):
+        store.launch_credentials(prefix="rl-harness", launch_id="ab12cd", valid_for_s=60)

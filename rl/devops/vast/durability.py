@@ -258,7 +258,8 @@ class B2Store:
         (no delete), expiring after `valid_for_s`; registered for redaction.
         """
         name_prefix = launch_prefix(prefix, launch_id)
-        with redact.guarded(f"create the B2 key of launch {launch_id}"):
+        with redact.guarded(f"create the B2 key of launch {launch_id} (this machine's key needs the writeKeys"
+                            " capability: docs/vast.md)"):
             key = self._bucket.api.create_key(capabilities=list(LAUNCH_KEY_CAPABILITIES), key_name=f"rlh-{launch_id}",
                                               valid_duration_seconds=valid_for_s, bucket_id=self._bucket.id_,
                                               name_prefix=f"{name_prefix}/")
