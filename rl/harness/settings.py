@@ -6,6 +6,7 @@
     settings.patch_cap_bytes()              # $RL_HARNESS_PATCH_CAP_BYTES, default 2 MiB
     settings.workspace_directory()          # $BUILD_WORKSPACE_DIRECTORY under `bazel run`, else None
     settings.b2_variables()                 # the B2 variables that are set: {name: value}
+    settings.secret_variables()             # {name: value} of every credential-shaped variable (redacted in records)
 
 Each reader takes an optional mapping (tests pass a dict) and defaults to the process environment.
 The variables that configure a child process (torch threads, Tune's SIGINT switch) are written by
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import Mapping, Optional
 
 # -- the run's records ------------------------------------------------------------------------
@@ -36,6 +38,11 @@ WORKING_DIRECTORY_ENV = "BUILD_WORKING_DIRECTORY"
 RAY_CONNECT_TIMEOUT_ENV = "RL_HARNESS_RAY_CONNECT_TIMEOUT_S"
 # A bad address must fail well inside 30 s (issue 17): the probe's deadline, TCP check included.
 DEFAULT_RAY_CONNECT_TIMEOUT_S = 25.0
+
+# Token authentication of Ray clusters (Ray's own variables): the local clusters the harness starts
+# require a token (training/cluster.py), and so may a --ray-address cluster (docs/cluster.md).
+RAY_AUTH_MODE_ENV = "RAY_AUTH_MODE"
+RAY_AUTH_TOKEN_ENV = "RAY_AUTH_TOKEN"
 
 # CPUs one run may use, below what the machine grants it: a study's trial sets its share, so a
 # run does not size its Ray cluster and env runners by the whole machine that others share.
@@ -61,6 +68,12 @@ B2_BUCKET_ENV = "RL_HARNESS_B2_BUCKET"
 B2_PREFIX_ENV = "RL_HARNESS_B2_PREFIX"
 B2_CREDENTIALS_FILE_ENV = "RL_HARNESS_B2_CREDENTIALS_FILE"
 B2_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV, B2_BUCKET_ENV, B2_PREFIX_ENV, B2_CREDENTIALS_FILE_ENV)
+
+# -- secrets -----------------------------------------------------------------------------------
+# Variables whose values never reach a record or a log line (run/redaction.py masks them): the B2
+# key, and anything named like an API key, a token or a secret.
+SECRET_VARIABLE = re.compile(r"(?i).*(_API_KEY|_TOKEN|SECRET.*)")
+SECRET_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV)
 
 
 def _environ(environ: Optional[Mapping[str, str]]) -> Mapping[str, str]:
@@ -153,3 +166,15 @@ def b2_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     if environ.get("HOME"):
         present["HOME"] = environ["HOME"]
     return present
+
+
+def secret_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """{name: value} of the set variables that hold secrets: the B2 key, `*_API_KEY`, `*_TOKEN`, `*SECRET*`."""
+    return {name: value for name, value in _environ(environ).items()
+            if value and (name in SECRET_VARIABLES or SECRET_VARIABLE.fullmatch(name))}
+
+
+def ray_auth(environ: Optional[Mapping[str, str]] = None) -> tuple[Optional[str], Optional[str]]:
+    """($RAY_AUTH_MODE, $RAY_AUTH_TOKEN), each None when unset or empty."""
+    environ = _environ(environ)
+    return environ.get(RAY_AUTH_MODE_ENV) or None, environ.get(RAY_AUTH_TOKEN_ENV) or None

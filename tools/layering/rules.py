@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sys
 
-# Third-party distributions every layer's tests may use.
-TEST_ONLY = frozenset({"pytest"})
+# Third-party distributions every layer's tests may use. grpc (installed with Ray): a test calls each
+# port of a local Ray cluster without its token, to prove every one refuses (rl/harness/tests/cluster_auth_test.py).
+TEST_ONLY = frozenset({"pytest", "grpc"})
 
 # layer -> (first-party layers it may import, third-party top-level modules it may import)
 LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {

@@ -12,19 +12,25 @@
 
 The manifest lists checkpoints relative to the run's artifacts folder. That folder is looked
 for where `rl.harness.run.layout.RunLayout.artifact_places` says: where the manifest recorded it,
-beside the results folder (a copied checkout), then under `artifacts_root`.
+beside the results folder (a copied checkout), then under `artifacts_root`. A recorded checkpoint
+path must stay inside that folder (RecordError otherwise), and a folder found outside the trees
+searched is named in one log line: checkpoints are code (pickles).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import pathlib
 from typing import Callable, Iterable, Optional
 
 from rl.harness.commands import catalog
 from rl.harness.errors import UsageError
-from rl.harness.run.layout import RunLayout
+from rl.harness.run.layout import RunLayout, outside_trees, recorded_folder
+
+_log = logging.getLogger(__name__)
+_log.setLevel(logging.WARNING)  # importing RLlib raises the root logger's level to ERROR; this warning must show
 
 
 class CheckpointNotFound(UsageError, LookupError):
@@ -83,6 +89,7 @@ def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optio
     Raises CheckpointNotFound (none recorded, or not on this machine) and rl.harness.run.records.RecordError
     (a manifest that does not say where its folders are); both messages name the fix.
     """
+    roots = list(roots)
     run = catalog.find_run(run_id, roots)
     entries = run.manifest.checkpoints
     if not entries:
@@ -94,9 +101,13 @@ def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optio
     extra = [pathlib.Path(os.path.expanduser(artifacts_root)).resolve()] if artifacts_root else []
     folders = layout.artifact_places(run.manifest, extra_roots=extra)
     for folder in folders:
-        if all((folder / entry.path).is_dir() for entry in entries):
-            checkpoints = [RunCheckpoint(folder / entry.path, entry.iteration, entry.env_steps, entry.trial_id)
-                           for entry in entries]
+        paths = [recorded_folder(folder, entry.path, "checkpoint") for entry in entries]
+        if all(path.is_dir() for path in paths):
+            checkpoints = [RunCheckpoint(path, entry.iteration, entry.env_steps, entry.trial_id)
+                           for path, entry in zip(paths, entries)]
+            if outside_trees(folder, [*map(pathlib.Path, roots), layout.results_root.parent, *extra]):
+                _log.warning("the checkpoints of run %s are in %s, outside the results trees searched: a checkpoint"
+                             " is code (pickles); load only checkpoints you trust (docs/harness.md, Trust)", run_id, folder)
             return RunArtifacts(run, folder, _sorted(checkpoints))
     raise CheckpointNotFound(
         f"the checkpoints of run {run_id} are not on this machine (looked in {', '.join(map(str, folders))}); "

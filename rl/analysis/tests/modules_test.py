@@ -1,8 +1,13 @@
 """Activations from real rl.learners modules: contexts, rollouts, checkpoints and portable export."""
 
+import json
+import pathlib
+import pickle
+
 import numpy as np
 import pytest
 import torch
+from ray.rllib.utils.checkpoints import Checkpointable
 
 from rl.analysis.activations import RESIDUAL_STREAM
 from rl.analysis.checkpoints import CheckpointNotFound, find_checkpoints, load_rl_module
@@ -11,6 +16,7 @@ from rl.analysis.rollouts import collect_rollouts, context_dataset
 from rl.analysis.tests.fake_runs import fake_run
 from rl.analysis.tests.mess3_reference import Mess3Contexts, Mess3Env, beliefs_after
 from rl.analysis.tests.tiny_modules import tiny_mlp, tiny_transformer
+from rl.harness.run import records
 
 # The learners test batch/step equality of the residual stream to this tolerance (float32 rounding).
 STEP_TOLERANCE = 1e-5
@@ -109,3 +115,54 @@ def test_checkpoints_are_found_from_the_run_records_and_loaded(transformer, tmp_
     assert found.checkpoints[0].path == moved / run_id / "checkpoints" / "iter_000001"
     with pytest.raises(CheckpointNotFound, match="no RLModule 'agent_0'"):
         load_rl_module(found.checkpoints[0].path, module_id="agent_0")
+
+
+class _Planted:
+    """A pickle that runs code when loaded: what a shared checkpoint can hold."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (pathlib.Path.write_text, (pathlib.Path(self.marker), "ran"))
+
+
+def _plant_checkpoint(folder, marker):
+    """An RLModule checkpoint folder whose class-and-arguments pickle runs code."""
+    module_folder = folder / "learner_group" / "learner" / "rl_module" / "default_policy"
+    module_folder.mkdir(parents=True)
+    (module_folder / Checkpointable.CLASS_AND_CTOR_ARGS_FILE_NAME).write_bytes(pickle.dumps(_Planted(marker)))
+    return folder
+
+
+@pytest.mark.parametrize("recorded", ["{planted}", "../../../planted"])
+def test_a_manifest_leading_to_a_checkpoint_outside_its_run_is_refused_before_loading(transformer, tmp_path, recorded):
+    marker = tmp_path / "marker"
+    planted = _plant_checkpoint(tmp_path / "exp" / "planted", marker)
+    with pytest.raises(Exception):
+        load_rl_module(planted)  # the attack is real: loading the planted checkpoint runs its code
+    assert marker.read_text() == "ran"
+    marker.unlink()
+    run_id = fake_run(tmp_path / "exp", [transformer], experiment="fake")
+    manifest_file = tmp_path / "exp" / "results" / run_id / records.MANIFEST_FILE
+    document = json.loads(manifest_file.read_text())
+    document["checkpoints"][0]["path"] = recorded.format(planted=planted)
+    manifest_file.write_text(json.dumps(document))
+    with pytest.raises(records.RecordError, match="checkpoint .*(not a path relative|leads outside)"):
+        find_checkpoints(run_id, roots=[str(tmp_path)])
+    assert not marker.exists()
+
+
+def test_checkpoints_found_outside_the_trees_searched_are_named_in_the_log(transformer, tmp_path, caplog):
+    run_id = fake_run(tmp_path / "exp", [transformer], experiment="fake")
+    found = find_checkpoints(run_id, roots=[str(tmp_path / "exp")])
+    assert "outside the results trees searched" not in caplog.text
+    moved = tmp_path / "elsewhere"
+    (tmp_path / "exp" / "artifacts").rename(moved)
+    manifest_file = tmp_path / "exp" / "results" / run_id / records.MANIFEST_FILE
+    document = json.loads(manifest_file.read_text())
+    document["paths"]["artifacts"] = str(moved / run_id)  # a manifest that points elsewhere
+    manifest_file.write_text(json.dumps(document))
+    found = find_checkpoints(run_id, roots=[str(tmp_path / "exp")])
+    assert found.artifacts_dir == moved / run_id
+    assert f"the checkpoints of run {run_id} are in {moved / run_id}, outside the results trees searched" in caplog.text

@@ -142,10 +142,20 @@ def test_every_endpoint_error_is_redacted_even_when_the_server_echoes_the_key(ac
 def test_the_key_comes_from_the_environment_or_a_file_never_argv(tmp_path, monkeypatch):
     key_file = tmp_path / "key"
     key_file.write_text("filekey-0123456789\n")
+    key_file.chmod(0o600)
     assert api.read_api_key(key_file) == "filekey-0123456789"
     monkeypatch.setenv(api.API_KEY_ENV, "envkey-0123456789")
     assert api.read_api_key(key_file) == "envkey-0123456789"
     assert redact.redact("filekey-0123456789 envkey-0123456789") == f"{redact.MASK} {redact.MASK}"
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o622])
+def test_a_key_file_open_to_other_users_is_refused(tmp_path, mode):
+    key_file = tmp_path / "key"
+    key_file.write_text("filekey-0123456789\n")
+    key_file.chmod(mode)
+    with pytest.raises(redact.DevopsError, match=f"open to other users \\(mode {mode:o}\\); run `chmod 600"):
+        api.read_api_key(key_file)
 
 
 def test_a_missing_key_names_the_fix(tmp_path):

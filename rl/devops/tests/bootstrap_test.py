@@ -30,8 +30,16 @@ def _repo(path: pathlib.Path) -> str:
     return first          # pin the older commit: the checkout must not take the branch tip
 
 
+# The pins name https:// remotes; git fetches them from local folders (url.<folder>.insteadOf in _run).
+REMOTE = "https://git.example.com/"
+
+
+def _pin(name, commit):
+    return bootstrap.GitPin(REMOTE + name, commit)
+
+
 def _plan(tmp_path, **fields):
-    defaults = dict(repo=bootstrap.GitPin(str(tmp_path / "src"), "a" * 40), workdir=str(tmp_path / "work"))
+    defaults = dict(repo=_pin("src", "a" * 40), workdir=str(tmp_path / "work"))
     return bootstrap.Bootstrap(**{**defaults, **fields})
 
 
@@ -42,6 +50,7 @@ JOB = bootstrap.Job(target="//experiments/mess3:reward_only", seed=3, run_id="20
 _FAKE_BAZEL = """#!/bin/bash
 printf '%s\\n' "$@" > "$STUB_LOG"
 echo "${RL_HARNESS_LOCAL_PATH-unset}" > "$STUB_LOG.library"
+echo "${RLH_GIT_TOKEN-unset} ${GIT_ASKPASS-unset}" > "$STUB_LOG.token"
 while [ $# -gt 0 ]; do
   case "$1" in
     --run-id) run_id=$2; shift ;;
@@ -70,7 +79,8 @@ def _run(tmp_path, plan, *, exit_code=0):
     script = tmp_path / "onstart.sh"
     script.write_text(bootstrap.render(plan, JOB))
     env = {"PATH": f"{stubs}:{os.environ['PATH']}", "HOME": str(tmp_path), "STUB_LOG": str(tmp_path / "argv"),
-           "STUB_EXIT": str(exit_code), bootstrap.GIT_TOKEN_ENV: TOKEN}
+           "STUB_EXIT": str(exit_code), bootstrap.GIT_TOKEN_ENV: TOKEN,
+           "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{tmp_path}/.insteadOf", "GIT_CONFIG_VALUE_0": REMOTE}
     result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
     # The log goes to PID 1's stdout when writable (the container log), else to stdout; always to this file.
     log = pathlib.Path(plan.out_dir()) / "vast" / JOB.run_id / "bootstrap.log"
@@ -100,8 +110,7 @@ def test_the_script_passes_shellcheck(library):
 def test_it_checks_out_the_pin_runs_the_target_and_lists_every_output(tmp_path):
     commit = _repo(tmp_path / "src")
     library_commit = _repo(tmp_path / "lib")
-    plan = _plan(tmp_path, repo=bootstrap.GitPin(str(tmp_path / "src"), commit),
-                 library=bootstrap.GitPin(str(tmp_path / "lib"), library_commit), upload_artifacts=True)
+    plan = _plan(tmp_path, repo=_pin("src", commit), library=_pin("lib", library_commit), upload_artifacts=True)
     code, log = _run(tmp_path, plan)
     assert code == 0, log
     assert [line.split()[1] for line in log.splitlines() if line.startswith("RLH_PHASE")] == [
@@ -120,14 +129,16 @@ def test_it_checks_out_the_pin_runs_the_target_and_lists_every_output(tmp_path):
     assert sorted(sums) == [f"artifacts/{JOB.run_id}/checkpoints/final.pt", f"artifacts/{JOB.run_id}/metrics.jsonl",
                             f"results/{JOB.run_id}/run_manifest.json"]
     assert sums[f"artifacts/{JOB.run_id}/checkpoints/final.pt"] == hashlib.sha256(b"\0" * 1000).hexdigest()
-    # The token reached git through the askpass helper, which reads it from the environment.
-    assert TOKEN not in (tmp_path / "work" / "git-askpass").read_text()
+    # The token reached git through the askpass helper (it read it from the environment), then went away:
+    # the build and the run see neither it nor the helper.
+    assert not (tmp_path / "work" / "git-askpass").exists()
+    assert (tmp_path / "argv.token").read_text() == "unset unset\n"
     assert TOKEN not in log + (tmp_path / "argv").read_text()
 
 
 def test_a_failed_run_still_reports_its_exit_code_and_checksums(tmp_path):
     commit = _repo(tmp_path / "src")
-    code, log = _run(tmp_path, _plan(tmp_path, repo=bootstrap.GitPin(str(tmp_path / "src"), commit)), exit_code=3)
+    code, log = _run(tmp_path, _plan(tmp_path, repo=_pin("src", commit)), exit_code=3)
     assert code == 3 and bootstrap.parse_done(log) == 3
     assert (tmp_path / "argv.library").read_text() == "unset\n"        # no library: the experiment repo's own
     assert (tmp_path / "work" / "out" / "vast" / JOB.run_id / "SHA256SUMS").exists()
@@ -135,7 +146,7 @@ def test_a_failed_run_still_reports_its_exit_code_and_checksums(tmp_path):
 
 def test_an_unknown_commit_fails_the_checkout(tmp_path):
     _repo(tmp_path / "src")
-    code, log = _run(tmp_path, _plan(tmp_path, repo=bootstrap.GitPin(str(tmp_path / "src"), "0" * 40)))
+    code, log = _run(tmp_path, _plan(tmp_path, repo=_pin("src", "0" * 40)))
     assert code != 0
     assert bootstrap.parse_phase(log) == "checkout" and bootstrap.parse_done(log) == code
 
@@ -155,7 +166,15 @@ def test_no_secret_is_in_the_script():
     (lambda: bootstrap.Job("experiments/x:y", 0, "r1"), "not a Bazel label"),
     (lambda: bootstrap.Job("//x:y", -1, "r1"), "must be >= 0"),
     (lambda: bootstrap.Job("//x:y", 0, "../r"), "run id"),
-    (lambda: bootstrap.Bootstrap(repo=bootstrap.GitPin("u", "a" * 40), max_hours=0), "max_hours"),
+    (lambda: bootstrap.Bootstrap(repo=bootstrap.GitPin("https://x/r", "a" * 40), max_hours=0), "max_hours"),
+    # A value that ends in a newline, or a remote git would read as an option or a local transport.
+    (lambda: bootstrap.GitPin("https://x/r.git", "a" * 40 + "\n"), "full 40-digit lowercase sha"),
+    (lambda: bootstrap.Job("//x:y\n", 0, "r1"), "not a Bazel label"),
+    (lambda: bootstrap.GitPin("--upload-pack=touch /tmp/pwned", "a" * 40), "not an https://, ssh://"),
+    (lambda: bootstrap.GitPin("ext::sh -c touch% /tmp/pwned", "a" * 40), "not an https://, ssh://"),
+    (lambda: bootstrap.GitPin("/home/me/repo", "a" * 40), "not an https://, ssh://"),
+    (lambda: bootstrap.GitPin("file:///home/me/repo", "a" * 40), "not an https://, ssh://"),
+    (lambda: bootstrap.GitPin("git@host:-oProxyCommand=x", "a" * 40), "not an https://, ssh://"),
 ])
 def test_bad_input_names_the_fix(build, message):
     with pytest.raises(redact.DevopsError, match=message):
@@ -166,3 +185,17 @@ def test_log_markers_are_parsed():
     log = "RLH_PHASE install x\nRLH_PHASE run y\nnoise\nRLH_DONE exit_code=0 run_id=r\n"
     assert bootstrap.parse_phase(log) == "run" and bootstrap.parse_done(log) == 0
     assert bootstrap.parse_done("RLH_PHASE run y\n") is None and bootstrap.parse_phase("") is None
+
+
+@pytest.mark.parametrize("url", ["https://github.com/me/r.git", "ssh://git@github.com/me/r.git",
+                                 "ssh://github.com:22/me/r", "git@github.com:me/r.git"])
+def test_the_usual_remotes_are_accepted(url):
+    assert bootstrap.GitPin(url, "a" * 40).url == url
+
+
+def test_every_value_reaches_the_script_quoted_and_the_url_after_a_double_dash():
+    plan = bootstrap.Bootstrap(repo=bootstrap.GitPin("https://x/r", "a" * 40),
+                               library=bootstrap.GitPin("git@x:lib", "b" * 40))
+    script = bootstrap.render(plan, JOB)
+    assert f"checkout https://x/r {'a' * 40} " in script and f"checkout git@x:lib {'b' * 40} " in script
+    assert script.count('fetch -q --depth 1 -- "$url"') == 1 and script.count('fetch -q -- "$url"') == 1

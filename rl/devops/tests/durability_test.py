@@ -1,11 +1,14 @@
 """The durability gate: copy-back verified by sha256, and the B2 mirror verified object by object."""
 
 import json
+import os
+import shutil
 
 import pytest
-from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
+from b2sdk.v2.exception import B2Error
 
 from rl.devops.vast import durability, redact, state
+from rl.devops.vast.testing import b2_simulator
 from rl.devops.vast.testing.leaks import assert_no_secret
 from rl.harness import settings
 from rl.harness.remote import b2_mirror
@@ -36,7 +39,7 @@ def test_copy_back_brings_everything_and_verifies_it(tmp_path, disks, rsync):
     assert secured.files == 3 and secured.bytes == sum(len(c) for c in {**RESULTS, **ARTIFACTS}.values())
     assert (tmp_path / "dest" / RUN / "artifacts" / RUN / "checkpoints" / "final.pt").read_bytes() == b"\0" * 4096
     (command,) = rsync.calls
-    assert command[:3] == ["rsync", "-a", "--partial"] and command[-2] == "root@127.0.0.1:/workspace/rlh/out/"
+    assert command[:4] == ["rsync", "-a", "--safe-links", "--partial"] and command[-2] == "root@127.0.0.1:/workspace/rlh/out/"
     assert f"-p {PORT}" in command[command.index("-e") + 1]
     assert f"UserKnownHostsFile={tmp_path / 'known_hosts.d' / 'instance-70001'}" in command[command.index("-e") + 1]
 
@@ -79,18 +82,14 @@ def test_odd_checksum_lines_are_errors_not_skipped():
 
 @pytest.fixture
 def simulated():
-    """(bucket, credentials) in an in-process RawSimulator (no network)."""
-    b2_api = B2Api(InMemoryAccountInfo(), api_config=B2HttpApiConfig(_raw_api_class=RawSimulator))
-    key_id, key = b2_api.session.raw_api.create_account()
-    b2_api.authorize_account("production", key_id, key)
-    credentials = b2_mirror.B2Credentials(key_id=key_id, application_key=key, bucket="rl-artifacts",
-                                          prefix="rl-harness", source="test")
-    return b2_api.create_bucket("rl-artifacts", "allPrivate"), credentials
+    """(bucket, credentials) in an in-process simulated B2 (no network)."""
+    return b2_simulator.bucket("rl-artifacts", prefix="rl-harness")
 
 
-def _mirror(tmp_path, disks, rsync, simulated, *, smoke=False, upload=True):
-    """The run wrote results and artifacts; the harness uploaded them to B2; the bootstrap finished."""
-    bucket, credentials = simulated
+def _mirror(tmp_path, disks, rsync, simulated, *, smoke=False, upload=True, uploader=None):
+    """The run wrote results and artifacts; the harness uploaded them to B2 (as `uploader`: (bucket,
+    credentials), by default the account's own); the bootstrap finished."""
+    bucket, credentials = uploader or simulated
     run_folder = f"smoke/{RUN}" if smoke else RUN
     out = disks.out_dir(PORT)
     for relative, content in {**RESULTS, **ARTIFACTS}.items():
@@ -102,7 +101,7 @@ def _mirror(tmp_path, disks, rsync, simulated, *, smoke=False, upload=True):
             experiment="experiments.x.y", layout=RunLayout(out / "results", out / "artifacts", RUN, smoke))
     disks.finish_run(port=PORT, run_id=RUN, files={})
     copy = _copy(tmp_path, rsync, include_artifacts=False)
-    return durability.B2Mirror(copy=copy, store=durability.B2Store(bucket))
+    return durability.B2Mirror(copy=copy, store=durability.B2Store(simulated[0]), prefix=simulated[1].prefix)
 
 
 def _remote(disks, smoke=False):
@@ -182,9 +181,53 @@ def test_b2_credentials_are_the_harness_ones_and_are_redacted(monkeypatch, tmp_p
     monkeypatch.setenv(settings.B2_KEY_ID_ENV, "keyid-0123456789")
     monkeypatch.setenv(settings.B2_KEY_ENV, "appkey-0123456789abcdef")
     monkeypatch.setenv(settings.B2_BUCKET_ENV, "rl-artifacts")
-    env = durability.b2_instance_env(durability.b2_credentials())
-    assert env[settings.B2_BUCKET_ENV] == "rl-artifacts" and env[settings.B2_PREFIX_ENV] == b2_mirror.DEFAULT_PREFIX
-    assert redact.redact(str(env)).count(redact.MASK) == 2
+    credentials = durability.b2_credentials()
+    assert redact.redact(f"{credentials.key_id} {credentials.application_key}") == f"{redact.MASK} {redact.MASK}"
+
+
+def _instance_credentials(simulated, launch_id="ab12cd"):
+    """What an instance of the launch gets: (its bucket as it sees it, its harness's credentials, its env)."""
+    bucket, local = simulated
+    env = durability.B2Mirror(copy=None, store=durability.B2Store(bucket), prefix=local.prefix).instance_env(
+        launch_id=launch_id, valid_for_s=7200)
+    credentials = b2_mirror.load_credentials(env)  # read as the instance's harness reads its environment
+    return b2_simulator.open_bucket(bucket, credentials.key_id, credentials.application_key), credentials, env
+
+
+def test_each_launch_gets_its_own_key_restricted_to_its_prefix_and_the_local_key_stays_here(
+        tmp_path, disks, rsync, simulated):
+    bucket, local = simulated
+    instance_bucket, credentials, env = _instance_credentials(simulated)
+    assert_no_secret(local.application_key, env)
+    assert local.key_id not in env.values()
+    assert (credentials.bucket, credentials.prefix) == ("rl-artifacts", "rl-harness/launches/ab12cd")
+    allowed = instance_bucket.api.account_info.get_allowed()
+    assert sorted(allowed["capabilities"]) == ["listBuckets", "listFiles", "writeFiles"]   # no deleteFiles
+    assert (allowed["bucketName"], allowed["namePrefix"]) == ("rl-artifacts", "rl-harness/launches/ab12cd/")
+    key = next(k for k in bucket.api.list_keys() if k.id_ == credentials.key_id)
+    assert key.key_name == "rlh-ab12cd" and key.expiration_timestamp_millis is not None
+    assert redact.redact(credentials.application_key) == redact.MASK
+    # The instance's harness uploads its run with its key; this machine verifies it with its own.
+    sink = _mirror(tmp_path, disks, rsync, simulated, uploader=(instance_bucket, credentials))
+    secured = sink.secure(_record("b2", bucket="rl-artifacts"), ROW)
+    assert "3 objects (4136 bytes) verified in b2://rl-artifacts" in secured.summary
+    _, document = _remote(disks)
+    assert document["run_prefix"] == f"rl-harness/launches/ab12cd/experiments.x.y/{RUN}"
+
+
+def test_a_launch_key_cannot_delete_nor_reach_other_runs(simulated):
+    bucket, _ = simulated
+    other = bucket.upload_bytes(b"another launch's checkpoint", "rl-harness/launches/ffffff/x/ckpt")
+    instance_bucket, _, _ = _instance_credentials(simulated)
+    own = instance_bucket.upload_bytes(b"mine", "rl-harness/launches/ab12cd/x/file")
+    assert [v.file_name for v, _ in instance_bucket.ls("rl-harness/launches/ab12cd", recursive=True)] == [own.file_name]
+    for attempt in (lambda: instance_bucket.delete_file_version(own.id_, own.file_name),
+                    lambda: instance_bucket.delete_file_version(other.id_, other.file_name),
+                    lambda: instance_bucket.upload_bytes(b"overwrite", other.file_name),
+                    lambda: list(instance_bucket.ls("rl-harness/launches/ffffff", recursive=True))):
+        with pytest.raises(B2Error):
+            attempt()
+    assert bucket.get_file_info_by_name(other.file_name).size == len(b"another launch's checkpoint")
 
 
 def test_sink_specs_are_checked():
@@ -192,3 +235,32 @@ def test_sink_specs_are_checked():
         durability.SinkSpec(kind="b2", dest="d", remote_out="/o")
     with pytest.raises(redact.DevopsError, match="use 'copy' or 'b2'"):
         durability.SinkSpec(kind="s3", dest="d", remote_out="/o")
+
+
+@pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed (apt-get install -y rsync)")
+def test_the_copy_back_drops_links_that_lead_out_of_the_instance_output(tmp_path, disks):
+    """The real rsync with CopyBack's own flags, the instance's folder reached locally instead of over SSH."""
+    out = disks.out_dir(PORT)
+    (out / "results" / RUN).mkdir(parents=True)
+    (out / "results" / RUN / "run_manifest.json").write_text("{}")
+    (out / "results" / RUN / "ssh").symlink_to("/root/.ssh")                       # planted by the instance
+    (out / "results" / RUN / "up").symlink_to("../../../../..")
+    (out / "results" / RUN / "manifest_link").symlink_to("run_manifest.json")     # inside: kept
+    copy = _copy(tmp_path, durability.run_command)
+    command = copy.rsync_command(_record(), ROW)
+    at = command.index("-e")
+    local = copy.local_dir(_record())
+    local.mkdir(parents=True)
+    result = durability.run_command([*command[:at], *command[at + 2:-2], f"{out}/", f"{local}/"])
+    assert result.returncode == 0, result.stderr
+    copied = local / "results" / RUN
+    assert (copied / "run_manifest.json").is_file() and (copied / "manifest_link").is_symlink()
+    assert not os.path.lexists(copied / "ssh") and not os.path.lexists(copied / "up")
+
+
+def test_a_local_key_that_cannot_make_keys_is_named_with_the_fix(simulated):
+    bucket, _ = simulated
+    weak = bucket.api.create_key(capabilities=["listBuckets", "listFiles", "readFiles"], key_name="verify-only")
+    store = durability.B2Store(b2_simulator.open_bucket(bucket, weak.id_, weak.application_key))
+    with pytest.raises(redact.DevopsError, match="launch ab12cd .*needs the writeKeys capability"):
+        store.launch_credentials(prefix="rl-harness", launch_id="ab12cd", valid_for_s=60)

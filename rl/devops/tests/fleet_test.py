@@ -8,8 +8,9 @@ import time
 import pytest
 
 from rl.devops.vast import bootstrap, durability, fleet, offers, state
-from rl.devops.vast.testing import fake_api
+from rl.devops.vast.testing import b2_simulator, fake_api
 from rl.devops.vast.testing.leaks import assert_no_secret
+from rl.harness import settings
 
 FAST = fleet.Settings(boot_timeout_s=0.4, poll_interval_s=0.02, max_attempts=3, quarantine_hours=24,
                       parallelism=4, log_tail=50)
@@ -259,3 +260,33 @@ def test_reap_finds_orphans_adopts_lost_creates_and_marks_vanished(fl, fake, spe
     fl.reap(destroy=True)
     assert sorted(fake.instances) == sorted([tracked.instance_id, foreign, adopted])
     assert fl.store.read().records[gone.label].status == state.VANISHED
+
+
+def test_a_b2_launch_sends_its_own_key_and_never_the_local_one(tmp_path, account, fake, rsync, progress):
+    bucket, local = b2_simulator.bucket("rl-artifacts", prefix="rl-harness")
+    store = state.StateFile(tmp_path / "state")
+    setup = dataclasses.replace(SETUP, upload_artifacts=True)
+    spec = durability.SinkSpec(kind="b2", dest=str(tmp_path / "dest"), remote_out=setup.out_dir(),
+                               b2_bucket="rl-artifacts")
+
+    def sink_for(spec):
+        copy = durability.CopyBack(dest=pathlib.Path(spec.dest), known_hosts_dir=store.known_hosts_dir,
+                                   include_artifacts=False, runner=rsync)
+        return durability.B2Mirror(copy=copy, store=durability.B2Store(bucket), prefix=local.prefix)
+
+    b2_fleet = fleet.Fleet(account, store, fleet.Progress(progress), FAST, sink_for=sink_for)
+    jobs = fleet.make_jobs(["//experiments/mess3:reward_only"], range(2), launch_id="ab12cd", now=0.0)
+    plan = b2_fleet.plan(offers.Gates(max_dph=0.8), jobs, launch_id="ab12cd", hours=2.0)
+    records = b2_fleet.launch(plan, setup, spec, image="python:3.11-bookworm")
+    assert [r.status for r in records] == [state.RUNNING] * 2
+    sent = [request.body for request in fake.calls("PUT", r"/asks/")]
+    key_ids = {body["env"][settings.B2_KEY_ID_ENV] for body in sent}
+    assert len(key_ids) == 1 and local.key_id not in key_ids                  # one key for the launch, not ours
+    assert {body["env"][settings.B2_PREFIX_ENV] for body in sent} == {"rl-harness/launches/ab12cd"}
+    for secret in (local.application_key, local.key_id):
+        assert_no_secret(secret, *sent, progress.getvalue(), store.path)
+    launch_key = next(k for k in bucket.api.list_keys() if k.id_ in key_ids)
+    assert launch_key.key_name == "rlh-ab12cd" and "deleteFiles" not in launch_key.capabilities
+    # The key outlives the longest run (max_hours) by the margin, and no more.
+    expected_s = SETUP.max_hours * 3600 + fleet.LAUNCH_CREDENTIALS_MARGIN_S
+    assert abs(launch_key.expiration_timestamp_millis / 1000 - time.time() - expected_s) < 60

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+import stat
 import time
 from typing import Any, Callable, Optional, TypeVar
 
@@ -44,13 +45,17 @@ _T = TypeVar("_T")
 def read_api_key(key_file: Optional[pathlib.Path] = None) -> str:
     """The vast.ai API key from $VAST_API_KEY, else `key_file` (default ~/.config/vastai/vast_api_key).
 
-    Never from the command line, where `ps` would show it. The key is registered
-    with `redact` before it is returned.
+    Never from the command line, where `ps` would show it. A key file other users may read or
+    write is refused. The key is registered with `redact` before it is returned.
     """
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key:
         path = (key_file or DEFAULT_KEY_FILE).expanduser()
         try:
+            if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+                raise redact.DevopsError(f"the vast.ai key file {path} is open to other users (mode"
+                                         f" {stat.S_IMODE(path.stat().st_mode):o}); run `chmod 600 {path}`, and"
+                                         " replace the key at vast.ai if others could have read it")
             key = path.read_text().strip()
         except OSError as error:
             raise redact.DevopsError(

@@ -29,7 +29,9 @@ line on the container log (which `vast logs` shows):
 
 Secrets never appear in the script (it is visible in the instance record):
 they arrive as environment variables. A git token reaches git through a
-GIT_ASKPASS helper that reads it from the environment, never a URL or argv.
+GIT_ASKPASS helper that reads it from the environment, never a URL or argv,
+and is unset once the checkouts are done, so the build and the run never see it.
+Remotes are https://, ssh:// or git@host:path only, and reach git after `--`.
 """
 
 from __future__ import annotations
@@ -55,9 +57,19 @@ DEFAULT_WORKDIR = "/workspace/rlh"
 # --repo_env rather than --config=cuda, which a dependent workspace's .bazelrc may not define.
 CUDA_LOCK_FLAG = "--repo_env=RL_PYTHON_LOCK=cuda"
 
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_TARGET = re.compile(r"^//[A-Za-z0-9_./+-]*:[A-Za-z0-9_.+-]+$")
-_CREDENTIALS_IN_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@]+@", re.IGNORECASE)  # URL schemes are case-insensitive
+# Matched whole (re.fullmatch): `$` alone would let a trailing newline through into the script.
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_TARGET = re.compile(r"//[A-Za-z0-9_./+-]*:[A-Za-z0-9_.+-]+")
+_USERINFO_IN_URL = re.compile(r"([a-z][a-z0-9+.-]*)://([^/@]+)@", re.IGNORECASE)  # URL schemes are case-insensitive
+# The remotes an instance may fetch from: https://, ssh:// and git@host:path (nothing git could read as an option,
+# no local path, no ext:: or file:// transport).
+_REMOTE = re.compile(r"https://[^\s/@]+/\S+|ssh://[^\s/]+/\S+|git@[A-Za-z0-9.-]+:[A-Za-z0-9_~][^\s]*", re.IGNORECASE)
+
+
+def _carries_credentials(url: str) -> bool:
+    """True for a URL with a user (a token) or a password in it; `ssh://user@host` names only a login."""
+    match = _USERINFO_IN_URL.match(url)
+    return bool(match) and (match.group(1).lower() != "ssh" or ":" in match.group(2))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,13 +80,17 @@ class GitPin:
     commit: str
 
     def __post_init__(self):
-        if not _COMMIT.match(self.commit):
+        if not _COMMIT.fullmatch(self.commit):
             raise redact.DevopsError(
                 f"commit {self.commit!r} of {self.url} is not a full 40-digit lowercase sha; pin the exact "
                 "commit (git rev-parse HEAD)")
-        if _CREDENTIALS_IN_URL.match(self.url):
+        if _carries_credentials(self.url):
             raise redact.DevopsError(
                 f"the URL of {self.url} carries credentials; remove them and export ${GIT_TOKEN_ENV} instead")
+        if not _REMOTE.fullmatch(self.url):
+            raise redact.DevopsError(
+                f"remote {self.url!r} is not an https://, ssh:// or git@host:path URL; pass the repository's"
+                " clone URL")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +103,7 @@ class Job:
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self):
-        if not _TARGET.match(self.target):
+        if not _TARGET.fullmatch(self.target):
             raise redact.DevopsError(f"target {self.target!r} is not a Bazel label like //experiments/x:y")
         if self.seed < 0:
             raise redact.DevopsError(f"seed {self.seed} must be >= 0")
@@ -178,10 +194,10 @@ checkout() {{  # checkout URL COMMIT DIR: exactly COMMIT, verified
   local url=$1 commit=$2 dir=$3
   rm -rf "$dir"
   git init -q "$dir"
-  if git -C "$dir" fetch -q --depth 1 "$url" "$commit"; then
+  if git -C "$dir" fetch -q --depth 1 -- "$url" "$commit"; then
     git -C "$dir" checkout -q --detach FETCH_HEAD
   else
-    git -C "$dir" fetch -q "$url" '+refs/*:refs/remotes/pin/*'
+    git -C "$dir" fetch -q -- "$url" '+refs/*:refs/remotes/pin/*'
     git -C "$dir" checkout -q --detach "$commit"
   fi
   test "$(git -C "$dir" rev-parse HEAD)" = "$commit"
@@ -190,6 +206,9 @@ checkout() {{  # checkout URL COMMIT DIR: exactly COMMIT, verified
 phase checkout
 checkout {repo_url} {repo_commit} "$WORK/repo"
 {library_checkout}
+# The token was for the checkout only: the build and the run never see it.
+unset {git_token_env} GIT_ASKPASS
+rm -f "$WORK/git-askpass"
 phase run
 cd "$WORK/repo"
 set +e
@@ -207,7 +226,8 @@ def render(plan: Bootstrap, job: Job) -> str:
     if plan.library is not None:
         # The documented switch, not --override_repository, which bypasses the template's rule: the rule
         # links the checkout and writes the build.library record itself, so nothing here imitates it.
-        library_checkout = (f'checkout {shlex.quote(plan.library.url)} {plan.library.commit} "$WORK/library"\n'
+        library = plan.library
+        library_checkout = (f'checkout {shlex.quote(library.url)} {shlex.quote(library.commit)} "$WORK/library"\n'
                             f'export {LIBRARY_CHECKOUT_ENV}="$WORK/library"\n')
     run_args = ["--seed", str(job.seed), "--run-id", shlex.quote(job.run_id),
                 "--results-dir", '"$OUT/results"', "--artifacts-dir", '"$OUT/artifacts"']
@@ -218,7 +238,7 @@ def render(plan: Bootstrap, job: Job) -> str:
         workdir=shlex.quote(plan.workdir), out_dir=shlex.quote(plan.out_dir()), run_id=shlex.quote(job.run_id),
         phase_marker=PHASE_MARKER, done_marker=DONE_MARKER, git_token_env=GIT_TOKEN_ENV,
         repo_url=shlex.quote(plan.repo.url),
-        repo_commit=plan.repo.commit, library_checkout=library_checkout, cuda_lock_flag=CUDA_LOCK_FLAG,
+        repo_commit=shlex.quote(plan.repo.commit), library_checkout=library_checkout, cuda_lock_flag=CUDA_LOCK_FLAG,
         max_seconds=int(plan.max_hours * 3600), target=shlex.quote(job.target), run_args=" ".join(run_args))
 
 

@@ -16,7 +16,9 @@ accounted for:
 
 - `CopyBack` rsyncs the instance's output folder over SSH into
   `dest/<run-id>/` and checks the sha256 of every listed file locally.
-- `B2Mirror` copies results/ the same way, then reads the run's
+- `B2Mirror` gives each launch's instances a B2 key of their own, restricted to the
+  launch's prefix (`launch_prefix`), able to list and write but not delete, and
+  expiring; this machine's key never leaves it. It copies results/ the same way, then reads the run's
   `results/[smoke/]<run-id>/remote_artifacts.json`, written by the harness's
   upload (`rl.harness.remote.b2_mirror`): it must be complete and name this bucket;
   every file it lists must exist in B2 with the recorded size and sha256 (the
@@ -60,8 +62,11 @@ class ResultsSink(Protocol):
 
     upload_artifacts: bool  # whether the run is started with --upload-artifacts
 
-    def instance_env(self) -> dict[str, str]:
-        """Environment variables (secrets included) the instance needs for this sink."""
+    def instance_env(self, *, launch_id: str, valid_for_s: int) -> dict[str, str]:
+        """Environment variables (secrets included) the instances of launch `launch_id` need for this sink.
+
+        A credential in them expires after `valid_for_s` seconds.
+        """
 
     def secure(self, record: Record, row: dict) -> Secured:
         """Brings back and verifies the results of `record` (instance `row`); raises DurabilityError."""
@@ -101,14 +106,16 @@ class CopyBack:
     runner: CommandRunner = run_command
     upload_artifacts: bool = False
 
-    def instance_env(self) -> dict[str, str]:
+    def instance_env(self, *, launch_id: str, valid_for_s: int) -> dict[str, str]:
         return {}
 
     def rsync_command(self, record: Record, row: dict) -> list[str]:
         host, port = api.ssh_endpoint(row)
         ssh = (f"ssh -p {port} -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=30 "
                f"-o UserKnownHostsFile={self.known_hosts_file(record)}")
-        command = ["rsync", "-a", "--partial", "--timeout=300", "-e", ssh]
+        # --safe-links: the instance is not trusted, and a link it made that points out of the copied
+        # tree (to ~/.ssh, say) must not land here where following it would read or write outside.
+        command = ["rsync", "-a", "--safe-links", "--partial", "--timeout=300", "-e", ssh]
         if not self.include_artifacts:
             command.append("--exclude=/artifacts/")
         return command + [f"root@{host}:{self.remote_out}/", f"{self.local_dir(record)}/"]
@@ -175,6 +182,9 @@ class ObjectStore(Protocol):
     def sha256(self, key: str) -> str:
         """The sha256 of the object's content (downloads it)."""
 
+    def launch_credentials(self, *, prefix: str, launch_id: str, valid_for_s: int) -> dict[str, str]:
+        """The harness's B2 variables for one launch's instances, with a key of their own (B2Store's)."""
+
 
 class _HashingWriter:
     def __init__(self):
@@ -201,14 +211,22 @@ def b2_credentials() -> b2_mirror.B2Credentials:
     return credentials
 
 
-def b2_instance_env(credentials: b2_mirror.B2Credentials) -> dict[str, str]:
-    """The variables the instance's harness reads to upload to the same bucket and prefix."""
-    return {settings.B2_KEY_ID_ENV: credentials.key_id, settings.B2_KEY_ENV: credentials.application_key,
-            settings.B2_BUCKET_ENV: credentials.bucket, settings.B2_PREFIX_ENV: credentials.prefix}
+# What an instance's key may do: find its bucket, list and write files under its launch's prefix.
+# Never delete (a compromised instance cannot destroy what other runs uploaded), never read keys.
+LAUNCH_KEY_CAPABILITIES = ("listBuckets", "listFiles", "writeFiles")
+
+
+def launch_prefix(prefix: str, launch_id: str) -> str:
+    """Where the runs of one launch upload: `<prefix>/launches/<launch id>`, the only place their key reaches."""
+    return f"{prefix.strip('/')}/launches/{launch_id}"
 
 
 class B2Store:
-    """A B2 bucket through b2sdk (`open` authorizes with the harness's credentials)."""
+    """A B2 bucket through b2sdk (`open` authorizes with the harness's credentials).
+
+    Its key stays on this machine: it verifies uploads and makes each launch its own restricted key
+    (`launch_credentials`), which is all an instance ever gets.
+    """
 
     def __init__(self, bucket):
         self._bucket = bucket
@@ -232,6 +250,22 @@ class B2Store:
             except FileNotPresent:
                 return None
         return int(version.size), (version.file_info or {}).get("sha256")
+
+    def launch_credentials(self, *, prefix: str, launch_id: str, valid_for_s: int) -> dict[str, str]:
+        """The variables an instance's harness uploads with: a new key for `launch_id` alone.
+
+        Restricted to this bucket and to `launch_prefix(prefix, launch_id)/`, with LAUNCH_KEY_CAPABILITIES
+        (no delete), expiring after `valid_for_s`; registered for redaction.
+        """
+        name_prefix = launch_prefix(prefix, launch_id)
+        with redact.guarded(f"create the B2 key of launch {launch_id} (this machine's key needs the writeKeys"
+                            " capability: docs/vast.md)"):
+            key = self._bucket.api.create_key(capabilities=list(LAUNCH_KEY_CAPABILITIES), key_name=f"rlh-{launch_id}",
+                                              valid_duration_seconds=valid_for_s, bucket_id=self._bucket.id_,
+                                              name_prefix=f"{name_prefix}/")
+        redact.register_secret(key.application_key)
+        return {settings.B2_KEY_ID_ENV: key.id_, settings.B2_KEY_ENV: key.application_key,
+                settings.B2_BUCKET_ENV: self.name, settings.B2_PREFIX_ENV: name_prefix}
 
     def sha256(self, key: str) -> str:
         writer = _HashingWriter()
@@ -268,11 +302,11 @@ class B2Mirror:
 
     copy: CopyBack
     store: ObjectStore
-    env: dict[str, str] = dataclasses.field(default_factory=dict)  # what the instance's harness uploads with
+    prefix: str = b2_mirror.DEFAULT_PREFIX  # the harness's; each launch uploads below it (`launch_prefix`)
     upload_artifacts: bool = True
 
-    def instance_env(self) -> dict[str, str]:
-        return dict(self.env)
+    def instance_env(self, *, launch_id: str, valid_for_s: int) -> dict[str, str]:
+        return self.store.launch_credentials(prefix=self.prefix, launch_id=launch_id, valid_for_s=valid_for_s)
 
     def secure(self, record: Record, row: dict) -> Secured:
         copied = self.copy.secure(record, row)
@@ -344,4 +378,4 @@ def build_sink(spec: SinkSpec, *, known_hosts_dir: pathlib.Path, runner: Command
     if credentials.bucket != spec.b2_bucket:
         raise redact.DevopsError(f"the run was mirrored to bucket {spec.b2_bucket!r} but the B2 credentials here "
                                  f"are for {credentials.bucket!r}; use that bucket's credentials")
-    return B2Mirror(copy=copy, store=B2Store.open(credentials), env=b2_instance_env(credentials))
+    return B2Mirror(copy=copy, store=B2Store.open(credentials), prefix=credentials.prefix)

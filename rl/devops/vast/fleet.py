@@ -41,6 +41,8 @@ RUNNING = "running"  # vast.ai's actual_status of a booted instance
 # vast.ai's actual_status values of an instance whose container has not started yet (None: not reported).
 # Any other status ("exited", "offline", ...) may follow a run, so it never lets a destroy skip the gate.
 NOT_STARTED = frozenset({None, "scheduling", "created", "loading"})
+# A launch's credentials outlive its longest run by this much: boot retries, the upload after a timeout.
+LAUNCH_CREDENTIALS_MARGIN_S = 24 * 3600
 
 
 def new_launch_id() -> str:
@@ -176,7 +178,8 @@ class Fleet:
                 f"the {spec.kind} sink does not match the bootstrap (upload_artifacts={setup.upload_artifacts}, "
                 f"output {setup.out_dir()}): build both from the same options")
         pool = _OfferPool(plan.choice.ranked)
-        env = {**sink.instance_env(), **(extra_env or {})}
+        valid_for_s = int(setup.max_hours * 3600) + LAUNCH_CREDENTIALS_MARGIN_S
+        env = {**sink.instance_env(launch_id=plan.launch_id, valid_for_s=valid_for_s), **(extra_env or {})}
         workers = max(1, min(self.settings.parallelism, len(plan.jobs)))
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as executor:
             futures = [executor.submit(self._launch_job, plan.launch_id, index, job, pool, setup, spec, image,

@@ -1,4 +1,4 @@
-"""The one redaction function every error path, log line and progress line passes through.
+"""rl.devops's errors on the harness's one redaction layer (`rl.harness.run.redaction`).
 
     from rl.devops.vast import redact
 
@@ -8,34 +8,21 @@
     with redact.guarded("destroy instance 123"):
         sdk.destroy_instance(123)            # any exception -> DevopsError, message redacted
 
-Secrets are registered where they are read (the vast.ai API key, B2 keys, a git
-token); `redact` also masks credential-shaped text it has never been told about
-(`Authorization: Bearer ...`, `api_key=...`), because a server may echo a header
-back in an error body. `DevopsError` redacts its message when it is built and
-`guarded` raises it `from None`, so no unredacted exception is chained behind it
+Secrets are registered where they are read (the vast.ai API key, B2 keys, a git token);
+masking, the log filter and the credential shapes are the harness's (`redaction`), so a secret
+registered here is masked in the harness's records too. `DevopsError` redacts its message when
+it is built and `guarded` raises it `from None`, so no unredacted exception is chained behind it
 for a traceback to print.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import re
-import threading
 from typing import Iterator
 
-MASK = "[REDACTED]"
-# A secret shorter than this would mask ordinary words; real keys are far longer.
-MIN_SECRET_LENGTH = 8
-
-_PATTERNS = (
-    re.compile(r"(?i)(bearer\s+)[^\s'\",;]+"),
-    re.compile(r"(?i)((?:api[_-]?key|access[_-]?token|token|secret|password|application[_-]?key)"
-               r"[\"']?\s*[=:]\s*[\"']?)[^\s'\",;&]+"),
-)
-
-_lock = threading.Lock()
-_secrets: set[str] = set()
+from rl.harness.run import redaction
+from rl.harness.run.redaction import (MASK, MIN_SECRET_LENGTH, RedactingFilter, forget_secrets,  # noqa: F401 - re-exported
+                                      install_log_filter, redact, truncate)
 
 
 class DevopsError(RuntimeError):
@@ -46,40 +33,11 @@ class DevopsError(RuntimeError):
 
 
 def register_secret(value: str) -> None:
-    """Adds `value` to the strings `redact` masks; rejects a value too short to mask safely."""
-    if len(value) < MIN_SECRET_LENGTH:
-        raise DevopsError(
-            f"a secret of {len(value)} characters is too short to redact safely (minimum "
-            f"{MIN_SECRET_LENGTH}); check that the key file or variable holds the whole key")
-    with _lock:
-        _secrets.add(value)
-
-
-def forget_secrets() -> None:
-    """Clears the registered secrets (tests register their own keys)."""
-    with _lock:
-        _secrets.clear()
-
-
-def redact(text: object) -> str:
-    """`text` as a string with every registered secret and credential-shaped value masked."""
-    result = str(text)
-    with _lock:
-        secrets = sorted(_secrets, key=len, reverse=True)  # longest first: one may contain another
-    for secret in secrets:
-        result = result.replace(secret, MASK)
-    for pattern in _PATTERNS:
-        result = pattern.sub(lambda match: match.group(1) + MASK, result)
-    return result
-
-
-def truncate(text: str, limit: int) -> str:
-    """The first `limit` characters (the last ones for a negative limit) of `text`, redacted first.
-
-    Redacting after cutting would miss a secret cut in two and print its surviving half.
-    """
-    redacted = redact(text)
-    return redacted[limit:] if limit < 0 else redacted[:limit]
+    """Adds `value` to the strings `redact` masks; DevopsError for a value too short to mask safely."""
+    try:
+        redaction.register_secret(value)
+    except redaction.SecretTooShort as error:
+        raise DevopsError(str(error)) from None
 
 
 def describe(error: BaseException) -> str:
@@ -101,26 +59,3 @@ def guarded(what: str) -> Iterator[None]:
         raise DevopsError(f"{what}: {error}") from None
     except Exception as error:  # noqa: BLE001 - every error path must be redacted
         raise DevopsError(f"{what}: {describe(error)}") from None
-
-
-class RedactingFilter(logging.Filter):
-    """A logging filter that redacts each record's final message (installed by `install_log_filter`)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact(record.getMessage())
-        record.args = None
-        if record.exc_info:
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
-            record.exc_info = None
-        return True
-
-
-def install_log_filter(*logger_names: str) -> None:
-    """Redacts every record of the named loggers (and their handlers), e.g. "vastai", "b2sdk"."""
-    for name in logger_names:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
-            logger.addFilter(RedactingFilter())
-        for handler in logger.handlers:
-            if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-                handler.addFilter(RedactingFilter())

@@ -23,7 +23,7 @@ from absl import logging
 from rl.harness import settings
 from rl.harness.commands import recipes, resume
 from rl.harness.remote import b2_mirror
-from rl.harness.run import manifest, records, seeding, session
+from rl.harness.run import manifest, records, redaction, seeding, session
 from rl.harness.run.manifest import read_manifest
 from rl.harness.run.hyperparameters import Hyperparameters
 from rl.harness.run.rolling import RollingCadence
@@ -128,10 +128,27 @@ def report_crashed_runs(results_root: pathlib.Path) -> None:
                             " --resume-from %s", document.run_id, reason, document.run_id)
 
 
+def guard_secrets() -> None:
+    """Registers the environment's secrets (`redaction`) and redacts every line the log prints.
+
+    The filter sits on the handlers (absl's, the root logger's), so it covers every logger's records.
+    """
+    for name in redaction.register_environment_secrets():
+        logging.warning("$%s is shorter than %d characters, too short to mask safely: it is not redacted from the"
+                        " run's records", name, redaction.MIN_SECRET_LENGTH)
+    redaction.redact_handler(logging.get_absl_handler())
+    redaction.install_log_filter("")
+
+
 def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Optional[int] = None) -> int:
     layout = plan.layout
+    guard_secrets()
     report_crashed_runs(layout.results_root)
     hardware.apply_process_settings(plan.profile)
+    try:
+        layout.mark_roots()  # before the code state is taken: the roots are outputs, whatever their names
+    except OSError as failure:  # a full or unwritable root: nothing of the run exists yet
+        raise StartFailed(f"run {layout.run_id} could not start (nothing was kept): {_problem(failure, layout)}") from None
     seeds = seeding.SeedStreams(plan.options.seed)
     document = manifest.begin(module=plan.module, module_name=plan.module_name, options=plan.options,
                               layout=layout, profile=plan.profile, machine=plan.machine,
@@ -151,8 +168,7 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
             run.finish(FAILED, error=failure, exit_code=EXIT_FAILED)  # stops the heartbeat, gives the signals back
         for folder in (layout.results_dir, layout.artifacts_dir):  # a run that never started: its id stays free
             shutil.rmtree(folder, ignore_errors=True)
-        problem = disk_full(failure, layout) or f"{failure.strerror or failure}: {failure.filename}"
-        raise StartFailed(f"run {layout.run_id} could not start (nothing was kept): {problem}") from None
+        raise StartFailed(f"run {layout.run_id} could not start (nothing was kept): {_problem(failure, layout)}") from None
     logging.info("run %s of %s (profile %s): results %s, artifacts %s", layout.run_id, plan.module_name,
                  plan.profile.name, layout.results_dir, layout.artifacts_dir)
     if plan.resume is not None:
@@ -172,13 +188,14 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     except BaseException as failure:  # noqa: B902 - SystemExit from a library is a failure too
         status, error = (INTERRUPTED if run.stop_signal else FAILED), failure
         full = disk_full(failure, layout)
+        described = redaction.redact(traceback.format_exc())
         try:
-            records.write_text_atomically(str(layout.artifacts_dir / TRACEBACK_FILE), traceback.format_exc())
+            records.write_text_atomically(str(layout.artifacts_dir / TRACEBACK_FILE), described)
         except OSError:
             if full is None:
                 raise
         if full is None:
-            logging.error("run %s %s: %s", layout.run_id, status, traceback.format_exc())
+            logging.error("run %s %s: %s", layout.run_id, status, described)
         else:  # the cause is known and named: no traceback (it is in traceback.txt when there was room)
             logging.error("run %s %s: %s", layout.run_id, status, full)
     if status == INTERRUPTED:
@@ -212,10 +229,21 @@ def disk_full(failure: BaseException, layout: RunLayout) -> Optional[str]:
     roots = {"--results-dir": layout.results_root, "--artifacts-dir": layout.artifacts_root}
     named = [flag for flag, root in roots.items() for error in full
              if isinstance(error, OSError) and error.filename and pathlib.Path(str(error.filename)).is_relative_to(root)]
-    flag = named[0] if named else min(roots, key=lambda flag: shutil.disk_usage(roots[flag]).free)
-    usage = shutil.disk_usage(roots[flag])
+    flag = named[0] if named else min(roots, key=lambda flag: shutil.disk_usage(_existing(roots[flag])).free)
+    usage = shutil.disk_usage(_existing(roots[flag]))
     return (f"no space left on the device of {roots[flag]} ({flag}): {_size(usage.free)} free of"
             f" {_size(usage.total)}; free space there or pass another {flag}")
+
+
+def _existing(folder: pathlib.Path) -> pathlib.Path:
+    """`folder`, or its nearest ancestor that exists (a root not made yet lies on that ancestor's device)."""
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+def _problem(failure: OSError, layout: RunLayout) -> str:
+    return disk_full(failure, layout) or f"{failure.strerror or failure}: {failure.filename}"
 
 
 def _size(size: int) -> str:

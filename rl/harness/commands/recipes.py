@@ -13,7 +13,6 @@ import importlib
 import importlib.util
 import os
 import pathlib
-import re
 import sys
 from typing import Optional
 
@@ -21,8 +20,7 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.errors import UsageError
-
-_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+from rl.harness.run.manifest import DOTTED_NAME
 
 
 def recipe_folder(module_name: str) -> pathlib.Path:
@@ -112,7 +110,7 @@ def _look_in_workspace(module_name: str, workspace: str) -> None:
 
 def load_module(module_name: str):
     """A recipe's or a study's module; under `bazel run` a module outside the binary is found in the workspace."""
-    if not _DOTTED.fullmatch(module_name):
+    if not DOTTED_NAME.fullmatch(module_name):
         raise UsageError(f"{module_name!r} is not a dotted module name; pass e.g. experiments.mess3.reward_only")
     module = _import_recipe(module_name)
     workspace = settings.workspace_directory()

@@ -2,11 +2,13 @@
 
     original = catalog.find_run("20261202T031703Z-b1b3c5", [workspace])
     exit_code = reproduce.reproduce(original, prefix=RowBudget.of(iterations=2, env_steps=None))
+    reproduce.reproduce(original, trust_patch=True)   # a recorded patch that changes code: applied only so
 
 Steps: the recorded commit in a scratch `git worktree` (one fixed folder per repository, so its
 Bazel output base and venv are reused), the saved patch applied and its hash checked, the
 manifest's `build.target` built and its identity compared input by input, the target run with
-the recorded seed and options, then metrics.jsonl compared row by row. The verdict goes into
+the recorded seed and options, then metrics.jsonl compared row by row. A recorded patch is shown
+file by file and applied only when it changes nothing but documentation, or with `--trust-patch`. The verdict goes into
 the new run's manifest (`reproduction`); the original run's folders are only read.
 
 The numeric platform (run/platform.py) is compared first: on the original's, rows must agree as
@@ -320,11 +322,69 @@ def _validate(run: catalog.Run) -> tuple[str, Optional[str]]:
         raise ReproduceError(f"run {run.run_id} recorded no git commit ({repo.get('reason')}); it cannot be rebuilt")
     if not repo.get("dirty"):
         return repo["commit"], None
-    patch = os.path.join(run.run_dir, (repo.get("patch") or {}).get("file", records.PATCH_FILE))
+    patch = patch_path(run.run_dir, (repo.get("patch") or {}).get("file", records.PATCH_FILE), run.run_id)
     if not os.path.exists(patch):
         raise ReproduceError(f"run {run.run_id} ran from a dirty checkout but its results hold no {records.PATCH_FILE}"
                              " (recorded before patches were saved); its change cannot be rebuilt")
     return repo["commit"], patch
+
+
+# -- trust: a recorded patch is code ------------------------------------------------------------
+
+# Files a patch may change without being code: documentation and pictures (never built, never run).
+_INERT_SUFFIXES = (".md", ".rst", ".txt", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf")
+_BUILD_FILE_PREFIXES = ("requirements", "constraints")  # requirements*.txt decide what is installed
+
+
+def patch_path(run_dir: str, name: object, run_id: str) -> str:
+    """The path of the patch a manifest names: a plain file name inside the run's folder, else ReproduceError."""
+    if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name
+            or os.path.isabs(name)):
+        raise ReproduceError(f"run {run_id}'s manifest names its patch {name!r}, not a file name inside its folder;"
+                             " the record was edited: restore it from git or B2")
+    path = os.path.join(run_dir, name)
+    if os.path.islink(path):
+        raise ReproduceError(f"the patch {path} of run {run_id} is a symbolic link; a recorded patch is a plain file"
+                             " inside the run's folder: restore it from git or B2")
+    return path
+
+
+def patch_files(patch: str) -> list[str]:
+    """The files `patch` creates, changes, renames or deletes (as `git apply` reads it), sorted."""
+    listed = subprocess.run(["git", "apply", "--numstat", "-z", patch], capture_output=True, timeout=60)
+    if listed.returncode != 0:
+        reason = (listed.stderr.decode(errors="replace").strip().splitlines() or ["git apply failed"])[0]
+        raise ReproduceError(f"the recorded patch {patch} is not a patch git can read ({reason}); restore it from git or B2")
+    fields, files = iter(listed.stdout.decode(errors="replace").split("\0")), set()
+    for field in fields:
+        name = field.split("\t", 2)[-1] if field.count("\t") >= 2 else None
+        if name == "":  # a rename: the old and the new name follow
+            files.update((next(fields, ""), next(fields, "")))
+        elif name:
+            files.add(name)
+    return sorted(files - {""})
+
+
+def is_code(path: str) -> bool:
+    """True unless `path` is documentation or a picture (`_INERT_SUFFIXES`); requirements files are build files."""
+    name = os.path.basename(path).lower()
+    return name.startswith(_BUILD_FILE_PREFIXES) or not name.endswith(_INERT_SUFFIXES)
+
+
+def check_patch_trust(patch: str, run_id: str, trusted: bool) -> list[str]:
+    """Shows the files the recorded patch touches; ReproduceError when it changes code and `trusted` is False.
+
+    The patch is applied, built and run with this user's environment: a shared run's patch is its
+    author's code. Returns the files it touches.
+    """
+    files = patch_files(patch)
+    code = [name for name in files if is_code(name)]
+    print(f"the recorded patch {patch} touches {len(files)} file(s): {', '.join(files) or 'none'}")
+    if code and not trusted:
+        raise ReproduceError(f"the recorded patch of run {run_id} changes code or build files ({', '.join(code)}):"
+                             f" reproducing builds and runs them as you; read {patch} and pass --trust-patch to"
+                             " apply it (docs/harness.md, Trust)")
+    return files
 
 
 def _metrics(artifacts_dir: str, run_id: str, status: str) -> list[dict]:
@@ -343,11 +403,16 @@ def _metrics(artifacts_dir: str, run_id: str, status: str) -> list[dict]:
 
 
 def reproduce(original: catalog.Run, *, prefix: RowBudget = RowBudget(),
-              repo_root: Optional[str] = None) -> int:
+              repo_root: Optional[str] = None, trust_patch: bool = False) -> int:
     """Rebuilds and re-runs `original`; prints the verdict; 0 when it reproduced (identical, within tolerance or
-    consistent across platforms), 1 when it diverged."""
+    consistent across platforms), 1 when it diverged.
+
+    A recorded patch that changes code is applied only with `trust_patch` (`check_patch_trust`).
+    """
     manifest = original.manifest
     commit, patch = _validate(original)
+    if patch is not None:
+        check_patch_trust(patch, original.run_id, trust_patch)
     machine = hardware.detect_machine()
     check_machine(manifest, machine)
     print(format_platform_comparison(manifest.platform, platform_here(manifest, machine)), flush=True)

@@ -20,7 +20,7 @@ from rl.harness.run.context import ResumeSource
 from absl import logging
 
 from rl.harness.errors import UsageError
-from rl.harness.run.layout import RunLayout
+from rl.harness.run.layout import RunLayout, outside_trees, recorded_folder
 
 _RLLIB_CHECKPOINT_FILE = "rllib_checkpoint.json"
 
@@ -46,16 +46,28 @@ def checkpoint_source(path: pathlib.Path, parent_run_id: Optional[str] = None) -
 
 
 def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
-    """`--resume-from VALUE`: an existing path is a checkpoint, else a run id under `results_root`."""
+    """`--resume-from VALUE`: an existing path is a checkpoint, else a run id under `results_root`.
+
+    A checkpoint outside both roots is named in one log line: it is code (pickles), loaded as this user.
+    """
     path = pathlib.Path(value).expanduser()
     if path.exists():
-        return checkpoint_source(path.resolve())
+        return _noted(checkpoint_source(path.resolve()), results_root, artifacts_root)
     if run_id_problem(value) is None:
         run_dir = RunLayout.find(results_root, value)
         if run_dir is not None:
-            return _resume_from_run(value, run_dir, artifacts_root)
+            return _noted(_resume_from_run(value, run_dir, artifacts_root), results_root, artifacts_root)
     raise UsageError(f"--resume-from {value!r} is neither a checkpoint folder nor a run under {results_root};"
                      " pass a checkpoint path or the id of a run listed by `rl-harness runs`")
+
+
+def _noted(source: ResumeSource, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
+    loaded = source.checkpoint or source.tune_experiment
+    if outside_trees(loaded, (results_root, artifacts_root)):
+        logging.warning("resuming from %s, outside this run's results tree (%s, %s): a checkpoint is code (pickles);"
+                        " resume only from checkpoints you trust (docs/harness.md, Trust)", loaded, results_root,
+                        artifacts_root)
+    return source
 
 
 def check_experiment(source: ResumeSource, requested: str, module_name: str) -> None:
@@ -80,7 +92,7 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
     places = layout.artifact_places(manifest)
     if isinstance(manifest.runner, TuneRunner):
         for place in places:
-            storage = place / manifest.runner.storage
+            storage = recorded_folder(place, manifest.runner.storage, "Tune storage")
             if storage.is_dir():
                 return ResumeSource(checkpoint=None, parent_run_id=run_id, tune_experiment=storage,
                                     experiment=manifest.experiment.module)
@@ -96,7 +108,7 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
     if newest is None:
         raise UsageError(f"run {run_id} recorded no checkpoint to resume from; start a new run instead")
     for place in places:
-        folder = place / newest.path
+        folder = recorded_folder(place, newest.path, "checkpoint")
         if folder.is_dir():
             return checkpoint_source(folder, parent_run_id=run_id)
     raise UsageError(f"checkpoint {newest.path} of run {run_id} is not on this machine (looked in"

@@ -27,7 +27,7 @@ from absl import logging
 
 from rl.harness.commands import catalog, recipes
 from rl.harness.errors import EXIT_FAILED, UsageError
-from rl.harness.run import buildinfo, hyperparameters, manifest
+from rl.harness.run import buildinfo, hyperparameters, manifest, redaction
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.status import new_run_id, run_id_problem, this_process
 from rl.harness.study import summary
@@ -122,6 +122,8 @@ class StudyCommand:
         return study_folder(self.results_root, self.record.study_id, self.record.smoke)
 
     def _resumable(self, study_id: str) -> StudyRecord:
+        if problem := run_id_problem(study_id):
+            raise UsageError(problem.replace("run id", "study id"))
         folders = [study_folder(self.results_root, study_id, smoke) for smoke in (False, True)]
         found = [folder for folder in folders if folder.is_dir()]
         if not found:
@@ -149,7 +151,7 @@ class StudyCommand:
                                  f" {result.last.process.pid if result.last.process else '?'}); wait for it or stop it")
         if record.effective_status == CRASHED:
             logging.warning("study %s crashed (its command, pid %d, is gone); resuming it", study_id, record.process.pid)
-        return record.replace(command_lines=(*record.command_lines, tuple(sys.argv)), status=RUNNING,
+        return record.replace(command_lines=(*record.command_lines, redaction.redact_all(sys.argv)), status=RUNNING,
                               process=this_process())
 
     # -- running ------------------------------------------------------------------------------

@@ -64,8 +64,16 @@ def events_folders_below(root: pathlib.Path) -> dict[str, pathlib.Path]:
 
 
 def link_tree(folders: dict[str, pathlib.Path], tree: pathlib.Path) -> None:
-    """`tree/<name>` -> each events folder: one TensorBoard log folder naming every run."""
+    """`tree/<name>` -> each events folder: one TensorBoard log folder naming every run.
+
+    A name that would place its link outside `tree` (an edited manifest) is skipped, with a warning.
+    """
     for name, folder in folders.items():
+        parts = pathlib.PurePosixPath(name).parts
+        if pathlib.PurePosixPath(name).is_absolute() or any(part in (".", "..") for part in parts):
+            print(f"{PROGRAM}: skipping {folder}: its run's records name it {name!r}, which leads outside the tree"
+                  " of links; the manifest was edited", file=sys.stderr)
+            continue
         link = tree / name
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(folder, target_is_directory=True)

@@ -12,10 +12,12 @@
 Names are `<namespace>/<field>`. A value parses as its default's type: an int default takes whole
 numbers only, a float default also takes them (5 -> 5.0), a bool takes true/false, a str anything.
 An unknown name, a malformed assignment, a value of the wrong type or a non-finite number (nan,
-inf) is a UsageError (exit 2) naming the valid keys and their types. Rules that tie values together
-(a Transformer's d_model divisible by its n_heads) are the recipe's `check`: it sees every value
-(defaults with the overrides) and raises ValueError naming the `--set` to type; `parse` turns that
-into a UsageError too, so a bad combination stops before any record exists or Ray starts:
+inf) is a UsageError (exit 2) naming the valid keys and their types. A name whose field names a
+secret (`wandb/api_key`, `db/password`) is refused: hyperparameters are recorded, and secrets come
+from the environment. Rules that tie values together (a Transformer's d_model divisible by its
+n_heads) are the recipe's `check`: it sees every value (defaults with the overrides) and raises
+ValueError naming the `--set` to type; `parse` turns that into a UsageError too, so a bad
+combination stops before any record exists or Ray starts:
 
     HYPERPARAMETERS = Hyperparameters({...}, check=task.check_transformer_hyperparameters)
 
@@ -30,6 +32,7 @@ import re
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from rl.harness.errors import UsageError
+from rl.harness.run import redaction
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*/[a-z][a-z0-9_]*")
 _TYPES = (bool, int, float, str)
@@ -42,6 +45,10 @@ class Hyperparameters:
         for name, default in defaults.items():
             if not _NAME.fullmatch(name):
                 raise ValueError(f"hyperparameter name {name!r} must be <namespace>/<field> in lower case, e.g. ppo/lr")
+            if redaction.credential_name(name):
+                raise ValueError(f"hyperparameter {name} names a credential, and hyperparameters are recorded in the"
+                                 " manifest, shown by diff and uploaded; read secrets from the environment instead"
+                                 " (docs/harness.md, Trust)")
             if type(default) not in _TYPES:
                 raise ValueError(f"hyperparameter {name} has a default of type {type(default).__name__};"
                                  " use bool, int, float or str")

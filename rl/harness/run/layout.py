@@ -8,11 +8,13 @@
     layout.checkpoints_dir   # <artifacts-root>/smoke/<run-id>/checkpoints
     layout.claim()           # creates both folders, each only if new: RunIdTaken if another run has the id
                              # (RunFolderError if they cannot be made)
+    layout.mark_roots()      # creates both roots, marked as outputs (provenance leaves them out)
     layout.remote_prefix("runs", "experiments.mess3.reward_only")   # "runs/experiments.mess3.reward_only/smoke/<id>"
 
     layout = RunLayout.of_run(run_dir, manifest)    # back from a recorded run; smoke from its manifest
     layout.artifact_places(manifest)                # where its artifacts may be on this machine, best first
     run_folder_part("results/smoke/<id>/summary.json", "<id>")   # ("results", "summary.json")
+    recorded_folder(layout.artifacts_dir, entry.path, "checkpoint")  # RecordError if it leads outside
 
 This module is the only place that knows the folder rule; everything else asks it.
 """
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
 
 # By convention a results root has its artifacts root beside it: <x>/results and <x>/artifacts.
 ARTIFACTS_BESIDE_RESULTS = "artifacts"
+OUTPUT_ROOT_NOTE = ("This folder is an rl-harness results or artifacts root. Runs' records are outputs, not code:\n"
+                    "provenance leaves this folder out of a run's dirty flag, code hash and patch (rl/harness/run/provenance.py).\n")
 
 
 class RunIdTaken(UsageError):
@@ -116,6 +120,13 @@ class RunLayout:
             if isinstance(error, OSError):
                 raise RunFolderError(error) from None
             raise
+    def mark_roots(self) -> None:
+        """Creates both roots, each holding `records.OUTPUT_ROOT_MARKER`: provenance leaves them out whatever their names."""
+        for root in (self.results_root, self.artifacts_root):
+            root.mkdir(parents=True, exist_ok=True)
+            marker = root / records.OUTPUT_ROOT_MARKER
+            if not marker.exists():
+                records.write_text_atomically(str(marker), OUTPUT_ROOT_NOTE)
 
     def with_run_id(self, run_id: str) -> "RunLayout":
         """A sibling run in the same roots (a resumed run or a reproduction)."""
@@ -163,6 +174,28 @@ class RunLayout:
             if (folder / records.MANIFEST_FILE).exists():
                 return folder
         return None
+
+
+def recorded_folder(folder: pathlib.Path, recorded: object, what: str) -> pathlib.Path:
+    """`folder / recorded` for a path a manifest records relative to `folder` (a checkpoint, Tune's storage).
+
+    RecordError unless it is a relative path that stays inside `folder`, symbolic links followed:
+    a checkpoint is code (pickles), so an edited record must not lead the loader elsewhere.
+    """
+    if not isinstance(recorded, str) or not recorded or pathlib.PurePath(recorded).is_absolute():
+        raise records.RecordError(f"the manifest records {what} {recorded!r}, not a path relative to the run's"
+                                  " artifacts folder; the record was edited: restore it from git or B2")
+    path = folder / recorded
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise records.RecordError(f"the manifest's {what} {recorded!r} leads outside the run's artifacts folder"
+                                  f" {folder}; the record was edited: restore it from git or B2")
+    return path
+
+
+def outside_trees(path: pathlib.Path, trees: Iterable[pathlib.Path]) -> bool:
+    """True when `path` (links followed) lies inside none of `trees`."""
+    resolved = pathlib.Path(path).resolve()
+    return not any(resolved.is_relative_to(pathlib.Path(tree).resolve()) for tree in trees)
 
 
 def iter_run_dirs(results_root: str) -> Iterable[str]:

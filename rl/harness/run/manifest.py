@@ -26,13 +26,14 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import sys
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional, Union
 
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.run import buildinfo, provenance, records
+from rl.harness.run import buildinfo, provenance, records, redaction
 from rl.harness.run.platform import NumericPlatform
 from rl.harness.run.context import ResumeSource
 from rl.harness.run.layout import RunLayout
@@ -48,6 +49,8 @@ _HARNESS_DIR = os.path.dirname(os.path.realpath(__file__))
 
 MANIFEST_SCHEMA_VERSION = 3
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+# A recipe's or study's module: `experiments.mess3.reward_only`.
+DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 def _tuple(values) -> tuple:
@@ -61,6 +64,11 @@ class ExperimentRecord:
     module: Optional[str]
     source_file: Optional[str] = None
     source_sha256: Optional[str] = None
+
+    def __post_init__(self):
+        # The module names folders and B2 keys (TensorBoard's tree, remote prefixes): a plain dotted name only.
+        if self.module is not None and not (isinstance(self.module, str) and DOTTED_NAME.fullmatch(self.module)):
+            raise ValueError(f"experiment.module {self.module!r} is not a dotted module name")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,7 +353,7 @@ class RunManifest:
                 reproduction=record.get("reproduction"),
                 extra={key: value for key, value in record.items() if key not in known},
             )
-        except (TypeError, KeyError, AttributeError) as broken:
+        except (TypeError, KeyError, AttributeError, ValueError) as broken:
             raise records.RecordError(f"{path} is not a run manifest this harness can read ({type(broken).__name__}:"
                               f" {broken}); restore it from git or B2") from None
 
@@ -375,9 +383,24 @@ def read_manifest(run_dir) -> RunManifest:
 
 
 def recorded_options(options: argparse.Namespace) -> dict:
-    """The run's options as the manifest keeps them (paths as strings; the module and private keys left out)."""
-    return {key: (str(value) if isinstance(value, pathlib.Path) else value)
-            for key, value in sorted(vars(options).items()) if key != "module" and not key.startswith("_")}
+    """The run's options as the manifest keeps them (paths as strings; the module and private keys left out).
+
+    Text values, `--set` values included, are redacted (`redaction`): a secret passed on the command line
+    does not reach the record.
+    """
+    def recorded(value):
+        if isinstance(value, pathlib.Path):
+            return str(value)
+        if isinstance(value, str):
+            return redaction.redact(value)
+        if isinstance(value, Mapping):
+            return {key: recorded(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [recorded(item) for item in value]
+        return value
+
+    return {key: recorded(value) for key, value in sorted(vars(options).items())
+            if key != "module" and not key.startswith("_")}
 
 
 def code_state(source: str, build: Mapping[str, Any]) -> dict:
@@ -411,8 +434,8 @@ def begin(*, module, module_name: str, options: argparse.Namespace, layout: RunL
         code=code,
         build=build,
         versions=provenance.package_versions(),
-        command_line=tuple(options._argv),
-        process_command_line=tuple(getattr(sys, "orig_argv", sys.argv)),
+        command_line=redaction.redact_all(options._argv),
+        process_command_line=redaction.redact_all(getattr(sys, "orig_argv", sys.argv)),
         seed=options.seed,
         options=recorded_options(options),
         paths={"results": str(layout.results_dir), "artifacts": str(layout.artifacts_dir)},
@@ -425,23 +448,35 @@ def begin(*, module, module_name: str, options: argparse.Namespace, layout: RunL
 def capture_patches(code: dict, cap_bytes: int) -> dict[str, bytes]:
     """The patch of each dirty repository (one file when experiment and library share a checkout).
 
-    Records it in the repo's manifest entry (`patch`: file, bytes, omitted files) and warns when
-    untracked files were left out, since the run then cannot be rebuilt exactly.
+    Records it in the repo's manifest entry (`patch`: file, bytes, the untracked files it adds, those
+    left out over the cap) and logs the untracked files it takes. Warns when untracked files were left
+    out over the cap (the run then cannot be rebuilt exactly) and for each untracked file refused as
+    credential-shaped (provenance.refusal; in every repository, dirty or not).
     """
-    patches, by_root = {}, {}
+    patches, by_root, warned = {}, {}, set()
     for name, state in code.items():
+        for path, why in (state.get("refused_untracked") or {}).items():
+            if (state["root"], path) not in warned:
+                warned.add((state["root"], path))
+                logging.warning("left %s out of the run's records (patch and code hash): %s; keep secrets outside"
+                                " the checkout or git-ignore them (docs/harness.md, Trust)",
+                                os.path.join(state["root"], path), why)
         if not state.get("dirty"):
             continue
         if state["root"] not in by_root:
             file_name = records.PATCH_FILE if not by_root else f"uncommitted_{name}.patch"
             change = provenance.uncommitted_change(state["root"], cap_bytes)
+            if change.untracked:
+                logging.info("the run's patch %s adds %d untracked file(s) of %s: %s", file_name, len(change.untracked),
+                             state["root"], ", ".join(change.untracked))
             if change.omitted:
                 logging.warning("the run's patch leaves out %d untracked file(s) over $%s=%d bytes (%s):"
                                 " `rl-harness reproduce` cannot rebuild this checkout exactly; commit them,"
                                 " git-ignore them or raise the cap", len(change.omitted), settings.PATCH_CAP_ENV,
                                 cap_bytes, ", ".join(change.omitted[:5]))
             patches[file_name] = change.patch
-            by_root[state["root"]] = {"file": file_name, "bytes": len(change.patch), "omitted": change.omitted}
+            by_root[state["root"]] = {"file": file_name, "bytes": len(change.patch), "untracked": change.untracked,
+                                      "omitted": change.omitted}
         state["patch"] = by_root[state["root"]]
     return patches
 

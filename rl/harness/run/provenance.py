@@ -6,21 +6,30 @@
     provenance.file_sha256(path)
     change = provenance.uncommitted_change(root)   # the patch that recreates a dirty checkout
     change.patch; change.omitted                   # bytes for `git apply`; untracked files over the cap
+    change.untracked; change.refused               # untracked files taken; credential-shaped ones left out, and why
 
 Nothing here imports the libraries it reports on (versions come from package metadata).
+
+A run's outputs are not its inputs: every folder named `results` or `artifacts`, and every folder
+holding `records.OUTPUT_ROOT_MARKER` (each results and artifacts root the harness writes to, whatever
+its name), is left out of the dirty flag, the hash and the patch. An untracked file whose path or
+content looks like a credential (`refusal`) is left out of all three too, so no secret reaches a record.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import importlib.metadata
 import os
 import platform
+import re
 import subprocess
 from typing import Optional
 
 from rl.harness import settings
+from rl.harness.run import records, redaction
 
 # Distributions whose versions every manifest records (import name differs for none of them).
 RECORDED_DISTRIBUTIONS = ("ray", "torch", "gymnasium", "numpy")
@@ -28,7 +37,14 @@ _GIT_TIMEOUT_S = 30
 # Results and artifacts are a run's outputs, never its inputs: a checkout holding not yet
 # committed results is not dirty for them, and they never reach the hash or the patch.
 OUTPUT_FOLDERS = ("results", "artifacts")
-_OUTPUT_PATHSPEC = ("--", ".", *(f":(exclude,glob)**/{folder}/**" for folder in OUTPUT_FOLDERS))
+_OUTPUT_EXCLUDES = tuple(f":(exclude,glob)**/{folder}/**" for folder in OUTPUT_FOLDERS)
+# Untracked files never taken into a patch, by the name of the file or of a folder above it.
+CREDENTIAL_NAMES = (".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "secrets*", "credentials*",
+                    ".netrc", ".git-credentials", ".pypirc", ".pgpass")
+# ssh keys: id_rsa, id_ed25519.pub, ... (a module such as id_map.py is code, not a key).
+_SSH_KEY_NAME = re.compile(r"id_[A-Za-z0-9_]+(\.pub)?")
+_SCAN_CHUNK_BYTES = 1 << 20
+_SCAN_OVERLAP_BYTES = 8 << 10  # longer than any credential shape, so none is missed at a chunk's edge
 
 
 def file_sha256(path: str) -> str:
@@ -52,46 +68,97 @@ def _git(folder: str, *args: str) -> bytes:
     ).stdout
 
 
+def _output_pathspec(root: str) -> tuple[str, ...]:
+    """`git` pathspec arguments: the whole checkout but its output folders (by name and by marker)."""
+    marker = f":(glob)**/{records.OUTPUT_ROOT_MARKER}"
+    listed = (_git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", marker)
+              + b"\0" + _git(root, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
+                              "--", marker))
+    folders = sorted({os.path.dirname(name.decode()) for name in listed.split(b"\0")
+                      if os.path.basename(name.decode()) == records.OUTPUT_ROOT_MARKER})
+    return ("--", ".", *_OUTPUT_EXCLUDES, *(f":(exclude,top,literal){folder}" for folder in folders if folder))
+
+
+def refusal(root: str, name: str) -> Optional[str]:
+    """Why untracked file `name` (relative to `root`) must stay out of the records, or None.
+
+    Its name or a folder's above it is a credential's (CREDENTIAL_NAMES, ssh keys), or its content
+    holds one (`redaction.credential_in`: private key blocks, known token formats, registered secrets).
+    """
+    for part in name.split("/"):
+        if _SSH_KEY_NAME.fullmatch(part) or any(fnmatch.fnmatchcase(part.lower(), p) for p in CREDENTIAL_NAMES):
+            return f"the name {part!r} is a credential file's"
+    path = os.path.join(root, name)
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None  # a link is recorded as its target's path, never the target's content
+    with open(path, "rb") as handle:
+        tail = b""
+        while chunk := handle.read(_SCAN_CHUNK_BYTES):
+            if found := redaction.credential_in(tail + chunk):
+                return f"it holds {found}"
+            tail = chunk[-_SCAN_OVERLAP_BYTES:]
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class UntrackedFiles:
+    """The untracked, non-ignored files of a checkout outside its output folders, sorted."""
+
+    taken: list[str]  # provenance covers them (the hash, the patch)
+    refused: dict[str, str]  # left out of everything: path -> why (`refusal`)
+
+
+def untracked_files(root: str, pathspec: Optional[tuple[str, ...]] = None) -> UntrackedFiles:
+    listing = _git(root, "ls-files", "--others", "--exclude-standard", "-z", *(pathspec or _output_pathspec(root)))
+    taken, refused = [], {}
+    for name in sorted(item.decode() for item in listing.split(b"\0") if item):
+        if reason := refusal(root, name):
+            refused[name] = reason
+        else:
+            taken.append(name)
+    return UntrackedFiles(taken, refused)
+
+
 def git_state(path: str) -> dict:
     """Commit, dirty flag and a sha256 of the uncommitted change of the repo holding `path`.
 
-    The diff hash covers `git diff HEAD` (staged and unstaged) and the content of untracked,
-    non-ignored files, so two runs with the same commit and the same hash ran the same code.
-    Every `results/` and `artifacts/` folder (OUTPUT_FOLDERS) is left out of all three.
+    The diff hash covers `git diff HEAD` (staged and unstaged) and the content of the untracked,
+    non-ignored files provenance takes, so two runs with the same commit and the same hash ran the
+    same code. Output folders and refused untracked files (module docstring) are left out of all
+    three; `refused_untracked` names the refused ones (path -> why) when there are any.
     Outside a git checkout (or without git) the fields are null and `reason` says why.
     """
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     try:
         root = _git(folder, "rev-parse", "--show-toplevel").decode().strip()
         commit = _git(root, "rev-parse", "HEAD").decode().strip()
-        status = _git(root, "status", "--porcelain", "--untracked-files=normal", *_OUTPUT_PATHSPEC)
-        digest = hashlib.sha256(_tracked_diff(root))
-        untracked = _untracked(root)
+        pathspec = _output_pathspec(root)
+        tracked = _git(root, "status", "--porcelain", "--untracked-files=no", *pathspec)
+        digest = hashlib.sha256(_tracked_diff(root, pathspec))
+        untracked = untracked_files(root, pathspec)
     except (OSError, subprocess.SubprocessError) as error:
         detail = getattr(error, "stderr", b"") or b""
         reason = detail.decode(errors="replace").strip().splitlines()[:1] or [str(error)]
         return {"root": None, "commit": None, "dirty": None, "diff_sha256": None, "reason": reason[0]}
-    for name in untracked:
-        file_path = os.path.join(root, name.decode())
-        digest.update(b"\0untracked\0" + name + b"\0")
+    for name in untracked.taken:
+        file_path = os.path.join(root, name)
+        digest.update(b"\0untracked\0" + name.encode() + b"\0")
         if os.path.isfile(file_path):
             digest.update(file_sha256(file_path).encode())
-    dirty = bool(status.strip())
-    return {
+    dirty = bool(tracked.strip()) or bool(untracked.taken)
+    state = {
         "root": root,
         "commit": commit,
         "dirty": dirty,
         "diff_sha256": digest.hexdigest() if dirty else None,
     }
+    if untracked.refused:
+        state["refused_untracked"] = untracked.refused
+    return state
 
 
-def _tracked_diff(root: str) -> bytes:
-    return _git(root, "diff", "HEAD", "--binary", *_OUTPUT_PATHSPEC)
-
-
-def _untracked(root: str) -> list[bytes]:
-    listing = _git(root, "ls-files", "--others", "--exclude-standard", "-z", *_OUTPUT_PATHSPEC)
-    return sorted(filter(None, listing.split(b"\0")))
+def _tracked_diff(root: str, pathspec: tuple[str, ...]) -> bytes:
+    return _git(root, "diff", "HEAD", "--binary", *pathspec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,25 +167,30 @@ class UncommittedChange:
 
     patch: bytes
     omitted: list[str]  # untracked files left out to stay under the cap: the hash will not verify
+    untracked: list[str] = dataclasses.field(default_factory=list)  # untracked files the patch adds
+    refused: dict[str, str] = dataclasses.field(default_factory=dict)  # credential-shaped, left out: path -> why
 
 
 def uncommitted_change(root: str, cap_bytes: int = settings.DEFAULT_PATCH_CAP_BYTES) -> UncommittedChange:
-    """The tracked diff against HEAD plus every untracked, non-ignored file as a new-file diff.
+    """The tracked diff against HEAD plus every untracked file provenance takes, as a new-file diff.
 
-    Outside OUTPUT_FOLDERS, as `git_state` hashes it.
+    Outside the output folders and without refused files, as `git_state` hashes it.
     Untracked files are added smallest first while the patch stays under `cap_bytes`; the tracked
     diff always goes in whole (it is what the run changed on purpose).
     """
-    patch = _tracked_diff(root)
-    omitted = []
+    pathspec = _output_pathspec(root)
+    patch = _tracked_diff(root, pathspec)
+    untracked = untracked_files(root, pathspec)
+    omitted, added = [], []
     # lstat: an untracked symlink is content as git stores it, and a dangling one (a stale Bazel
     # runfiles link) has no target to measure.
-    for name in sorted(_untracked(root), key=lambda name: (os.lstat(os.path.join(root, name.decode())).st_size, name)):
+    for name in sorted(untracked.taken, key=lambda name: (os.lstat(os.path.join(root, name)).st_size, name)):
         # `--no-index` exits 1 when the files differ, which they always do here.
-        addition = subprocess.run(["git", "-C", root, "diff", "--no-index", "--binary", "--", os.devnull, name.decode()],
+        addition = subprocess.run(["git", "-C", root, "diff", "--no-index", "--binary", "--", os.devnull, name],
                                   capture_output=True, timeout=_GIT_TIMEOUT_S).stdout
         if len(patch) + len(addition) > cap_bytes:
-            omitted.append(name.decode())
+            omitted.append(name)
         else:
             patch += addition
-    return UncommittedChange(patch=patch, omitted=omitted)
+            added.append(name)
+    return UncommittedChange(patch=patch, omitted=omitted, untracked=sorted(added), refused=untracked.refused)

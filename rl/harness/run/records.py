@@ -35,6 +35,8 @@ CHECKPOINT_STATE_FILE = "harness_checkpoint.json"
 SMOKE_DIR = "smoke"
 # A dirty checkout's change, in results/<run-id>/ so `rl-harness reproduce` can rebuild it.
 PATCH_FILE = "uncommitted.patch"
+# In every results and artifacts root the harness writes to: provenance leaves the folder out.
+OUTPUT_ROOT_MARKER = ".rl-harness-output-root"
 
 class RecordError(UsageError, RuntimeError):
     """A record is missing, unreadable or has an unknown schema; the message names the fix."""
@@ -51,8 +53,24 @@ def _json_ready(value: Any) -> Any:
     return value
 
 
-def write_file_atomically(path: str, write: Callable[[str], None], *, mode: int = 0o644) -> None:
-    """`write(temporary_path)` fills a file beside `path`, which then replaces `path` (with `mode`).
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask would, for an instant, for every thread)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return _UMASK_AT_IMPORT
+
+
+_UMASK_AT_IMPORT = os.umask(0o022)
+os.umask(_UMASK_AT_IMPORT)
+
+
+def write_file_atomically(path: str, write: Callable[[str], None], *, mode: int = 0o666) -> None:
+    """`write(temporary_path)` fills a file beside `path`, which then replaces `path` (with `mode` less the umask).
 
     Readers see the old file or the new one, never a half-written one; on any error the
     temporary file is removed and `path` is untouched.
@@ -62,7 +80,8 @@ def write_file_atomically(path: str, write: Callable[[str], None], *, mode: int 
     os.close(handle)
     try:
         write(temporary)
-        os.chmod(temporary, mode)  # mkstemp creates 0600; records are for everyone who may read the folder
+        # mkstemp creates 0600; a record gets the mode any new file would (a umask of 077 keeps it private)
+        os.chmod(temporary, mode & ~_umask())
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
@@ -70,7 +89,7 @@ def write_file_atomically(path: str, write: Callable[[str], None], *, mode: int 
         raise
 
 
-def write_bytes_atomically(path: str, data: bytes, *, mode: int = 0o644) -> None:
+def write_bytes_atomically(path: str, data: bytes, *, mode: int = 0o666) -> None:
     def write(temporary: str) -> None:
         with open(temporary, "wb") as stream:
             stream.write(data)
@@ -80,7 +99,7 @@ def write_bytes_atomically(path: str, data: bytes, *, mode: int = 0o644) -> None
     write_file_atomically(path, write, mode=mode)
 
 
-def write_text_atomically(path: str, text: str, *, mode: int = 0o644) -> None:
+def write_text_atomically(path: str, text: str, *, mode: int = 0o666) -> None:
     write_bytes_atomically(path, text.encode(), mode=mode)
 
 

@@ -36,7 +36,7 @@ from typing import Any, Iterator, Mapping, Optional
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.run import metric_keys, records, seeding, tensorboard_events
+from rl.harness.run import metric_keys, records, redaction, seeding, tensorboard_events
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import CheckpointEntry, OutputEntry, RunError, RunManifest, Runner
 from rl.harness.run.rolling import RollingCadence, RollingClock
@@ -217,7 +217,7 @@ class RunSession:
                 ended_at=ended_at,
                 exit_code=exit_code,
                 interrupted_by=self._stop_signal,
-                error=None if error is None else RunError(type=type(error).__name__, message=str(error)),
+                error=None if error is None else RunError(type=type(error).__name__, message=redaction.redact(error)),
                 heartbeat=dataclasses.replace(self._manifest.heartbeat, at=ended_at),
             )
             if self._metrics is not None:

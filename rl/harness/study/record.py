@@ -17,9 +17,9 @@ import dataclasses
 import pathlib
 from typing import Any, Mapping, Optional
 
-from rl.harness.run import records
+from rl.harness.run import records, redaction
 from rl.harness.run.status import (  # noqa: F401 - statuses re-exported
-    COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, WriterProcess, this_process, utc_now, writer_gone)
+    COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, WriterProcess, run_id_problem, this_process, utc_now, writer_gone)
 from rl.harness.study.declaration import Member, Study
 
 STUDY_FILE = "study.json"
@@ -84,8 +84,8 @@ class StudyRecord:
     def new(cls, study_id: str, *, module: str, study: Study, smoke: bool, code: Mapping, build: Mapping,
             command_line, stop_at_env_steps: Optional[int] = None) -> "StudyRecord":
         return cls(study_id=study_id, module=module, smoke=smoke, grid=study.describe(), code=dict(code),
-                   build=dict(build), command_lines=(tuple(command_line),), stop_at_env_steps=stop_at_env_steps,
-                   process=this_process(),
+                   build=dict(build), command_lines=(redaction.redact_all(command_line),),
+                   stop_at_env_steps=stop_at_env_steps, process=this_process(),
                    members=tuple(MemberRecord(m.agent, m.seed, setting=m.setting) for m in study.members()))
 
     def member(self, member: Member) -> MemberRecord:
@@ -116,8 +116,20 @@ class StudyRecord:
                                             "setting": tuple(tuple(pair) for pair in member.get("setting", ()))})
                             for member in document["members"])
             process = document.get("process")
-            return cls(**{**document, "members": members, "process": WriterProcess(**process) if process else None,
-                          "command_lines": tuple(tuple(line) for line in document["command_lines"])})
+            record = cls(**{**document, "members": members, "process": WriterProcess(**process) if process else None,
+                            "command_lines": tuple(tuple(line) for line in document["command_lines"])})
+            _check_names(record)
+            return record
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise records.RecordError(f"study record {path} is damaged ({type(error).__name__}: {error}); restore it"
                                       " from version control or start a new study") from None
+
+
+def _check_names(record: StudyRecord) -> None:
+    """ValueError unless the study id and every member's run id are plain names.
+
+    They become paths (where the study writes, which runs it reads): an edited record must not lead outside.
+    """
+    for name in (record.study_id, *(run_id for member in record.members for run_id in member.runs)):
+        if not isinstance(name, str) or (problem := run_id_problem(name)):
+            raise ValueError(problem or f"{name!r} is not a name")

@@ -154,7 +154,8 @@ def test_a_dirty_run_reproduces_from_its_patch(repo, capsys):
     recipe.write_text(RECIPE)  # the checkout moves on; the reproduction must not see it
     (repo / "tiny" / "helper.py").unlink()
 
-    status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
+    status, printed, reproduction = _reproduce(repo, capsys, original["run_id"], "--trust-patch")
+    assert "touches 2 file(s): tiny/helper.py, tiny/recipe.py" in printed, printed
     assert status == 0 and "patch: recreates the recorded change" in printed and "verdict: identical" in printed, printed
     assert reproduction["reproduction"]["patch_verified"] is True
     assert reproduction["build"]["build_hash"] == original["build"]["build_hash"]

@@ -1,5 +1,6 @@
 """Helpers shared by the harness tests: start the CLI in a subprocess, wait for records."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -7,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+
+from absl import logging as absl_logging
 
 from rl.harness.run import records
 
@@ -27,6 +30,26 @@ def start_cli(args, module="rl.harness.commands.cli", **env):
     """`python -m rl.harness.commands.cli ARGS` (or another `module`) in its own session (its Ray processes die with the group)."""
     return subprocess.Popen([sys.executable, "-m", module, *map(str, args)], env=child_env(**env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+@contextlib.contextmanager
+def absl_verbosity(level):
+    """absl's verbosity at `level` while entered: a run keeps the verbosity it finds, which an earlier test may
+    have left at ERROR."""
+    previous = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(level)
+    try:
+        yield
+    finally:
+        absl_logging.set_verbosity(previous)
+
+
+def run_fake(results_root, artifacts_root, *args) -> int:
+    """The fake recipe through the CLI in this process, into the given roots; its exit status."""
+    from rl.harness.commands import cli  # the entry point, only for the tests that run it in-process
+
+    return cli.main(["rl-harness", FAKE, "--results-dir", str(results_root), "--artifacts-dir", str(artifacts_root),
+                     *args])
 
 
 def run_cli(args, timeout=120, module="rl.harness.commands.cli", **env):

@@ -1,5 +1,6 @@
-"""Ray clusters: checking `--ray-address` before a run, describing the cluster for the manifest.
+"""Ray clusters: checking `--ray-address` before a run, describing the cluster for the manifest, token auth.
 
+    cluster.require_token_authentication()     # before starting a local Ray: only clients with its token get in
     cluster.check_address("10.0.0.5:6379")    # ClusterError (one line naming the fix), within the timeout
     facts = cluster.describe("10.0.0.5:6379")  # after ray.init: address, nodes, resources, versions per node
     cluster.check_versions(facts)               # ClusterError when a node runs another Ray or Python
@@ -17,6 +18,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import secrets
 import socket
 import subprocess
 import sys
@@ -24,6 +26,7 @@ from typing import Optional
 
 from rl.harness import settings
 from rl.harness.errors import UsageError
+from rl.harness.run import redaction
 
 _TCP_TIMEOUT_S = 3.0
 _VERSIONS_TIMEOUT_S = 10.0  # for all nodes together, inside the probe's deadline
@@ -34,6 +37,39 @@ _HOW_TO_START = ("start a cluster with `ray start --head --port=6379` on the hea
 
 class ClusterError(UsageError):
     """The cluster cannot run this driver: one line naming the problem and the fix (exit 2)."""
+
+
+def require_token_authentication() -> None:
+    """The local Ray cluster this process starts next accepts only clients that hold its token.
+
+    Ray listens on every interface, and without authentication anyone who reaches a port can
+    run code as this user. Ray's token mode (`RAY_AUTH_MODE=token`) makes every server of the
+    cluster refuse a client without the token. The token is $RAY_AUTH_TOKEN when set, else a new
+    random one for this process; it is set in this process's environment, which Ray's processes
+    and workers inherit, and registered for redaction. When $RAY_AUTH_MODE is already `token`,
+    the user's setup (their token, a token file) is left as it is.
+    """
+    mode, token = settings.ray_auth()
+    if token:
+        redaction.register_secret(token)
+    if mode == "token":
+        return
+    token = token or secrets.token_hex(32)
+    redaction.register_secret(token)
+    os.environ[settings.RAY_AUTH_TOKEN_ENV] = token
+    os.environ[settings.RAY_AUTH_MODE_ENV] = "token"
+    _reload_ray_auth_settings()
+
+
+def _reload_ray_auth_settings() -> None:
+    """Makes Ray read the authentication variables again (it read them once, when imported).
+
+    Private Ray API (Ray's own tests do the same); tests/cluster_auth_test.py fails once Ray changes it.
+    """
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def driver_versions() -> dict:

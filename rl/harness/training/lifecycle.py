@@ -116,8 +116,8 @@ _REAPER: Optional[Reaper] = None
 
 
 def init_ray(address: Optional[str], num_cpus: int, kernel_dispatch: Optional[dict] = None) -> None:
-    """Attaches to `address`, or starts a local Ray with `num_cpus` whose processes end with this one
-    (`Reaper`, also on SIGKILL); SIGTERM stays the harness's. End it with `shutdown_ray`.
+    """Attaches to `address`, or starts a local Ray with `num_cpus` (token auth) whose processes end with this
+    one (`Reaper`, also on SIGKILL); SIGTERM stays the harness's. End it with `shutdown_ray`.
 
     "local", not None: without an address ray.init joins whatever cluster $RAY_ADDRESS or
     /tmp/ray/ray_current_cluster names (another test's, another user's `ray start`).
@@ -129,6 +129,7 @@ def init_ray(address: Optional[str], num_cpus: int, kernel_dispatch: Optional[di
         if address:
             ray.init(address=address, runtime_env={"env_vars": dict(kernel_dispatch)} if kernel_dispatch else None)
         else:
+            cluster.require_token_authentication()
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
             _REAPER = Reaper.start()
 
