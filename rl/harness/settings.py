@@ -34,7 +34,7 @@ WORKING_DIRECTORY_ENV = "BUILD_WORKING_DIRECTORY"
 
 # -- Ray clusters ------------------------------------------------------------------------------
 RAY_CONNECT_TIMEOUT_ENV = "RL_HARNESS_RAY_CONNECT_TIMEOUT_S"
-# A bad address must fail well inside 30 s (issue 17): the probe's deadline, TCP check included.
+# A bad address must fail well inside 30 s: the probe's deadline, TCP check included.
 DEFAULT_RAY_CONNECT_TIMEOUT_S = 25.0
 
 # CPUs one run may use, below what the machine grants it: a study's trial sets its share, so a
