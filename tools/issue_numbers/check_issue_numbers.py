@@ -18,7 +18,8 @@ import sys
 
 SCANNED_FOLDERS = ("docs", "rl", "experiments", "tools")
 TEXT_SUFFIXES = frozenset({".py", ".md", ".bzl", ".bazel", ".sh", ".json", ".txt", ".cc"})
-# "issue 30", "Issue #30", "issues 30 and 31", "issue30"; not "tissue 3" nor a link's "issues/30".
+# The word issue or issues, any case, then a number, with or without spaces and '#' between them;
+# not a word that ends in it (tissue) nor a link's issues/<number>. The tests show each form.
 ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\s*[0-9]+", re.IGNORECASE)
 
 
