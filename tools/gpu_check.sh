@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check (issue 18): builds the CUDA venv (--config=cuda), runs reward_only --smoke on the cuda
+# GPU check: builds the CUDA venv (--config=cuda), runs reward_only --smoke on the cuda
 # hardware profile, asserts the learner ran on cuda, and prints env steps/s, learner samples/s and
 # the peak GPU memory (nvidia-smi, sampled every second over the whole run, PPG's aux phase included).
 # Needs a Linux x86_64 machine with an NVIDIA driver >= 580 (CUDA 13.0 torch; docs/building.md).

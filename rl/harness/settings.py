@@ -36,7 +36,7 @@ WORKING_DIRECTORY_ENV = "BUILD_WORKING_DIRECTORY"
 
 # -- Ray clusters ------------------------------------------------------------------------------
 RAY_CONNECT_TIMEOUT_ENV = "RL_HARNESS_RAY_CONNECT_TIMEOUT_S"
-# A bad address must fail well inside 30 s (issue 17): the probe's deadline, TCP check included.
+# A bad address must fail well inside 30 s: the probe's deadline, TCP check included.
 DEFAULT_RAY_CONNECT_TIMEOUT_S = 25.0
 
 # Token authentication of Ray clusters (Ray's own variables): the local clusters the harness starts

@@ -1,5 +1,5 @@
 """The heuristic-search solver with both bounds: hand-computed values, SARSOP's on the small classic files,
-machine.POMDP's figures, rollouts, the discount-1 error, and beliefs with subnormal entries (issue 31).
+machine.POMDP's figures, rollouts, the discount-1 error, and beliefs with subnormal entries.
 
 SARSOP's 60 s bounds are those of ../shared/reference/pomdp/README.md (the files are copied to testdata/).
 The solver is deterministic: runs that end at the target gap (1e-4), well inside their generous time
@@ -222,13 +222,13 @@ def test_discount_one_is_one_clear_error():
 
 
 def test_sawtooth_is_exact_where_a_point_holds_a_subnormal_entry():
-    """Issue 31's reproducer: a point with b_i(2) = 1e-310, where 1 / b_i(2) overflows to inf.
+    """A point with b_i(2) = 1e-310, where 1 / b_i(2) overflows to inf.
 
     By hand: corners and FIB are 10 everywhere, so the sawtooth is 10 + min_i (v_i - 10) ratio_i. The
     query (0.5, 0.5, 0, 0, 0) is 0 on state 2 of the first point's support and on both states of the
-    others' supports, so every ratio is 0 and the bound is 10 (it was NaN on the sparse path). With
-    5e-311 on state 2 the first point's ratio is min(0.5 / 0.5, 0.5 / 0.5, 5e-311 / 1e-310) = 0.5,
-    so 10 - 9 * 0.5 = 5.5 (the single-point, dense path multiplied by an inf inverse and gave 1).
+    others' supports, so every ratio is 0 and the bound is 10 (a sparse path that divides by the entry
+    gives NaN). With 5e-311 on state 2 the first point's ratio is min(0.5 / 0.5, 0.5 / 0.5, 5e-311 / 1e-310)
+    = 0.5, so 10 - 9 * 0.5 = 5.5 (a dense path that multiplies by an inf inverse gives 1).
     """
     point = np.array([0.5, 0.5 - 1e-310, 1e-310, 0, 0])  # 0.5 - 1e-310 rounds to 0.5
     sparse = _UpperBound(np.full((1, 5), 10.0), np.full(5, 10.0))
@@ -257,7 +257,7 @@ def test_search_with_subnormal_beliefs_keeps_finite_bounds_and_the_exact_sawtoot
     solution = solve_with_bounds(pomdp, time_budget=30.0, target_gap=1e-6)  # expand raises on a NaN bound
     points = solution.upper_beliefs
     subnormal = (points > 0) & (points < np.finfo(np.float64).tiny)
-    assert subnormal.any()  # the case of issue 31 arises
+    assert subnormal.any()  # the subnormal case arises
     bounds = np.array([(p.lower, p.upper) for p in solution.trace])
     assert np.isfinite(bounds).all() and solution.upper - solution.lower <= 1e-6
     without_third = points[subnormal.any(axis=1)] * [1.0, 1.0, 0.0]  # 0 where the point is subnormal

@@ -1,5 +1,5 @@
 """The 30 s bounds on Cassandra's collection never cross SARSOP's measured 30 s bounds, are finite, and the
-lower bound is within 2 % of SARSOP's 30 s lower bound (issue 31's target; both budgets are CPU seconds).
+lower bound is within 2 % of SARSOP's 30 s lower bound (the SARSOP comparison's target; both budgets are CPU seconds).
 
 SARSOP's figures are testdata/sarsop_collection_30s.json (how they were made is in the file). The
 collection is not committed: point RL_POMDP_COLLECTION at the folder of .pomdp files (rl/envs/README.md
