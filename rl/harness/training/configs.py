@@ -19,8 +19,8 @@ from rl.harness.training import episode_metrics
 from rl.harness.training.hardware import HardwareProfile, SamplingPlan
 from rl.harness.training.sampling_connectors import connector_pipelines, use_fast_connectors
 
-# Batching the policy's forward pass over envs is the main throughput lever (on 2 cores 8 envs
-# gave 3.9x one env's env steps/s, 32 envs 6.5x: docs/performance.md); recipes that care set parallel_envs.
+# Batching the policy's forward pass over envs is the main throughput lever (docs/performance.md,
+# "Sampling", has the measured env steps/s per envs count); recipes that care set parallel_envs.
 DEFAULT_PARALLEL_ENVS = 16
 
 

@@ -43,11 +43,12 @@ PORTABLE_PROFILE = "cpu-portable"
 # dispatched targets are switched off by `portable_kernel_dispatch`.
 PORTABLE_KERNEL_DISPATCH = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41",
                             "OPENBLAS_CORETYPE": "Nehalem"}
-PORTABLE_TORCH_CAPABILITY = "DEFAULT"
-X86_64_MACHINES = ("x86_64", "AMD64")  # platform.machine() of the machines the portable profile's pins apply to  # what torch reports once ATEN_CPU_CAPABILITY=default took effect
+PORTABLE_TORCH_CAPABILITY = "DEFAULT"  # what torch reports once ATEN_CPU_CAPABILITY=default took effect
+X86_64_MACHINES = ("x86_64", "AMD64")  # platform.machine() of the machines the portable profile's pins apply to
 TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores (docs/harness.md)
 # PPO samples and learns in turn, so a remote runner gains nothing without a spare CPU to
-# sample on while the learner runs; on 2 cores the local runner was 1.08-1.14x faster (docs/performance.md).
+# sample on while the learner runs; on 2 cores the local runner is faster (0.30 against 0.34 s an
+# iteration for 2 remote runners x 16 envs at 8d9c309: docs/performance.md, "Sampling").
 LOCAL_SAMPLING_MAX_CPUS = 2
 
 
