@@ -26,6 +26,7 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(//rl/... //tools/...)
 
 setup_failed() { echo "bazel7_chroot: $1" >&2; exit "$SETUP_FAILED"; }
+[ "$(id -u)" -eq 0 ] || setup_failed "needs root (debootstrap, mount, chroot): run it with sudo"
 
 # One run at a time per chroot: the bind mounts below are shared.
 mkdir -p "$(dirname "$root")"
