@@ -7,7 +7,7 @@
 #
 # The chroot lives in $BAZEL7_CHROOT (default ~/.cache/rl_harness/bazel7-sid) and is kept:
 # it holds Bazel 7's own output base and disk cache, apart from Bazel 4's. Only creating it
-# needs the Debian mirror; later runs work offline. It sees the repository read-only (no
+# needs a Debian mirror ($BAZEL7_MIRROR, else the host's apt one); later runs work offline. It sees the repository read-only (no
 # build may write into a checkout), the host's pinned Python (RL_PYTHON), the host's venv
 # cache (the same venv serves both Bazels) and pip's local find-links folder, and uses
 # --config=bazel7_offline to stand in for registry modules.
@@ -38,8 +38,9 @@ if grep -q " $root/" /proc/mounts; then
   setup_failed "mounts left under $root by an earlier run; unmount them (grep $root /proc/mounts) and retry"
 fi
 
-# Same mirror as the host's apt sources (no host names baked into the repo).
-mirror=$(grep -hoE '^URIs: *[^ ]+' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1 | awk '{print $2}')
+# $BAZEL7_MIRROR, else the same mirror as the host's apt sources (no host names baked in).
+mirror=${BAZEL7_MIRROR:-}
+[ -n "$mirror" ] || mirror=$(grep -hoE '^URIs: *[^ ]+' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1 | awk '{print $2}')
 [ -n "$mirror" ] || mirror=$(grep -hoE '^deb +[^ ]+' /etc/apt/sources.list 2>/dev/null | head -n1 | awk '{print $2}')
 
 # Markers: .rl-debootstrapped once debootstrap finished, .rl-ready once Bazel 7 is installed.
