@@ -7,10 +7,10 @@
 #
 # The chroot lives in $BAZEL7_CHROOT (default ~/.cache/rl_harness/bazel7-sid) and is kept:
 # it holds Bazel 7's own output base and disk cache, apart from Bazel 4's. Only creating it
-# needs a Debian mirror ($BAZEL7_MIRROR, else the host's apt one); later runs work offline. It sees the repository read-only (no
-# build may write into a checkout), the host's pinned Python (RL_PYTHON), the host's venv
-# cache (the same venv serves both Bazels) and pip's local find-links folder, and uses
-# --config=bazel7_offline to stand in for registry modules.
+# needs a Debian mirror ($BAZEL7_MIRROR, else the host's apt one); later runs work offline.
+# It sees the repository read-only (no build may write into a checkout), the host's pinned
+# Python (RL_PYTHON), the host's venv cache (the same venv serves both Bazels) and pip's
+# local find-links folder, and uses --config=bazel7_offline to stand in for registry modules.
 #
 # Exit status: Bazel's own (0 all passed, 3 a test failed, ...), or 90 when the chroot
 # could not be set up (mirror unreachable, sid's packages uninstallable).
