@@ -33,10 +33,11 @@ mkdir -p "$(dirname "$root")"
 exec 9>"$root.lock"
 flock 9
 
-# Never delete through a bind mount left by a killed run.
-if grep -q " $root/" /proc/mounts; then
-  setup_failed "mounts left under $root by an earlier run; unmount them (grep $root /proc/mounts) and retry"
-fi
+# Mounts left by a killed run are stale (this run holds the lock): unmount them, deepest
+# first, and never delete through one.
+stale_mounts() { awk -v prefix="$root/" 'index($2, prefix) == 1 {print $2}' /proc/mounts | sort -r; }
+for stale in $(stale_mounts); do umount "$stale" || true; done
+[ -z "$(stale_mounts)" ] || setup_failed "cannot unmount what an earlier run left under $root: $(stale_mounts | tr '\n' ' ')"
 
 # $BAZEL7_MIRROR, else the same mirror as the host's apt sources (no host names baked in).
 mirror=${BAZEL7_MIRROR:-}
