@@ -2,11 +2,12 @@
 
 Results go to Bazel's junit XML; pytest's own lines land in bazel-testlogs/<pkg>/<name>/test.log.
 
-Before pytest starts, it checks that the runfiles hold every package's `__init__.py`: Bazel
-creates none (`--incompatible_default_to_explicit_init_py`, `legacy_create_init = False`), so
-each must travel in a `py_library` the test depends on. A missing one would turn its package
-into a namespace package, which loses the package's exports (or renames test modules under
-pytest). This file imports nothing first-party, so other repositories' tests run it too.
+pytest's temporary folders (`tmp_path`) go under $TEST_TMPDIR. Before pytest starts, it checks
+that the runfiles hold every package's `__init__.py`: Bazel creates none
+(`--incompatible_default_to_explicit_init_py`, `legacy_create_init = False`), so each must
+travel in a `py_library` the test depends on. A missing one would turn its package into a
+namespace package, which loses the package's exports (or renames test modules under pytest).
+This file imports nothing first-party, so other repositories' tests run it too.
 """
 
 import os
@@ -62,6 +63,10 @@ def main() -> int:
     args = [*sys.argv[1:], "-p", "no:cacheprovider", "-q", "-ra",
             # Tests that train or start Ray carry it (their Bazel targets are tagged `slow` too).
             "-o", "markers=slow: trains agents or starts Ray; minutes, not seconds"]
+    if "TEST_TMPDIR" in os.environ:
+        # tmp_path under the test's own temporary folder, which Bazel empties and no other test
+        # shares, not under the system temp folder.
+        args += ["--basetemp", os.path.join(os.environ["TEST_TMPDIR"], "pytest")]
     xml_output = os.environ.get("XML_OUTPUT_FILE")
     if xml_output:
         args += ["--junitxml", xml_output]

@@ -1,8 +1,11 @@
-"""pytest_main's check that a test's runfiles hold every package's `__init__.py`."""
+"""pytest_main: its check that a test's runfiles hold every package's `__init__.py`, its tmp_path."""
 
 import os
 import pathlib
+import subprocess
+import sys
 
+from tools.testing import pytest_main
 from tools.testing.pytest_main import undeclared_package_inits
 
 
@@ -52,3 +55,20 @@ def test_the_script_itself_and_generated_files_need_no_package(tmp_path):
     # Generated: a plain file in the runfiles, not a link into the sources.
     _tree(runfiles / "main", {"pkg/generated.py": ""})
     assert undeclared_package_inits(str(runfiles), str(tmp_path / "src/pkg/tests/core_test.py")) == []
+
+
+def test_tmp_path_lies_under_the_tests_own_temporary_folder(tmp_path):
+    (tmp_path / "where_test.py").write_text(
+        "import os\n\n"
+        "def test_where(tmp_path):\n"
+        "    with open(os.environ['REPORT'], 'w') as report:\n"
+        "        report.write(str(tmp_path))\n")
+    test_tmpdir = tmp_path / "test_tmpdir"
+    test_tmpdir.mkdir()
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in ("TEST_SRCDIR", "XML_OUTPUT_FILE")}
+    environment.update(TEST_TMPDIR=str(test_tmpdir), REPORT=str(tmp_path / "report"))
+    ran = subprocess.run([sys.executable, pytest_main.__file__, str(tmp_path / "where_test.py")],
+                         env=environment, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert (tmp_path / "report").read_text().startswith(str(test_tmpdir / "pytest") + os.sep)
