@@ -106,7 +106,12 @@ def only_run_dir(root):
 
 def metrics_rows(artifacts_root):
     """Complete metrics rows of the single run under `artifacts_root` ([] before it starts)."""
-    folders = list(pathlib.Path(artifacts_root).glob(f"**/{records.METRICS_FILE}"))
+    while True:
+        try:
+            folders = list(pathlib.Path(artifacts_root).glob(f"**/{records.METRICS_FILE}"))
+            break
+        except FileNotFoundError:  # the run renamed a folder (a finished checkpoint) under the walk
+            continue
     return records.read_json_lines(str(folders[0])) if folders else []
 
 
