@@ -28,7 +28,7 @@ _EXPORTS = {
     "HarnessError": "rl.harness.errors",
     "UsageError": "rl.harness.errors",
     # run/: a run's context and records
-    "ResumeSource": "rl.harness.run.context",
+    "ResumeSource": "rl.harness.run.manifest",
     "RunContext": "rl.harness.run.context",
     "RunLayout": "rl.harness.run.layout",
     "RunSession": "rl.harness.run.session",

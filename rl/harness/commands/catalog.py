@@ -20,8 +20,7 @@ from typing import Any, Iterable, Optional
 from rl.harness.errors import UsageError
 from rl.harness.run import layout, metric_keys, platform, records, session
 from rl.harness.run.manifest import RunManifest, read_manifest
-from rl.harness.run.status import (COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, crash_reason, effective_status,
-                                   parse_time, run_id_problem)
+from rl.harness.run.status import COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, parse_time, run_id_problem
 
 # Folders never searched for results (build trees, artifacts, virtual environments, VCS).
 _SKIPPED = frozenset({"artifacts", "node_modules", "__pycache__", "venv", ".venv"})
@@ -58,7 +57,7 @@ class Run:
 
     @property
     def status(self) -> str:
-        return effective_status(self.manifest)
+        return self.manifest.effective_status
 
     def summary(self) -> dict:
         """summary.json; for a run that did not complete, its counters and curves as far as metrics.jsonl goes.
@@ -317,7 +316,7 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
     """
     manifest, summary = run.manifest, run.summary()
     lines = [f"run {run.run_id}: {run.status}"]
-    reason = crash_reason(manifest)
+    reason = manifest.crash_reason()
     if reason:
         lines.append(f"  crashed: {reason}")
     if run.status in (CRASHED, INTERRUPTED):

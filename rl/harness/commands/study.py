@@ -27,7 +27,7 @@ from absl import logging
 
 from rl.harness.commands import catalog, recipes
 from rl.harness.errors import EXIT_FAILED, UsageError
-from rl.harness.run import buildinfo, hyperparameters, manifest, redaction
+from rl.harness.run import begin, buildinfo, hyperparameters, redaction
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.status import new_run_id, run_id_problem, this_process
 from rl.harness.study import summary
@@ -67,7 +67,7 @@ def load_study(module_name: str) -> Study:
 
 def _provenance(module_name: str) -> tuple[dict, dict]:
     build = buildinfo.current().as_dict()
-    return manifest.code_state(recipes.load_module(module_name).__file__, build), build
+    return begin.code_state(recipes.load_module(module_name).__file__, build), build
 
 
 def _code_key(code: dict) -> tuple:

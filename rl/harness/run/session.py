@@ -2,7 +2,7 @@
 
 The CLI creates a RunSession and hands it to the recipe as `context.recorder`:
 
-    session = RunSession(layout=layout, manifest=manifest.begin(...), seeds=seeds)   # a RunLayout, a RunManifest
+    session = RunSession(layout=layout, manifest=begin.new_manifest(...), seeds=seeds)   # a RunLayout, a RunManifest
     session.start()                      # folders, manifest "running", heartbeat thread, SIGINT/SIGTERM
     session.log_metrics({"training_iteration": 1, "env_runners/episode_return_mean": 21.0})   # + TensorBoard events
     with session.checkpoint(iteration=1, env_steps=500) as folder:
