@@ -18,7 +18,7 @@ import shlex
 from typing import Any, Iterable, Optional
 
 from rl.harness.errors import UsageError
-from rl.harness.run import layout, metric_keys, platform, records, session
+from rl.harness.run import layout, metric_keys, metrics_stream, platform, records
 from rl.harness.run.manifest import RunManifest, read_manifest
 from rl.harness.run.status import COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, parse_time, run_id_problem
 
@@ -74,8 +74,8 @@ class Run:
             return summary
         caught_up = {**summary, "rows": len(rows)}
         if not summary.get("trial_metrics"):  # rows of several trials cannot be told apart here
-            keys = {*(summary.get("metrics") or {}), *session.DEFAULT_SUMMARY_KEYS}
-            caught_up["metrics"] = session.curve_summary(session.curves_of_rows(rows, keys))
+            keys = {*(summary.get("metrics") or {}), *metrics_stream.DEFAULT_SUMMARY_KEYS}
+            caught_up["metrics"] = metrics_stream.curve_summary(metrics_stream.curves_of_rows(rows, keys))
         return caught_up
 
     def _metrics_rows(self) -> Optional[list[dict]]:
