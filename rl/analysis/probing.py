@@ -40,8 +40,8 @@ from rl.analysis.plots import belief_simplex_figure, figure_png, learning_curves
 from rl.analysis.probes import ProbeDataset, ProbeReport, probe_layers
 from rl.analysis.rollouts import collect_rollouts, context_dataset
 from rl.analysis.seeds import child_stream
+from rl.harness import RunManifest
 from rl.harness.run import buildinfo, metric_keys, metrics_stream, records, seeding
-from rl.harness.run.manifest import RunManifest
 from rl.harness.run.status import utc_now
 
 REPORT_FILE = "probe_report.json"
