@@ -52,8 +52,6 @@ _EXPORTS = {
     # collecting activations
     "collect_rollouts": "rl.analysis.rollouts",
     "context_dataset": "rl.analysis.rollouts",
-    "count_contexts": "rl.analysis.contexts",
-    "enumerate_contexts": "rl.analysis.contexts",
     # figures
     "belief_simplex_figure": "rl.analysis.plots",
     "learning_curves_figure": "rl.analysis.plots",

@@ -83,12 +83,9 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     """Validates a run request; raises UsageError naming the fix."""
     if options.run_id is not None and (problem := run_id_problem(options.run_id)):
         raise UsageError(problem)
-    try:
-        heartbeat_s = settings.heartbeat_seconds()
-        patch_cap_bytes = settings.patch_cap_bytes()
-        connect_timeout_s = settings.ray_connect_timeout_seconds()
-    except ValueError as error:
-        raise UsageError(str(error)) from None
+    heartbeat_s = settings.heartbeat_seconds()  # each a SettingError (a UsageError) naming the fix
+    patch_cap_bytes = settings.patch_cap_bytes()
+    connect_timeout_s = settings.ray_connect_timeout_seconds()
     module = recipes.load_recipe(module_name)
     declared = getattr(module, "HYPERPARAMETERS", None) or Hyperparameters({})
     if options.set and not declared.defaults:

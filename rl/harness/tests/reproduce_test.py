@@ -94,7 +94,7 @@ def test_untracked_files_over_the_cap_are_left_out_and_named(repo, caplog):
 
 
 def test_bad_patch_cap_is_a_usage_error():
-    with pytest.raises(ValueError, match="RL_HARNESS_PATCH_CAP_BYTES='lots' is not a whole number"):
+    with pytest.raises(settings.SettingError, match="RL_HARNESS_PATCH_CAP_BYTES='lots' is not a whole number"):
         settings.patch_cap_bytes({settings.PATCH_CAP_ENV: "lots"})
 
 
