@@ -86,11 +86,18 @@ def test_the_tree_has_no_module_level_import_cycle():
     assert check_imports.find_import_cycles(WORKSPACE) == []
 
 
-def test_an_import_cycle_is_found_and_lazy_or_type_only_imports_are_not_edges(tmp_path):
+def test_an_import_cycle_is_found_and_lazy_imports_are_not_edges(tmp_path):
     _write(tmp_path, "rl/harness/__init__.py", "")
     _write(tmp_path, "rl/harness/a.py", "from rl.harness import b\n")
     _write(tmp_path, "rl/harness/b.py", "import rl.harness.c\n")
     _write(tmp_path, "rl/harness/c.py", "from rl.harness.a import thing\n")
-    _write(tmp_path, "rl/harness/d.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rl.harness import e\n")
-    _write(tmp_path, "rl/harness/e.py", "def f():\n    from rl.harness import d\nfrom rl.harness import d\n")
+    _write(tmp_path, "rl/harness/d.py", "def f():\n    from rl.harness import e\n")
+    _write(tmp_path, "rl/harness/e.py", "from rl.harness import d\n")
     assert check_imports.find_import_cycles(tmp_path) == [["rl.harness.a", "rl.harness.b", "rl.harness.c"]]
+
+
+def test_a_type_only_import_closes_a_cycle(tmp_path):
+    _write(tmp_path, "rl/harness/__init__.py", "")
+    _write(tmp_path, "rl/harness/low.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rl.harness.high import T\n")
+    _write(tmp_path, "rl/harness/high.py", "from rl.harness import low\n")
+    assert check_imports.find_import_cycles(tmp_path) == [["rl.harness.high", "rl.harness.low"]]

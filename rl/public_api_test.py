@@ -1,11 +1,15 @@
-"""Every import a README or doc shows still works as written (moving code never breaks them).
+"""Every import a README or doc shows still works as written (moving code never breaks them), and every
+name of the harness's face (`rl.harness.__all__`) imports, lazily.
 
 The snippets are the `from rl...` / `import rl...` statements of the Python code blocks in
 README.md, docs/*.md and rl/*/README.md, plus the seed project's documented imports.
 """
 
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -45,3 +49,12 @@ def test_a_documented_import_works_as_written(where, statement):
     exec(statement, namespace)  # noqa: S102 - the statement is a documented import, run as written
     imported = [value for name, value in namespace.items() if name != "__builtins__"]
     assert imported, f"{where}: `{statement}` imported nothing"
+
+
+
+def test_every_name_of_the_harness_face_imports_without_ray_or_torch():
+    code = ("import sys\nimport rl.harness\nloaded = {'ray', 'torch'} & set(sys.modules)\n"
+            "[getattr(rl.harness, name) for name in rl.harness.__all__]\nprint(sorted(loaded))")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    shown = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == "[]"

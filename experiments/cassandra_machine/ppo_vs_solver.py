@@ -19,14 +19,13 @@ import pathlib
 from rl.analysis.checkpoints import load_rl_module
 from rl.envs.cassandra_machine import machine_pomdp
 from rl.envs.solvers import qmdp, solve_fully_observable, solve_point_based
-from rl.harness.training import agents as harness_agents
+from rl.harness import StopRule, train_in_turn
 from rl.harness.run import records
-from rl.harness.training import runners
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 
 from experiments.cassandra_machine.task import agents
 
-BUDGET = {True: runners.StopRule(training_iterations=1), False: runners.StopRule(env_steps=400_000)}
+BUDGET = {True: StopRule(training_iterations=1), False: StopRule(env_steps=400_000)}
 EVALUATION = {True: {"episodes": 4, "horizon": 200}, False: {"episodes": 64, "horizon": 3000}}
 COMPARISON_FILE = "solver_comparison.json"
 
@@ -46,7 +45,7 @@ def run(context):
     solution, references = reference_values(seed=0)
     configs = {name: agents.ppo_config(agent, smoke=context.smoke) for name, agent in agents.AGENTS.items()}
     results = {}
-    for trained in harness_agents.train_in_turn(context, configs, stop=BUDGET[context.smoke]):
+    for trained in train_in_turn(context, configs, stop=BUDGET[context.smoke]):
         agent = agents.AGENTS[trained.name]
         module = load_rl_module(trained.checkpoint)
         value = agents.discounted_value(module, agent, solution, seed=context.seeds.integer(f"eval/{agent.name}"),

@@ -19,8 +19,8 @@ import pathlib
 import subprocess
 import sys
 
+from rl.harness import RunLayout
 from rl.harness.run import records
-from rl.harness.run.layout import RunLayout
 
 RUN_ID = "smoke-test"
 

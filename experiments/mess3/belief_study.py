@@ -14,7 +14,7 @@ networks of the same architecture (belief_geometry). reward_only - memoryless_ag
 difference that says whether memory is used for control.
 """
 
-from rl.harness.study import Score, Study
+from rl.harness import Score, Study
 
 _PROBE = "probe_r2.{distribution}.residual_1.{which}"
 

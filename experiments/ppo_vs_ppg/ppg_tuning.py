@@ -14,7 +14,7 @@ shared encoder.
 """
 
 from experiments.ppo_vs_ppg.task import stages
-from rl.harness.study import Study
+from rl.harness import Study
 
 STUDY = Study(
     agents={"cartpole_ppg": "experiments.ppo_vs_ppg.cartpole_ppg"},

@@ -11,7 +11,7 @@ its own process: its memory figures are its own); the scores are task/stages.py'
 """
 
 from experiments.ppo_vs_ppg.task import stages
-from rl.harness.study import Study
+from rl.harness import Study
 
 STUDY = Study(
     agents={

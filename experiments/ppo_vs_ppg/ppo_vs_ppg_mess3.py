@@ -9,7 +9,7 @@ memoryless policy (0) and the belief-optimal one (1) (rl/envs/README.md).
 """
 
 from experiments.ppo_vs_ppg.task import stages
-from rl.harness.study import Study
+from rl.harness import Study
 
 STUDY = Study(
     agents={"mess3_ppo": "experiments.ppo_vs_ppg.mess3_ppo", "mess3_ppg": "experiments.ppo_vs_ppg.mess3_ppg"},

@@ -40,8 +40,8 @@ from rl.analysis.plots import belief_simplex_figure, figure_png, learning_curves
 from rl.analysis.probes import ProbeDataset, ProbeReport, probe_layers
 from rl.analysis.rollouts import collect_rollouts, context_dataset
 from rl.analysis.seeds import child_stream
-from rl.harness.run import buildinfo, metric_keys, records, seeding, session
-from rl.harness.run.manifest import RunManifest
+from rl.harness import RunManifest
+from rl.harness.run import buildinfo, metric_keys, metrics_stream, records, seeding
 from rl.harness.run.status import utc_now
 
 REPORT_FILE = "probe_report.json"
@@ -204,9 +204,9 @@ def learning_curves(rows: list[dict], *, title: str) -> Optional[Figure]:
     """The harness's summary curves against env steps (or iterations), or None when the rows have none."""
     present = {key for row in rows for key in row}
     x = metric_keys.ENV_STEPS if metric_keys.ENV_STEPS in present else metric_keys.ITERATION
-    ys = [key for key in session.DEFAULT_SUMMARY_KEYS if key in present and key not in (x, metric_keys.ENV_STEPS)]
+    ys = [key for key in metrics_stream.DEFAULT_SUMMARY_KEYS if key in present and key not in (x, metric_keys.ENV_STEPS)]
     if x not in present or not ys:
-        print(f"no learning curves: no metrics row has {x} and any of {session.DEFAULT_SUMMARY_KEYS}")
+        print(f"no learning curves: no metrics row has {x} and any of {metrics_stream.DEFAULT_SUMMARY_KEYS}")
         return None
     return learning_curves_figure(rows, x=x, ys=ys, title=title)
 

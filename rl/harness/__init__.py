@@ -14,8 +14,8 @@
 The rooms (docs/architecture.md): `run/` (the run's records: context, session, manifest, layout,
 seeds, provenance), `training/` (the one lifecycle and its runners; the only room that imports
 Ray), `commands/` (the CLI and what it runs: recipes, resume, catalog, reproduce) and `remote/`
-(B2). Exports load lazily: `import rl.harness` imports neither Ray nor torch. The modules'
-earlier flat names (`from rl.harness import runners`, `records`, `metric_keys`, ...) still import.
+(B2). Exports load lazily: `import rl.harness` imports neither Ray nor torch. A room's module is
+imported by its path (`from rl.harness.run import records`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ _EXPORTS = {
     "HarnessError": "rl.harness.errors",
     "UsageError": "rl.harness.errors",
     # run/: a run's context and records
-    "ResumeSource": "rl.harness.run.context",
+    "ResumeSource": "rl.harness.run.manifest",
     "RunContext": "rl.harness.run.context",
     "RunLayout": "rl.harness.run.layout",
     "RunSession": "rl.harness.run.session",
@@ -39,6 +39,13 @@ _EXPORTS = {
     "read_manifest": "rl.harness.run.manifest",
     "RecordError": "rl.harness.run.records",
     "Hyperparameters": "rl.harness.run.hyperparameters",
+    # run/: finding recorded runs
+    "DamagedRun": "rl.harness.run.finder",
+    "Run": "rl.harness.run.finder",
+    "RunNotFound": "rl.harness.run.finder",
+    "find_run": "rl.harness.run.finder",
+    "find_runs": "rl.harness.run.finder",
+    "scan_runs": "rl.harness.run.finder",
     # training/: the lifecycle and its runners
     "Every": "rl.harness.training.runners",
     "LogSpaced": "rl.harness.training.runners",
@@ -49,37 +56,9 @@ _EXPORTS = {
     "train_in_turn": "rl.harness.training.agents",
     "Trainer": "rl.harness.training.in_process",
     "HardwareProfile": "rl.harness.training.hardware",
-    # commands/: finding recorded runs
-    "Run": "rl.harness.commands.catalog",
-    "find_run": "rl.harness.commands.catalog",
-    "find_runs": "rl.harness.commands.catalog",
     # study/: agents x seeds
     "Score": "rl.harness.study.declaration",
     "Study": "rl.harness.study.declaration",
-}
-
-# The flat module names of the seed project's layout (`from rl.harness import runners`): public API kept.
-_MODULES = {
-    "agents": "rl.harness.training.agents",
-    "b2_mirror": "rl.harness.remote.b2_mirror",
-    "buildinfo": "rl.harness.run.buildinfo",
-    "catalog": "rl.harness.commands.catalog",
-    "cluster": "rl.harness.training.cluster",
-    "context": "rl.harness.run.context",
-    "hardware": "rl.harness.training.hardware",
-    "in_process": "rl.harness.training.in_process",
-    "layout": "rl.harness.run.layout",
-    "manifest": "rl.harness.run.manifest",
-    "metric_keys": "rl.harness.run.metric_keys",
-    "provenance": "rl.harness.run.provenance",
-    "records": "rl.harness.run.records",
-    "recipes": "rl.harness.commands.recipes",
-    "reproduce": "rl.harness.commands.reproduce",
-    "resume": "rl.harness.commands.resume",
-    "runners": "rl.harness.training.runners",
-    "sampling_connectors": "rl.harness.training.sampling_connectors",
-    "seeding": "rl.harness.run.seeding",
-    "session": "rl.harness.run.session",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -88,10 +67,8 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
-    if name in _MODULES:
-        return importlib.import_module(_MODULES[name])
     raise AttributeError(f"module 'rl.harness' has no attribute {name!r}; its public names are rl.harness.__all__")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS) | set(_MODULES))
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -9,7 +9,9 @@
         return error.exit_status
 
 Each module's own error (RecordError, ClusterError, ...) subclasses one of these, so a caller
-catches `HarnessError` and never a tuple of types.
+catches `HarnessError` and never a tuple of types. Bad input a user can fix is a `UsageError`;
+a programming error in a recipe's call is a plain `ValueError` (the traceback shows where);
+a fault is a `HarnessError` with its `exit_status` (rl/harness/AGENTS.md, Errors).
 """
 
 EXIT_FAILED = 1

@@ -2,7 +2,7 @@
 
     from rl.harness import settings
 
-    settings.heartbeat_seconds()            # $RL_HARNESS_HEARTBEAT_S, default 10 s; ValueError naming the fix
+    settings.heartbeat_seconds()            # $RL_HARNESS_HEARTBEAT_S, default 10 s; SettingError naming the fix
     settings.patch_cap_bytes()              # $RL_HARNESS_PATCH_CAP_BYTES, default 2 MiB
     settings.workspace_directory()          # $BUILD_WORKSPACE_DIRECTORY under `bazel run`, else None
     settings.b2_variables()                 # the B2 variables that are set: {name: value}
@@ -19,6 +19,12 @@ import math
 import os
 import re
 from typing import Mapping, Optional
+
+from rl.harness.errors import UsageError
+
+
+class SettingError(UsageError, ValueError):
+    """An environment variable the harness reads holds a value it cannot use: the message names it and the fix."""
 
 # -- the run's records ------------------------------------------------------------------------
 HEARTBEAT_ENV = "RL_HARNESS_HEARTBEAT_S"
@@ -90,7 +96,7 @@ def positive_seconds(name: str, default: float, environ: Optional[Mapping[str, s
     except ValueError:
         seconds = math.nan
     if not seconds > 0:
-        raise ValueError(f"${name}={value!r} is not a positive number of seconds; unset it or fix it")
+        raise SettingError(f"${name}={value!r} is not a positive number of seconds; unset it or fix it")
     return seconds
 
 
@@ -105,17 +111,17 @@ def ray_connect_timeout_seconds(environ: Optional[Mapping[str, str]] = None) -> 
 def patch_cap_bytes(environ: Optional[Mapping[str, str]] = None) -> int:
     value = _environ(environ).get(PATCH_CAP_ENV, str(DEFAULT_PATCH_CAP_BYTES))
     if not value.isdigit():
-        raise ValueError(f"${PATCH_CAP_ENV}={value!r} is not a whole number of bytes; unset it or fix it")
+        raise SettingError(f"${PATCH_CAP_ENV}={value!r} is not a whole number of bytes; unset it or fix it")
     return int(value)
 
 
 def cpu_share(environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
-    """$RL_HARNESS_CPUS as a positive whole number of CPUs, None if unset; ValueError naming the fix otherwise."""
+    """$RL_HARNESS_CPUS as a positive whole number of CPUs, None if unset; SettingError naming the fix otherwise."""
     value = _environ(environ).get(CPU_SHARE_ENV)
     if value is None:
         return None
     if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"${CPU_SHARE_ENV}={value!r} is not a positive whole number of CPUs; unset it or fix it")
+        raise SettingError(f"${CPU_SHARE_ENV}={value!r} is not a positive whole number of CPUs; unset it or fix it")
     return int(value)
 
 

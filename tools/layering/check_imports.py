@@ -114,10 +114,9 @@ def _module_of(path: pathlib.Path, root: pathlib.Path) -> str:
 
 
 def _module_level_imports(tree: ast.Module, package: str, modules) -> Iterator[str]:
-    """Absolute modules imported when the module is executed: top-level statements, not TYPE_CHECKING blocks."""
+    """Absolute modules a module names at its top level: what runs when it is executed, and the
+    `TYPE_CHECKING` blocks too (a type a module needs lives on the lowest floor that needs it)."""
     for node in tree.body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         for inner in ast.walk(node):
@@ -132,7 +131,8 @@ def _module_level_imports(tree: ast.Module, package: str, modules) -> Iterator[s
 def find_import_cycles(root: pathlib.Path) -> list[list[str]]:
     """Cycles of module-level imports among the modules under rl/ (each a list of modules, sorted).
 
-    An edge is an import that runs when a module is executed; a package's own __init__ reached
+    An edge is a top-level import, `TYPE_CHECKING` ones included; one inside a function is not (it
+    runs later, when the modules are whole). A package's own __init__ reached
     only as a parent on the way to a submodule is not one (Python has it half-initialised then).
     """
     root = pathlib.Path(root)

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from rl.harness.study import Study
+from rl.harness import Study
 
 STUDY = Study(agents={"memoryless": "experiments.mess3.memoryless_agent", "reward_only": "experiments.mess3.reward_only"},
               seeds=(0, 1))

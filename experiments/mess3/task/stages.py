@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 from experiments.mess3.task import belief_geometry, control_scores
 from experiments.mess3.task import controlled_mess3 as task
-from rl.harness.training import runners
+from rl.harness import LogSpaced, StopRule, run_direct
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +46,8 @@ MAIN_JOB = Budget(smoke_env_steps=3 * 1024, full_env_steps=2**20)
 
 def train(context, config, *, env_steps: int) -> dict:
     """PPO (or the config's algorithm) with step-0 and log-spaced checkpoints, at the task's parallel envs."""
-    return runners.run_direct(context, config, stop=runners.StopRule(env_steps=env_steps),
-                              checkpoint_at=runners.LogSpaced(2.0), checkpoint_initial=True,
+    return run_direct(context, config, stop=StopRule(env_steps=env_steps),
+                              checkpoint_at=LogSpaced(2.0), checkpoint_initial=True,
                               parallel_envs=task.PARALLEL_ENVS)
 
 

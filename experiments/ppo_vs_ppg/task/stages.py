@@ -28,8 +28,8 @@ import numpy as np
 
 from experiments.ppo_vs_ppg.task import tasks
 from rl.harness.run.metric_keys import ENV_STEPS, RETURN
-from rl.harness.study import Score
-from rl.harness.training import in_process, lifecycle, runners
+from rl.harness import Score, StopRule
+from rl.harness.training import in_process, lifecycle
 
 # Episodes per reference policy in each run (a study's mean over its seeds pools them).
 REFERENCE_EPISODES = {False: 200, True: 20}
@@ -68,7 +68,7 @@ def run(context, task: str, algorithm: str, *, overrides: Optional[dict] = None)
     overrides = dict(overrides or {})
     config = tasks.config_for(task, algorithm, smoke=context.smoke, overrides=overrides)
     budget = tasks.TASKS[task].env_steps[context.smoke]
-    training = MeasuredTraining(config, tasks.TASKS[task].make_env(), runners.StopRule(env_steps=budget),
+    training = MeasuredTraining(config, tasks.TASKS[task].make_env(), StopRule(env_steps=budget),
                                 tasks.NUM_ENVS_PER_RUN)
     curve, buffer_bytes_per_step, aux_kl_max = [], [], []
     update_peak_rise = {"policy": [], "aux": []}  # MiB above the RSS before each Learner.update

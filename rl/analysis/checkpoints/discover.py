@@ -25,9 +25,8 @@ import os
 import pathlib
 from typing import Callable, Iterable, Optional
 
-from rl.harness.commands import catalog
-from rl.harness.errors import UsageError
-from rl.harness.run.layout import RunLayout, outside_trees, recorded_folder
+from rl.harness import Run, RunLayout, UsageError, find_run
+from rl.harness.run.layout import outside_trees, recorded_folder
 
 _log = logging.getLogger(__name__)
 _log.setLevel(logging.WARNING)  # importing RLlib raises the root logger's level to ERROR; this warning must show
@@ -56,7 +55,7 @@ def _no_signal() -> Optional[str]:
 
 @dataclasses.dataclass(frozen=True)
 class RunArtifacts:
-    run: catalog.Run
+    run: Run
     artifacts_dir: pathlib.Path
     checkpoints: list[RunCheckpoint]  # oldest first (per Tune trial)
     # The SIGINT/SIGTERM that asked the running run to stop, or None: long analyses of it stop early.
@@ -76,7 +75,7 @@ def from_context(context) -> RunArtifacts:
     if not entries:
         raise CheckpointNotFound(f"run {context.run_id} saved no checkpoint yet; analyse it after training, which"
                                  " checkpoints at the end (rl.harness.training.runners)")
-    run = catalog.Run(run_dir=str(context.results_dir), manifest=context.recorder.manifest)
+    run = Run(run_dir=str(context.results_dir), manifest=context.recorder.manifest)
     checkpoints = [RunCheckpoint(context.checkpoint_path(entry), entry.iteration, entry.env_steps, entry.trial_id)
                    for entry in entries]
     return RunArtifacts(run, pathlib.Path(context.artifacts_dir), _sorted(checkpoints),
@@ -84,13 +83,13 @@ def from_context(context) -> RunArtifacts:
 
 
 def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optional[str] = None) -> RunArtifacts:
-    """The run (found by rl.harness.commands.catalog), its artifacts folder and its recorded checkpoints.
+    """The run (found by rl.harness.find_run), its artifacts folder and its recorded checkpoints.
 
     Raises CheckpointNotFound (none recorded, or not on this machine) and rl.harness.run.records.RecordError
     (a manifest that does not say where its folders are); both messages name the fix.
     """
     roots = list(roots)
-    run = catalog.find_run(run_id, roots)
+    run = find_run(run_id, roots)
     entries = run.manifest.checkpoints
     if not entries:
         raise CheckpointNotFound(

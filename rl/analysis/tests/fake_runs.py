@@ -6,9 +6,8 @@
 
 import pathlib
 
-from rl.harness.run import seeding, session
-from rl.harness.run.layout import RunLayout
-from rl.harness.run.manifest import ExperimentRecord, RunManifest
+from rl.harness import RunLayout, RunManifest, RunSession, SeedStreams
+from rl.harness.run.manifest import ExperimentRecord
 
 RUN_ID = "20261201T000000Z-abcdef"
 
@@ -28,11 +27,11 @@ def fake_run(folder: pathlib.Path, modules, *, experiment: str, probe_stream: bo
     `probe_stream`: the run drew its `probe` seed stream (as recipes that probe in-run do);
     `smoke`: a smoke run (records under smoke/).
     """
-    seeds = seeding.SeedStreams(ROOT_SEED)
+    seeds = SeedStreams(ROOT_SEED)
     layout = RunLayout(folder / "results", folder / "artifacts", RUN_ID, smoke)
     manifest = RunManifest(run_id=RUN_ID, status=None, experiment=ExperimentRecord(experiment), seed=ROOT_SEED,
                            options={"smoke": smoke}, paths={})
-    run = session.RunSession(layout=layout, manifest=manifest, seeds=seeds)
+    run = RunSession(layout=layout, manifest=manifest, seeds=seeds)
     if probe_stream:
         seeds.integer("probe")
     run.start()

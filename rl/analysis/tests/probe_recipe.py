@@ -11,7 +11,7 @@ from rl.analysis.adapters import ContextProbing, ProbePlan, RolloutProbing
 from rl.analysis.probes import ProbeOptions
 from rl.analysis.tests.mess3_reference import Mess3Contexts, Mess3Env, Mess3TokenEnv
 from rl.analysis.tests.tiny_modules import TRANSFORMER_CONFIG
-from rl.harness.training import runners
+from rl.harness import StopRule, run_direct
 from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.models import TransformerModel
 
@@ -27,7 +27,7 @@ def run(context):
         .learners(learner_class=ActorCriticPPOTorchLearner)
         .env_runners(num_env_runners=0)
     )
-    return runners.run_direct(context, config, stop=runners.StopRule(training_iterations=2), checkpoint_every=1)
+    return run_direct(context, config, stop=StopRule(training_iterations=2), checkpoint_every=1)
 
 
 SMOKE_CONTEXT_LENGTH, CONTEXT_LENGTH = 5, 6

@@ -8,8 +8,8 @@ import pytest
 from rl.analysis import probing
 from rl.analysis.tests import in_run_probe_recipe
 from rl.harness.commands import cli
+from rl.harness import read_manifest
 from rl.harness.run import records
-from rl.harness.run.manifest import read_manifest
 
 RUN_ID = "probed"
 

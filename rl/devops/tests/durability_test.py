@@ -10,9 +10,8 @@ from b2sdk.v2.exception import B2Error
 from rl.devops.vast import durability, redact, state
 from rl.devops.vast.testing import b2_simulator
 from rl.devops.vast.testing.leaks import assert_no_secret
-from rl.harness import settings
+from rl.harness import RunLayout, settings
 from rl.harness.remote import b2_mirror
-from rl.harness.run.layout import RunLayout
 
 PORT = 20001
 RUN = "20250102T030405Z-ab12cd-000"

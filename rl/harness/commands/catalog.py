@@ -1,31 +1,25 @@
-"""Finding runs on disk and explaining them: what `rl-harness runs | show | diff` print.
+"""Explaining runs found on disk (`run/finder.py`): what `rl-harness runs | show | diff` print.
 
-    runs = catalog.find_runs([workspace_root])        # every results/[smoke/]<run-id>/ below
+    runs = finder.find_runs([workspace_root])         # every results/[smoke/]<run-id>/ below
     print("\n".join(catalog.format_runs(catalog.select_runs(runs, experiment="reward_only", last=10)[0])))
-    run = catalog.find_run("20261201T011500Z-3f9a2c", [workspace_root])
+    run = finder.find_run("20261201T011500Z-3f9a2c", [workspace_root])
     print("\n".join(catalog.format_show(run)))
     print("\n".join(catalog.format_diff(run_a, run_b)))   # code, lock, build, seed, hardware, options
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import math
-import os
 import shlex
 from typing import Any, Iterable, Optional
 
-from rl.harness.errors import UsageError
-from rl.harness.run import layout, metric_keys, platform, records, session
-from rl.harness.run.manifest import RunManifest, read_manifest
-from rl.harness.run.status import (COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, crash_reason, effective_status,
-                                   parse_time, run_id_problem)
+from rl.harness.run import metric_keys, platform
+from rl.harness.run.finder import DamagedRun, Run
+from rl.harness.run.manifest import RunManifest
+from rl.harness.run.status import COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, parse_time
 
-# Folders never searched for results (build trees, artifacts, virtual environments, VCS).
-_SKIPPED = frozenset({"artifacts", "node_modules", "__pycache__", "venv", ".venv"})
-_MAX_DEPTH = 8
 DAMAGED = "damaged"  # what `runs` lists for a folder whose manifest cannot be read
 LISTED_STATUSES = (RUNNING, COMPLETED, FAILED, INTERRUPTED, CRASHED, DAMAGED)  # `runs --status` choices
 
@@ -43,128 +37,6 @@ DIFF_SECTIONS = {
     "reproduction": ("reproduction",),
 }
 _NOT_COMPARED = ("options.results_dir", "options.artifacts_dir", "options.run_id")
-
-
-@dataclasses.dataclass(frozen=True)
-class Run:
-    """A recorded run found on disk: its results folder and its (typed) manifest."""
-
-    run_dir: str
-    manifest: RunManifest
-
-    @property
-    def run_id(self) -> str:
-        return self.manifest.run_id
-
-    @property
-    def status(self) -> str:
-        return effective_status(self.manifest)
-
-    def summary(self) -> dict:
-        """summary.json; for a run that did not complete, its counters and curves as far as metrics.jsonl goes.
-
-        A killed run's summary is as old as its last heartbeat (or checkpoint), while every row it
-        logged is in metrics.jsonl: `runs`, `show` and `compare` then agree with the metrics.
-        """
-        path = os.path.join(self.run_dir, records.SUMMARY_FILE)
-        summary = records.read_json(path, "run summary") if os.path.exists(path) else {}
-        if self.status == COMPLETED:
-            return summary
-        rows = self._metrics_rows()
-        if rows is None or len(rows) <= (summary.get("rows") or 0):
-            return summary
-        caught_up = {**summary, "rows": len(rows)}
-        if not summary.get("trial_metrics"):  # rows of several trials cannot be told apart here
-            keys = {*(summary.get("metrics") or {}), *session.DEFAULT_SUMMARY_KEYS}
-            caught_up["metrics"] = session.curve_summary(session.curves_of_rows(rows, keys))
-        return caught_up
-
-    def _metrics_rows(self) -> Optional[list[dict]]:
-        try:
-            places = layout.RunLayout.of_run(self.run_dir, self.manifest).artifact_places(self.manifest)
-        except records.RecordError:
-            return None
-        for place in places:
-            path = place / records.METRICS_FILE
-            if path.is_file():
-                try:
-                    return records.read_json_lines(str(path))
-                except (OSError, records.RecordError):
-                    return None
-        return None
-
-
-class RunNotFound(UsageError, LookupError):
-    """No run (or several) by that id under the searched folders; the message names where to look."""
-
-
-def _results_folders(root: str) -> Iterable[str]:
-    """`root` itself if it holds runs, else every folder below it named `results` or holding runs (a
-    `--results-dir myres` typed in the workspace)."""
-    if any(layout.iter_run_dirs(root)):
-        yield root
-        return
-    for folder, subfolders, _ in os.walk(root):
-        depth = folder[len(root):].count(os.sep)
-        subfolders[:] = sorted(
-            name for name in subfolders
-            if not (name.startswith(".") or name.startswith("bazel-") or name in _SKIPPED) and depth < _MAX_DEPTH
-        )
-        if os.path.basename(folder) == "results" or any(layout.iter_run_dirs(folder)):
-            subfolders[:] = []
-            yield folder
-
-
-@dataclasses.dataclass(frozen=True)
-class DamagedRun:
-    """A run folder whose manifest cannot be read: listed as damaged, never hiding the healthy runs beside it."""
-
-    run_dir: str
-    problem: str  # the RecordError's message: the file, where it breaks, and the fix
-
-    @property
-    def run_id(self) -> str:
-        return os.path.basename(self.run_dir)
-
-
-def scan_runs(roots: Iterable[str]) -> tuple[list[Run], list[DamagedRun]]:
-    """(readable runs, damaged run folders) under `roots`, each sorted by run id."""
-    runs, damaged = {}, {}
-    for root in roots:
-        for results in _results_folders(os.path.abspath(root)):
-            for run_dir in layout.iter_run_dirs(results):
-                key = os.path.realpath(run_dir)
-                try:
-                    runs.setdefault(key, Run(run_dir, read_manifest(run_dir)))
-                except records.RecordError as error:
-                    damaged.setdefault(key, DamagedRun(run_dir, str(error)))
-    return (sorted(runs.values(), key=lambda run: run.run_id),
-            sorted(damaged.values(), key=lambda run: run.run_id))
-
-
-def find_runs(roots: Iterable[str]) -> list[Run]:
-    """The readable runs under `roots` (scan_runs also names the damaged ones)."""
-    return scan_runs(roots)[0]
-
-
-def find_run(run_id: str, roots: Iterable[str]) -> Run:
-    problem = run_id_problem(run_id)
-    if problem:
-        raise RunNotFound(problem)
-    roots = list(roots)
-    runs, damaged = scan_runs(roots)
-    matches = [run for run in runs if run.run_id == run_id]
-    broken = [run for run in damaged if run.run_id == run_id]
-    if not matches and broken:
-        raise records.RecordError(f"run {run_id} is damaged: {broken[0].problem}")
-    if not matches:
-        raise RunNotFound(
-            f"no run {run_id!r} under {', '.join(roots)}; list runs with `rl-harness runs` or pass --results-dir"
-        )
-    if len(matches) > 1:
-        raise RunNotFound(f"run id {run_id!r} is in several folders ({', '.join(r.run_dir for r in matches)});"
-                          " pass --results-dir to pick one")
-    return matches[0]
 
 
 def _last(summary: dict, key: str) -> Optional[Any]:
@@ -317,7 +189,7 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
     """
     manifest, summary = run.manifest, run.summary()
     lines = [f"run {run.run_id}: {run.status}"]
-    reason = crash_reason(manifest)
+    reason = manifest.crash_reason()
     if reason:
         lines.append(f"  crashed: {reason}")
     if run.status in (CRASHED, INTERRUPTED):

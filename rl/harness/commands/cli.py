@@ -39,7 +39,7 @@ from rl.harness import settings
 from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study
 from rl.harness.errors import EXIT_USAGE, HarnessError
 from rl.harness.remote import b2_mirror
-from rl.harness.run import rolling
+from rl.harness.run import finder, rolling
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 
@@ -229,15 +229,15 @@ def _catalog_roots(options: argparse.Namespace, experiment: Optional[str]) -> li
 def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
     roots = _catalog_roots(options, experiment)
     if command == "runs":
-        return catalog.format_runs(*catalog.select_runs(*catalog.scan_runs(roots), experiment=options.experiment
+        return catalog.format_runs(*catalog.select_runs(*finder.scan_runs(roots), experiment=options.experiment
                                                         or experiment, status=options.status, last=options.last))
     if command == "show":
-        run = catalog.find_run(options.run_id, roots)
+        run = finder.find_run(options.run_id, roots)
         if options.json:
             return [json.dumps({**run.manifest.to_dict(), "effective_status": run.status}, indent=2, sort_keys=True)]
         return catalog.format_show(run, full=options.full)
     if command == "compare":
-        runs = [catalog.find_run(run_id, roots) for run_id in options.run_ids]
+        runs = [finder.find_run(run_id, roots) for run_id in options.run_ids]
         for warning in compare.warnings(runs, options.metrics or compare.DEFAULT_METRICS):
             print(warning, file=sys.stderr)
         output = options.output
@@ -246,7 +246,7 @@ def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[
             output.parent.mkdir(exist_ok=True)
         compare.write_figure(runs, options.metrics or compare.DEFAULT_METRICS, output)
         return [*compare.format_table(runs), f"wrote {output}"]
-    return catalog.format_diff(catalog.find_run(options.run_a, roots), catalog.find_run(options.run_b, roots))
+    return catalog.format_diff(finder.find_run(options.run_a, roots), finder.find_run(options.run_b, roots))
 
 
 def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str] = None,
@@ -257,7 +257,7 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
         if command == "study":
             return study.run_study(options)
         if command == "reproduce":
-            original = catalog.find_run(options.run_id, _catalog_roots(options, experiment))
+            original = finder.find_run(options.run_id, _catalog_roots(options, experiment))
             return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps),
                                        trust_patch=options.trust_patch)
         if command != "run":

@@ -1,6 +1,6 @@
 """`rl-harness compare <run-id>...`: several runs' learning curves in one PNG, and their final metrics.
 
-    runs = [catalog.find_run(run_id, roots) for run_id in run_ids]
+    runs = [finder.find_run(run_id, roots) for run_id in run_ids]
     for line in compare.warnings(runs, [metric_keys.RETURN]): print(line, file=sys.stderr)  # a repeated seed, ...
     compare.write_figure(runs, [metric_keys.RETURN], path)  # one panel per metric, one line (or marker) per run
     compare.default_output(runs)          # <results root>/comparisons/a_vs_b.png: inside the results tree
@@ -22,7 +22,7 @@ import numpy as np
 
 from rl.harness.commands import catalog
 from rl.harness.errors import UsageError
-from rl.harness.run import metric_keys, records
+from rl.harness.run import finder, metric_keys, records
 from rl.harness.run.layout import RunLayout
 
 DEFAULT_METRICS = (metric_keys.RETURN,)
@@ -32,7 +32,7 @@ _LONGEST_NAME = 200
 PANEL_SIZE = (6.0, 3.6)  # inches per metric
 
 
-def default_output(runs: list[catalog.Run]) -> pathlib.Path:
+def default_output(runs: list[finder.Run]) -> pathlib.Path:
     """Where `compare` writes without --output: `<results root>/comparisons/<id>_vs_<id>.png` (a hash if too long)."""
     root = RunLayout.of_run(runs[0].run_dir, runs[0].manifest).results_root
     name = "_vs_".join(run.run_id for run in runs)
@@ -41,7 +41,7 @@ def default_output(runs: list[catalog.Run]) -> pathlib.Path:
     return root / COMPARISONS_DIR / f"{name}.png"
 
 
-def _groups(run: catalog.Run) -> list[tuple[str, dict]]:
+def _groups(run: finder.Run) -> list[tuple[str, dict]]:
     """(label, curves) of the run's own rows and of each Tune trial's; curves: key -> summary entry."""
     summary, label = run.summary(), f"{run.run_id} (seed {run.manifest.seed})"
     groups = [(label, summary.get("metrics") or {})]
@@ -61,7 +61,7 @@ def _in_env_steps(curves: dict, iterations: np.ndarray) -> np.ndarray:
     return np.interp(iterations, counted[:, 0], counted[:, 1])
 
 
-def figure(runs: list[catalog.Run], metrics: Iterable[str]):
+def figure(runs: list[finder.Run], metrics: Iterable[str]):
     """One panel per metric, one line per run (per trial of a Tune run); a curve of one point is a marker."""
     from matplotlib.figure import Figure  # only `compare` draws: the other commands stay fast
 
@@ -90,14 +90,14 @@ def figure(runs: list[catalog.Run], metrics: Iterable[str]):
     return drawing
 
 
-def write_figure(runs: list[catalog.Run], metrics: Iterable[str], path: pathlib.Path) -> None:
+def write_figure(runs: list[finder.Run], metrics: Iterable[str], path: pathlib.Path) -> None:
     """`figure(runs, metrics)` written as a PNG at `path` (atomically)."""
     png = io.BytesIO()
     figure(runs, metrics).savefig(png, format="png", dpi=100)
     records.write_bytes_atomically(str(path), png.getvalue())
 
 
-def format_table(runs: list[catalog.Run]) -> list[str]:
+def format_table(runs: list[finder.Run]) -> list[str]:
     """Status, seed, budget and each summarised metric's final value: one row per metric, one column per run."""
     finals = [catalog.final_metrics(run.summary()) for run in runs]
     rows = [("run", [run.run_id for run in runs]),
@@ -115,7 +115,7 @@ def _shown(value: Optional[float]) -> str:
     return "-" if value is None else catalog.format_number(value)
 
 
-def warnings(runs: list[catalog.Run], metrics: Iterable[str] = DEFAULT_METRICS) -> list[str]:
+def warnings(runs: list[finder.Run], metrics: Iterable[str] = DEFAULT_METRICS) -> list[str]:
     """One line per reason the comparison may mislead: runs of one agent sharing a seed, smoke runs beside full
     ones, a curve that cannot be drawn.
 

@@ -25,7 +25,7 @@ import pathlib
 from typing import Any, Callable, Mapping, Optional
 
 from rl.harness.commands import catalog
-from rl.harness.run import records
+from rl.harness.run import finder, records
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import read_manifest
 from rl.harness.study import record as study_record
@@ -70,7 +70,7 @@ def _same_settings(manifest, options: Mapping) -> bool:
         manifest.options.get("smoke") == options.get("smoke")
 
 
-def study_spread(original: catalog.Run, ignored: Callable[[str], bool]) -> Optional[dict]:
+def study_spread(original: finder.Run, ignored: Callable[[str], bool]) -> Optional[dict]:
     """The newest completed study beside `original` whose agent is `original`'s recipe with its overrides:
     {"study": id, "members": n, "values": {quantity: [one value per member]}}; None without one."""
     manifest = original.manifest
@@ -92,7 +92,7 @@ def study_spread(original: catalog.Run, ignored: Callable[[str], bool]) -> Optio
             run_dir = RunLayout.find(results_root, member.last_run) if member.last_run else None
             if member.agent not in agents or member.status != study_record.COMPLETED or run_dir is None:
                 continue
-            run = catalog.Run(str(run_dir), read_manifest(run_dir))
+            run = finder.Run(str(run_dir), read_manifest(run_dir))
             if not _same_settings(run.manifest, manifest.options):
                 continue
             members += 1

@@ -23,14 +23,14 @@ from absl import logging
 from rl.harness import settings
 from rl.harness.commands import recipes, resume
 from rl.harness.remote import b2_mirror
-from rl.harness.run import manifest, records, redaction, seeding, session
-from rl.harness.run.manifest import read_manifest
+from rl.harness.run import begin, manifest, records, redaction, seeding, session
+from rl.harness.run.manifest import ResumeSource, read_manifest
 from rl.harness.run.hyperparameters import Hyperparameters
 from rl.harness.run.rolling import RollingCadence
 from rl.harness.run.rows import RowBudget
-from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, crash_reason, new_run_id, run_id_problem
+from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, new_run_id, run_id_problem
 from rl.harness.training import cluster, hardware, numeric_platform
-from rl.harness.run.context import ResumeSource, RunContext
+from rl.harness.run.context import RunContext
 from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, UsageError
 from rl.harness.run.layout import RunIdTaken, RunLayout, iter_run_dirs
 
@@ -83,12 +83,9 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     """Validates a run request; raises UsageError naming the fix."""
     if options.run_id is not None and (problem := run_id_problem(options.run_id)):
         raise UsageError(problem)
-    try:
-        heartbeat_s = settings.heartbeat_seconds()
-        patch_cap_bytes = settings.patch_cap_bytes()
-        connect_timeout_s = settings.ray_connect_timeout_seconds()
-    except ValueError as error:
-        raise UsageError(str(error)) from None
+    heartbeat_s = settings.heartbeat_seconds()  # each a SettingError (a UsageError) naming the fix
+    patch_cap_bytes = settings.patch_cap_bytes()
+    connect_timeout_s = settings.ray_connect_timeout_seconds()
     module = recipes.load_recipe(module_name)
     declared = getattr(module, "HYPERPARAMETERS", None) or Hyperparameters({})
     if options.set and not declared.defaults:
@@ -122,7 +119,7 @@ def report_crashed_runs(results_root: pathlib.Path) -> None:
         except records.RecordError as error:
             logging.warning("skipping an unreadable run: %s", error)
             continue
-        reason = crash_reason(document)
+        reason = document.crash_reason()
         if reason:
             logging.warning("run %s crashed (%s); its records up to the crash are intact; resume it with"
                             " --resume-from %s", document.run_id, reason, document.run_id)
@@ -150,10 +147,11 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     except OSError as failure:  # a full or unwritable root: nothing of the run exists yet
         raise StartFailed(f"run {layout.run_id} could not start (nothing was kept): {_problem(failure, layout)}") from None
     seeds = seeding.SeedStreams(plan.options.seed)
-    document = manifest.begin(module=plan.module, module_name=plan.module_name, options=plan.options,
-                              layout=layout, profile=plan.profile, machine=plan.machine,
-                              platform=numeric_platform.gather(), resume=plan.resume)
-    patches = manifest.capture_patches(document.code, plan.patch_cap_bytes)
+    document = begin.new_manifest(source_file=plan.module.__file__, module_name=plan.module_name,
+                                  command_line=plan.options._argv, seed=plan.options.seed, options=vars(plan.options),
+                                  layout=layout, hardware={"profile": plan.profile.as_dict(), "machine": plan.machine.as_dict()},
+                                  platform=numeric_platform.gather(), resume=plan.resume)
+    patches = begin.capture_patches(document.code, plan.patch_cap_bytes)
     run = session.RunSession(layout=layout, manifest=document, seeds=seeds, heartbeat_s=plan.heartbeat_s,
                              verbosity=verbosity,
                              budget_cap=RowBudget.of(plan.options.stop_at_iteration, plan.options.stop_at_env_steps),

@@ -1,6 +1,6 @@
 """`rl-harness reproduce <run-id>`: rebuild a recorded run from its provenance, re-run it, compare.
 
-    original = catalog.find_run("20261202T031703Z-b1b3c5", [workspace])
+    original = finder.find_run("20261202T031703Z-b1b3c5", [workspace])
     exit_code = reproduce.reproduce(original, prefix=RowBudget.of(iterations=2, env_steps=None))
     reproduce.reproduce(original, trust_patch=True)   # a recorded patch that changes code: applied only so
 
@@ -33,8 +33,8 @@ from typing import Any, Optional
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.commands import catalog, cross_platform
-from rl.harness.run import hyperparameters, platform, provenance, records
+from rl.harness.commands import cross_platform
+from rl.harness.run import finder, hyperparameters, platform, provenance, records
 from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
 from rl.harness.run.rows import ITERATION_KEY, RowBudget
 from rl.harness.run.status import COMPLETED, CRASHED, new_run_id
@@ -148,7 +148,7 @@ def format_platform_comparison(recorded: Optional[platform.NumericPlatform], her
             + " -- identical rows are not expected; the outcome is judged statistically")
 
 
-def compare_outcome(original: catalog.Run, original_rows: list[dict], reproduction: catalog.Run,
+def compare_outcome(original: finder.Run, original_rows: list[dict], reproduction: finder.Run,
                     reproduction_rows: list[dict], prefix: RowBudget) -> dict:
     """The rows and, on another numeric platform, the outcome: what the verdict records (module docstring).
 
@@ -298,7 +298,7 @@ def _child_environment() -> dict:
 # -- the whole command -----------------------------------------------------------------------
 
 
-def _layout(run: catalog.Run) -> RunLayout:
+def _layout(run: finder.Run) -> RunLayout:
     """The original run's folders (roots and smoke from its manifest); the reproduction goes beside it."""
     if not run.manifest.paths.get("artifacts"):
         raise ReproduceError(f"run {run.run_id} recorded no artifacts folder; its metrics cannot be compared")
@@ -308,7 +308,7 @@ def _layout(run: catalog.Run) -> RunLayout:
         raise ReproduceError(str(error)) from None
 
 
-def _validate(run: catalog.Run) -> tuple[str, Optional[str]]:
+def _validate(run: finder.Run) -> tuple[str, Optional[str]]:
     """(repository commit, patch path or None); ReproduceError for runs that cannot be rebuilt."""
     manifest = run.manifest
     if not manifest.build.get("target"):
@@ -402,7 +402,7 @@ def _metrics(artifacts_dir: str, run_id: str, status: str) -> list[dict]:
     return rows
 
 
-def reproduce(original: catalog.Run, *, prefix: RowBudget = RowBudget(),
+def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(),
               repo_root: Optional[str] = None, trust_patch: bool = False) -> int:
     """Rebuilds and re-runs `original`; prints the verdict; 0 when it reproduced (identical, within tolerance or
     consistent across platforms), 1 when it diverged.
@@ -452,7 +452,7 @@ def reproduce(original: catalog.Run, *, prefix: RowBudget = RowBudget(),
     reproduction = layout.with_run_id(reproduction_id)
     new_dir = str(reproduction.results_dir)
     new_manifest = read_manifest(new_dir)
-    outcome = compare_outcome(original, original_rows, catalog.Run(new_dir, new_manifest),
+    outcome = compare_outcome(original, original_rows, finder.Run(new_dir, new_manifest),
                               prefix.take(_metrics(str(reproduction.artifacts_dir), reproduction_id, COMPLETED)), prefix)
     verdict = {
         "parent_run": original.run_id,

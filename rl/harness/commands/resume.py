@@ -14,9 +14,8 @@ import pathlib
 from typing import Optional
 
 from rl.harness.run import records
-from rl.harness.run.manifest import TuneRunner, read_manifest
+from rl.harness.run.manifest import ResumeSource, TuneRunner, read_manifest
 from rl.harness.run.status import run_id_problem
-from rl.harness.run.context import ResumeSource
 from absl import logging
 
 from rl.harness.errors import UsageError

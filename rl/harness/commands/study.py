@@ -25,9 +25,9 @@ from typing import Optional
 
 from absl import logging
 
-from rl.harness.commands import catalog, recipes
+from rl.harness.commands import recipes
 from rl.harness.errors import EXIT_FAILED, UsageError
-from rl.harness.run import buildinfo, hyperparameters, manifest, redaction
+from rl.harness.run import begin, buildinfo, finder, hyperparameters, redaction
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.status import new_run_id, run_id_problem, this_process
 from rl.harness.study import summary
@@ -67,7 +67,7 @@ def load_study(module_name: str) -> Study:
 
 def _provenance(module_name: str) -> tuple[dict, dict]:
     build = buildinfo.current().as_dict()
-    return manifest.code_state(recipes.load_module(module_name).__file__, build), build
+    return begin.code_state(recipes.load_module(module_name).__file__, build), build
 
 
 def _code_key(code: dict) -> tuple:
@@ -309,7 +309,7 @@ class StudyCommand:
                 raise UsageError(f"--runs {group!r}: expected AGENT=RUN_ID[,RUN_ID...] with AGENT one of"
                                  f" {', '.join(self.study.agents)}")
             for run_id in ids.split(","):
-                run = catalog.find_run(run_id, [str(self.results_root)])
+                run = finder.find_run(run_id, [str(self.results_root)])
                 setting = tuple(sorted((run.manifest.options.get("set") or {}).items()))
                 member = MemberRecord(agent, run.manifest.seed, (run_id,), setting=setting)
                 members.append(member)

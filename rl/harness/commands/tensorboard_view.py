@@ -23,9 +23,8 @@ import tempfile
 from typing import Optional
 
 from rl.harness import settings
-from rl.harness.commands import catalog
 from rl.harness.errors import UsageError
-from rl.harness.run import tensorboard_events
+from rl.harness.run import finder, tensorboard_events
 
 PROGRAM = "tensorboard"
 _EVENT_FILES = "events.out.tfevents.*"
@@ -37,7 +36,7 @@ def events_folders(root: pathlib.Path) -> dict[str, pathlib.Path]:
     A resumed run shares its parent's folder, so the lineage appears once, under the first run's id.
     """
     folders: dict[pathlib.Path, str] = {}
-    for run in catalog.find_runs([str(root)]):
+    for run in finder.find_runs([str(root)]):
         recorded = run.manifest.paths.get(tensorboard_events.MANIFEST_PATH_KEY)
         if not recorded or not pathlib.Path(recorded).is_dir():
             continue

@@ -22,30 +22,11 @@ import pathlib
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from rl.harness.run import records, seeding
+from rl.harness.run.manifest import CheckpointEntry, ResumeSource
+from rl.harness.run.session import RunSession
 
 if TYPE_CHECKING:
-    from rl.harness.run.manifest import CheckpointEntry
     from rl.harness.training import hardware
-    from rl.harness.run.session import RunSession
-
-
-@dataclasses.dataclass(frozen=True)
-class ResumeSource:
-    """Where a resumed run starts from; the counters are the checkpoint's (None if unknown)."""
-
-    checkpoint: Optional[pathlib.Path]  # a checkpoint folder (direct runner, own loops)
-    parent_run_id: Optional[str] = None  # set when --resume-from named a run
-    tune_experiment: Optional[pathlib.Path] = None  # the parent's Tune storage (Tune runner)
-    iteration: Optional[int] = None
-    env_steps: Optional[int] = None
-    experiment: Optional[str] = None  # the recipe that saved it (None: a bare RLlib checkpoint)
-
-    def as_dict(self) -> dict:
-        return {
-            field.name: (str(value) if isinstance(value, pathlib.Path) else value)
-            for field in dataclasses.fields(self)
-            for value in [getattr(self, field.name)]
-        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,13 +53,13 @@ class RunContext:
     hyperparameters: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     seeds: seeding.SeedStreams = dataclasses.field(default=None, compare=False, repr=False)
     # The run's record keeper (rl.harness.run.session.RunSession): metrics, checkpoints, stop requests.
-    recorder: "RunSession" = dataclasses.field(default=None, compare=False, repr=False)
+    recorder: RunSession = dataclasses.field(default=None, compare=False, repr=False)
 
-    def checkpoints(self, trial: Optional[str] = None) -> tuple["CheckpointEntry", ...]:
+    def checkpoints(self, trial: Optional[str] = None) -> tuple[CheckpointEntry, ...]:
         """The checkpoints this run saved so far (of one line: an agent, a Tune trial); paths relative to artifacts_dir."""
         return self.recorder.manifest.checkpoints_of(trial)
 
-    def checkpoint_path(self, entry: "CheckpointEntry") -> pathlib.Path:
+    def checkpoint_path(self, entry: CheckpointEntry) -> pathlib.Path:
         return self.artifacts_dir / entry.path
 
     def metrics(self) -> list[dict]:

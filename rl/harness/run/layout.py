@@ -24,14 +24,22 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional, Protocol
 
 from rl.harness.errors import UsageError
 from rl.harness.run import records
 from rl.harness.run.status import run_id_problem
 
-if TYPE_CHECKING:
-    from rl.harness.run.manifest import RunManifest
+
+class RecordedRun(Protocol):
+    """What a layout reads of a recorded run (a `RunManifest` is one): its id, smoke flag and recorded paths."""
+
+    run_id: Optional[str]
+    paths: Mapping[str, Any]
+
+    @property
+    def smoke(self) -> bool: ...
+
 
 # By convention a results root has its artifacts root beside it: <x>/results and <x>/artifacts.
 ARTIFACTS_BESIDE_RESULTS = "artifacts"
@@ -136,7 +144,7 @@ class RunLayout:
         """The B2 key folder of this run: `<prefix>/<experiment module>/[smoke/]<run-id>`."""
         return "/".join([prefix.strip("/"), experiment, *self.relative.parts])
 
-    def artifact_places(self, manifest: "RunManifest", extra_roots: Iterable[pathlib.Path] = ()) -> list[pathlib.Path]:
+    def artifact_places(self, manifest: RecordedRun, extra_roots: Iterable[pathlib.Path] = ()) -> list[pathlib.Path]:
         """Folders that may hold this run's artifacts, best first.
 
         As the manifest recorded them, under this layout's artifacts root, beside the results root
@@ -148,7 +156,7 @@ class RunLayout:
         return list(dict.fromkeys(places))
 
     @classmethod
-    def of_run(cls, run_dir, manifest: "RunManifest", artifacts_root: Optional[pathlib.Path] = None) -> "RunLayout":
+    def of_run(cls, run_dir, manifest: RecordedRun, artifacts_root: Optional[pathlib.Path] = None) -> "RunLayout":
         """The layout of a recorded run from its results folder and manifest.
 
         The artifacts root is `artifacts_root` if given, else the root of the artifacts folder the

@@ -8,10 +8,9 @@
     document.checkpoints[-1].path                       # CheckpointEntry, relative to the artifacts folder
     document.outputs                                    # OutputEntry per file the run's stages wrote
     document.to_dict()                                  # what run_manifest.json holds
+    document.effective_status                           # "crashed" for a running record whose writer is gone
 
-    document = manifest.begin(module=..., module_name=..., options=..., layout=..., profile=..., machine=...,
-                              platform=numeric_platform.gather(), resume=None)               # a new run's provenance, before the recipe runs
-    patches = manifest.capture_patches(document.code, cap_bytes)   # {"uncommitted.patch": b"..."}
+A new run's manifest, with its provenance, is gathered by `run/begin.py`.
 
 Schema 2 added `outputs` and typed the runner section; schema 3 added `platform` (run/platform.py:
 the numeric platform, typed) and `rolling_checkpoints`. Manifests of schemas 1 and 2 read as
@@ -21,31 +20,17 @@ stay mappings: they are recorded as found and compared whole by `diff`.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import pathlib
 import re
-import sys
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional, Union
+from typing import Any, ClassVar, Mapping, Optional, Union
 
-from absl import logging
-
-from rl.harness import settings
-from rl.harness.run import buildinfo, provenance, records, redaction
+from rl.harness.run import records
+from rl.harness.run import status as run_status
 from rl.harness.run.platform import NumericPlatform
-from rl.harness.run.context import ResumeSource
-from rl.harness.run.layout import RunLayout
 from rl.harness.run.status import Heartbeat, WriterProcess
-
-if TYPE_CHECKING:
-    from rl.harness.training.hardware import HardwareProfile, MachineFacts
-
-# Resolve the file, not its folder: under `bazel run` the folder is a real directory
-# of the runfiles tree (outside any checkout) holding symlinks into the source tree.
-_HARNESS_DIR = os.path.dirname(os.path.realpath(__file__))
-
 
 MANIFEST_SCHEMA_VERSION = 3
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)
@@ -115,6 +100,25 @@ class OutputEntry:
     @classmethod
     def from_dict(cls, record: Mapping) -> "OutputEntry":
         return cls(**{field.name: record[field.name] for field in dataclasses.fields(cls)})
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumeSource:
+    """Where a resumed run starts from; the counters are the checkpoint's (None if unknown)."""
+
+    checkpoint: Optional[pathlib.Path]  # a checkpoint folder (direct runner, own loops)
+    parent_run_id: Optional[str] = None  # set when --resume-from named a run
+    tune_experiment: Optional[pathlib.Path] = None  # the parent's Tune storage (Tune runner)
+    iteration: Optional[int] = None
+    env_steps: Optional[int] = None
+    experiment: Optional[str] = None  # the recipe that saved it (None: a bare RLlib checkpoint)
+
+    def as_dict(self) -> dict:
+        return {
+            field.name: (str(value) if isinstance(value, pathlib.Path) else value)
+            for field in dataclasses.fields(self)
+            for value in [getattr(self, field.name)]
+        }
 
 
 # -- the runner section: one tagged union ----------------------------------------------------------
@@ -250,7 +254,7 @@ def runner_to_dict(runner: Optional[Runner]) -> Optional[dict]:
 class RunManifest:
     """One run's `run_manifest.json`: provenance (written before the recipe runs) and its lifecycle so far.
 
-    Build a new one with `manifest.begin(...)`; the session replaces fields as the run goes
+    Build a new one with `begin.new_manifest(...)`; the session replaces fields as the run goes
     (`dataclasses.replace`), and writes `to_dict()` atomically.
     """
 
@@ -297,6 +301,15 @@ class RunManifest:
             raise records.RecordError(f"the manifest of run {self.run_id!r} records no options.smoke, so where its folders"
                               " are is unknown; it was not written by rl-harness (or was edited)")
         return smoke
+
+    def crash_reason(self, now: Optional[float] = None) -> Optional[str]:
+        """Why this manifest, still marked running, belongs to a dead run (stale heartbeat, writer gone), or None."""
+        return run_status.crash_reason(self.status, self.heartbeat, self.process, now)
+
+    @property
+    def effective_status(self) -> str:
+        """The recorded status, except a running record whose writer is gone reads as "crashed"."""
+        return run_status.CRASHED if self.crash_reason() else (self.status or "unknown")
 
     def checkpoints_of(self, trial_id: Optional[str]) -> tuple[CheckpointEntry, ...]:
         """The checkpoints of one line (an agent, a Tune trial; None: the run's own)."""
@@ -380,105 +393,6 @@ def read_manifest(run_dir) -> RunManifest:
     """The manifest in `run_dir` (results/[smoke/]<run-id>/); RecordError naming the fix when missing or damaged."""
     path = os.path.join(str(run_dir), records.MANIFEST_FILE)
     return RunManifest.from_dict(records.read_json(path, "run manifest"), path)
-
-
-def recorded_options(options: argparse.Namespace) -> dict:
-    """The run's options as the manifest keeps them (paths as strings; the module and private keys left out).
-
-    Text values, `--set` values included, are redacted (`redaction`): a secret passed on the command line
-    does not reach the record.
-    """
-    def recorded(value):
-        if isinstance(value, pathlib.Path):
-            return str(value)
-        if isinstance(value, str):
-            return redaction.redact(value)
-        if isinstance(value, Mapping):
-            return {key: recorded(item) for key, item in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [recorded(item) for item in value]
-        return value
-
-    return {key: recorded(value) for key, value in sorted(vars(options).items())
-            if key != "module" and not key.startswith("_")}
-
-
-def code_state(source: str, build: Mapping[str, Any]) -> dict:
-    """The git state of the repository holding `source` (an experiment or a study) and of the library.
-
-    `source` is resolved first: under `bazel run` a module's file is a runfiles link in a real folder
-    inside the execroot, whose `.git` link makes git take the execroot (every file a symlink, build
-    outputs untracked) for a dirty checkout.
-    """
-    return {"experiment_repo": provenance.git_state(os.path.realpath(source)),
-            "library": {**provenance.git_state(_HARNESS_DIR), "build_stamp_commit": build.get("git_commit"),
-                        "pinned": build.get("library")}}
-
-
-def begin(*, module, module_name: str, options: argparse.Namespace, layout: RunLayout,
-          profile: "HardwareProfile", machine: "MachineFacts", platform: Optional[NumericPlatform],
-          resume: Optional[ResumeSource]) -> RunManifest:
-    """The manifest of a run about to start: its provenance, before the recipe runs (status `running` once started)."""
-    source = os.path.realpath(module.__file__)
-    build = buildinfo.current().as_dict()
-    code = code_state(source, build)
-    experiment_repo = code["experiment_repo"]
-    return RunManifest(
-        run_id=layout.run_id,
-        status=None,
-        experiment=ExperimentRecord(
-            module=module_name,
-            # relative to its repository, so committed records carry no machine's paths
-            source_file=os.path.relpath(source, experiment_repo["root"]) if experiment_repo["root"] else source,
-            source_sha256=provenance.file_sha256(source)),
-        code=code,
-        build=build,
-        versions=provenance.package_versions(),
-        command_line=redaction.redact_all(options._argv),
-        process_command_line=redaction.redact_all(getattr(sys, "orig_argv", sys.argv)),
-        seed=options.seed,
-        options=recorded_options(options),
-        paths={"results": str(layout.results_dir), "artifacts": str(layout.artifacts_dir)},
-        hardware={"profile": profile.as_dict(), "machine": machine.as_dict()},
-        platform=platform,
-        parent_run=resume.as_dict() if resume else None,
-    )
-
-
-def capture_patches(code: dict, cap_bytes: int) -> dict[str, bytes]:
-    """The patch of each dirty repository (one file when experiment and library share a checkout).
-
-    Records it in the repo's manifest entry (`patch`: file, bytes, the untracked files it adds, those
-    left out over the cap) and logs the untracked files it takes. Warns when untracked files were left
-    out over the cap (the run then cannot be rebuilt exactly) and for each untracked file refused as
-    credential-shaped (provenance.refusal; in every repository, dirty or not).
-    """
-    patches, by_root, warned = {}, {}, set()
-    for name, state in code.items():
-        for path, why in (state.get("refused_untracked") or {}).items():
-            if (state["root"], path) not in warned:
-                warned.add((state["root"], path))
-                logging.warning("left %s out of the run's records (patch and code hash): %s; keep secrets outside"
-                                " the checkout or git-ignore them (docs/harness.md, Trust)",
-                                os.path.join(state["root"], path), why)
-        if not state.get("dirty"):
-            continue
-        if state["root"] not in by_root:
-            file_name = records.PATCH_FILE if not by_root else f"uncommitted_{name}.patch"
-            change = provenance.uncommitted_change(state["root"], cap_bytes)
-            if change.untracked:
-                logging.info("the run's patch %s adds %d untracked file(s) of %s: %s", file_name, len(change.untracked),
-                             state["root"], ", ".join(change.untracked))
-            if change.omitted:
-                logging.warning("the run's patch leaves out %d untracked file(s) over $%s=%d bytes (%s):"
-                                " `rl-harness reproduce` cannot rebuild this checkout exactly; commit them,"
-                                " git-ignore them or raise the cap", len(change.omitted), settings.PATCH_CAP_ENV,
-                                cap_bytes, ", ".join(change.omitted[:5]))
-            patches[file_name] = change.patch
-            by_root[state["root"]] = {"file": file_name, "bytes": len(change.patch), "untracked": change.untracked,
-                                      "omitted": change.omitted}
-        state["patch"] = by_root[state["root"]]
-    return patches
 
 
 def json_safe(value):

@@ -2,7 +2,7 @@
 
 The CLI creates a RunSession and hands it to the recipe as `context.recorder`:
 
-    session = RunSession(layout=layout, manifest=manifest.begin(...), seeds=seeds)   # a RunLayout, a RunManifest
+    session = RunSession(layout=layout, manifest=begin.new_manifest(...), seeds=seeds)   # a RunLayout, a RunManifest
     session.start()                      # folders, manifest "running", heartbeat thread, SIGINT/SIGTERM
     session.log_metrics({"training_iteration": 1, "env_runners/episode_return_mean": 21.0})   # + TensorBoard events
     with session.checkpoint(iteration=1, env_steps=500) as folder:
@@ -12,6 +12,11 @@ The CLI creates a RunSession and hands it to the recipe as `context.recorder`:
             algo.save_to_path(folder)    # the line's one rolling checkpoint; the previous one goes after
     if session.stop_requested: ...       # a signal arrived or the budget cap was reached: checkpoint and return
     session.finish("completed")
+
+Its jobs live in their own modules, each behind this one face: the stop signals
+(`stop_signals.StopSignals`), the metrics stream (`metrics_stream.MetricsStream`: metrics.jsonl,
+TensorBoard, the summary's curves), the checkpoint folders (`checkpoint_folders.CheckpointFolders`)
+and the record keeper (`record_keeper.RecordKeeper`: the manifest and its heartbeat).
 
 Record rules (rl/harness/AGENTS.md): every JSON record is replaced atomically; metrics rows
 are appended one write at a time; nothing is ever truncated or deleted, except a rolling
@@ -23,91 +28,29 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import math
-import os
 import pathlib
-import re
-import shutil
-import signal
-import tempfile
 import threading
 from typing import Any, Iterator, Mapping, Optional
 
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.run import metric_keys, records, redaction, seeding, tensorboard_events
+from rl.harness.run import records, redaction, seeding, tensorboard_events
+from rl.harness.run.checkpoint_folders import CheckpointFolders
 from rl.harness.run.layout import RunLayout
-from rl.harness.run.manifest import CheckpointEntry, OutputEntry, RunError, RunManifest, Runner
+from rl.harness.run.manifest import OutputEntry, RunError, RunManifest, Runner
+from rl.harness.run.metrics_stream import MetricsStream
+from rl.harness.run.record_keeper import RecordKeeper
 from rl.harness.run.rolling import RollingCadence, RollingClock
-from rl.harness.run.rows import RowBudget, downsample, flatten_scalars
+from rl.harness.run.rows import RowBudget
 from rl.harness.run.status import RUNNING, Heartbeat, this_process, utc_now
+from rl.harness.run.stop_signals import StopSignals
 
 # A heartbeat older than this many intervals means the writer is gone.
 STALE_AFTER_INTERVALS = 6
-CURVE_POINTS = 100
-# summary.json and harness_checkpoint.json keep their own shapes (unchanged by the manifest's schema 2).
-SUMMARY_SCHEMA_VERSION = 1
-CHECKPOINT_STATE_SCHEMA_VERSION = 1
-# Curves every summary carries when present (RLlib's names); recipes add theirs via summarize().
-DEFAULT_SUMMARY_KEYS = (metric_keys.RETURN, metric_keys.EPISODE_LENGTH, metric_keys.ENV_STEPS,
-                        metric_keys.ITERATION_SECONDS)
-X_KEY = metric_keys.ITERATION
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
 
 # A run's own record files, which no output may replace.
 _RECORD_FILES = frozenset({records.MANIFEST_FILE, records.SUMMARY_FILE, records.METRICS_FILE, records.PATCH_FILE})
-_TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-def _cancel_failure_alarm() -> None:
-    """Cancels the abort that a C++ failure-signal handler which saw this signal first has scheduled.
-
-    ray.init installs absl's failure handler for SIGTERM, among others, before `reclaim` takes
-    SIGTERM back: a SIGTERM in that window went through it, and it arms alarm(3) with an
-    immediate-abort SIGALRM handler, so the run died (SIGABRT) 3 s into its graceful stop. The
-    harness uses no alarm of its own; SIGALRM gets back the handler Python knows (the default).
-    """
-    signal.alarm(0)
-    known = signal.getsignal(signal.SIGALRM)  # None: set outside Python, so not the harness's
-    signal.signal(signal.SIGALRM, signal.SIG_DFL if known is None else known)
-
-
-def curve_summary(curves: Mapping[str, list]) -> dict:
-    """summary.json's `metrics`: per key its last, min and max and a downsampled curve of [x, y] points."""
-    summary = {}
-    for key, points in sorted(curves.items()):
-        finite = [y for _, y in points if y is not None and math.isfinite(y)]
-        summary[key] = {
-            "last": points[-1][1],
-            "min": min(finite) if finite else None,
-            "max": max(finite) if finite else None,
-            "points": len(points),
-            "curve": downsample(points, CURVE_POINTS),
-        }
-    return summary
-
-
-def curves_of_rows(rows: list[dict], keys) -> dict[str, list]:
-    """The [x, y] points of each of `keys` in metrics rows, as the session collects them while it runs."""
-    curves: dict[str, list] = {}
-    for number, row in enumerate(rows, start=1):
-        x = row.get(X_KEY, number)
-        for key in keys:
-            value = row.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                curves.setdefault(key, []).append([x, value])
-    return curves
-
-
-@contextlib.contextmanager
-def _removed_on_error(folder: pathlib.Path) -> Iterator[None]:
-    try:
-        yield
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
 
 
 class RunSession:
@@ -138,37 +81,26 @@ class RunSession:
         self.results_dir = layout.results_dir
         self.artifacts_dir = layout.artifacts_dir
         self.checkpoints_dir = layout.checkpoints_dir
-        self._seeds = seeds
         self._heartbeat_s = heartbeat_s
-        self._verbosity = logging.get_verbosity() if verbosity is None else verbosity
         self._lock = threading.RLock()
-        self._manifest = manifest
-        self._summary_keys = set(DEFAULT_SUMMARY_KEYS)
-        self._curves: dict[str, dict[str, list]] = {}  # group ("" or a Tune trial id) -> key -> [[x, y]]
-        self._rows = 0
-        self._summary_sections: dict[str, Any] = {}
-        self._stop = threading.Event()
-        self._stop_signal: Optional[str] = None
+        self._keeper = RecordKeeper(self.results_dir, manifest, seeds=seeds, lock=self._lock)
+        self._stream = MetricsStream(results_dir=self.results_dir, artifacts_dir=self.artifacts_dir, run_id=self.run_id)
+        self._folders = CheckpointFolders(self.checkpoints_dir, artifacts_dir=self.artifacts_dir, run_id=self.run_id,
+                                          experiment=manifest.experiment.module)
+        self._signals = StopSignals(verbosity=logging.get_verbosity() if verbosity is None else verbosity)
         self._budget_cap = budget_cap
         self._rolling = RollingClock(rolling)
-        self._heartbeat_stop = threading.Event()
-        self._heartbeat_thread: Optional[threading.Thread] = None
-        self._previous_handlers: dict[int, Any] = {}
-        self._stop_at_once = False
-        self._metrics: Optional[records.JsonLinesWriter] = None
-        self._events: Optional[tensorboard_events.ScalarEvents] = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
         self.layout.claim()
         self.checkpoints_dir.mkdir()
-        self._metrics = records.JsonLinesWriter(str(self.artifacts_dir / records.METRICS_FILE))
-        events_folder = tensorboard_events.lineage_folder(self.layout, self._manifest.parent_run)
-        self._events = tensorboard_events.ScalarEvents(events_folder, self.run_id, headline=self._summary_keys)
+        manifest = self._keeper.manifest
+        events_folder = tensorboard_events.lineage_folder(self.layout, manifest.parent_run)
+        self._stream.open(events_folder)
         now = utc_now()
-        self._manifest = dataclasses.replace(
-            self._manifest,
+        self._keeper.set(
             run_id=self.run_id,
             status=RUNNING,
             started_at=now,
@@ -176,21 +108,20 @@ class RunSession:
             heartbeat=Heartbeat(at=now, interval_s=self._heartbeat_s,
                                 stale_after_s=round(STALE_AFTER_INTERVALS * self._heartbeat_s, 3)),
             process=this_process(),
-            paths={**self._manifest.paths, tensorboard_events.MANIFEST_PATH_KEY: str(events_folder)},
+            paths={**manifest.paths, tensorboard_events.MANIFEST_PATH_KEY: str(events_folder)},
             checkpoints=(),
             error=None,
             # --stop-at-iteration / --stop-at-env-steps (reproduce's prefix): the run stops early on purpose.
             budget_cap=dataclasses.asdict(self._budget_cap) if self._budget_cap.key else None,
         )
-        self._write_manifest()
+        self._keeper.write()
         self.reclaim()
         self._cut_redone_events(events_folder)  # after reclaim: its log line needs absl's handler
-        self._heartbeat_thread = threading.Thread(target=self._beat, name="rl-harness-heartbeat", daemon=True)
-        self._heartbeat_thread.start()
+        self._keeper.start_heartbeat(self._heartbeat_s, also=self._stream.write_summary)
 
     def _cut_redone_events(self, events_folder: pathlib.Path) -> None:
         """A resumed run's lineage keeps no events past the checkpoint it starts from (it logs those rows again)."""
-        parent = self._manifest.parent_run or {}
+        parent = self._keeper.manifest.parent_run or {}
         step = next((parent[key] for key in ("env_steps", "iteration") if parent.get(key) is not None), None)
         if step is None or events_folder == self.layout.artifacts_dir / tensorboard_events.EVENTS_DIR:
             return
@@ -205,26 +136,21 @@ class RunSession:
                          step, events_folder)
 
     def finish(self, status: str, *, error: Optional[BaseException] = None, exit_code: int = 0) -> None:
-        self._heartbeat_stop.set()
-        if self._heartbeat_thread is not None:
-            self._heartbeat_thread.join()
-        self._restore_signals()
+        self._keeper.stop_heartbeat()
+        self._signals.restore()
         with self._lock:
             ended_at = utc_now()
-            self._manifest = dataclasses.replace(
-                self._manifest,
+            self._keeper.set(
                 status=status,
                 ended_at=ended_at,
                 exit_code=exit_code,
-                interrupted_by=self._stop_signal,
+                interrupted_by=self._signals.stop_signal,
                 error=None if error is None else RunError(type=type(error).__name__, message=redaction.redact(error)),
-                heartbeat=dataclasses.replace(self._manifest.heartbeat, at=ended_at),
+                heartbeat=dataclasses.replace(self._keeper.manifest.heartbeat, at=ended_at),
             )
-            if self._metrics is not None:
-                self._metrics.close()
-                self._events.close()
-            self._write_summary()
-            self._write_manifest()
+            self._stream.close()
+            self._stream.write_summary()
+            self._keeper.write()
 
     def write_results_file(self, name: str, data: bytes) -> None:
         """Saves a record beside the manifest (e.g. the uncommitted change's patch)."""
@@ -233,8 +159,8 @@ class RunSession:
     def update_manifest(self, **fields: Any) -> None:
         """Replaces manifest fields (`RunManifest`'s: remote, exit_code, reproduction, ...) and rewrites it."""
         with self._lock:
-            self._manifest = dataclasses.replace(self._manifest, **fields)
-            self._write_manifest()
+            self._keeper.set(**fields)
+            self._keeper.write()
 
     def record_runner(self, runner: Runner) -> None:
         """The manifest's runner section: how this run trains (one of the typed runner records)."""
@@ -243,12 +169,11 @@ class RunSession:
     def record_cluster(self, facts: Mapping[str, Any]) -> None:
         """The Ray cluster the run trains on (`cluster.describe`), or more facts about it (merged)."""
         with self._lock:
-            self.update_manifest(cluster={**(self._manifest.cluster or {}), **facts})
+            self.update_manifest(cluster={**(self._keeper.manifest.cluster or {}), **facts})
 
     @property
     def manifest(self) -> RunManifest:
-        with self._lock:
-            return self._manifest
+        return self._keeper.manifest
 
     # -- metrics and summary ----------------------------------------------------------------
 
@@ -257,49 +182,24 @@ class RunSession:
 
         `trial` (a Tune trial id) keeps each trial's curves apart in the summary.
         """
-        flat = flatten_scalars(row)
         with self._lock:
-            self._rows += 1
-            flat.setdefault("harness/row", self._rows)
-            flat.setdefault("harness/logged_at", utc_now())
-            self._metrics.append(flat)
-            self._events.write(flat, trial=trial)  # after the record: a failed view costs no row
-            if self._budget_cap.reached(flat) and not self._stop.is_set():
+            flat = self._stream.append(row, trial=trial)
+            if self._budget_cap.reached(flat) and not self._signals.requested:
                 logging.info("budget cap %s >= %d reached: finishing this iteration", self._budget_cap.key,
                              self._budget_cap.bound)
-                self._stop.set()
-            group = self._curves.setdefault(trial or "", {})
-            x = flat.get(X_KEY, self._rows)
-            for key in self._summary_keys:
-                value = flat.get(key)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    group.setdefault(key, []).append([x, value])
+                self._signals.request()
         return flat
 
     def summarize(self, *keys: str) -> None:
         """Adds metric keys to the compact curves in results/<run-id>/summary.json."""
         with self._lock:
-            self._summary_keys.update(keys)
+            self._stream.summarize(*keys)
 
     def set_summary_section(self, name: str, value: Any) -> None:
         """Adds a named section to summary.json (the Tune runner's per-trial table)."""
         with self._lock:
-            self._summary_sections[name] = value
-            self._write_summary()
-
-    def _write_summary(self) -> None:
-        summary = {
-            "schema_version": SUMMARY_SCHEMA_VERSION,
-            "run_id": self.run_id,
-            "rows": self._rows,
-            "x": X_KEY,
-            "metrics": curve_summary(self._curves.get("", {})),
-            **self._summary_sections,
-        }
-        per_trial = {group: curve_summary(curves) for group, curves in self._curves.items() if group}
-        if per_trial:
-            summary["trial_metrics"] = per_trial
-        records.write_json_atomically(str(self.results_dir / records.SUMMARY_FILE), summary)
+            self._stream.set_section(name, value)
+            self._stream.write_summary()
 
     # -- outputs ---------------------------------------------------------------------------------
 
@@ -324,9 +224,9 @@ class RunSession:
         entry = OutputEntry(name=str(relative), place=place, path=str(relative), bytes=len(content),
                             sha256=hashlib.sha256(content).hexdigest(), written_at=utc_now())
         with self._lock:
-            self._manifest = dataclasses.replace(self._manifest, outputs=(
-                *(o for o in self._manifest.outputs if (o.place, o.name) != (place, entry.name)), entry))
-            self._write_manifest()
+            outputs = self._keeper.manifest.outputs
+            self._keeper.set(outputs=(*(o for o in outputs if (o.place, o.name) != (place, entry.name)), entry))
+            self._keeper.write()
         return path
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -340,21 +240,19 @@ class RunSession:
         run): checkpoints/<trial>/iter_<N>, recorded with `trial_id` as Tune trials are. A rolling
         checkpoint of the line that this one reaches is removed (it is no newer).
         """
-        partial = self._partial_folder(trial)
-        with _removed_on_error(partial):
+        with self._folders.saving(trial) as partial:
             yield partial
         saved = self._place(partial, f"iter_{iteration:06d}", iteration=iteration, env_steps=env_steps, trial=trial,
                             extra=extra)
         with self._lock:
-            self._manifest = dataclasses.replace(self._manifest, checkpoints=(
-                *(c for c in self._manifest.checkpoints if c.path != saved.path), saved))
-            stale = [c for c in self._manifest.rolling_checkpoints
-                     if c.trial_id == trial and (c.iteration or 0) <= iteration]
-            self._manifest = dataclasses.replace(self._manifest, rolling_checkpoints=tuple(
-                c for c in self._manifest.rolling_checkpoints if c not in stale))
-            self._write_summary()
-            self._write_manifest()
-        self._remove_checkpoints(stale)
+            manifest = self._keeper.manifest
+            stale = [c for c in manifest.rolling_checkpoints if c.trial_id == trial and (c.iteration or 0) <= iteration]
+            self._keeper.set(
+                checkpoints=(*(c for c in manifest.checkpoints if c.path != saved.path), saved),
+                rolling_checkpoints=tuple(c for c in manifest.rolling_checkpoints if c not in stale))
+            self._stream.write_summary()
+            self._keeper.write()
+        self._folders.remove(stale)
         logging.info("checkpoint %s (iteration %d)", self.artifacts_dir / saved.path, iteration)
 
     @contextlib.contextmanager
@@ -366,19 +264,24 @@ class RunSession:
         Rolling checkpoints are for resuming (`RunManifest.resumable_checkpoint`); probes and the
         science schedule never see them.
         """
-        partial = self._partial_folder(trial)
-        with _removed_on_error(partial):
+        with self._folders.saving(trial) as partial:
             yield partial
         saved = self._place(partial, f"rolling_iter_{iteration:06d}", iteration=iteration, env_steps=env_steps,
                             trial=trial, extra={"rolling": True})
         with self._lock:
-            previous = [c for c in self._manifest.rolling_checkpoints if c.trial_id == trial and c.path != saved.path]
-            self._manifest = dataclasses.replace(self._manifest, rolling_checkpoints=(
-                *(c for c in self._manifest.rolling_checkpoints if c.trial_id != trial), saved))
-            self._write_summary()
-            self._write_manifest()
-        self._remove_checkpoints(previous)
+            rolling = self._keeper.manifest.rolling_checkpoints
+            previous = [c for c in rolling if c.trial_id == trial and c.path != saved.path]
+            self._keeper.set(rolling_checkpoints=(*(c for c in rolling if c.trial_id != trial), saved))
+            self._stream.write_summary()
+            self._keeper.write()
+        self._folders.remove(previous)
         logging.info("rolling checkpoint %s (iteration %d)", self.artifacts_dir / saved.path, iteration)
+
+    def _place(self, partial: pathlib.Path, name: str, **entry: Any):
+        saved = self._folders.place(partial, name, **entry)
+        with self._lock:
+            self._stream.sync()  # the rows this checkpoint reflects reach the disk with it
+        return saved
 
     @property
     def rolling_cadence(self) -> RollingCadence:
@@ -392,41 +295,13 @@ class RunSession:
         """Whether the line's rolling checkpoint should be refreshed now (`RollingCadence`)."""
         return self._rolling.due(trial, progress)
 
-    def _partial_folder(self, trial: Optional[str]) -> pathlib.Path:
-        if trial is not None and not _TRIAL_NAME.match(trial):
-            raise ValueError(f"checkpoint trial {trial!r} must be a plain folder name (letters, digits, '_', '.', '-'),"
-                             " e.g. the agent's name")
-        return pathlib.Path(tempfile.mkdtemp(dir=self.checkpoints_dir, prefix=".partial-"))
-
-    def _place(self, partial: pathlib.Path, name: str, *, iteration: int, env_steps: Optional[int],
-               trial: Optional[str], extra: Mapping[str, Any]) -> CheckpointEntry:
-        """Completes a saved folder (its state file, then one rename to checkpoints/[<trial>/]<name>)."""
-        state = {"schema_version": CHECKPOINT_STATE_SCHEMA_VERSION, "run_id": self.run_id,
-                 "experiment": self._manifest.experiment.module, "iteration": iteration, "env_steps": env_steps,
-                 "saved_at": utc_now(), **({"trial_id": trial} if trial is not None else {}), **extra}
-        records.write_json_atomically(str(partial / records.CHECKPOINT_STATE_FILE), state)
-        final = (self.checkpoints_dir / trial if trial is not None else self.checkpoints_dir) / name
-        final.parent.mkdir(exist_ok=True)
-        if final.exists():  # the same iteration saved again (e.g. on interrupt): keep the newest
-            shutil.rmtree(final)
-        os.rename(partial, final)
-        with self._lock:
-            self._metrics.sync()
-        return CheckpointEntry(path=str(final.relative_to(self.artifacts_dir)), iteration=iteration,
-                               env_steps=env_steps, saved_at=state["saved_at"], trial_id=trial)
-
-    def _remove_checkpoints(self, entries) -> None:
-        for entry in entries:
-            shutil.rmtree(self.artifacts_dir / entry.path, ignore_errors=True)
-
     def record_checkpoint(self, path: str, *, iteration: Optional[int], env_steps: Optional[int],
                           trial_id: Optional[str] = None) -> None:
         """Records a checkpoint saved by someone else (Tune) without moving it."""
-        entry = CheckpointEntry(path=os.path.relpath(path, self.artifacts_dir), iteration=iteration,
-                                env_steps=env_steps, saved_at=utc_now(), trial_id=trial_id)
+        entry = self._folders.entry_of(path, iteration=iteration, env_steps=env_steps, trial_id=trial_id)
         with self._lock:
-            self._manifest = dataclasses.replace(self._manifest, checkpoints=(*self._manifest.checkpoints, entry))
-            self._write_manifest()
+            self._keeper.set(checkpoints=(*self._keeper.manifest.checkpoints, entry))
+            self._keeper.write()
 
     # -- signals -----------------------------------------------------------------------------
 
@@ -436,11 +311,11 @@ class RunSession:
 
         `stop_signal` tells the two apart (None for the cap: the run then completed).
         """
-        return self._stop.is_set()
+        return self._signals.requested
 
     @property
     def stop_signal(self) -> Optional[str]:
-        return self._stop_signal
+        return self._signals.stop_signal
 
     @property
     def budget_cap(self) -> RowBudget:
@@ -448,67 +323,14 @@ class RunSession:
         return self._budget_cap
 
     def reclaim(self) -> None:
-        """(Re)installs the SIGINT/SIGTERM handlers and absl logging.
+        """(Re)installs the SIGINT/SIGTERM handlers and absl logging (`StopSignals.reclaim`).
 
         Runners call it after `ray.init`, which takes SIGTERM; importing RLlib raises the root
         logger's level to ERROR, which would silence the progress lines.
         """
-        logging.use_absl_handler()
-        logging.set_verbosity(self._verbosity)
-        if threading.current_thread() is not threading.main_thread():
-            logging.warning("not on the main thread: SIGINT/SIGTERM will not stop the run gracefully")
-            return
-        for number in _SIGNALS:
-            previous = signal.signal(number, self._on_signal)
-            self._previous_handlers.setdefault(number, previous)
+        self._signals.reclaim()
 
-    @contextlib.contextmanager
-    def signals_stop_at_once(self) -> Iterator[None]:
+    def signals_stop_at_once(self) -> contextlib.AbstractContextManager:
         """For work after `finish` that cannot poll `stop_requested` (the upload): SIGINT/SIGTERM raise
         KeyboardInterrupt there and then, and become the run's `stop_signal`."""
-        self._stop_at_once = True
-        self.reclaim()
-        try:
-            yield
-        finally:
-            self._stop_at_once = False
-            self._restore_signals()
-
-    def _restore_signals(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            for number, handler in self._previous_handlers.items():
-                signal.signal(number, handler)
-        self._previous_handlers.clear()
-
-    def _on_signal(self, number: int, frame) -> None:
-        name = signal.Signals(number).name
-        _cancel_failure_alarm()
-        if self._stop_at_once:
-            self._stop_signal = self._stop_signal or name
-            logging.warning("%s: stopping now", name)
-            raise KeyboardInterrupt(name)
-        if self._stop_signal is not None:  # a second signal (after a reached budget cap, the first one is graceful)
-            logging.warning("%s again: stopping now, without a final checkpoint", name)
-            raise KeyboardInterrupt(name)
-        self._stop_signal = name
-        self._stop.set()
-        logging.warning("%s: finishing this iteration, then a final checkpoint (send it again to stop now)", name)
-
-    # -- records -----------------------------------------------------------------------------
-
-    def _write_manifest(self) -> None:
-        self._manifest = dataclasses.replace(self._manifest, seed_streams=self._seeds.issued())
-        records.write_json_atomically(str(self.results_dir / records.MANIFEST_FILE), self._manifest.to_dict())
-
-    def _beat(self) -> None:
-        while not self._heartbeat_stop.wait(self._heartbeat_s):
-            try:
-                with self._lock:
-                    if self._heartbeat_stop.is_set():
-                        return
-                    self._manifest = dataclasses.replace(
-                        self._manifest, heartbeat=dataclasses.replace(self._manifest.heartbeat, at=utc_now()))
-                    self._write_summary()
-                    self._write_manifest()
-            except OSError as error:  # a full disk must not kill the run; the next beat retries
-                logging.warning("heartbeat write failed: %s", error)
+        return self._signals.stop_at_once()

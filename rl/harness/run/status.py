@@ -1,10 +1,13 @@
 """A run's id and status: run ids, timestamps, the statuses a manifest holds, and telling a crashed run apart.
 
-    from rl.harness.run.status import effective_status, new_run_id, run_id_problem
+    from rl.harness.run.status import crash_reason, new_run_id, run_id_problem
 
     run_id = new_run_id()                 # "20261201T011500Z-3f9a2c"
     run_id_problem("a/b")                 # why it cannot name a run folder, or None
-    effective_status(manifest)            # "crashed" for a running RunManifest whose writer is gone
+    crash_reason(RUNNING, heartbeat, writer)   # why a record still marked running belongs to a dead run, or None
+
+A manifest reads its own effective status (`RunManifest.effective_status`: "crashed" for a running
+run whose writer is gone) from these plain values.
 """
 
 from __future__ import annotations
@@ -17,14 +20,11 @@ import re
 import secrets
 import socket
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from rl.harness.run.records import SMOKE_DIR
 
-if TYPE_CHECKING:
-    from rl.harness.run.manifest import RunManifest
-
-# Statuses a manifest can hold; "crashed" is only ever derived (effective_status).
+# Statuses a manifest can hold; "crashed" is only ever derived (crash_reason).
 RUNNING, COMPLETED, FAILED, INTERRUPTED, CRASHED = "running", "completed", "failed", "interrupted", "crashed"
 
 _RUN_ID_FORMAT = "%Y%m%dT%H%M%SZ"
@@ -89,7 +89,7 @@ class WriterProcess:
 
 
 def this_process() -> WriterProcess:
-    """Who writes a record: compared by `effective_status` to spot a dead writer."""
+    """Who writes a record: compared by `crash_reason` to spot a dead writer."""
     pid = os.getpid()
     return WriterProcess(hostname=socket.gethostname(), pid=pid, start_ticks=process_start_ticks(pid))
 
@@ -112,22 +112,16 @@ def writer_gone(writer: WriterProcess) -> bool:
     return recorded is not None and current is not None and recorded != current
 
 
-def crash_reason(manifest: "RunManifest", now: Optional[float] = None) -> Optional[str]:
-    """Why a manifest still marked running belongs to a dead run, or None."""
-    if manifest.status != RUNNING:
+def crash_reason(status: Optional[str], heartbeat: Optional[Heartbeat], writer: Optional[WriterProcess],
+                 now: Optional[float] = None) -> Optional[str]:
+    """Why a record with this status, heartbeat and writer still marked running belongs to a dead run, or None."""
+    if status != RUNNING:
         return None
     now = time.time() if now is None else now
-    heartbeat = manifest.heartbeat
     age = now - parse_time(heartbeat.at) if heartbeat is not None and heartbeat.at else math.inf
     stale_after = (heartbeat.stale_after_s if heartbeat is not None else None) or 0
     if age > stale_after:
         return f"heartbeat is {age:.0f} s old (stale after {stale_after} s)"
-    writer = manifest.process
     if writer is not None and writer_gone(writer):
         return f"its process {writer.pid} on {writer.hostname} is gone"
     return None
-
-
-def effective_status(manifest: "RunManifest", now: Optional[float] = None) -> str:
-    """The recorded status, except a running record with a dead writer reads as "crashed"."""
-    return CRASHED if crash_reason(manifest, now) else (manifest.status or "unknown")

@@ -28,7 +28,6 @@ from rl.harness.run import metric_keys, records  # noqa: E402
 from rl.harness.run.layout import RunLayout  # noqa: E402
 from rl.harness.run.manifest import RunManifest, read_manifest  # noqa: E402
 from rl.harness.run.rows import RowBudget  # noqa: E402
-from rl.harness.run.status import effective_status  # noqa: E402
 from rl.harness.study import statistics  # noqa: E402
 from rl.harness.study.declaration import Member, Study  # noqa: E402
 from rl.harness.study.record import COMPLETED, PENDING, MemberRecord  # noqa: E402
@@ -59,7 +58,7 @@ class MemberResult:
 
     @property
     def status(self) -> str:
-        return effective_status(self.manifests[-1]) if self.manifests else PENDING
+        return self.manifests[-1].effective_status if self.manifests else PENDING
 
     @property
     def last(self) -> Optional[RunManifest]:

@@ -17,7 +17,7 @@ from rl.harness.run.manifest import AgentsInTurnRunner, runner_kind
 from rl.harness.run.status import COMPLETED
 from rl.harness.tests import contexts
 from rl.harness.training import agents, lifecycle, runners
-from rl.harness.run.context import ResumeSource
+from rl.harness.run.manifest import ResumeSource
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 
 BATCH = 64

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from rl.harness.commands import catalog, cli
-from rl.harness.run import records
+from rl.harness.run import finder, records
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest
 
 
@@ -49,7 +49,7 @@ def test_runs_are_found_below_a_workspace_but_not_in_build_or_artifact_trees(tmp
     _store(tmp_path / "experiments/a/results/smoke/20260101T000001Z-bbbbbb", _manifest("20260101T000001Z-bbbbbb"))
     _store(tmp_path / "bazel-out/x/results/20260101T000002Z-cccccc", _manifest("20260101T000002Z-cccccc"))
     _store(tmp_path / "experiments/a/artifacts/results/20260101T000003Z-dddddd", _manifest("20260101T000003Z-dddddd"))
-    runs = catalog.find_runs([str(tmp_path)])
+    runs = finder.find_runs([str(tmp_path)])
     assert [run.run_id for run in runs] == ["20260101T000000Z-aaaaaa", "20260101T000001Z-bbbbbb"]
     table = catalog.format_runs(runs)
     assert table[0].split()[:3] == ["RUN", "ID", "STATUS"] and "completed" in table[1]
@@ -57,16 +57,16 @@ def test_runs_are_found_below_a_workspace_but_not_in_build_or_artifact_trees(tmp
 
 def test_a_results_root_can_be_given_directly(tmp_path):
     _store(tmp_path / "20260101T000000Z-aaaaaa", _manifest("20260101T000000Z-aaaaaa"))
-    assert catalog.find_run("20260101T000000Z-aaaaaa", [str(tmp_path)]).run_dir.endswith("aaaaaa")
-    with pytest.raises(catalog.RunNotFound, match="rl-harness runs"):
-        catalog.find_run("20990101T000000Z-ffffff", [str(tmp_path)])
-    with pytest.raises(catalog.RunNotFound, match="'/'"):
-        catalog.find_run("../x", [str(tmp_path)])
+    assert finder.find_run("20260101T000000Z-aaaaaa", [str(tmp_path)]).run_dir.endswith("aaaaaa")
+    with pytest.raises(finder.RunNotFound, match="rl-harness runs"):
+        finder.find_run("20990101T000000Z-ffffff", [str(tmp_path)])
+    with pytest.raises(finder.RunNotFound, match="'/'"):
+        finder.find_run("../x", [str(tmp_path)])
 
 
 def test_show_reports_a_crash_and_how_to_resume(tmp_path):
     stale = _manifest("r1", status="running", heartbeat={"at": "2000-01-01T00:00:00+00:00", "stale_after_s": 60})
-    run = catalog.Run(str(tmp_path), RunManifest.from_dict(stale))
+    run = finder.Run(str(tmp_path), RunManifest.from_dict(stale))
     lines = catalog.format_show(run)
     assert lines[0] == "run r1: crashed" and lines[1].startswith("  crashed: ")
     assert lines[2] == ("  resume: python -m rl.harness.commands.cli experiments.x.recipe --resume-from r1 --seed 42"
@@ -80,10 +80,10 @@ def test_show_gives_the_bazel_target_that_resumes_an_interrupted_or_crashed_run(
                        heartbeat={"at": "2000-01-01T00:00:00+00:00", "stale_after_s": 60},
                        build={"target": "//experiments/x:recipe"},
                        options={"smoke": True, "results_dir": None, "artifacts_dir": "/my art"})
-    lines = catalog.format_show(catalog.Run(str(tmp_path), RunManifest.from_dict(record)))
+    lines = catalog.format_show(finder.Run(str(tmp_path), RunManifest.from_dict(record)))
     assert ("  resume: ./bazelw run //experiments/x:recipe -- --resume-from r1 --seed 42 --smoke"
             " --artifacts-dir '/my art'") in lines
-    completed = catalog.format_show(catalog.Run(str(tmp_path), RunManifest.from_dict(_manifest("r2"))))
+    completed = catalog.format_show(finder.Run(str(tmp_path), RunManifest.from_dict(_manifest("r2"))))
     assert not [line for line in completed if "resume:" in line]
 
 
@@ -98,14 +98,14 @@ def test_a_killed_runs_counters_come_from_its_metrics_not_its_stale_summary(tmp_
     rows = [{"training_iteration": i, "num_env_steps_sampled_lifetime": 2048 * i,
              "env_runners/episode_return_mean": -float(i)} for i in range(1, 49)]
     (artifacts / "r1" / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows) + '{"tor')
-    run = catalog.find_run("r1", [str(results)])
+    run = finder.find_run("r1", [str(results)])
     assert run.status == "crashed"
     shown = "\n".join(catalog.format_show(run))
     assert "budget: 48 rows; reached num_env_steps_sampled_lifetime 98304" in shown
     assert "env_runners/episode_return_mean  -48" in shown
     listed = catalog.format_runs([run])[1]
     assert " 48 " in listed and "98304" in listed
-    completed = catalog.Run(str(results / "r1"), RunManifest.from_dict({**record, "status": "completed"}))
+    completed = finder.Run(str(results / "r1"), RunManifest.from_dict({**record, "status": "completed"}))
     assert completed.summary()["rows"] == 39  # a completed run's summary is its own final word
 
 
@@ -116,7 +116,7 @@ def test_show_leads_with_results_and_prints_integers_as_integers(tmp_path):
         "num_env_steps_sampled_lifetime": {"last": 1048576.0, "curve": [[512, 1048576.0]]},
         "env_runners/episode_return_mean": {"last": None, "curve": [[510, 28.123456789], [511, float("nan")]]},
     }, "outcome": {"scores": {"normalised_value": 0.25, "value": {"mean": 3.4, "low": 3.1, "high": 3.7}}}})
-    run = catalog.Run(str(run_dir), RunManifest.from_dict(_manifest("r1")))
+    run = finder.Run(str(run_dir), RunManifest.from_dict(_manifest("r1")))
     shown = "\n".join(catalog.format_show(run))
     results, provenance = shown.split("provenance:")
     assert "budget: 512 rows; reached num_env_steps_sampled_lifetime 1048576" in results
@@ -138,31 +138,31 @@ def test_show_leads_with_results_and_prints_integers_as_integers(tmp_path):
     ({"versions__ray": "2.57.0"}, "versions"),
 ])
 def test_diff_names_the_section_that_differs(change, section):
-    a = catalog.Run("/a", RunManifest.from_dict(_manifest("a")))
-    b = catalog.Run("/b", RunManifest.from_dict(_manifest("b", **copy.deepcopy(change))))
+    a = finder.Run("/a", RunManifest.from_dict(_manifest("a")))
+    b = finder.Run("/b", RunManifest.from_dict(_manifest("b", **copy.deepcopy(change))))
     assert {found for found, *_ in catalog.diff(a, b)} == {section}
     assert catalog.format_diff(a, b)[-1].startswith(f"differ: {section} (")
 
 
 def test_diff_ignores_what_is_specific_to_each_run():
-    a = catalog.Run("/a", RunManifest.from_dict(_manifest("a")))
-    b = catalog.Run("/b", RunManifest.from_dict(_manifest("b", options__results_dir="/elsewhere", started_at="later",
+    a = finder.Run("/a", RunManifest.from_dict(_manifest("a")))
+    b = finder.Run("/b", RunManifest.from_dict(_manifest("b", options__results_dir="/elsewhere", started_at="later",
                                                           process={"hostname": "h", "pid": 2})))
     assert catalog.diff(a, b) == []
     assert catalog.format_diff(a, b)[-1].startswith("no differences in code, lock, build, seed")
 
 
 def test_diff_treats_an_empty_setting_and_a_missing_one_alike():
-    a = catalog.Run("/a", RunManifest.from_dict(_manifest("a", options__set={})))
-    b = catalog.Run("/b", RunManifest.from_dict(_manifest("b")))
+    a = finder.Run("/a", RunManifest.from_dict(_manifest("a", options__set={})))
+    b = finder.Run("/b", RunManifest.from_dict(_manifest("b")))
     assert catalog.diff(a, b) == []
-    c = catalog.Run("/c", RunManifest.from_dict(_manifest("c", options__set={"ppo/lr": 0.1})))
+    c = finder.Run("/c", RunManifest.from_dict(_manifest("c", options__set={"ppo/lr": 0.1})))
     assert catalog.diff(a, c) == [("options", "options.set.ppo/lr", None, 0.1)]
 
 
 def _timed(run_id, started, seconds, module="experiments.x.recipe", status="completed", **changes):
     start = datetime.datetime.fromisoformat(started)
-    return catalog.Run(f"/results/{run_id}", RunManifest.from_dict(_manifest(
+    return finder.Run(f"/results/{run_id}", RunManifest.from_dict(_manifest(
         run_id, started_at=start.isoformat(), ended_at=(start + datetime.timedelta(seconds=seconds)).isoformat(),
         experiment={"module": module}, status=status, **changes)))
 
@@ -175,7 +175,7 @@ def test_runs_are_listed_by_start_time_with_start_duration_and_final_return(tmp_
     run_dir.mkdir()
     records.write_json_atomically(str(run_dir / records.SUMMARY_FILE), {"rows": 3, "metrics": {
         "env_runners/episode_return_mean": {"last": None, "curve": [[1, -88.13], [2, float("nan")]]}}})
-    late = catalog.Run(str(run_dir), late.manifest)
+    late = finder.Run(str(run_dir), late.manifest)
     runs, damaged = catalog.select_runs([late, named, early])
     assert [run.run_id for run in runs] == ["20261203T000000Z-aaaaaa", "named-run", "20261201T000000Z-bbbbbb"]
     table = [line.split() for line in catalog.format_runs(runs)]
@@ -191,7 +191,7 @@ def test_runs_filter_by_experiment_status_and_the_last_n_started():
             _timed("r2", "2026-12-02T00:00:00+00:00", 1, module="experiments.mess3.reward_only", status="failed"),
             _timed("m1", "2026-12-03T00:00:00+00:00", 1, module="experiments.mess3.memoryless_agent"),
             _timed("r3", "2026-12-04T00:00:00+00:00", 1, module="experiments.mess3.reward_only")]
-    torn = catalog.DamagedRun("/results/torn", "cannot read")
+    torn = finder.DamagedRun("/results/torn", "cannot read")
 
     def ids(**filters):
         chosen, damaged = catalog.select_runs(runs, [torn], **filters)
@@ -210,7 +210,7 @@ def test_runs_under_a_root_of_any_name_are_listed_from_the_workspace_and_by_a_re
                                                                                              capsys):
     _store(tmp_path / "myres/smoke/20260101T000000Z-aaaaaa", _manifest("20260101T000000Z-aaaaaa"))
     (tmp_path / "myart/smoke/20260101T000000Z-aaaaaa/checkpoints").mkdir(parents=True)  # no manifest: not a run
-    assert [run.run_id for run in catalog.find_runs([str(tmp_path)])] == ["20260101T000000Z-aaaaaa"]
+    assert [run.run_id for run in finder.find_runs([str(tmp_path)])] == ["20260101T000000Z-aaaaaa"]
     monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))  # as under `bazel run`, typed in the workspace
     monkeypatch.chdir("/")
     assert cli.main(["rl-harness", "runs", "--results-dir", "myres"]) == 0

@@ -73,6 +73,6 @@ def test_the_timeout_knob_must_be_a_positive_number():
     assert settings.ray_connect_timeout_seconds({}) == settings.DEFAULT_RAY_CONNECT_TIMEOUT_S
     assert settings.ray_connect_timeout_seconds({settings.RAY_CONNECT_TIMEOUT_ENV: "4.5"}) == 4.5
     for bad in ("0", "-1", "soon"):
-        with pytest.raises(ValueError, match=settings.RAY_CONNECT_TIMEOUT_ENV):
+        with pytest.raises(settings.SettingError, match=settings.RAY_CONNECT_TIMEOUT_ENV):
             settings.ray_connect_timeout_seconds({settings.RAY_CONNECT_TIMEOUT_ENV: bad})
 

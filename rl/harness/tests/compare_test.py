@@ -3,8 +3,8 @@
 import matplotlib.image
 import pytest
 
-from rl.harness.commands import catalog, cli, compare
-from rl.harness.run import records
+from rl.harness.commands import cli, compare
+from rl.harness.run import finder, records
 from rl.harness.run.manifest import RunManifest
 from rl.harness.tests import run_helpers
 
@@ -54,13 +54,13 @@ def test_compare_warns_once_per_repeated_seed_and_on_smoke_beside_full(roots, tm
 
 
 def test_agents_trained_from_one_seed_are_a_paired_design_not_a_repeat(roots):
-    b, scaled = (catalog.find_run(run_id, [str(roots[0])]) for run_id in ("b", "scaled"))
+    b, scaled = (finder.find_run(run_id, [str(roots[0])]) for run_id in ("b", "scaled"))
     record = b.manifest.to_dict()
     record["experiment"]["module"] = "rl.harness.tests.another_recipe"
-    other_recipe = catalog.Run(b.run_dir, RunManifest.from_dict(record))
+    other_recipe = finder.Run(b.run_dir, RunManifest.from_dict(record))
     assert compare.warnings([b, scaled]) == []  # one recipe, other --set: another agent
     assert compare.warnings([b, other_recipe]) == []
-    assert compare.warnings([b, scaled, catalog.find_run("c", [str(roots[0])])])[0].startswith("warning: runs b, c ")
+    assert compare.warnings([b, scaled, finder.find_run("c", [str(roots[0])])])[0].startswith("warning: runs b, c ")
 
 
 def test_a_one_point_curve_is_a_marker_and_a_curve_without_values_is_named(roots, tmp_path, capsys):
@@ -70,7 +70,7 @@ def test_a_one_point_curve_is_a_marker_and_a_curve_without_values_is_named(roots
     summary = records.read_json(str(summary_path), "summary")
     summary["metrics"][LOSS]["curve"] = [[x, None] for x, _ in summary["metrics"][LOSS]["curve"]]
     records.write_json_atomically(str(summary_path), summary)
-    runs = [catalog.find_run(run_id, [str(roots[0])]) for run_id in ("one", "a", "c")]
+    runs = [finder.find_run(run_id, [str(roots[0])]) for run_id in ("one", "a", "c")]
     drawn = compare.figure(runs, [LOSS]).axes[0]
     assert [(line.get_label(), line.get_marker()) for line in drawn.lines] == [("one (seed 5)", "o"),
                                                                               ("a (seed 1)", "None")]

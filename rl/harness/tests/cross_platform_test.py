@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from rl.harness.commands import catalog, cli, cross_platform, reproduce
-from rl.harness.run import records
+from rl.harness.run import finder, records
 from rl.harness.run.manifest import OwnLoopRunner
 from rl.harness.run.rows import RowBudget
 from rl.harness.study import declaration
@@ -76,7 +76,7 @@ def test_more_quantities_widen_each_bound_so_the_family_keeps_its_five_percent()
 def _run(results, artifacts, run_id, seed, *flags):
     assert cli.main(["rl-harness", run_helpers.FAKE, "--run-id", run_id, "--seed", str(seed), "--results-dir",
                      str(results), "--artifacts-dir", str(artifacts), *flags]) == 0
-    return catalog.find_run(run_id, [str(results)])
+    return finder.find_run(run_id, [str(results)])
 
 
 def _study(results, study_id, runs_by_seed, status=study_record.COMPLETED, module=run_helpers.FAKE):
@@ -101,7 +101,7 @@ def test_a_completed_study_of_the_same_recipe_gives_the_seed_spread(tmp_path):
 
     spread = cross_platform.study_spread(original, reproduce.ignored)
     assert spread["study"] == "seeds" and spread["members"] == 3
-    losses = [catalog.final_metrics(catalog.find_run(run_id, [str(results)]).summary())["fake/loss"]
+    losses = [catalog.final_metrics(finder.find_run(run_id, [str(results)]).summary())["fake/loss"]
               for run_id in members.values()]
     assert spread["values"]["metric fake/loss"] == losses and len(spread["values"]["score last_loss"]) == 3
 
@@ -130,14 +130,14 @@ def test_quantities_at_a_prefix_row_are_the_summarised_metrics_it_holds():
 def _on_platform(run, **changes):
     """`run` as if recorded on a platform with `changes` (its manifest's record edited in memory)."""
     recorded = dataclasses.replace(run.manifest.platform, **changes)
-    return catalog.Run(run.run_dir, dataclasses.replace(run.manifest, platform=recorded))
+    return finder.Run(run.run_dir, dataclasses.replace(run.manifest, platform=recorded))
 
 
 def test_the_outcome_is_compared_by_rows_on_one_platform_and_judged_on_another(tmp_path):
     results, artifacts = tmp_path / "r", tmp_path / "a"
     original = _run(results, artifacts, "20261205T000000Z-orig03", 7)
     one_process = OwnLoopRunner(kind="own loop", details={"determinism": {"expected": True, "why": "one process"}})
-    original = catalog.Run(original.run_dir, dataclasses.replace(original.manifest, runner=one_process))
+    original = finder.Run(original.run_dir, dataclasses.replace(original.manifest, runner=one_process))
     again = _run(results, artifacts, "20261205T000000Z-agai03", 7)
     elsewhere = _on_platform(again, torch_cpu_capability="AVX2")
     rows = records.read_json_lines(str(artifacts / original.run_id / records.METRICS_FILE))

@@ -9,7 +9,7 @@ import torch
 
 from rl.harness import settings
 from rl.harness.commands import catalog, cli, reproduce
-from rl.harness.run import platform, records
+from rl.harness.run import finder, platform, records
 from rl.harness.run.manifest import read_manifest
 from rl.harness.tests import run_helpers
 from rl.harness.training import hardware, numeric_platform
@@ -161,7 +161,7 @@ def test_a_fresh_run_records_the_platform_and_show_and_diff_print_it(tmp_path):
     for run_id in ("20261205T000000Z-plat01", "20261205T000000Z-plat02"):
         assert cli.main(["rl-harness", run_helpers.FAKE, "--run-id", run_id, "--results-dir", roots[0],
                          "--artifacts-dir", str(tmp_path / "a")]) == 0
-    first = catalog.find_run("20261205T000000Z-plat01", roots)
+    first = finder.find_run("20261205T000000Z-plat01", roots)
     assert first.manifest.platform == numeric_platform.gather()
     shown = catalog.format_show(first)
     line = next(line for line in shown if line.startswith("  platform: cpu: "))
@@ -173,7 +173,7 @@ def test_a_fresh_run_records_the_platform_and_show_and_diff_print_it(tmp_path):
     document["platform"]["torch_cpu_capability"] = "AVX2"
     document["platform"]["cpu"]["vendor"] = "AuthenticAMD"
     records.write_json_atomically(str(second_path), document)
-    lines = catalog.format_diff(first, catalog.find_run("20261205T000000Z-plat02", roots))
+    lines = catalog.format_diff(first, finder.find_run("20261205T000000Z-plat02", roots))
     assert f'  platform platform.cpu.vendor: {json.dumps(first.manifest.platform.cpu.vendor)} -> "AuthenticAMD"' in lines
     assert any(line.startswith('  platform platform.torch_cpu_capability: ') and line.endswith('-> "AVX2"') for line in lines)
     assert any(line.startswith("differ: ") and "platform (2)" in line for line in lines)

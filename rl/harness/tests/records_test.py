@@ -11,7 +11,7 @@ import pytest
 from rl.harness.run import records
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest, read_manifest
 from rl.harness.run.rows import downsample, flatten_scalars
-from rl.harness.run.status import crash_reason, effective_status, new_run_id, run_id_problem, this_process
+from rl.harness.run.status import new_run_id, run_id_problem, this_process
 
 
 def test_run_ids_are_utc_timestamps_with_a_random_suffix_and_sort_by_time():
@@ -66,15 +66,15 @@ def _running_manifest(age_s, process, stale_after_s=60.0):
 
 
 def test_a_live_run_is_running():
-    assert effective_status(_running_manifest(1, this_process())) == "running"
+    assert _running_manifest(1, this_process()).effective_status == "running"
 
 
 def test_a_stale_heartbeat_means_crashed_even_on_another_machine():
     elsewhere = {"hostname": "another-host", "pid": 1, "start_ticks": 1}
-    assert effective_status(_running_manifest(1, elsewhere)) == "running"
+    assert _running_manifest(1, elsewhere).effective_status == "running"
     manifest = _running_manifest(120, elsewhere)
-    assert effective_status(manifest) == "crashed"
-    assert "heartbeat is 120 s old" in crash_reason(manifest)
+    assert manifest.effective_status == "crashed"
+    assert "heartbeat is 120 s old" in manifest.crash_reason()
 
 
 def test_a_dead_writer_on_this_machine_means_crashed_at_once():
@@ -82,20 +82,20 @@ def test_a_dead_writer_on_this_machine_means_crashed_at_once():
     child.wait()
     writer = dataclasses.replace(this_process(), pid=child.pid)
     manifest = _running_manifest(0, writer)
-    assert effective_status(manifest) == "crashed"
-    assert f"process {child.pid}" in crash_reason(manifest)
+    assert manifest.effective_status == "crashed"
+    assert f"process {child.pid}" in manifest.crash_reason()
 
 
 def test_a_reused_pid_is_not_mistaken_for_the_writer():
     writer = dataclasses.replace(this_process(), start_ticks=this_process().start_ticks - 1)
-    assert effective_status(_running_manifest(0, writer)) == "crashed"
+    assert _running_manifest(0, writer).effective_status == "crashed"
 
 
 def test_finished_statuses_are_reported_as_recorded():
     for status in ("completed", "failed", "interrupted"):
         finished = {"schema_version": MANIFEST_SCHEMA_VERSION, "status": status,
                     "heartbeat": {"at": "2000-01-01T00:00:00+00:00"}}
-        assert effective_status(RunManifest.from_dict(finished)) == status
+        assert RunManifest.from_dict(finished).effective_status == status
 
 
 def test_flatten_keeps_scalars_only():

@@ -7,7 +7,7 @@ import pytest
 
 from rl.harness import settings
 from rl.harness.commands import cli, reproduce
-from rl.harness.run import manifest, provenance, records
+from rl.harness.run import begin, provenance, records
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest, read_manifest
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
@@ -77,7 +77,7 @@ def test_a_module_reached_through_bazel_runfiles_is_recorded_at_its_checkout(rep
     (execroot / ".git").symlink_to(repo / ".git")
     (runfiles / "recipe.py").symlink_to(repo / "recipe.py")
     assert provenance.git_state(str(runfiles / "recipe.py"))["dirty"]  # what git says of the execroot
-    code = manifest.code_state(str(runfiles / "recipe.py"), build={})
+    code = begin.code_state(str(runfiles / "recipe.py"), build={})
     assert code["experiment_repo"] == {"root": str(repo), "commit": _git(repo, "rev-parse", "HEAD").strip(),
                                        "dirty": False, "diff_sha256": None}
 
@@ -86,7 +86,7 @@ def test_untracked_files_over_the_cap_are_left_out_and_named(repo, caplog):
     _dirty(repo)
     (repo / "large.txt").write_text("y" * 5000)
     code = {"experiment_repo": provenance.git_state(str(repo)), "library": provenance.git_state(str(repo))}
-    patches = manifest.capture_patches(code, cap_bytes=1000)
+    patches = begin.capture_patches(code, cap_bytes=1000)
     assert list(patches) == ["uncommitted.patch"]  # one checkout, one patch
     assert b"helper.py" in patches["uncommitted.patch"] and b"large.txt" not in patches["uncommitted.patch"]
     assert code["experiment_repo"]["patch"]["omitted"] == ["large.txt"] == code["library"]["patch"]["omitted"]
@@ -94,7 +94,7 @@ def test_untracked_files_over_the_cap_are_left_out_and_named(repo, caplog):
 
 
 def test_bad_patch_cap_is_a_usage_error():
-    with pytest.raises(ValueError, match="RL_HARNESS_PATCH_CAP_BYTES='lots' is not a whole number"):
+    with pytest.raises(settings.SettingError, match="RL_HARNESS_PATCH_CAP_BYTES='lots' is not a whole number"):
         settings.patch_cap_bytes({settings.PATCH_CAP_ENV: "lots"})
 
 

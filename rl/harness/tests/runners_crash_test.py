@@ -4,7 +4,6 @@ import signal
 
 from rl.harness.run import records
 from rl.harness.run.manifest import RunManifest
-from rl.harness.run.status import effective_status
 from rl.harness.tests import run_helpers
 
 
@@ -19,7 +18,7 @@ def test_sigkill_leaves_a_crashed_run_with_intact_records(tmp_path):
     run_helpers.run_until([run_helpers.PPO, "--run-id", "killed", *roots], checkpointed, signal.SIGKILL,
                           "the first checkpoint", PPO_RECIPE_ITERATIONS=50)
     manifest = run_helpers.manifest(tmp_path / "r" / "killed")
-    assert manifest["status"] == "running" and effective_status(RunManifest.from_dict(manifest)) == "crashed"
+    assert manifest["status"] == "running" and RunManifest.from_dict(manifest).effective_status == "crashed"
     rows = run_helpers.metrics_rows(tmp_path / "a" / "killed")
     assert [row["training_iteration"] for row in rows] == list(range(1, len(rows) + 1)) and len(rows) >= 2
     assert (checkpoint / "rllib_checkpoint.json").exists()

@@ -6,7 +6,6 @@ import pytest
 
 from rl.harness.run import records
 from rl.harness.run.manifest import RunManifest
-from rl.harness.run.status import effective_status
 from rl.harness.tests import run_helpers
 
 FAKE = run_helpers.FAKE
@@ -54,7 +53,7 @@ def test_a_killed_run_is_reported_as_crashed_and_keeps_its_records(tmp_path):
     rows = _rows(tmp_path, "killed")
     assert [row["training_iteration"] for row in rows] == list(range(1, len(rows) + 1))
     manifest = run_helpers.manifest(tmp_path / "r" / "killed")
-    assert manifest["status"] == "running" and effective_status(RunManifest.from_dict(manifest)) == "crashed"
+    assert manifest["status"] == "running" and RunManifest.from_dict(manifest).effective_status == "crashed"
     assert manifest["checkpoints"] and all(
         (tmp_path / "a" / "killed" / c["path"] / records.CHECKPOINT_STATE_FILE).exists()
         for c in manifest["checkpoints"])

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 from absl import logging as absl_logging
 
-from rl.harness.commands import catalog, cli, reproduce, tensorboard_view
-from rl.harness.run import records
+from rl.harness.commands import cli, reproduce, tensorboard_view
+from rl.harness.run import finder, records
 from rl.harness.run.manifest import ExperimentRecord, RunManifest, read_manifest
 from rl.harness.tests import run_helpers
 
@@ -97,7 +97,7 @@ def shared_run(tmp_path):
         manifest = RunManifest(run_id="shared-1", status="completed", experiment=ExperimentRecord("tiny.recipe"),
                                seed=0, options={"smoke": False}, paths={"artifacts": str(tmp_path / "artifacts")},
                                code=code, build={"target": "//tiny:recipe"}, **manifest_fields)
-        return catalog.Run(run_dir=str(run_dir), manifest=manifest)
+        return finder.Run(run_dir=str(run_dir), manifest=manifest)
 
     run.repo, run.run_dir = repo, run_dir
     return run

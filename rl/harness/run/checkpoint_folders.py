@@ -1,0 +1,76 @@
+"""Where a run's checkpoints are saved: an empty `.partial-*` folder to save into, then its state file and
+one rename into place (checkpoints/[<trial>/]<name>), so a checkpoint folder is whole or absent.
+
+    folders = CheckpointFolders(checkpoints_dir, artifacts_dir=..., run_id=run_id, experiment=module)
+    with folders.saving(trial=None) as partial:      # removed if the block fails
+        algo.save_to_path(partial)
+    entry = folders.place(partial, "iter_000001", iteration=1, env_steps=500, trial=None, extra={})
+    folders.remove([older_entry])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import re
+import shutil
+import tempfile
+from typing import Any, Iterable, Iterator, Mapping, Optional
+
+from rl.harness.run import records
+from rl.harness.run.manifest import CheckpointEntry
+from rl.harness.run.status import utc_now
+
+# harness_checkpoint.json keeps its own shape (unchanged by the manifest's schema 2).
+CHECKPOINT_STATE_SCHEMA_VERSION = 1
+_TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class CheckpointFolders:
+    """The checkpoint folders of one run (each line of checkpoints, a trial or an agent, in its own subfolder)."""
+
+    def __init__(self, checkpoints_dir: pathlib.Path, *, artifacts_dir: pathlib.Path, run_id: str,
+                 experiment: Optional[str]):
+        self._checkpoints_dir = checkpoints_dir
+        self._artifacts_dir = artifacts_dir
+        self._run_id = run_id
+        self._experiment = experiment
+
+    @contextlib.contextmanager
+    def saving(self, trial: Optional[str]) -> Iterator[pathlib.Path]:
+        """Yields an empty `.partial-*` folder to save into; it is removed if the block fails."""
+        if trial is not None and not _TRIAL_NAME.match(trial):
+            raise ValueError(f"checkpoint trial {trial!r} must be a plain folder name (letters, digits, '_', '.', '-'),"
+                             " e.g. the agent's name")
+        partial = pathlib.Path(tempfile.mkdtemp(dir=self._checkpoints_dir, prefix=".partial-"))
+        try:
+            yield partial
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+
+    def place(self, partial: pathlib.Path, name: str, *, iteration: int, env_steps: Optional[int],
+              trial: Optional[str], extra: Mapping[str, Any]) -> CheckpointEntry:
+        """Completes a saved folder (its state file, then one rename to checkpoints/[<trial>/]<name>)."""
+        state = {"schema_version": CHECKPOINT_STATE_SCHEMA_VERSION, "run_id": self._run_id,
+                 "experiment": self._experiment, "iteration": iteration, "env_steps": env_steps,
+                 "saved_at": utc_now(), **({"trial_id": trial} if trial is not None else {}), **extra}
+        records.write_json_atomically(str(partial / records.CHECKPOINT_STATE_FILE), state)
+        final = (self._checkpoints_dir / trial if trial is not None else self._checkpoints_dir) / name
+        final.parent.mkdir(exist_ok=True)
+        if final.exists():  # the same iteration saved again (e.g. on interrupt): keep the newest
+            shutil.rmtree(final)
+        os.rename(partial, final)
+        return CheckpointEntry(path=str(final.relative_to(self._artifacts_dir)), iteration=iteration,
+                               env_steps=env_steps, saved_at=state["saved_at"], trial_id=trial)
+
+    def entry_of(self, path: str, *, iteration: Optional[int], env_steps: Optional[int],
+                 trial_id: Optional[str]) -> CheckpointEntry:
+        """The record of a checkpoint saved by someone else (Tune), where it is."""
+        return CheckpointEntry(path=os.path.relpath(path, self._artifacts_dir), iteration=iteration,
+                               env_steps=env_steps, saved_at=utc_now(), trial_id=trial_id)
+
+    def remove(self, entries: Iterable[CheckpointEntry]) -> None:
+        for entry in entries:
+            shutil.rmtree(self._artifacts_dir / entry.path, ignore_errors=True)
