@@ -1,4 +1,4 @@
-"""The critic question as one study: is the shared critic what splits reward_only's seeds, and which loss puts the belief in the encoder?
+"""The critic study: does the shared critic split reward_only's seeds, and which loss puts the belief in the encoder?
 
     ./bazelw run //experiments/mess3:critic_study -- --smoke              # every member at its smoke budget
     ./bazelw run //experiments/mess3:critic_study                         # the answer (README.md)
