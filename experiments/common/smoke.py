@@ -106,4 +106,3 @@ def run_study_smoke(binary: str, module: str, tmp_path: pathlib.Path, *, timeout
     return SmokeStudy(folder=folder, record=json.loads((folder / "study.json").read_text()),
                       summary=json.loads((folder / "summary.json").read_text()), stdout=done.stdout,
                       built_with_bazel=under_bazel, _results_root=results, _artifacts_root=artifacts)
-

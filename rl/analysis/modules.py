@@ -52,4 +52,3 @@ def residual_stream(module: nn.Module, obs: torch.Tensor, state, encoder: str):
     if encoder == POLICY_ENCODER:
         return module.residual_stream(obs, state)
     return module.residual_stream(obs, state, encoder=encoder)
-

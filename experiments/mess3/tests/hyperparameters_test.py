@@ -107,4 +107,3 @@ def test_the_oracle_shares_its_mlp_only_when_set(monkeypatch):
         return config.rl_module_spec.model_config["vf_share_layers"]
 
     assert (shares([]), shares(["model/vf_share_layers=true"])) == (False, True)
-

@@ -306,4 +306,3 @@ def test_a_separate_critic_reads_in_the_learner_the_state_the_env_runner_collect
         assert (values - reference[0, -len(observations):]).abs().max() < TOLERANCE
     assert continued > 0
     learner.update(episodes=episodes)  # PPO trains both encoders from these batches
-
