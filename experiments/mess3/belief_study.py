@@ -14,9 +14,8 @@ networks of the same architecture (belief_geometry). reward_only - memoryless_ag
 difference that says whether memory is used for control.
 """
 
-from rl.harness import Score, Study
-
-_PROBE = "probe_r2.{distribution}.residual_1.{which}"
+from experiments.mess3.task import stages
+from rl.harness import Study
 
 STUDY = Study(
     agents={  # cheapest first: a stopped study has its baselines
@@ -26,14 +25,6 @@ STUDY = Study(
         "next_token_aux": "experiments.mess3.next_token_aux",
     },
     seeds=(0, 1, 2, 3, 4),
-    scores=(
-        Score("normalised value (greedy)", "scores.normalised_value.greedy.mean"),
-        Score("normalised value (sampled)", "scores.normalised_value.sampled.mean"),
-        Score("normalised episode return (greedy)", "scores.normalised_episode_return.greedy.mean"),
-        Score("final training return", "scores.final_training_return.mean"),
-        *(Score(f"R^2 block 1, {distribution.replace('_', ' ')} ({which.replace('_mean', '')})",
-                _PROBE.format(distribution=distribution, which=which))
-          for distribution in ("uniform_contexts", "process_rollouts") for which in ("trained", "random_mean")),
-    ),
+    scores=stages.CONTROL_SCORES + stages.block_1_probe_scores(),
     pairs=(("reward_only", "memoryless"), ("oracle_belief", "reward_only"), ("next_token_aux", "reward_only")),
 )

@@ -1,12 +1,20 @@
-"""The oracle rung with its own value network: is the shared critic what keeps PPO from the belief optimum?
+"""The oracle rung: PPO with an MLP that observes the exact belief, so memory is given, not learned.
 
     ./bazelw run //experiments/mess3:oracle_belief_separate_critic -- --smoke
-    ./bazelw run //experiments/mess3:oracle_belief_separate_critic
+    ./bazelw run //experiments/mess3:oracle_belief_separate_critic                # reward_only's budget
+    ./bazelw run //experiments/mess3:oracle_belief_separate_critic -- --set model/vf_share_layers=true   # shared critic
 
-oracle_belief (an MLP on the exact belief, the same PPO, env dynamics and budget) with
-`vf_share_layers` False: the value head reads an MLP of its own, so the value loss no longer
-shapes the layers the policy reads. At 2^18 env steps this lifted the greedy policy from
-0.74-0.76 to 0.92-0.93 of the memory gap in three seeds (README.md, "The oracle rung").
+The same env dynamics, PPO settings and budget as reward_only and memoryless_agent; the module is
+memoryless_agent's MLP, and its observation is the env's exact filtered belief over the current
+hidden state (controlled_mess3.BELIEF_OBSERVATION) instead of the last token and action. The
+belief is all the belief-optimal reference acts on, so control_scores' 1 is within its reach: if
+it falls short, what limits the agents is PPO or its criterion, not memory. No probes: the input
+already is the belief.
+
+The value head reads an MLP of its own (`model/vf_share_layers` False), so the value loss does
+not shape the layers the policy reads: with one shared MLP (`--set model/vf_share_layers=true`,
+recorded runs name that variant `experiments.mess3.oracle_belief`) the oracle wandered between 0.22 and
+0.95 of the memory gap across seeds (README.md, NOTEBOOK.md).
 """
 
 from experiments.mess3.task import controlled_mess3 as task
@@ -14,12 +22,12 @@ from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 from rl.learners.models import MLPModel
 
-HYPERPARAMETERS = Hyperparameters(task.PPO_HYPERPARAMETERS)  # what --set may change
-
-MODEL_CONFIG = {**task.MLP_MODEL_CONFIG, "vf_share_layers": False}
+SHARE_LAYERS = "model/vf_share_layers"
+HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, SHARE_LAYERS: False})  # what --set may change
 
 
 def run(context):
-    config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=MODEL_CONFIG,
+    model_config = {**task.MLP_MODEL_CONFIG, "vf_share_layers": context.hyperparameters[SHARE_LAYERS]}
+    config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=model_config,
                              observation=task.BELIEF_OBSERVATION, hyperparameters=context.hyperparameters)
     return stages.run(context, config, budget=stages.MAIN_JOB, random_network=None)

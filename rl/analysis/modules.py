@@ -5,6 +5,7 @@
     view = AnalysisView(module)           # e.g. rl.analysis.checkpoints.load_rl_module(path)
     outputs = view(obs)                   # obs (B, T, obs_dim) from episode starts
     outputs["residual_stream"]            # (n_layers + 1, B, T, d_model): TransformerModel only
+    outputs["residual_stream/critic_encoder"]   # the same for a separate critic encoder, if any
 
 It is an `nn.Module`, so `torch.export` can turn it into a portable program
 (rl.analysis.portable.export_portable_module) that returns the same dict without Ray.
@@ -16,7 +17,13 @@ import torch
 from ray.rllib.core.columns import Columns
 from torch import nn
 
-from rl.analysis.activations import ACTION_DIST_INPUTS, RESIDUAL_STREAM, VALUES
+from rl.analysis.activations import ACTION_DIST_INPUTS, POLICY_ENCODER, VALUES, residual_stream_key
+
+
+def encoder_names(module: nn.Module) -> list[str]:
+    """The module's encoders (attribute names), the policy's first: rl.learners modules list theirs."""
+    names = getattr(module, "encoder_names", None)
+    return list(names()) if callable(names) else [POLICY_ENCODER]
 
 
 class AnalysisView(nn.Module):
@@ -24,6 +31,7 @@ class AnalysisView(nn.Module):
         super().__init__()
         self.module = module
         self.has_residual_stream = callable(getattr(module, "residual_stream", None))
+        self.encoders = encoder_names(module)
 
     def forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         if obs.dim() != 3:
@@ -34,5 +42,13 @@ class AnalysisView(nn.Module):
             VALUES: self.module.compute_values(batch),
         }
         if self.has_residual_stream:
-            outputs[RESIDUAL_STREAM] = self.module.residual_stream(obs).activations
+            for encoder in self.encoders:
+                outputs[residual_stream_key(encoder)] = residual_stream(self.module, obs, None, encoder).activations
         return outputs
+
+
+def residual_stream(module: nn.Module, obs: torch.Tensor, state, encoder: str):
+    """`module.residual_stream` of `encoder` after `state` (None: episode start); a single-encoder module needs no name."""
+    if encoder == POLICY_ENCODER:
+        return module.residual_stream(obs, state)
+    return module.residual_stream(obs, state, encoder=encoder)

@@ -100,7 +100,7 @@ def load_portable_module(folder: str) -> PortableModule:
 def export_portable_module(module, folder: str, *, provenance: Mapping[str, Any]) -> pathlib.Path:
     """Writes `folder` (program.pt2 + portable_module.json) for an RLModule; refuses to overwrite one."""
     # Imported here so that reading a portable module never imports Ray or rl.learners.
-    from rl.analysis.activations import RESIDUAL_STREAM, layer_names
+    from rl.analysis.activations import layer_names, residual_streams
     from rl.analysis.modules import AnalysisView
     from rl.harness.run import buildinfo, records
     from rl.harness.run.status import utc_now
@@ -125,7 +125,8 @@ def export_portable_module(module, folder: str, *, provenance: Mapping[str, Any]
         "action_space": repr(module.action_space),
         "obs_dim": obs_dim,
         "outputs": sorted(outputs),
-        "layers": layer_names(len(outputs[RESIDUAL_STREAM])) if RESIDUAL_STREAM in outputs else [],
+        "layers": [name for encoder, stream in residual_streams(outputs).items()
+                   for name in layer_names(len(stream), encoder)],
         "torch_version": torch.__version__,
         "provenance": {**provenance, "exported_at": utc_now(), "build": buildinfo.current().as_dict()},
     }

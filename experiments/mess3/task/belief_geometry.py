@@ -12,7 +12,8 @@ checkpoints the run recorded (`checkpoints.from_context`), and `rl.analysis.base
 networks (the same loop with the same probe seed: the same contexts, episode seeds, splits and
 resamples as the checkpoints, so comparisons are paired). Every file goes through `context.write_output`, so the
 manifest lists it. Added here: random_network_probes.json, belief_simplex_<distribution>_random.png,
-and belief_geometry.json + probe_r2_trained_vs_random.png, the per-layer comparison.
+and belief_geometry.json + probe_r2_trained_vs_random.png, the per-layer comparison. A module with
+a critic encoder of its own has its layers probed too (`critic_encoder/residual_k`, rl.analysis.activations).
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rl.analysis import probing
+from rl.analysis.activations import POLICY_ENCODER, split_layer
 from rl.analysis.adapters import ProbePlan
 from rl.analysis.baselines import probe_random_networks
 from rl.analysis.checkpoints import from_context
 from rl.analysis.plots import figure_png
+from rl.learners.models.base import CRITIC_ENCODER
 
 COMPARISON_FILE = "belief_geometry.json"
 RANDOM_REPORT_FILE = "random_network_probes.json"
@@ -109,7 +112,7 @@ def comparison_figure(comparison: dict) -> Figure:
         axes.bar(x + 0.25, [np.mean(r) for r in random], 0.25, label="random init (mean)")
         for i, values in enumerate(random):
             axes.plot([x[i] + 0.25] * len(values), values, "k.", markersize=4)
-        axes.set_xticks(x, names)
+        axes.set_xticks(x, names, rotation=30 if len(names) > 3 else 0)  # several encoders' layers: long names
         axes.set_ylim(min(0.0, float(np.min(trained))) - 0.05, 1.0)
         axes.set_ylabel("held-out R^2 of the belief")
         axes.set_title(kind)
@@ -118,10 +121,18 @@ def comparison_figure(comparison: dict) -> Figure:
 
 
 def headline(comparison: dict) -> dict:
-    """{distribution: {layer: {"trained": r2, "random_mean": r2}}}: the compact form for summary.json."""
-    return {
-        kind: {name: {"trained": round(row["trained_r2"], 4), "step0": round(row["step0_r2"], 4),
-                      "random_mean": round(float(np.mean(row["random_r2"])), 4)}
-               for name, row in entry["layers"].items()}
-        for kind, entry in comparison["distributions"].items()
-    }
+    """The compact form for summary.json, per distribution: {layer: {"trained", "step0", "random_mean"}}
+    for the policy encoder's layers, and the same by the encoder each role reads:
+    `policy_encoder` and `critic_encoder` (the value head's own encoder where the module has one,
+    else the shared encoder: both roles then read the same layers)."""
+    table = {}
+    for kind, entry in comparison["distributions"].items():
+        encoders: dict[str, dict] = {}
+        for name, row in entry["layers"].items():
+            encoder, layer = split_layer(name)
+            encoders.setdefault(encoder, {})[layer] = {
+                "trained": round(row["trained_r2"], 4), "step0": round(row["step0_r2"], 4),
+                "random_mean": round(float(np.mean(row["random_r2"])), 4)}
+        policy = encoders[POLICY_ENCODER]
+        table[kind] = {**policy, "policy_encoder": policy, "critic_encoder": encoders.get(CRITIC_ENCODER, policy)}
+    return table

@@ -40,8 +40,8 @@ X, A = 0.05, 0.85
 # the belief is filtered with, so without it the belief would not be a function of the inputs.
 ENV_KWARGS = {"x": X, "a": A, "episode_length": 64, "observation": ("tokens", "previous_action"),
               "history_length": 1, **CONTROL_DEFAULTS}
-# The oracle's observation (oracle_belief.py): the exact belief over the current hidden state, all
-# that the belief-optimal reference acts on, so memory is given rather than learned.
+# The oracle's observation (oracle_belief_separate_critic.py): the exact belief over the current
+# hidden state, all that the belief-optimal reference acts on, so memory is given rather than learned.
 BELIEF_OBSERVATION = ("belief",)
 ENV_NAME = "experiments.mess3/controlled_mess3"
 # Envs stepping together (the policy's forward pass batched over them): a train batch of 2048
@@ -108,7 +108,8 @@ def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerMode
     """PPO (or a PPO-based `algorithm` such as PPGConfig) on ENV_NAME with a TransformerModel-based module.
 
     The variants swap parts: iqn_critic the module and learner, ppg the algorithm and module
-    (`learner_class=None` keeps the algorithm's own Learner), oracle_belief the module and observation.
+    (`learner_class=None` keeps the algorithm's own Learner), oracle_belief_separate_critic the module
+    and observation.
     `hyperparameters` (a run's `context.hyperparameters`) may change the ppo/* settings.
     """
     ppo = {**PPO_HYPERPARAMETERS, **{key: value for key, value in (hyperparameters or {}).items()

@@ -20,7 +20,8 @@ from typing import Callable, Optional
 
 from experiments.mess3.task import belief_geometry, control_scores
 from experiments.mess3.task import controlled_mess3 as task
-from rl.harness import LogSpaced, StopRule, run_direct
+from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS
+from rl.harness import LogSpaced, Score, StopRule, run_direct
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,33 @@ class Budget:
 # The main job's budget, shared by the recipes compared with it (memoryless_agent, next_token_aux).
 # Smoke: three updates (checkpoints at 0, 1, 2, 3); full: 512 updates of 2048 (wall times: README.md).
 MAIN_JOB = Budget(smoke_env_steps=3 * 1024, full_env_steps=2**20)
+
+
+# What a study of these recipes reads from each member's outcome (what `run` returns): the last
+# checkpoint's normalised value, greedy and sampled (control_scores: 0 = best memoryless,
+# 1 = belief-optimal), its normalised episode return and the last training return.
+CONTROL_SCORES = (
+    Score("normalised value (greedy)", "scores.normalised_value.greedy.mean"),
+    Score("normalised value (sampled)", "scores.normalised_value.sampled.mean"),
+    Score("normalised episode return (greedy)", "scores.normalised_episode_return.greedy.mean"),
+    Score("final training return", "scores.final_training_return.mean"),
+)
+
+
+def block_1_probe_scores(encoder: Optional[str] = None) -> tuple[Score, ...]:
+    """The held-out R^2 of the belief in block 1 on each distribution, trained and the random networks' mean.
+
+    `encoder`: the role whose encoder the probe read ("policy_encoder" or "critic_encoder", which
+    is the shared encoder where the module has one; belief_geometry.headline); None reads the
+    policy encoder's layers under their plain names, as belief_study's scores do.
+    """
+    scores = []
+    for distribution in (UNIFORM_CONTEXTS, PROCESS_ROLLOUTS):
+        where = distribution.replace("_", " ") + (f", {encoder.replace('_', ' ')}" if encoder else "")
+        for which in ("trained", "random_mean"):
+            path = ".".join(["probe_r2", distribution, *([encoder] if encoder else []), "residual_1", which])
+            scores.append(Score(f"R^2 block 1, {where} ({which.replace('_mean', '')})", path))
+    return tuple(scores)
 
 
 def train(context, config, *, env_steps: int) -> dict:

@@ -1,12 +1,17 @@
 """The Mess3 recipes' --set hyperparameters reach the PPO config and both the trained and the random networks."""
 
+import types
+
 import pytest
 
 from experiments.mess3.task import controlled_mess3 as task
-from experiments.mess3 import memoryless_agent, next_token_aux, oracle_belief, oracle_belief_separate_critic, reward_only
+from experiments.mess3.task import stages
+from experiments.mess3 import (memoryless_agent, next_token_aux, oracle_belief_separate_critic, ppg, reward_only,
+                               reward_only_separate_critic)
 from rl.harness import UsageError
 from rl.harness.commands import cli
 from rl.harness.errors import EXIT_USAGE
+from rl.learners.ppg.settings import PPG_DEFAULTS
 
 
 def test_ppo_settings_reach_the_config_and_defaults_stay_the_main_jobs():
@@ -27,9 +32,10 @@ def test_a_transformer_size_reaches_the_trained_and_the_random_network():
     assert task.transformer_config(values, next_token_aux.MODEL_CONFIG)[next_token_aux.NAMESPACE] == {"num_tokens": 3}
 
 
-@pytest.mark.parametrize("recipe", [memoryless_agent, oracle_belief, oracle_belief_separate_critic])
+@pytest.mark.parametrize("recipe", [memoryless_agent, oracle_belief_separate_critic])
 def test_mlp_recipes_declare_ppo_settings_only(recipe):
-    assert set(recipe.HYPERPARAMETERS.defaults) == set(task.PPO_HYPERPARAMETERS)
+    assert set(recipe.HYPERPARAMETERS.defaults) - {oracle_belief_separate_critic.SHARE_LAYERS} == set(
+        task.PPO_HYPERPARAMETERS)
     with pytest.raises(UsageError, match="unknown hyperparameter"):
         recipe.HYPERPARAMETERS.parse(["model/d_model=16"])
 
@@ -41,7 +47,7 @@ def test_the_seed_project_size_is_a_set_of_declared_hyperparameters():
     assert model_config == {**task.MODEL_CONFIG, "d_model": 96, "n_heads": 4, "n_layers": 3, "feedforward_dim": 384}
 
 
-@pytest.mark.parametrize("recipe", [reward_only, next_token_aux])
+@pytest.mark.parametrize("recipe", [reward_only, next_token_aux, reward_only_separate_critic, ppg])
 def test_the_transformers_rules_name_the_set_to_type(recipe):
     with pytest.raises(UsageError) as raised:
         recipe.HYPERPARAMETERS.parse(["model/n_heads=5"])
@@ -61,3 +67,43 @@ def test_a_bad_combination_stops_before_any_record(tmp_path, capsys):
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and "--set model/d_model=30" in error
     assert not results.exists() and not artifacts.exists()
+
+
+def _run_config(recipe, assignments, monkeypatch):
+    """What `recipe.run` hands the stages for these --set assignments (full budget; nothing trains)."""
+    captured = {}
+    monkeypatch.setattr(stages, "run", lambda context, config, *, budget, random_network: captured.update(
+        config=config, budget=budget, random_network=random_network))
+    values = recipe.HYPERPARAMETERS.values(recipe.HYPERPARAMETERS.parse(assignments))
+    recipe.run(types.SimpleNamespace(smoke=False, hyperparameters=values))
+    return captured
+
+
+def test_the_separate_critic_agent_is_reward_only_with_a_value_transformer_of_its_own(monkeypatch):
+    shared = _run_config(reward_only, [], monkeypatch)
+    separate = _run_config(reward_only_separate_critic, ["model/d_model=16"], monkeypatch)
+    model_config = separate["config"].rl_module_spec.model_config
+    assert model_config == {**shared["config"].rl_module_spec.model_config, "vf_share_layers": False, "d_model": 16}
+    assert separate["budget"] == shared["budget"] == stages.MAIN_JOB
+    random = separate["random_network"](0)  # the random networks have the trained architecture: two encoders
+    assert random.encoder_names() == ["encoder", "critic_encoder"] and random.critic_encoder.output_dim == 16
+
+
+def test_ppg_trains_reward_only_s_budget_with_the_set_coefficients(monkeypatch):
+    default = _run_config(ppg, [], monkeypatch)
+    config = default["config"]
+    assert default["budget"] == stages.MAIN_JOB
+    assert (config.beta_clone, config.aux_value_loss_coeff, config.aux_true_value_loss_coeff) == (
+        PPG_DEFAULTS["beta_clone"], PPG_DEFAULTS["aux_value_loss_coeff"], PPG_DEFAULTS["aux_true_value_loss_coeff"])
+    assert (config.policy_iterations_per_aux, config.lr) == (16, task.PPO_HYPERPARAMETERS["ppo/lr"])
+    tuned = _run_config(ppg, ["ppg/beta_clone=3", "ppg/value_coefficient=0.1", "ppo/lr=5e-4"], monkeypatch)["config"]
+    assert (tuned.beta_clone, tuned.aux_value_loss_coeff, tuned.aux_true_value_loss_coeff, tuned.lr) == (
+        3.0, 0.1, 0.1, 5e-4)
+
+
+def test_the_oracle_shares_its_mlp_only_when_set(monkeypatch):
+    def shares(assignments):
+        config = _run_config(oracle_belief_separate_critic, assignments, monkeypatch)["config"]
+        return config.rl_module_spec.model_config["vf_share_layers"]
+
+    assert (shares([]), shares(["model/vf_share_layers=true"])) == (False, True)

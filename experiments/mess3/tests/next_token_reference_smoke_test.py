@@ -3,13 +3,13 @@
 import json
 
 from experiments.common import smoke
-from experiments.mess3 import next_token_reference as recipe
+from experiments.mess3.checks import next_token_reference as recipe
 
 LAYERS = ["residual_0", "residual_1", "residual_2", "residual_3", "residual_4"]  # the projected input, 4 blocks
 
 
 def test_the_smoke_run_trains_probes_and_scores_against_the_optimum(tmp_path):
-    run = smoke.run_smoke("experiments/mess3/next_token_reference", "experiments.mess3.next_token_reference", tmp_path)
+    run = smoke.run_smoke("experiments/mess3/next_token_reference", "experiments.mess3.checks.next_token_reference", tmp_path)
 
     assert run.manifest["status"] == "completed"
     if run.built_with_bazel:

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from experiments.mess3.next_token_reference import TokenContexts, exact_cross_entropies
+from experiments.mess3.checks.next_token_reference import TokenContexts, exact_cross_entropies
 from rl.envs.hmm import belief_after, next_token_probabilities
 from rl.envs.hmm.sequences import next_token_entropies
 from rl.envs.mess3 import mess3_process

@@ -8,7 +8,8 @@
     # or a portable module: context_dataset(load_portable_module(folder), ...)
 
 Each context is fed from an episode start as the adapter's observations; the row is the
-residual stream at its last step and the target is the adapter's target for the whole context.
+residual stream at its last step (of every encoder the view returns, its layers named by the
+encoder: rl.analysis.activations) and the target is the adapter's target for the whole context.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Callable, Mapping
 import numpy as np
 import torch
 
-from rl.analysis.activations import RESIDUAL_STREAM, layer_activations
+from rl.analysis.activations import layer_activations, residual_streams
 from rl.analysis.adapters import ContextAdapter
 from rl.analysis.contexts import context_groups, count_contexts, enumerate_contexts
 from rl.analysis.probes import ProbeDataset, SamplingDistribution
@@ -48,13 +49,15 @@ def context_dataset(
             obs = torch.as_tensor(np.asarray(adapter.observations(contexts), dtype=np.float32))
             with torch.no_grad():
                 outputs = view(obs)
-            if RESIDUAL_STREAM not in outputs:
+            streams = residual_streams(outputs)
+            if not streams:
                 raise ValueError(
                     "this module exposes no residual stream to probe (only TransformerModel does); "
                     "probe a TransformerModel checkpoint"
                 )
-            for name, activations in layer_activations(outputs[RESIDUAL_STREAM][:, :, -1]).items():
-                layers.setdefault(name, []).append(activations)
+            for encoder, stream in streams.items():  # every encoder's layers, named by it
+                for name, activations in layer_activations(stream[:, :, -1], encoder).items():
+                    layers.setdefault(name, []).append(activations)
             targets.append(np.asarray(adapter.targets(contexts), dtype=np.float64))
             groups.append(
                 context_groups(contexts, num_tokens=adapter.num_tokens, group_prefix_length=group_prefix_length)

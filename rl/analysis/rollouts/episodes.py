@@ -6,6 +6,7 @@
                                 seed=context.seeds.sequence("probe/rollouts"), batch_size=64,
                                 policy="run <run-id> iter_000010")
     rollouts.activations["residual_2"]       # (episodes, max_steps, d_model), zero past each length
+    rollouts.activations["critic_encoder/residual_2"]   # a separate critic encoder's, if the module has one
     rollouts.diagnostics["belief"]           # (episodes, max_steps, 3): what the adapter reported
     dataset = rollouts.probe_dataset("belief")   # valid steps only; one group per episode
 
@@ -30,10 +31,10 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 
 from rl.analysis.activations import layer_activations
 from rl.analysis.adapters import EnvAdapter
+from rl.analysis.modules import encoder_names, residual_stream
 from rl.analysis.probes import ProbeDataset, SamplingDistribution
 from rl.analysis.progress import ProgressBar
 from rl.analysis.seeds import child_stream, describe
-from rl.learners.models.base import ACTOR_ENCODER
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,8 +132,7 @@ def _play(module, adapter, seeds, max_steps, stochastic, record_activations, bar
         obs = torch.as_tensor(np.stack(observations).astype(np.float32))[:, None]
         with torch.no_grad():
             out = forward({Columns.OBS: obs, Columns.STATE_IN: state})
-            activations = (layer_activations(module.residual_stream(obs, state[ACTOR_ENCODER]).activations[:, :, 0])
-                           if record_activations else {})
+            activations = _step_activations(module, obs, state) if record_activations else {}
         distribution = action_distribution.from_logits(out[Columns.ACTION_DIST_INPUTS][:, 0])
         if not stochastic:
             distribution = distribution.to_deterministic()
@@ -153,6 +153,15 @@ def _play(module, adapter, seeds, max_steps, stochastic, record_activations, bar
     for env in envs:
         env.close()
     return record.as_dict()
+
+
+def _step_activations(module, obs, state) -> dict[str, np.ndarray]:
+    """Every encoder's residual stream at this step (its state: the step's STATE_IN), layers named by encoder."""
+    activations = {}
+    for encoder in encoder_names(module):
+        stream = residual_stream(module, obs, state[encoder], encoder).activations[:, :, 0]
+        activations.update(layer_activations(stream, encoder))
+    return activations
 
 
 class _Recorder:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from ray.rllib.utils.checkpoints import Checkpointable
 
-from rl.analysis.activations import RESIDUAL_STREAM
+from rl.analysis.activations import POLICY_ENCODER, RESIDUAL_STREAM, residual_stream_key, split_layer
 from rl.analysis.checkpoints import CheckpointNotFound, find_checkpoints, load_rl_module
 from rl.analysis.modules import AnalysisView
 from rl.analysis.rollouts import collect_rollouts, context_dataset
@@ -17,6 +17,7 @@ from rl.analysis.tests.fake_runs import fake_run
 from rl.analysis.tests.mess3_reference import Mess3Contexts, Mess3Env, beliefs_after
 from rl.analysis.tests.tiny_modules import tiny_mlp, tiny_transformer
 from rl.harness.run import records
+from rl.learners.models.base import ACTOR_ENCODER, CRITIC_ENCODER
 
 # The learners test batch/step equality of the residual stream to this tolerance (float32 rounding).
 STEP_TOLERANCE = 1e-5
@@ -68,6 +69,41 @@ def test_rollouts_record_aligned_steps_reproducibly(transformer):
     assert dataset.distribution.parameters["action_sampling"] == "stochastic"
     with pytest.raises(KeyError, match="hidden_state"):
         rollouts.probe_dataset("beliefs")
+
+
+POLICY_LAYERS = ["residual_0", "residual_1", "residual_2"]
+CRITIC_LAYERS = ["critic_encoder/residual_0", "critic_encoder/residual_1", "critic_encoder/residual_2"]
+
+
+def test_a_separate_critic_encoder_is_probed_under_its_own_name():
+    module = tiny_transformer(seed=0, separate_critic=True)
+    assert POLICY_ENCODER == ACTOR_ENCODER  # analysis names the policy's encoder as rl.learners does
+    assert [split_layer(name) for name in (POLICY_LAYERS[1], CRITIC_LAYERS[1])] == [
+        (POLICY_ENCODER, "residual_1"), (CRITIC_ENCODER, "residual_1")]
+    dataset = context_dataset(AnalysisView(module), Mess3Contexts(), max_length=3, group_prefix_length=1,
+                              batch_size=5, show_progress=False)
+    assert dataset.layers == POLICY_LAYERS + CRITIC_LAYERS
+    context = torch.eye(3)[np.array([[1, 2, 0]])]
+    row = 3 + 9 + (9 + 6 + 0)
+    with torch.no_grad():
+        for encoder, names in ((ACTOR_ENCODER, POLICY_LAYERS), (CRITIC_ENCODER, CRITIC_LAYERS)):
+            stream = module.residual_stream(context, encoder=encoder).activations
+            np.testing.assert_allclose(dataset.activations[names[2]][row], stream[2, 0, -1].numpy(),
+                                       atol=STEP_TOLERANCE)
+        assert set(AnalysisView(module)(context)) >= {RESIDUAL_STREAM, residual_stream_key(CRITIC_ENCODER)}
+    # The two encoders differ (separately initialised): the probe reads what it names.
+    assert np.abs(dataset.activations[POLICY_LAYERS[2]] - dataset.activations[CRITIC_LAYERS[2]]).max() > 0.1
+
+    # Rollouts: each encoder steps from its own state; step by step equals the whole episodes at once.
+    rollouts = collect_rollouts(module, Mess3Env(horizon=6), num_episodes=4, max_steps=6, batch_size=2,
+                                seed=np.random.SeedSequence(0), policy="untrained", show_progress=False)
+    assert list(rollouts.activations) == POLICY_LAYERS + CRITIC_LAYERS
+    obs = torch.as_tensor(rollouts.observations)
+    with torch.no_grad():
+        for encoder, names in ((ACTOR_ENCODER, POLICY_LAYERS), (CRITIC_ENCODER, CRITIC_LAYERS)):
+            whole = module.residual_stream(obs, encoder=encoder).activations
+            for index, name in enumerate(names):
+                assert np.abs(rollouts.activations[name] - whole[index].numpy()).max() < STEP_TOLERANCE
 
 
 def test_modules_without_a_residual_stream_are_refused():

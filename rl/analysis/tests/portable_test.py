@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from rl.analysis.activations import ACTION_DIST_INPUTS, RESIDUAL_STREAM, VALUES
+from rl.analysis.activations import ACTION_DIST_INPUTS, RESIDUAL_STREAM, VALUES, residual_stream_key
 from rl.analysis.checkpoints import export_portable_module
 from rl.analysis.modules import AnalysisView
 from rl.analysis.portable import PortableModuleError, load_portable_module
@@ -31,7 +31,8 @@ assert not [name for name in sys.modules if name.startswith(("ray.", "rl.learner
 
 
 def test_portable_modules_load_without_ray_and_match_exactly(tmp_path):
-    modules = {"transformer": tiny_transformer(seed=0), "mlp": tiny_mlp(seed=0)}
+    modules = {"transformer": tiny_transformer(seed=0), "mlp": tiny_mlp(seed=0),
+               "separate critic": tiny_transformer(seed=0, separate_critic=True)}
     folders = {name: export_portable_module(module, str(tmp_path / name), provenance={"run_id": "test"})
                for name, module in modules.items()}
     obs = torch.randn(4, 11, 3)  # another batch size and length than the export traced
@@ -45,14 +46,15 @@ def test_portable_modules_load_without_ray_and_match_exactly(tmp_path):
         with torch.no_grad():
             original = AnalysisView(module)(obs)
         assert sorted(outputs) == sorted(original)
-        assert (RESIDUAL_STREAM in original) == (name == "transformer")
-        for key in (ACTION_DIST_INPUTS, VALUES, RESIDUAL_STREAM):
+        assert (RESIDUAL_STREAM in original) == (name != "mlp")
+        for key in (ACTION_DIST_INPUTS, VALUES, RESIDUAL_STREAM, residual_stream_key("critic_encoder")):
             if key in original:
                 assert torch.equal(outputs[key], original[key]), (name, key)  # bit for bit
         assert all(torch.equal(weights[k], v) for k, v in module.state_dict().items())
         manifest = json.loads((folders[name] / "portable_module.json").read_text())
         assert manifest["module_class"].endswith(type(module).__name__)
         assert manifest["provenance"]["run_id"] == "test"
+        assert len(manifest["layers"]) == {"mlp": 0, "transformer": 3, "separate critic": 6}[name]
     with pytest.raises(FileExistsError, match="new folder"):
         export_portable_module(modules["mlp"], str(folders["mlp"]), provenance={})
 

@@ -1,6 +1,7 @@
 """Small untrained rl.learners modules over one-hot Mess3 tokens, for fast tests.
 
     module = tiny_transformer(seed=0)      # eval mode; obs (B, T, 3), actions Discrete(2)
+    module = tiny_transformer(seed=0, separate_critic=True)   # with a critic encoder of its own
 """
 
 import gymnasium as gym
@@ -14,9 +15,9 @@ TRANSFORMER_CONFIG = {"d_model": 16, "n_heads": 2, "n_layers": 2, "feedforward_d
                       "max_seq_len": 12, "vf_share_layers": True}
 
 
-def tiny_transformer(seed: int) -> TransformerModel:
+def tiny_transformer(seed: int, *, separate_critic: bool = False) -> TransformerModel:
     torch.manual_seed(seed)
-    return TransformerModel(**SPACES, model_config=dict(TRANSFORMER_CONFIG)).eval()
+    return TransformerModel(**SPACES, model_config={**TRANSFORMER_CONFIG, "vf_share_layers": not separate_critic}).eval()
 
 
 def tiny_mlp(seed: int) -> MLPModel:

@@ -239,8 +239,12 @@ class TransformerEncoder(nn.Module):
 class TransformerModel(ActorCriticModule):
     """Stateful actor-critic module over a sliding-window causal transformer; settings: `TransformerSettings`.
 
-    Prefer `vf_share_layers=True`: with a separate critic transformer, EnvRunners must
-    run both to collect both states.
+    With `vf_share_layers=False` the value head reads a critic transformer of its own. Its
+    cache at a chunk's start depends on up to n_layers x memory_len earlier steps, which a
+    continued episode's chunk no longer holds in the Learner; so EnvRunners keep that encoder
+    and run it while sampling (a rollout step costs two encoder passes), and each chunk's
+    `STATE_IN` carries both caches (`tests/transformer_test.py` checks the Learner's values
+    against the critic run step by step from each episode's start).
     """
 
     settings_class = TransformerSettings

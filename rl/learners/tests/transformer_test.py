@@ -238,12 +238,14 @@ def test_stateful_layout_and_rllib_keys():
     assert default.model_config["max_seq_len"] == 32  # written back for RLlib's connectors
 
 
-def ppo_config(**training):
+def ppo_config(vf_share_layers=True, **training):
     return (
         PPOConfig()
         .environment("CartPole-v1")
         .rl_module(
-            rl_module_spec=RLModuleSpec(module_class=TransformerModel, model_config={**SMALL, "vf_share_layers": True})
+            rl_module_spec=RLModuleSpec(
+                module_class=TransformerModel, model_config={**SMALL, "vf_share_layers": vf_share_layers}
+            )
         )
         .training(**{"train_batch_size_per_learner": 128, "minibatch_size": 64, "num_epochs": 1, **training})
         .learners(learner_class=ActorCriticPPOTorchLearner)
@@ -251,8 +253,9 @@ def ppo_config(**training):
     )
 
 
-def test_rllib_learner_batch_reproduces_the_env_runner_outputs():
-    config = ppo_config()
+@pytest.mark.parametrize("vf_share_layers", [True, False])
+def test_rllib_learner_batch_reproduces_the_env_runner_outputs(vf_share_layers):
+    config = ppo_config(vf_share_layers)
     learner = config.build_learner(env=gym.make("CartPole-v1"))
     runner = SingleAgentEnvRunner(config=config)
     runner.module.set_state(learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True))
@@ -273,3 +276,33 @@ def test_learner_rejects_a_minibatch_that_is_not_whole_chunks():
     message = r"minibatch_size \(100\) must be a multiple of .*max_seq_len'\] \(8\).*minibatch_size=96"
     with pytest.raises(ValueError, match=message):
         ppo_config(minibatch_size=100).build_learner(env=gym.make("CartPole-v1"))
+
+
+def test_a_separate_critic_reads_in_the_learner_the_state_the_env_runner_collected():
+    # The EnvRunner's inference-only module keeps the critic encoder and runs it while sampling,
+    # so each chunk's STATE_IN holds the critic's cache; the values the Learner computes from the
+    # chunks (GAE's pass) must equal the critic's values run step by step from each episode's start.
+    config = ppo_config(vf_share_layers=False)
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    module = learner.module[DEFAULT_MODULE_ID]
+    runner = SingleAgentEnvRunner(config=config)
+    runner.module.set_state(module.get_state(inference_only=True))
+    assert hasattr(runner.module, "critic_encoder") and not hasattr(runner.module, "vf")
+    earlier = {episode.id_: episode for episode in runner.sample(num_timesteps=60, random_actions=False)}
+    episodes = runner.sample(num_timesteps=150, random_actions=False)  # continues the cut episodes
+    connector = config.build_learner_connector(input_observation_space=None, input_action_space=None)
+    continued = 0
+    for episode in episodes:
+        observations = np.asarray(episode.get_observations())[:-1]  # the steps the chunk trains on
+        history = observations
+        if episode.id_ in earlier:  # a continuation: the critic's state comes from the earlier chunk
+            history = np.concatenate([np.asarray(earlier[episode.id_].get_observations())[:-1], observations])
+            continued += 1
+        _, reference, _ = step_by_step(module, torch.as_tensor(history, dtype=torch.float32)[None])
+        batch = connector(rl_module=learner.module, batch={}, episodes=[episode], shared_data={})[DEFAULT_MODULE_ID]
+        with torch.no_grad():
+            values = module.compute_values(batch)[batch[Columns.LOSS_MASK]]
+        assert values.shape == (len(observations),)
+        assert (values - reference[0, -len(observations):]).abs().max() < TOLERANCE
+    assert continued > 0
+    learner.update(episodes=episodes)  # PPO trains both encoders from these batches

@@ -19,7 +19,7 @@ whose probe target is the exact belief after those tokens from the stationary pr
 scored exactly too: the expected cross-entropy over every context weighted by its probability,
 against the process's optimal value H(X_{t+1} | X_1..X_t) (rl.envs.hmm.next_token_entropies).
 
-Results in results/[smoke/]<run-id>/: probe_report.json (every snapshot's full ProbeReport),
+Results in checks/results/[smoke/]<run-id>/: probe_report.json (every snapshot's full ProbeReport),
 next_token_reference.json (per-layer R^2 with intervals, cross-entropy vs optimum per context
 length, training time), probe_r2_uniform_contexts.png, belief_simplex_uniform_contexts.png
 (final layer, true vs predicted) and learning_curves.png. Not for `//rl/analysis:probe`: the
