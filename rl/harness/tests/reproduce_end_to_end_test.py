@@ -85,9 +85,11 @@ def _reproduce(repo, capsys, run_id, *flags):
     """(exit status, printed verdict, the reproduction's manifest)."""
     status = cli.main(["rl-harness", "reproduce", run_id, "--results-dir", str(_results(repo)), *flags])
     printed = capsys.readouterr().out
-    assert printed.startswith("platform"), printed  # the platform comparison comes first
-    verdict = next((line for line in printed.splitlines() if line.startswith("reproduction ")), None)
-    assert verdict is not None, printed
+    lines = printed.splitlines()
+    starts = [next((number for number, line in enumerate(lines) if line.startswith(word)), None)
+              for word in ("platform", "reproduction ")]
+    assert None not in starts and starts[0] < starts[1], printed  # the platform comparison before the run
+    verdict = lines[starts[1]]
     new_run_id = verdict.split()[1]  # "reproduction <new id> of <run id>: ..."
     return status, printed, _record(_results(repo) / new_run_id)
 
