@@ -39,6 +39,7 @@ _EXPORTS = {
     "read_manifest": "rl.harness.run.manifest",
     "RecordError": "rl.harness.run.records",
     "Hyperparameters": "rl.harness.run.hyperparameters",
+    "HardwareProfile": "rl.harness.run.machine",
     # training/: the lifecycle and its runners
     "Every": "rl.harness.training.runners",
     "LogSpaced": "rl.harness.training.runners",
@@ -48,7 +49,6 @@ _EXPORTS = {
     "TrainedAgent": "rl.harness.training.agents",
     "train_in_turn": "rl.harness.training.agents",
     "Trainer": "rl.harness.training.in_process",
-    "HardwareProfile": "rl.harness.training.hardware",
     # commands/: finding recorded runs
     "Run": "rl.harness.commands.catalog",
     "find_run": "rl.harness.commands.catalog",

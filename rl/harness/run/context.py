@@ -22,10 +22,10 @@ import pathlib
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from rl.harness.run import records, seeding
+from rl.harness.run.machine import HardwareProfile
 
 if TYPE_CHECKING:
     from rl.harness.run.manifest import CheckpointEntry
-    from rl.harness.training import hardware
     from rl.harness.run.session import RunSession
 
 
@@ -65,7 +65,7 @@ class RunContext:
     smoke: bool  # run the recipe's minimal budget
     results_dir: pathlib.Path  # results/[smoke/]<run-id>/: small, committed
     artifacts_dir: pathlib.Path  # artifacts/[smoke/]<run-id>/: metrics.jsonl, checkpoints, Tune storage
-    hardware: hardware.HardwareProfile
+    hardware: HardwareProfile
     resume: Optional[ResumeSource] = None
     ray_address: Optional[str] = None  # attach to this Ray cluster instead of starting one
     # The recipe's HYPERPARAMETERS with the --set overrides applied (run/hyperparameters.py).

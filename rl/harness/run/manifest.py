@@ -28,7 +28,7 @@ import os
 import pathlib
 import re
 import sys
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional, Union
+from typing import Any, ClassVar, Mapping, Optional, Union
 
 from absl import logging
 
@@ -37,10 +37,9 @@ from rl.harness.run import buildinfo, provenance, records, redaction
 from rl.harness.run.platform import NumericPlatform
 from rl.harness.run.context import ResumeSource
 from rl.harness.run.layout import RunLayout
+from rl.harness.run.machine import HardwareProfile, MachineFacts
 from rl.harness.run.status import Heartbeat, WriterProcess
 
-if TYPE_CHECKING:
-    from rl.harness.training.hardware import HardwareProfile, MachineFacts
 
 # Resolve the file, not its folder: under `bazel run` the folder is a real directory
 # of the runfiles tree (outside any checkout) holding symlinks into the source tree.
@@ -180,7 +179,7 @@ class OwnLoopRunner:
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
-Runner = Union[DirectRunner, TuneRunner, AgentsInTurnRunner, OwnLoopRunner]
+RunnerRecord = Union[DirectRunner, TuneRunner, AgentsInTurnRunner, OwnLoopRunner]
 _TYPED_RUNNERS = {runner.KIND: runner for runner in (DirectRunner, TuneRunner, AgentsInTurnRunner)}
 
 
@@ -198,11 +197,11 @@ def _untyped(record) -> dict:
     return {**record.extra, **fields}
 
 
-def runner_kind(runner: Runner) -> str:
+def runner_kind(runner: RunnerRecord) -> str:
     return runner.kind if isinstance(runner, OwnLoopRunner) else runner.KIND
 
 
-def runner_determinism(runner: Optional[Runner]) -> Mapping[str, Any]:
+def runner_determinism(runner: Optional[RunnerRecord]) -> Mapping[str, Any]:
     """Whether the same seed gives the same rows ({"expected": bool, "why": str}), as the runner recorded it."""
     if isinstance(runner, AgentsInTurnRunner) and runner.agents:
         each = [agent.determinism for agent in runner.agents.values()]
@@ -211,7 +210,7 @@ def runner_determinism(runner: Optional[Runner]) -> Mapping[str, Any]:
     return recorded or {"expected": False, "why": "the recipe ran its own loop and recorded nothing: the harness cannot tell"}
 
 
-def runner_from_dict(record: Optional[Mapping]) -> Optional[Runner]:
+def runner_from_dict(record: Optional[Mapping]) -> Optional[RunnerRecord]:
     if record is None:
         return None
     fields = {key: value for key, value in record.items() if key != "kind"}
@@ -230,7 +229,7 @@ def runner_from_dict(record: Optional[Mapping]) -> Optional[Runner]:
     return _typed(typed, fields)
 
 
-def runner_to_dict(runner: Optional[Runner]) -> Optional[dict]:
+def runner_to_dict(runner: Optional[RunnerRecord]) -> Optional[dict]:
     if runner is None:
         return None
     if isinstance(runner, OwnLoopRunner):
@@ -268,7 +267,7 @@ class RunManifest:
     command_line: tuple = ()
     process_command_line: tuple = ()
     parent_run: Optional[Mapping[str, Any]] = None
-    runner: Optional[Runner] = None
+    runner: Optional[RunnerRecord] = None
     cluster: Optional[Mapping[str, Any]] = None
     remote: Optional[Mapping[str, Any]] = None
     started_at: Optional[str] = None
@@ -416,7 +415,7 @@ def code_state(source: str, build: Mapping[str, Any]) -> dict:
 
 
 def begin(*, module, module_name: str, options: argparse.Namespace, layout: RunLayout,
-          profile: "HardwareProfile", machine: "MachineFacts", platform: Optional[NumericPlatform],
+          profile: HardwareProfile, machine: MachineFacts, platform: Optional[NumericPlatform],
           resume: Optional[ResumeSource]) -> RunManifest:
     """The manifest of a run about to start: its provenance, before the recipe runs (status `running` once started)."""
     source = os.path.realpath(module.__file__)

@@ -38,7 +38,7 @@ from absl import logging
 from rl.harness import settings
 from rl.harness.run import metric_keys, records, redaction, seeding, tensorboard_events
 from rl.harness.run.layout import RunLayout
-from rl.harness.run.manifest import CheckpointEntry, OutputEntry, RunError, RunManifest, Runner
+from rl.harness.run.manifest import CheckpointEntry, OutputEntry, RunError, RunManifest, RunnerRecord
 from rl.harness.run.rolling import RollingCadence, RollingClock
 from rl.harness.run.rows import RowBudget, downsample, flatten_scalars
 from rl.harness.run.status import RUNNING, Heartbeat, this_process, utc_now
@@ -236,7 +236,7 @@ class RunSession:
             self._manifest = dataclasses.replace(self._manifest, **fields)
             self._write_manifest()
 
-    def record_runner(self, runner: Runner) -> None:
+    def record_runner(self, runner: RunnerRecord) -> None:
         """The manifest's runner section: how this run trains (one of the typed runner records)."""
         self.update_manifest(runner=runner)
 

@@ -1,23 +1,30 @@
-"""The one run lifecycle: prepare -> start -> build -> train -> checkpoint -> finish, written once.
+"""The one run lifecycle: check -> prepare -> start -> build -> train -> checkpoint -> finish, written once.
 
 Every runner is a `Runner` that says what its phases do; `run(context, runner)` calls them in
-order, ends the run at the next phase boundary when a stop was requested before training (no
-checkpoint: nothing was trained), records the runner's manifest section once it is built, and
-always finishes what it built.
+order, prepares the runner's configs once (`Preparation`), ends the run at the next phase
+boundary when a stop was requested before training (no checkpoint: nothing was trained),
+records the runner's manifest section (its runner record) once it is built, and always
+finishes what it built.
 
     for result in lifecycle.run(context, runner):     # what runner.train yields (an agent, a final row)
         ...
 
-    class DirectRunner(lifecycle.Runner):             # runners.py: direct and Tune; agents.py: agents in turn
-        def prepare(self, context): ...               # checks that need no Ray (bad parallel_envs)
-        def build(self, context, profile): ...        # configs (seeded, placed) -> the manifest's runner record
+    class DirectTraining(lifecycle.Runner):           # runners.py: direct and Tune; agents.py: agents in turn
+        def check(self, context): ...                 # the runner's own checks that need no Ray (what it resumes)
+        def requests(self, context): ...              # {name: configs.ConfigRequest}: its configs, envs counts, seeds
+        def build(self, context, prepared): ...       # prepared configs -> the manifest's runner record
         def train(self, context): ...                 # yields results; AlgorithmTraining does build/train/checkpoint
         def finish(self, context): ...
 
-`start` is Ray (`ray_cluster`: local, or the cluster of `--ray-address`) unless a runner trains
-without it. One algorithm's phases (build it, restore, train rows, checkpoint on a schedule and
-at the end, stop it) are `AlgorithmTraining`, which the direct runner runs once and the agents
-runner once per agent; Tune runs them inside its trials.
+*prepare* is the lifecycle's, the same for every runner: each requested config's sampling plan
+is made and checked with the context's hardware profile before anything starts (a bad
+`parallel_envs` fails before Ray), then placed, seeded and given the fast connectors with the
+profile `start` yields (`configs.prepare`; planned again only when that profile differs, e.g.
+on a cluster), with its runner record's sampling and determinism. `start` is Ray
+(`ray_cluster`: local, or the cluster of `--ray-address`) unless a runner trains without it.
+One algorithm's phases (build it, restore, train rows, checkpoint on a schedule and at the end,
+stop it) are `AlgorithmTraining`, which the direct runner runs once and the agents runner once
+per agent; Tune runs them inside its trials.
 """
 
 from __future__ import annotations
@@ -28,17 +35,18 @@ import dataclasses
 import gc
 import math
 import time
-from typing import Any, Callable, ContextManager, Iterator, Optional
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Optional
 
 import ray
 from absl import logging
 
 from rl.harness.run.context import RunContext
-from rl.harness.run.manifest import Runner as RunnerRecord
+from rl.harness.run.machine import HardwareProfile
+from rl.harness.run.manifest import RunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
 from rl.harness.run.rows import RowBudget
-from rl.harness.training import cluster
-from rl.harness.training.hardware import HardwareProfile
+from rl.harness.training import cluster, configs, hardware
+from rl.harness.training.configs import ConfigRequest, PreparedConfig
 from rl.harness.training.reaper import Reaper
 
 
@@ -53,16 +61,20 @@ def stopping(context: RunContext, phase: str) -> bool:
 class Runner(abc.ABC):
     """What one kind of runner does in each phase of `run`."""
 
-    def prepare(self, context: RunContext) -> None:
-        """Checks that need nothing started (raise ValueError naming the fix): bad input fails before Ray."""
+    def check(self, context: RunContext) -> None:
+        """The runner's own checks that need nothing started (raise a UsageError naming the fix)."""
+
+    @abc.abstractmethod
+    def requests(self, context: RunContext) -> Mapping[str, ConfigRequest]:
+        """The configs it trains, by name (MAIN when one), for the lifecycle to prepare."""
 
     def start(self, context: RunContext) -> ContextManager[HardwareProfile]:
         """The compute to train on; yields the profile that places work (Ray, local or a cluster)."""
         return ray_cluster(context)
 
     @abc.abstractmethod
-    def build(self, context: RunContext, profile: HardwareProfile) -> RunnerRecord:
-        """Prepares what trains (seeded, placed configs); returns the manifest's runner section."""
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> RunnerRecord:
+        """Takes its prepared configs (placed, seeded, by the names of `requests`); returns its runner record."""
 
     @abc.abstractmethod
     def train(self, context: RunContext) -> Iterator[Any]:
@@ -72,16 +84,34 @@ class Runner(abc.ABC):
         """Releases what `build` or `train` made; called whenever `build` ran, also on errors."""
 
 
+MAIN = "main"  # the name of a runner's config when it trains one
+
+
+class Preparation:
+    """A runner's configs prepared once: planned with the context's profile now, so a bad `parallel_envs`
+    fails before anything starts; placed and seeded by `configs_for` with the profile `start` yields,
+    reusing the plans unless that profile differs (a cluster's)."""
+
+    def __init__(self, context: RunContext, requests: Mapping[str, ConfigRequest]):
+        self.profile, self.requests = context.hardware, dict(requests)
+        self.plans = {name: request.plan(self.profile) for name, request in self.requests.items()}
+
+    def configs_for(self, profile: HardwareProfile) -> dict[str, PreparedConfig]:
+        plans = self.plans if profile == self.profile else {}
+        return {name: configs.prepare(request, profile, plans.get(name)) for name, request in self.requests.items()}
+
+
 def run(context: RunContext, runner: Runner) -> Iterator[Any]:
     """The phases of `runner` in order (module docstring); yields what its `train` yields."""
-    runner.prepare(context)
+    runner.check(context)
+    preparation = Preparation(context, runner.requests(context))
     if stopping(context, "start-up"):
         return
     with runner.start(context) as profile:
         if stopping(context, "ray.init"):
             return
         try:
-            context.recorder.record_runner(runner.build(context, profile))
+            context.recorder.record_runner(runner.build(context, preparation.configs_for(profile)))
             yield from runner.train(context)
         finally:
             runner.finish(context)
@@ -161,7 +191,7 @@ def ray_cluster(context: RunContext) -> Iterator[HardwareProfile]:
         cluster.check_versions(facts)
         profile = context.hardware
         if context.ray_address:
-            profile = profile.on_cluster(int(ray.cluster_resources().get("CPU", 0)))
+            profile = hardware.on_cluster(profile, int(ray.cluster_resources().get("CPU", 0)))
         yield profile
     finally:
         if started:
