@@ -1,10 +1,13 @@
 """The runners' sampling plan: a recipe's parallel envs checked against its train batch, placed by the profile (no Ray)."""
 
+import types
+
 import pytest
 from ray.rllib.algorithms.ppo import PPOConfig
 
+from rl.harness.errors import UsageError
 from rl.harness.run.machine import MachineFacts
-from rl.harness.training import configs, hardware, sampling_connectors
+from rl.harness.training import configs, hardware, lifecycle, sampling_connectors
 
 
 def _profile(cpus: int):
@@ -80,3 +83,43 @@ def test_episodes_that_stay_in_the_process_are_lists_and_those_that_travel_numpy
     assert remote_learner.num_env_runners == 0 and remote_learner.episodes_to_numpy  # they travel to the Learner
     record = configs.sampling_record(configs.plan_sampling(_profile(2), local, parallel_envs=32), local)
     assert record["episodes_to_numpy"] is False
+
+
+def test_the_preparation_plans_once_and_again_only_for_another_profile(monkeypatch):
+    planned_for = []
+    place = hardware.plan_sampling
+    monkeypatch.setattr(hardware, "plan_sampling",
+                        lambda profile, envs: planned_for.append(profile.num_cpus) or place(profile, envs))
+    preparation = configs.Preparation(_profile(2), {"main": configs.ConfigRequest(_config(2048), 32, seed=3)})
+    assert planned_for == [2]  # before anything starts: a bad parallel_envs fails here
+    prepared = preparation.configs_for(_profile(2))["main"]
+    assert planned_for == [2] and (prepared.config.seed, prepared.sampling["placement"]) == (3, "local")
+    assert prepared.determinism["expected"] is True
+    on_cluster = preparation.configs_for(hardware.on_cluster(_profile(2), 9))["main"]
+    assert planned_for == [2, 9] and on_cluster.plan.num_env_runners == 8
+    assert on_cluster.determinism["expected"] is False
+
+
+class _RecordingRunner(lifecycle.Runner):
+    def __init__(self, parallel_envs):
+        self.parallel_envs, self.started = parallel_envs, False
+
+    def requests(self, context):
+        return {lifecycle.MAIN: configs.ConfigRequest(_config(2048), self.parallel_envs, seed=0)}
+
+    def start(self, context):
+        self.started = True
+        raise AssertionError("started despite a bad parallel_envs")
+
+    def build(self, context, prepared):
+        raise AssertionError("built despite a bad parallel_envs")
+
+    def train(self, context):
+        yield from ()
+
+
+def test_a_bad_parallel_envs_is_a_usage_error_before_the_runner_starts():
+    runner = _RecordingRunner(parallel_envs=48)
+    with pytest.raises(UsageError, match="not a multiple of parallel_envs=48"):
+        next(lifecycle.run(types.SimpleNamespace(hardware=_profile(2)), runner), None)
+    assert not runner.started

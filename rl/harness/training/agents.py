@@ -57,14 +57,12 @@ class AgentsInTurnTraining(lifecycle.Runner):
         self.stop, self.parallel_envs = stop, parallel_envs
         self.record: Optional[AgentsInTurnRunner] = None
 
-    def check(self, context: RunContext) -> None:
+    def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         if context.resume is not None:
             raise ValueError("a run that trains several agents in turn does not resume; start a new run"
                              " (drop --resume-from)")
         if not self.configs:
             raise ValueError("train_in_turn needs at least one agent: pass {name: AlgorithmConfig}")
-
-    def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         return {name: ConfigRequest(config, self.parallel_envs, context.seeds.integer(seed_stream(name)))
                 for name, config in self.configs.items()}
 

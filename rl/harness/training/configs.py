@@ -8,7 +8,7 @@ its connectors, and what the manifest records of it.
     prepared = configs.prepare(request, profile, plan)                      # a placed, seeded copy and its records
     prepared.config, prepared.sampling, prepared.determinism
 
-The lifecycle prepares every runner's configs with these, once (`lifecycle.Preparation`): planned
+The lifecycle prepares every runner's configs with these, once (`Preparation`): planned
 with the context's profile before anything starts, configured with the profile that `start`
 yields. `parallel_envs` is the recipe's (it shapes the batch); the hardware profile places them
 (hardware.SamplingPlan). Code without a run (benchmarks, process-pool workers) calls
@@ -18,7 +18,7 @@ yields. `parallel_envs` is the recipe's (it shapes the batch); the hardware prof
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from rl.harness.errors import UsageError
 from rl.harness.run.machine import HardwareProfile
@@ -137,9 +137,28 @@ class PreparedConfig:
 def prepare(request: ConfigRequest, profile: HardwareProfile, plan: Optional[SamplingPlan] = None) -> PreparedConfig:
     """`request`'s config placed by `profile` (as `plan` says, if given), seeded, and its records."""
     plan = plan or request.plan(profile)
+    determinism = hardware.determinism(profile, plan, request.trains)
     config = configure(request.config, profile, plan, request.seed)
     return PreparedConfig(config=config, profile=profile, plan=plan, sampling=sampling_record(plan, config),
-                          determinism=hardware.determinism(profile, plan, request.trains))
+                          determinism=determinism)
+
+
+class Preparation:
+    """A runner's configs prepared once: planned with the context's profile now, so a bad `parallel_envs`
+    fails before anything starts; placed and seeded by `configs_for` with the profile `start` yields,
+    reusing the plans unless that profile differs (a cluster's).
+
+        preparation = Preparation(context.hardware, {"main": ConfigRequest(config, 16, seed)})
+        prepared = preparation.configs_for(profile)["main"]
+    """
+
+    def __init__(self, profile: HardwareProfile, requests: Mapping[str, ConfigRequest]):
+        self.profile, self.requests = profile, dict(requests)
+        self.plans = {name: request.plan(profile) for name, request in self.requests.items()}
+
+    def configs_for(self, profile: HardwareProfile) -> dict[str, PreparedConfig]:
+        plans = self.plans if profile == self.profile else {}
+        return {name: prepare(request, profile, plans.get(name)) for name, request in self.requests.items()}
 
 
 def prepare_config(config, *, seed, profile: HardwareProfile, parallel_envs: Optional[int] = None,

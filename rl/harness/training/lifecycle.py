@@ -1,7 +1,7 @@
-"""The one run lifecycle: check -> prepare -> start -> build -> train -> checkpoint -> finish, written once.
+"""The one run lifecycle: prepare -> start -> build -> train -> checkpoint -> finish, written once.
 
 Every runner is a `Runner` that says what its phases do; `run(context, runner)` calls them in
-order, prepares the runner's configs once (`Preparation`), ends the run at the next phase
+order, prepares the runner's configs once (`configs.Preparation`), ends the run at the next phase
 boundary when a stop was requested before training (no checkpoint: nothing was trained),
 records the runner's manifest section (its runner record) once it is built, and always
 finishes what it built.
@@ -10,8 +10,7 @@ finishes what it built.
         ...
 
     class DirectTraining(lifecycle.Runner):           # runners.py: direct and Tune; agents.py: agents in turn
-        def check(self, context): ...                 # the runner's own checks that need no Ray (what it resumes)
-        def requests(self, context): ...              # {name: configs.ConfigRequest}: its configs, envs counts, seeds
+        def requests(self, context): ...              # its checks (what it resumes), then {name: configs.ConfigRequest}
         def build(self, context, prepared): ...       # prepared configs -> the manifest's runner record
         def train(self, context): ...                 # yields results; AlgorithmTraining does build/train/checkpoint
         def finish(self, context): ...
@@ -61,12 +60,10 @@ def stopping(context: RunContext, phase: str) -> bool:
 class Runner(abc.ABC):
     """What one kind of runner does in each phase of `run`."""
 
-    def check(self, context: RunContext) -> None:
-        """The runner's own checks that need nothing started (raise a UsageError naming the fix)."""
-
     @abc.abstractmethod
     def requests(self, context: RunContext) -> Mapping[str, ConfigRequest]:
-        """The configs it trains, by name (MAIN when one), for the lifecycle to prepare."""
+        """The configs it trains, by name (MAIN when one), for the lifecycle to prepare; first the runner's own
+        checks that need nothing started (what it resumes), each raising an error that names the fix."""
 
     def start(self, context: RunContext) -> ContextManager[HardwareProfile]:
         """The compute to train on; yields the profile that places work (Ray, local or a cluster)."""
@@ -87,31 +84,17 @@ class Runner(abc.ABC):
 MAIN = "main"  # the name of a runner's config when it trains one
 
 
-class Preparation:
-    """A runner's configs prepared once: planned with the context's profile now, so a bad `parallel_envs`
-    fails before anything starts; placed and seeded by `configs_for` with the profile `start` yields,
-    reusing the plans unless that profile differs (a cluster's)."""
-
-    def __init__(self, context: RunContext, requests: Mapping[str, ConfigRequest]):
-        self.profile, self.requests = context.hardware, dict(requests)
-        self.plans = {name: request.plan(self.profile) for name, request in self.requests.items()}
-
-    def configs_for(self, profile: HardwareProfile) -> dict[str, PreparedConfig]:
-        plans = self.plans if profile == self.profile else {}
-        return {name: configs.prepare(request, profile, plans.get(name)) for name, request in self.requests.items()}
-
-
 def run(context: RunContext, runner: Runner) -> Iterator[Any]:
     """The phases of `runner` in order (module docstring); yields what its `train` yields."""
-    runner.check(context)
-    preparation = Preparation(context, runner.requests(context))
+    preparation = configs.Preparation(context.hardware, runner.requests(context))
     if stopping(context, "start-up"):
         return
     with runner.start(context) as profile:
         if stopping(context, "ray.init"):
             return
         try:
-            context.recorder.record_runner(runner.build(context, preparation.configs_for(profile)))
+            prepared = preparation.configs_for(profile)
+            context.recorder.record_runner(runner.build(context, prepared))
             yield from runner.train(context)
         finally:
             runner.finish(context)

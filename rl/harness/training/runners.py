@@ -9,7 +9,7 @@
         # or: runners.run_direct(..., checkpoint_at=runners.LogSpaced(2.0), checkpoint_initial=True)
         # or: runners.run_tune(context, config, stop=stop, num_seeds=3, checkpoint_every=10)
 
-Both go through the one run lifecycle (lifecycle.py: check, prepare, start, build, train, checkpoint,
+Both go through the one run lifecycle (lifecycle.py: prepare, start, build, train, checkpoint,
 finish), which prepares their configs (configs.py); each says only what is its own: the stop
 rule, the checkpoint schedule, Tune. `parallel_envs` is how many envs step together
 (the recipe's: it shapes the batch); the hardware profile places them (hardware.SamplingPlan);
@@ -124,12 +124,10 @@ class DirectTraining(lifecycle.Runner):
         self.config, self.stop, self.schedule = config, stop, schedule
         self.checkpoint_initial, self.parallel_envs = checkpoint_initial, parallel_envs
 
-    def check(self, context: RunContext) -> None:
+    def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         resume = context.resume
         if resume is not None and resume.checkpoint is None:
             raise ValueError(f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls run_tune")
-
-    def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, context.seeds.integer("rllib"))}
 
     def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> DirectRunner:
@@ -278,13 +276,11 @@ class TuneTraining(lifecycle.Runner):
         self.checkpoint_every, self.parallel_envs = checkpoint_every, parallel_envs
         self.seeds: list[int] = []
 
-    def check(self, context: RunContext) -> None:
+    def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         resume = context.resume
         if resume is not None and resume.tune_experiment is None:
             raise ValueError("a Tune run resumes from a previous Tune run's id, not from a checkpoint folder")
         os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # SIGINT is the harness's: stop, checkpoint, record
-
-    def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         self.seeds = context.seeds.integers(_TUNE_SEED_STREAM, self.num_seeds)
         return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, tune.grid_search(self.seeds),
                                               trains=configs.TUNE)}
