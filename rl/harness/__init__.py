@@ -46,6 +46,7 @@ _EXPORTS = {
     "find_run": "rl.harness.run.finder",
     "find_runs": "rl.harness.run.finder",
     "scan_runs": "rl.harness.run.finder",
+    "HardwareProfile": "rl.harness.run.machine",
     # training/: the lifecycle and its runners
     "Every": "rl.harness.training.runners",
     "LogSpaced": "rl.harness.training.runners",
@@ -55,7 +56,6 @@ _EXPORTS = {
     "TrainedAgent": "rl.harness.training.agents",
     "train_in_turn": "rl.harness.training.agents",
     "Trainer": "rl.harness.training.in_process",
-    "HardwareProfile": "rl.harness.training.hardware",
     # study/: agents x seeds
     "Score": "rl.harness.study.declaration",
     "Study": "rl.harness.study.declaration",

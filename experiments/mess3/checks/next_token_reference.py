@@ -35,7 +35,7 @@ import torch
 
 from experiments.mess3.task.controlled_mess3 import A, X
 from rl.analysis.activations import RESIDUAL_STREAM
-from rl.analysis.contexts import enumerate_contexts
+from rl.analysis.token_contexts import enumerate_contexts
 from rl.analysis.plots import belief_simplex_figure, learning_curves_figure, probe_r2_figure, save_figure
 from rl.analysis.probes import ProbeOptions, probe_layers
 from rl.analysis.rollouts import context_dataset

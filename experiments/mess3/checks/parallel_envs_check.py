@@ -26,7 +26,8 @@ RESULT_FILE = "parallel_envs_check.json"
 
 
 def _train(context, parallel_envs: int, seed: int, trial: str) -> list[list[float]]:
-    config = configs.prepare_config(context, task.ppo_config(smoke=context.smoke), seed, parallel_envs=parallel_envs)
+    config = configs.prepare_config(task.ppo_config(smoke=context.smoke), seed=seed, profile=context.hardware,
+                                    parallel_envs=parallel_envs)
     algo = config.build_algo()
     curve = []
     try:

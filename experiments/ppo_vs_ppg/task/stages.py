@@ -125,8 +125,8 @@ class MeasuredTraining(in_process.InProcessTraining):
     built_rss_mib: Optional[float] = None
     update_peak_rises: list = dataclasses.field(default_factory=list)
 
-    def build(self, context, profile):
-        record = super().build(context, profile)
+    def build(self, context, prepared):
+        record = super().build(context, prepared)
         self.built_at, self.built_rss_mib = time.monotonic(), _memory_mib("VmRSS")
         return record
 

@@ -53,7 +53,7 @@ class SamplingDistribution:
     def uniform_contexts(
         cls, *, process: str, num_tokens: int, max_length: int, group_prefix_length: int, min_length: int = 1
     ) -> "SamplingDistribution":
-        """Every distinct token context of length min_length..max_length once (see rl.analysis.contexts)."""
+        """Every distinct token context of length min_length..max_length once (see rl.analysis.token_contexts)."""
         return cls(
             UNIFORM_CONTEXTS,
             process,

@@ -8,7 +8,7 @@
                                 batch_size=64, policy="iter_000010").probe_dataset("belief")
 """
 
-from rl.analysis.rollouts.contexts import context_dataset
+from rl.analysis.rollouts.token_contexts import context_dataset
 from rl.analysis.rollouts.episodes import Rollouts, collect_rollouts
 
 __all__ = ["Rollouts", "collect_rollouts", "context_dataset"]

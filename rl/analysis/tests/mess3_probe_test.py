@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from rl.analysis.contexts import context_groups, count_contexts, enumerate_contexts
+from rl.analysis.token_contexts import context_groups, count_contexts, enumerate_contexts
 from rl.analysis.plots import belief_simplex_figure, save_figure, simplex_coordinates
 from rl.analysis.probes import (
     DistributionMismatchError,

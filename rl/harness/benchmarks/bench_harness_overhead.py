@@ -62,11 +62,11 @@ def _figures(calls):
 
 
 def _plain_loop(profile, seed, iterations, folder):
-    from rl.harness.training import configs
+    from rl.harness.training import configs, hardware
 
     config = _config()
-    sampling = profile.plan_sampling(configs.default_parallel_envs(config.total_train_batch_size))
-    config = profile.apply_to(config, sampling).debugging(seed=seed)
+    sampling = hardware.plan_sampling(profile, configs.default_parallel_envs(config.total_train_batch_size))
+    config = hardware.apply_to(profile, config, sampling).debugging(seed=seed)
     algo = config.build_algo()
     try:
         for iteration in range(1, iterations + 1):

@@ -26,6 +26,7 @@ from rl.harness.remote import b2_mirror
 from rl.harness.run import begin, manifest, records, redaction, seeding, session
 from rl.harness.run.manifest import ResumeSource, read_manifest
 from rl.harness.run.hyperparameters import Hyperparameters
+from rl.harness.run.machine import HardwareProfile, MachineFacts
 from rl.harness.run.rolling import RollingCadence
 from rl.harness.run.rows import RowBudget
 from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, new_run_id, run_id_problem
@@ -51,8 +52,8 @@ class Plan:
     options: argparse.Namespace
     layout: RunLayout
     resume: Optional[ResumeSource]
-    machine: hardware.MachineFacts
-    profile: hardware.HardwareProfile
+    machine: MachineFacts
+    profile: HardwareProfile
     upload: Optional[b2_mirror.B2Credentials]
     upload_explicit: bool
     heartbeat_s: float

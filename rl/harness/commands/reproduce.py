@@ -35,6 +35,7 @@ from absl import logging
 from rl.harness import settings
 from rl.harness.commands import cross_platform
 from rl.harness.run import finder, hyperparameters, platform, provenance, records
+from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
 from rl.harness.run.rows import ITERATION_KEY, RowBudget
 from rl.harness.run.status import COMPLETED, CRASHED, new_run_id
@@ -115,7 +116,7 @@ def build_differences(recorded: dict, rebuilt: dict) -> list[str]:
     return differences
 
 
-def check_machine(manifest: RunManifest, machine: hardware.MachineFacts) -> None:
+def check_machine(manifest: RunManifest, machine: MachineFacts) -> None:
     """Raises ReproduceError when this machine would place the run differently (another machine kind)."""
     recorded = manifest.hardware.get("profile") or {}
     try:
@@ -130,7 +131,7 @@ def check_machine(manifest: RunManifest, machine: hardware.MachineFacts) -> None
                                  " machine like the one in its manifest (`rl-harness show`)")
 
 
-def platform_here(manifest: RunManifest, machine: hardware.MachineFacts) -> platform.NumericPlatform:
+def platform_here(manifest: RunManifest, machine: MachineFacts) -> platform.NumericPlatform:
     """The numeric platform the reproduction will run on: this machine, under the run's profile (its pins too)."""
     profile = hardware.choose_profile(manifest.hardware["profile"]["name"], machine)
     return numeric_platform.probe({**_child_environment(), **hardware.process_environment(profile)})

@@ -179,7 +179,7 @@ class StudyCommand:
         return self._summarise()
 
     def _plan(self) -> list:
-        from rl.harness.training.study_trials import MemberTrial  # Ray only when trials run
+        from rl.harness.training.member_trials import MemberTrial  # Ray only when trials run
 
         trials = []
         for planned in self.record.members:
@@ -209,7 +209,7 @@ class StudyCommand:
 
     def _run_trials(self, trials) -> dict[str, str]:
         from rl.harness import settings
-        from rl.harness.training import study_trials
+        from rl.harness.training import member_trials
 
         previous = {}
 
@@ -226,7 +226,7 @@ class StudyCommand:
             cpus = hardware.usable_cpu_count()[0]
             environment = {"PYTHONPATH": ":".join(path for path in sys.path if path),
                            settings.CPU_SHARE_ENV: str(self.options.cpus_per_trial)}
-            return study_trials.run_trials(
+            return member_trials.run_trials(
                 trials, ray_address=self.options.ray_address, num_cpus=cpus, cpus_per_trial=self.options.cpus_per_trial,
                 max_concurrent=self.options.max_concurrent, env=environment,
                 storage=study_folder(self.artifacts_root, self.record.study_id, self.record.smoke)

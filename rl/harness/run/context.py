@@ -22,11 +22,9 @@ import pathlib
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from rl.harness.run import records, seeding
+from rl.harness.run.machine import HardwareProfile
 from rl.harness.run.manifest import CheckpointEntry, ResumeSource
 from rl.harness.run.session import RunSession
-
-if TYPE_CHECKING:
-    from rl.harness.training import hardware
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +44,7 @@ class RunContext:
     smoke: bool  # run the recipe's minimal budget
     results_dir: pathlib.Path  # results/[smoke/]<run-id>/: small, committed
     artifacts_dir: pathlib.Path  # artifacts/[smoke/]<run-id>/: metrics.jsonl, checkpoints, Tune storage
-    hardware: hardware.HardwareProfile
+    hardware: HardwareProfile
     resume: Optional[ResumeSource] = None
     ray_address: Optional[str] = None  # attach to this Ray cluster instead of starting one
     # The recipe's HYPERPARAMETERS with the --set overrides applied (run/hyperparameters.py).

@@ -184,7 +184,7 @@ class OwnLoopRunner:
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
-Runner = Union[DirectRunner, TuneRunner, AgentsInTurnRunner, OwnLoopRunner]
+RunnerRecord = Union[DirectRunner, TuneRunner, AgentsInTurnRunner, OwnLoopRunner]
 _TYPED_RUNNERS = {runner.KIND: runner for runner in (DirectRunner, TuneRunner, AgentsInTurnRunner)}
 
 
@@ -202,11 +202,11 @@ def _untyped(record) -> dict:
     return {**record.extra, **fields}
 
 
-def runner_kind(runner: Runner) -> str:
+def runner_kind(runner: RunnerRecord) -> str:
     return runner.kind if isinstance(runner, OwnLoopRunner) else runner.KIND
 
 
-def runner_determinism(runner: Optional[Runner]) -> Mapping[str, Any]:
+def runner_determinism(runner: Optional[RunnerRecord]) -> Mapping[str, Any]:
     """Whether the same seed gives the same rows ({"expected": bool, "why": str}), as the runner recorded it."""
     if isinstance(runner, AgentsInTurnRunner) and runner.agents:
         each = [agent.determinism for agent in runner.agents.values()]
@@ -215,7 +215,7 @@ def runner_determinism(runner: Optional[Runner]) -> Mapping[str, Any]:
     return recorded or {"expected": False, "why": "the recipe ran its own loop and recorded nothing: the harness cannot tell"}
 
 
-def runner_from_dict(record: Optional[Mapping]) -> Optional[Runner]:
+def runner_from_dict(record: Optional[Mapping]) -> Optional[RunnerRecord]:
     if record is None:
         return None
     fields = {key: value for key, value in record.items() if key != "kind"}
@@ -234,7 +234,7 @@ def runner_from_dict(record: Optional[Mapping]) -> Optional[Runner]:
     return _typed(typed, fields)
 
 
-def runner_to_dict(runner: Optional[Runner]) -> Optional[dict]:
+def runner_to_dict(runner: Optional[RunnerRecord]) -> Optional[dict]:
     if runner is None:
         return None
     if isinstance(runner, OwnLoopRunner):
@@ -272,7 +272,7 @@ class RunManifest:
     command_line: tuple = ()
     process_command_line: tuple = ()
     parent_run: Optional[Mapping[str, Any]] = None
-    runner: Optional[Runner] = None
+    runner: Optional[RunnerRecord] = None
     cluster: Optional[Mapping[str, Any]] = None
     remote: Optional[Mapping[str, Any]] = None
     started_at: Optional[str] = None

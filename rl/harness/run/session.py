@@ -38,7 +38,7 @@ from rl.harness import settings
 from rl.harness.run import records, redaction, seeding, tensorboard_events
 from rl.harness.run.checkpoint_folders import CheckpointFolders
 from rl.harness.run.layout import RunLayout
-from rl.harness.run.manifest import OutputEntry, RunError, RunManifest, Runner
+from rl.harness.run.manifest import OutputEntry, RunError, RunManifest, RunnerRecord
 from rl.harness.run.metrics_stream import MetricsStream
 from rl.harness.run.record_keeper import RecordKeeper
 from rl.harness.run.rolling import RollingCadence, RollingClock
@@ -162,7 +162,7 @@ class RunSession:
             self._keeper.set(**fields)
             self._keeper.write()
 
-    def record_runner(self, runner: Runner) -> None:
+    def record_runner(self, runner: RunnerRecord) -> None:
         """The manifest's runner section: how this run trains (one of the typed runner records)."""
         self.update_manifest(runner=runner)
 

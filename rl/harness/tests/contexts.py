@@ -3,16 +3,17 @@
 from rl.harness.run import seeding, session
 from rl.harness.run.context import RunContext
 from rl.harness.run.layout import RunLayout
+from rl.harness.run.machine import HardwareProfile, MachineFacts
 from rl.harness.run.manifest import ExperimentRecord, RunManifest
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 
 
-def machine_profile(cpus: int) -> hardware.HardwareProfile:
+def machine_profile(cpus: int) -> HardwareProfile:
     """The `cpu` profile of a made-up machine with `cpus` cores and no GPU."""
-    facts = hardware.MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=False,
-                                  gpu_count=0, gpu_model=None, cuda_version=None, mps_available=False,
-                                  platform="test")
+    facts = MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=False,
+                         gpu_count=0, gpu_model=None, cuda_version=None, mps_available=False,
+                         platform="test")
     return hardware.choose_profile("cpu", facts)
 
 

@@ -13,7 +13,7 @@ from ray.rllib.examples.envs.classes.debug_counter_env import DebugCounterEnv
 from ray.rllib.utils.metrics import EPISODE_LEN_MAX, EPISODE_LEN_MEAN, EPISODE_LEN_MIN, EPISODE_RETURN_MEAN
 from ray.rllib.utils.postprocessing.episodes import add_one_ts_to_episodes_and_truncate
 
-from rl.harness.training import episode_metrics, in_process, runners
+from rl.harness.training import configs, episode_metrics, in_process, runners
 
 EPISODE_LENGTH, EPISODE_RETURN = 15, 15.0
 PARALLEL_ENVS = 2
@@ -85,17 +85,17 @@ def test_configure_adds_the_callback_after_the_recipes_own_and_once():
         pass
 
     recipe_config = _config().callbacks(on_sample_end=recipes_callback)
-    prepare = dict(seed=0, parallel_envs=PARALLEL_ENVS, profile=in_process.default_profile())
-    config = in_process.prepare_config(recipe_config, **prepare)
+    prepare = dict(seed=0, parallel_envs=PARALLEL_ENVS, profile=in_process.default_profile(), in_process=True)
+    config = configs.prepare_config(recipe_config, **prepare)
     assert config.callbacks_on_sample_end == [recipes_callback, episode_metrics.copy_cut_chunks]
-    assert in_process.prepare_config(config, **prepare).callbacks_on_sample_end == config.callbacks_on_sample_end
+    assert configs.prepare_config(config, **prepare).callbacks_on_sample_end == config.callbacks_on_sample_end
     assert recipe_config.callbacks_on_sample_end is recipes_callback  # the recipe's config is unchanged
 
 
 def test_a_multi_agent_config_keeps_rllibs_callbacks():
     multi_agent = _config().multi_agent(policies={"a"}, policy_mapping_fn=lambda agent_id, episode, **_: "a")
-    config = in_process.prepare_config(multi_agent, seed=0, parallel_envs=PARALLEL_ENVS,
-                                       profile=in_process.default_profile())
+    config = configs.prepare_config(multi_agent, seed=0, parallel_envs=PARALLEL_ENVS,
+                                    profile=in_process.default_profile(), in_process=True)
     assert config.callbacks_on_sample_end is None
 
 

@@ -3,6 +3,7 @@ import os
 import pytest
 
 from rl.harness import settings
+from rl.harness.run.machine import MachineFacts
 from rl.harness.training import hardware
 
 
@@ -43,9 +44,9 @@ def test_a_fractional_quota_rounds_down_and_caps_the_affinity_count(tmp_path):
 
 
 def _facts(cpus=8, cuda=False, mps=False):
-    return hardware.MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=cuda,
-                                 gpu_count=int(cuda), gpu_model="H100" if cuda else None,
-                                 cuda_version="12.8" if cuda else None, mps_available=mps, platform="test")
+    return MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=cuda,
+                        gpu_count=int(cuda), gpu_model="H100" if cuda else None,
+                        cuda_version="12.8" if cuda else None, mps_available=mps, platform="test")
 
 
 def test_auto_picks_cuda_then_mps_then_cpu():
@@ -81,13 +82,13 @@ def test_profile_configures_rllib():
     from ray.rllib.algorithms.ppo import PPOConfig
 
     profile = hardware.choose_profile("cpu", _facts(cpus=3))
-    config = profile.apply_to(PPOConfig(), profile.plan_sampling(8))
+    config = hardware.apply_to(profile, PPOConfig(), hardware.plan_sampling(profile, 8))
     assert (config.num_env_runners, config.num_envs_per_env_runner, config.num_gpus_per_learner) == (2, 4, 0)
 
 
 @pytest.mark.parametrize("cpus", [1, 2])
 def test_small_machines_sample_every_env_in_the_local_runner(cpus):
-    plan = hardware.choose_profile("cpu", _facts(cpus=cpus)).plan_sampling(32)
+    plan = hardware.plan_sampling(hardware.choose_profile("cpu", _facts(cpus=cpus)), 32)
     assert (plan.num_env_runners, plan.num_envs_per_env_runner, plan.placement) == (0, 32, "local")
     assert "docs/performance.md" in plan.reason
 
@@ -95,25 +96,20 @@ def test_small_machines_sample_every_env_in_the_local_runner(cpus):
 @pytest.mark.parametrize(("cpus", "parallel_envs", "runners", "envs_each"),
                          [(8, 32, 4, 8), (8, 7, 7, 1), (16, 30, 15, 2), (4, 5, 1, 5), (8, 3, 3, 1)])
 def test_larger_machines_split_envs_evenly_over_remote_runners(cpus, parallel_envs, runners, envs_each):
-    plan = hardware.choose_profile("cpu", _facts(cpus=cpus)).plan_sampling(parallel_envs)
+    plan = hardware.plan_sampling(hardware.choose_profile("cpu", _facts(cpus=cpus)), parallel_envs)
     assert (plan.num_env_runners, plan.num_envs_per_env_runner, plan.placement) == (runners, envs_each, "remote")
     assert plan.num_env_runners * plan.num_envs_per_env_runner == parallel_envs
 
 
 def test_on_a_cluster_the_cluster_cpus_place_the_runners_and_the_learner_stays_local():
     local = hardware.choose_profile("cpu", _facts(cpus=2))
-    on_cluster = local.on_cluster(9)
+    on_cluster = hardware.on_cluster(local, 9)
     assert (on_cluster.num_cpus, on_cluster.max_env_runners) == (9, 8)
     assert (on_cluster.learner_device, on_cluster.torch_threads, on_cluster.name) == ("cpu", 1, "cpu")
-    assert local.plan_sampling(16).placement == "local"
-    assert on_cluster.plan_sampling(16).num_env_runners == 8
-    assert local.on_cluster(0).plan_sampling(16).placement == "local"  # no CPU anywhere: the driver samples
-
-
-@pytest.mark.parametrize("parallel_envs", [0, -3, 2.5])
-def test_bad_parallel_envs_name_the_problem(parallel_envs):
-    with pytest.raises(hardware.HardwareError, match="parallel_envs must be an integer >= 1"):
-        hardware.choose_profile("cpu", _facts()).plan_sampling(parallel_envs)
+    assert hardware.plan_sampling(local, 16).placement == "local"
+    assert hardware.plan_sampling(on_cluster, 16).num_env_runners == 8
+    no_cpu = hardware.on_cluster(local, 0)
+    assert hardware.plan_sampling(no_cpu, 16).placement == "local"  # no CPU anywhere: the driver samples
 
 
 def test_process_settings_set_torch_threads(monkeypatch):

@@ -18,7 +18,7 @@ from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, 
 from rl.harness.run.rows import RowBudget
 from rl.harness.run.status import COMPLETED
 from rl.harness.tests import contexts
-from rl.harness.training import hardware, in_process, runners
+from rl.harness.training import configs, hardware, in_process, runners
 
 BATCH = 128  # 2 envs x 64 steps: random CartPole episodes (about 22 steps) end within one batch
 PARALLEL_ENVS = 2
@@ -75,7 +75,7 @@ def test_the_same_seed_gives_the_same_rows_and_updates_and_another_seed_does_not
 def test_the_config_gets_the_seed_local_sampling_and_the_profiles_learner_and_the_recipes_is_unchanged():
     recipe_config = _config()
     profile = in_process.default_profile()
-    config = in_process.prepare_config(recipe_config, seed=11, parallel_envs=4, profile=profile)
+    config = configs.prepare_config(recipe_config, seed=11, parallel_envs=4, profile=profile, in_process=True)
     assert (config.seed, config.num_env_runners, config.num_envs_per_env_runner) == (11, 0, 4)
     assert config.num_gpus_per_learner == profile.num_gpus_per_learner == 0
     assert (recipe_config.seed, recipe_config.num_env_runners, recipe_config.num_envs_per_env_runner) == (None, 2, 1)
@@ -101,15 +101,16 @@ def test_a_trainer_sets_the_profiles_torch_threads_and_counts_on_over_calls():
 
 
 def test_a_batch_that_is_not_a_multiple_of_parallel_envs_fails_naming_the_fix():
-    with pytest.raises(ValueError, match=r"train batch \(128 env steps\) is not a multiple of parallel_envs=3.*"
-                                         r"sample 129 steps.*dividing 128"):
-        in_process.prepare_config(_config(), seed=0, parallel_envs=3, profile=in_process.default_profile())
+    with pytest.raises(configs.ParallelEnvsError, match=r"train batch \(128 env steps\) is not a multiple of"
+                                                        r" parallel_envs=3.*sample 129 steps.*dividing 128"):
+        in_process.Trainer(_config(), env=_env(), seed=0, parallel_envs=3, profile=in_process.default_profile())
 
 
 @pytest.mark.parametrize("parallel_envs", [0, True, 2.0])
 def test_parallel_envs_must_be_a_positive_integer(parallel_envs):
-    with pytest.raises(ValueError, match="parallel_envs must be an integer >= 1"):
-        in_process.local_plan(parallel_envs)
+    with pytest.raises(configs.ParallelEnvsError, match="parallel_envs must be an integer >= 1"):
+        in_process.Trainer(_config(), env=_env(), seed=0, parallel_envs=parallel_envs,
+                           profile=in_process.default_profile())
 
 
 def test_a_run_through_the_lifecycle_logs_its_rows_and_records_an_in_process_runner(tmp_path):

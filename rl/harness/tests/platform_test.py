@@ -10,6 +10,7 @@ import torch
 from rl.harness import settings
 from rl.harness.commands import catalog, cli, reproduce
 from rl.harness.run import finder, platform, records
+from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import read_manifest
 from rl.harness.tests import run_helpers
 from rl.harness.training import hardware, numeric_platform
@@ -103,8 +104,8 @@ def test_a_failed_probe_is_one_line_naming_how_to_see_why(tmp_path, monkeypatch)
 
 # -- the portable profile -----------------------------------------------------------------------------
 
-MACHINE = hardware.MachineFacts(cpu_count=2, cpu_count_os=2, cpu_limit="test", cuda_available=False, gpu_count=0,
-                                gpu_model=None, cuda_version=None, mps_available=False, platform="test")
+MACHINE = MachineFacts(cpu_count=2, cpu_count_os=2, cpu_limit="test", cuda_available=False, gpu_count=0,
+                       gpu_model=None, cuda_version=None, mps_available=False, platform="test")
 
 
 def test_the_portable_profile_places_as_cpu_and_pins_every_library():
@@ -127,7 +128,7 @@ def test_the_portable_profile_is_refused_off_x86_64(monkeypatch):
 
 def test_determinism_states_its_scope_the_numeric_platform():
     profile = hardware.choose_profile("cpu", MACHINE)
-    promise = hardware.determinism(profile, profile.plan_sampling(8), "direct")
+    promise = hardware.determinism(profile, hardware.plan_sampling(profile, 8), "direct")
     assert promise["expected"] is True and promise["scope"] == platform.IDENTITY_SCOPE
     assert "same numeric platform" in promise["scope"] and "torch's CPU capability" in promise["scope"]
 

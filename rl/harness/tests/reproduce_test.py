@@ -8,13 +8,14 @@ import pytest
 from rl.harness import settings
 from rl.harness.commands import cli, reproduce
 from rl.harness.run import begin, provenance, records
+from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest, read_manifest
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 from rl.harness.tests import run_helpers
 
-MACHINE = hardware.MachineFacts(cpu_count=2, cpu_count_os=2, cpu_limit="test", cuda_available=False, gpu_count=0,
-                                gpu_model=None, cuda_version=None, mps_available=False, platform="test")
+MACHINE = MachineFacts(cpu_count=2, cpu_count_os=2, cpu_limit="test", cuda_available=False, gpu_count=0,
+                       gpu_model=None, cuda_version=None, mps_available=False, platform="test")
 
 
 def _git(folder, *args):
@@ -183,7 +184,7 @@ def test_a_run_of_another_machine_kind_is_refused():
 
 def test_determinism_is_expected_only_for_one_local_cpu_process():
     profile = hardware.choose_profile("cpu", MACHINE)
-    local = profile.plan_sampling(8)
+    local = hardware.plan_sampling(profile, 8)
     assert hardware.determinism(profile, local, "direct")["expected"] is True
     remote = dataclasses.replace(local, num_env_runners=2, placement="remote")
     assert "2 remote env runner(s)" in hardware.determinism(profile, remote, "direct")["why"]

@@ -17,7 +17,9 @@ PHASES = {
     "ray.init": ([], []),
     "building the algorithm": ([], []),
     "training": ([1], [1]),  # that iteration finishes, then the final checkpoint
-    "checkpointing": ([1, 2], [2]),  # the checkpoint of iteration 2 (every 2) completes
+    # The first save is iteration 1's rolling checkpoint (a tenth of the 4-iteration budget): it completes,
+    # then the final checkpoint of iteration 1 replaces it.
+    "checkpointing": ([1], [1]),
     "after training": ([1, 2, 3, 4], [2, 4]),  # trained to the end; the signal meets the stages after Ray
 }
 
@@ -36,5 +38,6 @@ def test_a_signal_in_each_phase_ends_the_run_interrupted(tmp_path, phase, signal
     assert (manifest["status"], manifest["interrupted_by"], manifest["error"]) == (INTERRUPTED, name, None)
     assert [row["training_iteration"] for row in run_helpers.metrics_rows(tmp_path / "a")] == iterations
     assert [checkpoint["iteration"] for checkpoint in manifest["checkpoints"]] == checkpoints
+    assert manifest["rolling_checkpoints"] == []  # none outlives a final checkpoint
     for checkpoint in manifest["checkpoints"]:
         assert (tmp_path / "a" / "run" / checkpoint["path"] / "rllib_checkpoint.json").exists()

@@ -10,7 +10,7 @@
 
 The run goes through the one lifecycle (lifecycle.py). Each agent (in the order of `configs`) gets
 the hardware profile, the sampling plan and the seed of the stream `rllib/<name>`
-(`configs.prepare_config`), trains with `algo.train()` until `stop` (`lifecycle.AlgorithmTraining`:
+(the lifecycle's preparation), trains with `algo.train()` until `stop` (`lifecycle.AlgorithmTraining`:
 its rows carry `agent` and keep their curves apart under the trial
 `<name>`), and is saved once at the end to checkpoints/<name>/iter_<N> (recorded with `trial_id`
 `<name>`). The caller's loop body runs after that agent's algorithm stopped and before the next is
@@ -30,8 +30,8 @@ from absl import logging
 
 from rl.harness.run.context import RunContext
 from rl.harness.run.manifest import AgentRecord, AgentsInTurnRunner
-from rl.harness.training import configs, hardware, lifecycle, runners
-from rl.harness.training.hardware import HardwareProfile
+from rl.harness.training import lifecycle, runners
+from rl.harness.training.configs import ConfigRequest, PreparedConfig
 
 AGENT_TAG = "agent"  # the column of every row naming its agent
 
@@ -57,24 +57,21 @@ class AgentsInTurnTraining(lifecycle.Runner):
         self.stop, self.parallel_envs = stop, parallel_envs
         self.record: Optional[AgentsInTurnRunner] = None
 
-    def prepare(self, context: RunContext) -> None:
+    def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         if context.resume is not None:
             raise ValueError("a run that trains several agents in turn does not resume; start a new run"
                              " (drop --resume-from)")
         if not self.configs:
             raise ValueError("train_in_turn needs at least one agent: pass {name: AlgorithmConfig}")
-        for config in self.configs.values():
-            configs.plan_sampling(context, config, self.parallel_envs)  # a bad parallel_envs fails before Ray starts
+        return {name: ConfigRequest(config, self.parallel_envs, context.seeds.integer(seed_stream(name)))
+                for name, config in self.configs.items()}
 
-    def build(self, context: RunContext, profile: HardwareProfile) -> AgentsInTurnRunner:
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> AgentsInTurnRunner:
         agents = {}
-        for name, config in self.configs.items():
-            sampling = configs.plan_sampling(context, config, self.parallel_envs, profile)
-            self.configs[name] = configs.configure(config, profile, sampling, context.seeds.integer(seed_stream(name)))
-            agents[name] = AgentRecord(
-                algorithm=self.configs[name].algo_class.__name__, rllib_seed=self.configs[name].seed,
-                sampling=configs.sampling_record(sampling, self.configs[name]),
-                determinism=hardware.determinism(profile, sampling, "direct"))
+        for name, agent in prepared.items():
+            self.configs[name] = agent.config
+            agents[name] = AgentRecord(algorithm=agent.algorithm, rllib_seed=agent.config.seed,
+                                       sampling=agent.sampling, determinism=agent.determinism)
         self.record = AgentsInTurnRunner(stop=dataclasses.asdict(self.stop), agents=agents)
         return self.record
 

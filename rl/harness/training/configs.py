@@ -1,27 +1,41 @@
-"""Preparing a recipe's AlgorithmConfig for a run, in one place: where its envs step, its seed, its connectors.
+"""Preparing a recipe's AlgorithmConfig for a run, in one place: its envs count checked and placed, its seed,
+its connectors, and what the manifest records of it.
 
     from rl.harness.training import configs
 
-    plan = configs.plan_sampling(context, config, parallel_envs=16)    # ValueError naming the fix
-    config = configs.configure(config, context.hardware, plan, seed)   # a placed, seeded copy
-    configs.sampling_record(plan, config)                              # the manifest's `runner.sampling`
+    request = configs.ConfigRequest(config, parallel_envs=16, seed=seed)   # what a runner asks for
+    plan = configs.plan_sampling(profile, config, parallel_envs=16)         # ParallelEnvsError naming the fix
+    prepared = configs.prepare(request, profile, plan)                      # a placed, seeded copy and its records
+    prepared.config, prepared.sampling, prepared.determinism
 
-Every runner (direct, Tune, agents in turn, in-process) prepares its configs here; `parallel_envs`
-is the recipe's (it shapes the batch), the hardware profile places them (hardware.SamplingPlan).
+The lifecycle prepares every runner's configs with these, once (`Preparation`): planned
+with the context's profile before anything starts, configured with the profile that `start`
+yields. `parallel_envs` is the recipe's (it shapes the batch); the hardware profile places them
+(hardware.SamplingPlan). Code without a run (benchmarks, process-pool workers) calls
+`prepare_config`.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+from typing import Any, Mapping, Optional
 
-from rl.harness.run.context import RunContext
-from rl.harness.training import episode_metrics
-from rl.harness.training.hardware import HardwareProfile, SamplingPlan
+from rl.harness.errors import UsageError
+from rl.harness.run.machine import HardwareProfile
+from rl.harness.training import episode_metrics, hardware
+from rl.harness.training.hardware import SamplingPlan
 from rl.harness.training.sampling_connectors import connector_pipelines, use_fast_connectors
 
 # Batching the policy's forward pass over envs is the main throughput lever (docs/performance.md,
 # "Sampling", has the measured env steps/s per envs count); recipes that care set parallel_envs.
 DEFAULT_PARALLEL_ENVS = 16
+# How a runner's configs train, for the determinism promise (hardware.determinism): "direct" is one
+# process in a fixed order, "tune" interleaves trials by timing.
+DIRECT, TUNE = "direct", "tune"
+
+
+class ParallelEnvsError(UsageError, ValueError):
+    """A recipe's `parallel_envs` does not fit its train batch; the message names the fix."""
 
 
 def default_parallel_envs(train_batch: int) -> int:
@@ -29,43 +43,40 @@ def default_parallel_envs(train_batch: int) -> int:
     return max(count for count in range(1, min(DEFAULT_PARALLEL_ENVS, train_batch) + 1) if train_batch % count == 0)
 
 
-def check_parallel_envs(batch: int, parallel_envs: int) -> None:
-    """ValueError naming the fix unless every one of `parallel_envs` envs steps equally often in a `batch`."""
-    if parallel_envs > batch:
-        raise ValueError(f"parallel_envs={parallel_envs} is more than the train batch of {batch} env steps"
-                         f" allows: every env must step at least once per update; use parallel_envs <= {batch}")
-    if batch % parallel_envs:
-        raise ValueError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={parallel_envs}:"
-                         f" RLlib would sample {-(-batch // parallel_envs) * parallel_envs} steps per update"
-                         f" instead; pick parallel_envs dividing {batch}")
-
-
-def plan_sampling(context: RunContext, config, parallel_envs: Optional[int] = None,
-                  profile: Optional[HardwareProfile] = None) -> SamplingPlan:
-    """Where `parallel_envs` envs step for `config` (an AlgorithmConfig); checks them against its train batch.
+def plan_sampling(profile: HardwareProfile, config, parallel_envs: Optional[int] = None, *,
+                  in_process: bool = False) -> SamplingPlan:
+    """Where `parallel_envs` envs step for `config` (an AlgorithmConfig): the one check of a recipe's envs count.
 
     None takes the largest divisor of the train batch up to DEFAULT_PARALLEL_ENVS. Each update
     then holds exactly the recipe's train batch: every env steps batch / parallel_envs times.
-    `profile` (default: the context's) places them; on a cluster `lifecycle.ray_cluster` yields one.
+    `profile` places them (on a cluster `lifecycle.ray_cluster` yields one); `in_process` puts them
+    all in this process's EnvRunner (the in-process runner). ParallelEnvsError names the fix.
     """
     batch = config.total_train_batch_size
-    profile = profile or context.hardware
-    plan = profile.plan_sampling(default_parallel_envs(batch) if parallel_envs is None else parallel_envs)
-    check_parallel_envs(batch, plan.parallel_envs)
-    return plan
+    if parallel_envs is None:
+        parallel_envs = default_parallel_envs(batch)
+    if not isinstance(parallel_envs, int) or isinstance(parallel_envs, bool) or parallel_envs < 1:
+        raise ParallelEnvsError(f"parallel_envs must be an integer >= 1, got {parallel_envs!r}")
+    if parallel_envs > batch:
+        raise ParallelEnvsError(f"parallel_envs={parallel_envs} is more than the train batch of {batch} env steps"
+                                f" allows: every env must step at least once per update; use parallel_envs <= {batch}")
+    if batch % parallel_envs:
+        raise ParallelEnvsError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={parallel_envs}:"
+                                f" RLlib would sample {-(-batch // parallel_envs) * parallel_envs} steps per update"
+                                f" instead; pick parallel_envs dividing {batch}")
+    return hardware.in_process_plan(parallel_envs) if in_process else hardware.plan_sampling(profile, parallel_envs)
 
 
 def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):
     """A copy of `config` (an AlgorithmConfig) placed by `profile` as `plan` says, with RLlib's seed `seed`.
 
-    The one place the harness writes placement and seed into a config (every runner calls it);
-    single-agent configs also get the fast EnvRunner connector pipelines (sampling_connectors.py),
-    each unless the config adds pieces of its own to it, and episode metrics that count the env's
-    steps (episode_metrics.py); a local EnvRunner feeding a local Learner returns its episodes
-    without numpy'izing them.
+    The one place the harness writes placement and seed into a config; single-agent configs also
+    get the fast EnvRunner connector pipelines (sampling_connectors.py), each unless the config
+    adds pieces of its own to it, and episode metrics that count the env's steps
+    (episode_metrics.py); a local EnvRunner feeding a local Learner returns its episodes without
+    numpy'izing them.
     """
-    config = config.copy(copy_frozen=False)
-    profile.apply_to(config, plan)
+    config = hardware.apply_to(profile, config.copy(copy_frozen=False), plan)
     use_fast_connectors(config)
     if not config.is_multi_agent:
         add_callback(config, episode_metrics.ON_SAMPLE_END, episode_metrics.copy_cut_chunks)
@@ -86,14 +97,71 @@ def add_callback(config, event: str, function) -> None:
         config.callbacks(**{event: [*existing, function]})
 
 
-def prepare_config(context: RunContext, config, seed, *, parallel_envs: Optional[int] = None,
-                   profile: Optional[HardwareProfile] = None):
-    """A copy of the recipe's AlgorithmConfig with the hardware profile, its sampling plan and `seed`."""
-    profile = profile or context.hardware
-    return configure(config, profile, plan_sampling(context, config, parallel_envs, profile), seed)
-
-
 def sampling_record(plan: SamplingPlan, config) -> dict:
     """The manifest's `runner.sampling`: the plan, which EnvRunner connector pipelines `config` (configured)
     runs, and whether its EnvRunners numpy'ize the episodes they return."""
     return {**plan.as_dict(), "connectors": connector_pipelines(config), "episodes_to_numpy": config.episodes_to_numpy}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigRequest:
+    """One config a runner trains: the recipe's AlgorithmConfig, its envs count (None: the default), RLlib's
+    seed (an integer, or Tune's grid of trial seeds), how it trains (DIRECT or TUNE, for the determinism
+    promise) and whether every env steps in this process (the in-process runner)."""
+
+    config: Any
+    parallel_envs: Optional[int]
+    seed: Any
+    trains: str = DIRECT
+    in_process: bool = False
+
+    def plan(self, profile: HardwareProfile) -> SamplingPlan:
+        return plan_sampling(profile, self.config, self.parallel_envs, in_process=self.in_process)
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedConfig:
+    """A config ready to train (placed, seeded, connectors installed) and what the runner record says of it."""
+
+    config: Any
+    profile: HardwareProfile  # what placed it
+    plan: SamplingPlan
+    sampling: dict  # the runner record's `sampling` (sampling_record)
+    determinism: dict  # the runner record's `determinism` (hardware.determinism)
+
+    @property
+    def algorithm(self) -> str:
+        return self.config.algo_class.__name__
+
+
+def prepare(request: ConfigRequest, profile: HardwareProfile, plan: Optional[SamplingPlan] = None) -> PreparedConfig:
+    """`request`'s config placed by `profile` (as `plan` says, if given), seeded, and its records."""
+    plan = plan or request.plan(profile)
+    determinism = hardware.determinism(profile, plan, request.trains)
+    config = configure(request.config, profile, plan, request.seed)
+    return PreparedConfig(config=config, profile=profile, plan=plan, sampling=sampling_record(plan, config),
+                          determinism=determinism)
+
+
+class Preparation:
+    """A runner's configs prepared once: planned with the context's profile now, so a bad `parallel_envs`
+    fails before anything starts; placed and seeded by `configs_for` with the profile `start` yields,
+    reusing the plans unless that profile differs (a cluster's).
+
+        preparation = Preparation(context.hardware, {"main": ConfigRequest(config, 16, seed)})
+        prepared = preparation.configs_for(profile)["main"]
+    """
+
+    def __init__(self, profile: HardwareProfile, requests: Mapping[str, ConfigRequest]):
+        self.profile, self.requests = profile, dict(requests)
+        self.plans = {name: request.plan(profile) for name, request in self.requests.items()}
+
+    def configs_for(self, profile: HardwareProfile) -> dict[str, PreparedConfig]:
+        plans = self.plans if profile == self.profile else {}
+        return {name: prepare(request, profile, plans.get(name)) for name, request in self.requests.items()}
+
+
+def prepare_config(config, *, seed, profile: HardwareProfile, parallel_envs: Optional[int] = None,
+                   in_process: bool = False):
+    """A placed, seeded copy of the recipe's AlgorithmConfig, outside a run's lifecycle (a benchmark, a worker)."""
+    return prepare(ConfigRequest(config, parallel_envs, seed, in_process=in_process), profile).config

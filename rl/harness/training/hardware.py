@@ -1,8 +1,8 @@
 """Hardware profiles: learner device, env runners, envs per runner and torch threads for this machine.
 
     facts = hardware.detect_machine()              # cgroup-aware CPU count, GPU model, CUDA
-    profile = hardware.choose_profile("auto", facts)
-    profile.apply_to(config)                       # an RLlib AlgorithmConfig (runners call this)
+    profile = hardware.choose_profile("auto", facts)  # a run.machine.HardwareProfile
+    hardware.apply_to(profile, config, plan)       # an RLlib AlgorithmConfig (configs.configure calls this)
     hardware.apply_process_settings(profile)       # torch threads for this process and its children
 
 Profiles (docs/harness.md explains the choices):
@@ -29,11 +29,12 @@ import os
 import platform as python_platform
 import re
 import sys
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from rl.harness import settings
 from rl.harness.errors import UsageError
 from rl.harness.run import platform
+from rl.harness.run.machine import HardwareProfile, MachineFacts
 
 PROFILES = ("auto", "cpu", "cpu-portable", "cuda", "mps")
 PORTABLE_PROFILE = "cpu-portable"
@@ -57,24 +58,6 @@ class HardwareError(UsageError, ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class MachineFacts:
-    cpu_count: int  # what this process may use: affinity and cgroup quota respected
-    cpu_count_os: Optional[int]
-    cpu_limit: str  # where cpu_count came from
-    cuda_available: bool
-    gpu_count: int
-    gpu_model: Optional[str]
-    cuda_version: Optional[str]  # the CUDA that torch was built with (torch.version.cuda)
-    mps_available: bool
-    platform: str
-    nvidia_driver_version: Optional[str] = None  # the host's kernel driver, from /proc/driver/nvidia/version
-    torch_determinism: Optional[dict] = None  # torch's settings that decide whether GPU kernels are deterministic
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass(frozen=True)
 class SamplingPlan:
     """Where a recipe's `parallel_envs` step: `num_env_runners` (0: the driver's local runner) x envs each."""
 
@@ -88,50 +71,41 @@ class SamplingPlan:
         return dataclasses.asdict(self)
 
 
-@dataclasses.dataclass(frozen=True)
-class HardwareProfile:
-    name: str  # cpu | cuda | mps
-    requested: str  # what --hardware-profile said
-    learner_device: str  # where RLlib's learner runs: cpu | cuda
-    torch_device: str  # for a recipe's own torch code: cpu | cuda | mps
-    num_gpus_per_learner: int
-    max_env_runners: int  # remote runners at most: one CPU each, the driver keeps one
-    torch_threads: int
-    num_cpus: int  # what a local Ray cluster is started with
-    # Environment variables pinning the numeric kernels of every process of the run (cpu-portable), else empty.
-    kernel_dispatch: Mapping[str, str] = dataclasses.field(default_factory=dict)
+def plan_sampling(profile: HardwareProfile, parallel_envs: int) -> SamplingPlan:
+    """Places `parallel_envs` envs (a checked count: `configs.plan_sampling`): all in the local runner on small
+    machines, else split over runners."""
+    if profile.num_cpus <= LOCAL_SAMPLING_MAX_CPUS or profile.max_env_runners < 1:
+        return SamplingPlan(parallel_envs, 0, parallel_envs, "local",
+                            f"{profile.num_cpus} CPU(s) <= {LOCAL_SAMPLING_MAX_CPUS}: sampling and learning in"
+                            " one process was faster than a remote runner (docs/performance.md)")
+    runners = max(count for count in range(1, min(profile.max_env_runners, parallel_envs) + 1)
+                  if parallel_envs % count == 0)
+    return SamplingPlan(parallel_envs, runners, parallel_envs // runners, "remote",
+                        f"{profile.num_cpus} CPUs: {runners} remote runner(s) sample in parallel, one CPU each")
 
-    def plan_sampling(self, parallel_envs: int) -> SamplingPlan:
-        """Places `parallel_envs` envs: all in the local runner on small machines, else split over runners."""
-        if not isinstance(parallel_envs, int) or isinstance(parallel_envs, bool) or parallel_envs < 1:
-            raise HardwareError(f"parallel_envs must be an integer >= 1, got {parallel_envs!r}")
-        if self.num_cpus <= LOCAL_SAMPLING_MAX_CPUS or self.max_env_runners < 1:
-            return SamplingPlan(parallel_envs, 0, parallel_envs, "local",
-                                f"{self.num_cpus} CPU(s) <= {LOCAL_SAMPLING_MAX_CPUS}: sampling and learning in"
-                                " one process was faster than a remote runner (docs/performance.md)")
-        runners = max(count for count in range(1, min(self.max_env_runners, parallel_envs) + 1)
-                      if parallel_envs % count == 0)
-        return SamplingPlan(parallel_envs, runners, parallel_envs // runners, "remote",
-                            f"{self.num_cpus} CPUs: {runners} remote runner(s) sample in parallel, one CPU each")
 
-    def on_cluster(self, cpus: int) -> "HardwareProfile":
-        """This profile placing env runners on a Ray cluster with `cpus` CPUs in all (the same rule as on one machine).
+def in_process_plan(parallel_envs: int) -> SamplingPlan:
+    """Every one of `parallel_envs` envs in this process's EnvRunner (the in-process runner's only placement)."""
+    return SamplingPlan(parallel_envs, 0, parallel_envs, "local",
+                        "in-process runner: the learner and every env step in one process, without Ray")
 
-        The learner's device and torch threads stay this machine's: the learner runs in the driver.
-        """
-        return dataclasses.replace(self, num_cpus=cpus, max_env_runners=max(cpus - 1, 0))
 
-    def apply_to(self, config, plan: SamplingPlan):
-        """Sets runners, envs per runner (from `plan`) and the learner's GPU on an RLlib AlgorithmConfig."""
-        config.env_runners(
-            num_env_runners=plan.num_env_runners,
-            num_envs_per_env_runner=plan.num_envs_per_env_runner,
-        )
-        config.learners(num_gpus_per_learner=self.num_gpus_per_learner)
-        return config
+def on_cluster(profile: HardwareProfile, cpus: int) -> HardwareProfile:
+    """`profile` placing env runners on a Ray cluster with `cpus` CPUs in all (the same rule as on one machine).
 
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    The learner's device and torch threads stay this machine's: the learner runs in the driver.
+    """
+    return dataclasses.replace(profile, num_cpus=cpus, max_env_runners=max(cpus - 1, 0))
+
+
+def apply_to(profile: HardwareProfile, config, plan: SamplingPlan):
+    """Sets runners, envs per runner (from `plan`) and the learner's GPU on an RLlib AlgorithmConfig."""
+    config.env_runners(
+        num_env_runners=plan.num_env_runners,
+        num_envs_per_env_runner=plan.num_envs_per_env_runner,
+    )
+    config.learners(num_gpus_per_learner=profile.num_gpus_per_learner)
+    return config
 
 
 def _read(path: str) -> Optional[str]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any, Callable, ContextManager, Iterator, Optional
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Optional
 
 import torch  # before apply_process_settings, which sets the threads of a loaded torch
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -47,32 +47,17 @@ from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_L
 from rl.harness.run.context import RunContext
 from rl.harness.run.manifest import OwnLoopRunner
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
-from rl.harness.training import hardware, lifecycle
-from rl.harness.training.configs import check_parallel_envs, configure, sampling_record
-from rl.harness.training.hardware import HardwareProfile, SamplingPlan
+from rl.harness.run.machine import HardwareProfile
+from rl.harness.training import configs, hardware, lifecycle
+from rl.harness.training.configs import ConfigRequest, PreparedConfig
 from rl.harness.training.runners import StopRule
 
 RUNNER_KIND = "in_process"
 
 
-def local_plan(parallel_envs: int) -> SamplingPlan:
-    """Every one of `parallel_envs` envs in this process's EnvRunner (the in-process runner's only placement)."""
-    if not isinstance(parallel_envs, int) or isinstance(parallel_envs, bool) or parallel_envs < 1:
-        raise ValueError(f"parallel_envs must be an integer >= 1, got {parallel_envs!r}")
-    return SamplingPlan(parallel_envs, 0, parallel_envs, "local",
-                        "in-process runner: the learner and every env step in one process, without Ray")
-
-
 def default_profile() -> HardwareProfile:
     """The `cpu` profile of this machine: what a Trainer runs with when its caller passes none."""
     return hardware.choose_profile("cpu", hardware.detect_machine())
-
-
-def prepare_config(config, *, seed: int, parallel_envs: int, profile: HardwareProfile):
-    """A copy of the recipe's AlgorithmConfig with the local sampling plan, the profile's learner GPU and `seed`."""
-    plan = local_plan(parallel_envs)
-    check_parallel_envs(config.train_batch_size_per_learner, parallel_envs)
-    return configure(config, profile, plan, seed)
 
 
 def scalar(value: Any) -> float:
@@ -98,11 +83,22 @@ class Trainer:
     """
 
     def __init__(self, config, *, env, seed: int, parallel_envs: int, profile: Optional[HardwareProfile] = None):
-        self.profile = profile or default_profile()
-        hardware.apply_process_settings(self.profile)
-        self.config = prepare_config(config, seed=seed, parallel_envs=parallel_envs, profile=self.profile)
-        self.learner = self.config.build_learner(env=env)
-        self.env_runner = SingleAgentEnvRunner(config=self.config)
+        profile = profile or default_profile()
+        self._build(configs.prepare_config(config, seed=seed, profile=profile, parallel_envs=parallel_envs,
+                                           in_process=True), env, profile)
+
+    @classmethod
+    def of_prepared(cls, config, *, env, profile: HardwareProfile) -> "Trainer":
+        """A Trainer of a config already prepared for it (the lifecycle's `ConfigRequest(..., in_process=True)`)."""
+        trainer = cls.__new__(cls)
+        trainer._build(config, env, profile)
+        return trainer
+
+    def _build(self, config, env, profile: HardwareProfile) -> None:
+        self.profile, self.config = profile, config
+        hardware.apply_process_settings(profile)
+        self.learner = config.build_learner(env=env)
+        self.env_runner = SingleAgentEnvRunner(config=config)
         self.row = {ITERATION: 0, ENV_STEPS: 0}
 
     def train(self, stop: StopRule, *, around_update: Optional[Callable[[], ContextManager]] = None,
@@ -153,19 +149,19 @@ class InProcessTraining(lifecycle.Runner):
     parallel_envs: int
     trainer: Optional[Trainer] = None
 
-    def prepare(self, context: RunContext) -> None:
-        check_parallel_envs(self.config.train_batch_size_per_learner, self.parallel_envs)
+    def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
+        return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, context.seeds.integer("rllib"),
+                                              in_process=True)}
 
     def start(self, context: RunContext) -> ContextManager[HardwareProfile]:
         return contextlib.nullcontext(context.hardware)
 
-    def build(self, context: RunContext, profile: HardwareProfile) -> OwnLoopRunner:
-        seed = context.seeds.integer("rllib")
-        self.trainer = Trainer(self.config, env=self.env, seed=seed, parallel_envs=self.parallel_envs, profile=profile)
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> OwnLoopRunner:
+        main = prepared[lifecycle.MAIN]
+        self.trainer = Trainer.of_prepared(main.config, env=self.env, profile=main.profile)
         return OwnLoopRunner(kind=RUNNER_KIND, details={
-            "algorithm": self.config.algo_class.__name__, "rllib_seed": seed,
-            "sampling": sampling_record(local_plan(self.parallel_envs), self.trainer.config),
-            "stop": dataclasses.asdict(self.stop)})
+            "algorithm": main.algorithm, "rllib_seed": main.config.seed, "sampling": main.sampling,
+            "determinism": main.determinism, "stop": dataclasses.asdict(self.stop)})
 
     def train(self, context: RunContext) -> Iterator[Update]:
         for update in self.trainer.train(self.stop):

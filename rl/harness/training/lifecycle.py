@@ -1,23 +1,29 @@
 """The one run lifecycle: prepare -> start -> build -> train -> checkpoint -> finish, written once.
 
 Every runner is a `Runner` that says what its phases do; `run(context, runner)` calls them in
-order, ends the run at the next phase boundary when a stop was requested before training (no
-checkpoint: nothing was trained), records the runner's manifest section once it is built, and
-always finishes what it built.
+order, prepares the runner's configs once (`configs.Preparation`), ends the run at the next phase
+boundary when a stop was requested before training (no checkpoint: nothing was trained),
+records the runner's manifest section (its runner record) once it is built, and always
+finishes what it built.
 
     for result in lifecycle.run(context, runner):     # what runner.train yields (an agent, a final row)
         ...
 
-    class DirectRunner(lifecycle.Runner):             # runners.py: direct and Tune; agents.py: agents in turn
-        def prepare(self, context): ...               # checks that need no Ray (bad parallel_envs)
-        def build(self, context, profile): ...        # configs (seeded, placed) -> the manifest's runner record
+    class DirectTraining(lifecycle.Runner):           # runners.py: direct and Tune; agents.py: agents in turn
+        def requests(self, context): ...              # its checks (what it resumes), then {name: configs.ConfigRequest}
+        def build(self, context, prepared): ...       # prepared configs -> the manifest's runner record
         def train(self, context): ...                 # yields results; AlgorithmTraining does build/train/checkpoint
         def finish(self, context): ...
 
-`start` is Ray (`ray_cluster`: local, or the cluster of `--ray-address`) unless a runner trains
-without it. One algorithm's phases (build it, restore, train rows, checkpoint on a schedule and
-at the end, stop it) are `AlgorithmTraining`, which the direct runner runs once and the agents
-runner once per agent; Tune runs them inside its trials.
+*prepare* is the lifecycle's, the same for every runner: each requested config's sampling plan
+is made and checked with the context's hardware profile before anything starts (a bad
+`parallel_envs` fails before Ray), then placed, seeded and given the fast connectors with the
+profile `start` yields (`configs.prepare`; planned again only when that profile differs, e.g.
+on a cluster), with its runner record's sampling and determinism. `start` is Ray
+(`ray_cluster`: local, or the cluster of `--ray-address`) unless a runner trains without it.
+One algorithm's phases (build it, restore, train rows, checkpoint on a schedule and at the end,
+stop it) are `AlgorithmTraining`, which the direct runner runs once and the agents runner once
+per agent; Tune runs them inside its trials.
 """
 
 from __future__ import annotations
@@ -28,17 +34,18 @@ import dataclasses
 import gc
 import math
 import time
-from typing import Any, Callable, ContextManager, Iterator, Optional
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Optional
 
 import ray
 from absl import logging
 
 from rl.harness.run.context import RunContext
-from rl.harness.run.manifest import Runner as RunnerRecord
+from rl.harness.run.machine import HardwareProfile
+from rl.harness.run.manifest import RunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
 from rl.harness.run.rows import RowBudget
-from rl.harness.training import cluster
-from rl.harness.training.hardware import HardwareProfile
+from rl.harness.training import cluster, configs, hardware
+from rl.harness.training.configs import ConfigRequest, PreparedConfig
 from rl.harness.training.reaper import Reaper
 
 
@@ -53,16 +60,18 @@ def stopping(context: RunContext, phase: str) -> bool:
 class Runner(abc.ABC):
     """What one kind of runner does in each phase of `run`."""
 
-    def prepare(self, context: RunContext) -> None:
-        """Checks that need nothing started (raise ValueError naming the fix): bad input fails before Ray."""
+    @abc.abstractmethod
+    def requests(self, context: RunContext) -> Mapping[str, ConfigRequest]:
+        """The configs it trains, by name (MAIN when one), for the lifecycle to prepare; first the runner's own
+        checks that need nothing started (what it resumes), each raising an error that names the fix."""
 
     def start(self, context: RunContext) -> ContextManager[HardwareProfile]:
         """The compute to train on; yields the profile that places work (Ray, local or a cluster)."""
         return ray_cluster(context)
 
     @abc.abstractmethod
-    def build(self, context: RunContext, profile: HardwareProfile) -> RunnerRecord:
-        """Prepares what trains (seeded, placed configs); returns the manifest's runner section."""
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> RunnerRecord:
+        """Takes its prepared configs (placed, seeded, by the names of `requests`); returns its runner record."""
 
     @abc.abstractmethod
     def train(self, context: RunContext) -> Iterator[Any]:
@@ -72,16 +81,20 @@ class Runner(abc.ABC):
         """Releases what `build` or `train` made; called whenever `build` ran, also on errors."""
 
 
+MAIN = "main"  # the name of a runner's config when it trains one
+
+
 def run(context: RunContext, runner: Runner) -> Iterator[Any]:
     """The phases of `runner` in order (module docstring); yields what its `train` yields."""
-    runner.prepare(context)
+    preparation = configs.Preparation(context.hardware, runner.requests(context))
     if stopping(context, "start-up"):
         return
     with runner.start(context) as profile:
         if stopping(context, "ray.init"):
             return
         try:
-            context.recorder.record_runner(runner.build(context, profile))
+            prepared = preparation.configs_for(profile)
+            context.recorder.record_runner(runner.build(context, prepared))
             yield from runner.train(context)
         finally:
             runner.finish(context)
@@ -161,7 +174,7 @@ def ray_cluster(context: RunContext) -> Iterator[HardwareProfile]:
         cluster.check_versions(facts)
         profile = context.hardware
         if context.ray_address:
-            profile = profile.on_cluster(int(ray.cluster_resources().get("CPU", 0)))
+            profile = hardware.on_cluster(profile, int(ray.cluster_resources().get("CPU", 0)))
         yield profile
     finally:
         if started:

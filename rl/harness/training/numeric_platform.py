@@ -22,6 +22,7 @@ from typing import Mapping, Optional
 from rl.harness import settings
 from rl.harness.errors import HarnessError
 from rl.harness.run import platform
+from rl.harness.run.machine import HardwareProfile
 from rl.harness.training import hardware
 
 _MKL_VERSION = re.compile(r"Math Kernel Library Version ([^\s]+)")
@@ -106,7 +107,7 @@ def gather() -> platform.NumericPlatform:
         gpu=gpu)
 
 
-def check_pinned(profile: hardware.HardwareProfile) -> None:
+def check_pinned(profile: HardwareProfile) -> None:
     """HardwareError when `profile` pins kernels but this process did not start with the pins (numpy and OpenBLAS
     read theirs when they load) or torch dispatched before they were set."""
     if not profile.kernel_dispatch:

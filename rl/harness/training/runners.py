@@ -10,7 +10,8 @@
         # or: runners.run_tune(context, config, stop=stop, num_seeds=3, checkpoint_every=10)
 
 Both go through the one run lifecycle (lifecycle.py: prepare, start, build, train, checkpoint,
-finish) and prepare their configs in configs.py. `parallel_envs` is how many envs step together
+finish), which prepares their configs (configs.py); each says only what is its own: the stop
+rule, the checkpoint schedule, Tune. `parallel_envs` is how many envs step together
 (the recipe's: it shapes the batch); the hardware profile places them (hardware.SamplingPlan);
 without it the harness takes the largest divisor of the train batch up to
 configs.DEFAULT_PARALLEL_ENVS. Both apply the hardware profile, seed
@@ -33,7 +34,7 @@ import math
 import os
 import shutil
 import signal
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import ray
 from absl import logging
@@ -43,8 +44,8 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from rl.harness.run.context import RunContext
 from rl.harness.run.manifest import DirectRunner, TuneRunner
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
-from rl.harness.training import configs, hardware, lifecycle
-from rl.harness.training.hardware import HardwareProfile
+from rl.harness.training import configs, lifecycle
+from rl.harness.training.configs import ConfigRequest, PreparedConfig
 
 TUNE_STORAGE = "tune"
 NODE_ID = "node_id"  # the Ray node a Tune trial trained on (a column of its rows)
@@ -123,19 +124,18 @@ class DirectTraining(lifecycle.Runner):
         self.config, self.stop, self.schedule = config, stop, schedule
         self.checkpoint_initial, self.parallel_envs = checkpoint_initial, parallel_envs
 
-    def prepare(self, context: RunContext) -> None:
+    def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         resume = context.resume
         if resume is not None and resume.checkpoint is None:
             raise ValueError(f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls run_tune")
-        configs.plan_sampling(context, self.config, self.parallel_envs)  # a bad parallel_envs fails before Ray starts
+        return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, context.seeds.integer("rllib"))}
 
-    def build(self, context: RunContext, profile: HardwareProfile) -> DirectRunner:
-        sampling = configs.plan_sampling(context, self.config, self.parallel_envs, profile)
-        self.config = configs.configure(self.config, profile, sampling, context.seeds.integer("rllib"))
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> DirectRunner:
+        main = prepared[lifecycle.MAIN]
+        self.config = main.config
         return DirectRunner(
-            algorithm=self.config.algo_class.__name__, rllib_seed=self.config.seed,
-            sampling=configs.sampling_record(sampling, self.config),
-            determinism=hardware.determinism(profile, sampling, "direct"), stop=dataclasses.asdict(self.stop),
+            algorithm=main.algorithm, rllib_seed=self.config.seed, sampling=main.sampling,
+            determinism=main.determinism, stop=dataclasses.asdict(self.stop),
             checkpoint_schedule=_describe(self.schedule),
             checkpoint_initial=self.checkpoint_initial and context.resume is None)
 
@@ -276,23 +276,23 @@ class TuneTraining(lifecycle.Runner):
         self.checkpoint_every, self.parallel_envs = checkpoint_every, parallel_envs
         self.seeds: list[int] = []
 
-    def prepare(self, context: RunContext) -> None:
+    def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         resume = context.resume
         if resume is not None and resume.tune_experiment is None:
             raise ValueError("a Tune run resumes from a previous Tune run's id, not from a checkpoint folder")
-        self.seeds = context.seeds.integers(_TUNE_SEED_STREAM, self.num_seeds)
-        configs.plan_sampling(context, self.config, self.parallel_envs)  # a bad parallel_envs fails before Ray starts
         os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # SIGINT is the harness's: stop, checkpoint, record
+        self.seeds = context.seeds.integers(_TUNE_SEED_STREAM, self.num_seeds)
+        return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, tune.grid_search(self.seeds),
+                                              trains=configs.TUNE)}
 
-    def build(self, context: RunContext, profile: HardwareProfile) -> TuneRunner:
-        sampling = configs.plan_sampling(context, self.config, self.parallel_envs, profile)
-        self.config = _with_node_ids(configs.configure(self.config, profile, sampling, tune.grid_search(self.seeds)))
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> TuneRunner:
+        main = prepared[lifecycle.MAIN]
+        self.config = _with_node_ids(main.config)
         _ACTIVE.update(recorder=context.recorder, stop=self.stop, saved_after_stop=set(), interrupted=False,
                        progress={})
         return TuneRunner(
-            algorithm=self.config.algo_class.__name__, trial_seeds=tuple(self.seeds), storage=TUNE_STORAGE,
-            sampling=configs.sampling_record(sampling, self.config),
-            determinism=hardware.determinism(profile, sampling, "tune"), stop=dataclasses.asdict(self.stop),
+            algorithm=main.algorithm, trial_seeds=tuple(self.seeds), storage=TUNE_STORAGE, sampling=main.sampling,
+            determinism=main.determinism, stop=dataclasses.asdict(self.stop),
             checkpoint_every=self.checkpoint_every)
 
     def train(self, context: RunContext) -> Iterator[dict]:

@@ -21,7 +21,7 @@ import torch
 
 from rl.analysis.activations import layer_activations, residual_streams
 from rl.analysis.adapters import ContextAdapter
-from rl.analysis.contexts import context_groups, count_contexts, enumerate_contexts
+from rl.analysis.token_contexts import context_groups, count_contexts, enumerate_contexts
 from rl.analysis.probes import ProbeDataset, SamplingDistribution
 from rl.analysis.progress import ProgressBar
 
@@ -38,7 +38,7 @@ def context_dataset(
     min_length: int = 1,
     show_progress: bool = True,
 ) -> ProbeDataset:
-    """Every context of min_length..max_length once; groups are context subtrees (see rl.analysis.contexts)."""
+    """Every context of min_length..max_length once; groups are context subtrees (see rl.analysis.token_contexts)."""
     total = count_contexts(num_tokens=adapter.num_tokens, max_length=max_length, min_length=min_length)
     layers: dict[str, list[np.ndarray]] = {}
     targets, groups = [], []

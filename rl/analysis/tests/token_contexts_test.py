@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from rl.analysis.contexts import context_groups, count_contexts, enumerate_contexts
+from rl.analysis.token_contexts import context_groups, count_contexts, enumerate_contexts
 
 
 def test_every_context_once_length_by_length_in_lexicographic_order():

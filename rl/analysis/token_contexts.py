@@ -1,6 +1,6 @@
 """Every token context up to a length, in batches, for probing on the uniform-context distribution.
 
-    from rl.analysis.contexts import context_groups, count_contexts, enumerate_contexts
+    from rl.analysis.token_contexts import context_groups, count_contexts, enumerate_contexts
 
     count_contexts(num_tokens=3, max_length=10)                 # 88572 = 3 + 9 + ... + 3**10
     for batch in enumerate_contexts(num_tokens=3, max_length=10, batch_size=4096):

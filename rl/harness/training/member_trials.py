@@ -2,9 +2,9 @@
 
     trials = [MemberTrial(run_id="s1-reward_only-s0", argv=(sys.executable, "-m", "rl.harness.commands.cli", ...),
                           log="artifacts/studies/s1/logs/s1-reward_only-s0.log")]
-    errors = study_trials.run_trials(trials, ray_address=None, num_cpus=2, cpus_per_trial=1, max_concurrent=None,
-                                     storage=artifacts / "tune", env={...}, stop_signal=lambda: stop,
-                                     on_tick=refresh_record)
+    errors = member_trials.run_trials(trials, ray_address=None, num_cpus=2, cpus_per_trial=1, max_concurrent=None,
+                                      storage=artifacts / "tune", env={...}, stop_signal=lambda: stop,
+                                      on_tick=refresh_record)
 
 Tune places the trials (all cores here, a cluster's nodes with `ray_address`) and runs as many at
 once as the CPUs allow. The run itself is the harness's own command line in a child process, so
