@@ -18,6 +18,7 @@ content looks like a credential (`refusal`) is left out of all three too, so no 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import hashlib
@@ -112,7 +113,11 @@ def untracked_files(root: str, pathspec: Optional[tuple[str, ...]] = None) -> Un
     listing = _git(root, "ls-files", "--others", "--exclude-standard", "-z", *(pathspec or _output_pathspec(root)))
     taken, refused = [], {}
     for name in sorted(item.decode() for item in listing.split(b"\0") if item):
-        if reason := refusal(root, name):
+        try:
+            reason = refusal(root, name)
+        except FileNotFoundError:  # gone since git listed it (another process's temporary file)
+            continue
+        if reason:
             refused[name] = reason
         else:
             taken.append(name)
@@ -144,7 +149,8 @@ def git_state(path: str) -> dict:
         file_path = os.path.join(root, name)
         digest.update(b"\0untracked\0" + name.encode() + b"\0")
         if os.path.isfile(file_path):
-            digest.update(file_sha256(file_path).encode())
+            with contextlib.suppress(FileNotFoundError):  # gone since it was listed
+                digest.update(file_sha256(file_path).encode())
     dirty = bool(tracked.strip()) or bool(untracked.taken)
     state = {
         "root": root,
@@ -184,7 +190,11 @@ def uncommitted_change(root: str, cap_bytes: int = settings.DEFAULT_PATCH_CAP_BY
     omitted, added = [], []
     # lstat: an untracked symlink is content as git stores it, and a dangling one (a stale Bazel
     # runfiles link) has no target to measure.
-    for name in sorted(untracked.taken, key=lambda name: (os.lstat(os.path.join(root, name)).st_size, name)):
+    sizes = {}
+    for name in untracked.taken:
+        with contextlib.suppress(FileNotFoundError):  # gone since it was listed: nothing to add
+            sizes[name] = os.lstat(os.path.join(root, name)).st_size
+    for name in sorted(sizes, key=lambda name: (sizes[name], name)):
         # `--no-index` exits 1 when the files differ, which they always do here.
         addition = subprocess.run(["git", "-C", root, "diff", "--no-index", "--binary", "--", os.devnull, name],
                                   capture_output=True, timeout=_GIT_TIMEOUT_S).stdout

@@ -293,3 +293,26 @@ def test_gitignores_cover_the_usual_secret_files_and_no_source_file(tmp_path):
         ignored = subprocess.run(["git", "check-ignore", "--no-index", *secret, *source], cwd=repo,
                                  capture_output=True, text=True).stdout.split()
         assert sorted(ignored) == sorted(secret), (gitignore, ignored)
+
+
+def test_an_untracked_file_that_vanishes_while_it_is_recorded_is_left_out(repo, monkeypatch):
+    (repo / "kept.py").write_text("K = 1\n")
+    (repo / "gone.log").write_text("a moment\n")
+    listed = provenance.untracked_files(str(repo))
+    assert listed.taken == ["gone.log", "kept.py"]
+    (repo / "gone.log").unlink()  # another process removed it after git listed it
+    monkeypatch.setattr(provenance, "untracked_files", lambda root, pathspec=None: listed)
+    change = provenance.uncommitted_change(str(repo))
+    assert change.untracked == ["kept.py"] and b"gone.log" not in change.patch
+    assert provenance.git_state(str(repo))["dirty"] is True
+    monkeypatch.undo()
+    original = provenance.refusal
+    (repo / "gone.log").write_text("again\n")
+
+    def vanishing(root, name):  # removed between the scan's check and its open
+        if name == "gone.log":
+            raise FileNotFoundError(2, "No such file or directory", name)
+        return original(root, name)
+
+    monkeypatch.setattr(provenance, "refusal", vanishing)
+    assert provenance.untracked_files(str(repo)).taken == ["kept.py"]
