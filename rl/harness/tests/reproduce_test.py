@@ -1,7 +1,6 @@
 """Fast tests of `rl-harness reproduce`: patch capture, row and build comparison, bad input (no Ray)."""
 
 import dataclasses
-import subprocess
 
 import pytest
 
@@ -18,22 +17,9 @@ MACHINE = MachineFacts(cpu_count=2, cpu_count_os=2, cpu_limit="test", cuda_avail
                        gpu_model=None, cuda_version=None, mps_available=False, platform="test")
 
 
-def _git(folder, *args):
-    return subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture
 def repo(tmp_path):
-    folder = tmp_path / "repo"
-    folder.mkdir()
-    _git(folder, "init", "-q")
-    _git(folder, "config", "user.email", "t@example.com")
-    _git(folder, "config", "user.name", "t")
-    (folder / "recipe.py").write_text("LR = 0.1\n")
-    (folder / ".gitignore").write_text("ignored/\n")
-    _git(folder, "add", ".")
-    _git(folder, "commit", "-q", "-m", "first")
-    return folder
+    return run_helpers.committed_repo(tmp_path / "repo", {"recipe.py": "LR = 0.1\n", ".gitignore": "ignored/\n"})
 
 
 def _dirty(repo):
@@ -45,7 +31,7 @@ def _dirty(repo):
 
 def _worktree(repo, tmp_path):
     worktree = tmp_path / "worktree"
-    reproduce.check_out(str(repo), _git(repo, "rev-parse", "HEAD").strip(), "run-1", str(worktree))
+    reproduce.check_out(str(repo), run_helpers.git(repo, "rev-parse", "HEAD").strip(), "run-1", str(worktree))
     return worktree
 
 
@@ -79,7 +65,7 @@ def test_a_module_reached_through_bazel_runfiles_is_recorded_at_its_checkout(rep
     (runfiles / "recipe.py").symlink_to(repo / "recipe.py")
     assert provenance.git_state(str(runfiles / "recipe.py"))["dirty"]  # what git says of the execroot
     code = begin.code_state(str(runfiles / "recipe.py"), build={})
-    assert code["experiment_repo"] == {"root": str(repo), "commit": _git(repo, "rev-parse", "HEAD").strip(),
+    assert code["experiment_repo"] == {"root": str(repo), "commit": run_helpers.git(repo, "rev-parse", "HEAD").strip(),
                                        "dirty": False, "diff_sha256": None}
 
 
@@ -261,7 +247,7 @@ def test_a_stale_scratch_folder_is_replaced_and_released_afterwards(repo, tmp_pa
     worktree = tmp_path / "scratch"
     worktree.mkdir()
     (worktree / "left_over.txt").write_text("from an interrupted reproduction")  # not a registered worktree
-    reproduce.check_out(str(repo), _git(repo, "rev-parse", "HEAD").strip(), "run-1", str(worktree))
+    reproduce.check_out(str(repo), run_helpers.git(repo, "rev-parse", "HEAD").strip(), "run-1", str(worktree))
     assert (worktree / "recipe.py").read_text() == "LR = 0.1\n" and not (worktree / "left_over.txt").exists()
     calls = tmp_path / "bazel_calls"
     fake_bazel = tmp_path / "bazel"
@@ -270,7 +256,7 @@ def test_a_stale_scratch_folder_is_replaced_and_released_afterwards(repo, tmp_pa
     monkeypatch.setenv(settings.BAZEL_ENV, str(fake_bazel))
     reproduce.release(str(repo), str(worktree))
     assert calls.read_text() == "shutdown\n" and not worktree.exists()
-    assert _git(repo, "worktree", "list").count("\n") == 1  # only the repository itself
+    assert run_helpers.git(repo, "worktree", "list").count("\n") == 1  # only the repository itself
 
 
 def test_a_metrics_file_cut_mid_line_is_named_as_damaged_not_as_a_divergence(tmp_path):

@@ -117,3 +117,21 @@ def metrics_rows(artifacts_root):
 
 def manifest(results_dir):
     return json.loads((pathlib.Path(results_dir) / records.MANIFEST_FILE).read_text())
+
+
+def git(folder, *args) -> str:
+    """`git -C folder ARGS`'s output; CalledProcessError if it fails."""
+    return subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True, text=True).stdout
+
+
+def committed_repo(folder: pathlib.Path, files: dict) -> pathlib.Path:
+    """A new git repository at `folder` whose first commit holds `files` (name -> text)."""
+    folder.mkdir()
+    git(folder, "init", "-q")
+    git(folder, "config", "user.email", "t@example.com")
+    git(folder, "config", "user.name", "t")
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    git(folder, "add", ".")
+    git(folder, "commit", "-q", "-m", "first")
+    return folder

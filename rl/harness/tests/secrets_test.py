@@ -42,22 +42,9 @@ def run(context):
 '''
 
 
-def _git(folder, *args):
-    return subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture
 def repo(tmp_path):
-    folder = tmp_path / "repo"
-    folder.mkdir()
-    _git(folder, "init", "-q")
-    _git(folder, "config", "user.email", "t@example.com")
-    _git(folder, "config", "user.name", "t")
-    (folder / "code.py").write_text("X = 1\n")
-    (folder / ".gitignore").write_text("__pycache__/\n")  # as a real checkout ignores it
-    _git(folder, "add", ".")
-    _git(folder, "commit", "-q", "-m", "first")
-    return folder
+    return run_helpers.committed_repo(tmp_path / "repo", {"code.py": "X = 1\n", ".gitignore": "__pycache__/\n"})
 
 
 @pytest.fixture(autouse=True)
@@ -126,8 +113,8 @@ def test_marked_output_roots_are_left_out_whatever_their_names(repo):
     state = provenance.git_state(str(repo))
     assert state["dirty"] is False, state
     # Committed results that change later are outputs too.
-    _git(repo, "add", "myres")
-    _git(repo, "commit", "-q", "-m", "results")
+    run_helpers.git(repo, "add", "myres")
+    run_helpers.git(repo, "commit", "-q", "-m", "results")
     (repo / "myres" / "run-1" / "run_manifest.json").write_text('{"status": "completed"}')
     assert provenance.git_state(str(repo))["dirty"] is False
     (repo / "code.py").write_text("X = 2\n")
@@ -137,8 +124,8 @@ def test_marked_output_roots_are_left_out_whatever_their_names(repo):
 
 def test_a_marked_root_is_left_out_when_dot_files_are_ignored(repo):
     (repo / ".gitignore").write_text(".*\n")
-    _git(repo, "add", "-f", ".gitignore")
-    _git(repo, "commit", "-q", "-m", "ignore dot files")
+    run_helpers.git(repo, "add", "-f", ".gitignore")
+    run_helpers.git(repo, "commit", "-q", "-m", "ignore dot files")
     RunLayout(repo / "out", repo / "out2", "r", smoke=False).mark_roots()
     (repo / "out" / "r").mkdir()
     (repo / "out" / "r" / "summary.json").write_text("{}")
@@ -161,8 +148,8 @@ def _leaky_run(repo, monkeypatch, *args, fail=False):
 @pytest.fixture
 def leaky_repo(repo):
     (repo / "leaky_recipe.py").write_text(LEAKY_RECIPE)
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "recipe")
+    run_helpers.git(repo, "add", ".")
+    run_helpers.git(repo, "commit", "-q", "-m", "recipe")
     sys.modules.pop("leaky_recipe", None)
     yield repo
     sys.modules.pop("leaky_recipe", None)
@@ -288,7 +275,7 @@ def test_gitignores_cover_the_usual_secret_files_and_no_source_file(tmp_path):
     for gitignore in (root / ".gitignore", root / "experiments_template" / ".gitignore"):
         repo = tmp_path / gitignore.parent.name
         repo.mkdir()
-        _git(repo, "init", "-q")
+        run_helpers.git(repo, "init", "-q")
         (repo / ".gitignore").write_text(gitignore.read_text())
         ignored = subprocess.run(["git", "check-ignore", "--no-index", *secret, *source], cwd=repo,
                                  capture_output=True, text=True).stdout.split()
