@@ -11,6 +11,7 @@ one rename into place (checkpoints/[<trial>/]<name>), so a checkpoint folder is 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pathlib
 import re
@@ -56,7 +57,9 @@ class CheckpointFolders:
         state = {"schema_version": CHECKPOINT_STATE_SCHEMA_VERSION, "run_id": self._run_id,
                  "experiment": self._experiment, "iteration": iteration, "env_steps": env_steps,
                  "saved_at": utc_now(), **({"trial_id": trial} if trial is not None else {}), **extra}
-        records.write_json_atomically(str(partial / records.CHECKPOINT_STATE_FILE), state)
+        # A plain write: the folder is private until the rename, which is the atomic step. No fsync of
+        # its own either, as for RLlib's files beside it; the manifest that records the folder is fsynced.
+        (partial / records.CHECKPOINT_STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
         final = (self._checkpoints_dir / trial if trial is not None else self._checkpoints_dir) / name
         final.parent.mkdir(exist_ok=True)
         if final.exists():  # the same iteration saved again (e.g. on interrupt): keep the newest

@@ -250,7 +250,6 @@ class RunSession:
             self._keeper.set(
                 checkpoints=(*(c for c in manifest.checkpoints if c.path != saved.path), saved),
                 rolling_checkpoints=tuple(c for c in manifest.rolling_checkpoints if c not in stale))
-            self._stream.write_summary()
             self._keeper.write()
         self._folders.remove(stale)
         logging.info("checkpoint %s (iteration %d)", self.artifacts_dir / saved.path, iteration)
@@ -272,7 +271,6 @@ class RunSession:
             rolling = self._keeper.manifest.rolling_checkpoints
             previous = [c for c in rolling if c.trial_id == trial and c.path != saved.path]
             self._keeper.set(rolling_checkpoints=(*(c for c in rolling if c.trial_id != trial), saved))
-            self._stream.write_summary()
             self._keeper.write()
         self._folders.remove(previous)
         logging.info("rolling checkpoint %s (iteration %d)", self.artifacts_dir / saved.path, iteration)

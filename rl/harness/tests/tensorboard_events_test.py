@@ -202,3 +202,18 @@ def test_records_are_framed_and_checksummed_as_tensorboards_writer_does(length):
     written = io.BytesIO()
     RecordWriter(written).write(data)
     assert tensorboard_events.tf_record(data) == written.getvalue()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_event_encoder_writes_what_protobuf_serializes(seed):
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    rng = np.random.default_rng(seed)
+    tags = [f"group_{i % 7}/metric_{i}" + "é" * (i % 3) for i in range(int(rng.integers(1, 150)))]
+    values = [*rng.normal(0, 10.0 ** rng.integers(-40, 40, 40)), 0.0, -0.0, 1e39, -1e39, 3.4028235e38, 1e-46, 7]
+    scalars = {tag: float(values[i % len(values)]) for i, tag in enumerate(tags)}
+    encoder = tensorboard_events.ScalarEventEncoder()
+    for step, wall_time in [(0, 0.0), (1, 1.0), (127, 5.5), (128, 0.0), (2048, 1.7e9), (1 << 40, 1e9), (-1, 2.0)]:
+        expected = event_pb2.Event(wall_time=wall_time, step=step, summary=summary_pb2.Summary(value=[
+            summary_pb2.Summary.Value(tag=tag, simple_value=value) for tag, value in sorted(scalars.items())]))
+        assert encoder.encode(wall_time=wall_time, step=step, scalars=scalars) == expected.SerializeToString()
