@@ -16,7 +16,7 @@ encode it more or less than under PPO?
 
 `--set ppg/beta_clone` weighs the cloning KL; `--set ppg/value_coefficient` both auxiliary value
 losses (the auxiliary head's and the true value head's), half-MSE on gamma-0.9 returns of order
-1-10. Their defaults are the paper's (rl.learners.ppg.settings.PPG_DEFAULTS) until ppg_tuning
+1-10. Their defaults are the paper's (rl.learners.ppg.defaults.PPG_DEFAULTS) until ppg_tuning
 has chosen (README.md, "The critic study").
 """
 
@@ -25,7 +25,7 @@ from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 from rl.learners import PPGConfig
 from rl.learners.ppg import PPGTransformerModel
-from rl.learners.ppg.settings import PPG_DEFAULTS
+from rl.learners.ppg.defaults import PPG_DEFAULTS
 
 PPG_HYPERPARAMETERS = {"ppg/beta_clone": PPG_DEFAULTS["beta_clone"],
                        "ppg/value_coefficient": PPG_DEFAULTS["aux_value_loss_coeff"]}
@@ -34,14 +34,14 @@ HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORME
 
 # Smoke: three updates, the auxiliary phase runs after the second. Full: reward_only's 512
 # updates, an auxiliary phase every 16 (the paper's N_pi is 32 on far longer runs).
-PPG_SETTINGS = {True: {"policy_iterations_per_aux": 2, "aux_epochs": 2, "aux_minibatch_size": 512},
+PPG_SCHEDULE = {True: {"policy_iterations_per_aux": 2, "aux_epochs": 2, "aux_minibatch_size": 512},
                 False: {"policy_iterations_per_aux": 16, "aux_epochs": 6, "aux_minibatch_size": 1024}}
 
 
-def ppg_settings(hyperparameters, *, smoke: bool) -> dict:
-    """The PPGConfig.training settings of a run: the phase schedule and the --set coefficients."""
+def ppg_training(hyperparameters, *, smoke: bool) -> dict:
+    """The PPGConfig.training arguments of a run: the phase schedule and the --set coefficients."""
     coefficient = hyperparameters["ppg/value_coefficient"]
-    return {**PPG_SETTINGS[smoke], "beta_clone": hyperparameters["ppg/beta_clone"],
+    return {**PPG_SCHEDULE[smoke], "beta_clone": hyperparameters["ppg/beta_clone"],
             "aux_value_loss_coeff": coefficient, "aux_true_value_loss_coeff": coefficient}
 
 
@@ -49,7 +49,7 @@ def run(context):
     model_config = task.transformer_config(context.hyperparameters)
     config = task.ppo_config(smoke=context.smoke, algorithm=PPGConfig, module_class=PPGTransformerModel,
                              model_config=model_config, learner_class=None, hyperparameters=context.hyperparameters,
-                             ).training(**ppg_settings(context.hyperparameters, smoke=context.smoke))
+                             ).training(**ppg_training(context.hyperparameters, smoke=context.smoke))
     return stages.run(context, config, budget=stages.MAIN_JOB,
                       random_network=lambda seed: task.build_random_network(seed, module_class=PPGTransformerModel,
                                                                             model_config=model_config))

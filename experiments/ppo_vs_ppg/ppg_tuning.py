@@ -20,5 +20,5 @@ STUDY = Study(
     agents={"cartpole_ppg": "experiments.ppo_vs_ppg.cartpole_ppg"},
     seeds=(100, 101, 102),
     scores=stages.SCORES,
-    settings={"ppg/beta_clone": (1.0, 3.0, 10.0), "ppg/value_coefficient": (0.0, 0.001, 0.01)},
+    hyperparameters={"ppg/beta_clone": (1.0, 3.0, 10.0), "ppg/value_coefficient": (0.0, 0.001, 0.01)},
 )

@@ -20,5 +20,5 @@ STUDY = Study(
     agents={"ppg": "experiments.mess3.ppg"},
     seeds=(100, 101, 102),
     scores=stages.CONTROL_SCORES + stages.block_1_probe_scores("policy_encoder"),
-    settings={"ppg/beta_clone": (1.0, 3.0, 10.0), "ppg/value_coefficient": (0.1, 1.0)},
+    hyperparameters={"ppg/beta_clone": (1.0, 3.0, 10.0), "ppg/value_coefficient": (0.1, 1.0)},
 )

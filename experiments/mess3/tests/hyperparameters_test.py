@@ -11,7 +11,7 @@ from experiments.mess3 import (memoryless_agent, next_token_aux, oracle_belief_s
 from rl.harness import UsageError
 from rl.harness.commands import cli
 from rl.harness.errors import EXIT_USAGE
-from rl.learners.ppg.settings import PPG_DEFAULTS
+from rl.learners.ppg.defaults import PPG_DEFAULTS
 
 
 def test_ppo_settings_reach_the_config_and_defaults_stay_the_main_jobs():

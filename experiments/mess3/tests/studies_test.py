@@ -18,7 +18,7 @@ def test_every_agent_is_a_recipe_declaring_the_studys_settings(study):
     for module in study.agents.values():
         recipe = importlib.import_module(module)
         assert callable(recipe.run)
-        for setting in study.setting_grid():
+        for setting in study.settings():
             recipe.HYPERPARAMETERS.parse([f"{key}={value}" for key, value in setting])
 
 

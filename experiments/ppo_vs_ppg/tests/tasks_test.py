@@ -83,11 +83,11 @@ def test_each_study_names_recipes_with_a_run_and_settings_they_declare():
             recipe = importlib.import_module(module_name)
             assert callable(recipe.run), module_name
             declared = recipe.HYPERPARAMETERS.defaults if hasattr(recipe, "HYPERPARAMETERS") else {}
-            for setting in study.setting_grid():
+            for setting in study.settings():
                 assert {key for key, _ in setting} <= set(declared), (agent, setting)
     # PPO and PPG of a task are compared seed by seed; the tuning seeds are not the benchmark's.
     assert ppo_vs_ppg.STUDY.pairs == (("cartpole_ppg", "cartpole_ppo"), ("mess3_ppg", "mess3_ppo"))
     assert not set(ppg_tuning.STUDY.seeds) & set(ppo_vs_ppg.STUDY.seeds)
     # The tuning grid holds the tuned CartPole PPG (beta_clone 10, value coefficients 0.001).
     tuned = tasks.ppg_hyperparameters("CartPole-v1").defaults
-    assert tuple(sorted(tuned.items())) in {tuple(sorted(setting)) for setting in ppg_tuning.STUDY.setting_grid()}
+    assert tuple(sorted(tuned.items())) in {tuple(sorted(setting)) for setting in ppg_tuning.STUDY.settings()}

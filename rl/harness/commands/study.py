@@ -111,11 +111,11 @@ class StudyCommand:
                                  " or choose another --study-id")
         for name, agent in self.study.agents.items():  # a typo in a recipe or a setting fails before any record
             declared = getattr(recipes.load_recipe(agent), "HYPERPARAMETERS", None) or hyperparameters.Hyperparameters({})
-            for setting in self.study.setting_grid() if self.study.settings else ():
+            for setting in self.study.settings() if self.study.hyperparameters else ():
                 try:
                     declared.parse(hyperparameters.set_arguments(dict(setting))[1::2])
                 except UsageError as error:
-                    raise UsageError(f"the study's settings do not fit agent {name} ({agent}): {error}") from None
+                    raise UsageError(f"the study's hyperparameters do not fit agent {name} ({agent}): {error}") from None
 
     @property
     def folder(self) -> pathlib.Path:
@@ -189,7 +189,7 @@ class StudyCommand:
             if status == COMPLETED or (status == FAILED and not self.options.retry_failed):
                 continue
             resume_from = member.last_run if status in (INTERRUPTED, CRASHED) and result.last.checkpoints else None
-            variant = f"-v{self.study.setting_grid().index(member.setting)}" if self.study.settings else ""
+            variant = f"-v{self.study.settings().index(member.setting)}" if self.study.hyperparameters else ""
             run_id = f"{self.record.study_id}-{member.agent}{variant}-s{member.seed}"
             if member.runs:
                 run_id = f"{run_id}-a{len(member.runs) + 1}"

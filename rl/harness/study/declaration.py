@@ -52,7 +52,7 @@ class Score:
 
 @dataclasses.dataclass(frozen=True)
 class Member:
-    """One cell of the grid: an agent, with one setting of the study's `settings` axis, from one root seed."""
+    """One cell of the grid: an agent, with one setting (a combination of the study's `hyperparameters`), from one root seed."""
 
     agent: str
     seed: int
@@ -82,17 +82,17 @@ class Study:
     pairs: tuple[tuple[str, str], ...] = ()
     curve: str = metric_keys.RETURN  # the metric whose learning curves the summary draws, against env steps
     # A grid axis of hyperparameters the agents' recipes declare (--set): every combination, for every agent.
-    settings: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+    hyperparameters: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         object.__setattr__(self, "agents", dict(self.agents))
         object.__setattr__(self, "seeds", tuple(self.seeds))
         object.__setattr__(self, "scores", tuple(self.scores))
         object.__setattr__(self, "pairs", tuple(tuple(pair) for pair in self.pairs))
-        object.__setattr__(self, "settings", {key: tuple(values) for key, values in self.settings.items()})
-        for key, values in self.settings.items():
+        object.__setattr__(self, "hyperparameters", {key: tuple(values) for key, values in self.hyperparameters.items()})
+        for key, values in self.hyperparameters.items():
             if "/" not in key or not values or len(set(map(repr, values))) != len(values):
-                raise ValueError(f"setting {key!r}: a <namespace>/<field> hyperparameter with distinct values, got"
+                raise ValueError(f"hyperparameter {key!r}: a <namespace>/<field> hyperparameter with distinct values, got"
                                  f" {values!r}")
         if not self.agents:
             raise ValueError("a study needs at least one agent: agents={'name': 'dotted.recipe.module'}")
@@ -111,31 +111,31 @@ class Study:
             if unknown or a == b:
                 raise ValueError(f"pair ({a!r}, {b!r}) must name two different agents of {sorted(self.agents)}")
 
-    def setting_grid(self) -> list[tuple[tuple[str, Any], ...]]:
-        """Every combination of the settings axis (one empty setting without one)."""
-        keys = list(self.settings)
-        return [tuple(zip(keys, values)) for values in itertools.product(*(self.settings[key] for key in keys))]
+    def settings(self) -> list[tuple[tuple[str, Any], ...]]:
+        """Every combination of the hyperparameters axis, each a setting (one empty setting without one)."""
+        keys = list(self.hyperparameters)
+        return [tuple(zip(keys, values)) for values in itertools.product(*(self.hyperparameters[key] for key in keys))]
 
     def members(self) -> tuple[Member, ...]:
         """Agent by agent (in declaration order), setting by setting, seed by seed."""
-        return tuple(Member(agent, seed, setting) for agent in self.agents for setting in self.setting_grid()
+        return tuple(Member(agent, seed, setting) for agent in self.agents for setting in self.settings()
                      for seed in self.seeds)
 
     def variants(self) -> dict[str, str]:
         """{variant name: agent}, in member order."""
-        return {variant_name(agent, setting): agent for agent in self.agents for setting in self.setting_grid()}
+        return {variant_name(agent, setting): agent for agent in self.agents for setting in self.settings()}
 
     def variant_pairs(self) -> list[tuple[str, str]]:
         """The declared pairs at each setting: (a[setting], b[setting])."""
         return [(variant_name(a, setting), variant_name(b, setting)) for a, b in self.pairs
-                for setting in self.setting_grid()]
+                for setting in self.settings()]
 
     def describe(self) -> dict:
         """The grid, as the study record keeps it."""
         return {"agents": dict(self.agents), "seeds": list(self.seeds),
                 "scores": {score.name: score.path for score in self.scores},
                 "pairs": [list(pair) for pair in self.pairs], "curve": self.curve,
-                "settings": {key: list(values) for key, values in self.settings.items()}}
+                "hyperparameters": {key: list(values) for key, values in self.hyperparameters.items()}}
 
     @classmethod
     def from_description(cls, grid: Mapping[str, Any]) -> "Study":
@@ -143,4 +143,5 @@ class Study:
         return cls(agents=grid["agents"], seeds=tuple(grid["seeds"]),
                    scores=tuple(Score(name, path) for name, path in grid["scores"].items()),
                    pairs=tuple(tuple(pair) for pair in grid["pairs"]), curve=grid["curve"],
-                   settings=grid.get("settings") or {})
+                   # "settings": the key of records written before the axis was named hyperparameters
+                   hyperparameters=grid.get("hyperparameters") or grid.get("settings") or {})

@@ -6,5 +6,5 @@ STUDY = Study(
     agents={"first": "rl.harness.tests.fake_recipe"},
     seeds=(0, 1),
     scores=(Score("last loss", "last_loss"),),
-    settings={"fake/loss_scale": (1.0, 2.0)},
+    hyperparameters={"fake/loss_scale": (1.0, 2.0)},
 )

@@ -262,7 +262,7 @@ def test_a_study_module_without_a_study_and_an_unknown_agent_are_one_line_errors
 
 def test_a_settings_axis_multiplies_the_grid_and_pairs_each_setting():
     study = Study(agents={"a": FAKE, "b": FAKE}, seeds=(0,), pairs=(("a", "b"),),
-                  settings={"fake/loss_scale": (1.0, 2.0)})
+                  hyperparameters={"fake/loss_scale": (1.0, 2.0)})
     assert [member.name for member in study.members()] == [
         "a[fake/loss_scale=1.0]/seed 0", "a[fake/loss_scale=2.0]/seed 0",
         "b[fake/loss_scale=1.0]/seed 0", "b[fake/loss_scale=2.0]/seed 0"]
@@ -307,11 +307,11 @@ def test_a_setting_no_agent_declares_is_refused_before_any_record(roots, capsys,
     from rl.harness.tests import fake_settings_study
 
     monkeypatch.setattr(fake_settings_study, "STUDY", Study(agents={"first": FAKE}, seeds=(0,),
-                                                            settings={"ppo/lr": (1e-3,)}))
+                                                            hyperparameters={"ppo/lr": (1e-3,)}))
     results, artifacts = roots
     assert cli.main(["rl-harness", "study", "rl.harness.tests.fake_settings_study", "--results-dir", str(results),
                      "--artifacts-dir", str(artifacts)]) == EXIT_USAGE
-    assert "settings do not fit agent first" in _one_error_line(capsys)
+    assert "hyperparameters do not fit agent first" in _one_error_line(capsys)
     assert not results.exists()
 
 

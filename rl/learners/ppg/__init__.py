@@ -4,7 +4,7 @@
 
     config = PPGConfig().environment("CartPole-v1").training(policy_iterations_per_aux=32)
 
-- `config.py`: PPGConfig and the PPG algorithm; `settings.py`: defaults and validation;
+- `config.py`: PPGConfig and the PPG algorithm; `defaults.py`: defaults and validation;
 - `learner.py`: PPGTorchLearner (policy phases as PPO, then the auxiliary phase);
 - `module.py`: PPGAuxiliaryValueHead and the MLP/Transformer modules with it;
 - `tests/`: the learner's mechanics (fast) and CartPole learning (slow).
@@ -13,7 +13,7 @@
 from rl.learners.ppg.config import PPG, PPGConfig
 from rl.learners.ppg.learner import PPGTorchLearner
 from rl.learners.ppg.module import PPGAuxiliaryValueHead, PPGMLPModel, PPGTransformerModel
-from rl.learners.ppg.settings import PPG_DEFAULTS, validate_ppg_config
+from rl.learners.ppg.defaults import PPG_DEFAULTS, validate_ppg_config
 
 __all__ = ["PPG", "PPGAuxiliaryValueHead", "PPGConfig", "PPGMLPModel", "PPGTorchLearner", "PPGTransformerModel",
            "PPG_DEFAULTS", "validate_ppg_config"]

@@ -29,7 +29,7 @@ from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.algorithms.ppo import PPO, PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-from rl.learners.ppg.settings import PPG_DEFAULTS, validate_ppg_config
+from rl.learners.ppg.defaults import PPG_DEFAULTS, validate_ppg_config
 
 class PPGConfig(PPOConfig):
     """PPOConfig plus PPG's auxiliary-phase settings (see the module docstring).

@@ -49,7 +49,7 @@ from ray.rllib.utils.numpy import convert_to_numpy
 
 from rl.learners.gradient_steps import fused_adam
 from rl.learners.ppg.module import PPGAuxiliaryValueHead
-from rl.learners.ppg.settings import validate_ppg_config
+from rl.learners.ppg.defaults import validate_ppg_config
 from rl.learners.minibatches import map_tensors
 from rl.learners.ppo.learner import ActorCriticPPOTorchLearner
 from rl.losses import masked_mean

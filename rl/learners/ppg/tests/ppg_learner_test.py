@@ -24,7 +24,7 @@ class PPGTransformer(PPGAuxiliaryValueHead, TransformerModel):
 
 
 TRANSFORMER_CONFIG = {"d_model": 16, "n_heads": 2, "n_layers": 1, "feedforward_dim": 32, "memory_len": 8, "max_seq_len": 8}
-# The issue's settings; a buffered batch smaller than aux_minibatch_size is one minibatch.
+# The settings under test; a buffered batch smaller than aux_minibatch_size is one minibatch.
 ISSUE_SETTINGS = {
     "aux_epochs": 6,
     "aux_minibatch_size": 8192,

@@ -1,6 +1,6 @@
-"""PPG's auxiliary-phase settings: the paper's defaults and one validation of a config.
+"""PPG's auxiliary-phase defaults (the paper's) and one validation of a config.
 
-    from rl.learners.ppg.settings import PPG_DEFAULTS, validate_ppg_config
+    from rl.learners.ppg.defaults import PPG_DEFAULTS, validate_ppg_config
 
     validate_ppg_config(config)   # ValueError naming the setting and the fix
 
