@@ -126,8 +126,9 @@ def test_a_stop_request_ends_the_agent_in_training_and_trains_no_further_agent(t
 
 def test_a_resumed_run_is_refused_naming_the_fix(tmp_path):
     with _run(tmp_path, resume=ResumeSource(checkpoint=tmp_path)) as context:
-        with pytest.raises(ValueError, match="does not resume; start a new run"):
+        with pytest.raises(lifecycle.ResumeRefused, match="does not resume; start a new run") as refused:
             next(agents.train_in_turn(context, {"a": _config()}, stop=runners.StopRule(training_iterations=1)))
+    assert refused.value.exit_status == 2  # a usage error: one line, exit 2
 
 
 def test_a_bad_parallel_envs_fails_before_any_agent_trains(tmp_path):

@@ -2,13 +2,19 @@
 
 import contextlib
 import gc
+import pathlib
+import re
 import types
 import weakref
 
 import pytest
+from ray.rllib.algorithms.ppo import PPOConfig
 
+from rl.harness.run.manifest import ResumeSource
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
 from rl.harness.run.rows import RowBudget
+from rl.harness.run.status import COMPLETED
+from rl.harness.tests import contexts
 from rl.harness.training import lifecycle, runners
 
 
@@ -102,3 +108,23 @@ def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collecte
     assert last[ITERATION] == 2 and frozen == [True, True]
     assert stop_calls == ["stop"] and gc.get_freeze_count() == 0
     assert stopped() is None  # collected by the run, with no collection of the test's
+
+
+@pytest.mark.parametrize("resume, runner, message", [
+    (ResumeSource(parent_run_id="tuned", checkpoint=None, tune_experiment="/t/exp"),
+     lambda: runners.DirectTraining(PPOConfig(), stop=runners.StopRule(training_iterations=1), schedule=lambda i: False,
+                                    checkpoint_initial=False, parallel_envs=None),
+     "run tuned was a Tune run; resume it with a recipe that calls run_tune"),
+    (ResumeSource(checkpoint=pathlib.Path("/c/iter_000001")),
+     lambda: runners.TuneTraining(PPOConfig(), stop=runners.StopRule(training_iterations=1), num_seeds=1,
+                                  checkpoint_every=1, parallel_envs=None),
+     "not from a checkpoint folder: --resume-from <run-id>"),
+])
+def test_a_resume_the_runner_cannot_continue_is_a_usage_error_naming_the_fix(tmp_path, resume, runner, message):
+    context, recorder = contexts.recorded_context(tmp_path, root_seed=0, resume=resume)
+    try:
+        with pytest.raises(lifecycle.ResumeRefused, match=re.escape(message)) as refused:
+            runner().requests(context)
+    finally:
+        recorder.finish(COMPLETED)
+    assert refused.value.exit_status == 2

@@ -59,7 +59,7 @@ class AgentsInTurnTraining(lifecycle.Runner):
 
     def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         if context.resume is not None:
-            raise ValueError("a run that trains several agents in turn does not resume; start a new run"
+            raise lifecycle.ResumeRefused("a run that trains several agents in turn does not resume; start a new run"
                              " (drop --resume-from)")
         if not self.configs:
             raise ValueError("train_in_turn needs at least one agent: pass {name: AlgorithmConfig}")

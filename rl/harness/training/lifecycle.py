@@ -39,6 +39,7 @@ from typing import Any, Callable, ContextManager, Iterator, Mapping, Optional
 import ray
 from absl import logging
 
+from rl.harness.errors import UsageError
 from rl.harness.run.context import RunContext
 from rl.harness.run.machine import HardwareProfile
 from rl.harness.run.manifest import RunnerRecord
@@ -47,6 +48,10 @@ from rl.harness.run.rows import RowBudget
 from rl.harness.training import cluster, configs, hardware
 from rl.harness.training.configs import ConfigRequest, PreparedConfig
 from rl.harness.training.reaper import Reaper
+
+
+class ResumeRefused(UsageError, ValueError):
+    """`--resume-from` names something this runner cannot continue from; the message names what to type instead."""
 
 
 def stopping(context: RunContext, phase: str) -> bool:

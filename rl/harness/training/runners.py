@@ -127,7 +127,8 @@ class DirectTraining(lifecycle.Runner):
     def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         resume = context.resume
         if resume is not None and resume.checkpoint is None:
-            raise ValueError(f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls run_tune")
+            raise lifecycle.ResumeRefused(f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls"
+                                          " run_tune")
         return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, context.seeds.integer("rllib"))}
 
     def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> DirectRunner:
@@ -279,7 +280,8 @@ class TuneTraining(lifecycle.Runner):
     def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         resume = context.resume
         if resume is not None and resume.tune_experiment is None:
-            raise ValueError("a Tune run resumes from a previous Tune run's id, not from a checkpoint folder")
+            raise lifecycle.ResumeRefused("a Tune run resumes from a previous Tune run's id, not from a checkpoint folder:"
+                                          " --resume-from <run-id>")
         os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # SIGINT is the harness's: stop, checkpoint, record
         self.seeds = context.seeds.integers(_TUNE_SEED_STREAM, self.num_seeds)
         return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, tune.grid_search(self.seeds),
