@@ -82,7 +82,9 @@ def train(context, config, *, env_steps: int) -> dict:
 def run(context, config, *, budget: Budget, random_network: Optional[Callable[[int], object]]) -> dict:
     """All stages; returns the summary outcome (training counters, scores, probe R^2)."""
     trained = train(context, config, env_steps=budget.env_steps(context.smoke))
-    if context.recorder.stop_requested:  # Ctrl-C or SIGTERM: end now (minutes of analysis would follow)
+    # Ctrl-C or SIGTERM: end now (minutes of analysis would follow). A --stop-at-* cap is no signal:
+    # the run completed at the cap, and its scores and probes are what a screen at that budget is for.
+    if context.recorder.stop_signal is not None:
         print(f"stopped after training: scores and probes skipped; {_probe_later(context)}")
         return trained
     try:

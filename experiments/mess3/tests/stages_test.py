@@ -12,9 +12,10 @@ from rl.harness.tests import mounts
 _CONFIG = types.SimpleNamespace(env_config={})
 
 
-def _context(stop_requested: bool):
+def _context(stop_requested: bool, stop_signal=None):
+    """A context whose recorder stopped training (`stop_requested`), by a signal or else by the --stop-at-* cap."""
     return types.SimpleNamespace(run_id="r1", smoke=True, results_dir="results/r1",
-                                 recorder=types.SimpleNamespace(stop_requested=stop_requested),
+                                 recorder=types.SimpleNamespace(stop_requested=stop_requested, stop_signal=stop_signal),
                                  metrics=lambda: [{"training_iteration": 1}])
 
 
@@ -22,16 +23,18 @@ def test_a_stop_during_training_skips_scoring_and_probing_and_names_the_probe_co
     analysed = []
     monkeypatch.setattr(stages, "train", lambda context, config, env_steps: {"env_steps": env_steps})
     monkeypatch.setattr(stages.control_scores, "score_run", lambda context, rows, env_config: analysed.append("scores"))
-    outcome = stages.run(_context(stop_requested=True), config=_CONFIG, budget=stages.MAIN_JOB, random_network=None)
+    outcome = stages.run(_context(stop_requested=True, stop_signal="SIGINT"), config=_CONFIG, budget=stages.MAIN_JOB,
+                         random_network=None)
     assert outcome == {"env_steps": stages.MAIN_JOB.smoke_env_steps} and analysed == []
     assert "bazel run //rl/analysis:probe -- r1" in capsys.readouterr().out
 
 
-def test_without_a_stop_the_scores_see_the_rows_read_once(monkeypatch):
+@pytest.mark.parametrize("capped", [False, True])
+def test_without_a_signal_the_scores_see_the_rows_read_once(monkeypatch, capped):
     seen = []
     monkeypatch.setattr(stages, "train", lambda context, config, env_steps: {"env_steps": env_steps})
     monkeypatch.setattr(stages.control_scores, "score_run", lambda context, rows, env_config: seen.append(rows) or {"value": 1})
-    outcome = stages.run(_context(stop_requested=False), config=_CONFIG, budget=stages.MAIN_JOB, random_network=None)
+    outcome = stages.run(_context(stop_requested=capped), config=_CONFIG, budget=stages.MAIN_JOB, random_network=None)
     assert outcome["scores"] == {"value": 1} and seen == [[{"training_iteration": 1}]]
 
 

@@ -108,7 +108,7 @@ def run(context, task: str, algorithm: str, *, overrides: Optional[dict] = None)
             outcome["aux_buffer_bytes_per_env_step"] = round(statistics.fmean(buffer_bytes_per_step), 1)
             outcome["aux_kl_max"] = float(f"{max(aux_kl_max):.3g}")
             outcome["aux_update_peak_rise_mib"] = max(update_peak_rise["aux"])
-    if not context.recorder.stop_requested:  # Ctrl-C or SIGTERM: end now, the references would follow
+    if context.recorder.stop_signal is None:  # Ctrl-C or SIGTERM: end now (a --stop-at-* cap is no signal)
         outcome["references"] = reference_returns(task, episodes=REFERENCE_EPISODES[context.smoke],
                                                   seed=context.seeds.integer("reference_policies"))
     print(f"{task} {algorithm}: final return {outcome['final_return']:g}, AUC {outcome['area_under_curve']:g},"
