@@ -7,10 +7,12 @@
 
 A run then loses at most `minutes` of training and at most `budget_fraction` of its budget (plus
 the iteration under way) to a crash: resume starts from the newest checkpoint, rolling or not.
-The saves' cost is capped too: after a save that took `s` seconds, the next rolling one waits at
-least `s / MAX_COST_SHARE` seconds, so rolling saves take at most 0.25 % of the training time. The
-cap binds only where a tenth of the budget trains in less time than that (about 10 s for the Mess3
-main job's 25-50 ms saves: runs far shorter than it), and there it loses less than a minute.
+The saves' cost is capped too: a rolling save waits until the training since the previous save (or
+since training started) is at least `s / MAX_COST_SHARE` seconds, `s` being what the line's last
+save took (ASSUMED_SAVE_S before any was timed), so rolling saves take at most 0.25 % of the
+training time. The cap binds only where a tenth of the budget trains in less time than that (about
+10 s for the Mess3 main job's 25-50 ms saves: runs far shorter than it), and there it loses less
+than a minute.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ DEFAULT_BUDGET_FRACTION = 0.1
 # Rolling saves may take this share of the training time at most: the harness's whole bookkeeping
 # stays within 1 % of an iteration (bench_harness_overhead), 0.7 % of it without rolling saves.
 MAX_COST_SHARE = 0.0025
+# What a save is taken to cost until one of the line is timed: the Mess3 main job's saves take 25-50 ms
+# (a CartPole MLP's ~10 ms), so a run's first rolling save comes after at least 10 s of training.
+ASSUMED_SAVE_S = 0.025
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,11 +57,14 @@ class RollingClock:
         self.cadence = cadence
         self._clock = clock
         self._marks: dict[Optional[str], tuple[float, float, float]] = {}
+        self._save_s: dict[Optional[str], float] = {}  # per line: what its last timed save took
 
-    def restart(self, trial: Optional[str], progress: float, save_s: float = 0.0) -> None:
-        """Counts from now: a line starts training, or it saved (a checkpoint of either kind, in `save_s`)."""
+    def restart(self, trial: Optional[str], progress: float, save_s: Optional[float] = None) -> None:
+        """Counts from now: a line starts training (`save_s` None), or it saved (a checkpoint of either kind, in `save_s`)."""
+        if save_s is not None:
+            self._save_s[trial] = save_s
         now = self._clock()
-        self._marks[trial] = (now, progress, now + save_s / MAX_COST_SHARE)
+        self._marks[trial] = (now, progress, now + self._save_s.get(trial, ASSUMED_SAVE_S) / MAX_COST_SHARE)
 
     def due(self, trial: Optional[str], progress: float) -> bool:
         if trial not in self._marks:

@@ -281,7 +281,7 @@ class RunSession:
             self._stream.sync()  # the rows this checkpoint reflects reach the disk with it
         return saved
 
-    def rolling_restart(self, progress: float, *, trial: Optional[str] = None, save_s: float = 0.0) -> None:
+    def rolling_restart(self, progress: float, *, trial: Optional[str] = None, save_s: Optional[float] = None) -> None:
         """Training of a line (re)starts, or it just saved (in `save_s`): the rolling cadence counts from here."""
         self._rolling.restart(trial, progress, save_s)
 

@@ -53,7 +53,7 @@ def _folders(recorder):
 def test_the_clock_is_due_after_its_minutes_or_its_budget_share_whichever_comes_first():
     now = [0.0]
     clock = rolling.RollingClock(rolling.RollingCadence(minutes=2, budget_fraction=0.25), clock=lambda: now[0])
-    clock.restart(None, 0.0)
+    clock.restart(None, 0.0, save_s=0.0)  # a save that cost nothing: only the cadence decides
     now[0] = 119.0
     assert not clock.due(None, 0.2)
     assert clock.due(None, 0.25)       # a quarter of the budget
@@ -73,6 +73,20 @@ def test_a_slow_save_delays_the_next_rolling_one_so_saves_cost_at_most_a_quarter
     now[0] = 40.0
     assert clock.due(None, 0.1)
     assert 0.1 / 40.0 == rolling.MAX_COST_SHARE
+
+
+def test_before_any_save_is_timed_a_save_is_assumed_to_cost_what_a_small_model_s_does():
+    now = [0.0]
+    clock = rolling.RollingClock(rolling.RollingCadence(minutes=10, budget_fraction=0.1), clock=lambda: now[0])
+    clock.restart(None, 0.0)  # training starts: no save timed yet
+    now[0] = rolling.ASSUMED_SAVE_S / rolling.MAX_COST_SHARE - 0.5  # 9.5 s
+    assert not clock.due(None, 0.5)
+    now[0] += 0.5
+    assert clock.due(None, 0.5)
+    clock.restart(None, 0.5, save_s=0.002)  # a fast save, timed: the next one may come 0.8 s later
+    clock.restart(None, 0.5)  # training restarts (a new agent's line would start afresh): the timed cost stays
+    now[0] += 0.8
+    assert clock.due(None, 0.6)
 
 
 @pytest.mark.parametrize("minutes, fraction", [(0, 0.1), (float("nan"), 0.1), (1, 0), (1, 1.5)])
