@@ -17,9 +17,9 @@ PHASES = {
     "ray.init": ([], []),
     "building the algorithm": ([], []),
     "training": ([1], [1]),  # that iteration finishes, then the final checkpoint
-    # The first save is iteration 1's rolling checkpoint (a tenth of the 4-iteration budget): it completes,
-    # then the final checkpoint of iteration 1 replaces it.
-    "checkpointing": ([1], [1]),
+    # The first save is the schedule's at iteration 2 (no rolling one: the run trains for less than the
+    # rolling saves' cost cap waits); it completes, and the run ends there.
+    "checkpointing": ([1, 2], [2]),
     "after training": ([1, 2, 3, 4], [2, 4]),  # trained to the end; the signal meets the stages after Ray
 }
 
