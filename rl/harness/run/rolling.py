@@ -25,7 +25,7 @@ from typing import Callable, Optional
 DEFAULT_MINUTES = 10.0
 DEFAULT_BUDGET_FRACTION = 0.1
 # Rolling saves may take this share of the training time at most: the harness's whole bookkeeping
-# stays within 1 % of an iteration (bench_harness_overhead), 0.7 % of it without rolling saves.
+# stays within 1 % of an iteration (bench_harness_overhead: 0.75 %, docs/performance.md).
 MAX_COST_SHARE = 0.0025
 # What a save is taken to cost until one of the line is timed: the Mess3 main job's saves take 25-50 ms
 # (a CartPole MLP's ~10 ms), so a run's first rolling save comes after at least 10 s of training.
