@@ -117,9 +117,10 @@ class Study:
         return [tuple(zip(keys, values)) for values in itertools.product(*(self.hyperparameters[key] for key in keys))]
 
     def members(self) -> tuple[Member, ...]:
-        """Agent by agent (in declaration order), setting by setting, seed by seed."""
-        return tuple(Member(agent, seed, setting) for agent in self.agents for setting in self.settings()
-                     for seed in self.seeds)
+        """Seed by seed, then agent by agent (in declaration order), setting by setting: the order members run
+        in, so that a study stopped early (or still running) holds every agent at the same seeds, paired."""
+        return tuple(Member(agent, seed, setting) for seed in self.seeds for agent in self.agents
+                     for setting in self.settings())
 
     def variants(self) -> dict[str, str]:
         """{variant name: agent}, in member order."""

@@ -36,8 +36,8 @@ def test_trials_run_at_once_and_a_failed_member_is_recorded_and_named(tmp_path):
         FAKE_RECIPE_ITERATIONS=6, FAKE_RECIPE_SLEEP_S=0.5, FAKE_RECIPE_FAIL_AT=2, FAKE_RECIPE_FAIL_SEED=1)
     assert code == 1, stderr[-3000:]
     members = _members(_record(tmp_path, "par"))
-    spans = [(parse_time(members[("first", seed)]["started_at"]), parse_time(members[("first", seed)]["ended_at"]))
-             for seed in (0, 1)]
+    spans = [(parse_time(members[(agent, 0)]["started_at"]), parse_time(members[(agent, 0)]["ended_at"]))
+             for agent in ("first", "second")]  # the first two members (seed by seed, then agent by agent)
     assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1], spans  # the two runs overlapped in time
     outcome = json.loads((tmp_path / "results" / members[("first", 0)]["runs"][0] / "summary.json").read_text())
     assert outcome["outcome"]["niceness"] == os.getpriority(os.PRIO_PROCESS, 0)  # not Ray's worker niceness 15
