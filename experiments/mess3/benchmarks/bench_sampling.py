@@ -1,36 +1,41 @@
-"""Where an EnvRunner's sampling time goes for the main job: RLlib's connector pipelines vs the harness's.
+"""Where sampling time goes for the main job: RLlib's EnvRunner, the harness's, and the plain PyTorch loop's sampler.
 
-    bazel run //experiments/mess3:bench_sampling        # prints one JSON object
+    bazel run //experiments/mess3:bench_sampling                 # prints one JSON object (~1.5 min)
+    bazel run //experiments/mess3:bench_sampling -- --rounds 5   # more alternating rounds
 
-One local `SingleAgentEnvRunner` per variant, the main job's module, env and 32 parallel
-envs, one torch thread: `rllib` with RLlib's defaults, `harness` with the config the harness
-prepares for a local runner (`configs.configure`: the connector pipelines of
-rl/harness/training/sampling_connectors.py, episodes returned as lists). After
-warm-up samples, each connector piece and each part of a vectorised step (module forward,
-module-to-env, env step, env-to-module) is timed by wrapping it, over `--samples` calls of
-`sample(num_timesteps=2048)`; figures are milliseconds per 2048 env steps (64 vectorised
-steps). `other` is the rest of `sample()`: RLlib's episode bookkeeping and callbacks.
-The wrapped attributes are the EnvRunner's private ones (Ray is pinned to 2.56).
-The cyclic garbage collector is off while the pieces are timed (`pieces_ms`), so that a
-collection does not land on whichever piece happens to allocate when it triggers; it is
-on for `parts_ms` and `sample_ms`, as in a run.
+Four samplers of 2048 env steps (the main job's module, env and 32 parallel envs, one torch
+thread), built once, then timed in alternating rounds of `--samples` calls each, so that the
+machine's hour moves them alike; each figure is the median over rounds, in ms per 2048 env steps:
+- `rllib`: RLlib's SingleAgentEnvRunner with RLlib's defaults;
+- `harness_rllib_runner`: the config the harness prepares for a local runner (`configs.configure`:
+  rl/harness/training/sampling_connectors.py's pipelines, list episodes) with `--env-runner rllib`;
+- `harness`: the same config with the harness's BatchedEnvRunner (the default);
+- `plain`: the plain PyTorch loop's sampler (experiments/mess3/benchmarks/torch_reference.py):
+  the same module and envs in a Gymnasium SyncVectorEnv, no episodes, no connectors.
+`harness_to_plain` is the harness's time over the plain loop's, round by round (the target: <= 1.1).
+`parts_ms` splits each EnvRunner's time (module forward, module-to-env, env step, env-to-module;
+for the harness also building the episodes), by wrapping those calls (their private names are
+RLlib 2.56's; Ray is pinned); `other` is the rest of `sample()`: for RLlib's loop, its per-env
+episode steps and callbacks.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import gc
 import json
+import statistics
 import time
 
 import torch
 
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
+from experiments.mess3.benchmarks import torch_reference
 from experiments.mess3.task import controlled_mess3 as task
 from rl.harness.training import configs, hardware
-from rl.harness.training.sampling_connectors import connector_pipelines
+from rl.harness.training.batched_env_runner import BatchedEnvRunner
+from rl.learners.models import TransformerModel
 
 STEPS_PER_SAMPLE = 2048
 WARMUP_SAMPLES = 3
@@ -50,63 +55,92 @@ class _Timed:
             self.totals[self.name] += time.perf_counter() - start
 
 
-def _runner(harness: bool) -> SingleAgentEnvRunner:
+def _runner(variant: str) -> SingleAgentEnvRunner:
     config = task.ppo_config(smoke=False)
-    if harness:  # what the harness runs on 2 CPUs: its config preparation with every env in the local runner
-        profile = hardware.choose_profile("cpu", hardware.detect_machine())
-        local = hardware.SamplingPlan(task.PARALLEL_ENVS, 0, task.PARALLEL_ENVS, "local", "bench_sampling")
-        config = configs.configure(config, profile, local, seed=0)
-    else:
-        config = config.env_runners(num_env_runners=0, num_envs_per_env_runner=task.PARALLEL_ENVS).debugging(seed=0)
-    return SingleAgentEnvRunner(config=config)
+    if variant == "rllib":
+        return SingleAgentEnvRunner(config=config.env_runners(num_env_runners=0,
+                                                               num_envs_per_env_runner=task.PARALLEL_ENVS).debugging(seed=0))
+    env_runner = hardware.RLLIB_ENV_RUNNER if variant == "harness_rllib_runner" else hardware.BATCHED_ENV_RUNNER
+    profile = hardware.choose_profile("cpu", hardware.detect_machine(), env_runner)
+    local = hardware.SamplingPlan(task.PARALLEL_ENVS, 0, task.PARALLEL_ENVS, "local", "bench_sampling")
+    config = configs.configure(config, profile, local, seed=0)
+    runner = (config.env_runner_cls or SingleAgentEnvRunner)(config=config)
+    assert not isinstance(runner, BatchedEnvRunner) or runner.fallback is None, runner.fallback
+    return runner
 
 
-def _per_sample_ms(totals: dict, samples: int) -> dict:
-    return {name: round(seconds / samples * 1e3, 2) for name, seconds in totals.items()}
+class _Sampler:
+    """One variant: `sample()` takes 2048 env steps; `parts` collects the wrapped calls' seconds."""
+
+    def __init__(self, variant: str):
+        self.parts = collections.defaultdict(float)
+        if variant == "plain":
+            env = task.make_env()
+            module = TransformerModel(observation_space=env.observation_space, action_space=env.action_space,
+                                      model_config=dict(task.MODEL_CONFIG))
+            self.plain = torch_reference.Sampler(module, task.PARALLEL_ENVS, seed=0)
+            self.sample = lambda: self.plain.sample(STEPS_PER_SAMPLE // task.PARALLEL_ENVS)
+            return
+        runner = self.runner = _runner(variant)
+        self.sample = lambda: runner.sample(num_timesteps=STEPS_PER_SAMPLE)
+        runner.module.forward_exploration = _Timed(runner.module.forward_exploration, "module_forward", self.parts)
+        runner._try_env_step = _Timed(runner._try_env_step, "env_step", self.parts)
+        if isinstance(runner, BatchedEnvRunner):
+            [outputs] = runner._module_to_env.connectors
+            outputs.batched = _Timed(outputs.batched, "module_to_env", self.parts)
+            runner._next_inputs = _Timed(runner._next_inputs, "env_to_module", self.parts)
+            runner._episodes = _Timed(runner._episodes, "episodes", self.parts)
+        else:
+            runner._module_to_env = _Timed(runner._module_to_env, "module_to_env", self.parts)
+            runner._env_to_module = _Timed(runner._env_to_module, "env_to_module", self.parts)
+
+    def timed(self, samples: int) -> float:
+        """ms per 2048 env steps over `samples` calls."""
+        start = time.perf_counter()
+        for _ in range(samples):
+            self.sample()
+        return (time.perf_counter() - start) / samples * 1e3
 
 
-def measure(harness: bool, samples: int) -> dict:
-    runner = _runner(harness)
-    pipelines = connector_pipelines(runner.config)
-    for _ in range(WARMUP_SAMPLES):
-        runner.sample(num_timesteps=STEPS_PER_SAMPLE)
-    pieces = collections.defaultdict(float)
-    for pipeline in (runner._env_to_module, runner._module_to_env):  # the EnvRunner's pipelines, built by RLlib
-        pipeline.connectors = [_Timed(piece, type(piece).__name__, pieces) for piece in pipeline.connectors]
-    gc.disable()
-    for _ in range(samples):
-        runner.sample(num_timesteps=STEPS_PER_SAMPLE)
-    gc.enable()
-    gc.collect()  # what piled up while it was off, before the parts are timed
-    for pipeline in (runner._env_to_module, runner._module_to_env):
-        pipeline.connectors = [timed.function for timed in pipeline.connectors]
+VARIANTS = ("rllib", "harness_rllib_runner", "harness", "plain")
 
-    parts = collections.defaultdict(float)
-    runner.module.forward_exploration = _Timed(runner.module.forward_exploration, "module_forward", parts)
-    runner._module_to_env = _Timed(runner._module_to_env, "module_to_env", parts)
-    runner._try_env_step = _Timed(runner._try_env_step, "env_step", parts)
-    runner._env_to_module = _Timed(runner._env_to_module, "env_to_module", parts)
-    start = time.perf_counter()
-    for _ in range(samples):
-        runner.sample(num_timesteps=STEPS_PER_SAMPLE)
-    sample_ms = (time.perf_counter() - start) / samples * 1e3
-    parts_ms = _per_sample_ms(parts, samples)
-    parts_ms["other"] = round(sample_ms - sum(parts_ms.values()), 2)
-    runner.stop()
-    del runner
-    gc.collect()  # this runner's episodes and module, before the next variant is built
-    return {"connectors": pipelines, "pieces_ms": _per_sample_ms(pieces, samples), "parts_ms": parts_ms,
-            "sample_ms": round(sample_ms, 2), "env_steps_per_s": round(STEPS_PER_SAMPLE / sample_ms * 1e3, 1)}
+
+def measure(rounds: int, samples: int) -> dict:
+    samplers = {variant: _Sampler(variant) for variant in VARIANTS}
+    for sampler in samplers.values():
+        for _ in range(WARMUP_SAMPLES):
+            sampler.sample()
+        sampler.parts.clear()
+    times = {variant: [] for variant in VARIANTS}
+    for _ in range(rounds):
+        for variant, sampler in samplers.items():
+            times[variant].append(sampler.timed(samples))
+    figures = {}
+    for variant, sampler in samplers.items():
+        sample_ms = statistics.median(times[variant])
+        figures[variant] = {"sample_ms": round(sample_ms, 2), "sample_ms_rounds": [round(t, 2) for t in times[variant]],
+                            "env_steps_per_s": round(STEPS_PER_SAMPLE / sample_ms * 1e3, 1)}
+        if sampler.parts:
+            parts = {name: round(seconds / (rounds * samples) * 1e3, 2) for name, seconds in sampler.parts.items()}
+            parts["other"] = round(statistics.mean(times[variant]) - sum(parts.values()), 2)
+            figures[variant]["parts_ms"] = parts
+    ratios = [harness / plain for harness, plain in zip(times["harness"], times["plain"])]
+    figures["harness_to_plain"] = round(statistics.median(ratios), 3)
+    figures["harness_to_plain_rounds"] = [round(ratio, 3) for ratio in ratios]
+    figures["harness_to_rllib_runner"] = round(statistics.median(
+        [harness / rllib for harness, rllib in zip(times["harness"], times["harness_rllib_runner"])]), 3)
+    figures["rllib_to_harness"] = round(figures["rllib"]["sample_ms"] / figures["harness"]["sample_ms"], 3)
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=10, help="timed sample() calls per variant")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (medians over them)")
+    parser.add_argument("--samples", type=int, default=4, help="sample() calls per variant and round")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    figures = {"env_steps_per_sample": STEPS_PER_SAMPLE, "parallel_envs": task.PARALLEL_ENVS,
-               "samples": args.samples, "rllib": measure(False, args.samples), "harness": measure(True, args.samples)}
-    figures["speedup"] = round(figures["rllib"]["sample_ms"] / figures["harness"]["sample_ms"], 3)
+    figures = {"env_steps_per_sample": STEPS_PER_SAMPLE, "parallel_envs": task.PARALLEL_ENVS, "rounds": args.rounds,
+               "samples": args.samples, **measure(args.rounds, args.samples)}
     print(json.dumps(figures, indent=2))
 
 

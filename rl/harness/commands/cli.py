@@ -144,6 +144,9 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
     parser.add_argument("--smoke", action="store_true", help="the recipe's minimal budget; records go under smoke/")
     parser.add_argument("--resume-from", help="a checkpoint folder or a previous run id")
     parser.add_argument("--hardware-profile", choices=hardware.PROFILES, default="auto")
+    parser.add_argument("--env-runner", choices=hardware.ENV_RUNNERS, default=hardware.BATCHED_ENV_RUNNER,
+                        help="what samples: the harness's batched EnvRunner or RLlib's own, which return the same"
+                             " episodes (docs/performance.md, 'Sampling')")
     _add_results_dir(parser, "folder of results/<run-id>/ (default: results/ beside the recipe)")
     parser.add_argument("--artifacts-dir", type=_user_path,
                         help="folder of artifacts/<run-id>/ (default: artifacts/ beside the recipe)")

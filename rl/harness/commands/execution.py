@@ -105,7 +105,7 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
         resume.check_experiment(parent, options.resume_from, module_name)
     upload = _upload_credentials(options)
     machine = hardware.detect_machine()
-    profile = hardware.choose_profile(options.hardware_profile, machine)
+    profile = hardware.choose_profile(options.hardware_profile, machine, options.env_runner)
     numeric_platform.check_pinned(profile)
     if options.ray_address:  # last: it may wait for the cluster's answer (at most $RL_HARNESS_RAY_CONNECT_TIMEOUT_S)
         cluster.check_address(options.ray_address, timeout_s=connect_timeout_s)

@@ -39,6 +39,7 @@ from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
 from rl.harness.run.rows import ITERATION_KEY, RowBudget
 from rl.harness.run.status import COMPLETED, CRASHED, new_run_id
+from rl.harness.training import hardware
 from rl.harness.training import hardware, numeric_platform
 from rl.harness.errors import EXIT_USAGE, UsageError
 from rl.harness.run.layout import RunLayout
@@ -280,7 +281,10 @@ def _run_arguments(manifest: RunManifest, run_id: str, results_root: str, artifa
                    prefix: RowBudget) -> list[str]:
     """The recorded seed, profile, overrides and smoke switch; the run stops where the compared prefix ends."""
     options = manifest.options
-    arguments = ["--seed", str(manifest.seed), "--hardware-profile", manifest.hardware["profile"]["name"],
+    profile = manifest.hardware["profile"]
+    # A run recorded before --env-runner existed sampled with RLlib's EnvRunner.
+    arguments = ["--seed", str(manifest.seed), "--hardware-profile", profile["name"],
+                 "--env-runner", profile.get("env_runner", hardware.RLLIB_ENV_RUNNER),
                  "--run-id", run_id, "--results-dir", results_root, "--artifacts-dir", artifacts_root,
                  "--no-upload-artifacts", *prefix.run_flags(), *hyperparameters.set_arguments(options.get("set") or {})]
     return arguments + (["--smoke"] if options.get("smoke") else [])

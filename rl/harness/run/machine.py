@@ -44,6 +44,8 @@ class HardwareProfile:
     num_cpus: int  # what a local Ray cluster is started with
     # Environment variables pinning the numeric kernels of every process of the run (cpu-portable), else empty.
     kernel_dispatch: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Which EnvRunner samples single-agent configs (--env-runner): the harness's batched loop or RLlib's own.
+    env_runner: str = "batched"
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -4,17 +4,19 @@ import types
 
 import pytest
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rl.harness.errors import UsageError
 from rl.harness.run.machine import MachineFacts
 from rl.harness.training import configs, hardware, lifecycle, sampling_connectors
+from rl.harness.training.batched_env_runner import BatchedEnvRunner
 
 
-def _profile(cpus: int):
+def _profile(cpus: int, env_runner: str = hardware.BATCHED_ENV_RUNNER):
     facts = MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=False,
                          gpu_count=0, gpu_model=None, cuda_version=None, mps_available=False,
                          platform="test")
-    return hardware.choose_profile("cpu", facts)
+    return hardware.choose_profile("cpu", facts, env_runner)
 
 
 def _config(batch: int):
@@ -62,6 +64,33 @@ def test_prepared_configs_sample_through_the_fast_module_to_env_pipeline_and_say
     assert record["connectors"] == {"env_to_module": sampling_connectors.FAST_PIPELINE,
                                     "module_to_env": sampling_connectors.FAST_PIPELINE}
     assert record["num_envs_per_env_runner"] == 32
+
+
+@pytest.mark.parametrize("cpus", [2, 8])
+def test_single_agent_configs_sample_with_the_batched_env_runner_unless_told_rllibs(cpus):
+    batched = configs.prepare_config(_config(2048), seed=3, profile=_profile(cpus), parallel_envs=32)
+    rllib = configs.prepare_config(_config(2048), seed=3, profile=_profile(cpus, hardware.RLLIB_ENV_RUNNER),
+                                   parallel_envs=32)
+    assert batched.env_runner_cls is BatchedEnvRunner and rllib.env_runner_cls is None
+    records = [configs.sampling_record(configs.plan_sampling(_profile(cpus), config, parallel_envs=32), config)
+               for config in (batched, rllib)]
+    assert [record["env_runner"] for record in records] == ["batched", "rllib"]
+
+
+def test_a_recipes_own_env_runner_is_kept_and_recorded_by_name():
+    class OwnRunner(SingleAgentEnvRunner):
+        pass
+
+    config = configs.prepare_config(_config(2048).env_runners(env_runner_cls=OwnRunner), seed=3, profile=_profile(2),
+                                    parallel_envs=32)
+    assert config.env_runner_cls is OwnRunner
+    assert configs.sampling_record(configs.plan_sampling(_profile(2), config, parallel_envs=32),
+                                   config)["env_runner"] == "OwnRunner"
+
+
+def test_an_unknown_env_runner_names_the_choices():
+    with pytest.raises(hardware.HardwareError, match="unknown --env-runner 'fast'; use one of batched, rllib"):
+        _profile(2, "fast")
 
 
 def test_a_recipes_own_module_to_env_pieces_are_kept_and_recorded():

@@ -13,6 +13,7 @@ from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
 from ray.rllib.connectors.env_to_module import FlattenObservations
 
+from rl.harness.tests.episodes import assert_equal_nests, assert_same_episodes
 from rl.harness.training.sampling_connectors import (
     CUSTOM_PIPELINE,
     ENV_TO_MODULE,
@@ -57,30 +58,6 @@ def sampled_episodes(config: PPOConfig, *, fast: bool, steps: int = 300, expecte
                 + runner.sample(num_timesteps=steps // 2, explore=explore))
     finally:
         runner.stop()
-
-
-def assert_equal_nests(expected, actual, where: str) -> None:
-    if isinstance(expected, dict):
-        assert isinstance(actual, dict) and sorted(expected) == sorted(actual), where
-        for key in expected:
-            assert_equal_nests(expected[key], actual[key], f"{where}/{key}")
-    else:
-        expected, actual = np.asarray(expected), np.asarray(actual)
-        assert expected.dtype == actual.dtype and expected.shape == actual.shape, where
-        np.testing.assert_array_equal(actual, expected, err_msg=where)
-
-
-def assert_same_episodes(expected: list, actual: list) -> None:
-    assert [len(episode) for episode in expected] == [len(episode) for episode in actual]
-    for index, (rllib, fast) in enumerate(zip(expected, actual)):
-        where = f"episode {index}"
-        assert_equal_nests(rllib.get_observations(), fast.get_observations(), f"{where} observations")
-        assert_equal_nests(rllib.get_actions(), fast.get_actions(), f"{where} actions")
-        assert_equal_nests(rllib.get_rewards(), fast.get_rewards(), f"{where} rewards")
-        assert sorted(rllib.extra_model_outputs) == sorted(fast.extra_model_outputs), where
-        for key in rllib.extra_model_outputs:
-            assert_equal_nests(rllib.get_extra_model_outputs(key), fast.get_extra_model_outputs(key), f"{where} {key}")
-        assert (rllib.is_terminated, rllib.is_truncated) == (fast.is_terminated, fast.is_truncated), where
 
 
 def test_stateful_module_episodes_match_rllib_pipeline():

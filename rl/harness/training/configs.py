@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional
 from rl.harness.errors import UsageError
 from rl.harness.run.machine import HardwareProfile
 from rl.harness.training import episode_metrics, hardware
+from rl.harness.training.batched_env_runner import BatchedEnvRunner
 from rl.harness.training.hardware import SamplingPlan
 from rl.harness.training.sampling_connectors import connector_pipelines, use_fast_connectors
 
@@ -80,6 +81,8 @@ def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):
     use_fast_connectors(config)
     if not config.is_multi_agent:
         add_callback(config, episode_metrics.ON_SAMPLE_END, episode_metrics.copy_cut_chunks)
+        if profile.env_runner == hardware.BATCHED_ENV_RUNNER and config.env_runner_cls is None:
+            config.env_runners(env_runner_cls=BatchedEnvRunner)
     if plan.num_env_runners == 0 and config.num_learners == 0:
         # The local EnvRunner hands its episodes to the local Learner, whose connector batches
         # them anyway: numpy'izing each one first, step by step, cost the main job about 5 %
@@ -100,7 +103,16 @@ def add_callback(config, event: str, function) -> None:
 def sampling_record(plan: SamplingPlan, config) -> dict:
     """The manifest's `runner.sampling`: the plan, which EnvRunner connector pipelines `config` (configured)
     runs, and whether its EnvRunners numpy'ize the episodes they return."""
-    return {**plan.as_dict(), "connectors": connector_pipelines(config), "episodes_to_numpy": config.episodes_to_numpy}
+    return {**plan.as_dict(), "env_runner": env_runner_name(config), "connectors": connector_pipelines(config),
+            "episodes_to_numpy": config.episodes_to_numpy}
+
+
+def env_runner_name(config) -> str:
+    """Which EnvRunner `config` (configured) samples with: hardware.BATCHED_ENV_RUNNER, RLLIB_ENV_RUNNER (RLlib's
+    default for the config) or the recipe's own class's name."""
+    if config.env_runner_cls is None:
+        return hardware.RLLIB_ENV_RUNNER
+    return hardware.BATCHED_ENV_RUNNER if config.env_runner_cls is BatchedEnvRunner else config.env_runner_cls.__name__
 
 
 @dataclasses.dataclass(frozen=True)

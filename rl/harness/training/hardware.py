@@ -38,6 +38,9 @@ from rl.harness.run.machine import HardwareProfile, MachineFacts
 
 PROFILES = ("auto", "cpu", "cpu-portable", "cuda", "mps")
 PORTABLE_PROFILE = "cpu-portable"
+# --env-runner: the harness's EnvRunner (batched_env_runner.py: one batched loop, the same episodes) or RLlib's.
+BATCHED_ENV_RUNNER, RLLIB_ENV_RUNNER = "batched", "rllib"
+ENV_RUNNERS = (BATCHED_ENV_RUNNER, RLLIB_ENV_RUNNER)
 # What the portable profile pins (the x86-64-v2 baseline every x86-64 machine of the last 15 years offers):
 # ATen's scalar kernels, MKL's SSE2 code path that its vendor keeps the same on Intel and AMD
 # ("conditional numerical reproducibility"), oneDNN up to SSE4.1, OpenBLAS's Nehalem kernels; numpy's
@@ -225,10 +228,13 @@ def detect_machine() -> MachineFacts:
     )
 
 
-def choose_profile(requested: str, facts: MachineFacts) -> HardwareProfile:
-    """The profile for `requested` (one of PROFILES) on a machine described by `facts`."""
+def choose_profile(requested: str, facts: MachineFacts, env_runner: str = BATCHED_ENV_RUNNER) -> HardwareProfile:
+    """The profile for `requested` (one of PROFILES) on a machine described by `facts`, sampling with
+    `env_runner` (one of ENV_RUNNERS)."""
     if requested not in PROFILES:
         raise HardwareError(f"unknown hardware profile {requested!r}; use one of {', '.join(PROFILES)}")
+    if env_runner not in ENV_RUNNERS:
+        raise HardwareError(f"unknown --env-runner {env_runner!r}; use one of {', '.join(ENV_RUNNERS)}")
     name = "cpu" if requested == PORTABLE_PROFILE else requested
     if requested == "auto":
         name = "cuda" if facts.cuda_available else "mps" if facts.mps_available else "cpu"
@@ -253,6 +259,7 @@ def choose_profile(requested: str, facts: MachineFacts) -> HardwareProfile:
         torch_threads=TORCH_THREADS,
         num_cpus=facts.cpu_count,
         kernel_dispatch=portable_kernel_dispatch() if requested == PORTABLE_PROFILE else {},
+        env_runner=env_runner,
     )
 
 

@@ -83,17 +83,28 @@ class ModuleOutputsForVectorEnv(ConnectorV2):
 
     @override(ConnectorV2)
     def __call__(self, *, rl_module, batch: dict[str, Any], episodes, explore=None, shared_data=None, **kwargs):
+        remove_time_rank = bool(shared_data and shared_data.get("_added_single_ts_time_rank"))
+        output = self.batched(rl_module, batch, episodes, explore, remove_time_rank=remove_time_rank)
+        if Columns.STATE_OUT in output:  # the EnvRunner stores one per episode
+            output[Columns.STATE_OUT] = _rows(output[Columns.STATE_OUT], len(episodes))
+        return output
+
+    def batched(self, rl_module, batch: dict[str, Any], episodes, explore, *, remove_time_rank: bool,
+                numpy: bool = True) -> dict[str, Any]:
+        """What `__call__` returns, STATE_OUT too as batched arrays: every column (N, ...) for N episodes.
+
+        With `numpy=False` only the actions become numpy arrays (the env needs them now); the other
+        columns stay the module's tensors, for a caller that converts many steps at once (`to_numpy`).
+        """
         if Columns.ACTIONS not in batch:
             self._add_actions(rl_module, batch, episodes, explore)
-        batch = _map_arrays(_numpy, batch)
-        rows = _check_one_row_per_episode(batch, episodes)
-        remove_time_rank = bool(shared_data and shared_data.get("_added_single_ts_time_rank"))
+        batch = {column: map_arrays(to_numpy, data) if numpy or column == Columns.ACTIONS else data
+                 for column, data in batch.items()}
+        _check_one_row_per_episode(batch, episodes)
         output = {}
         for column, data in batch.items():
-            if column == Columns.STATE_OUT:  # no time rank; the EnvRunner stores one per episode
-                output[column] = _rows(data, rows)
-            elif remove_time_rank:
-                output[column] = _map_arrays(lambda array: np.squeeze(array, axis=1), data)
+            if remove_time_rank and column != Columns.STATE_OUT:  # STATE_OUT has no time rank
+                output[column] = map_arrays(lambda array: array.squeeze(1), data)
             else:
                 output[column] = data
         if self.normalize_actions:
@@ -126,7 +137,7 @@ def sample_categorical(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return actions, normalized.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
 
 
-def _numpy(value: Any) -> Any:
+def to_numpy(value: Any) -> Any:
     """RLlib's TensorToNumpy (`convert_to_numpy`) for one leaf: a tensor as a numpy array (a 0-d one as a
     Python number), floats as float32 and signed integers as int32 (RLlib's `reduce_type`)."""
     if isinstance(value, torch.Tensor):
@@ -161,7 +172,7 @@ class EpisodesToModuleBatch(ConnectorV2):
         # RLlib's UnBatchToIndividualItems reads which episode each row is, should a config keep it.
         shared_data["memorized_map_structure"] = [episode.id_ for episode in episodes]
         if not rl_module.is_stateful():
-            return {**batch, Columns.OBS: observations}
+            return {**batch, **module_batch(observations)}
         initial_state = None
         states = []
         for episode in episodes:
@@ -171,8 +182,15 @@ class EpisodesToModuleBatch(ConnectorV2):
             else:
                 states.append(episode.get_extra_model_outputs(key=Columns.STATE_OUT, indices=-1))
         shared_data["_added_single_ts_time_rank"] = True  # ModuleOutputsForVectorEnv removes it again
-        return {**batch, Columns.OBS: _map_arrays(lambda array: array[:, np.newaxis], observations),
-                Columns.STATE_IN: _stacked(states)}
+        return {**batch, **module_batch(observations, stacked(states))}
+
+
+def module_batch(observations: Any, states: Any = None) -> dict[str, Any]:
+    """A module's input for one vectorised step (numpy): OBS (B, ...) alone for a stateless module; with
+    `states` (STATE_IN, B rows) OBS with a single-step time rank (B, 1, ...), as RLlib adds it."""
+    if states is None:
+        return {Columns.OBS: observations}
+    return {Columns.OBS: map_arrays(lambda array: array[:, np.newaxis], observations), Columns.STATE_IN: states}
 
 
 def as_tensors(data: dict[str, Any], device=None) -> dict[str, Any]:
@@ -186,7 +204,7 @@ def as_tensors(data: dict[str, Any], device=None) -> dict[str, Any]:
     """
     if device is not None and torch.device(device).type != "cpu":
         return convert_to_torch_tensor(data, device=device)
-    return _map_arrays(_cpu_tensor, data)
+    return map_arrays(_cpu_tensor, data)
 
 
 def _cpu_tensor(value: Any) -> Any:
@@ -196,20 +214,20 @@ def _cpu_tensor(value: Any) -> Any:
     return tensor.float() if tensor.is_floating_point() and tensor.dtype != torch.float16 else tensor
 
 
-def _map_arrays(function, data: Any) -> Any:
+def map_arrays(function, data: Any) -> Any:
     """`function` applied to every array in a nest of dicts, lists and tuples."""
     if isinstance(data, dict):
-        return {key: _map_arrays(function, value) for key, value in data.items()}
+        return {key: map_arrays(function, value) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
-        return type(data)(_map_arrays(function, value) for value in data)
+        return type(data)(map_arrays(function, value) for value in data)
     return function(data)
 
 
-def _stacked(structures: list) -> Any:
+def stacked(structures: list) -> Any:
     """RLlib's `batch(structures)` with fewer calls for nested dicts of arrays (one np.stack per leaf)."""
     first = structures[0]
     if isinstance(first, dict):
-        return {key: _stacked([structure[key] for structure in structures]) for key in first}
+        return {key: stacked([structure[key] for structure in structures]) for key in first}
     if isinstance(first, np.ndarray):
         return np.stack(structures)
     return batch_items(structures)

@@ -30,6 +30,7 @@ from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 
+from rl.learners.advantages import use_batched_advantages
 from rl.learners.connectors import use_fast_chunking
 from rl.learners.gradient_steps import FusedGradientStepMixin
 from rl.learners.minibatches import IndexedMinibatchIterator, select_rows
@@ -72,6 +73,7 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         self._last_minibatch: dict[str, Any] | None = None
         if self._learner_connector is not None:
             use_fast_chunking(self._learner_connector)
+            use_batched_advantages(self._learner_connector)
         for module_id in self.module.keys():
             module = self.module[module_id].unwrapped()
             if isinstance(module, ActorCriticModule):

@@ -6,6 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
+from ray.rllib.evaluation.postprocessing import Postprocessing
 
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.connectors.common.add_states_from_episodes_to_batch import AddStatesFromEpisodesToBatch
@@ -17,6 +19,7 @@ from ray.rllib.utils.postprocessing.zero_padding import split_and_zero_pad
 from ray.rllib.utils.spaces.space_utils import BatchedNdArray
 
 from rl.learners import ActorCriticPPOTorchLearner
+from rl.learners.advantages import use_batched_advantages
 from rl.learners.connectors import (
     AddChunkStartStates,
     AddInfoColumn,
@@ -87,7 +90,7 @@ def sampled_episodes(config, num_timesteps=150):
 
 
 @pytest.mark.parametrize("episode_source", ["transformer", "stateless"])
-def test_fast_chunking_builds_exactly_rllibs_learner_batch(episode_source):
+def test_fast_chunking_and_batched_advantages_build_exactly_rllibs_learner_batch(episode_source):
     config = transformer_config()
     learner = config.build_learner(env=gym.make("CartPole-v1"))
     # A stateless sampler leaves no STATE_OUTs: RLlib then trains from the initial state.
@@ -98,12 +101,15 @@ def test_fast_chunking_builds_exactly_rllibs_learner_batch(episode_source):
     batches = []
     for fast in (False, True):
         pipeline = config.build_learner_connector(input_observation_space=None, input_action_space=None)
+        pipeline.append(GeneralAdvantageEstimation(gamma=config.gamma, lambda_=config.lambda_))  # as PPO's Learner
         if fast:
             use_fast_chunking(pipeline)
+            use_batched_advantages(pipeline)
         with torch.no_grad():
             batch = pipeline(rl_module=learner.module, batch={}, episodes=copy.deepcopy(episodes), shared_data={})
         batches.append(batch[DEFAULT_MODULE_ID])
     assert batches[0][Columns.OBS].shape[1] == SMALL["max_seq_len"] and batches[0][Columns.STATE_IN]
+    assert Postprocessing.ADVANTAGES in batches[0]
     assert_same_nest(*batches)
 
 

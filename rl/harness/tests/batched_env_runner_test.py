@@ -1,0 +1,145 @@
+"""The batched EnvRunner returns RLlib's episodes and metrics, and the Learner builds the same batch from them."""
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.tune.registry import register_env
+
+from rl.harness.tests.episodes import assert_equal_nests, assert_same_episodes, numpy_copies
+from rl.harness.training.batched_env_runner import BatchedEnvRunner, why_not_batched
+from rl.harness.training.sampling_connectors import use_fast_connectors
+
+# RLlib's default PPO module with an LSTM: recurrent state in and out of every step.
+LSTM = {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 8, "fcnet_hiddens": [16]}
+# Sample sizes that cut episodes mid-way, end a call right after episodes ended, and are no multiple of the envs.
+SAMPLES = (150, 150, 37, 64)
+RLLIB_METRICS = ("episode_return_mean", "episode_len_mean", "episode_len_max", "num_episodes",
+                 "num_env_steps_sampled", "num_env_steps_sampled_lifetime", "num_episodes_lifetime")
+
+
+def config_for(env="CartPole-v1", model_config=None, **env_runner_settings) -> PPOConfig:
+    config = (PPOConfig().environment(env).rl_module(model_config=model_config or {"fcnet_hiddens": [16]})
+              .env_runners(num_env_runners=0, num_envs_per_env_runner=4, **env_runner_settings).debugging(seed=11))
+    use_fast_connectors(config)
+    return config
+
+
+def sample_with(runner_class, config: PPOConfig, *, explore=True, sizes=SAMPLES):
+    """(episodes of every sample() call, the runner's reduced metrics), the module's weights seeded alike."""
+    torch.manual_seed(0)
+    runner = runner_class(config=config.copy(copy_frozen=False))
+    try:
+        if runner_class is BatchedEnvRunner:
+            assert runner.fallback is None, runner.fallback
+        calls = [runner.sample(num_timesteps=size, explore=explore) for size in sizes]
+        return calls, runner.get_metrics()
+    finally:
+        runner.stop()
+
+
+def assert_same_samples(expected_calls: list, actual_calls: list) -> None:
+    for expected, actual in zip(expected_calls, actual_calls, strict=True):
+        assert [type(episode) for episode in expected] == [type(episode) for episode in actual]
+        assert [episode.is_numpy for episode in expected] == [episode.is_numpy for episode in actual]
+        assert_same_episodes(numpy_copies(expected), numpy_copies(actual))
+    # A chunk that continues an episode cut by an earlier call carries that episode's id in both.
+    ids = [[(episode.id_, episode.t_started) for episode in call] for call in expected_calls]
+    continuing = lambda calls: [[index for index, (id_, start) in enumerate(call) if start > 0] for call in calls]
+    assert continuing(ids) == continuing([[(e.id_, e.t_started) for e in call] for call in actual_calls])
+    assert any(episode.is_done for call in expected_calls for episode in call), "the test needs episodes that end"
+    assert any(episode.t_started > 0 for call in expected_calls for episode in call), "and chunks that continue"
+
+
+def assert_same_metrics(expected: dict, actual: dict) -> None:
+    assert sorted(expected) == sorted(actual)
+    for key in RLLIB_METRICS:
+        assert expected[key].peek() == actual[key].peek(), key
+
+
+@pytest.mark.parametrize("model_config", [None, LSTM], ids=["stateless", "lstm"])
+@pytest.mark.parametrize("episodes_to_numpy", [False, True], ids=["list_episodes", "numpy_episodes"])
+def test_the_episodes_and_metrics_are_rllibs(model_config, episodes_to_numpy):
+    config = config_for(model_config=model_config, episodes_to_numpy=episodes_to_numpy)
+    (expected, expected_metrics), (actual, actual_metrics) = (sample_with(SingleAgentEnvRunner, config),
+                                                              sample_with(BatchedEnvRunner, config))
+    assert_same_samples(expected, actual)
+    assert_same_metrics(expected_metrics, actual_metrics)
+
+
+def test_greedy_sampling_is_rllibs():
+    config = config_for(model_config=LSTM)
+    assert_same_samples(sample_with(SingleAgentEnvRunner, config, explore=False)[0],
+                        sample_with(BatchedEnvRunner, config, explore=False)[0])
+
+
+def test_the_learner_builds_the_same_batch():
+    config = config_for(model_config=LSTM, episodes_to_numpy=False)
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    batches = []
+    for runner_class in (SingleAgentEnvRunner, BatchedEnvRunner):
+        episodes = sum(sample_with(runner_class, config)[0], [])
+        pipeline = config.build_learner_connector(input_observation_space=None, input_action_space=None)
+        with torch.no_grad():
+            batches.append(pipeline(rl_module=learner.module, batch={}, episodes=copy.deepcopy(episodes),
+                                    shared_data={})[DEFAULT_MODULE_ID])
+    assert_equal_nests(*batches, "learner batch")
+
+
+class _FailingCartPole(gym.Wrapper):
+    """CartPole whose step raises once, at the `FAIL_AT`-th step of any copy since `failures` was reset."""
+
+    FAIL_AT = 90
+    steps = 0
+    failed = False
+
+    def __init__(self, _config=None):
+        super().__init__(gym.make("CartPole-v1"))
+
+    def step(self, action):
+        type(self).steps += 1
+        if type(self).steps == self.FAIL_AT and not type(self).failed:
+            type(self).failed = True
+            raise RuntimeError("the simulator crashed")
+        return self.env.step(action)
+
+
+register_env("failing_cartpole", _FailingCartPole)
+
+
+def test_an_env_that_fails_is_recreated_and_its_unfinished_episodes_dropped_as_rllib_does():
+    config = config_for("failing_cartpole").fault_tolerance(restart_failed_sub_environments=True)
+    samples = []
+    for runner_class in (SingleAgentEnvRunner, BatchedEnvRunner):
+        _FailingCartPole.steps, _FailingCartPole.failed = 0, False
+        samples.append(sample_with(runner_class, config))
+        assert _FailingCartPole.failed
+    assert_same_samples(samples[0][0], samples[1][0])
+    assert_same_metrics(samples[0][1], samples[1][1])
+
+
+def test_configs_it_cannot_batch_sample_with_rllibs_loop_and_say_why():
+    step_callback = config_for().callbacks(on_episode_step=lambda **_: None)
+    runner = BatchedEnvRunner(config=step_callback)
+    assert "on_episode_step" in why_not_batched(runner) and runner.fallback
+    runner.stop()
+    rllib_pipelines = PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+    runner = BatchedEnvRunner(config=rllib_pipelines)
+    assert "env-to-module" in runner.fallback
+    assert sum(len(episode) for episode in runner.sample(num_timesteps=20)) >= 20  # RLlib's loop samples
+    runner.stop()
+
+
+def test_episodes_of_one_call_keep_rllibs_order():
+    # Episodes that end in one call come back by the step they ended at, then by env, as from RLlib's loop.
+    config = config_for(episodes_to_numpy=False)
+    expected, actual = (sample_with(runner_class, config, sizes=(400,))[0][0]
+                        for runner_class in (SingleAgentEnvRunner, BatchedEnvRunner))
+    lengths = lambda episodes: [(len(episode), episode.is_done) for episode in episodes]
+    assert lengths(expected) == lengths(actual) and len(np.unique([len(e) for e in expected])) > 3
