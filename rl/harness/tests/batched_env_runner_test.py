@@ -47,7 +47,7 @@ def sample_with(runner_class, config: PPOConfig, *, explore=True, sizes=SAMPLES)
 def assert_same_samples(expected_calls: list, actual_calls: list) -> None:
     for expected, actual in zip(expected_calls, actual_calls, strict=True):
         assert [type(episode) for episode in expected] == [type(episode) for episode in actual]
-        assert [episode.is_numpy for episode in expected] == [episode.is_numpy for episode in actual]
+        assert all(episode.is_numpy for episode in actual)  # built from the step arrays, whatever the config says
         assert_same_episodes(numpy_copies(expected), numpy_copies(actual))
     # A chunk that continues an episode cut by an earlier call carries that episode's id in both.
     ids = [[(episode.id_, episode.t_started) for episode in call] for call in expected_calls]

@@ -27,11 +27,13 @@ the bulk append (`_append_steps`).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Optional
 
 import numpy as np
 import torch
+import tree
 
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.core.columns import Columns
@@ -49,6 +51,7 @@ from ray.rllib.utils.metrics import (
     WEIGHTS_SEQ_NO,
 )
 from ray.rllib.utils.numpy import convert_to_numpy
+from ray.rllib.utils.spaces.space_utils import batch as batch_items
 from ray.rllib.utils.metrics.utils import to_snake_case
 
 from rl.harness.training.sampling_connectors import (
@@ -162,27 +165,69 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         if not steps.count:
             return finished, list(self._ongoing_episodes) if keep_ongoing else []
         columns = steps.stacked()
-        seq_no = self._weights_seq_no
         for env, episode in enumerate(self._ongoing_episodes):
-            start = None
+            start = reset = None  # where the current episode's steps begin; where it was reset in this call
             for step in range(steps.count):
                 if columns.resets[step, env]:
-                    episode.add_env_reset(observation=_row(columns.observations, step, env),
-                                          infos=steps.infos[step][env])
-                    episode._start_time = steps.times[step]  # when the env reset, not now
+                    reset = step
                     continue
                 start = step if start is None else start
                 if columns.dones[step, env]:
-                    _append_steps(episode, columns, steps, env, start, step + 1, seq_no)
-                    finished.append((step, env, episode))
-                    episode = SingleAgentEpisode(observation_space=self.env.single_observation_space,
-                                                 action_space=self.env.single_action_space)
-                    start = None
-            if start is not None:
-                _append_steps(episode, columns, steps, env, start, steps.count, seq_no)
+                    finished.append((step, env, self._chunk(episode, columns, steps, env, reset, start, step + 1)))
+                    episode, start, reset = None, None, None
+            if start is not None or reset is not None:
+                episode = self._chunk(episode, columns, steps, env, reset, start, steps.count)
+            elif episode is None:  # it ended at the last step: the next step resets the env
+                episode = SingleAgentEpisode(observation_space=self.env.single_observation_space,
+                                             action_space=self.env.single_action_space)
             self._ongoing_episodes[env] = episode
             ongoing.append(episode)
         return finished, ongoing if keep_ongoing else []
+
+    def _chunk(self, episode: Optional[SingleAgentEpisode], columns: "_Columns", steps: "_Steps", env: int,
+               reset: Optional[int], start: Optional[int], stop: int) -> SingleAgentEpisode:
+        """A numpy episode: `episode` (None: a new one, reset at step `reset`) with env `env`'s steps start..stop-1.
+
+        The episode RLlib's loop builds step by step (`to_numpy()`'d): the same id, start, lookback,
+        data (views of the step arrays, joined to what the episode held), flags and step times.
+        """
+        start = stop if start is None else start  # no step yet: only the reset
+        if reset is not None:  # the episode RLlib made when the last one ended (None: it ended in this call)
+            if episode is None:
+                episode = SingleAgentEpisode(observation_space=self.env.single_observation_space,
+                                             action_space=self.env.single_action_space)
+            first = {"observations": _steps_of(columns.observations, reset, reset + 1, env),
+                     "infos": [steps.infos[reset][env]]}
+            started = steps.times[reset]
+        else:
+            first, started = {}, episode._start_time
+        new = {"observations": _steps_of(columns.observations, start, stop, env),
+               "infos": [steps.infos[step][env] for step in range(start, stop)],
+               "actions": _steps_of(columns.actions, start, stop, env),
+               "rewards": columns.rewards[start:stop, env],
+               **{column: _steps_of(data, start, stop, env) for column, data in columns.outputs.items()},
+               WEIGHTS_SEQ_NO: np.full(stop - start, self._weights_seq_no)}
+        extra = {column: _joined(episode.extra_model_outputs.get(column), None, data)
+                 for column, data in new.items() if column not in _EPISODE_COLUMNS and stop > start}
+        chunk = SingleAgentEpisode(
+            episode.id_,
+            observations=_joined(episode.observations, first.get("observations"), new["observations"]),
+            infos=InfiniteLookbackBuffer(list(episode.infos.data) + first.get("infos", []) + new["infos"],
+                                         lookback=episode.infos.lookback),
+            actions=_joined(episode.actions, None, new["actions"]),
+            rewards=_joined(episode.rewards, None, new["rewards"]),
+            extra_model_outputs={**episode.extra_model_outputs, **extra},
+            terminated=bool(columns.terminateds[stop - 1, env]) if stop > start else False,
+            truncated=bool(columns.truncateds[stop - 1, env]) if stop > start else False,
+            t_started=episode.t_started, observation_space=episode.observation_space,
+            action_space=episode.action_space)
+        # What RLlib's episode keeps of its steps: when they came, the last observation and infos.
+        chunk._custom_data = episode._custom_data
+        chunk._start_time = started if started is not None else steps.times[start]
+        chunk._last_step_time = steps.times[stop - 1] if stop > start else episode._last_step_time
+        chunk._last_added_observation = chunk.get_observations(-1)
+        chunk._last_added_infos = chunk.infos.data[-1]
+        return chunk
 
     def _returned(self, done: list, ongoing: list, ts: int) -> list:
         """RLlib's end of `_sample`: cut the ongoing episodes, record them for metrics, count the steps."""
@@ -197,8 +242,6 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             chunks.append(episode)
         self._done_episodes_for_metrics.extend(done)
         samples = done + chunks
-        if self.episodes_to_numpy:
-            samples = [episode.to_numpy() for episode in samples]
         self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=ts)
         self._increase_sampled_metrics(ts, len(done))
         return samples
@@ -231,10 +274,10 @@ class _Steps:
         return int(len(rewards) - resets.sum())
 
     def stacked(self) -> "_Columns":
-        return _Columns(stacked(self.observations), stacked(self.actions), np.stack(self.rewards),
-                        map_arrays(to_numpy, _stacked_tensors(self.outputs)), np.stack(self.terminateds),
-                        np.stack(self.truncateds),
-                        np.stack(self.resets), np.stack(self.dones))
+        outputs = map_arrays(functools.partial(to_numpy, copy=False), _stacked_tensors(self.outputs))  # fresh stacks
+        return _Columns(stacked(self.observations), stacked(self.actions), np.stack(self.rewards), outputs,
+                        np.stack(self.terminateds), np.stack(self.truncateds), np.stack(self.resets),
+                        np.stack(self.dones))
 
 
 class _Columns:
@@ -245,35 +288,26 @@ class _Columns:
         self.terminateds, self.truncateds, self.resets, self.dones = terminateds, truncateds, resets, dones
 
 
-def _append_steps(episode: SingleAgentEpisode, columns: _Columns, steps: _Steps, env: int, start: int, stop: int,
-                  seq_no: int) -> None:
-    """`episode.add_env_step` for env `env`'s steps start..stop-1, in one piece per buffer.
+# The episode's own buffers; every other column of a step is a model output.
+_EPISODE_COLUMNS = ("observations", "infos", "actions", "rewards")
 
-    The same data as step by step (RLlib's runner): row views of the step arrays, each reward
-    the vector env's scalar, each step's info dict, WEIGHTS_SEQ_NO in every step's model outputs.
-    """
-    count = stop - start
-    episode.observations.data.extend(_rows(columns.observations, start, stop, env))
-    episode.actions.data.extend(_rows(columns.actions, start, stop, env))
-    episode.rewards.data.extend(list(columns.rewards[start:stop, env]))
-    episode.infos.data.extend(steps.infos[step][env] for step in range(start, stop))
-    extra = {column: _rows(data, start, stop, env) for column, data in columns.outputs.items()}
-    extra[WEIGHTS_SEQ_NO] = [seq_no] * count
-    for column, rows in extra.items():
-        if column in episode.extra_model_outputs:
-            episode.extra_model_outputs[column].data.extend(rows)
-        else:
-            episode.extra_model_outputs[column] = InfiniteLookbackBuffer(rows)
-    episode.t += count
-    episode.is_terminated = bool(columns.terminateds[stop - 1, env])
-    episode.is_truncated = bool(columns.truncateds[stop - 1, env])
-    # What add_env_step keeps: the last observation and infos, and when the chunk's steps came.
-    episode._last_added_observation = episode.observations.data[-1]
-    episode._last_added_infos = episode.infos.data[-1]
-    episode._last_step_time = steps.times[stop - 1]
-    if episode._start_time is None:
-        episode._start_time = steps.times[start]
-    episode.validate()
+
+def _joined(buffer: Optional[InfiniteLookbackBuffer], *parts: Any) -> InfiniteLookbackBuffer:
+    """A numpy buffer of `buffer`'s data (lookback included, kept as lookback) followed by `parts` (nests of arrays,
+    None skipped), as `to_numpy()` leaves a buffer of those steps."""
+    held = None
+    if buffer is not None and (buffer.finalized or buffer.data):
+        held = buffer.data if buffer.finalized else batch_items(buffer.data)
+    parts = [part for part in (held, *parts) if part is not None]
+    data = parts[0] if len(parts) == 1 else tree.map_structure(lambda *leaves: np.concatenate(leaves), *parts)
+    joined = InfiniteLookbackBuffer(data, space=buffer.space if buffer is not None else None)
+    joined.lookback = buffer.lookback if buffer is not None else 0  # the constructor caps it at a nest's key count
+    return joined
+
+
+def _steps_of(data: Any, start: int, stop: int, env: int) -> Any:
+    """Env `env`'s steps start..stop-1 of a (steps, envs, ...) nest: views."""
+    return tree.map_structure(lambda array: array[start:stop, env], data)
 
 
 def _stacked_tensors(structures: list) -> Any:
@@ -289,24 +323,6 @@ def _stacked_tensors(structures: list) -> Any:
 def _in_order(finished: list) -> list:
     """The finished episodes as RLlib's loop returns them: by the step they ended at, then by env."""
     return [episode for *_, episode in sorted(finished, key=lambda item: item[:2])]
-
-
-def _row(data: Any, step: int, env: int) -> Any:
-    if isinstance(data, dict):
-        return {key: _row(value, step, env) for key, value in data.items()}
-    if isinstance(data, tuple):
-        return tuple(_row(value, step, env) for value in data)
-    return data[step, env]
-
-
-def _rows(data: Any, start: int, stop: int, env: int) -> list:
-    """Env `env`'s rows of steps start..stop-1 of a (steps, envs, ...) nest, each row a nest of views."""
-    if isinstance(data, dict):
-        keys = list(data)
-        return [dict(zip(keys, values)) for values in zip(*(_rows(data[key], start, stop, env) for key in keys))]
-    if isinstance(data, tuple):
-        return [tuple(values) for values in zip(*(_rows(value, start, stop, env) for value in data))]
-    return list(data[start:stop, env])
 
 
 def _map_leaves(function, data: Any, other: Any) -> Any:

@@ -137,16 +137,17 @@ def sample_categorical(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return actions, normalized.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
 
 
-def to_numpy(value: Any) -> Any:
+def to_numpy(value: Any, *, copy: bool = True) -> Any:
     """RLlib's TensorToNumpy (`convert_to_numpy`) for one leaf: a tensor as a numpy array (a 0-d one as a
-    Python number), floats as float32 and signed integers as int32 (RLlib's `reduce_type`)."""
+    Python number), floats as float32 and signed integers as int32 (RLlib's `reduce_type`). A copy, as
+    RLlib's (episodes keep no view of the module's tensors), unless `copy=False` for a tensor nothing else holds."""
     if isinstance(value, torch.Tensor):
         value = value.item() if value.dim() == 0 else value.numpy(force=True)
     if isinstance(value, np.ndarray):
         if np.issubdtype(value.dtype, np.floating):
-            return value.astype(np.float32)  # a copy, as RLlib's: episodes keep no view of the module's tensors
+            return value.astype(np.float32, copy=copy)
         if np.issubdtype(value.dtype, int):
-            return value.astype(np.int32)
+            return value.astype(np.int32, copy=copy)
     return value
 
 

@@ -183,6 +183,14 @@ class ActorCriticModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
             return super().forward_inference(batch, **kwargs)
         return self._forward_inference(batch, **kwargs)
 
+    @override(TorchRLModule)
+    def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        # TorchRLModule calls train() on all 26 submodules of TransformerModel before each SGD
+        # step: 0.05 ms, 1.7 ms an update of the main job (2026-12-05); in train mode already, skip it.
+        if not self.training:
+            return super().forward_train(batch, **kwargs)
+        return RLModule.forward_train(self, batch, **kwargs)
+
     @override(RLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         # No STATE_OUT: training chunks are zero-padded, and nothing downstream reads it. Not

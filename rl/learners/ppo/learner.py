@@ -25,10 +25,19 @@ from typing import Any
 import torch
 
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import (
+    MODULE_TRAIN_BATCH_SIZE_MEAN,
+    NUM_ENV_STEPS_TRAINED,
+    NUM_ENV_STEPS_TRAINED_LIFETIME,
+    NUM_MODULE_STEPS_TRAINED,
+    NUM_MODULE_STEPS_TRAINED_LIFETIME,
+    WEIGHTS_SEQ_NO,
+)
 
 from rl.learners.advantages import use_batched_advantages
 from rl.learners.connectors import use_fast_chunking
@@ -71,6 +80,9 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         # Filled each SGD step, logged once per update (_log_last_minibatch_metrics).
         self._last_loss_terms: dict[str, PPOLossTerms] = {}
         self._last_minibatch: dict[str, Any] | None = None
+        # Summed over an update's SGD steps, logged once (_log_trained_steps).
+        self._trained_steps: dict[str, int] = {}
+        self._trained_env_steps = 0
         if self._learner_connector is not None:
             use_fast_chunking(self._learner_connector)
             use_batched_advantages(self._learner_connector)
@@ -115,7 +127,34 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         self._last_minibatch = batch
 
     @override(Learner)
+    def _log_steps_trained_metrics(self, batch: Any) -> None:
+        # RLlib logs eight counters every SGD step; six are sums, logged once per update with the
+        # update's totals (_log_trained_steps): the same reduced values for less.
+        for module_id, module_batch in batch.policy_batches.items():
+            self.metrics.log_value((module_id, MODULE_TRAIN_BATCH_SIZE_MEAN), len(module_batch), reduce="mean")
+            self._trained_steps[module_id] = self._trained_steps.get(module_id, 0) + len(module_batch)
+        self._trained_env_steps += batch.env_steps()
+
+    def _log_trained_steps(self) -> None:
+        """The step counters `_log_steps_trained_metrics` summed over the update, as RLlib names and reduces them."""
+        for module_id, steps in self._trained_steps.items():
+            self.metrics.log_value((module_id, WEIGHTS_SEQ_NO), self._weights_seq_no, window=1)
+            self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED), steps, reduce="sum")
+            self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME), steps, reduce="lifetime_sum",
+                                   with_throughput=True)
+            self.metrics.log_value((ALL_MODULES, NUM_MODULE_STEPS_TRAINED), steps, reduce="sum", with_throughput=True)
+            self.metrics.log_value((ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), steps, reduce="lifetime_sum",
+                                   with_throughput=True)
+        if self._trained_steps:
+            self.metrics.log_value((ALL_MODULES, NUM_ENV_STEPS_TRAINED), self._trained_env_steps, reduce="sum",
+                                   with_throughput=True)
+            self.metrics.log_value((ALL_MODULES, NUM_ENV_STEPS_TRAINED_LIFETIME), self._trained_env_steps,
+                                   reduce="lifetime_sum", with_throughput=True)
+        self._trained_steps, self._trained_env_steps = {}, 0
+
+    @override(Learner)
     def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+        self._log_trained_steps()
         self._log_last_minibatch_metrics()
         super().after_gradient_based_update(timesteps=timesteps)
 

@@ -73,6 +73,20 @@ def test_an_inference_only_module_stays_in_eval_mode_so_rollout_calls_switch_no_
     assert learner_module.training  # a Learner's module trains as RLlib builds it
 
 
+def test_a_training_module_switches_no_submodule_per_sgd_step_and_one_in_eval_mode_goes_back_to_train():
+    module = mlp()
+    switched = []
+    train = module.train
+    module.train = lambda mode=True: switched.append(mode) or train(mode)
+    batch = {Columns.OBS: torch.randn(5, 4)}
+    module.forward_train(batch)
+    assert switched == []
+    module.eval()
+    switched.clear()
+    module.forward_train(batch)
+    assert switched == [True] and all(submodule.training for submodule in module.modules())
+
+
 def test_sampling_runs_in_inference_mode_with_the_outputs_no_grad_gives():
     runner_module = mlp(inference_only=True)
     obs = {Columns.OBS: torch.randn(5, 4)}

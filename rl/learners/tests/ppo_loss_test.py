@@ -12,6 +12,7 @@ from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
@@ -27,10 +28,11 @@ MODELS = {"mlp": (MLPModel, {"hidden_sizes": [16]}), "transformer": (Transformer
 
 
 class RLlibLossLearner(ActorCriticPPOTorchLearner):
-    """The same Learner with RLlib's own loss and per-step off-policyness logging."""
+    """The same Learner with RLlib's own loss and per-step off-policyness and step counter logging."""
 
     compute_loss_for_module = PPOTorchLearner.compute_loss_for_module
     _compute_off_policyness = TorchLearner._compute_off_policyness
+    _log_steps_trained_metrics = Learner._log_steps_trained_metrics
 
 
 class AllChunksLearner(ActorCriticPPOTorchLearner):
