@@ -20,7 +20,7 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "learners": (frozenset({"losses"}), frozenset({"torch", "ray", "numpy", "gymnasium"})),
     "harness": (
         frozenset(),
-        frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "scipy", "matplotlib", "tensorboard"}),
+        frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "scipy", "matplotlib", "tensorboard", "gymnasium"}),
     ),
     "analysis": (
         frozenset({"learners", "harness"}),
@@ -42,6 +42,8 @@ CLI_ENTRY_POINTS = frozenset({"rl/harness/commands/main.py", "rl/harness/benchma
 CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "ray"): ("rl/harness/training/", "rl/harness/benchmarks/"),
     ("harness", "torch"): ("rl/harness/training/", "rl/harness/benchmarks/"),
+    # The batched EnvRunner steps RLlib's Gymnasium vector envs itself.
+    ("harness", "gymnasium"): ("rl/harness/training/",),
     # A study's summary: t quantiles and its curves figure.
     ("harness", "scipy"): ("rl/harness/study/",),
     ("harness", "matplotlib"): ("rl/harness/study/", "rl/harness/commands/compare.py"),  # and `compare`'s overlay

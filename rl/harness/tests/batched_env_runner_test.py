@@ -13,7 +13,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.tune.registry import register_env
 
 from rl.harness.tests.episodes import assert_equal_nests, assert_same_episodes, numpy_copies
-from rl.harness.training.batched_env_runner import BatchedEnvRunner, why_not_batched
+from rl.harness.training.batched_env_runner import BatchedEnvRunner, ListInfoVectorEnv, why_not_batched
 from rl.harness.training.sampling_connectors import use_fast_connectors
 
 # RLlib's default PPO module with an LSTM: recurrent state in and out of every step.
@@ -63,10 +63,35 @@ def assert_same_metrics(expected: dict, actual: dict) -> None:
         assert expected[key].peek() == actual[key].peek(), key
 
 
+class _InfoCartPole(gym.Wrapper):
+    """CartPole whose infos hold what Mess3's do: Python ints and floats, an array and a nested dict."""
+
+    def __init__(self, _config=None):
+        super().__init__(gym.make("CartPole-v1"))
+        self.steps = 0
+
+    def _info(self, observation):
+        self.steps += 1
+        return {"state": self.steps % 3, "token": int(observation[0] > 0), "belief": np.abs(observation[:3]) / 2,
+                "reward_components": {"pole": float(observation[2])}}
+
+    def reset(self, **kwargs):
+        observation, _ = self.env.reset(**kwargs)
+        return observation, self._info(observation)
+
+    def step(self, action):
+        observation, reward, terminated, truncated, _ = self.env.step(action)
+        return observation, reward, terminated, truncated, self._info(observation)
+
+
+register_env("info_cartpole", _InfoCartPole)
+
+
 @pytest.mark.parametrize("model_config", [None, LSTM], ids=["stateless", "lstm"])
 @pytest.mark.parametrize("episodes_to_numpy", [False, True], ids=["list_episodes", "numpy_episodes"])
-def test_the_episodes_and_metrics_are_rllibs(model_config, episodes_to_numpy):
-    config = config_for(model_config=model_config, episodes_to_numpy=episodes_to_numpy)
+@pytest.mark.parametrize("env", ["CartPole-v1", "info_cartpole"])
+def test_the_episodes_and_metrics_are_rllibs(model_config, episodes_to_numpy, env):
+    config = config_for(env, model_config=model_config, episodes_to_numpy=episodes_to_numpy)
     (expected, expected_metrics), (actual, actual_metrics) = (sample_with(SingleAgentEnvRunner, config),
                                                               sample_with(BatchedEnvRunner, config))
     assert_same_samples(expected, actual)
@@ -122,6 +147,17 @@ def test_an_env_that_fails_is_recreated_and_its_unfinished_episodes_dropped_as_r
         assert _FailingCartPole.failed
     assert_same_samples(samples[0][0], samples[1][0])
     assert_same_metrics(samples[0][1], samples[1][1])
+
+
+def test_the_vector_env_hands_over_each_envs_own_infos():
+    runner = BatchedEnvRunner(config=config_for("info_cartpole"))
+    try:
+        assert isinstance(runner.env, ListInfoVectorEnv)
+        [episode, *_] = runner.sample(num_timesteps=8)
+        info = episode.get_infos(-1)
+        assert isinstance(info["state"], int) and isinstance(info["reward_components"]["pole"], float)
+    finally:
+        runner.stop()
 
 
 def test_configs_it_cannot_batch_sample_with_rllibs_loop_and_say_why():

@@ -9,13 +9,14 @@ it (e.g. TransformerModel needs `minibatch_size` to be a multiple of
 `max_seq_len`), so a bad combination fails with a clear error before training.
 For speed, its SGD steps use fused Adam and one finite check of all gradients
 (`FusedGradientStepMixin`), its learner connector cuts episodes into chunks with
-`rl.learners.connectors` and runs without autograd, its minibatches are RLlib's taken with
-one index per column (`rl.learners.minibatches`), and for Categorical policies it
-computes RLlib's PPO loss with fewer ops (`rl.learners.ppo.loss`), logging the loss
-metrics and the off-policyness of the last minibatch once per update (RLlib logs them
-every step with window=1: the same results). Each SGD step runs the module only on the
-chunks of its minibatch that hold a loss step (`chunks_with_loss_steps`). The IQN, QR and
-PPG Learners derive from it.
+`rl.learners.connectors` and computes GAE over all episodes in step (`rl.learners.advantages`),
+without autograd, its minibatches are RLlib's taken with one index per column
+(`rl.learners.minibatches`), and for Categorical policies it computes RLlib's PPO loss with
+fewer ops (`rl.learners.ppo.loss`), logging the loss metrics and the off-policyness of the
+last minibatch once per update (RLlib logs them every step with window=1: the same
+results), and the steps trained summed once per update. Each SGD step runs the module only
+on the chunks of its minibatch that hold a loss step (`chunks_with_loss_steps`). The IQN,
+QR and PPG Learners derive from it.
 """
 
 from __future__ import annotations
