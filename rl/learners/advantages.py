@@ -30,7 +30,7 @@ from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.numpy import convert_to_numpy
-from ray.rllib.utils.postprocessing.zero_padding import split_and_zero_pad_n_episodes, unpad_data_if_necessary
+from ray.rllib.utils.postprocessing.zero_padding import unpad_data_if_necessary
 
 
 def value_targets(values: np.ndarray, rewards: np.ndarray, terminateds: np.ndarray, truncateds: np.ndarray, *,
@@ -79,6 +79,22 @@ def _carry_across_episodes(running_block: np.ndarray, block: np.ndarray, carry: 
         incoming = running_block[row, 0] if lengths[row] else incoming
 
 
+def zero_padded_episode_chunks(values: np.ndarray, episode_lens: list[int], max_seq_len: int) -> np.ndarray:
+    """`np.stack(split_and_zero_pad_n_episodes(values, episode_lens, max_seq_len))` with one scatter: each
+    episode's steps cut into `max_seq_len` chunks, its last chunk zero-padded; (chunks, max_seq_len, ...).
+
+    Example:
+        zero_padded_episode_chunks(np.arange(5.0), [3, 2], 2)    # [[0, 1], [2, 0], [3, 4]]
+    """
+    lengths = np.asarray(episode_lens)
+    chunks = -(-lengths // max_seq_len)
+    offsets = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    rows = np.repeat(np.cumsum(chunks) - chunks, lengths) + offsets // max_seq_len
+    padded = np.zeros((int(chunks.sum()), max_seq_len, *values.shape[1:]), dtype=values.dtype)
+    padded[rows, offsets % max_seq_len] = values
+    return padded
+
+
 class BatchedGeneralAdvantageEstimation(GeneralAdvantageEstimation):
     """RLlib's GeneralAdvantageEstimation (the same batch columns, the same numbers) with `value_targets`."""
 
@@ -101,8 +117,7 @@ class BatchedGeneralAdvantageEstimation(GeneralAdvantageEstimation):
             advantages = (advantages - advantages.mean()) / max(1e-4, advantages.std())
             if module.is_stateful():
                 max_seq_len = module.model_config["max_seq_len"]
-                advantages, targets = (np.stack(split_and_zero_pad_n_episodes(column, episode_lens=lens,
-                                                                               max_seq_len=max_seq_len), axis=0)
+                advantages, targets = (zero_padded_episode_chunks(column, lens, max_seq_len)
                                        for column in (advantages, targets))
             results[module_id] = {Postprocessing.ADVANTAGES: advantages, Postprocessing.VALUE_TARGETS: targets}
         if self._numpy_to_tensor_connector is None:

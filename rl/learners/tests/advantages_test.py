@@ -5,8 +5,14 @@ import pytest
 
 from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
 from ray.rllib.utils.postprocessing.value_predictions import compute_value_targets
+from ray.rllib.utils.postprocessing.zero_padding import split_and_zero_pad_n_episodes
 
-from rl.learners.advantages import BatchedGeneralAdvantageEstimation, use_batched_advantages, value_targets
+from rl.learners.advantages import (
+    BatchedGeneralAdvantageEstimation,
+    use_batched_advantages,
+    value_targets,
+    zero_padded_episode_chunks,
+)
 
 
 def random_episodes(generator: np.random.Generator, lens: list[int], flags=np.float32):
@@ -48,6 +54,15 @@ def test_the_recursion_stops_at_episode_ends_and_terminations():
     targets = value_targets(np.zeros(6, np.float32), rewards, terminateds, truncateds, episode_lens=[3, 3],
                             gamma=1.0, lambda_=1.0)
     np.testing.assert_array_equal(targets, [2, 1, 1, 3, 2, 1])
+
+
+@pytest.mark.parametrize("lens", [[3, 2], [16, 16, 1], [64, 65, 17, 5], [1]])
+def test_episode_chunks_equal_rllibs_split_and_zero_pad(lens):
+    values = np.random.default_rng(len(lens)).normal(size=sum(lens)).astype(np.float32)
+    expected = np.stack(split_and_zero_pad_n_episodes(values, episode_lens=lens, max_seq_len=16), axis=0)
+    actual = zero_padded_episode_chunks(values, lens, 16)
+    assert actual.dtype == expected.dtype
+    np.testing.assert_array_equal(actual, expected)
 
 
 def test_the_pipeline_piece_is_replaced_keeping_its_parameters():
