@@ -21,7 +21,8 @@ LSTM = {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 8, "fcnet_hiddens
 # Sample sizes that cut episodes mid-way, end a call right after episodes ended, and are no multiple of the envs.
 SAMPLES = (150, 150, 37, 64)
 RLLIB_METRICS = ("episode_return_mean", "episode_len_mean", "episode_len_max", "num_episodes",
-                 "num_env_steps_sampled", "num_env_steps_sampled_lifetime", "num_episodes_lifetime")
+                 "num_env_steps_sampled", "num_env_steps_sampled_lifetime", "num_episodes_lifetime",
+                 "env_to_module_sum_episodes_length_in", "env_to_module_sum_episodes_length_out")
 
 
 def config_for(env="CartPole-v1", model_config=None, **env_runner_settings) -> PPOConfig:

@@ -48,6 +48,8 @@ from ray.rllib.utils.metrics import (
     CONNECTOR_PIPELINE_TIMER,
     CONNECTOR_TIMERS,
     ENV_TO_MODULE_CONNECTOR,
+    ENV_TO_MODULE_SUM_EPISODES_LENGTH_IN,
+    ENV_TO_MODULE_SUM_EPISODES_LENGTH_OUT,
     MODULE_TO_ENV_CONNECTOR,
     RLMODULE_INFERENCE_TIMER,
     TIMERS,
@@ -119,6 +121,8 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                 continue
             ts += steps.add(actions, outputs, results, time.perf_counter())
             self._cached_to_module = self._next_inputs(steps, outputs.get(Columns.STATE_OUT))
+            for key in (ENV_TO_MODULE_SUM_EPISODES_LENGTH_IN, ENV_TO_MODULE_SUM_EPISODES_LENGTH_OUT):
+                self.metrics.log_value(key, int(steps.lengths.sum()))  # as RLlib's env-to-module pipeline, per step
             steps.pipeline_seconds[ENV_TO_MODULE_CONNECTOR] += time.perf_counter() - steps.times[-1]
         self._log_pipeline_times(steps)
         finished, ongoing = self._episodes(steps, keep_ongoing=True)
@@ -126,7 +130,8 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
 
     def _steps(self) -> "_Steps":
         # An episode not yet reset (one ended at the last step) gets its reset observation next step.
-        return _Steps(np.array([not episode.is_reset for episode in self._ongoing_episodes]))
+        return _Steps(np.array([not episode.is_reset for episode in self._ongoing_episodes]),
+                      np.array([len(episode) for episode in self._ongoing_episodes]))
 
     def _act(self, explore: bool, ts: int, steps: "_Steps") -> dict[str, Any]:
         """The module's batched outputs for the cached inputs, as numpy (N, ...), with the actions."""
@@ -309,10 +314,11 @@ class ListInfoVectorEnv(gym.vector.VectorWrapper):
 class _Steps:
     """Each vectorised step's arrays as they came, and per env whether it reset or ended there."""
 
-    def __init__(self, pending: np.ndarray):
+    def __init__(self, pending: np.ndarray, lengths: np.ndarray):
         self.observations, self.actions, self.rewards, self.infos, self.outputs = [], [], [], [], []
         self.terminateds, self.truncateds, self.resets, self.dones, self.times = [], [], [], [], []
         self.pending = pending  # envs whose next step is a reset
+        self.lengths = lengths  # each env's episode chunk's steps so far (a reset starts a new one)
         self.pipeline_seconds = {ENV_TO_MODULE_CONNECTOR: 0.0, MODULE_TO_ENV_CONNECTOR: 0.0}
 
     @property
@@ -330,6 +336,7 @@ class _Steps:
                               (self.times, now)):
             column.append(value)
         self.pending = dones
+        self.lengths = np.where(resets, 0, self.lengths + 1)
         return int(len(rewards) - resets.sum())
 
     def stacked(self) -> "_Columns":
