@@ -340,7 +340,7 @@ class _Steps:
         return int(len(rewards) - resets.sum())
 
     def stacked(self) -> "_Columns":
-        outputs = map_arrays(functools.partial(to_numpy, copy=False), _stacked_tensors(self.outputs))  # fresh stacks
+        outputs = map_arrays(functools.partial(to_numpy, copy=False), _leafwise(torch.stack, self.outputs))  # fresh stacks
         return _Columns(stacked(self.observations), stacked(self.actions), np.stack(self.rewards), outputs,
                         np.stack(self.terminateds), np.stack(self.truncateds), np.stack(self.resets),
                         np.stack(self.dones))
@@ -365,35 +365,25 @@ def _joined(buffer: Optional[InfiniteLookbackBuffer], *parts: Any) -> InfiniteLo
     if buffer is not None and (buffer.finalized or buffer.data):
         held = buffer.data if buffer.finalized else batch_items(buffer.data)
     parts = [part for part in (held, *parts) if part is not None]
-    data = parts[0] if len(parts) == 1 else _joined_leaves(parts)
+    data = parts[0] if len(parts) == 1 else _leafwise(np.concatenate, parts)
     joined = InfiniteLookbackBuffer(data, space=buffer.space if buffer is not None else None)
     joined.lookback = buffer.lookback if buffer is not None else 0  # the constructor caps it at a nest's key count
     return joined
 
 
-def _joined_leaves(nests: list) -> Any:
-    """Nests of the same structure (dicts, tuples of arrays) joined leaf by leaf along the first axis."""
+def _leafwise(function, nests: list) -> Any:
+    """`function(leaves)` for each leaf position of nests of the same structure (dicts, tuples), e.g. np.concatenate."""
     first = nests[0]
     if isinstance(first, dict):
-        return {key: _joined_leaves([nest[key] for nest in nests]) for key in first}
+        return {key: _leafwise(function, [nest[key] for nest in nests]) for key in first}
     if isinstance(first, tuple):
-        return tuple(_joined_leaves(list(leaves)) for leaves in zip(*nests))
-    return np.concatenate(nests)
+        return tuple(_leafwise(function, list(leaves)) for leaves in zip(*nests))
+    return function(nests)
 
 
 def _steps_of(data: Any, start: int, stop: int, env: int) -> Any:
     """Env `env`'s steps start..stop-1 of a (steps, envs, ...) nest: views."""
     return map_arrays(lambda array: array[start:stop, env], data)
-
-
-def _stacked_tensors(structures: list) -> Any:
-    """Per-step nests of (N, ...) tensors stacked into one nest of (steps, N, ...) tensors."""
-    first = structures[0]
-    if isinstance(first, dict):
-        return {key: _stacked_tensors([structure[key] for structure in structures]) for key in first}
-    if isinstance(first, tuple):
-        return tuple(_stacked_tensors(list(column)) for column in zip(*structures))
-    return torch.stack(structures)
 
 
 def _in_order(finished: list) -> list:
