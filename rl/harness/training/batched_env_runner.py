@@ -6,23 +6,26 @@
 
 RLlib's SingleAgentEnvRunner turns every vectorised step into per-env work: one
 `add_env_step` per env, the connector pipelines' per-call timers, four episode callbacks
-per env and step. For the main job (32 envs, 2048 env steps a sample) that bookkeeping
-and the connector calls took about as long as the envs themselves
-(`//experiments/mess3:bench_sampling`, docs/performance.md "Sampling"). This runner keeps
-each step's batched arrays (observations, actions, rewards, flags, infos, the module's
-outputs, the recurrent state) as they come, and at the end of `sample()` appends each env's
-run of steps to its episode in one piece. What it returns is what RLlib's runner returns
-on the same seed: the same episodes (ids aside), in the same order, cut the same way, the
-same RLlib metrics (`tests/batched_env_runner_test.py` compares them for stateless and
-stateful modules, and the Learner's batch built from them).
+per env and step, and its vector env merges the envs' info dicts into arrays that a
+wrapper splits again. For the main job (32 envs, 2048 env steps a sample) that took about
+as long as the envs themselves (`//experiments/mess3:bench_sampling`, docs/performance.md
+"Sampling"). This runner keeps each step's batched arrays (observations, actions,
+rewards, flags, infos, the module's outputs and recurrent state) as they come, steps the
+vector env's envs itself (`ListInfoVectorEnv`: the same autoreset, each env's own info
+dict), and at the end of `sample()` turns each env's run of steps into RLlib's episode at
+once, as numpy buffers (views of the stacked steps). What it returns is what RLlib's runner
+returns on the same seed: the same episodes (ids aside), in the same order, cut the same
+way, and the same RLlib metrics (`tests/batched_env_runner_test.py` compares them, and the
+Learner's batch built from them).
 
-It serves the harness's fast connector pipelines (sampling_connectors.py): EpisodesToModuleBatch
-and ModuleOutputsForVectorEnv, whose work it does on the batched arrays directly, and configs
+It serves the harness's fast connector pipelines (sampling_connectors.py: EpisodesToModuleBatch
+and ModuleOutputsForVectorEnv, whose work it does on the batched arrays directly) and configs
 without episode callbacks (`on_episode_start`, `_step`, `_end`, `_created`), which need a call
 per env and step. Other configs, `num_episodes` sampling and random actions run RLlib's own
-loop (`why_not_batched` says why). The one private hook is `_sample`, RLlib 2.56's per-call
-loop (Ray is pinned); RLlib's episode objects are built through their public methods, plus
-the bulk append (`_append_steps`).
+loop (`why_not_batched` says why). It overrides RLlib 2.56's private `_sample` and uses that
+runner's own state and helpers (`_ongoing_episodes`, `_cached_to_module`, `_reset_envs_and_episodes`,
+`_try_env_step`, the metrics counters) and an episode's step times (`_chunk`); Ray is pinned, and
+the tests above fail if any of it changes.
 """
 
 from __future__ import annotations
@@ -134,7 +137,8 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                       np.array([len(episode) for episode in self._ongoing_episodes]))
 
     def _act(self, explore: bool, ts: int, steps: "_Steps") -> dict[str, Any]:
-        """The module's batched outputs for the cached inputs, as numpy (N, ...), with the actions."""
+        """The module's batched outputs (N, ...) for the cached inputs: the actions as numpy for the env, the rest
+        as the module's tensors until the end of the call (`_Steps.stacked`)."""
         inputs, self._cached_to_module = self._cached_to_module, None
         with self.metrics.log_time(RLMODULE_INFERENCE_TIMER):
             if explore:  # the step count RLlib passes, for schedules
