@@ -180,3 +180,32 @@ def test_episodes_of_one_call_keep_rllibs_order():
                         for runner_class in (SingleAgentEnvRunner, BatchedEnvRunner))
     lengths = lambda episodes: [(len(episode), episode.is_done) for episode in episodes]
     assert lengths(expected) == lengths(actual) and len(np.unique([len(e) for e in expected])) > 3
+
+
+@pytest.mark.slow
+def test_a_remote_batched_runner_trains_as_rllibs_does():
+    # One PPO iteration with the EnvRunner in its own Ray actor: the batched loop runs there (no fallback) and
+    # the numpy episodes it ships give the Learner what RLlib's runner gives it, number for number.
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        results = []
+        for runner_class in (SingleAgentEnvRunner, BatchedEnvRunner):
+            config = (config_for(model_config=LSTM).env_runners(num_env_runners=1, env_runner_cls=runner_class)
+                      .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=1))
+            algo = config.build_algo()
+            try:
+                result = algo.train()
+                kinds = algo.env_runner_group.foreach_env_runner(lambda runner: (type(runner).__name__,
+                                                                                 getattr(runner, "fallback", None)),
+                                                                 local_env_runner=False)
+                assert kinds == [(runner_class.__name__, None)]
+                learner = result["learners"][DEFAULT_MODULE_ID]
+                results.append((result["env_runners"]["num_env_steps_sampled_lifetime"],
+                                result["env_runners"]["episode_return_mean"], learner["policy_loss"], learner["vf_loss"]))
+            finally:
+                algo.stop()
+        assert results[0] == results[1]
+    finally:
+        ray.shutdown()
