@@ -29,6 +29,12 @@ def _run(roots, *args):
     return cli.main(["rl-harness", FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts), *args])
 
 
+def test_rllibs_env_runner_is_one_flag_away_and_recorded(roots):
+    assert _run(roots, "--run-id", "rllib-runner", "--env-runner", "rllib") == 0
+    manifest = run_helpers.manifest(roots[0] / "rllib-runner")
+    assert manifest["hardware"]["profile"]["env_runner"] == manifest["options"]["env_runner"] == "rllib"
+
+
 def test_a_completed_run_records_full_provenance(roots, monkeypatch):
     monkeypatch.delenv("FAKE_RECIPE_ITERATIONS", raising=False)
     assert _run(roots, "--seed", "7", "--run-id", "first") == 0
@@ -49,6 +55,7 @@ def test_a_completed_run_records_full_provenance(roots, monkeypatch):
     assert manifest["seed"] == 7 and manifest["options"]["seed"] == 7
     assert manifest["options"]["hardware_profile"] == "auto"
     assert manifest["hardware"]["profile"]["requested"] == "auto"
+    assert manifest["hardware"]["profile"]["env_runner"] == manifest["options"]["env_runner"] == "batched"
     assert manifest["hardware"]["machine"]["cpu_count"] >= 1
     assert "gpu_model" in manifest["hardware"]["machine"] and "cuda_version" in manifest["hardware"]["machine"]
     assert manifest["parent_run"] is None

@@ -237,6 +237,16 @@ def test_the_reproduction_is_asked_to_stop_where_the_prefix_ends():
     assert "--stop-at-iteration" not in reproduce._run_arguments(manifest, "new", "/r", "/a", RowBudget())
 
 
+@pytest.mark.parametrize(("recorded", "expected"), [({"name": "cpu", "env_runner": "batched"}, "batched"),
+                                                     ({"name": "cpu", "env_runner": "rllib"}, "rllib"),
+                                                     ({"name": "cpu"}, "rllib")])  # recorded before --env-runner
+def test_the_reproduction_samples_with_the_recorded_env_runner(recorded, expected):
+    manifest = RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "seed": 3,
+                                      "hardware": {"profile": recorded}, "options": {}})
+    arguments = reproduce._run_arguments(manifest, "new", "/r", "/a", RowBudget())
+    assert arguments[arguments.index("--env-runner") + 1] == expected
+
+
 def test_the_prefix_and_the_cap_end_at_the_same_row():
     rows = [{"training_iteration": i, "num_env_steps_sampled_lifetime": 100 * i} for i in range(1, 6)]
     budget = RowBudget.of(None, 250)
