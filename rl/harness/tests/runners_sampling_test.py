@@ -102,16 +102,21 @@ def test_a_recipes_own_module_to_env_pieces_are_kept_and_recorded():
                                     "module_to_env": sampling_connectors.CUSTOM_PIPELINE}
 
 
-def test_episodes_that_stay_in_the_process_are_lists_and_those_that_travel_numpy():
-    local = configs.prepare_config(_config(2048), seed=3, profile=_profile(2), parallel_envs=32)
+def test_rllibs_runner_keeps_episodes_that_stay_in_the_process_as_lists_and_those_that_travel_numpy():
+    local = configs.prepare_config(_config(2048), seed=3, profile=_profile(2, hardware.RLLIB_ENV_RUNNER),
+                                   parallel_envs=32)
     remote = configs.prepare_config(_config(2048), seed=3, profile=_profile(8), parallel_envs=32)
-    remote_learner = configs.prepare_config(_config(2048).learners(num_learners=1), seed=3, profile=_profile(2),
-                                            parallel_envs=32)
+    remote_learner = configs.prepare_config(_config(2048).learners(num_learners=1), seed=3,
+                                            profile=_profile(2, hardware.RLLIB_ENV_RUNNER), parallel_envs=32)
     assert (local.num_env_runners, local.episodes_to_numpy) == (0, False)
     assert remote.num_env_runners > 0 and remote.episodes_to_numpy
     assert remote_learner.num_env_runners == 0 and remote_learner.episodes_to_numpy  # they travel to the Learner
     record = configs.sampling_record(configs.plan_sampling(_profile(2), local, parallel_envs=32), local)
     assert record["episodes_to_numpy"] is False
+    # The batched EnvRunner's episodes are numpy wherever they go, and the record says so.
+    batched = configs.prepare_config(_config(2048), seed=3, profile=_profile(2), parallel_envs=32)
+    assert batched.episodes_to_numpy and configs.sampling_record(
+        configs.plan_sampling(_profile(2), batched, parallel_envs=32), batched)["episodes_to_numpy"] is True
 
 
 def test_the_preparation_plans_once_and_again_only_for_another_profile(monkeypatch):

@@ -83,11 +83,12 @@ def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):
         add_callback(config, episode_metrics.ON_SAMPLE_END, episode_metrics.copy_cut_chunks)
         if profile.env_runner == hardware.BATCHED_ENV_RUNNER and config.env_runner_cls is None:
             config.env_runners(env_runner_cls=BatchedEnvRunner)
-    if plan.num_env_runners == 0 and config.num_learners == 0:
-        # The local EnvRunner hands its episodes to the local Learner, whose connector batches
+    if plan.num_env_runners == 0 and config.num_learners == 0 and config.env_runner_cls is not BatchedEnvRunner:
+        # RLlib's local EnvRunner hands its episodes to the local Learner, whose connector batches
         # them anyway: numpy'izing each one first, step by step, cost the main job about 5 %
         # end to end (docs/performance.md). Episodes that travel (remote runners or Learners)
-        # stay numpy: arrays pickle smaller than lists of per-step items.
+        # stay numpy: arrays pickle smaller than lists of per-step items. The batched EnvRunner
+        # builds numpy episodes from its step arrays directly.
         config.env_runners(episodes_to_numpy=False)
     return config.debugging(seed=seed)
 
