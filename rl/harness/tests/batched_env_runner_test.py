@@ -183,12 +183,15 @@ def test_episodes_of_one_call_keep_rllibs_order():
 
 
 @pytest.mark.slow
-def test_a_remote_batched_runner_trains_as_rllibs_does():
+def test_a_remote_batched_runner_trains_as_rllibs_does(tmp_path, monkeypatch):
     # One PPO iteration with the EnvRunner in its own Ray actor: the batched loop runs there (no fallback) and
     # the numpy episodes it ships give the Learner what RLlib's runner gives it, number for number.
     import ray
+    import ray.tune.trainable.trainable
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # An Algorithm logs under ~/ray_results, read-only in Bazel's sandbox; Ray 2.56 reads this module global.
+    monkeypatch.setattr(ray.tune.trainable.trainable, "DEFAULT_STORAGE_PATH", str(tmp_path))
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         results = []
         for runner_class in (SingleAgentEnvRunner, BatchedEnvRunner):
