@@ -131,6 +131,12 @@ def rl_py_test(name, srcs, deps = [], data = [], tags = [], args = [], size = No
         **kwargs
     )
 
+def rl_py_test_tiers(name, srcs, deps = [], **kwargs):
+    """One test file in both tiers: `<name>_test` runs its tests not marked slow, `<name>_slow_test`
+    (tagged `slow`) those marked `@pytest.mark.slow`."""
+    rl_py_test(name = name + "_test", srcs = srcs, deps = deps, args = ["-m", "'not slow'"], **kwargs)
+    rl_py_test(name = name + "_slow_test", srcs = srcs, deps = deps, args = ["-m", "slow"], tags = ["slow"], **kwargs)
+
 def rl_bench(name, main, srcs = [], deps = [], tags = [], **kwargs):
     """A benchmark: `bazel run //pkg:name` prints JSON figures on stdout."""
     rl_py_binary(name = name, main = main, srcs = srcs, deps = deps, tags = tags + ["bench"], **kwargs)

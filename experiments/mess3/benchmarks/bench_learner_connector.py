@@ -26,7 +26,7 @@ import torch
 from ray.rllib.connectors.learner.add_one_ts_to_episodes_and_truncate import AddOneTsToEpisodesAndTruncate
 from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
 
-from experiments.mess3.benchmarks.bench_sampling import STEPS_PER_SAMPLE, WARMUP_SAMPLES, _runner
+from experiments.mess3.benchmarks.bench_sampling import STEPS_PER_SAMPLE, WARMUP_SAMPLES, build_runner
 
 
 def _timed_pieces(learner, pieces: list, episodes: list, repeats: int) -> dict:
@@ -43,7 +43,7 @@ def _timed_pieces(learner, pieces: list, episodes: list, repeats: int) -> dict:
 
 
 def measure(repeats: int) -> dict:
-    batched, rllib = _runner("harness"), _runner("harness_rllib_runner")
+    batched, rllib = build_runner("harness"), build_runner("harness_rllib_runner")
     learner = batched.config.build_learner(env=batched.env.unwrapped)
     harness_pieces = list(learner._learner_connector.connectors)  # the Learner's pipeline, as built
     advantages = harness_pieces[-1]

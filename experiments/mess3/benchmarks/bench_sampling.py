@@ -55,7 +55,7 @@ class _Timed:
             self.totals[self.name] += time.perf_counter() - start
 
 
-def _runner(variant: str) -> SingleAgentEnvRunner:
+def build_runner(variant: str) -> SingleAgentEnvRunner:
     config = task.ppo_config(smoke=False)
     if variant == "rllib":
         return SingleAgentEnvRunner(config=config.env_runners(num_env_runners=0,
@@ -81,7 +81,7 @@ class _Sampler:
             self.plain = torch_reference.Sampler(module, task.PARALLEL_ENVS, seed=0)
             self.sample = lambda: self.plain.sample(STEPS_PER_SAMPLE // task.PARALLEL_ENVS)
             return
-        runner = self.runner = _runner(variant)
+        runner = self.runner = build_runner(variant)
         self.sample = lambda: runner.sample(num_timesteps=STEPS_PER_SAMPLE)
         runner.module.forward_exploration = _Timed(runner.module.forward_exploration, "module_forward", self.parts)
         runner._try_env_step = _Timed(runner._try_env_step, "env_step", self.parts)

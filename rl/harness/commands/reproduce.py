@@ -39,7 +39,6 @@ from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
 from rl.harness.run.rows import ITERATION_KEY, RowBudget
 from rl.harness.run.status import COMPLETED, CRASHED, new_run_id
-from rl.harness.training import hardware
 from rl.harness.training import hardware, numeric_platform
 from rl.harness.errors import EXIT_USAGE, UsageError
 from rl.harness.run.layout import RunLayout

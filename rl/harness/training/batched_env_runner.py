@@ -118,17 +118,17 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             actions = outputs.pop(Columns.ACTIONS)
             results = self._try_env_step(outputs.pop(Columns.ACTIONS_FOR_ENV, actions))
             if results == ENV_STEP_FAILURE:  # as RLlib: keep the finished episodes, reset, count again
-                done += _in_order(self._episodes(steps, keep_ongoing=False)[0])
+                done += _in_order(self._episodes(steps)[0])  # the unfinished ones are dropped, as in RLlib
                 self._reset_envs_and_episodes(explore)
                 steps, ts = self._steps(), 0
                 continue
             ts += steps.add(actions, outputs, results, time.perf_counter())
             self._cached_to_module = self._next_inputs(steps, outputs.get(Columns.STATE_OUT))
+            steps.pipeline_seconds[ENV_TO_MODULE_CONNECTOR] += time.perf_counter() - steps.times[-1]
             for key in (ENV_TO_MODULE_SUM_EPISODES_LENGTH_IN, ENV_TO_MODULE_SUM_EPISODES_LENGTH_OUT):
                 self.metrics.log_value(key, int(steps.lengths.sum()))  # as RLlib's env-to-module pipeline, per step
-            steps.pipeline_seconds[ENV_TO_MODULE_CONNECTOR] += time.perf_counter() - steps.times[-1]
         self._log_pipeline_times(steps)
-        finished, ongoing = self._episodes(steps, keep_ongoing=True)
+        finished, ongoing = self._episodes(steps)
         return self._returned(done + _in_order(finished), ongoing, ts)
 
     def _steps(self) -> "_Steps":
@@ -172,16 +172,16 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         resets = steps.resets[-1]  # a fresh episode starts from the initial state
         if resets.any():
             rows = torch.from_numpy(resets)
-            state_out = _map_leaves(lambda step, initial: torch.where(rows.view(-1, *([1] * initial.dim())), initial, step),
-                                    state_out, self._initial_state)
+            state_out = _leafwise(lambda leaves: torch.where(rows.view(-1, *([1] * leaves[1].dim())), leaves[1], leaves[0]),
+                                  [state_out, self._initial_state])
         self._shared_data["_added_single_ts_time_rank"] = True
         return as_tensors(module_batch(steps.observations[-1], state_out), self._device)
 
-    def _episodes(self, steps: "_Steps", *, keep_ongoing: bool):
-        """The finished episodes as (step, env, episode), and (if kept) the ongoing ones in env order."""
+    def _episodes(self, steps: "_Steps"):
+        """The finished episodes as (step, env, episode), and the ongoing ones in env order."""
         finished, ongoing = [], []
         if not steps.count:
-            return finished, list(self._ongoing_episodes) if keep_ongoing else []
+            return finished, list(self._ongoing_episodes)
         columns = steps.stacked()
         for env, episode in enumerate(self._ongoing_episodes):
             start = reset = None  # where the current episode's steps begin; where it was reset in this call
@@ -200,7 +200,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                                              action_space=self.env.single_action_space)
             self._ongoing_episodes[env] = episode
             ongoing.append(episode)
-        return finished, ongoing if keep_ongoing else []
+        return finished, ongoing
 
     def _chunk(self, episode: Optional[SingleAgentEpisode], columns: "_Columns", steps: "_Steps", env: int,
                reset: Optional[int], start: Optional[int], stop: int) -> SingleAgentEpisode:
@@ -225,15 +225,15 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                "rewards": columns.rewards[start:stop, env],
                **{column: _steps_of(data, start, stop, env) for column, data in columns.outputs.items()},
                WEIGHTS_SEQ_NO: np.full(stop - start, self._weights_seq_no)}
-        extra = {column: _joined(episode.extra_model_outputs.get(column), None, data)
+        extra = {column: _joined(episode.extra_model_outputs.get(column), data)
                  for column, data in new.items() if column not in _EPISODE_COLUMNS and stop > start}
         chunk = SingleAgentEpisode(
             episode.id_,
             observations=_joined(episode.observations, first.get("observations"), new["observations"]),
             infos=InfiniteLookbackBuffer(list(episode.infos.data) + first.get("infos", []) + new["infos"],
                                          lookback=episode.infos.lookback),
-            actions=_joined(episode.actions, None, new["actions"]),
-            rewards=_joined(episode.rewards, None, new["rewards"]),
+            actions=_joined(episode.actions, new["actions"]),
+            rewards=_joined(episode.rewards, new["rewards"]),
             extra_model_outputs={**episode.extra_model_outputs, **extra},
             terminated=bool(columns.terminateds[stop - 1, env]) if stop > start else False,
             truncated=bool(columns.truncateds[stop - 1, env]) if stop > start else False,
@@ -394,8 +394,3 @@ def _in_order(finished: list) -> list:
     """The finished episodes as RLlib's loop returns them: by the step they ended at, then by env."""
     return [episode for *_, episode in sorted(finished, key=lambda item: item[:2])]
 
-
-def _map_leaves(function, data: Any, other: Any) -> Any:
-    if isinstance(data, dict):
-        return {key: _map_leaves(function, value, other[key]) for key, value in data.items()}
-    return function(data, other)

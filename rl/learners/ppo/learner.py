@@ -129,8 +129,8 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
 
     @override(Learner)
     def _log_steps_trained_metrics(self, batch: Any) -> None:
-        # RLlib logs eight counters every SGD step; six are sums, logged once per update with the
-        # update's totals (_log_trained_steps): the same reduced values for less.
+        # RLlib logs eight counters every SGD step; all but the batch-size mean are sums or the
+        # last weights number, logged once per update (_log_trained_steps): the same reduced values for less.
         for module_id, module_batch in batch.policy_batches.items():
             self.metrics.log_value((module_id, MODULE_TRAIN_BATCH_SIZE_MEAN), len(module_batch), reduce="mean")
             self._trained_steps[module_id] = self._trained_steps.get(module_id, 0) + len(module_batch)
