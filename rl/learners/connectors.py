@@ -143,10 +143,13 @@ class AddChunkStartStates(AddStatesFromEpisodesToBatch):
                 )
             # RLlib: STATE_IN of chunk k is the STATE_OUT of step k * max_seq_len - 1 (the
             # look-back state for k = 0); without STATE_OUTs, the look-back state throughout.
+            # The last step's STATE_OUT is never read (AddBootstrapStep leaves the bootstrap step's out).
             if has_states:
                 state_outs = episode.get_extra_model_outputs(key=Columns.STATE_OUT)
                 chunk_states = _map_states(
-                    lambda first, outs: np.concatenate([first[None], outs[max_seq_len - 1 : -1 : max_seq_len]]),
+                    lambda first, outs: np.concatenate(
+                        [first[None], outs[max_seq_len - 1 : len(episode) - 1 : max_seq_len]]
+                    ),
                     look_back_state,
                     state_outs,
                 )
@@ -155,10 +158,12 @@ class AddChunkStartStates(AddStatesFromEpisodesToBatch):
                 chunk_states = _map_states(lambda first: np.repeat(first[None], chunks, axis=0), look_back_state)
             self.add_n_batch_items(batch, Columns.STATE_IN, chunk_states, chunks, episode)
             if Columns.NEXT_OBS in batch:
+                # RLlib: the STATE_OUT of every chunk's first step; a bootstrap step's is the last step's again.
+                firsts = np.arange(0, len(episode), max_seq_len)
                 next_states = (
                     chunk_states
                     if state_outs is None
-                    else _map_states(lambda outs: outs[::max_seq_len], state_outs)
+                    else _map_states(lambda outs: outs[np.minimum(firsts, len(outs) - 1)], state_outs)
                 )
                 self.add_n_batch_items(batch, Columns.NEXT_STATE_IN, next_states, chunks, episode)
         return batch
@@ -211,7 +216,9 @@ class AddBootstrapStep(AddOneTsToEpisodesAndTruncate):
 
     RLlib adds the three columns item by item (`add_n_batch_items` with lists: ~6,000 calls and
     2.2 ms for the main job's 32 episodes of 65 steps, 2026-12-05); an array per episode is the
-    same batch once the chunking piece pads it (`tests/connectors_test.py`). Multi-agent episodes
+    same batch once the chunking piece pads it (`tests/connectors_test.py`). Numpy episodes keep
+    their STATE_OUT as it is, without a copy for the bootstrap step: only AddChunkStartStates,
+    which `use_fast_chunking` installs with it, reads the states after it. Multi-agent episodes
     go to RLlib's piece.
     """
 
@@ -220,10 +227,18 @@ class AddBootstrapStep(AddOneTsToEpisodesAndTruncate):
         if episodes and isinstance(episodes[0], MultiAgentEpisode):
             return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, explore=explore,
                                     shared_data=shared_data, **kwargs)
-        for index, episode in enumerate(self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False)):
+        single_agent_episodes = list(self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False))
+        numpy_episodes = all(episode.is_numpy for episode in single_agent_episodes)
+        for index, episode in enumerate(single_agent_episodes):
             episode.id_ += "_" + str(index)
             length = len(episode)
+            # A numpy buffer grows by a copy of all its steps, and the recurrent state is most of an
+            # episode's bytes; the bootstrap step's would be the last step's again, which
+            # AddChunkStartStates never reads. So it is left out.
+            states = episode.extra_model_outputs.pop(Columns.STATE_OUT, None) if numpy_episodes else None
             add_one_ts_to_episodes_and_truncate([episode])
+            if states is not None:
+                episode.extra_model_outputs[Columns.STATE_OUT] = states
             loss_mask = np.ones(length + 1, dtype=bool)
             loss_mask[-1] = False  # the bootstrap step
             terminateds, truncateds = np.zeros(length + 1, dtype=bool), np.zeros(length + 1, dtype=bool)

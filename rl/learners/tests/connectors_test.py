@@ -1,11 +1,13 @@
 """Fast chunking pieces: exactly RLlib's learner batch, built faster; the Learner installs them."""
 
 import copy
+import operator
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from ray.rllib.connectors.learner.add_one_ts_to_episodes_and_truncate import AddOneTsToEpisodesAndTruncate
 from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
@@ -21,6 +23,7 @@ from ray.rllib.utils.spaces.space_utils import BatchedNdArray
 from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.advantages import use_batched_advantages
 from rl.learners.connectors import (
+    AddBootstrapStep,
     AddChunkStartStates,
     AddInfoColumn,
     ZeroPadToChunks,
@@ -113,13 +116,48 @@ def test_fast_chunking_and_batched_advantages_build_exactly_rllibs_learner_batch
     assert_same_nest(*batches)
 
 
-def test_the_learner_batch_is_the_same_from_list_and_numpy_episodes():
+def state_arrays(episode):
+    return [leaf for _, leaf in leaves(episode.extra_model_outputs[Columns.STATE_OUT].data)]
+
+
+def test_the_bootstrap_step_leaves_numpy_states_uncopied_and_chunk_states_equal_rllibs():
+    config = transformer_config().environment("CartPole-v1", env_config={"max_episode_steps": SMALL["max_seq_len"]})
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    episodes = sampled_episodes(config, num_timesteps=80)
+    lengths = [len(episode) for episode in episodes]
+    assert all(episode.is_numpy for episode in episodes)
+    assert SMALL["max_seq_len"] in lengths  # a bootstrap step that opens a chunk of its own
+    rllib_pieces = (AddOneTsToEpisodesAndTruncate, AddStatesFromEpisodesToBatch)
+    batches, states = [], []
+    for pieces in (rllib_pieces, (AddBootstrapStep, AddChunkStartStates)):
+        copies = copy.deepcopy(episodes)
+        before = [state_arrays(episode) for episode in copies]
+        # NEXT_STATE_IN is added when the batch has next observations (e.g. off-policy losses).
+        batch = {Columns.NEXT_OBS: {}}
+        for piece in pieces:
+            batch = piece(as_learner_connector=True)(rl_module=learner.module, batch=batch, episodes=copies,
+                                                     shared_data={})
+        batches.append({column: batch[column] for column in (Columns.STATE_IN, Columns.NEXT_STATE_IN)})
+        states.append([(len(episode), len(episode.extra_model_outputs[Columns.STATE_OUT]),
+                        all(map(operator.is_, arrays, state_arrays(episode))))
+                       for episode, arrays in zip(copies, before)])
+    # RLlib's copies every state to append the bootstrap step's; AddBootstrapStep leaves them as they were.
+    assert states[0] == [(length + 1, length + 1, False) for length in lengths]
+    assert states[1] == [(length + 1, length, True) for length in lengths]
+    assert_same_nest(*batches)
+
+
+@pytest.mark.parametrize("max_episode_steps", [None, SMALL["max_seq_len"]])
+def test_the_learner_batch_is_the_same_from_list_and_numpy_episodes(max_episode_steps):
     # A local EnvRunner feeding a local Learner hands its episodes over as lists
-    # (episodes_to_numpy=False, as the harness configures it); remote ones as numpy.
+    # (episodes_to_numpy=False, as the harness configures it); remote ones and the batched runner's as numpy.
     config = transformer_config().env_runners(episodes_to_numpy=False)
+    if max_episode_steps:  # as the main job's: each bootstrap step opens a chunk of its own
+        config.environment("CartPole-v1", env_config={"max_episode_steps": max_episode_steps})
     learner = config.build_learner(env=gym.make("CartPole-v1"))
     episodes = sampled_episodes(config)
     assert not any(episode.is_numpy for episode in episodes)
+    assert not max_episode_steps or [len(episode) for episode in episodes].count(max_episode_steps) >= 2
     batches = []
     for numpy_episodes in (True, False):
         copies = copy.deepcopy(episodes)
