@@ -143,7 +143,7 @@ class AddChunkStartStates(AddStatesFromEpisodesToBatch):
                 )
             # RLlib: STATE_IN of chunk k is the STATE_OUT of step k * max_seq_len - 1 (the
             # look-back state for k = 0); without STATE_OUTs, the look-back state throughout.
-            # The last step's STATE_OUT is never read (AddBootstrapStep leaves the bootstrap step's out).
+            # STATE_IN never reads the last step's STATE_OUT (AddBootstrapStep leaves the bootstrap step's out).
             if has_states:
                 state_outs = episode.get_extra_model_outputs(key=Columns.STATE_OUT)
                 chunk_states = _map_states(
