@@ -17,7 +17,7 @@ written as a plain PyTorch loop (experiments/mess3/benchmarks/torch_reference.py
 module (a copy), loss (`categorical_ppo_loss`), processed batch (the Learner's
 connector output, prepared once outside the timing: the plain loop's own GAE over
 rollout values costs a few ms) and minibatches (RLlib's number of chunks per
-minibatch, shuffled per epoch, chunks without loss steps skipped as the Learner does),
+minibatch of the Learner's train batch, which holds the chunks with loss steps, shuffled per epoch),
 stepped by `torch.optim.Adam`. `learner_to_plain` is the Learner's samples/s over the
 plain loop's, the median of per-round ratios (wall clock; `_cpu`: this process's CPU
 seconds, steadier on a shared machine).
@@ -50,7 +50,6 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from rl.learners import ActorCriticPPOTorchLearner, IQNPPOTorchLearner, QRPPOTorchLearner
 from rl.learners.minibatches import map_tensors
 from rl.learners.models import MLPModel, TransformerModel
-from rl.learners.ppo.learner import chunks_with_loss_steps
 from rl.learners.ppo.loss import categorical_ppo_loss
 from rl.learners.quantile_critic import IQNValueMixin, QRValueMixin
 
@@ -168,7 +167,7 @@ class PlainTorchUpdate:
         self.batch = dict(learner._make_batch_if_necessary(training_data).policy_batches[DEFAULT_MODULE_ID])
         chunked = Columns.SEQ_LENS in self.batch
         self.rows = len(self.batch[Columns.SEQ_LENS]) if chunked else len(self.batch[Columns.OBS])
-        # The env steps RLlib counts (its SampleBatch length): the artificial bootstrap steps included.
+        # The steps RLlib counts (its SampleBatch length) in the Learner's train batch.
         self.steps = int(self.batch[Columns.SEQ_LENS].sum()) if chunked else self.rows
 
     def prepare(self) -> None:
@@ -181,7 +180,7 @@ class PlainTorchUpdate:
         order = torch.cat([torch.randperm(self.rows) for _ in range(NUM_EPOCHS)])
         for start in range(0, len(order), rows_per_minibatch):
             rows = order[start : start + rows_per_minibatch]
-            minibatch = chunks_with_loss_steps(map_tensors(lambda tensor: tensor[rows], self.batch))
+            minibatch = map_tensors(lambda tensor: tensor[rows], self.batch)
             fwd_out = self.module.forward_train(minibatch)
             loss, _ = categorical_ppo_loss(
                 self.module, minibatch, fwd_out, config=self.config,

@@ -14,9 +14,9 @@ without autograd, its minibatches are RLlib's taken with one index per column
 (`rl.learners.minibatches`), and for Categorical policies it computes RLlib's PPO loss with
 fewer ops (`rl.learners.ppo.loss`), logging the loss metrics and the off-policyness of the
 last minibatch once per update (RLlib logs them every step with window=1: the same
-results), and the steps trained summed once per update. Each SGD step runs the module only
-on the chunks of its minibatch that hold a loss step (`chunks_with_loss_steps`). The IQN,
-QR and PPG Learners derive from it.
+results), and the steps trained summed once per update. Its train batch keeps only the
+chunks that hold a loss step (`chunks_with_loss_steps`), so minibatches are cut from chunks
+the loss reads, as the plain PyTorch loop's are. The IQN, QR and PPG Learners derive from it.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import (
     MODULE_TRAIN_BATCH_SIZE_MEAN,
@@ -49,18 +50,24 @@ from rl.learners.ppo.loss import PPOLossTerms, categorical_ppo_loss, uses_catego
 
 
 def chunks_with_loss_steps(batch: dict[str, Any]) -> dict[str, Any]:
-    """The rows of a chunked (B, T) minibatch that hold at least one loss step; `batch` itself if all do.
+    """The rows of a chunked (B, T) batch that hold at least one loss step; `batch` itself if all do.
 
     RLlib appends one artificial step to every episode fragment to bootstrap its value
     and masks it out of the loss. When a fragment's length is a multiple of
     `max_seq_len` (the main job: 64-step episodes in 16-step chunks) that step opens a
     chunk of its own, so a fifth of the chunks carry no loss step. Their loss terms and
     gradients are exactly zero, and every loss here is a mean over `Columns.LOSS_MASK`
-    steps, so dropping them changes no loss value; the gradients differ by float
+    steps, so a minibatch without them has the same loss; the gradients differ by float
     summation order only. Batches without a time axis (MLP modules) pass unchanged.
 
+    Dropped from the whole train batch (as the Learner does), they also leave RLlib's
+    minibatch count: RLlib sizes a minibatch of chunks by the batch's steps, bootstrap
+    steps included, so the main job's 160 chunks give 34 minibatches of 19 chunks, ~15 of
+    them with a loss step; its 128 chunks with loss steps give 32 of 16, the plain
+    PyTorch loop's minibatches.
+
     Example:
-        minibatch = chunks_with_loss_steps(minibatch)    # before forward_train and the loss
+        module_batch = chunks_with_loss_steps(module_batch)    # after GAE, before minibatches
     """
     mask = batch.get(Columns.LOSS_MASK)
     if mask is None or mask.dim() != 2 or Columns.SEQ_LENS not in batch:
@@ -70,6 +77,15 @@ def chunks_with_loss_steps(batch: dict[str, Any]) -> dict[str, Any]:
         return batch
     rows = rows_with_loss.nonzero().squeeze(1)
     return select_rows(batch, rows)
+
+
+def _with_loss_steps(module_batch: SampleBatch) -> SampleBatch:
+    """`module_batch` itself, or a SampleBatch of its chunks that hold a loss step."""
+    columns = dict(module_batch)
+    kept = chunks_with_loss_steps(columns)
+    if kept is columns:
+        return module_batch
+    return SampleBatch(kept, _zero_padded=module_batch.zero_padded, _max_seq_len=module_batch.max_seq_len)
 
 
 class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
@@ -96,16 +112,13 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
     def _make_batch_if_necessary(self, training_data: Any) -> Any:
         # The connector only prepares data; its value predictions (GAE) need no autograd graph.
         with torch.no_grad():
-            return super()._make_batch_if_necessary(training_data)
+            batch = super()._make_batch_if_necessary(training_data)
+        return MultiAgentBatch({module_id: _with_loss_steps(module_batch)
+                                for module_id, module_batch in batch.policy_batches.items()}, batch.env_steps())
 
     @override(Learner)
     def _create_iterator_if_necessary(self, **kwargs: Any) -> Any:
         return IndexedMinibatchIterator.replacing(super()._create_iterator_if_necessary(**kwargs))
-
-    @override(TorchLearner)
-    def _update(self, batch: dict[str, Any]) -> Any:
-        # Learner.update logs the env steps of the minibatch it holds, not of this one.
-        return super()._update({module_id: chunks_with_loss_steps(module_batch) for module_id, module_batch in batch.items()})
 
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]) -> Any:

@@ -13,12 +13,15 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.models import MLPModel, TransformerModel
+from rl.learners.minibatches import select_rows
 from rl.learners.ppo.learner import chunks_with_loss_steps
 from rl.learners.ppo.loss import masked_means
 from rl.learners.tests.token_env import TokenTransitionEnv
@@ -36,9 +39,11 @@ class RLlibLossLearner(ActorCriticPPOTorchLearner):
 
 
 class AllChunksLearner(ActorCriticPPOTorchLearner):
-    """The same Learner running the module on every chunk of a minibatch, as RLlib's TorchLearner does."""
+    """The same Learner training on every chunk of the batch, as RLlib's Learner does."""
 
-    _update = TorchLearner._update
+    def _make_batch_if_necessary(self, training_data):
+        with torch.no_grad():
+            return Learner._make_batch_if_necessary(self, training_data)
 
 
 def ppo_config(model, learner_class=ActorCriticPPOTorchLearner, **training):
@@ -177,20 +182,31 @@ def build_whole_chunk_learner(config):
     return config.build_learner(env=TokenTransitionEnv(WHOLE_CHUNK_EPISODES))
 
 
-def test_a_minibatch_keeps_the_chunks_with_loss_steps_and_the_same_loss():
-    config = whole_chunk_config(AllChunksLearner)
-    learner = build_whole_chunk_learner(config)
-    full = first_minibatch(learner, sample(config))[DEFAULT_MODULE_ID]
+def train_batch(learner, episodes):
+    """The MultiAgentBatch `learner.update` cuts its minibatches from."""
+    return learner._make_batch_if_necessary(TrainingData(episodes=copy.deepcopy(episodes)))
+
+
+def test_the_train_batch_keeps_the_chunks_with_loss_steps_and_a_minibatch_the_same_loss():
+    episodes = sample(whole_chunk_config())
+    full = train_batch(build_whole_chunk_learner(whole_chunk_config(AllChunksLearner)), episodes)[DEFAULT_MODULE_ID]
+    kept = train_batch(build_whole_chunk_learner(whole_chunk_config()), episodes)[DEFAULT_MODULE_ID]
     mask = full[Columns.LOSS_MASK]
     kept_rows = [row for row in range(len(mask)) if bool(mask[row].any())]
-    assert 0 < len(kept_rows) < len(mask), "the minibatch should hold chunks without loss steps"
-    kept = chunks_with_loss_steps(full)
-    for column in (Columns.OBS, Columns.LOSS_MASK, Columns.ADVANTAGES, Columns.SEQ_LENS):
+    # 256 steps, 16 episodes of 16 in 8-step chunks: 2 chunks each with loss steps, a third with the bootstrap step only.
+    assert (len(mask), len(kept_rows)) == (48, 32)
+    for column in (Columns.OBS, Columns.LOSS_MASK, Columns.ADVANTAGES, Columns.VALUE_TARGETS, Columns.SEQ_LENS):
         assert torch.equal(kept[column], full[column][kept_rows]), column
     for key, state in full[Columns.STATE_IN]["encoder"].items():
         assert torch.equal(kept[Columns.STATE_IN]["encoder"][key], state[kept_rows]), key
-    loss_on_all, gradients_on_all = loss_and_gradients(learner, {DEFAULT_MODULE_ID: full}, ActorCriticPPOTorchLearner.compute_loss_for_module)
-    loss_on_kept, gradients_on_kept = loss_and_gradients(learner, {DEFAULT_MODULE_ID: kept}, ActorCriticPPOTorchLearner.compute_loss_for_module)
+    assert (len(full), len(kept)) == (16 * 17, 16 * 16)  # RLlib counts the bootstrap steps, the kept batch its loss steps
+    # RLlib's first minibatch of 5 chunks on the whole batch holds a chunk with no loss step (row 2).
+    on_all = {DEFAULT_MODULE_ID: select_rows(dict(full), torch.arange(5))}
+    on_kept = {DEFAULT_MODULE_ID: chunks_with_loss_steps(on_all[DEFAULT_MODULE_ID])}
+    assert torch.equal(on_kept[DEFAULT_MODULE_ID][Columns.SEQ_LENS], full[Columns.SEQ_LENS][[0, 1, 3, 4]])
+    learner = build_whole_chunk_learner(whole_chunk_config())
+    loss_on_all, gradients_on_all = loss_and_gradients(learner, on_all, ActorCriticPPOTorchLearner.compute_loss_for_module)
+    loss_on_kept, gradients_on_kept = loss_and_gradients(learner, on_kept, ActorCriticPPOTorchLearner.compute_loss_for_module)
     torch.testing.assert_close(loss_on_kept, loss_on_all, rtol=1e-6, atol=1e-7)
     for kept_gradient, gradient in zip(gradients_on_kept, gradients_on_all):
         torch.testing.assert_close(kept_gradient, gradient, rtol=1e-5, atol=1e-7)
@@ -198,21 +214,34 @@ def test_a_minibatch_keeps_the_chunks_with_loss_steps_and_the_same_loss():
     assert chunks_with_loss_steps(batch_without_time_axis) is batch_without_time_axis
 
 
-def test_updates_on_the_chunks_with_loss_steps_take_rllibs_steps():
-    """Two updates: the same weights and logged metrics as on every chunk, but the explained variance.
+def test_an_update_takes_the_plain_loops_minibatches_and_rllibs_steps_on_them():
+    """One update: as many SGD steps as the plain loop (epochs x loss steps / minibatch size), and
+    the weights and metrics of RLlib's update on the batch of the chunks with loss steps.
 
-    RLlib's explained variance reads every step of the last minibatch, padding included, so it
-    may differ without the chunks that hold only padding and the bootstrap step.
+    RLlib's explained variance reads every step of the last minibatch, padding included, and its
+    step counters count the bootstrap steps of the episodes it was given, so those may differ.
     """
     episodes = sample(whole_chunk_config())
-    our_results, our_weights = two_updates(build_whole_chunk_learner(whole_chunk_config()), episodes, minibatch_size=32)
-    reference_results, reference_weights = two_updates(
-        build_whole_chunk_learner(whole_chunk_config(AllChunksLearner)), episodes, minibatch_size=32
-    )
-    for ours, reference in zip(our_results, reference_results):
-        assert ours.keys() == reference.keys()
-        for key in reference:
-            if LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY not in key:
-                assert ours[key] == pytest.approx(reference[key], rel=1e-5, abs=1e-6, nan_ok=True), key
-    for mine, reference in zip(our_weights, reference_weights):
-        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
+    learner = build_whole_chunk_learner(whole_chunk_config())
+    steps = []
+    original = learner._update
+    learner._update = lambda batch, **kwargs: steps.append(batch) or original(batch, **kwargs)
+    np.random.seed(0)  # the minibatch shuffle
+    ours = flat_results(learner.update(episodes=copy.deepcopy(episodes), num_epochs=2, minibatch_size=32,
+                                       shuffle_batch_per_epoch=True))
+    assert len(steps) == 2 * 256 // 32  # on all 48 chunks RLlib cuts minibatches of 5: 20 steps
+    assert all(len(batch[DEFAULT_MODULE_ID][Columns.SEQ_LENS]) == 32 // 8 for batch in steps)
+    reference_learner = build_whole_chunk_learner(whole_chunk_config(AllChunksLearner))
+    full = train_batch(reference_learner, episodes)
+    kept = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(chunks_with_loss_steps(dict(full[DEFAULT_MODULE_ID])),
+                                                           _zero_padded=True, _max_seq_len=8)}, full.env_steps())
+    np.random.seed(0)
+    reference = flat_results(reference_learner.update(batch=kept, num_epochs=2, minibatch_size=32,
+                                                      shuffle_batch_per_epoch=True))
+    compared = [key for key in reference if LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY not in key and "steps" not in key[-1]]
+    assert len(compared) > 10
+    for key in compared:
+        assert ours[key] == pytest.approx(reference[key], rel=1e-5, abs=1e-6, nan_ok=True), key
+    for mine, theirs in zip(learner.module[DEFAULT_MODULE_ID].parameters(),
+                            reference_learner.module[DEFAULT_MODULE_ID].parameters()):
+        torch.testing.assert_close(mine.detach(), theirs.detach(), rtol=1e-5, atol=1e-6)
