@@ -14,13 +14,22 @@ is computed with the same operations in the same order as RLlib's `compute_value
 including the value that the last step of one episode reads from the next (masked out of
 the loss, but part of the advantages' standardisation), so the results are equal bit for
 bit (`tests/advantages_test.py`).
+
+RLlib's GAE also encodes the whole train batch again for its values (`compute_values`),
+though the EnvRunner encoded every step while sampling. ActorCriticModule's exploration
+returns the critic's embedding of each step (`CRITIC_EMBEDDINGS`), and `batch_values`
+applies only the value head to them, encoding just each episode's bootstrap step, which was
+never sampled. The values equal the value pass's to float tolerance (the step-by-step and the
+chunked attention add in different orders; `tests/advantages_test.py`).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
+import torch
 
 from ray.rllib.connectors.common.numpy_to_tensor import NumpyToTensor
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
@@ -31,6 +40,9 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.postprocessing.zero_padding import unpad_data_if_necessary
+
+from rl.learners.minibatches import select_rows
+from rl.learners.models.base import CRITIC_EMBEDDINGS, ActorCriticModule
 
 
 def value_targets(values: np.ndarray, rewards: np.ndarray, terminateds: np.ndarray, truncateds: np.ndarray, *,
@@ -95,8 +107,60 @@ def zero_padded_episode_chunks(values: np.ndarray, episode_lens: list[int], max_
     return padded
 
 
+def batch_values(module: Any, module_batch: dict[str, Any], episode_lens: list[int]) -> Any:
+    """The value of every step of a Learner batch, in its layout: (B, T) chunks or (N,) steps.
+
+    With the critic's embeddings from sampling (`CRITIC_EMBEDDINGS`, popped from the batch) only
+    the value head runs, and the encoder only on the chunks (or steps) that hold a bootstrap step
+    (the step AddOneTsToEpisodesAndTruncate appends, never sampled: its embedding is a copy of
+    the last step's) and on the first one with a loss step. That one checks that the embeddings
+    come from this module's weights: if its sampled values differ from the encoded ones
+    (episodes from an EnvRunner not synced since the last update), `compute_values` encodes the
+    whole batch, as it does without embeddings.
+
+    Example:
+        values = batch_values(module, module_batch, episode_lens=[65, 65])
+    """
+    embeddings = module_batch.pop(CRITIC_EMBEDDINGS, None)
+    mask = module_batch.get(Columns.LOSS_MASK)
+    if (embeddings is None or mask is None or not bool(mask.any()) or not isinstance(module, ActorCriticModule)
+            or embeddings.shape[-1] != module.embedding_dim):
+        return module.compute_values(module_batch)  # no embeddings, or from another module
+    values = module.compute_values(module_batch, embeddings=embeddings)
+    lengths = np.asarray(episode_lens)
+    if module.is_stateful():  # chunks, each episode's own: its last one holds the bootstrap step
+        max_seq_len = module.model_config["max_seq_len"]
+        chunks = -(-lengths // max_seq_len)
+        rows = np.cumsum(chunks) - chunks + (lengths - 1) // max_seq_len
+        columns = torch.as_tensor((lengths - 1) % max_seq_len)
+        inputs = [Columns.OBS, Columns.STATE_IN, Columns.SEQ_LENS]
+    else:
+        rows, columns = np.cumsum(lengths) - 1, None
+        inputs = [Columns.OBS]
+    check_row = int(mask.reshape(len(mask), -1).any(dim=1).nonzero()[0, 0])
+    encoded_rows = np.unique(np.append(rows, check_row))
+    encoded = module.compute_values(select_rows({key: module_batch[key] for key in inputs if key in module_batch},
+                                                torch.as_tensor(encoded_rows)))
+    # Step-by-step and chunked attention add in different orders (~1e-6 relative); the weights
+    # of one SGD step earlier differ by far more.
+    checked = mask[check_row]
+    sampled, again = values[check_row][checked], encoded[int(np.searchsorted(encoded_rows, check_row))][checked]
+    if not torch.allclose(sampled, again, rtol=1e-4, atol=1e-4):
+        warnings.warn("GAE: the critic's embeddings from sampling do not match this Learner's weights (EnvRunners "
+                      "not synced since the last update?); encoding the whole batch for its values instead, which "
+                      "is correct but slower.", RuntimeWarning)
+        return module.compute_values(module_batch)
+    positions = torch.as_tensor(np.searchsorted(encoded_rows, rows))
+    rows = torch.as_tensor(rows)
+    if columns is None:
+        values[rows] = encoded[positions]
+    else:
+        values[rows, columns] = encoded[positions, columns]
+    return values
+
+
 class BatchedGeneralAdvantageEstimation(GeneralAdvantageEstimation):
-    """RLlib's GeneralAdvantageEstimation (the same batch columns, the same numbers) with `value_targets`."""
+    """RLlib's GeneralAdvantageEstimation (the same batch columns and numbers) with `batch_values` and `value_targets`."""
 
     @override(GeneralAdvantageEstimation)
     def __call__(self, *, rl_module, episodes, batch: dict[str, Any], **kwargs):
@@ -106,9 +170,9 @@ class BatchedGeneralAdvantageEstimation(GeneralAdvantageEstimation):
             module = rl_module[module_id]
             if not isinstance(module, ValueFunctionAPI):
                 continue
-            predictions = module.compute_values(module_batch)
-            device = predictions.device
             lens = [len(episode) for episode in single_agent_episodes if episode.module_id in (None, module_id)]
+            predictions = batch_values(module, module_batch, lens)
+            device = predictions.device
             values = unpad_data_if_necessary(lens, convert_to_numpy(predictions))
             columns = [unpad_data_if_necessary(lens, convert_to_numpy(module_batch[column]))
                        for column in (Columns.REWARDS, Columns.TERMINATEDS, Columns.TRUNCATEDS)]

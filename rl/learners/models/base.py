@@ -11,6 +11,9 @@ head). With `vf_share_layers=False` the value head reads its own `critic_encoder
 Value-head mixins (IQNValueMixin, QRValueMixin) replace `build_value_head` and
 `values_from_embeddings`; a detach design (PPG) overrides `value_head_input` to return
 `embeddings.detach()`, so the value loss cannot shape the shared encoder.
+Exploration (sampling for training) also returns the critic's embedding of each step
+(`CRITIC_EMBEDDINGS`) where the critic's encoder runs while sampling; GAE reads values
+from them through the value head.
 
 An encoder is an `nn.Module` with `output_dim`, `initial_state()` (a dict of numpy
 arrays without batch axis; `{}` when stateless) and `forward(obs, state_in, *,
@@ -40,6 +43,9 @@ from rl.learners.models.heads import ValueHead, build_policy_head
 
 ACTOR_ENCODER = "encoder"
 CRITIC_ENCODER = "critic_encoder"
+# An extra model output of exploration: the critic encoder's embedding of each sampled step,
+# from which GAE computes the values without encoding the train batch again (rl.learners.advantages).
+CRITIC_EMBEDDINGS = "critic_embeddings"
 
 
 def observation_dim(observation_space: gym.Space) -> int:
@@ -157,13 +163,24 @@ class ActorCriticModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
                 state_out[name] = state
         return embeddings, state_out
 
-    @override(RLModule)
-    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    def _rollout_outputs(self, batch: dict[str, Any], *, critic_embeddings: bool) -> dict[str, Any]:
         embeddings, state_out = self._encode(batch, self.rollout_encoder_names())
         output = {Columns.ACTION_DIST_INPUTS: self.pi(embeddings[ACTOR_ENCODER])}
         if state_out:
             output[Columns.STATE_OUT] = state_out
+        if critic_embeddings and self.critic_encoder_name in embeddings:
+            output[CRITIC_EMBEDDINGS] = embeddings[self.critic_encoder_name]
         return output
+
+    @override(RLModule)
+    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self._rollout_outputs(batch, critic_embeddings=False)
+
+    @override(RLModule)
+    def _forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        # Sampling for training: where the critic's encoder runs anyway (shared, or stateful),
+        # its embeddings go with each step, so that GAE needs only the value head.
+        return self._rollout_outputs(batch, critic_embeddings=True)
 
     @override(TorchRLModule)
     def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

@@ -10,7 +10,8 @@ it (e.g. TransformerModel needs `minibatch_size` to be a multiple of
 For speed, its SGD steps use fused Adam and one finite check of all gradients
 (`FusedGradientStepMixin`), its learner connector cuts episodes into chunks with
 `rl.learners.connectors` and computes GAE over all episodes in step (`rl.learners.advantages`),
-without autograd, its minibatches are RLlib's taken with one index per column
+without autograd and, where the EnvRunner returned the critic's embeddings, without encoding
+the batch again, its minibatches are RLlib's taken with one index per column
 (`rl.learners.minibatches`), and for Categorical policies it computes RLlib's PPO loss with
 fewer ops (`rl.learners.ppo.loss`), logging the loss metrics and the off-policyness of the
 last minibatch once per update (RLlib logs them every step with window=1: the same
