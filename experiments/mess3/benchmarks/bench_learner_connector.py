@@ -9,7 +9,8 @@ figures are medians in ms:
   through RLlib's AddOneTsToEpisodesAndTruncate and GeneralAdvantageEstimation, with the
   harness's chunking pieces between them;
 - `harness`: episodes from the BatchedEnvRunner (numpy) through the pipeline the harness's
-  Learner builds (AddBootstrapStep, BatchedGeneralAdvantageEstimation).
+  Learner builds (AddBootstrapStep, BatchedGeneralAdvantageEstimation, whose values come from
+  the critic embeddings sampled with the Learner's weights).
 Both sides use the same Learner's module; without autograd, as the Learner runs it.
 """
 
@@ -25,6 +26,7 @@ import torch
 
 from ray.rllib.connectors.learner.add_one_ts_to_episodes_and_truncate import AddOneTsToEpisodesAndTruncate
 from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
+from ray.rllib.core import DEFAULT_MODULE_ID
 
 from experiments.mess3.benchmarks.bench_sampling import STEPS_PER_SAMPLE, WARMUP_SAMPLES, build_runner
 
@@ -45,6 +47,8 @@ def _timed_pieces(learner, pieces: list, episodes: list, repeats: int) -> dict:
 def measure(repeats: int) -> dict:
     batched, rllib = build_runner("harness"), build_runner("harness_rllib_runner")
     learner = batched.config.build_learner(env=batched.env.unwrapped)
+    for runner in (batched, rllib):  # as the Algorithm syncs them: GAE reads the sampled critic embeddings
+        runner.module.set_state(learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True))
     harness_pieces = list(learner._learner_connector.connectors)  # the Learner's pipeline, as built
     advantages = harness_pieces[-1]
     rllib_pieces = ([AddOneTsToEpisodesAndTruncate()] + harness_pieces[1:-1]
