@@ -98,13 +98,19 @@ def zero_padded_episode_chunks(values: np.ndarray, episode_lens: list[int], max_
     Example:
         zero_padded_episode_chunks(np.arange(5.0), [3, 2], 2)    # [[0, 1], [2, 0], [3, 4]]
     """
+    rows, columns, chunks = _chunk_positions(episode_lens, max_seq_len)
+    padded = np.zeros((chunks, max_seq_len, *values.shape[1:]), dtype=values.dtype)
+    padded[rows, columns] = values
+    return padded
+
+
+def _chunk_positions(episode_lens: list[int], max_seq_len: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each step's chunk row and column when every episode is cut into its own `max_seq_len` chunks; the chunk count."""
     lengths = np.asarray(episode_lens)
     chunks = -(-lengths // max_seq_len)
-    offsets = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    offsets = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     rows = np.repeat(np.cumsum(chunks) - chunks, lengths) + offsets // max_seq_len
-    padded = np.zeros((int(chunks.sum()), max_seq_len, *values.shape[1:]), dtype=values.dtype)
-    padded[rows, offsets % max_seq_len] = values
-    return padded
+    return rows, offsets % max_seq_len, int(chunks.sum())
 
 
 def batch_values(module: Any, module_batch: dict[str, Any], episode_lens: list[int]) -> Any:
@@ -127,15 +133,13 @@ def batch_values(module: Any, module_batch: dict[str, Any], episode_lens: list[i
             or embeddings.shape[-1] != module.embedding_dim):
         return module.compute_values(module_batch)  # no embeddings, or from another module
     values = module.compute_values(module_batch, embeddings=embeddings)
-    lengths = np.asarray(episode_lens)
-    if module.is_stateful():  # chunks, each episode's own: its last one holds the bootstrap step
-        max_seq_len = module.model_config["max_seq_len"]
-        chunks = -(-lengths // max_seq_len)
-        rows = np.cumsum(chunks) - chunks + (lengths - 1) // max_seq_len
-        columns = torch.as_tensor((lengths - 1) % max_seq_len)
+    last_steps = np.cumsum(episode_lens) - 1  # each episode's bootstrap step, in the flat layout
+    if module.is_stateful():  # chunks, each episode's own
+        chunk_rows, chunk_columns, _ = _chunk_positions(episode_lens, module.model_config["max_seq_len"])
+        rows, columns = chunk_rows[last_steps], torch.as_tensor(chunk_columns[last_steps])
         inputs = [Columns.OBS, Columns.STATE_IN, Columns.SEQ_LENS]
     else:
-        rows, columns = np.cumsum(lengths) - 1, None
+        rows, columns = last_steps, None
         inputs = [Columns.OBS]
     check_row = int(mask.reshape(len(mask), -1).any(dim=1).nonzero()[0, 0])
     encoded_rows = np.unique(np.append(rows, check_row))

@@ -31,7 +31,7 @@ from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.policy.sample_batch import SampleBatch
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import (
     MODULE_TRAIN_BATCH_SIZE_MEAN,
@@ -114,8 +114,9 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         # The connector only prepares data; its value predictions (GAE) need no autograd graph.
         with torch.no_grad():
             batch = super()._make_batch_if_necessary(training_data)
-        return MultiAgentBatch({module_id: _with_loss_steps(module_batch)
-                                for module_id, module_batch in batch.policy_batches.items()}, batch.env_steps())
+        for module_id, module_batch in batch.policy_batches.items():
+            batch.policy_batches[module_id] = _with_loss_steps(module_batch)
+        return batch
 
     @override(Learner)
     def _create_iterator_if_necessary(self, **kwargs: Any) -> Any:
