@@ -52,8 +52,7 @@ def evaluate_setting(x: float, a: float, tilt_strength: float, kl_coefficient: f
         tilt_strength=tilt_strength,
         kl_coefficient=kl_coefficient,
     )
-    # Mess3's stationary distribution is uniform for every x > 0 (its chain is symmetric); given
-    # explicitly because FiniteHMM.stationary_distribution misreads slowly mixing chains (x <= 0.02).
+    # Mess3's stationary distribution is uniform for every x > 0 (its chain is symmetric).
     uniform = np.full(3, 1.0 / 3.0)
     start = time.perf_counter()
     discounted = control_references(task, horizon=HORIZON, gamma=gamma, prior=uniform)

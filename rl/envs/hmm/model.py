@@ -12,7 +12,6 @@ import functools
 from typing import Literal
 
 import numpy as np
-import scipy.linalg
 
 from rl.envs import stochastic
 
@@ -103,7 +102,12 @@ class FiniteHMM:
         Raises ValueError for a reducible chain with several closed classes (no unique answer):
         pass an explicit prior wherever one is accepted instead.
         """
-        kernel = scipy.linalg.null_space(self.state_transition_matrix.T - np.eye(self.num_states))
+        # P's entries are probabilities, so P^T - I has a fixed scale (norm <= 1 + sqrt(n)): its zero
+        # singular values sit at round-off (~1e-16) and the others at the chain's mixing rates. An
+        # absolute cutoff keeps slowly mixing chains (Mess3 at x = 0.02: 0.06), which a cutoff
+        # relative to the largest singular value loses.
+        _, singular_values, right = np.linalg.svd(self.state_transition_matrix.T - np.eye(self.num_states))
+        kernel = right[singular_values <= _NULL_SINGULAR_VALUE].T
         if kernel.shape[1] != 1:
             raise ValueError(
                 f"the state chain has {kernel.shape[1]} independent stationary distributions (it is reducible); "
@@ -112,6 +116,9 @@ class FiniteHMM:
         # The null-space vector has an arbitrary sign and round-off-sized negative entries.
         distribution = np.clip(kernel[:, 0] / kernel[:, 0].sum(), 0.0, None)
         return distribution / distribution.sum()
+
+
+_NULL_SINGULAR_VALUE = 1e-10  # mixing slower than this per step reads as a reducible chain
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

@@ -57,6 +57,16 @@ def test_stationary_distribution():
         reducible.stationary_distribution()
 
 
+@pytest.mark.parametrize("x", [0.02, 1e-3, 1e-6])
+def test_stationary_distribution_of_slowly_mixing_chains(x):
+    # Mess3's chain is symmetric, so its stationary distribution is uniform for every x > 0
+    # (shared notes); its non-unit eigenvalues are 1 - 3x, so P^T - I's largest singular value is 3x.
+    np.testing.assert_allclose(mess3_process(x=x).stationary_distribution(), [1 / 3] * 3, atol=1e-9)
+    # P(0->1) = 1e-5, P(1->0) = 3e-5: pi = (0.75, 0.25), as for the fast chain above.
+    slow = FiniteHMM.from_state_emitting([[1 - 1e-5, 1e-5], [3e-5, 1 - 3e-5]], np.eye(2), emitted_by="source")
+    np.testing.assert_allclose(slow.stationary_distribution(), [0.75, 0.25], atol=1e-9)
+
+
 def test_mess3_beliefs_match_the_notes():
     model = mess3_process()
     np.testing.assert_allclose(belief_after(model, [0]), AFTER_ONE_ZERO, atol=1e-12)
