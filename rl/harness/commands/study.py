@@ -301,7 +301,10 @@ class StudyCommand:
         return 0 if complete else EXIT_FAILED
 
     def _adopt(self, groups: list[str]) -> int:
-        """A study of finished runs: `agent=id,id` groups (their seeds come from the runs' manifests)."""
+        """A study of finished runs: `agent=id,id` groups (their seeds come from the runs' manifests).
+
+        A resumed run brings the runs it continues (`--resume-from`), so its member's curve starts at 0.
+        """
         members, results = [], []
         for group in groups:
             agent, _, ids = group.partition("=")
@@ -311,13 +314,26 @@ class StudyCommand:
             for run_id in ids.split(","):
                 run = finder.find_run(run_id, [str(self.results_root)])
                 setting = tuple(sorted((run.manifest.options.get("set") or {}).items()))
-                member = MemberRecord(agent, run.manifest.seed, (run_id,), setting=setting)
+                member = MemberRecord(agent, run.manifest.seed, self._attempts(run), setting=setting)
                 members.append(member)
                 results.append(summary.load_member(RunLayout.of_run(run.run_dir, run.manifest).results_root, member))
         summary.check_comparable(results)  # before anything is written
         self.record = self.record.replace(members=tuple(members), smoke=results[0].last.smoke)
         self.record.write(self.folder)
         return self._summarise(results)
+
+    def _attempts(self, run: finder.Run) -> tuple[str, ...]:
+        """`run`'s id after the ids of the runs it continues, oldest first. A parent that is not here ends
+        the chain with its id, which `summary.load_member` refuses naming the folder to restore."""
+        chain = [run.run_id]
+        parent = run.manifest.parent_run or {}
+        while parent.get("parent_run_id") and parent["parent_run_id"] not in chain:
+            chain.insert(0, parent["parent_run_id"])
+            try:
+                parent = finder.find_run(chain[0], [str(self.results_root)]).manifest.parent_run or {}
+            except finder.RunNotFound:
+                break
+        return tuple(chain)
 
 
 def _check_fits_this_machine(cpus_per_trial: int, max_concurrent: Optional[int]) -> None:

@@ -6,6 +6,7 @@ import math
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -161,6 +162,27 @@ def test_runs_of_two_agents_are_summarised_with_intervals_and_pairs(roots, capsy
     assert metrics_reads == [records.METRICS_FILE] * 6  # each run's once, for the summary and the plot
     assert found["budget"] == {"smoke": False, "cap": None}
     assert StudyRecord.read(folder).status == "completed"
+
+
+def test_a_resumed_run_is_summarised_with_the_runs_it_continues(roots, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    assert _run(roots, "a0", "--seed", "0") == 0
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
+    assert _run(roots, "a0-more", "--seed", "0", "--resume-from", "a0") == 0
+    assert _run(roots, "a0-last", "--seed", "0", "--resume-from", "a0-more") == 0  # nothing left to train
+    assert _run(roots, "a1", "--seed", "1") == 0
+    assert _adopt(roots, "first=a0-last,a1") == 0
+    folder = roots[0] / "studies" / "adopted"
+    [seed_0, _] = StudyRecord.read(folder).members
+    assert seed_0.runs == ("a0", "a0-more", "a0-last")
+    result = summary.load_member(roots[0], seed_0)
+    assert [steps for steps, _ in result.curve("fake/loss")] == [100.0, 200.0, 300.0]  # the fake's 100 a row
+    # without the first run's folder: one line naming it and the fix
+    (roots[0] / "a0" / records.MANIFEST_FILE).rename(roots[0] / "a0" / "moved.json")
+    shutil.rmtree(folder)
+    capsys.readouterr()
+    assert _adopt(roots, "first=a0-last,a1") != 0
+    assert re.search(r"run a0 of first/seed 0 is not under .*restore its results folder", _one_error_line(capsys))
 
 
 def test_a_failed_run_is_named_in_the_summary_not_dropped(roots, capsys, monkeypatch):
