@@ -29,6 +29,7 @@ from rl.harness.commands import recipes
 from rl.harness.errors import EXIT_FAILED, UsageError
 from rl.harness.run import begin, buildinfo, finder, hyperparameters, redaction
 from rl.harness.run.layout import RunLayout
+from rl.harness.run.manifest import read_manifest
 from rl.harness.run.status import new_run_id, run_id_problem, this_process
 from rl.harness.study import summary
 from rl.harness.study.declaration import Study
@@ -313,27 +314,15 @@ class StudyCommand:
                                  f" {', '.join(self.study.agents)}")
             for run_id in ids.split(","):
                 run = finder.find_run(run_id, [str(self.results_root)])
+                results_root = RunLayout.of_run(run.run_dir, run.manifest).results_root
                 setting = tuple(sorted((run.manifest.options.get("set") or {}).items()))
-                member = MemberRecord(agent, run.manifest.seed, self._attempts(run), setting=setting)
+                member = MemberRecord(agent, run.manifest.seed, _attempts(run, results_root), setting=setting)
                 members.append(member)
-                results.append(summary.load_member(RunLayout.of_run(run.run_dir, run.manifest).results_root, member))
+                results.append(summary.load_member(results_root, member))
         summary.check_comparable(results)  # before anything is written
         self.record = self.record.replace(members=tuple(members), smoke=results[0].last.smoke)
         self.record.write(self.folder)
         return self._summarise(results)
-
-    def _attempts(self, run: finder.Run) -> tuple[str, ...]:
-        """`run`'s id after the ids of the runs it continues, oldest first. A parent that is not here ends
-        the chain with its id, which `summary.load_member` refuses naming the folder to restore."""
-        chain = [run.run_id]
-        parent = run.manifest.parent_run or {}
-        while parent.get("parent_run_id") and parent["parent_run_id"] not in chain:
-            chain.insert(0, parent["parent_run_id"])
-            try:
-                parent = finder.find_run(chain[0], [str(self.results_root)]).manifest.parent_run or {}
-            except finder.RunNotFound:
-                break
-        return tuple(chain)
 
 
 def _check_fits_this_machine(cpus_per_trial: int, max_concurrent: Optional[int]) -> None:
@@ -347,6 +336,18 @@ def _check_fits_this_machine(cpus_per_trial: int, max_concurrent: Optional[int])
         raise UsageError(f"--max-concurrent {max_concurrent} trials of {cpus_per_trial} CPU(s) need"
                          f" {max_concurrent * cpus_per_trial}, this machine has {cpus} ({source}); pass --max-concurrent"
                          f" {cpus // cpus_per_trial} or fewer")
+
+
+def _attempts(run: finder.Run, results_root: pathlib.Path) -> tuple[str, ...]:
+    """`run`'s id after the ids of the runs it continues, oldest first, looked up beside it in `results_root`.
+    A parent that is not there ends the chain with its id, which `summary.load_member` refuses naming the
+    folder to restore."""
+    chain, parent = [run.run_id], run.manifest.parent_run or {}
+    while parent.get("parent_run_id") and parent["parent_run_id"] not in chain:
+        chain.insert(0, parent["parent_run_id"])
+        folder = RunLayout.find(results_root, chain[0])
+        parent = (read_manifest(folder).parent_run or {}) if folder else {}
+    return tuple(chain)
 
 
 def _started_runs(member: MemberRecord, results_root: pathlib.Path) -> MemberRecord:
