@@ -171,12 +171,16 @@ def test_a_fresh_run_records_the_platform_and_show_and_diff_print_it(tmp_path):
 
     second_path = tmp_path / "r" / "20261205T000000Z-plat02" / records.MANIFEST_FILE
     document = records.read_json(str(second_path), "manifest")
-    document["platform"]["torch_cpu_capability"] = "AVX2"
-    document["platform"]["cpu"]["vendor"] = "AuthenticAMD"
+    # Values that differ from whatever CPU runs the test (rented machines are AMD and Intel).
+    other_vendor = "GenuineIntel" if first.manifest.platform.cpu.vendor == "AuthenticAMD" else "AuthenticAMD"
+    other_capability = "AVX2" if first.manifest.platform.torch_cpu_capability != "AVX2" else "AVX512"
+    document["platform"]["torch_cpu_capability"] = other_capability
+    document["platform"]["cpu"]["vendor"] = other_vendor
     records.write_json_atomically(str(second_path), document)
     lines = catalog.format_diff(first, finder.find_run("20261205T000000Z-plat02", roots))
-    assert f'  platform platform.cpu.vendor: {json.dumps(first.manifest.platform.cpu.vendor)} -> "AuthenticAMD"' in lines
-    assert any(line.startswith('  platform platform.torch_cpu_capability: ') and line.endswith('-> "AVX2"') for line in lines)
+    assert f'  platform platform.cpu.vendor: {json.dumps(first.manifest.platform.cpu.vendor)} -> "{other_vendor}"' in lines
+    assert any(line.startswith('  platform platform.torch_cpu_capability: ')
+               and line.endswith(f'-> "{other_capability}"') for line in lines)
     assert any(line.startswith("differ: ") and "platform (2)" in line for line in lines)
 
 
