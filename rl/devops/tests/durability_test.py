@@ -1,8 +1,11 @@
 """The durability gate: copy-back verified by sha256, and the B2 mirror verified object by object."""
 
+import contextlib
 import json
 import os
 import shutil
+import stat
+import subprocess
 
 import pytest
 from b2sdk.v2.exception import B2Error
@@ -38,9 +41,34 @@ def test_copy_back_brings_everything_and_verifies_it(tmp_path, disks, rsync):
     assert secured.files == 3 and secured.bytes == sum(len(c) for c in {**RESULTS, **ARTIFACTS}.values())
     assert (tmp_path / "dest" / RUN / "artifacts" / RUN / "checkpoints" / "final.pt").read_bytes() == b"\0" * 4096
     (command,) = rsync.calls
-    assert command[:4] == ["rsync", "-a", "--safe-links", "--partial"] and command[-2] == "root@127.0.0.1:/workspace/rlh/out/"
+    assert command[:4] == ["rsync", "-rlt", "--safe-links", "--partial"] and command[-2] == "root@127.0.0.1:/workspace/rlh/out/"
     assert f"-p {PORT}" in command[command.index("-e") + 1]
     assert f"UserKnownHostsFile={tmp_path / 'known_hosts.d' / 'instance-70001'}" in command[command.index("-e") + 1]
+
+
+@pytest.mark.skipif(shutil.which("rsync") is None, reason="needs rsync")
+def test_a_copy_from_a_hostile_instance_brings_no_device_owner_or_setuid_bit(tmp_path):
+    """CopyBack's own flags, with a local folder standing in for the instance (run as root in CI)."""
+    instance = tmp_path / "instance"
+    instance.mkdir()
+    setuid = instance / "shell"
+    setuid.write_bytes(b"#!/bin/sh\n")
+    setuid.chmod(0o4755)
+    os.mkfifo(instance / "pipe")
+    try:
+        os.mknod(instance / "disk", 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+    except OSError:  # not root, or a sandbox that forbids device nodes: the rest still tests
+        pass
+    with contextlib.suppress(OSError):  # not root, or a user namespace that maps no other owner
+        os.chown(setuid, 4321, 4321)
+    command = _copy(tmp_path, None).rsync_command(_record(), ROW)
+    ssh = command.index("-e")
+    local = [*command[:ssh], *command[ssh + 2:-2], f"{instance}/", f"{tmp_path / 'copy'}/"]
+    subprocess.run(local, check=True, capture_output=True)
+    copied = tmp_path / "copy"
+    assert sorted(path.name for path in copied.iterdir()) == ["shell"]  # no fifo, no device node
+    mode = (copied / "shell").stat()
+    assert not mode.st_mode & (stat.S_ISUID | stat.S_ISGID) and mode.st_uid == os.geteuid()
 
 
 def test_a_failed_copy_is_a_durability_error_with_the_key_redacted(tmp_path, disks, rsync, api_key):

@@ -113,9 +113,11 @@ class CopyBack:
         host, port = api.ssh_endpoint(row)
         ssh = (f"ssh -p {port} -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=30 "
                f"-o UserKnownHostsFile={self.known_hosts_file(record)}")
-        # --safe-links: the instance is not trusted, and a link it made that points out of the copied
+        # The instance is not trusted. --safe-links: a link it made that points out of the copied
         # tree (to ~/.ssh, say) must not land here where following it would read or write outside.
-        command = ["rsync", "-a", "--safe-links", "--partial", "--timeout=300", "-e", ssh]
+        # -rlt, not -a: files, links and times only, so as root no device node, owner or setuid bit
+        # it made arrives here.
+        command = ["rsync", "-rlt", "--safe-links", "--partial", "--timeout=300", "-e", ssh]
         if not self.include_artifacts:
             command.append("--exclude=/artifacts/")
         return command + [f"root@{host}:{self.remote_out}/", f"{self.local_dir(record)}/"]
