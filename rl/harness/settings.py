@@ -77,8 +77,8 @@ B2_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV, B2_BUCKET_ENV, B2_PREFIX_ENV, B2_CRED
 
 # -- secrets -----------------------------------------------------------------------------------
 # Variables whose values never reach a record or a log line (run/redaction.py masks them): the B2
-# key, and anything named like an API key, a token or a secret.
-SECRET_VARIABLE = re.compile(r"(?i).*(_API_KEY|_TOKEN|SECRET.*)")
+# key, and anything named like a key, a token, a personal access token, a secret or a password.
+SECRET_VARIABLE = re.compile(r"(?i).*(_KEY|_TOKEN|_PAT|SECRET.*|PASSWORD.*|PASSWD.*|CREDENTIAL.*)")
 SECRET_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV)
 
 
@@ -175,7 +175,8 @@ def b2_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
 
 
 def secret_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-    """{name: value} of the set variables that hold secrets: the B2 key, `*_API_KEY`, `*_TOKEN`, `*SECRET*`."""
+    """{name: value} of the set variables that hold secrets: the B2 key and every name `SECRET_VARIABLE` matches
+    (`*_KEY`, `*_TOKEN`, `*_PAT`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`)."""
     return {name: value for name, value in _environ(environ).items()
             if value and (name in SECRET_VARIABLES or SECRET_VARIABLE.fullmatch(name))}
 

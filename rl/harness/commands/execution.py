@@ -127,10 +127,12 @@ def report_crashed_runs(results_root: pathlib.Path) -> None:
 
 
 def guard_secrets() -> None:
-    """Registers the environment's secrets (`redaction`) and redacts every line the log prints.
+    """Registers the environment's secrets and the configured B2 key (`redaction`) and redacts every line the
+    log prints.
 
     The filter sits on the handlers (absl's, the root logger's), so it covers every logger's records.
     """
+    b2_mirror.register_secrets()
     for name in redaction.register_environment_secrets():
         logging.warning("$%s is shorter than %d characters, too short to mask safely: it is not redacted from the"
                         " run's records", name, redaction.MIN_SECRET_LENGTH)

@@ -24,7 +24,7 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.errors import EXIT_UPLOAD_FAILED, HarnessError, UsageError
-from rl.harness.run import provenance, records
+from rl.harness.run import provenance, records, redaction
 from rl.harness.run.status import utc_now
 from rl.harness.run.layout import RunLayout
 
@@ -82,8 +82,33 @@ def _from_file(path: str, environ) -> B2Credentials:
     )
 
 
+def _registered(credentials: B2Credentials) -> B2Credentials:
+    """`credentials`, its key id and key registered with the redaction layer (from whichever source)."""
+    for secret in (credentials.key_id, credentials.application_key):
+        try:
+            redaction.register_secret(secret)
+        except redaction.SecretTooShort:
+            logging.warning("a B2 credential from %s is shorter than %d characters, too short to mask safely: it is"
+                            " not redacted from records", credentials.source, redaction.MIN_SECRET_LENGTH)
+    return credentials
+
+
+def register_secrets(environ=None) -> None:
+    """Registers the configured B2 key (environment or file) for redaction, whether or not this run uploads.
+
+    A key the run never uses can still be typed into a `--set` value; an unreadable configuration is
+    left to the command that uploads, which names the fix.
+    """
+    try:
+        load_credentials(environ)
+    except CredentialsError:
+        pass
+
+
 def load_credentials(environ=None) -> Optional[B2Credentials]:
     """Credentials from the environment, else from the credentials file; None if neither is set up.
+
+    Whatever it returns is registered with the redaction layer (`rl.harness.run.redaction`).
 
     Environment: $B2_APPLICATION_KEY_ID, $B2_APPLICATION_KEY, $RL_HARNESS_B2_BUCKET
     (and optionally $RL_HARNESS_B2_PREFIX). File: $RL_HARNESS_B2_CREDENTIALS_FILE or
@@ -98,17 +123,17 @@ def load_credentials(environ=None) -> Optional[B2Credentials]:
         raise CredentialsError(f"B2 credentials are half set in the environment: set {', '.join(missing)}"
                                f" as well (or unset {', '.join(present)} to use the credentials file)")
     if present:
-        return B2Credentials(
+        return _registered(B2Credentials(
             key_id=environ[settings.B2_KEY_ID_ENV],
             application_key=environ[settings.B2_KEY_ENV],
             bucket=environ[settings.B2_BUCKET_ENV],
             prefix=environ.get(settings.B2_PREFIX_ENV) or DEFAULT_PREFIX,
             source="environment",
-        )
+        ))
     explicit = environ.get(settings.B2_CREDENTIALS_FILE_ENV)
     path = os.path.expanduser(explicit) if explicit else DEFAULT_CREDENTIALS_FILE.replace("~", environ.get("HOME", "~"), 1)
     if explicit or os.path.exists(path):
-        return _from_file(path, environ)
+        return _registered(_from_file(path, environ))
     return None
 
 

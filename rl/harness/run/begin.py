@@ -108,7 +108,8 @@ def capture_patches(code: dict, cap_bytes: int) -> dict[str, bytes]:
     """
     patches, by_root, warned = {}, {}, set()
     for name, state in code.items():
-        for path, why in (state.get("refused_untracked") or {}).items():
+        refused = {**(state.get("refused_untracked") or {}), **(state.get("refused_tracked") or {})}
+        for path, why in refused.items():
             if (state["root"], path) not in warned:
                 warned.add((state["root"], path))
                 logging.warning("left %s out of the run's records (patch and code hash): %s; keep secrets outside"

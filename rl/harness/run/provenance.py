@@ -6,14 +6,15 @@
     provenance.file_sha256(path)
     change = provenance.uncommitted_change(root)   # the patch that recreates a dirty checkout
     change.patch; change.omitted                   # bytes for `git apply`; untracked files over the cap
-    change.untracked; change.refused               # untracked files taken; credential-shaped ones left out, and why
+    change.untracked; change.refused               # untracked files taken; credential-shaped files left out, and why
 
 Nothing here imports the libraries it reports on (versions come from package metadata).
 
 A run's outputs are not its inputs: every folder named `results` or `artifacts`, and every folder
 holding `records.OUTPUT_ROOT_MARKER` (each results and artifacts root the harness writes to, whatever
-its name), is left out of the dirty flag, the hash and the patch. An untracked file whose path or
-content looks like a credential (`refusal`) is left out of all three too, so no secret reaches a record.
+its name), is left out of the dirty flag, the hash and the patch. A file whose path or content looks
+like a credential (`refusal`: untracked files by their content, tracked ones by their diff) is left
+out of the hash and the patch too, so no secret reaches a record.
 """
 
 from __future__ import annotations
@@ -39,9 +40,14 @@ _GIT_TIMEOUT_S = 30
 # committed results is not dirty for them, and they never reach the hash or the patch.
 OUTPUT_FOLDERS = ("results", "artifacts")
 _OUTPUT_EXCLUDES = tuple(f":(exclude,glob)**/{folder}/**" for folder in OUTPUT_FOLDERS)
-# Untracked files never taken into a patch, by the name of the file or of a folder above it.
-CREDENTIAL_NAMES = (".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "secrets*", "credentials*",
-                    ".netrc", ".git-credentials", ".pypirc", ".pgpass")
+# Files never taken into a patch or the code hash, by the name of the file or of a folder above it.
+CREDENTIAL_NAMES = (".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "secrets*", "credentials*",
+                    ".netrc", ".git-credentials", ".pypirc", ".pgpass", ".npmrc", ".yarnrc*", ".aws", ".docker",
+                    ".kube", "kubeconfig*", "*.kubeconfig", "*.tfvars", "*.tfvars.json", "*.tfstate*")
+# File names that speak of a secret or a token are a credential's too, except source code and
+# documentation, whose content the scan reads (rl/analysis/token_contexts.py is code about tokens).
+SECRETIVE_NAMES = ("*secret*", "*token*")
+_READ_NOT_NAMED = (".py", ".bzl", ".md", ".rst")
 # ssh keys: id_rsa, id_ed25519.pub, ... (a module such as id_map.py is code, not a key).
 _SSH_KEY_NAME = re.compile(r"id_[A-Za-z0-9_]+(\.pub)?")
 _SCAN_CHUNK_BYTES = 1 << 20
@@ -80,25 +86,65 @@ def _output_pathspec(root: str) -> tuple[str, ...]:
     return ("--", ".", *_OUTPUT_EXCLUDES, *(f":(exclude,top,literal){folder}" for folder in folders if folder))
 
 
+def _name_refusal(name: str) -> Optional[str]:
+    """Why the path `name` is a credential file's by its name or a folder's above it (CREDENTIAL_NAMES, ssh keys)
+    or by its file name (SECRETIVE_NAMES), or None."""
+    parts = name.split("/")
+    for part in parts:
+        if _SSH_KEY_NAME.fullmatch(part) or any(fnmatch.fnmatchcase(part.lower(), p) for p in CREDENTIAL_NAMES):
+            return f"the name {part!r} is a credential file's"
+    file_name = parts[-1].lower()
+    if not file_name.endswith(_READ_NOT_NAMED) and any(fnmatch.fnmatchcase(file_name, p) for p in SECRETIVE_NAMES):
+        return f"the name {parts[-1]!r} is a credential file's"
+    return None
+
+
+def _content_refusal(content: bytes) -> Optional[str]:
+    found = redaction.credential_in(content)
+    return f"it holds {found}" if found else None
+
+
 def refusal(root: str, name: str) -> Optional[str]:
     """Why untracked file `name` (relative to `root`) must stay out of the records, or None.
 
-    Its name or a folder's above it is a credential's (CREDENTIAL_NAMES, ssh keys), or its content
-    holds one (`redaction.credential_in`: private key blocks, known token formats, registered secrets).
+    Its name or a folder's above it is a credential's (`_name_refusal`), or its content holds one
+    (`redaction.credential_in`: private key blocks, known token formats, secret-named assignments,
+    registered secrets).
     """
-    for part in name.split("/"):
-        if _SSH_KEY_NAME.fullmatch(part) or any(fnmatch.fnmatchcase(part.lower(), p) for p in CREDENTIAL_NAMES):
-            return f"the name {part!r} is a credential file's"
+    if reason := _name_refusal(name):
+        return reason
     path = os.path.join(root, name)
     if os.path.islink(path) or not os.path.isfile(path):
         return None  # a link is recorded as its target's path, never the target's content
     with open(path, "rb") as handle:
         tail = b""
         while chunk := handle.read(_SCAN_CHUNK_BYTES):
-            if found := redaction.credential_in(tail + chunk):
-                return f"it holds {found}"
+            if reason := _content_refusal(tail + chunk):
+                return reason
             tail = chunk[-_SCAN_OVERLAP_BYTES:]
     return None
+
+
+def tracked_refusals(root: str, pathspec: tuple[str, ...]) -> dict[str, str]:
+    """Tracked files whose change against HEAD (staged or not) must stay out of the records: path -> why.
+
+    The same test as for untracked files (`refusal`), read on each file's diff: a token staged into a
+    tracked file, or a changed `.envrc`, would otherwise enter the patch.
+    """
+    changed = _git(root, "diff", "HEAD", "--name-only", "-z", *pathspec)
+    refused = {}
+    for name in sorted(item.decode() for item in changed.split(b"\0") if item):
+        reason = _name_refusal(name) or _content_refusal(_tracked_diff(root, ("--", f":(top,literal){name}")))
+        if reason:
+            refused[name] = reason
+    return refused
+
+
+def _code_pathspec(root: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """(pathspec of the code the records take, refused tracked files): output folders and refused files left out."""
+    pathspec = _output_pathspec(root)
+    refused = tracked_refusals(root, pathspec)
+    return (*pathspec, *(f":(exclude,top,literal){name}" for name in refused)), refused
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,15 +176,17 @@ def git_state(path: str) -> dict:
     The diff hash covers `git diff HEAD` (staged and unstaged) and the content of the untracked,
     non-ignored files provenance takes, so two runs with the same commit and the same hash ran the
     same code. Output folders and refused untracked files (module docstring) are left out of all
-    three; `refused_untracked` names the refused ones (path -> why) when there are any.
+    three; `refused_untracked` and `refused_tracked` name the refused ones (path -> why) when there are any
+    (a refused tracked file still makes the checkout dirty: the patch then cannot recreate it exactly).
     Outside a git checkout (or without git) the fields are null and `reason` says why.
     """
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     try:
         root = _git(folder, "rev-parse", "--show-toplevel").decode().strip()
         commit = _git(root, "rev-parse", "HEAD").decode().strip()
-        pathspec = _output_pathspec(root)
-        tracked = _git(root, "status", "--porcelain", "--untracked-files=no", *pathspec)
+        pathspec, refused_tracked = _code_pathspec(root)
+        # Dirty counts the refused files too: the checkout is not the commit, whatever the patch holds.
+        tracked = _git(root, "status", "--porcelain", "--untracked-files=no", *_output_pathspec(root))
         digest = hashlib.sha256(_tracked_diff(root, pathspec))
         untracked = untracked_files(root, pathspec)
     except (OSError, subprocess.SubprocessError) as error:
@@ -160,6 +208,8 @@ def git_state(path: str) -> dict:
     }
     if untracked.refused:
         state["refused_untracked"] = untracked.refused
+    if refused_tracked:
+        state["refused_tracked"] = refused_tracked
     return state
 
 
@@ -184,7 +234,7 @@ def uncommitted_change(root: str, cap_bytes: int = settings.DEFAULT_PATCH_CAP_BY
     Untracked files are added smallest first while the patch stays under `cap_bytes`; the tracked
     diff always goes in whole (it is what the run changed on purpose).
     """
-    pathspec = _output_pathspec(root)
+    pathspec, refused_tracked = _code_pathspec(root)
     patch = _tracked_diff(root, pathspec)
     untracked = untracked_files(root, pathspec)
     omitted, added = [], []
@@ -203,4 +253,5 @@ def uncommitted_change(root: str, cap_bytes: int = settings.DEFAULT_PATCH_CAP_BY
         else:
             patch += addition
             added.append(name)
-    return UncommittedChange(patch=patch, omitted=omitted, untracked=sorted(added), refused=untracked.refused)
+    return UncommittedChange(patch=patch, omitted=omitted, untracked=sorted(added),
+                             refused={**untracked.refused, **refused_tracked})

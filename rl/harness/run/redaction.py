@@ -6,13 +6,14 @@
     redaction.register_environment_secrets()       # the B2 key, every *_API_KEY, *_TOKEN, *SECRET* set
     redaction.redact(f"GET ...?key={api_key}")     # -> "GET ...?key=[REDACTED]"
     redaction.install_log_filter("", "b2sdk")      # every record of these loggers and their handlers
-    redaction.credential_in(b"-----BEGIN RSA PRIVATE KEY-----...")   # "a private key block" (or None)
+    redaction.credential_in(open("id_rsa", "rb").read())   # "a private key block" (or None)
     redaction.credential_name("ppo/api_key")       # True: a name for a secret, not a hyperparameter
 
-Secrets are registered where they are read (the B2 key, the vast.ai API key, a git token, the
-Ray cluster's token) or found in the environment; `redact` also masks credential-shaped text it
-has never been told about (`Authorization: Bearer ...`, `api_key=...`), because a server may
-echo a header back in an error body. The harness (its manifest, traceback.txt, log) and
+Secrets are registered where they are read (the B2 key from the environment or its file, the
+vast.ai API key, a git token, the Ray cluster's token) or found in the environment; `redact` also
+masks credential-shaped text it has never been told about (`Authorization: Bearer ...`,
+`api_key=...`, and known token shapes: `ghp_...`, `AKIA...`, `sk-...`, ...), because a server may
+echo a header back in an error body and a user may paste a token into a `--set` value. The harness (its manifest, traceback.txt, log) and
 rl.devops both redact through this module.
 """
 
@@ -36,19 +37,28 @@ _PATTERNS = (
                r"[\"']?\s*[=:]\s*[\"']?)[^\s'\",;&]+"),
 )
 
-# Content that is a credential whatever file holds it: what it is, and its shape.
-_CREDENTIAL_CONTENT = (
-    ("a private key block", re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")),
-    ("an AWS access key id", re.compile(rb"\b(AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("a GitHub token", re.compile(rb"\b(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
-    ("a GitLab token", re.compile(rb"\bglpat-[A-Za-z0-9_-]{20,}")),
-    ("a Slack token", re.compile(rb"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("an OpenAI or Anthropic key", re.compile(rb"\bsk-(ant-|proj-)?[A-Za-z0-9_-]{20,}")),
-    ("a Hugging Face token", re.compile(rb"\bhf_[A-Za-z0-9]{30,}")),
-    ("a Google API key", re.compile(rb"\bAIza[0-9A-Za-z_-]{35}")),
-    ("a Backblaze B2 application key", re.compile(rb"\bK00[0-9A-Za-z+/]{28}\b")),
-    ("a JSON web token", re.compile(rb"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}")),
+# Text that is a credential wherever it appears: what it is, and its shape. `redact` masks these in
+# any text; `credential_in` looks for them in a file's content (and `_ASSIGNED_SECRET` too).
+_TOKEN_SHAPES = (
+    ("a private key block", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----"
+                            r"(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----)?"),
+    ("an AWS access key id", r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
+    ("a GitHub token", r"\b(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+    ("a GitLab token", r"\bglpat-[A-Za-z0-9_-]{20,}"),
+    ("a Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("an OpenAI or Anthropic key", r"\bsk-(ant-|proj-)?[A-Za-z0-9_-]{20,}"),
+    ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+    ("a Google API key", r"\bAIza[0-9A-Za-z_-]{35}"),
+    ("a Backblaze B2 application key", r"\bK00[0-9A-Za-z+/]{28}\b"),
+    ("a JSON web token", r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
 )
+# A long literal assigned to a secret-named variable in code or configuration
+# (`AWS_SECRET_ACCESS_KEY = "..."`, `db_password: ...`); short values and expressions are not secrets.
+_ASSIGNED_SECRET = ("a value assigned to a secret's name",
+                    r"(?i)\b\w*(secret|password|passwd|token|api_?key|access_?key|private_?key)\w*[\"']?\s*[=:]\s*"
+                    r"[\"']?[A-Za-z0-9/+=_-]{16,}")
+_TOKEN_TEXT = tuple(re.compile(shape) for _, shape in _TOKEN_SHAPES)
+_CREDENTIAL_CONTENT = tuple((what, re.compile(shape.encode())) for what, shape in (*_TOKEN_SHAPES, _ASSIGNED_SECRET))
 
 # A `<namespace>/<field>` whose field names a secret (ppo/api_key, wandb/token, db/password).
 _CREDENTIAL_FIELD = re.compile(r"(.*_)?(api_?key|access_?key|secret(_access)?(_key)?|password|passwd|passphrase|"
@@ -105,6 +115,8 @@ def redact(text: object) -> str:
         result = result.replace(secret, MASK)
     for pattern in _PATTERNS:
         result = pattern.sub(lambda match: match.group(1) + MASK, result)
+    for pattern in _TOKEN_TEXT:
+        result = pattern.sub(MASK, result)
     return result
 
 

@@ -208,11 +208,81 @@ def test_secrets_on_the_command_line_are_masked_in_the_manifest(leaky_repo, monk
 
 def test_the_environment_secrets_are_those_named_like_keys_tokens_and_secrets():
     environ = {"WANDB_API_KEY": WANDB_KEY, "HF_TOKEN": "hf_" + "x" * 34, "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
-               settings.B2_KEY_ENV: B2_KEY, settings.B2_KEY_ID_ENV: "0051234567890ab0000000001", "SHORT_TOKEN": "abc",
-               "PATH": "/usr/bin", "TOKENIZERS_PARALLELISM": "false"}
+               settings.B2_KEY_ENV: B2_KEY, settings.B2_KEY_ID_ENV: "0051234567890ab0000000001",
+               "DB_PASSWORD": "correct-horse-battery", "GITLAB_PAT": "made-up-personal-token", "SIGNING_KEY": "k" * 20,
+               "SHORT_TOKEN": "abc", "PATH": "/usr/bin", "TOKENIZERS_PARALLELISM": "false"}
     assert redaction.register_environment_secrets(environ) == ["SHORT_TOKEN"]
     text = " ".join(environ.values())
-    assert redaction.redact(text) == " ".join([redaction.MASK] * 5 + ["abc", "/usr/bin", "false"])
+    assert redaction.redact(text) == " ".join([redaction.MASK] * 8 + ["abc", "/usr/bin", "false"])
+
+
+def test_redact_masks_token_shapes_it_was_never_told_about():
+    aws_id, slack = "AKIA" + "ABCDEFGHIJKLMNOP", "xoxb-" + "1234567890-abcdefghij"
+    text = f"push with {GITHUB_TOKEN}, id {aws_id}, slack {slack}, key {B2_KEY}; the learning rate is 3e-4"
+    assert redaction.redact(text) == (f"push with {redaction.MASK}, id {redaction.MASK}, slack {redaction.MASK},"
+                                      f" key {redaction.MASK}; the learning rate is 3e-4")
+
+
+def test_a_b2_key_from_its_file_typed_into_a_set_value_is_masked(leaky_repo, monkeypatch, tmp_path):
+    """The key lives only in ~/.config/rl-harness/b2.json, and the run does not upload: still masked."""
+    home = tmp_path / "home"
+    config = home / ".config" / "rl-harness"
+    config.mkdir(parents=True)
+    key_file = config / "b2.json"
+    key_file.write_text(json.dumps({"application_key_id": "0051234567890ab0000000009",
+                                    "application_key": "K005filekeyfilekeyfilekeyfilek", "bucket": "b"}))
+    key_file.chmod(0o600)
+    monkeypatch.setenv("HOME", str(home))
+    for name in settings.B2_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(leaky_repo)
+    monkeypatch.syspath_prepend(str(leaky_repo))
+    monkeypatch.delenv("BUILD_WORKSPACE_DIRECTORY", raising=False)
+    assert cli.main(["rl-harness", "leaky_recipe", "--results-dir", "myres", "--artifacts-dir", "myart",
+                     "--no-upload-artifacts", "--run-id", "filekey",
+                     "--set", "leaky/note=K005filekeyfilekeyfilekeyfilek"]) == 0
+    for folder in (leaky_repo / "myres", leaky_repo / "myart"):
+        for path in folder.rglob("*"):
+            assert path.is_dir() or b"K005filekeyfilekeyfilekeyfilek" not in path.read_bytes(), path
+    assert run_helpers.manifest(leaky_repo / "myres" / "filekey")["options"]["set"] == {"leaky/note": redaction.MASK}
+
+
+def test_a_token_staged_into_a_tracked_file_stays_out_of_the_patch_and_the_hash(repo):
+    (repo / "code.py").write_text(f"X = 1\nPUSH_URL = 'https://{GITHUB_TOKEN}@github.com/x/y'\n")
+    run_helpers.git(repo, "add", "code.py")
+    (repo / "other.py").write_text("Y = 2\n")
+    run_helpers.git(repo, "add", "other.py")
+    state = provenance.git_state(str(repo))
+    assert state["dirty"] is True and state["refused_tracked"] == {"code.py": "it holds a GitHub token"}
+    change = provenance.uncommitted_change(str(repo))
+    assert GITHUB_TOKEN.encode() not in change.patch and b"other.py" in change.patch
+    assert change.refused == {"code.py": "it holds a GitHub token"}
+    run_helpers.git(repo, "reset", "-q", "code.py")
+    (repo / "code.py").write_text("X = 1\n")
+    assert provenance.git_state(str(repo))["diff_sha256"] == state["diff_sha256"]  # the token was never hashed
+
+
+@pytest.mark.parametrize("name", [".envrc", ".npmrc", ".aws/config", ".docker/config.json", "kubeconfig",
+                                  "prod.kubeconfig", "deploy/staging.tfvars", "github_token.txt", "client_secret.json",
+                                  ".kube/config"])
+def test_credential_file_names_are_refused(repo, name):
+    (repo / name).parent.mkdir(parents=True, exist_ok=True)
+    (repo / name).write_text("harmless content\n")
+    assert provenance.refusal(str(repo), name) is not None
+
+
+@pytest.mark.parametrize("name", ["rl/analysis/token_contexts.py", "docs/token_budget.md", "tokenizer/vocab.py"])
+def test_code_and_docs_named_after_tokens_are_read_not_refused_by_name(repo, name):
+    (repo / name).parent.mkdir(parents=True, exist_ok=True)
+    (repo / name).write_text("N_TOKENS = 3\n")
+    assert provenance.refusal(str(repo), name) is None
+
+
+def test_a_config_module_assigning_a_secret_is_refused_without_the_variable_set(repo, monkeypatch):
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    (repo / "config.py").write_text(f'REGION = "eu-central-1"\nAWS_SECRET_ACCESS_KEY = "{AWS_SECRET}"\n')
+    assert provenance.refusal(str(repo), "config.py") == "it holds a value assigned to a secret's name"
+    assert AWS_SECRET.encode() not in provenance.uncommitted_change(str(repo)).patch
 
 
 @pytest.mark.parametrize("name", ["wandb/api_key", "hub/token", "db/password", "aws/secret_access_key",
