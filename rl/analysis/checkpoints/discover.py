@@ -11,25 +11,21 @@
     found.stop_signal()               # inside a recipe: "SIGINT" once one arrived (probing then stops), else None
 
 The manifest lists checkpoints relative to the run's artifacts folder. That folder is looked
-for where `rl.harness.run.layout.RunLayout.artifact_places` says: where the manifest recorded it,
-beside the results folder (a copied checkout), then under `artifacts_root`. A recorded checkpoint
-path must stay inside that folder (RecordError otherwise), and a folder found outside the trees
-searched is named in one log line: checkpoints are code (pickles).
+for where `rl.harness.run.layout.RunLayout.artifact_places` says: beside the results folder, then
+under `artifacts_root`; never where the manifest recorded it, when that lies elsewhere, since
+checkpoints are code (pickles). A recorded checkpoint path must stay inside that folder
+(RecordError otherwise).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import pathlib
 from typing import Callable, Iterable, Optional
 
 from rl.harness import Run, RunLayout, UsageError, find_run
-from rl.harness.run.layout import outside_trees, recorded_folder
-
-_log = logging.getLogger(__name__)
-_log.setLevel(logging.WARNING)  # importing RLlib raises the root logger's level to ERROR; this warning must show
+from rl.harness.run.layout import recorded_folder
 
 
 class CheckpointNotFound(UsageError, LookupError):
@@ -104,9 +100,6 @@ def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optio
         if all(path.is_dir() for path in paths):
             checkpoints = [RunCheckpoint(path, entry.iteration, entry.env_steps, entry.trial_id)
                            for path, entry in zip(paths, entries)]
-            if outside_trees(folder, [*map(pathlib.Path, roots), layout.results_root.parent, *extra]):
-                _log.warning("the checkpoints of run %s are in %s, outside the results trees searched: a checkpoint"
-                             " is code (pickles); load only checkpoints you trust (docs/harness.md, Trust)", run_id, folder)
             return RunArtifacts(run, folder, _sorted(checkpoints))
     raise CheckpointNotFound(
         f"the checkpoints of run {run_id} are not on this machine (looked in {', '.join(map(str, folders))}); "

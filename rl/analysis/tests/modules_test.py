@@ -3,6 +3,7 @@
 import json
 import pathlib
 import pickle
+import shutil
 
 import numpy as np
 import pytest
@@ -189,16 +190,20 @@ def test_a_manifest_leading_to_a_checkpoint_outside_its_run_is_refused_before_lo
     assert not marker.exists()
 
 
-def test_checkpoints_found_outside_the_trees_searched_are_named_in_the_log(transformer, tmp_path, caplog):
+def test_a_manifest_naming_an_artifacts_folder_elsewhere_is_not_followed(transformer, tmp_path):
+    """A shared record whose artifacts folder is a planted one: its hostile pickle is never loaded."""
+    marker = tmp_path / "marker"
     run_id = fake_run(tmp_path / "exp", [transformer], experiment="fake")
-    found = find_checkpoints(run_id, roots=[str(tmp_path / "exp")])
-    assert "outside the results trees searched" not in caplog.text
-    moved = tmp_path / "elsewhere"
-    (tmp_path / "exp" / "artifacts").rename(moved)
+    planted = tmp_path / "exp" / "planted" / run_id
+    planted.parent.mkdir()
+    (tmp_path / "exp" / "artifacts" / run_id).rename(planted)
+    for checkpoint in (planted / "checkpoints").iterdir():
+        shutil.rmtree(checkpoint)
+        _plant_checkpoint(checkpoint, marker)
     manifest_file = tmp_path / "exp" / "results" / run_id / records.MANIFEST_FILE
     document = json.loads(manifest_file.read_text())
-    document["paths"]["artifacts"] = str(moved / run_id)  # a manifest that points elsewhere
+    document["paths"]["artifacts"] = str(planted)
     manifest_file.write_text(json.dumps(document))
-    found = find_checkpoints(run_id, roots=[str(tmp_path / "exp")])
-    assert found.artifacts_dir == moved / run_id
-    assert f"the checkpoints of run {run_id} are in {moved / run_id}, outside the results trees searched" in caplog.text
+    with pytest.raises(CheckpointNotFound, match=f"the checkpoints of run {run_id} are not on this machine"):
+        find_checkpoints(run_id, roots=[str(tmp_path / "exp")])
+    assert not marker.exists()

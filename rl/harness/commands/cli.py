@@ -9,7 +9,7 @@
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
     rl-harness compare <run-id>... [--metric KEY]... [--output PNG] [--results-dir DIR]
-    rl-harness reproduce <run-id> [--iterations N | --env-steps N] [--trust-patch] [--results-dir DIR]
+    rl-harness reproduce <run-id> [--iterations N | --env-steps N] [--trust-patch] [--results-dir DIR] [--artifacts-dir DIR]
     rl-harness study <dotted.study.module> [--smoke] [--resume STUDY_ID] [--max-concurrent N] [--runs A=ID,ID ...]
 
     bazel run //rl/harness:rl-harness -- experiments.mess3.reward_only --smoke
@@ -204,6 +204,7 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
         budget.add_argument("--env-steps", type=_positive, help="compare only the rows up to N env steps")
         parser.add_argument("--trust-patch", action="store_true",
                             help="apply the run's recorded patch even though it changes code (it runs as you)")
+        parser.add_argument("--artifacts-dir", type=_user_path, help="the run's artifacts root (default: beside its results)")
     _add_results_dir(parser, "where to look (default: the workspace, or the experiment's results/)")
     return parser
 
@@ -262,7 +263,7 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
         if command == "reproduce":
             original = finder.find_run(options.run_id, _catalog_roots(options, experiment))
             return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps),
-                                       trust_patch=options.trust_patch)
+                                       trust_patch=options.trust_patch, artifacts_root=options.artifacts_dir)
         if command != "run":
             print("\n".join(run_catalog(command, options, experiment)))
             return 0

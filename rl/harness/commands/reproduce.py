@@ -28,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from typing import Any, Optional
 
 from absl import logging
@@ -268,8 +269,11 @@ def _bazel(worktree: str) -> list[str]:
 
 
 def build(worktree: str, target: str) -> dict:
-    """Builds `target` in `worktree`; returns its build identity (the binary's build_info JSON)."""
-    _run([*_bazel(worktree), "build", *_python_override(worktree), target], worktree, f"bazel build {target}",
+    """Builds `target` in `worktree`; returns its build identity (the binary's build_info JSON).
+
+    `--` ends Bazel's options: the recorded target (a checked label) is only ever read as a target.
+    """
+    _run([*_bazel(worktree), "build", *_python_override(worktree), "--", target], worktree, f"bazel build {target}",
          env=_child_environment())
     package, name = _target_path(target)
     return records.read_json(os.path.join(worktree, "bazel-bin", package, f"{name}.build_info.json"),
@@ -302,12 +306,14 @@ def _child_environment() -> dict:
 # -- the whole command -----------------------------------------------------------------------
 
 
-def _layout(run: finder.Run) -> RunLayout:
-    """The original run's folders (roots and smoke from its manifest); the reproduction goes beside it."""
+def _layout(run: finder.Run, artifacts_root: Optional[pathlib.Path]) -> RunLayout:
+    """The original run's folders: its results root, and `artifacts_root` (given here) or the artifacts root
+    beside the results; the reproduction goes beside it. Never the artifacts folder the manifest names
+    (RunLayout.of_run)."""
     if not run.manifest.paths.get("artifacts"):
         raise ReproduceError(f"run {run.run_id} recorded no artifacts folder; its metrics cannot be compared")
     try:
-        return RunLayout.of_run(run.run_dir, run.manifest)
+        return RunLayout.of_run(run.run_dir, run.manifest, artifacts_root)
     except records.RecordError as error:
         raise ReproduceError(str(error)) from None
 
@@ -354,8 +360,16 @@ def patch_path(run_dir: str, name: object, run_id: str) -> str:
 
 
 def patch_files(patch: str) -> list[str]:
-    """The files `patch` creates, changes, renames or deletes (as `git apply` reads it), sorted."""
-    listed = subprocess.run(["git", "apply", "--numstat", "-z", patch], capture_output=True, timeout=60)
+    """The files `patch` creates, changes, renames or deletes (as `git apply` reads it), sorted.
+
+    Read in an empty folder outside any repository: inside one (Bazel's runfiles tree under `bazel
+    run`, a subfolder of a checkout) `git apply` skips the patch's paths outside the current folder
+    and would list none of them. A non-empty patch that names no file is refused (fails closed).
+    """
+    with tempfile.TemporaryDirectory(prefix="rl-harness-patch-") as empty:
+        environment = {**os.environ, "GIT_CEILING_DIRECTORIES": os.path.dirname(empty)}
+        listed = subprocess.run(["git", "apply", "--numstat", "-z", os.path.abspath(patch)], cwd=empty,
+                                env=environment, capture_output=True, timeout=60)
     if listed.returncode != 0:
         reason = (listed.stderr.decode(errors="replace").strip().splitlines() or ["git apply failed"])[0]
         raise ReproduceError(f"the recorded patch {patch} is not a patch git can read ({reason}); restore it from git or B2")
@@ -366,7 +380,11 @@ def patch_files(patch: str) -> list[str]:
             files.update((next(fields, ""), next(fields, "")))
         elif name:
             files.add(name)
-    return sorted(files - {""})
+    files.discard("")
+    if not files and os.path.getsize(patch) > 0:
+        raise ReproduceError(f"the recorded patch {patch} is not empty but git reads no file in it; it is not a patch"
+                             " this harness wrote: restore it from git or B2")
+    return sorted(files)
 
 
 def is_code(path: str) -> bool:
@@ -391,12 +409,14 @@ def check_patch_trust(patch: str, run_id: str, trusted: bool) -> list[str]:
     return files
 
 
-def _metrics(artifacts_dir: str, run_id: str, status: str) -> list[dict]:
+def _metrics(artifacts_dir: str, run_id: str, status: str, recorded_elsewhere: Optional[pathlib.Path] = None) -> list[dict]:
     """The run's rows; a row cut mid-line is damage (RecordError) unless the run crashed while writing it."""
     path = os.path.join(artifacts_dir, records.METRICS_FILE)
     if not os.path.exists(path):
+        elsewhere = (f", or, if the folder its manifest names ({recorded_elsewhere}) is yours, pass its artifacts root"
+                     " with --artifacts-dir" if recorded_elsewhere else "")
         raise ReproduceError(f"metrics of run {run_id} are not on this machine ({path}); fetch that"
-                             " folder from B2 (docs/artifact_storage.md)")
+                             f" folder from B2 (docs/artifact_storage.md){elsewhere}")
     rows = records.read_json_lines(path)
     torn = records.torn_final_line(path)
     if torn is not None and status != CRASHED:
@@ -406,22 +426,26 @@ def _metrics(artifacts_dir: str, run_id: str, status: str) -> list[dict]:
     return rows
 
 
-def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(),
-              repo_root: Optional[str] = None, trust_patch: bool = False) -> int:
+def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_root: Optional[str] = None,
+              trust_patch: bool = False, artifacts_root: Optional[pathlib.Path] = None) -> int:
     """Rebuilds and re-runs `original`; prints the verdict; 0 when it reproduced (identical, within tolerance or
     consistent across platforms), 1 when it diverged.
 
-    A recorded patch that changes code is applied only with `trust_patch` (`check_patch_trust`).
+    Prints what it will build before anything runs: the commit, the target and the recorded patch's
+    files. A recorded patch that changes code is applied only with `trust_patch` (`check_patch_trust`).
+    The original's metrics are read under `artifacts_root` (or the artifacts root beside its results).
     """
     manifest = original.manifest
     commit, patch = _validate(original)
+    print(f"reproducing run {original.run_id}: commit {commit}, target {manifest.build['target']}", flush=True)
     if patch is not None:
         check_patch_trust(patch, original.run_id, trust_patch)
     machine = hardware.detect_machine()
     check_machine(manifest, machine)
     print(format_platform_comparison(manifest.platform, platform_here(manifest, machine)), flush=True)
-    layout = _layout(original)
-    original_rows = prefix.take(_metrics(manifest.paths["artifacts"], original.run_id, original.status))
+    layout = _layout(original, artifacts_root)
+    original_rows = prefix.take(_metrics(str(layout.artifacts_dir), original.run_id, original.status,
+                                         layout.recorded_elsewhere(manifest)))
     repo_root = repo_root or provenance.git_state(settings.workspace_directory() or os.getcwd())["root"]
     if repo_root is None:
         raise ReproduceError("not inside a git checkout; run reproduce from the repository the run came from")
@@ -441,7 +465,7 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(),
         differences = build_differences(manifest.build, rebuilt)
         reproduction_id = new_run_id()
         environment = _child_environment()
-        done = subprocess.run([*_bazel(worktree), "run", *_python_override(worktree), target, "--",
+        done = subprocess.run([*_bazel(worktree), "run", *_python_override(worktree), "--", target,
                                *_run_arguments(manifest, reproduction_id, str(layout.results_root), str(layout.artifacts_root), prefix)],
                               cwd=worktree, env=environment)
         if done.returncode == EXIT_USAGE and prefix.key is not None:

@@ -146,7 +146,7 @@ class StudyCommand:
             raise UsageError(f"study {study_id} was started with lock {record.build.get('lock_sha256')}, this build has"
                              f" {self.build.get('lock_sha256')}; build at the study's commit or start a new study")
         for member in record.members:
-            result = summary.load_member(self.results_root, _started_runs(member, self.results_root))
+            result = summary.load_member(self.results_root, _started_runs(member, self.results_root), self.artifacts_root)
             if result.status == RUNNING:
                 raise UsageError(f"{member.member.name}: run {result.run_ids[-1]} is still running (pid"
                                  f" {result.last.process.pid if result.last.process else '?'}); wait for it or stop it")
@@ -185,7 +185,7 @@ class StudyCommand:
         trials = []
         for planned in self.record.members:
             member = _started_runs(planned, self.results_root)
-            result = summary.load_member(self.results_root, member)
+            result = summary.load_member(self.results_root, member, self.artifacts_root)
             status = result.status
             if status == COMPLETED or (status == FAILED and not self.options.retry_failed):
                 continue
@@ -248,7 +248,7 @@ class StudyCommand:
         changed = False
         for member in self.record.members:
             started = _started_runs(member, self.results_root)
-            result = summary.load_member(self.results_root, started)
+            result = summary.load_member(self.results_root, started, self.artifacts_root)
             error = errors.get(member.last_run) if member.last_run else None
             if error is None and result.last is not None and result.last.error is not None:
                 error = f"{result.last.error.type}: {result.last.error.message}"
@@ -282,7 +282,7 @@ class StudyCommand:
     # -- summary ------------------------------------------------------------------------------
 
     def _summarise(self, results: Optional[list] = None) -> int:
-        results = results or [summary.load_member(self.results_root, _started_runs(member, self.results_root))
+        results = results or [summary.load_member(self.results_root, _started_runs(member, self.results_root), self.artifacts_root)
                               for member in self.record.members]
         try:
             summary.check_comparable(results)

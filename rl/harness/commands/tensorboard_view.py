@@ -25,6 +25,7 @@ from typing import Optional
 from rl.harness import settings
 from rl.harness.errors import UsageError
 from rl.harness.run import finder, tensorboard_events
+from rl.harness.run.layout import RunLayout
 
 PROGRAM = "tensorboard"
 _EVENT_FILES = "events.out.tfevents.*"
@@ -39,6 +40,11 @@ def events_folders(root: pathlib.Path) -> dict[str, pathlib.Path]:
     for run in finder.find_runs([str(root)]):
         recorded = run.manifest.paths.get(tensorboard_events.MANIFEST_PATH_KEY)
         if not recorded or not pathlib.Path(recorded).is_dir():
+            continue
+        artifacts_root = RunLayout.of_run(run.run_dir, run.manifest).artifacts_root
+        if not tensorboard_events.is_events_folder_of(pathlib.Path(recorded), artifacts_root):
+            print(f"{PROGRAM}: skipping run {run.run_id}: its records name {recorded} as its events folder, which is"
+                  f" not a run's events folder under {artifacts_root}", file=sys.stderr)
             continue
         owner = pathlib.Path(recorded).parent  # artifacts/[smoke/]<run-id> of the lineage's first run
         prefix = "smoke/" if run.manifest.smoke else ""
@@ -65,13 +71,18 @@ def events_folders_below(root: pathlib.Path) -> dict[str, pathlib.Path]:
 def link_tree(folders: dict[str, pathlib.Path], tree: pathlib.Path) -> None:
     """`tree/<name>` -> each events folder: one TensorBoard log folder naming every run.
 
-    A name that would place its link outside `tree` (an edited manifest) is skipped, with a warning.
+    A name that would place its link outside `tree` (an edited manifest), or inside another run's
+    linked folder (written there through the link, it would outlive the tree), is skipped, with a warning.
     """
-    for name, folder in folders.items():
+    for name, folder in sorted(folders.items()):
         parts = pathlib.PurePosixPath(name).parts
         if pathlib.PurePosixPath(name).is_absolute() or any(part in (".", "..") for part in parts):
             print(f"{PROGRAM}: skipping {folder}: its run's records name it {name!r}, which leads outside the tree"
                   " of links; the manifest was edited", file=sys.stderr)
+            continue
+        if any(tree.joinpath(*parts[:end]).is_symlink() for end in range(1, len(parts))):
+            print(f"{PROGRAM}: skipping {folder}: its name {name!r} lies inside another run's linked events folder",
+                  file=sys.stderr)
             continue
         link = tree / name
         link.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@
 
     layout = RunLayout.of_run(run_dir, manifest)    # back from a recorded run; smoke from its manifest
     layout.artifact_places(manifest)                # where its artifacts may be on this machine, best first
+                                                    # (under the roots given here, never where the record says)
     run_folder_part("results/smoke/<id>/summary.json", "<id>")   # ("results", "summary.json")
     recorded_folder(layout.artifacts_dir, entry.path, "checkpoint")  # RecordError if it leads outside
 
@@ -145,22 +146,22 @@ class RunLayout:
         return "/".join([prefix.strip("/"), experiment, *self.relative.parts])
 
     def artifact_places(self, manifest: RecordedRun, extra_roots: Iterable[pathlib.Path] = ()) -> list[pathlib.Path]:
-        """Folders that may hold this run's artifacts, best first.
+        """Folders that may hold this run's artifacts, best first: under this layout's artifacts root, beside
+        the results root (`<x>/artifacts` for `<x>/results`: a copied checkout), then under each extra root.
 
-        As the manifest recorded them, under this layout's artifacts root, beside the results root
-        (`<x>/artifacts` for `<x>/results`: a copied checkout), then under each extra root.
+        Never the folder the manifest recorded when it lies elsewhere: a shared record may name any
+        folder, and a checkpoint there is code (pickles) that loading would run (docs/harness.md, Trust).
         """
-        recorded = manifest.paths.get("artifacts")
         roots = [self.artifacts_root, self.results_root.parent / ARTIFACTS_BESIDE_RESULTS, *map(pathlib.Path, extra_roots)]
-        places = ([pathlib.Path(recorded)] if recorded else []) + [root / self.relative for root in roots]
-        return list(dict.fromkeys(places))
+        return list(dict.fromkeys(root / self.relative for root in roots))
 
     @classmethod
     def of_run(cls, run_dir, manifest: RecordedRun, artifacts_root: Optional[pathlib.Path] = None) -> "RunLayout":
         """The layout of a recorded run from its results folder and manifest.
 
-        The artifacts root is `artifacts_root` if given, else the root of the artifacts folder the
-        manifest recorded, else `artifacts/` beside the results root.
+        The artifacts root is `artifacts_root` if given (a root the user gave on this machine), else
+        `artifacts/` beside the results root; the root the manifest recorded is only compared
+        (`recorded_elsewhere`), never followed.
         """
         run_id, smoke = manifest.run_id, manifest.smoke
         if not isinstance(run_id, str) or run_id_problem(run_id):
@@ -168,11 +169,20 @@ class RunLayout:
                                       " folders are is unknown; it was not written by rl-harness (or was edited)")
         relative = relative_run_path(run_id, smoke)
         results_root = _root_of(pathlib.Path(run_dir).resolve(), relative, "results folder")
-        if artifacts_root is None:
-            recorded = manifest.paths.get("artifacts")
-            artifacts_root = (_root_of(pathlib.Path(recorded), relative, "recorded artifacts folder") if recorded
-                              else results_root.parent / ARTIFACTS_BESIDE_RESULTS)
-        return cls(results_root, pathlib.Path(artifacts_root), run_id, smoke)
+        return cls(results_root, pathlib.Path(artifacts_root or results_root.parent / ARTIFACTS_BESIDE_RESULTS),
+                   run_id, smoke)
+
+    def recorded_elsewhere(self, manifest: RecordedRun) -> Optional[pathlib.Path]:
+        """The artifacts folder the manifest recorded when it is not this layout's, else None.
+
+        Where a run of this machine wrote with `--artifacts-dir` away from its results, the user
+        passes that root again; a shared run's record names a folder of another machine (or a planted one).
+        """
+        recorded = manifest.paths.get("artifacts")
+        if not isinstance(recorded, str) or not recorded:
+            return None
+        recorded_path = pathlib.Path(recorded)
+        return None if recorded_path.resolve() == self.artifacts_dir.resolve() else recorded_path
 
     @classmethod
     def find(cls, results_root: pathlib.Path, run_id: str) -> Optional[pathlib.Path]:

@@ -10,6 +10,10 @@
     document.to_dict()                                  # what run_manifest.json holds
     document.effective_status                           # "crashed" for a running record whose writer is gone
 
+Reading checks every field that reaches a process or a loader against a strict form
+(`check_process_fields`: build.target a Bazel label, commits git ids; checkpoint paths relative and
+inside the run's folder): a manifest someone shared is data, never a command.
+
 A new run's manifest, with its provenance, is gathered by `run/begin.py`.
 
 Schema 2 added `outputs` and typed the runner section; schema 3 added `platform` (run/platform.py:
@@ -36,6 +40,34 @@ MANIFEST_SCHEMA_VERSION = 3
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 # A recipe's or study's module: `experiments.mess3.reward_only`.
 DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+# Fields that reach a process (Bazel, git) have a strict form, checked when a manifest is read:
+# a shared record is data, and `--workspace_status_command=...` in build.target would be a command.
+# A Bazel label of this workspace: `//experiments/mess3:reward_only` (no segment starts with a dot or dash).
+BAZEL_LABEL = re.compile(r"//(?:[A-Za-z0-9_][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.\-]*)*)?"
+                         r":[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+GIT_COMMIT = re.compile(r"[0-9a-f]{7,64}")
+
+
+def relative_path_problem(path: object) -> Optional[str]:
+    """Why `path` is not a plain relative path inside its folder (absolute, empty, `..`), or None."""
+    if not isinstance(path, str) or not path:
+        return "is not a path"
+    pure = pathlib.PurePosixPath(path)
+    if pure.is_absolute() or "\\" in path or ".." in pure.parts:
+        return "is not a path relative to the run's artifacts folder"
+    return None
+
+
+def check_process_fields(record: Mapping) -> None:
+    """ValueError unless build.target is a Bazel label and every recorded commit is a hexadecimal git id."""
+    build = record.get("build") or {}
+    target = build.get("target")
+    if target is not None and not (isinstance(target, str) and BAZEL_LABEL.fullmatch(target)):
+        raise ValueError(f"build.target {target!r} is not a Bazel label (//package:name)")
+    for name, repo in (record.get("code") or {}).items():
+        commit = repo.get("commit") if isinstance(repo, Mapping) else None
+        if commit is not None and not (isinstance(commit, str) and GIT_COMMIT.fullmatch(commit)):
+            raise ValueError(f"code.{name}.commit {commit!r} is not a git commit id")
 
 
 def _tuple(values) -> tuple:
@@ -76,6 +108,10 @@ class CheckpointEntry:
 
     @classmethod
     def from_dict(cls, record: Mapping) -> "CheckpointEntry":
+        # A checkpoint is loaded (pickles): its recorded path never leads out of the run's artifacts folder.
+        problem = relative_path_problem(record["path"])
+        if problem:
+            raise ValueError(f"checkpoint path {record['path']!r} {problem}")
         return cls(path=record["path"], iteration=record.get("iteration"), env_steps=record.get("env_steps"),
                    saved_at=record.get("saved_at"), trial_id=record.get("trial_id"))
 
@@ -330,6 +366,7 @@ class RunManifest:
                               " wrote it")
         known = {field.name for field in dataclasses.fields(cls)} - {"extra"}
         try:
+            check_process_fields(record)
             heartbeat, process, error = record.get("heartbeat"), record.get("process"), record.get("error")
             return cls(
                 schema_version=MANIFEST_SCHEMA_VERSION,

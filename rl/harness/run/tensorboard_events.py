@@ -9,7 +9,8 @@
 Every finite number of a row becomes a scalar of that name at the row's env steps (its training
 iteration, or else its row number, when it counts no env steps). A resumed run writes into the
 folder of the run it resumed, so its curves continue at later steps; that folder is found through
-the parent's manifest (`paths.tensorboard`), and the parent's events past the checkpoint it resumes
+the parent's manifest (`paths.tensorboard`, followed only when it is a run's events folder under
+this run's artifacts root: `is_events_folder_of`), and the parent's events past the checkpoint it resumes
 from (rows the resumed run redoes) are cut first (`cut_after`), so no step is drawn twice. A write that fails (a full disk, no tensorboard
 installed) is logged once and ends the events of that run; metrics.jsonl is never affected.
 The run's summarised metrics (`headline`) also go into a custom-scalars layout, so TensorBoard's
@@ -32,6 +33,7 @@ from rl.harness.run import metric_keys, records
 from rl.harness.run.crc32c import masked_crc32c
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import read_manifest
+from rl.harness.run.status import run_id_problem
 
 EVENTS_DIR = "tensorboard"
 # The counters tried in turn as a row's step: env steps, so runs with other batch sizes line up.
@@ -77,7 +79,25 @@ def lineage_folder(layout: RunLayout, parent_run: Optional[Mapping[str, Any]]) -
         logging.warning("TensorBoard: parent run %s recorded no events folder under %s; this run's curves start in %s",
                         parent_id, layout.results_root, own)
         return own
+    if not is_events_folder_of(pathlib.Path(recorded), layout.artifacts_root):
+        logging.warning("TensorBoard: parent run %s records its events folder as %s, not a run's events folder under"
+                        " this run's artifacts root %s; this run's curves start in %s (nothing is written there)",
+                        parent_id, recorded, layout.artifacts_root, own)
+        return own
     return pathlib.Path(recorded)
+
+
+def is_events_folder_of(folder: pathlib.Path, artifacts_root: pathlib.Path) -> bool:
+    """True when `folder` is `<artifacts_root>/[smoke/]<run-id>/tensorboard`, links followed.
+
+    A recorded events folder is written to (a resumed run appends, `cut_after` rewrites): a shared
+    record must not lead those writes out of the artifacts root given on this machine.
+    """
+    resolved, root = pathlib.Path(folder).resolve(), pathlib.Path(artifacts_root).resolve()
+    if resolved.name != EVENTS_DIR or not resolved.is_relative_to(root):
+        return False
+    owner = resolved.parent.relative_to(root).parts
+    return (len(owner) == 1 or (len(owner) == 2 and owner[0] == records.SMOKE_DIR)) and not run_id_problem(owner[-1])
 
 
 def tf_record(data: bytes) -> bytes:

@@ -92,8 +92,12 @@ class MemberResult:
         return points
 
 
-def load_member(results_root: pathlib.Path, member: MemberRecord) -> MemberResult:
-    """Reads a member's runs; RecordError naming the run when a folder is missing or its manifest damaged."""
+def load_member(results_root: pathlib.Path, member: MemberRecord,
+                artifacts_root: Optional[pathlib.Path] = None) -> MemberResult:
+    """Reads a member's runs; RecordError naming the run when a folder is missing or its manifest damaged.
+
+    Their artifacts are read under `artifacts_root` (the study's), else beside `results_root`.
+    """
     manifests, run_dirs, artifacts_dirs = [], [], []
     for run_id in member.runs:
         run_dir = RunLayout.find(results_root, run_id)
@@ -102,7 +106,7 @@ def load_member(results_root: pathlib.Path, member: MemberRecord) -> MemberResul
                                       " results folder (git, B2) or pass the --results-dir it was written to")
         manifests.append(read_manifest(run_dir))
         run_dirs.append(pathlib.Path(run_dir))
-        artifacts_dirs.append(RunLayout.of_run(run_dir, manifests[-1]).artifacts_dir)
+        artifacts_dirs.append(RunLayout.of_run(run_dir, manifests[-1], artifacts_root).artifacts_dir)
     return MemberResult(member.member, tuple(member.runs), tuple(manifests), tuple(run_dirs), tuple(artifacts_dirs))
 
 

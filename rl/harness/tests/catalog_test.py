@@ -19,7 +19,7 @@ def _manifest(run_id, **changes):
         "heartbeat": {"at": now, "stale_after_s": 60},
         "process": {"hostname": "elsewhere", "pid": 1},
         "experiment": {"module": "experiments.x.recipe", "source_sha256": "s1"},
-        "code": {"experiment_repo": {"commit": "c1", "dirty": False, "diff_sha256": None}},
+        "code": {"experiment_repo": {"commit": "c1c1c1c", "dirty": False, "diff_sha256": None}},
         "build": {"build_hash": "b1", "lock_sha256": "l1"},
         "versions": {"ray": "2.56.0"},
         "seed": 42,
@@ -127,7 +127,7 @@ def test_show_leads_with_results_and_prints_integers_as_integers(tmp_path):
 
 
 @pytest.mark.parametrize("change, section", [
-    ({"code__experiment_repo": {"commit": "c2", "dirty": False, "diff_sha256": None}}, "code"),
+    ({"code__experiment_repo": {"commit": "c2c2c2c", "dirty": False, "diff_sha256": None}}, "code"),
     ({"experiment__source_sha256": "s2"}, "code"),
     ({"build": {"build_hash": "b1", "lock_sha256": "l2"}}, "lock"),
     ({"build": {"build_hash": "b2", "lock_sha256": "l1"}}, "build"),

@@ -1,12 +1,13 @@
 """A stand-in for `bazel` ($RL_HARNESS_BAZEL) that builds and runs a recipe of a plain git checkout.
 
-    python fake_bazel.py build [--flag ...] //tiny:recipe          # bazel-bin/tiny/recipe.build_info.json
-    python fake_bazel.py run [--flag ...] //tiny:recipe -- ARGS     # builds, then `rl.harness.commands.cli tiny.recipe ARGS`
+    python fake_bazel.py build [--flag ...] -- //tiny:recipe        # bazel-bin/tiny/recipe.build_info.json
+    python fake_bazel.py run [--flag ...] -- //tiny:recipe ARGS     # builds, then `rl.harness.commands.cli tiny.recipe ARGS`
 
 Bazel cannot run inside a Bazel test's sandbox, so the reproduce tests build with this: the
 identity is the real tools/build_info/compute.py over every .py file of the checkout (outside
 results/, artifacts/ and bazel-*/), with this interpreter and "fake" as the Bazel version.
-The harness itself comes from the tree holding this file; flags (--override_repository) are ignored.
+The harness itself comes from the tree holding this file; flags (--override_repository) are ignored,
+except `--workspace_status_command`, which runs as Bazel runs it (what a crafted target would exploit).
 """
 
 import json
@@ -46,10 +47,27 @@ def build(checkout: str, target: str) -> str:
     return output
 
 
+def residue(words: list[str]) -> list[str]:
+    """What Bazel reads as targets (and, for `run`, the target's arguments): every word that is not an
+    option, and every word after the first `--`."""
+    for index, word in enumerate(words):
+        if word == "--":
+            return [w for w in words[:index] if not w.startswith("-")] + words[index + 1:]
+    return [word for word in words if not word.startswith("-")]
+
+
+def run_status_commands(words: list[str]) -> None:
+    """Runs each `--workspace_status_command=...` among the options, with a shell, as Bazel does before a build."""
+    options = words[:words.index("--")] if "--" in words else words
+    for word in options:
+        if word.startswith("--workspace_status_command="):
+            subprocess.run(word.partition("=")[2], shell=True, check=False)
+
+
 def main(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
-    arguments = rest[rest.index("--") + 1:] if "--" in rest else []
-    target = next(word for word in rest if word.startswith("//"))
+    run_status_commands(rest)
+    target, *arguments = residue(rest)
     checkout = os.getcwd()
     build_info = build(checkout, target)
     if command == "build":

@@ -6,12 +6,14 @@ FAKE_RECIPE_FAIL_SEED, only in the run of that root seed),
 FAKE_RECIPE_TRIAL (checkpoint under that trial, as a recipe training several agents does),
 FAKE_RECIPE_TAIL_S (a stage after training that does not poll stop requests, as scoring a policy),
 FAKE_RECIPE_OUTPUT_BYTES (after training, an output of that size, in FAKE_RECIPE_OUTPUT_PLACE: results
-or artifacts, as a probe report or a figure).
+or artifacts, as a probe report or a figure), FAKE_RECIPE_PICKLE (state saved and loaded as a pickle,
+as RLlib's learner state is: what a planted checkpoint would run).
 Declared hyperparameters (--set): fake/iterations (int; 0 = the knob above) and fake/loss_scale (float).
 """
 
 import json
 import os
+import pickle
 import time
 
 from rl.harness.run.hyperparameters import Hyperparameters
@@ -22,11 +24,25 @@ STEPS_PER_ITERATION = 100
 STATE_FILE = "fake_state.json"
 
 
+PICKLED_STATE_FILE = "fake_state.pkl"
+
+
 def _save(context, iteration, env_steps):
     trial = os.environ.get("FAKE_RECIPE_TRIAL") or None
+    state = {"iteration": iteration, "env_steps": env_steps}
     with context.recorder.checkpoint(iteration=iteration, env_steps=env_steps, trial=trial) as folder:
+        if os.environ.get("FAKE_RECIPE_PICKLE"):
+            (folder / PICKLED_STATE_FILE).write_bytes(pickle.dumps(state))
+            return
         with open(folder / STATE_FILE, "w") as handle:
-            json.dump({"iteration": iteration, "env_steps": env_steps}, handle)
+            json.dump(state, handle)
+
+
+def _load(checkpoint):
+    if os.environ.get("FAKE_RECIPE_PICKLE"):
+        return pickle.loads((checkpoint / PICKLED_STATE_FILE).read_bytes())
+    with open(checkpoint / STATE_FILE) as handle:
+        return json.load(handle)
 
 
 def run(context):
@@ -38,8 +54,7 @@ def run(context):
         fail_at = 0
     iteration, env_steps = 0, 0
     if context.resume is not None:
-        with open(context.resume.checkpoint / STATE_FILE) as handle:
-            state = json.load(handle)
+        state = _load(context.resume.checkpoint)
         iteration, env_steps = state["iteration"], state["env_steps"]
     noise = context.seeds.generator("fake/noise")
     context.recorder.summarize("fake/loss")

@@ -23,15 +23,15 @@ def test_folders_of_a_run(tmp_path, smoke, relative):
     assert layout.remote_prefix("/lab/", "experiments.x.y") == f"lab/experiments.x.y/{relative}"
 
 
-def test_of_run_reads_smoke_from_the_manifest_and_the_artifacts_root_from_the_recorded_path(tmp_path):
+def test_of_run_never_follows_the_recorded_artifacts_folder(tmp_path):
     results_dir = tmp_path / "results" / "smoke" / "r1"
     results_dir.mkdir(parents=True)
-    recorded = tmp_path / "elsewhere" / "smoke" / "r1"
+    recorded = tmp_path / "elsewhere" / "smoke" / "r1"  # a shared record may name any folder, a planted one too
     layout = RunLayout.of_run(results_dir, _manifest("r1", True, str(recorded)))
-    assert (layout.results_root, layout.artifacts_root, layout.smoke) == (tmp_path / "results", tmp_path / "elsewhere", True)
-    # without a recorded folder the artifacts root is the one beside the results root
-    assert RunLayout.of_run(results_dir, _manifest("r1", True)).artifacts_root == tmp_path / "artifacts"
-    # an explicit root wins over both
+    assert (layout.results_root, layout.artifacts_root, layout.smoke) == (tmp_path / "results", tmp_path / "artifacts", True)
+    assert layout.recorded_elsewhere(_manifest("r1", True, str(recorded))) == recorded
+    assert layout.recorded_elsewhere(_manifest("r1", True, str(tmp_path / "artifacts" / "smoke" / "r1"))) is None
+    # a root the user gives wins
     explicit = RunLayout.of_run(results_dir, _manifest("r1", True, str(recorded)), artifacts_root=tmp_path / "mine")
     assert explicit.artifacts_dir == tmp_path / "mine" / "smoke" / "r1"
 
@@ -50,7 +50,7 @@ def test_a_folder_named_smoke_does_not_make_a_run_a_smoke_run(tmp_path):
 
 def test_artifact_places_best_first_without_repeats(tmp_path):
     layout = RunLayout(tmp_path / "x" / "results", tmp_path / "a", "r1", False)
-    places = layout.artifact_places(_manifest("r1", False, str(tmp_path / "a" / "r1")), extra_roots=[tmp_path / "b"])
+    places = layout.artifact_places(_manifest("r1", False, str(tmp_path / "planted" / "r1")), extra_roots=[tmp_path / "b"])
     assert places == [tmp_path / "a" / "r1", tmp_path / "x" / "artifacts" / "r1", tmp_path / "b" / "r1"]
 
 

@@ -172,7 +172,10 @@ def _at_default_level():
 
 
 def _platform_line(printed):
-    return printed.splitlines()[0]
+    """The line after "reproducing run <id>: commit ..., target ...", printed before anything is built."""
+    first, second = printed.splitlines()[:2]
+    assert first.startswith("reproducing run ") and ", target //tiny:" in first, printed
+    return second
 
 
 def test_a_run_at_another_capability_level_reproduces_consistently_naming_the_platform_and_first_divergence(

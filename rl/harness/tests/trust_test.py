@@ -178,4 +178,16 @@ def test_the_tensorboard_tree_keeps_every_link_inside_it(roots, tmp_path, capsys
     tensorboard_view.link_tree(folders, tree)
     links = [path for path in tmp_path.rglob("*") if path.is_symlink()]
     assert links and all(link.parent.resolve().is_relative_to(tree) for link in links), links
-    assert "leads outside the tree of links" in capsys.readouterr().err
+    assert "skipping run second: its records name" in capsys.readouterr().err
+
+
+def test_link_tree_never_writes_through_another_runs_link(tmp_path, capsys):
+    """A crafted run whose events folder is linked as `x/smoke`, beside a smoke run `x/smoke/<id>`."""
+    crafted, smoke_run = tmp_path / "crafted" / "tensorboard", tmp_path / "art" / "smoke" / "r2" / "tensorboard"
+    crafted.mkdir(parents=True)
+    smoke_run.mkdir(parents=True)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    tensorboard_view.link_tree({"x/smoke": crafted, "x/smoke/r2": smoke_run}, tree)
+    assert list(crafted.iterdir()) == []  # nothing written inside the crafted run's folder
+    assert "lies inside another run's linked events folder" in capsys.readouterr().err
