@@ -11,6 +11,7 @@ import pytest
 from rl.devops.vast import bootstrap, durability, redact
 
 TOKEN = "ghp_" + "t0k3n" * 6
+B2_KEY = "K005" + "made-up-b2-key" * 2  # shaped like a B2 application key, never a real one
 
 
 def _git(*args, cwd):
@@ -51,6 +52,7 @@ _FAKE_BAZEL = """#!/bin/bash
 printf '%s\\n' "$@" > "$STUB_LOG"
 echo "${RL_HARNESS_LOCAL_PATH-unset}" > "$STUB_LOG.library"
 echo "${RLH_GIT_TOKEN-unset} ${GIT_ASKPASS-unset}" > "$STUB_LOG.token"
+echo "a recipe that prints its key: ${B2_APPLICATION_KEY-unset}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --run-id) run_id=$2; shift ;;
@@ -79,12 +81,18 @@ def _run(tmp_path, plan, *, exit_code=0):
     script = tmp_path / "onstart.sh"
     script.write_text(bootstrap.render(plan, JOB))
     env = {"PATH": f"{stubs}:{os.environ['PATH']}", "HOME": str(tmp_path), "STUB_LOG": str(tmp_path / "argv"),
-           "STUB_EXIT": str(exit_code), bootstrap.GIT_TOKEN_ENV: TOKEN,
+           "STUB_EXIT": str(exit_code), bootstrap.GIT_TOKEN_ENV: TOKEN, "B2_APPLICATION_KEY": B2_KEY,
            "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{tmp_path}/.insteadOf", "GIT_CONFIG_VALUE_0": REMOTE}
     result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
     # The log goes to PID 1's stdout when writable (the container log), else to stdout; always to this file.
     log = pathlib.Path(plan.out_dir()) / "vast" / JOB.run_id / "bootstrap.log"
     return result.returncode, log.read_text() + result.stderr
+
+
+def test_what_the_run_prints_reaches_the_log_with_its_secrets_masked(tmp_path):
+    code, log = _run(tmp_path, _plan(tmp_path, repo=_pin("src", _repo(tmp_path / "src"))))
+    assert code == 0, log
+    assert "a recipe that prints its key: [REDACTED]" in log and B2_KEY not in log
 
 
 def test_the_script_is_valid_bash():

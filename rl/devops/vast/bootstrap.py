@@ -42,6 +42,7 @@ import shlex
 from typing import Optional
 
 from rl.devops.vast import redact
+from rl.harness import settings
 from rl.harness.run.status import run_id_problem
 
 # The environment variable the instance reads a git token from (set through the create call's env).
@@ -145,7 +146,17 @@ readonly RECORD="$OUT/vast/$RUN_ID"
 mkdir -p "$OUT/results" "$OUT/artifacts" "$RECORD"
 log_sink=/dev/stdout
 if [ -w /proc/1/fd/1 ]; then log_sink=/proc/1/fd/1; fi  # the container log that `vast logs` reads
-exec > >(tee -a "$RECORD/bootstrap.log" >"$log_sink") 2>&1
+# What the build and the run print (a recipe's own prints too) is masked before it reaches the log
+# and the container log: every secret this script was given, read from the environment (literal,
+# no escapes), as the harness's redaction layer masks them in records.
+mask_secrets() {{
+  awk 'BEGIN {{ n = split("{secret_variables}", names, " ")
+               for (i = 1; i <= n; i++) if (length(ENVIRON[names[i]]) >= 8) secrets[i] = ENVIRON[names[i]] }}
+       {{ for (i in secrets) while ((at = index($0, secrets[i])) > 0)
+            $0 = substr($0, 1, at - 1) "[REDACTED]" substr($0, at + length(secrets[i]))
+         print; fflush() }}'
+}}
+exec > >(mask_secrets | tee -a "$RECORD/bootstrap.log" >"$log_sink") 2>&1
 tee_pid=$!
 
 phase() {{ echo "{phase_marker} $1 $(date -u +%Y-%m-%dT%H:%M:%SZ)"; }}
@@ -237,6 +248,7 @@ def render(plan: Bootstrap, job: Job) -> str:
     return _TEMPLATE.format(
         workdir=shlex.quote(plan.workdir), out_dir=shlex.quote(plan.out_dir()), run_id=shlex.quote(job.run_id),
         phase_marker=PHASE_MARKER, done_marker=DONE_MARKER, git_token_env=GIT_TOKEN_ENV,
+        secret_variables=" ".join((GIT_TOKEN_ENV, *settings.SECRET_VARIABLES)),
         repo_url=shlex.quote(plan.repo.url),
         repo_commit=shlex.quote(plan.repo.commit), library_checkout=library_checkout, cuda_lock_flag=CUDA_LOCK_FLAG,
         max_seconds=int(plan.max_hours * 3600), target=shlex.quote(job.target), run_args=" ".join(run_args))
