@@ -1,6 +1,7 @@
 """Masked reductions shared by every loss in this package.
 
     mean = masked_mean(per_step_loss, mask)   # mask: bool, same shape as the loss
+    means = masked_means(torch.stack([surrogate, value_loss]), mask)   # several terms, one index
 
 Padding and RLlib's artificial bootstrap step carry `mask == False`; their
 values never reach the result, even when they are NaN or infinite.
@@ -40,3 +41,18 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor | None = None) -> torch
         raise ValueError(f"mask must be a bool tensor, got {mask.dtype}; pass `mask.bool()`.")
     total = torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum()
     return total / mask.sum().clamp(min=1)
+
+
+def masked_means(terms: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Means over the valid steps of each stacked term: terms (K, *batch_shape), mask batch_shape or None -> (K,).
+
+    One index for all K terms; per term the sum runs over the same values in the same
+    order as RLlib's `torch.sum(term[mask]) / torch.sum(mask)`.
+
+    Example:
+        >>> masked_means(torch.tensor([[1.0, 3.0], [4.0, float("nan")]]), torch.tensor([True, False]))
+        tensor([1., 4.])
+    """
+    if mask is None:
+        return terms.flatten(1).mean(dim=-1)
+    return terms[:, mask].sum(dim=-1) / mask.sum()

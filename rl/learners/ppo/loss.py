@@ -1,5 +1,8 @@
 """RLlib's PPO loss for Categorical policies with fewer torch ops: the same values, gradients and metrics.
 
+The per-step terms are `rl.losses`' (clipped surrogate, entropy, KL, masked means); this module
+reads them from RLlib's batch and module and logs RLlib's metrics.
+
     from rl.learners.ppo.loss import categorical_ppo_loss, uses_categorical_policy
 
     if uses_categorical_policy(module):
@@ -39,38 +42,14 @@ from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.torch_utils import explained_variance
 
+from rl.losses.divergence import categorical_kl_terms
+from rl.losses.masking import masked_means
+from rl.losses.policy import categorical_entropy, clipped_surrogate, normalised_logits
+
 
 def uses_categorical_policy(module: Any) -> bool:
     """True if `module` trains and explores with RLlib's TorchCategorical (what this loss handles)."""
     return module.get_train_action_dist_cls() is TorchCategorical and module.get_exploration_action_dist_cls() is TorchCategorical
-
-
-def masked_means(terms: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Means over the valid steps of each stacked term: terms (K, *batch_shape), mask batch_shape or None -> (K,).
-
-    One index for all K terms; per term the sum runs over the same values in the same
-    order as RLlib's `torch.sum(term[mask]) / torch.sum(mask)`.
-    """
-    if mask is None:
-        return terms.flatten(1).mean(dim=-1)
-    return terms[:, mask].sum(dim=-1) / mask.sum()
-
-
-def normalised_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities as torch's Categorical(logits=...) stores them."""
-    return logits - logits.logsumexp(dim=-1, keepdim=True)
-
-
-def categorical_kl(old_log_probs: torch.Tensor, old_probs: torch.Tensor, log_probs: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
-    """KL(old || new) per step, as torch's kl_divergence of two Categoricals (inf where only new is 0, 0 where old is 0)."""
-    kl_terms = old_probs * (old_log_probs - log_probs)
-    kl_terms = torch.where(probs == 0, float("inf"), kl_terms)
-    return torch.where(old_probs == 0, 0.0, kl_terms).sum(dim=-1)
-
-
-def categorical_entropy(log_probs: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
-    """Entropy per step, as torch's Categorical.entropy (log-probabilities clamped to the dtype's minimum)."""
-    return -(log_probs.clamp(min=torch.finfo(log_probs.dtype).min) * probs).sum(dim=-1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,17 +107,15 @@ def categorical_ppo_loss(
     with torch.no_grad():
         old_log_probs = normalised_logits(batch[Columns.ACTION_DIST_INPUTS])
         old_probs = old_log_probs.softmax(dim=-1)
-    actions = batch[Columns.ACTIONS].long().unsqueeze(-1)
-    ratio = torch.exp(log_probs.gather(-1, actions).squeeze(-1) - batch[Columns.ACTION_LOGP])
-    advantages = batch[Postprocessing.ADVANTAGES]
-    surrogate = torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1 - config.clip_param, 1 + config.clip_param))
+    surrogate = clipped_surrogate(log_probs, batch[Columns.ACTIONS], batch[Columns.ACTION_LOGP],
+                                  batch[Postprocessing.ADVANTAGES], clip=config.clip_param)
     entropy = categorical_entropy(log_probs, probs)
     values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
     targets = batch[Postprocessing.VALUE_TARGETS]
     vf_loss = torch.pow(values - targets, 2.0)
     vf_loss_clipped = torch.clamp(vf_loss, 0, config.vf_clip_param)
     per_step = -surrogate + config.vf_loss_coeff * vf_loss_clipped - (entropy_coeff * entropy)
-    kl = categorical_kl(old_log_probs, old_probs, log_probs, probs) if config.use_kl_loss else None
+    kl = categorical_kl_terms(old_log_probs, old_probs, log_probs, probs) if config.use_kl_loss else None
     if kl is not None:
         mean_loss, mean_kl = masked_means(torch.stack([per_step, kl]), mask)
         total = mean_loss + kl_coeff * mean_kl

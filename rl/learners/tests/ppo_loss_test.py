@@ -23,7 +23,7 @@ from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.models import MLPModel, TransformerModel
 from rl.learners.minibatches import select_rows
 from rl.learners.ppo.learner import chunks_with_loss_steps
-from rl.learners.ppo.loss import masked_means
+from rl.losses.masking import masked_means
 from rl.learners.tests.token_env import TokenTransitionEnv
 
 TRANSFORMER = {"d_model": 16, "n_heads": 2, "n_layers": 1, "feedforward_dim": 32, "memory_len": 8, "max_seq_len": 8}

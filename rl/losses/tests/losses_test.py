@@ -7,8 +7,11 @@ import torch
 
 from rl.losses import (
     categorical_accuracy,
+    categorical_entropy,
     categorical_kl,
+    categorical_kl_terms,
     categorical_prediction_loss,
+    clipped_surrogate,
     clipped_value_loss,
     masked_mean,
     midpoint_taus,
@@ -112,6 +115,37 @@ def test_categorical_kl_hand_computed_and_reference_gets_no_gradient():
     assert categorical_kl(torch.zeros(3, 4), torch.zeros(3, 4)).item() == 0.0
     with pytest.raises(ValueError, match="logits has shape"):
         categorical_kl(torch.zeros(3, 4), torch.zeros(3, 5))
+
+
+# Per step, torch's rules: p = (0.25, 0.75) against q = (0.5, 0.5) as above; a reference probability of 0
+# contributes nothing; a policy probability of 0 where the reference has mass makes the KL infinite.
+def test_categorical_kl_terms_per_step_follow_torchs_rules_at_zero():
+    reference = torch.tensor([[0.25, 0.75], [0.0, 1.0], [0.5, 0.5]])
+    policy = torch.tensor([[0.5, 0.5], [0.5, 0.5], [1.0, 0.0]])
+    with torch.no_grad():
+        terms = categorical_kl_terms(reference.log(), reference, policy.log(), policy)
+    assert terms.tolist()[0] == pytest.approx(0.25 * math.log(0.5) + 0.75 * math.log(1.5), rel=1e-6)
+    assert terms.tolist()[1] == pytest.approx(math.log(2.0), rel=1e-6)  # 0 * ln(0 / 0.5) counts 0
+    assert math.isinf(terms.tolist()[2])
+
+
+# r = pi / pi_old per step: 0.5 / 0.25 = 2 (clipped to 1.2), 0.5 / 0.625 = 0.8 (unclipped), 0.5 / 1 = 0.5 (to 0.8).
+# A = (1, 1, -2): min(A r, A clip(r)) = (min(2, 1.2), min(0.8, 0.8), min(-1, -1.6)) = (1.2, 0.8, -1.6).
+def test_clipped_surrogate_hand_computed():
+    log_probs = torch.full((3, 2), math.log(0.5), requires_grad=True)
+    old = torch.log(torch.tensor([0.25, 0.625, 1.0]))
+    surrogate = clipped_surrogate(log_probs, torch.tensor([0, 1, 0]), old, torch.tensor([1.0, 1.0, -2.0]), clip=0.2)
+    assert surrogate.tolist() == pytest.approx([1.2, 0.8, -1.6], rel=1e-6)
+    surrogate.sum().backward()
+    # Only the unclipped step carries a gradient: d(A r)/d log pi(a) = A r = 0.8 at action 1 of step 2.
+    assert log_probs.grad.flatten().tolist() == pytest.approx([0.0, 0.0, 0.0, 0.8, 0.0, 0.0])
+
+
+# p = (0.25, 0.75): H = -(0.25 ln 0.25 + 0.75 ln 0.75); a zero probability contributes nothing.
+def test_categorical_entropy_hand_computed():
+    probs = torch.tensor([[0.25, 0.75], [1.0, 0.0]])
+    entropy = categorical_entropy(probs.log(), probs)
+    assert entropy.tolist() == pytest.approx([-(0.25 * math.log(0.25) + 0.75 * math.log(0.75)), 0.0], rel=1e-6)
 
 
 # Step 1: logits (0, ln 3) -> p = (0.25, 0.75), target 1 -> -ln 0.75; argmax 1 (hit).
