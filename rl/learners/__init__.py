@@ -19,14 +19,14 @@ from typing import Any
 _EXPORTS = {
     "ActorCriticPPOTorchLearner": "rl.learners.ppo.learner",
     "IQNPPOTorchLearner": "rl.learners.quantile_critic.learner",
-    "NextTokenAuxLoss": "rl.learners.ppo.aux_prediction",
-    "NextTokenAuxPPOLearner": "rl.learners.ppo.aux_prediction",
+    "NextTokenAuxLoss": "rl.learners.aux_prediction",
+    "NextTokenAuxPPOLearner": "rl.learners.aux_prediction",
     "PPG": "rl.learners.ppg.config",
     "PPGConfig": "rl.learners.ppg.config",
     "PPGTorchLearner": "rl.learners.ppg.learner",
     "QRPPOTorchLearner": "rl.learners.quantile_critic.learner",
-    "StateAuxLoss": "rl.learners.ppo.aux_prediction",
-    "StateAuxPPOLearner": "rl.learners.ppo.aux_prediction",
+    "StateAuxLoss": "rl.learners.aux_prediction",
+    "StateAuxPPOLearner": "rl.learners.aux_prediction",
 }
 
 __all__ = sorted(_EXPORTS)

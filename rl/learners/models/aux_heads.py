@@ -20,7 +20,7 @@
 
 Both are linear maps over the undetached embeddings, so their losses reach the encoder, and
 both are training-only: EnvRunners drop them. Train them with NextTokenAuxPPOLearner /
-StateAuxPPOLearner (rl/learners/ppo/aux_prediction.py), which read the targets from the env's
+StateAuxPPOLearner (rl/learners/aux_prediction/learner.py), which read the targets from the env's
 infos.
 """
 

@@ -21,7 +21,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from rl.learners import ActorCriticPPOTorchLearner, NextTokenAuxLoss, NextTokenAuxPPOLearner, StateAuxLoss
 from rl.learners.connectors import AddInfoColumn
 from rl.learners.models import MLPModel, NextTokenAuxHead, NextTokenAuxMLPModel, StateAuxHead, TransformerModel
-from rl.learners.ppo.aux_prediction import NEXT_TOKEN_TARGETS, STATE_TARGETS
+from rl.learners.aux_prediction import NEXT_TOKEN_TARGETS, STATE_TARGETS
 from rl.learners.tests.token_env import TokenTransitionEnv
 
 
