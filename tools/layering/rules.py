@@ -44,7 +44,7 @@ CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "torch"): ("rl/harness/training/", "rl/harness/benchmarks/"),
     # The batched EnvRunner steps RLlib's Gymnasium vector envs itself.
     ("harness", "gymnasium"): ("rl/harness/training/",),
-    # A study's summary: t quantiles and its curves figure.
+    # A study's summary: t quantiles, trimmed means, its curves and score distributions figures.
     ("harness", "scipy"): ("rl/harness/study/",),
     ("harness", "matplotlib"): ("rl/harness/study/", "rl/harness/commands/compare.py"),  # and `compare`'s overlay
     # A run's metrics as TensorBoard events, and the server over them (docs/architecture.md).

@@ -295,7 +295,8 @@ class StudyCommand:
         self.record = self.record.replace(status=COMPLETED if complete else FAILED, summary=summary.SUMMARY_JSON)
         self.record.write(self.folder)
         print(summary.markdown(found), end="")
-        print(f"summary: {self.folder / summary.SUMMARY_MARKDOWN}, curves {self.folder / summary.CURVES_PNG}")
+        print(f"summary: {self.folder / summary.SUMMARY_MARKDOWN}, curves {self.folder / summary.CURVES_PNG},"
+              f" score distributions {self.folder / summary.DISTRIBUTIONS_PNG}")
         if not complete:
             print(f"study {self.record.study_id}: {found['members'] - found['completed']} member(s) not completed"
                   " (named above)", file=sys.stderr)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from rl.harness.commands import cli
@@ -34,6 +35,7 @@ STUDY = "rl.harness.tests.fake_study"
     ({"seeds": (-1,)}, "non-negative"),
     ({"pairs": (("a", "missing"),)}, "must name two different agents"),
     ({"scores": (Score("x", "a"), Score("x", "b"))}, "score names repeat"),
+    ({"statistic": "mode"}, "statistic 'mode' must be one of mean, median, iqm"),
 ])
 def test_a_malformed_study_is_refused_naming_the_problem(changes, message):
     declared = {"agents": {"a": FAKE, "b": FAKE}, "seeds": (0, 1), **changes}
@@ -75,6 +77,81 @@ def test_a_paired_difference_uses_only_the_shared_seeds():
     assert found["low"] == pytest.approx(0.75 - 12.7062 * 0.25, rel=1e-4)
     with pytest.raises(ValueError, match="no seed in common"):
         statistics.paired_difference({0: 1.0}, {1: 1.0})
+
+
+# -- statistics: bootstrap intervals, IQM and probability of improvement against rliable ------------------
+#
+# The greedy values of the critic study's seeds 0-9 (README): reward_only, separate_critic, ppg.
+REWARD_ONLY = [0.63, -0.69, -0.17, -0.38, 0.79, 0.46, -0.53, 0.63, 0.89, 1.05]
+SEPARATE_CRITIC = [0.55, -0.58, -0.91, 0.50, 0.75, 0.73, -0.68, -0.95, -1.07, 0.22]
+PPG = [0.71, 0.71, 0.73, -0.35, 0.13, 0.06, 0.47, 0.81, 0.47, 0.41]  # 0.73 ties separate_critic's seed 5
+
+
+@pytest.mark.parametrize("values, statistic, reference", [
+    # rliable 1.2.0 (arch 7.2.0) in a scratch venv: rly.get_interval_estimates({k: x[:, None]},
+    # lambda s: np.array([metrics.aggregate_iqm(s)]), reps=50000, random_state=np.random.RandomState(0))
+    (REWARD_ONLY, "iqm", (0.3267, -0.2400, 0.7583)),
+    (SEPARATE_CRITIC, "iqm", (-0.1500, -0.7917, 0.5083)),
+    (PPG, "iqm", (0.4833, 0.1883, 0.6767)),
+    # the same with metrics.aggregate_mean (rliable's median is one over tasks, of means: not the seeds' median)
+    (REWARD_ONLY, "mean", (0.2680, -0.1170, 0.6340)),
+    (PPG, "mean", (0.4150, 0.1840, 0.6160)),
+])
+def test_bootstrap_intervals_match_rliable(values, statistic, reference):
+    found = statistics.bootstrap_interval(values, statistic, resamples=50_000)
+    assert found["value"] == pytest.approx(reference[0], abs=5e-4)
+    # Two generators (numpy's and arch's) draw other resamples: the percentiles agree to Monte Carlo error.
+    assert (found["low"], found["high"]) == pytest.approx(reference[1:], abs=0.015)
+
+
+def test_the_median_and_the_iqm_are_the_textbook_ones():
+    # sorted: -0.69 -0.53 -0.38 -0.17 0.46 0.63 0.63 0.79 0.89 1.05; the IQM cuts floor(10 / 4) = 2 from each end
+    assert statistics.bootstrap_interval(REWARD_ONLY, "median")["value"] == pytest.approx((0.46 + 0.63) / 2)
+    assert statistics.bootstrap_interval(REWARD_ONLY, "iqm")["value"] == pytest.approx(
+        (-0.38 - 0.17 + 0.46 + 0.63 + 0.63 + 0.79) / 6)
+    assert statistics.bootstrap_interval([0.3], "iqm") == {"value": 0.3, "low": 0.3, "high": 0.3}
+    with pytest.raises(ValueError, match="one of mean, median, iqm"):
+        statistics.bootstrap_interval(REWARD_ONLY, "mode")
+
+
+@pytest.mark.parametrize("a, b, reference", [
+    # rliable 1.2.0: rly.get_interval_estimates({k: [x[:, None], y[:, None]]}, metrics.probability_of_improvement,
+    # reps=50000, random_state=np.random.RandomState(0)); its point is scipy's Mann-Whitney U / (10 * 10)
+    (PPG, REWARD_ONLY, (0.540, 0.26, 0.80)),
+    (SEPARATE_CRITIC, REWARD_ONLY, (0.300, 0.09, 0.56)),
+    (PPG, SEPARATE_CRITIC, (0.675, 0.41, 0.90)),  # one tie (0.73), counted half
+])
+def test_the_probability_of_improvement_matches_rliable(a, b, reference):
+    found = statistics.probability_of_improvement(a, b, resamples=50_000)
+    assert found["value"] == pytest.approx(reference[0], abs=5e-4)
+    assert (found["low"], found["high"]) == pytest.approx(reference[1:], abs=0.015)
+    assert found["n"] == [10, 10]
+    assert statistics.probability_of_improvement(a, a)["value"] == 0.5
+
+
+def test_bootstrap_intervals_cover_the_true_value_about_95_percent_of_the_time():
+    # 1000 samples of 40 normal seeds, N(1, 2^2): the mean, the median and the IQM of the distribution are all 1;
+    # and 1000 pairs of 30 seeds, N(0.5, 1) against N(0, 1): P(a > b) = Phi(0.5 / sqrt(2)) = 0.6382 (normal table).
+    # A percentile interval undercovers a little at these sizes (about 0.94); one 20 % too narrow covers about
+    # 0.87, one 20 % too wide about 0.98, so the band 0.92-0.97 (three binomial standard errors) tells them apart.
+    generator = np.random.default_rng(0)
+    samples = generator.normal(1.0, 2.0, size=(1000, 40))
+    for statistic in ("mean", "median", "iqm"):
+        found = [statistics.bootstrap_interval(sample, statistic, resamples=1000) for sample in samples]
+        coverage = np.mean([interval["low"] <= 1.0 <= interval["high"] for interval in found])
+        assert 0.92 <= coverage <= 0.97, (statistic, coverage)
+    a, b = generator.normal(0.5, 1.0, size=(1000, 30)), generator.normal(0.0, 1.0, size=(1000, 30))
+    found = [statistics.probability_of_improvement(x, y, resamples=1000) for x, y in zip(a, b)]
+    coverage = np.mean([interval["low"] <= 0.6382 <= interval["high"] for interval in found])
+    assert 0.92 <= coverage <= 0.97, coverage
+
+
+def test_the_score_distribution_is_the_fraction_of_seeds_above_each_value():
+    found = statistics.fraction_above(PPG, [0.0, 0.5, 0.71, 1.0])
+    # above 0: all but -0.35; above 0.5: 0.71, 0.71, 0.73, 0.81; above 0.71 (strictly): 0.73, 0.81
+    assert list(found["fraction"]) == [0.9, 0.4, 0.2, 0.0]
+    assert all(low <= fraction <= high for low, fraction, high in zip(found["low"], found["fraction"], found["high"]))
+    assert found["low"][1] < 0.4 < found["high"][1]
 
 
 # -- the record -------------------------------------------------------------------------------
@@ -154,14 +231,30 @@ def test_runs_of_two_agents_are_summarised_with_intervals_and_pairs(roots, capsy
               for seed in range(3)}
     first = found["agents"]["first"]["scores"]["last loss"]
     assert first["values"] == {str(seed): loss for seed, loss in losses.items()}
-    assert first == {**statistics.mean_interval(list(losses.values()), spread="t"), "values": first["values"]}
+    t_interval = statistics.mean_interval(list(losses.values()), spread="t")
+    assert {key: first[key] for key in t_interval} == t_interval
+    assert first["bootstrap"]["median"]["value"] == sorted(losses.values())[1]
+    # same recipe, same seeds: the same runs, so P(first > second) is all ties, one half
+    assert found["pairs"]["first - second"]["last loss"]["probability_of_improvement"]["value"] == 0.5
+    assert found["bootstrap"]["seed"] == statistics.BOOTSTRAP_SEED and found["statistic"] == "mean"
+    # a study that declares the IQM leads its table with it; the others stand beside it
+    iqm = first["bootstrap"]["iqm"]
+    text = summary.markdown({**found, "statistic": "iqm"})
+    assert text.splitlines()[0].endswith("IQM [95 % bootstrap interval] over seeds.")
+    assert f" {iqm['value']:.3f} [{iqm['low']:.3f}, {iqm['high']:.3f}] (n 3) |" in text.splitlines()[4]
+    assert "| first - second | 3 | 0.000 [0.000, 0.000] | 0.500 [" in text
     # same recipe, same seeds: the same runs, so every paired difference is exactly 0
     assert found["pairs"]["first - second"]["last loss"]["values"] == {"0": 0.0, "1": 0.0, "2": 0.0}
     assert (folder / summary.CURVES_PNG).read_bytes().startswith(b"\x89PNG")
+    assert (folder / summary.DISTRIBUTIONS_PNG).read_bytes().startswith(b"\x89PNG")
     assert "| first | 0." in (folder / summary.SUMMARY_MARKDOWN).read_text()
     assert metrics_reads == [records.METRICS_FILE] * 6  # each run's once, for the summary and the plot
     assert found["budget"] == {"smoke": False, "cap": None}
     assert StudyRecord.read(folder).status == "completed"
+    # the bootstrap's seed is fixed: the same runs give the same summary, interval for interval
+    record = StudyRecord.read(folder)
+    again = summary.summarise(load_study(STUDY), [summary.load_member(roots[0], member) for member in record.members])
+    assert json.loads(json.dumps(again)) == found
 
 
 def test_a_resumed_run_is_summarised_with_the_runs_it_continues(roots, capsys, monkeypatch):
