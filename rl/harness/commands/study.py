@@ -249,13 +249,8 @@ class StudyCommand:
         for member in self.record.members:
             started = _started_runs(member, self.results_root)
             result = summary.load_member(self.results_root, started)
-            error = errors.get(member.last_run) if member.last_run else None
-            if error is None and result.last is not None and result.last.error is not None:
-                error = f"{result.last.error.type}: {result.last.error.message}"
-            updated = dataclasses.replace(
-                member, runs=started.runs if final else member.runs, status=result.status, error=error,
-                started_at=result.manifests[0].started_at if result.manifests else None,
-                ended_at=result.last.ended_at if result.last is not None else None)
+            updated = _as_recorded(dataclasses.replace(member, runs=started.runs if final else member.runs), result,
+                                   errors.get(member.last_run) if member.last_run else None)
             if updated != member:
                 if updated.status != member.status and updated.status != PENDING:
                     if member.status == PENDING and updated.status != RUNNING:  # it ran between two looks
@@ -318,8 +313,8 @@ class StudyCommand:
                 results_root = RunLayout.of_run(run.run_dir, run.manifest).results_root
                 setting = tuple(sorted((run.manifest.options.get("set") or {}).items()))
                 member = MemberRecord(agent, run.manifest.seed, _attempts(run, results_root), setting=setting)
-                members.append(member)
                 results.append(summary.load_member(results_root, member))
+                members.append(_as_recorded(member, results[-1]))
         summary.check_comparable(results)  # before anything is written
         self.record = self.record.replace(members=tuple(members), smoke=results[0].last.smoke)
         self.record.write(self.folder)
@@ -349,6 +344,16 @@ def _attempts(run: finder.Run, results_root: pathlib.Path) -> tuple[str, ...]:
         folder = RunLayout.find(results_root, chain[0])
         parent = (read_manifest(folder).parent_run or {}) if folder else {}
     return tuple(chain)
+
+
+def _as_recorded(member: MemberRecord, result: summary.MemberResult, error: Optional[str] = None) -> MemberRecord:
+    """`member` with what its runs' manifests say: the last run's status (and error, unless `error` names the
+    trial's), the first run's start and the last run's end."""
+    if error is None and result.last is not None and result.last.error is not None:
+        error = f"{result.last.error.type}: {result.last.error.message}"
+    return dataclasses.replace(member, status=result.status, error=error,
+                               started_at=result.manifests[0].started_at if result.manifests else None,
+                               ended_at=result.last.ended_at if result.last is not None else None)
 
 
 def _started_runs(member: MemberRecord, results_root: pathlib.Path) -> MemberRecord:

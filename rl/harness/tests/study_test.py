@@ -266,8 +266,16 @@ def test_a_resumed_run_is_summarised_with_the_runs_it_continues(roots, capsys, m
     assert _run(roots, "a1", "--seed", "1") == 0
     assert _adopt(roots, "first=a0-last,a1") == 0
     folder = roots[0] / "studies" / "adopted"
-    [seed_0, _] = StudyRecord.read(folder).members
+    [seed_0, seed_1] = StudyRecord.read(folder).members
     assert seed_0.runs == ("a0", "a0-more", "a0-last")
+    # each member as its runs' manifests say: the last run's status, the first run's start, the last run's end
+    manifests = {run_id: json.loads((roots[0] / run_id / records.MANIFEST_FILE).read_text())
+                 for run_id in ("a0", "a0-last", "a1")}
+    assert (seed_0.status, seed_0.started_at, seed_0.ended_at) == (
+        "completed", manifests["a0"]["started_at"], manifests["a0-last"]["ended_at"])
+    assert (seed_1.status, seed_1.started_at, seed_1.ended_at) == (
+        "completed", manifests["a1"]["started_at"], manifests["a1"]["ended_at"])
+    assert None not in (seed_0.started_at, seed_0.ended_at)
     result = summary.load_member(roots[0], seed_0)
     assert [steps for steps, _ in result.curve("fake/loss")] == [100.0, 200.0, 300.0]  # the fake's 100 a row
     # without the first run's folder: one line naming it and the fix
@@ -286,6 +294,9 @@ def test_a_failed_run_is_named_in_the_summary_not_dropped(roots, capsys, monkeyp
     assert _adopt(roots, "first=a0,a1") == 1
     found = json.loads((roots[0] / "studies" / "adopted" / summary.SUMMARY_JSON).read_text())
     assert found["completed"] == 1 and found["members"] == 2
+    recorded = {member.seed: member for member in StudyRecord.read(roots[0] / "studies" / "adopted").members}
+    assert (recorded[0].status, recorded[1].status) == ("completed", "failed")
+    assert recorded[1].error == "RuntimeError: fake failure at iteration 2"
     assert found["not_completed"] == [{"member": "first/seed 1", "status": "failed", "runs": ["a1"],
                                        "error": "fake failure at iteration 2"}]
     assert found["agents"]["first"]["scores"]["last loss"]["n"] == 1
