@@ -2,6 +2,7 @@
 
     runs = finder.find_runs([workspace_root])         # every results/[smoke/]<run-id>/ below
     print("\n".join(catalog.format_runs(catalog.select_runs(runs, experiment="reward_only", last=10)[0])))
+    rows = catalog.run_rows(runs)                     # runs as data: what `runs --json` and `runs --csv` print
     run = finder.find_run("20261201T011500Z-3f9a2c", [workspace_root])
     print("\n".join(catalog.format_show(run)))
     print("\n".join(catalog.format_diff(run_a, run_b)))   # code, lock, build, seed, hardware, options
@@ -9,7 +10,9 @@
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
 import json
 import math
 import shlex
@@ -72,11 +75,10 @@ def _start_time(manifest: RunManifest) -> str:
 
 
 def _duration(manifest: RunManifest) -> str:
-    """Start to end; for a run without an end (running, crashed), start to its last heartbeat."""
-    end = manifest.ended_at or (manifest.heartbeat.at if manifest.heartbeat is not None else None)
-    if not manifest.started_at or not end:
+    """Start to end (or to the last heartbeat), as `1h02m`, `1m15s` or `42s`."""
+    if (found := manifest.duration_seconds) is None:
         return "-"
-    seconds = max(0, round(parse_time(end) - parse_time(manifest.started_at)))
+    seconds = round(found)
     hours, minutes = seconds // 3600, seconds // 60 % 60
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds % 60:02d}s" if minutes else f"{seconds}s"
 
@@ -106,6 +108,62 @@ def format_runs(runs: list[Run], damaged: Iterable[DamagedRun] = ()) -> list[str
     widths = [max(len(row[column]) for row in table) for column in range(len(header) - 1)]
     lines = ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[-1]]).rstrip() for row in table]
     return lines + [f"damaged {run.run_id}: {run.problem}" for run in damaged]
+
+
+def run_rows(runs: Iterable[Run], damaged: Iterable[DamagedRun] = ()) -> list[dict[str, Any]]:
+    """One record per run, as `runs --json` prints them: who ran what, when, at which code, with which overrides,
+    and what came out (each summarised metric's final value; the outcome's numbers, by dotted path, where a
+    study's scores are read). A damaged run: its id, `damaged`, its folder and the problem."""
+    rows = []
+    for run in runs:
+        manifest, summary = run.manifest, run.summary()
+        library = manifest.code.get("library") or {}
+        outcome = flatten(summary.get("outcome") or {})
+        rows.append({
+            "run_id": run.run_id, "experiment": manifest.experiment.module, "status": run.status,
+            "seed": manifest.seed, "smoke": manifest.smoke, "started_at": manifest.started_at,
+            "duration_s": manifest.duration_seconds, "commit": library.get("commit"),
+            "dirty": library.get("dirty"), "overrides": dict(manifest.options.get("set") or {}),
+            "final_metrics": final_metrics(summary),
+            "outcome": {key: value for key, value in outcome.items() if _is_number(value)},
+            "folder": run.run_dir})
+    rows += [{"run_id": run.run_id, "status": DAMAGED, "folder": run.run_dir, "problem": run.problem}
+             for run in damaged]
+    return rows
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# What every run has (no run at all still makes a table with these columns), and its records spread into a
+# column per key, `overrides.<key>` and so on.
+_RUN_COLUMNS = ("run_id", "experiment", "status", "seed", "smoke", "started_at", "duration_s", "commit", "dirty")
+_NESTED_COLUMNS = ("overrides", "final_metrics", "outcome")
+
+
+def flat_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """(columns, rows): `run_rows` with their nested records spread into `overrides.<key>`, `final_metrics.<key>`
+    and `outcome.<path>` columns (every key any run has, sorted within its group; missing where a run has none)."""
+    flat = [{**{key: value for key, value in row.items() if key not in _NESTED_COLUMNS},
+             **{f"{group}.{key}": value for group in _NESTED_COLUMNS for key, value in (row.get(group) or {}).items()}}
+            for row in rows]
+    plain = list(dict.fromkeys((*_RUN_COLUMNS, *(key for row in rows for key in row if key not in _NESTED_COLUMNS))))
+    nested = [key for group in _NESTED_COLUMNS for key in sorted({key for row in flat for key in row
+                                                                   if key.startswith(f"{group}.")})]
+    return [*plain, *nested], flat
+
+
+def runs_csv(rows: list[dict[str, Any]]) -> str:
+    """`run_rows` as CSV, one row per run (`flat_rows`' columns)."""
+    columns, flat = flat_rows(rows)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    # A list or a record (an override may be one) as JSON, so that a cell reads back as what was recorded.
+    writer.writerows({key: json.dumps(value) if isinstance(value, (list, dict)) else value
+                      for key, value in row.items()} for row in flat)
+    return buffer.getvalue()
 
 
 def flatten(record: Any, prefix: str = "") -> dict[str, Any]:

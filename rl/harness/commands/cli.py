@@ -5,7 +5,7 @@
                [--run-id ID] [--upload-artifacts | --no-upload-artifacts] [--ray-address ADDRESS]
                [--stop-at-iteration N | --stop-at-env-steps N] [--set KEY=VALUE ...]
                [--rolling-checkpoint-minutes M] [--rolling-checkpoint-fraction F]
-    rl-harness runs [--experiment MODULE] [--status STATUS] [--last N] [--results-dir DIR]
+    rl-harness runs [--experiment MODULE] [--status STATUS] [--last N] [--json | --csv] [--results-dir DIR]
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
     rl-harness compare <run-id>... [--metric KEY]... [--output PNG] [--results-dir DIR]
@@ -197,6 +197,10 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
                                  " an experiment's binary lists its own by default")
         parser.add_argument("--status", choices=catalog.LISTED_STATUSES, help="only the runs of this status")
         parser.add_argument("--last", type=_positive, metavar="N", help="only the N most recently started")
+        form = parser.add_mutually_exclusive_group()
+        form.add_argument("--json", action="store_true", help="every run as a JSON record (catalog.run_rows)")
+        form.add_argument("--csv", action="store_true", help="every run as a CSV row, overrides, final metrics and"
+                                                             " outcome spread into columns")
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()
@@ -232,8 +236,13 @@ def _catalog_roots(options: argparse.Namespace, experiment: Optional[str]) -> li
 def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
     roots = _catalog_roots(options, experiment)
     if command == "runs":
-        return catalog.format_runs(*catalog.select_runs(*finder.scan_runs(roots), experiment=options.experiment
-                                                        or experiment, status=options.status, last=options.last))
+        chosen = catalog.select_runs(*finder.scan_runs(roots), experiment=options.experiment or experiment,
+                                     status=options.status, last=options.last)
+        if options.json:
+            return [json.dumps(catalog.run_rows(*chosen), indent=2)]
+        if options.csv:
+            return [catalog.runs_csv(catalog.run_rows(*chosen)).rstrip("\n")]
+        return catalog.format_runs(*chosen)
     if command == "show":
         run = finder.find_run(options.run_id, roots)
         if options.json:

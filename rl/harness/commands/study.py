@@ -34,7 +34,7 @@ from rl.harness.run.status import new_run_id, run_id_problem, this_process
 from rl.harness.study import summary
 from rl.harness.study.declaration import Study
 from rl.harness.study.record import (COMPLETED, CRASHED, FAILED, INTERRUPTED, PENDING, REFUSED, RUNNING, MemberRecord,
-                                     StudyRecord, study_folder)
+                                     StudyRecord, find_study, study_folder)
 from rl.harness.training import hardware
 
 _RUN_COMMAND = ("-m", "rl.harness.commands.cli")
@@ -125,11 +125,10 @@ class StudyCommand:
     def _resumable(self, study_id: str) -> StudyRecord:
         if problem := run_id_problem(study_id):
             raise UsageError(problem.replace("run id", "study id"))
-        folders = [study_folder(self.results_root, study_id, smoke) for smoke in (False, True)]
-        found = [folder for folder in folders if folder.is_dir()]
-        if not found:
+        folder = find_study(self.results_root, study_id)
+        if folder is None:
             raise UsageError(f"no study {study_id!r} under {self.results_root}; pass the --results-dir it was run with")
-        record = StudyRecord.read(found[0])
+        record = StudyRecord.read(folder)
         if record.module != self.options.module:
             raise UsageError(f"study {study_id} is a study of {record.module}, not {self.options.module}")
         if self.options.smoke != record.smoke:

@@ -68,6 +68,13 @@ class MemberResult:
     def last(self) -> Optional[RunManifest]:
         return self.manifests[-1] if self.manifests else None
 
+    @property
+    def duration_seconds(self) -> Optional[float]:
+        """The compute time of its runs, each start to end (resumed attempts added up); None before any ran."""
+        durations = [manifest.duration_seconds for manifest in self.manifests]
+        known = [duration for duration in durations if duration is not None]
+        return sum(known) if known else None
+
     def outcome(self) -> dict:
         path = self.run_dirs[-1] / records.SUMMARY_FILE if self.run_dirs else None
         if path is None or not path.exists():

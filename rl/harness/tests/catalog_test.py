@@ -1,5 +1,7 @@
 import copy
+import csv
 import datetime
+import io
 import json
 
 import pytest
@@ -215,3 +217,42 @@ def test_runs_under_a_root_of_any_name_are_listed_from_the_workspace_and_by_a_re
     monkeypatch.chdir("/")
     assert cli.main(["rl-harness", "runs", "--results-dir", "myres"]) == 0
     assert str(tmp_path / "myres/smoke/20260101T000000Z-aaaaaa") in capsys.readouterr().out
+
+
+def test_runs_as_json_and_csv_give_every_run_with_its_overrides_final_metrics_and_outcome(tmp_path, capsys):
+    _store(tmp_path / "r1", _manifest(
+        "r1", started_at="2026-12-01T10:00:00+00:00", ended_at="2026-12-01T10:02:05+00:00", seed=7,
+        code={"library": {"commit": "abc123", "dirty": True, "diff_sha256": "d1"}},
+        options={"smoke": True, "set": {"ppo/lr": 0.0005, "model/sizes": [64, 64]}}))
+    records.write_json_atomically(str(tmp_path / "r1" / records.SUMMARY_FILE), {"rows": 2, "metrics": {
+        "env_runners/episode_return_mean": {"last": None, "curve": [[1, 12.5], [2, float("nan")]]}},
+        "outcome": {"scores": {"greedy": {"mean": 0.25, "low": 0.1, "high": 0.4}, "label": "x"}}})
+    _store(tmp_path / "r2", _manifest("r2", started_at="2026-12-02T10:00:00+00:00",
+                                      ended_at="2026-12-02T10:00:30+00:00", status="failed"))
+    (tmp_path / "torn").mkdir()
+    (tmp_path / "torn" / records.MANIFEST_FILE).write_text("{")
+    capsys.readouterr()
+    assert cli.main(["rl-harness", "runs", "--results-dir", str(tmp_path), "--json"]) == 0
+    rows = json.load(io.StringIO(capsys.readouterr().out))
+    assert [row["run_id"] for row in rows] == ["r1", "r2", "torn"]
+    first = rows[0]
+    assert {key: first[key] for key in ("experiment", "status", "seed", "smoke", "started_at", "duration_s", "commit",
+                                        "dirty")} == {
+        "experiment": "experiments.x.recipe", "status": "completed", "seed": 7, "smoke": True,
+        "started_at": "2026-12-01T10:00:00+00:00", "duration_s": 125.0, "commit": "abc123", "dirty": True}
+    assert first["overrides"] == {"ppo/lr": 0.0005, "model/sizes": [64, 64]}
+    assert first["final_metrics"] == {"env_runners/episode_return_mean": 12.5}  # the last finite value
+    assert first["outcome"] == {"scores.greedy.mean": 0.25, "scores.greedy.low": 0.1, "scores.greedy.high": 0.4}
+    assert (rows[1]["status"], rows[1]["duration_s"]) == ("failed", 30.0)
+    assert rows[2]["status"] == "damaged" and "problem" in rows[2]
+
+    assert cli.main(["rl-harness", "runs", "--results-dir", str(tmp_path), "--csv", "--status", "completed"]) == 0
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [row["run_id"] for row in table] == ["r1"]
+    assert table[0]["duration_s"] == "125.0" and table[0]["dirty"] == "True"
+    assert table[0]["overrides.ppo/lr"] == "0.0005" and json.loads(table[0]["overrides.model/sizes"]) == [64, 64]
+    assert table[0]["final_metrics.env_runners/episode_return_mean"] == "12.5"
+    assert table[0]["outcome.scores.greedy.mean"] == "0.25"
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        cli.main(["rl-harness", "runs", "--json", "--csv"])
