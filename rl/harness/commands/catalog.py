@@ -220,6 +220,63 @@ def _intervals(flat: dict[str, Any]) -> dict[str, str]:
     return shown
 
 
+_INTERVAL = frozenset({"mean", "low", "high"})
+
+
+def _cells(record: Any, path: tuple[str, ...] = ()) -> Optional[dict[tuple[str, ...], dict]]:
+    """{path: cell} when every leaf of `record` lies in a cell (a record of two or more numbers, not an interval),
+    all cells with the same keys; else None."""
+    if not isinstance(record, dict) or not record:
+        return None
+    if all(_is_number(value) for value in record.values()):
+        return {path: record} if len(record) > 1 and set(record) != _INTERVAL else None
+    found: dict[tuple[str, ...], dict] = {}
+    for key, value in record.items():
+        below = _cells(value, (*path, str(key)))
+        if below is None:
+            return None
+        found.update(below)
+    return found if len({tuple(cell) for cell in found.values()}) == 1 else None
+
+
+def _table_lines(name: str, cells: dict[tuple[str, ...], dict]) -> list[str]:
+    """An outcome record of cells as one table: a row per last path part (a layer), a column per path above it (a
+    distribution, an encoder); a column with the same numbers as one before it (one encoder read by two heads) is
+    named under the table instead of printed again."""
+    columns: dict[str, dict[str, dict]] = {}
+    # The shorter path first within its first part, so that a column repeated under a longer name keeps the short one.
+    order = list(dict.fromkeys(path[0] for path in cells))
+    for path in sorted(cells, key=lambda path: (order.index(path[0]), len(path), path)):
+        columns.setdefault(".".join(path[:-1]) or name, {})[path[-1]] = cells[path]
+    kept: dict[str, list[str]] = {}
+    for column, rows in columns.items():
+        same = next((other for other in kept if columns[other] == rows), None)
+        kept.setdefault(same or column, []).extend([column] if same else [])
+    rows = list(dict.fromkeys(row for column in kept for row in columns[column]))
+    keys = list(next(iter(cells.values())))
+    table = [["", *kept]] + [[row, *(" / ".join(format_number(columns[column][row][key]) for key in keys)
+                                      if row in columns[column] else "-" for column in kept)] for row in rows]
+    widths = [max(len(line[index]) for line in table) for index in range(len(table[0]))]
+    lines = [f"  {name} ({' / '.join(keys)}):"]
+    lines += ["    " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]
+    repeats = [f"{column}: {', '.join(other.removeprefix(column + '.') for other in others)}"
+               for column, others in kept.items() if others]
+    return lines + ([f"    the same numbers also under {'; '.join(repeats)}"] if repeats else [])
+
+
+def _outcome_lines(outcome: dict, finals: dict[str, Any]) -> list[str]:
+    """The outcome: its scores (numbers and intervals) listed, its records of cells as tables, and nothing that
+    repeats a final metric (the last value of a metric the recipe also returned)."""
+    tables = {key: cells for key, value in outcome.items() if (cells := _cells(value)) is not None}
+    listed = {key: value for key, value in outcome.items()
+              if key not in tables and not (key in finals and finals[key] == value)}
+    shown = _intervals(flatten(listed))
+    lines = (["  outcome:"] + [f"    {key}: {value}" for key, value in sorted(shown.items())]) if shown else []
+    for key, cells in tables.items():
+        lines += _table_lines(key, cells)
+    return lines
+
+
 def resume_command(run: Run) -> str:
     """The command that resumes `run` from its newest checkpoint, with the seed and folders it ran with."""
     manifest = run.manifest
@@ -241,7 +298,8 @@ def resume_command(run: Run) -> str:
 
 
 def format_show(run: Run, *, full: bool = False) -> list[str]:
-    """Results first (status, budget, final metrics, outcome, outputs), then a short provenance block.
+    """Results first (status, the outcome's scores and tables, budget, final metrics, outputs), then a short
+    provenance block.
 
     `full` appends every manifest field, per-file source hashes included (`show --full`).
     """
@@ -259,8 +317,8 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
     overrides = manifest.options.get("set") or {}
     if overrides:
         lines.append("  overrides: " + ", ".join(f"{name}={value}" for name, value in sorted(overrides.items())))
-    lines.append(f"  results: {run.run_dir}")
     finals = final_metrics(summary)
+    lines += _outcome_lines(summary.get("outcome") or {}, finals)
     stop = getattr(manifest.runner, "stop", None) or {}
     reached = ", ".join(f"{key} {format_number(finals[key])}" for key in ("training_iteration",
                         "num_env_steps_sampled_lifetime") if finals.get(key) is not None)
@@ -272,10 +330,7 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
         width = max(map(len, finals))
         lines += [f"    {key:<{width}}  {format_number(value) if value is not None else '-'}"
                   for key, value in finals.items()]
-    outcome = _intervals(flatten(summary.get("outcome") or {}))
-    if outcome:
-        lines.append("  outcome:")
-        lines += [f"    {key}: {value}" for key, value in sorted(outcome.items())]
+    lines.append(f"  results: {run.run_dir}")
     if manifest.outputs:
         lines.append(f"  outputs: {', '.join(entry.name for entry in manifest.outputs)}")
     if manifest.checkpoints:

@@ -3,6 +3,7 @@ import csv
 import datetime
 import io
 import json
+import pathlib
 
 import pytest
 
@@ -256,3 +257,58 @@ def test_runs_as_json_and_csv_give_every_run_with_its_overrides_final_metrics_an
     capsys.readouterr()
     with pytest.raises(SystemExit):
         cli.main(["rl-harness", "runs", "--json", "--csv"])
+
+
+FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "show_reward_only"
+
+
+def _recorded_run(tmp_path, change_outcome=lambda outcome: None):
+    """A smoke run of reward_only, its own records (fixtures/show_reward_only: its manifest and summary.json as it
+    wrote them)."""
+    summary = json.loads((FIXTURE / records.SUMMARY_FILE).read_text())
+    change_outcome(summary["outcome"])
+    records.write_json_atomically(str(tmp_path / records.SUMMARY_FILE), summary)
+    manifest = json.loads((FIXTURE / records.MANIFEST_FILE).read_text())
+    return finder.Run(str(tmp_path), RunManifest.from_dict(manifest)), summary["outcome"]
+
+
+def test_show_leads_with_the_scores_and_prints_a_shared_encoders_probes_once_in_one_table(tmp_path):
+    run, outcome = _recorded_run(tmp_path)
+    lines = catalog.format_show(run)
+    assert len(lines) <= 40, "\n".join(lines)
+    text = "\n".join(lines)
+    assert text.index("scores.normalised_value.greedy: -0.5881 [-1.8559, 0.6797]") < text.index("budget:") \
+        < text.index("final metrics:") < text.index("provenance:")
+    # one table: a row per layer, a column per distribution, each cell random_mean / step0 / trained
+    probes = outcome["probe_r2"]
+    start = lines.index("  probe_r2 (random_mean / step0 / trained):")
+    header, *rows = (line.split() for line in lines[start + 1:start + 5])
+    assert header == ["process_rollouts", "uniform_contexts"]
+    for row in rows:
+        layer = row[0]
+        cells = [probes[kind][layer] for kind in header]
+        assert row[1:] == [part for cell in cells for part in
+                           (str(cell["random_mean"]), "/", str(cell["step0"]), "/", str(cell["trained"]))]
+    # the shared encoder is read by the policy and the critic: the same numbers, printed once and named
+    assert probes["uniform_contexts"]["policy_encoder"] == probes["uniform_contexts"]["critic_encoder"]
+    assert text.count(" 0.8748") == 1  # uniform_contexts residual_1 trained: one cell, not three lines
+    assert lines[start + 5] == ("    the same numbers also under process_rollouts: critic_encoder, policy_encoder;"
+                                " uniform_contexts: critic_encoder, policy_encoder")
+    assert "probe_r2." not in text  # no probe key a line
+    # an outcome entry that is a final metric's last value is printed once, among the final metrics
+    assert outcome["num_env_steps_sampled_lifetime"] == 3072 and "num_env_steps_sampled_lifetime:" not in text
+    assert "    num_env_steps_sampled_lifetime   3072" in lines
+
+
+def test_show_prints_an_encoder_of_its_own_as_a_column_of_its_own(tmp_path):
+    def own_critic(outcome):
+        for kind in outcome["probe_r2"].values():
+            kind["critic_encoder"]["residual_1"]["trained"] = 0.5
+
+    run, _ = _recorded_run(tmp_path, own_critic)
+    lines = catalog.format_show(run)
+    start = lines.index("  probe_r2 (random_mean / step0 / trained):")
+    assert lines[start + 1].split() == ["process_rollouts", "process_rollouts.critic_encoder", "uniform_contexts",
+                                        "uniform_contexts.critic_encoder"]
+    assert lines[start + 3].split()[-1] == "0.5"
+    assert lines[start + 5].endswith("under process_rollouts: policy_encoder; uniform_contexts: policy_encoder")
