@@ -31,7 +31,7 @@ from rl.harness.run import begin, buildinfo, finder, hyperparameters, redaction
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import read_manifest
 from rl.harness.run.status import new_run_id, run_id_problem, this_process
-from rl.harness.study import summary
+from rl.harness.study import plan, statistics, summary
 from rl.harness.study.declaration import Study
 from rl.harness.study.record import (COMPLETED, CRASHED, FAILED, INTERRUPTED, PENDING, REFUSED, RUNNING, MemberRecord,
                                      StudyRecord, find_study, study_folder)
@@ -56,6 +56,34 @@ def add_arguments(parser: argparse.ArgumentParser, user_path, positive) -> None:
     parser.add_argument("--ray-address", help="run the trials on this Ray cluster (members need its shared folders)")
     parser.add_argument("--results-dir", type=user_path, help="results root (default: results/ beside the module)")
     parser.add_argument("--artifacts-dir", type=user_path, help="artifacts root (default: artifacts/ beside it)")
+
+
+def add_plan_arguments(parser: argparse.ArgumentParser, user_path, positive_number) -> None:
+    parser.add_argument("study_id", help="the study whose seeds so far the plan starts from")
+    parser.add_argument("--width", type=positive_number, required=True, help="the 95 %% interval's width wanted")
+    parser.add_argument("--statistic", choices=list(statistics.STATISTICS),
+                        help="the statistic whose interval it is (default: the one the study declares)")
+    parser.add_argument("--score", action="append", dest="scores", metavar="NAME",
+                        help="plan for this score only (repeatable; default: every score of the study)")
+    parser.add_argument("--results-dir", type=user_path, required=True, help="the results root the study is under")
+
+
+def plan_seeds(options: argparse.Namespace) -> str:
+    """`study plan`: the plan's tables (study/plan.py); UsageError naming the fix for an unknown study or score."""
+    results_root = recipes.check_folder(options.results_dir, "--results-dir")
+    folder = find_study(results_root, options.study_id)
+    if folder is None:
+        raise UsageError(f"no study {options.study_id!r} under {results_root}; pass the --results-dir it was run with")
+    record = StudyRecord.read(folder)
+    declared = Study.from_description(record.grid)
+    unknown = sorted(set(options.scores or ()) - {score.name for score in declared.scores})
+    if unknown:
+        raise UsageError(f"study {record.study_id} has no score {', '.join(map(repr, unknown))}; its scores:"
+                         f" {', '.join(repr(score.name) for score in declared.scores)}")
+    results = [summary.load_member(results_root, member) for member in record.members]
+    found = plan.plan(declared, results, width=options.width, statistic=options.statistic or declared.statistic,
+                      scores=options.scores)
+    return plan.markdown(record.study_id, found)
 
 
 def load_study(module_name: str) -> Study:

@@ -1,6 +1,7 @@
 """The study's parts without Ray: declaration, statistics, record, refusals and summary over real fake-recipe runs."""
 
 import dataclasses
+import datetime
 import json
 import math
 import os
@@ -18,7 +19,7 @@ from rl.harness.commands import cli
 from rl.harness.commands.study import StudyCommand, load_study
 from rl.harness.errors import EXIT_USAGE
 from rl.harness.run import records
-from rl.harness.study import Score, Study, statistics, summary
+from rl.harness.study import Score, Study, plan, statistics, summary
 from rl.harness.study.record import MemberRecord, StudyRecord
 from rl.harness.tests import run_helpers
 
@@ -472,3 +473,46 @@ def test_a_members_new_status_is_one_line_naming_its_run_and_its_log(roots, caps
         f"study ev: started first/seed 1 (run ev-first-s1); log {logs / 'ev-first-s1.log'}",
         f"study ev: failed first/seed 1 (run ev-first-s1); log {logs / 'ev-first-s1.log'}: RuntimeError: fake failure"
         " at iteration 1"]
+
+
+# -- planning seeds --------------------------------------------------------------------------------
+
+
+def test_the_seeds_for_a_t_interval_of_a_width_come_from_the_t_table():
+    # sd 1: 2 t(0.975, n-1) / sqrt(n) <= 1 first at n = 18 (t(17) = 2.110: 0.995); n = 17 gives 1.028 (t(16) = 2.120)
+    found = plan.seeds_for_width({0: 1.0, 1: 2.0, 2: 3.0}, width=1.0, statistic="mean")
+    assert (found["n"], found["needed"], found["width"]) == (3, 18, pytest.approx(2 * 4.302653 / math.sqrt(3)))
+    assert plan.seeds_for_width({0: 1.0}, width=1.0, statistic="mean")["needed"] is None
+    # a bootstrap interval narrows as 1 / sqrt(n): n (w / width)^2 seeds
+    iqm = statistics.bootstrap_interval(REWARD_ONLY, "iqm")
+    found = plan.seeds_for_width(dict(enumerate(REWARD_ONLY)), width=0.2, statistic="iqm")
+    assert found["needed"] == math.ceil(10 * ((iqm["high"] - iqm["low"]) / 0.2) ** 2)
+
+
+def test_study_plan_gives_each_agents_seeds_and_compute_time_from_its_members(roots, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    for run_id, seed in (("a0", 0), ("a1", 1), ("a2", 2), ("b0", 0), ("b1", 1)):
+        assert _run(roots, run_id, "--seed", str(seed)) == 0
+    assert _adopt(roots, "first=a0,a1,a2", "second=b0,b1") == 0
+    capsys.readouterr()
+    plan_of = ["rl-harness", "study", "plan", "adopted", "--width", "0.001", "--results-dir", str(roots[0])]
+    assert cli.main([*plan_of, "--score", "last loss"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("study adopted: seeds for a 95 % t interval of the mean at most 0.001 wide")
+    manifests = {run_id: json.loads((roots[0] / run_id / records.MANIFEST_FILE).read_text()) for run_id in ("a0", "a1", "a2")}
+    losses = [json.loads((roots[0] / run_id / "summary.json").read_text())["outcome"]["last_loss"] for run_id in manifests]
+    durations = [datetime.datetime.fromisoformat(manifest["ended_at"]).timestamp()
+                 - datetime.datetime.fromisoformat(manifest["started_at"]).timestamp() for manifest in manifests.values()]
+    needed = plan.seeds_for_width(dict(enumerate(losses)), width=0.001, statistic="mean")["needed"]
+    [first] = [line.split(" | ") for line in lines if line.startswith("| first |")]
+    assert first[1:2] == ["3"] and first[4:6] == [str(needed), str(needed - 3)]
+    member = sum(durations) / 3
+    assert first[6] == f"{member / 60:.1f} min" and first[7].rstrip(" |") == f"{(needed - 3) * member / 60:.1f} min"
+    assert [line for line in lines if line.endswith(":")] == ["last loss:"]
+    assert cli.main([*plan_of, "--statistic", "iqm"]) == 0
+    assert "IQM" in capsys.readouterr().out
+    assert cli.main([*plan_of, "--score", "nothing"]) == EXIT_USAGE
+    assert "has no score 'nothing'; its scores: 'iterations', 'last loss'" in _one_error_line(capsys)
+    assert cli.main(["rl-harness", "study", "plan", "missing", "--width", "1", "--results-dir", str(roots[0])]) \
+        == EXIT_USAGE
+    assert "no study 'missing'" in _one_error_line(capsys)
