@@ -37,6 +37,7 @@ from rl.harness.study.record import COMPLETED, PENDING, MemberRecord  # noqa: E4
 SUMMARY_JSON, SUMMARY_MARKDOWN, CURVES_PNG = "summary.json", "summary.md", "curves.png"
 DISTRIBUTIONS_PNG = "distributions.png"
 THRESHOLDS = 200  # points of each score's range at which its distribution is drawn
+SHOWN_QUANTILE = 0.02  # the distributions' axis: from this quantile of every seed's score to 1 minus it
 CURVE_POINTS = 100  # env-step grid the seeds' curves are interpolated onto for the bands
 
 # Options that differ between the members of one agent by design (or say nothing about the training).
@@ -283,7 +284,8 @@ def curves_figure(study: Study, results: Iterable[MemberResult]) -> Figure:
 
 def distributions_figure(summary: dict) -> Figure:
     """Per score, each agent's score distribution: the fraction of its seeds scoring above each value, with a 95 %
-    bootstrap band (Agarwal et al.'s performance profiles). Drawn from the summary alone (each seed's value)."""
+    bootstrap band (Agarwal et al.'s performance profiles), over the middle 96 % of all seeds' scores (those off
+    the axis are counted in the panel's title). Drawn from the summary alone (each seed's value)."""
     import numpy as np
 
     names = list(dict.fromkeys(name for entry in summary["agents"].values() for name in entry["scores"]))
@@ -294,15 +296,19 @@ def distributions_figure(summary: dict) -> Figure:
         axes = figure.add_subplot(rows, columns, index + 1)
         values = {agent: list(entry["scores"][name]["values"].values()) for agent, entry in summary["agents"].items()
                   if name in entry["scores"]}
-        pooled = [value for found in values.values() for value in found]
-        margin = 0.05 * (max(pooled) - min(pooled)) or 0.5
-        thresholds = np.linspace(min(pooled) - margin, max(pooled) + margin, THRESHOLDS)
+        # The axis spans the middle of all agents' seeds: one seed far off would squeeze the rest into a line.
+        pooled = np.array([value for found in values.values() for value in found])
+        low, high = np.quantile(pooled, [SHOWN_QUANTILE, 1 - SHOWN_QUANTILE])
+        margin = 0.05 * (high - low) or 0.5
+        thresholds = np.linspace(low - margin, high + margin, THRESHOLDS)
+        outside = int(np.sum((pooled < thresholds[0]) | (pooled > thresholds[-1])))
         for agent, found in values.items():
             profile = statistics.fraction_above(found, thresholds)
             line, = axes.step(thresholds, profile["fraction"], where="post", label=f"{agent} (n {len(found)})")
             axes.fill_between(thresholds, profile["low"], profile["high"], step="post", color=line.get_color(),
                               alpha=0.2, linewidth=0)
-        axes.set_title(name, fontsize="small")
+        axes.set_title(name + (f" ({outside} seed{'s' if outside > 1 else ''} off the axis)" if outside else ""),
+                       fontsize="x-small")
         axes.set_xlabel("score")
         axes.set_ylabel("fraction of seeds above")
         axes.set_ylim(-0.02, 1.02)
