@@ -49,6 +49,7 @@ CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "matplotlib"): ("rl/harness/study/", "rl/harness/commands/compare.py"),  # and `compare`'s overlay
     # Runs and studies as DataFrames (pandas is in the lock through Ray), imported inside the loaders.
     ("analysis", "pandas"): ("rl/analysis/tables.py",),
-    # A run's metrics as TensorBoard events, and the server over them (docs/architecture.md).
-    ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/commands/tensorboard_view.py"),
+    # A run's metrics as TensorBoard events, a study's HParams view, and the server over them (docs/architecture.md).
+    ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/study/hparams.py",
+                                 "rl/harness/commands/tensorboard_view.py"),
 }

@@ -31,7 +31,7 @@ from rl.harness.run import begin, buildinfo, finder, hyperparameters, redaction
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import read_manifest
 from rl.harness.run.status import new_run_id, run_id_problem, this_process
-from rl.harness.study import plan, statistics, summary
+from rl.harness.study import hparams, plan, statistics, summary
 from rl.harness.study.declaration import Study
 from rl.harness.study.record import (COMPLETED, CRASHED, FAILED, INTERRUPTED, PENDING, REFUSED, RUNNING, MemberRecord,
                                      StudyRecord, find_study, study_folder)
@@ -288,6 +288,11 @@ class StudyCommand:
         if changed:
             self.record.write(self.folder)
 
+    @property
+    def _hparams_folder(self) -> pathlib.Path:
+        """Where the study's HParams events go: beside its member logs, in its artifacts folder."""
+        return study_folder(self.artifacts_root, self.record.study_id, self.record.smoke) / hparams.EVENTS_DIR
+
     def _log(self, run_id: str) -> pathlib.Path:
         """Where a member's run writes its output: the study's artifacts folder, `logs/<run id>.log`."""
         return study_folder(self.artifacts_root, self.record.study_id, self.record.smoke) / "logs" / f"{run_id}.log"
@@ -313,12 +318,14 @@ class StudyCommand:
             self.record.write(self.folder)
             raise
         found = summary.write_summary(self.folder, self.study, results)
+        hparams.write_events(self._hparams_folder, self.study, results)
         complete = found["completed"] == found["members"]
         self.record = self.record.replace(status=COMPLETED if complete else FAILED, summary=summary.SUMMARY_JSON)
         self.record.write(self.folder)
         print(summary.markdown(found), end="")
         print(f"summary: {self.folder / summary.SUMMARY_MARKDOWN}, curves {self.folder / summary.CURVES_PNG},"
-              f" score distributions {self.folder / summary.DISTRIBUTIONS_PNG}")
+              f" score distributions {self.folder / summary.DISTRIBUTIONS_PNG}; TensorBoard's HParams view:"
+              f" {self._hparams_folder}")
         if not complete:
             print(f"study {self.record.study_id}: {found['members'] - found['completed']} member(s) not completed"
                   " (named above)", file=sys.stderr)

@@ -256,6 +256,30 @@ def test_runs_of_two_agents_are_summarised_with_intervals_and_pairs(roots, capsy
     record = StudyRecord.read(folder)
     again = summary.summarise(load_study(STUDY), [summary.load_member(roots[0], member) for member in record.members])
     assert json.loads(json.dumps(again)) == found
+    _check_hparams_view(roots[1] / "studies" / "adopted" / "tensorboard", found)
+
+
+def _check_hparams_view(folder, found):
+    """TensorBoard's own reader finds the study's experiment, a session per member and its scores."""
+    from tensorboard.backend.event_processing import plugin_event_multiplexer
+    from tensorboard.plugins.hparams import metadata
+
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(str(folder))
+    multiplexer.Reload()
+    content = multiplexer.PluginRunToTagToContent(metadata.PLUGIN_NAME)
+    experiment = metadata.parse_experiment_plugin_data(content["."][metadata.EXPERIMENT_TAG])
+    assert [hparam.name for hparam in experiment.hparam_infos] == ["agent", "seed"]
+    assert [metric.name.tag for metric in experiment.metric_infos] == ["score/last loss", "score/iterations"]
+    sessions = {run: metadata.parse_session_start_info_plugin_data(tags[metadata.SESSION_START_INFO_TAG])
+                for run, tags in content.items() if run != "."}
+    assert sorted(sessions) == ["first-s0", "first-s1", "first-s2", "second-s0", "second-s1", "second-s2"]
+    for run, session in sessions.items():
+        agent, seed = run.split("-s")
+        assert (session.hparams["agent"].string_value, session.hparams["seed"].number_value) == (agent, int(seed))
+        [event] = multiplexer.Tensors(run, "score/last loss")
+        recorded = found["agents"][agent]["scores"]["last loss"]["values"][seed]
+        assert event.step == 0 and float(event.tensor_proto.float_val[0]) == pytest.approx(recorded, rel=1e-6)
 
 
 def test_a_resumed_run_is_summarised_with_the_runs_it_continues(roots, capsys, monkeypatch):
