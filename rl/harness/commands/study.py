@@ -2,6 +2,7 @@
 
     rl-harness study experiments.mess3.belief_study [--smoke] [--max-concurrent N] [--ray-address ADDRESS]
     rl-harness study experiments.mess3.belief_study --resume <study-id>      # continue: finished runs stay
+    rl-harness study experiments.mess3.belief_study --resume <study-id> --seeds 5-14   # more seeds, same commit
     rl-harness study experiments.mess3.belief_study --runs reward_only=<id>,<id> memoryless=<id>,<id>
 
 Each member is an ordinary run (`rl-harness <agent recipe> --seed S --run-id <study>-<agent>-s<S>`)
@@ -50,12 +51,30 @@ def add_arguments(parser: argparse.ArgumentParser, user_path, positive) -> None:
     parser.add_argument("--study-id", help="name of a new study (default: UTC timestamp + random suffix)")
     parser.add_argument("--resume", metavar="STUDY_ID", help="continue this study: run only what is not completed")
     parser.add_argument("--retry-failed", action="store_true", help="with --resume: run failed members again")
+    parser.add_argument("--seeds", type=parse_seeds, metavar="SEEDS",
+                        help="with --resume: add these seeds to the study (10-42, or 10,12,15), every agent at each")
     parser.add_argument("--runs", nargs="+", metavar="AGENT=ID,ID", help="summarise these runs as the study's members")
     parser.add_argument("--max-concurrent", type=int, help="trials at once (default: as many as the CPUs allow)")
     parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs each member's run may use (default 1)")
     parser.add_argument("--ray-address", help="run the trials on this Ray cluster (members need its shared folders)")
     parser.add_argument("--results-dir", type=user_path, help="results root (default: results/ beside the module)")
     parser.add_argument("--artifacts-dir", type=user_path, help="artifacts root (default: artifacts/ beside it)")
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """`10-42` (both ends included) or `10,12,15`, in that order; argparse's error naming the form otherwise."""
+    try:
+        if "-" in text:
+            first, last = (int(part) for part in text.split("-"))
+            seeds = tuple(range(first, last + 1))
+        else:
+            seeds = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        seeds = ()
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected FIRST-LAST or SEED,SEED,... of distinct non-negative integers,"
+                                         f" e.g. 10-42, got {text!r}")
+    return seeds
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser, user_path, positive_number) -> None:
@@ -115,6 +134,8 @@ class StudyCommand:
             raise UsageError(f"--cpus-per-trial must be at least 1, got {options.cpus_per_trial}")
         if options.retry_failed and not options.resume:
             raise UsageError("--retry-failed goes with --resume <study-id>")
+        if options.seeds and not options.resume:
+            raise UsageError("--seeds adds seeds to a study: it goes with --resume <study-id>")
         if options.runs and options.resume:
             raise UsageError("--runs makes a new study from finished runs; it does not go with --resume")
         if options.ray_address is None:  # a cluster may grow (an autoscaler); this machine does not
@@ -179,8 +200,22 @@ class StudyCommand:
                                  f" {result.last.process.pid if result.last.process else '?'}); wait for it or stop it")
         if record.effective_status == CRASHED:
             logging.warning("study %s crashed (its command, pid %d, is gone); resuming it", study_id, record.process.pid)
+        self.study = dataclasses.replace(self.study, seeds=tuple(record.grid["seeds"]))  # more, once extended
+        if self.options.seeds:
+            record = self._with_seeds(record, self.options.seeds)
         return record.replace(command_lines=(*record.command_lines, redaction.redact_all(sys.argv)), status=RUNNING,
                               process=this_process())
+
+    def _with_seeds(self, record: StudyRecord, seeds: tuple[int, ...]) -> StudyRecord:
+        """`record` with the seeds it lacks added to its grid, and a pending member for each (agent, setting) at each,
+        after the members it has: they run seed by seed, as a study's first seeds do."""
+        added = tuple(seed for seed in seeds if seed not in self.study.seeds)
+        new = dataclasses.replace(self.study, seeds=added).members() if added else ()
+        self.study = dataclasses.replace(self.study, seeds=(*self.study.seeds, *added))
+        print(f"study {record.study_id}: seeds {', '.join(map(str, added)) or 'none'} added ({len(new)} member(s));"
+              f" {len(self.study.seeds)} seeds in all", flush=True)
+        return record.replace(grid={**record.grid, "seeds": list(self.study.seeds)},
+                              members=(*record.members, *(MemberRecord(m.agent, m.seed, setting=m.setting) for m in new)))
 
     # -- running ------------------------------------------------------------------------------
 

@@ -540,3 +540,46 @@ def test_study_plan_gives_each_agents_seeds_and_compute_time_from_its_members(ro
     assert cli.main(["rl-harness", "study", "plan", "missing", "--width", "1", "--results-dir", str(roots[0])]) \
         == EXIT_USAGE
     assert "no study 'missing'" in _one_error_line(capsys)
+
+
+# -- more seeds ----------------------------------------------------------------------------------
+
+
+def test_resume_with_seeds_adds_every_agent_at_each_new_seed_after_the_members_it_has(roots, capsys):
+    from rl.harness.commands import study as study_command
+
+    results, artifacts = roots
+    where = ["--results-dir", str(results), "--artifacts-dir", str(artifacts)]
+    _, options = cli.parse(["rl-harness", "study", STUDY, *where, "--study-id", "grow"])
+    command = study_command.StudyCommand(options)
+    for trial in command._plan():  # the study's seeds 0 and 1, each member's run as its trial starts it
+        assert cli.main(["rl-harness", *trial.argv[3:]]) == 0
+    command.record.write(command.folder)
+    command._refresh({}, final=True)
+
+    _, options = cli.parse(["rl-harness", "study", STUDY, *where, "--resume", "grow", "--seeds", "1-3"])
+    command = study_command.StudyCommand(options)
+    assert "seeds 2, 3 added (4 member(s)); 4 seeds in all" in capsys.readouterr().out
+    assert command.record.grid["seeds"] == [0, 1, 2, 3] and command.study.seeds == (0, 1, 2, 3)
+    assert [(member.agent, member.seed, member.status) for member in command.record.members[4:]] == [
+        ("first", 2, "pending"), ("second", 2, "pending"), ("first", 3, "pending"), ("second", 3, "pending")]
+    # only the new seeds run, seed by seed; the completed members stay
+    assert [trial.run_id for trial in command._plan()] == ["grow-first-s2", "grow-second-s2", "grow-first-s3",
+                                                           "grow-second-s3"]
+    command.record.write(command.folder)
+    assert StudyRecord.read(command.folder).grid["seeds"] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("seeds, message", [
+    ("3-1", "argument --seeds: expected FIRST-LAST or SEED,SEED,... of distinct non-negative integers"),
+    ("1,x", "e.g. 10-42, got '1,x'"),
+    ("1,1", "e.g. 10-42, got '1,1'"),
+])
+def test_seeds_that_cannot_be_added_are_refused_in_one_line(roots, capsys, seeds, message):
+    results, artifacts = roots
+    argv = ["rl-harness", "study", STUDY, "--results-dir", str(results), "--artifacts-dir", str(artifacts)]
+    with pytest.raises(SystemExit, match=str(EXIT_USAGE)):
+        cli.main([*argv, "--resume", "any", "--seeds", seeds])
+    assert message in _one_error_line(capsys)
+    assert cli.main([*argv, "--seeds", "4-6"]) == EXIT_USAGE  # a new study declares its seeds
+    assert "--seeds adds seeds to a study: it goes with --resume <study-id>" in _one_error_line(capsys)
