@@ -24,7 +24,7 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     ),
     "analysis": (
         frozenset({"learners", "harness"}),
-        frozenset({"numpy", "scipy", "torch", "ray", "matplotlib", "gymnasium"}),
+        frozenset({"numpy", "scipy", "torch", "ray", "matplotlib", "gymnasium", "pandas"}),
     ),
     "devops": (frozenset({"harness"}), frozenset({"vastai", "requests", "b2sdk"})),
 }
@@ -44,9 +44,12 @@ CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "torch"): ("rl/harness/training/", "rl/harness/benchmarks/"),
     # The batched EnvRunner steps RLlib's Gymnasium vector envs itself.
     ("harness", "gymnasium"): ("rl/harness/training/",),
-    # A study's summary: t quantiles and its curves figure.
+    # A study's summary: t quantiles, trimmed means, its curves and score distributions figures.
     ("harness", "scipy"): ("rl/harness/study/",),
     ("harness", "matplotlib"): ("rl/harness/study/", "rl/harness/commands/compare.py"),  # and `compare`'s overlay
-    # A run's metrics as TensorBoard events, and the server over them (docs/architecture.md).
-    ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/commands/tensorboard_view.py"),
+    # Runs and studies as DataFrames (pandas is in the lock through Ray), imported inside the loaders.
+    ("analysis", "pandas"): ("rl/analysis/tables.py",),
+    # A run's metrics as TensorBoard events, a study's HParams view, and the server over them (docs/architecture.md).
+    ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/study/hparams.py",
+                                 "rl/harness/commands/tensorboard_view.py"),
 }

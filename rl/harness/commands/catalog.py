@@ -2,6 +2,7 @@
 
     runs = finder.find_runs([workspace_root])         # every results/[smoke/]<run-id>/ below
     print("\n".join(catalog.format_runs(catalog.select_runs(runs, experiment="reward_only", last=10)[0])))
+    rows = catalog.run_rows(runs)                     # runs as data: what `runs --json` and `runs --csv` print
     run = finder.find_run("20261201T011500Z-3f9a2c", [workspace_root])
     print("\n".join(catalog.format_show(run)))
     print("\n".join(catalog.format_diff(run_a, run_b)))   # code, lock, build, seed, hardware, options
@@ -9,7 +10,9 @@
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
 import json
 import math
 import shlex
@@ -72,11 +75,10 @@ def _start_time(manifest: RunManifest) -> str:
 
 
 def _duration(manifest: RunManifest) -> str:
-    """Start to end; for a run without an end (running, crashed), start to its last heartbeat."""
-    end = manifest.ended_at or (manifest.heartbeat.at if manifest.heartbeat is not None else None)
-    if not manifest.started_at or not end:
+    """Start to end (or to the last heartbeat), as `1h02m`, `1m15s` or `42s`."""
+    if (found := manifest.duration_seconds) is None:
         return "-"
-    seconds = max(0, round(parse_time(end) - parse_time(manifest.started_at)))
+    seconds = round(found)
     hours, minutes = seconds // 3600, seconds // 60 % 60
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds % 60:02d}s" if minutes else f"{seconds}s"
 
@@ -106,6 +108,62 @@ def format_runs(runs: list[Run], damaged: Iterable[DamagedRun] = ()) -> list[str
     widths = [max(len(row[column]) for row in table) for column in range(len(header) - 1)]
     lines = ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[-1]]).rstrip() for row in table]
     return lines + [f"damaged {run.run_id}: {run.problem}" for run in damaged]
+
+
+def run_rows(runs: Iterable[Run], damaged: Iterable[DamagedRun] = ()) -> list[dict[str, Any]]:
+    """One record per run, as `runs --json` prints them: who ran what, when, at which code, with which overrides,
+    and what came out (each summarised metric's final value; the outcome's numbers, by dotted path, where a
+    study's scores are read). A damaged run: its id, `damaged`, its folder and the problem."""
+    rows = []
+    for run in runs:
+        manifest, summary = run.manifest, run.summary()
+        library = manifest.code.get("library") or {}
+        outcome = flatten(summary.get("outcome") or {})
+        rows.append({
+            "run_id": run.run_id, "experiment": manifest.experiment.module, "status": run.status,
+            "seed": manifest.seed, "smoke": manifest.smoke, "started_at": manifest.started_at,
+            "duration_s": manifest.duration_seconds, "commit": library.get("commit"),
+            "dirty": library.get("dirty"), "overrides": dict(manifest.options.get("set") or {}),
+            "final_metrics": final_metrics(summary),
+            "outcome": {key: value for key, value in outcome.items() if _is_number(value)},
+            "folder": run.run_dir})
+    rows += [{"run_id": run.run_id, "status": DAMAGED, "folder": run.run_dir, "problem": run.problem}
+             for run in damaged]
+    return rows
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# What every run has (no run at all still makes a table with these columns), and its records spread into a
+# column per key, `overrides.<key>` and so on.
+_RUN_COLUMNS = ("run_id", "experiment", "status", "seed", "smoke", "started_at", "duration_s", "commit", "dirty")
+_NESTED_COLUMNS = ("overrides", "final_metrics", "outcome")
+
+
+def flat_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """(columns, rows): `run_rows` with their nested records spread into `overrides.<key>`, `final_metrics.<key>`
+    and `outcome.<path>` columns (every key any run has, sorted within its group; missing where a run has none)."""
+    flat = [{**{key: value for key, value in row.items() if key not in _NESTED_COLUMNS},
+             **{f"{group}.{key}": value for group in _NESTED_COLUMNS for key, value in (row.get(group) or {}).items()}}
+            for row in rows]
+    plain = list(dict.fromkeys((*_RUN_COLUMNS, *(key for row in rows for key in row if key not in _NESTED_COLUMNS))))
+    nested = [key for group in _NESTED_COLUMNS for key in sorted({key for row in flat for key in row
+                                                                   if key.startswith(f"{group}.")})]
+    return [*plain, *nested], flat
+
+
+def runs_csv(rows: list[dict[str, Any]]) -> str:
+    """`run_rows` as CSV, one row per run (`flat_rows`' columns)."""
+    columns, flat = flat_rows(rows)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    # A list or a record (an override may be one) as JSON, so that a cell reads back as what was recorded.
+    writer.writerows({key: json.dumps(value) if isinstance(value, (list, dict)) else value
+                      for key, value in row.items()} for row in flat)
+    return buffer.getvalue()
 
 
 def flatten(record: Any, prefix: str = "") -> dict[str, Any]:
@@ -162,6 +220,63 @@ def _intervals(flat: dict[str, Any]) -> dict[str, str]:
     return shown
 
 
+_INTERVAL = frozenset({"mean", "low", "high"})
+
+
+def _cells(record: Any, path: tuple[str, ...] = ()) -> Optional[dict[tuple[str, ...], dict]]:
+    """{path: cell} when every leaf of `record` lies in a cell (a record of two or more numbers, not an interval),
+    all cells with the same keys; else None."""
+    if not isinstance(record, dict) or not record:
+        return None
+    if all(_is_number(value) for value in record.values()):
+        return {path: record} if len(record) > 1 and set(record) != _INTERVAL else None
+    found: dict[tuple[str, ...], dict] = {}
+    for key, value in record.items():
+        below = _cells(value, (*path, str(key)))
+        if below is None:
+            return None
+        found.update(below)
+    return found if len({tuple(cell) for cell in found.values()}) == 1 else None
+
+
+def _table_lines(name: str, cells: dict[tuple[str, ...], dict]) -> list[str]:
+    """An outcome record of cells as one table: a row per last path part (a layer), a column per path above it (a
+    distribution, an encoder); a column with the same numbers as one before it (one encoder read by two heads) is
+    named under the table instead of printed again."""
+    columns: dict[str, dict[str, dict]] = {}
+    # The shorter path first within its first part, so that a column repeated under a longer name keeps the short one.
+    order = list(dict.fromkeys(path[0] for path in cells))
+    for path in sorted(cells, key=lambda path: (order.index(path[0]), len(path), path)):
+        columns.setdefault(".".join(path[:-1]) or name, {})[path[-1]] = cells[path]
+    kept: dict[str, list[str]] = {}
+    for column, rows in columns.items():
+        same = next((other for other in kept if columns[other] == rows), None)
+        kept.setdefault(same or column, []).extend([column] if same else [])
+    rows = list(dict.fromkeys(row for column in kept for row in columns[column]))
+    keys = list(next(iter(cells.values())))
+    table = [["", *kept]] + [[row, *(" / ".join(format_number(columns[column][row][key]) for key in keys)
+                                      if row in columns[column] else "-" for column in kept)] for row in rows]
+    widths = [max(len(line[index]) for line in table) for index in range(len(table[0]))]
+    lines = [f"  {name} ({' / '.join(keys)}):"]
+    lines += ["    " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]
+    repeats = [f"{column}: {', '.join(other.removeprefix(column + '.') for other in others)}"
+               for column, others in kept.items() if others]
+    return lines + ([f"    the same numbers also under {'; '.join(repeats)}"] if repeats else [])
+
+
+def _outcome_lines(outcome: dict, finals: dict[str, Any]) -> list[str]:
+    """The outcome: its scores (numbers and intervals) listed, its records of cells as tables, and nothing that
+    repeats a final metric (the last value of a metric the recipe also returned)."""
+    tables = {key: cells for key, value in outcome.items() if (cells := _cells(value)) is not None}
+    listed = {key: value for key, value in outcome.items()
+              if key not in tables and not (key in finals and finals[key] == value)}
+    shown = _intervals(flatten(listed))
+    lines = (["  outcome:"] + [f"    {key}: {value}" for key, value in sorted(shown.items())]) if shown else []
+    for key, cells in tables.items():
+        lines += _table_lines(key, cells)
+    return lines
+
+
 def resume_command(run: Run) -> str:
     """The command that resumes `run` from its newest checkpoint, with the seed and folders it ran with."""
     manifest = run.manifest
@@ -183,7 +298,8 @@ def resume_command(run: Run) -> str:
 
 
 def format_show(run: Run, *, full: bool = False) -> list[str]:
-    """Results first (status, budget, final metrics, outcome, outputs), then a short provenance block.
+    """Results first (status, the outcome's scores and tables, budget, final metrics, outputs), then a short
+    provenance block.
 
     `full` appends every manifest field, per-file source hashes included (`show --full`).
     """
@@ -201,8 +317,8 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
     overrides = manifest.options.get("set") or {}
     if overrides:
         lines.append("  overrides: " + ", ".join(f"{name}={value}" for name, value in sorted(overrides.items())))
-    lines.append(f"  results: {run.run_dir}")
     finals = final_metrics(summary)
+    lines += _outcome_lines(summary.get("outcome") or {}, finals)
     stop = getattr(manifest.runner, "stop", None) or {}
     reached = ", ".join(f"{key} {format_number(finals[key])}" for key in ("training_iteration",
                         "num_env_steps_sampled_lifetime") if finals.get(key) is not None)
@@ -214,10 +330,7 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
         width = max(map(len, finals))
         lines += [f"    {key:<{width}}  {format_number(value) if value is not None else '-'}"
                   for key, value in finals.items()]
-    outcome = _intervals(flatten(summary.get("outcome") or {}))
-    if outcome:
-        lines.append("  outcome:")
-        lines += [f"    {key}: {value}" for key, value in sorted(outcome.items())]
+    lines.append(f"  results: {run.run_dir}")
     if manifest.outputs:
         lines.append(f"  outputs: {', '.join(entry.name for entry in manifest.outputs)}")
     if manifest.checkpoints:

@@ -5,12 +5,13 @@
                [--run-id ID] [--upload-artifacts | --no-upload-artifacts] [--ray-address ADDRESS]
                [--stop-at-iteration N | --stop-at-env-steps N] [--set KEY=VALUE ...]
                [--rolling-checkpoint-minutes M] [--rolling-checkpoint-fraction F]
-    rl-harness runs [--experiment MODULE] [--status STATUS] [--last N] [--results-dir DIR]
+    rl-harness runs [--experiment MODULE] [--status STATUS] [--last N] [--json | --csv] [--results-dir DIR]
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
     rl-harness compare <run-id>... [--metric KEY]... [--output PNG] [--results-dir DIR]
     rl-harness reproduce <run-id> [--iterations N | --env-steps N] [--trust-patch] [--results-dir DIR] [--artifacts-dir DIR]
     rl-harness study <dotted.study.module> [--smoke] [--resume STUDY_ID] [--max-concurrent N] [--runs A=ID,ID ...]
+    rl-harness study plan <study-id> --width W [--statistic mean|median|iqm] [--score NAME] --results-dir DIR
 
     bazel run //rl/harness:rl-harness -- experiments.mess3.reward_only --smoke
     bazel run //experiments/mess3:reward_only -- --smoke      # an rl_experiment binary: module fixed
@@ -50,7 +51,8 @@ _COMMANDS_HELP = """other commands (each has its own --help):
   diff <run-a> <run-b>       what differs between two runs' records
   compare <run-id>...        several runs' learning curves in one PNG, and their final metrics
   reproduce <run-id>         rebuild the run's commit and re-run it; compare the rows
-  study <study module>       agents x seeds as parallel runs, resumable, summarised with intervals"""
+  study <study module>       agents x seeds as parallel runs, resumable, summarised with intervals
+  study plan <study-id>      the seeds (and compute time) each agent needs for an interval of --width W"""
 
 
 class _Parser(argparse_flags.ArgumentParser):
@@ -197,6 +199,10 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
                                  " an experiment's binary lists its own by default")
         parser.add_argument("--status", choices=catalog.LISTED_STATUSES, help="only the runs of this status")
         parser.add_argument("--last", type=_positive, metavar="N", help="only the N most recently started")
+        form = parser.add_mutually_exclusive_group()
+        form.add_argument("--json", action="store_true", help="every run as a JSON record (catalog.run_rows)")
+        form.add_argument("--csv", action="store_true", help="every run as a CSV row, overrides, final metrics and"
+                                                             " outcome spread into columns")
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()
@@ -212,6 +218,10 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
 def parse(argv: list[str], experiment: Optional[str] = None) -> tuple[str, argparse.Namespace]:
     """(command, options) from a full argv (argv[0] is the program)."""
     args = list(argv[1:])
+    if args[:2] == ["study", "plan"]:
+        parser = _Parser(prog=f"{experiment or 'rl-harness'} study plan")
+        study.add_plan_arguments(parser, _user_path, _positive_number)
+        return "study plan", parser.parse_args(args[2:])
     if args and args[0] in COMMANDS:
         return args[0], _catalog_parser(args[0], experiment).parse_args(args[1:])
     options = _run_parser(experiment).parse_args(args)
@@ -233,8 +243,13 @@ def _catalog_roots(options: argparse.Namespace, experiment: Optional[str]) -> li
 def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
     roots = _catalog_roots(options, experiment)
     if command == "runs":
-        return catalog.format_runs(*catalog.select_runs(*finder.scan_runs(roots), experiment=options.experiment
-                                                        or experiment, status=options.status, last=options.last))
+        chosen = catalog.select_runs(*finder.scan_runs(roots), experiment=options.experiment or experiment,
+                                     status=options.status, last=options.last)
+        if options.json:
+            return [json.dumps(catalog.run_rows(*chosen), indent=2)]
+        if options.csv:
+            return [catalog.runs_csv(catalog.run_rows(*chosen)).rstrip("\n")]
+        return catalog.format_runs(*chosen)
     if command == "show":
         run = finder.find_run(options.run_id, roots)
         if options.json:
@@ -260,6 +275,9 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
     try:
         if command == "study":
             return study.run_study(options)
+        if command == "study plan":
+            print(study.plan_seeds(options), end="")
+            return 0
         if command == "reproduce":
             original = finder.find_run(options.run_id, _catalog_roots(options, experiment))
             return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps),

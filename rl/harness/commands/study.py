@@ -2,6 +2,7 @@
 
     rl-harness study experiments.mess3.belief_study [--smoke] [--max-concurrent N] [--ray-address ADDRESS]
     rl-harness study experiments.mess3.belief_study --resume <study-id>      # continue: finished runs stay
+    rl-harness study experiments.mess3.belief_study --resume <study-id> --seeds 5-14   # more seeds, same commit
     rl-harness study experiments.mess3.belief_study --runs reward_only=<id>,<id> memoryless=<id>,<id>
 
 Each member is an ordinary run (`rl-harness <agent recipe> --seed S --run-id <study>-<agent>-s<S>`)
@@ -31,10 +32,10 @@ from rl.harness.run import begin, buildinfo, finder, hyperparameters, redaction
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import read_manifest
 from rl.harness.run.status import new_run_id, run_id_problem, this_process
-from rl.harness.study import summary
+from rl.harness.study import hparams, plan, statistics, summary
 from rl.harness.study.declaration import Study
 from rl.harness.study.record import (COMPLETED, CRASHED, FAILED, INTERRUPTED, PENDING, REFUSED, RUNNING, MemberRecord,
-                                     StudyRecord, study_folder)
+                                     StudyRecord, find_study, study_folder)
 from rl.harness.training import hardware
 
 _RUN_COMMAND = ("-m", "rl.harness.commands.cli")
@@ -50,12 +51,58 @@ def add_arguments(parser: argparse.ArgumentParser, user_path, positive) -> None:
     parser.add_argument("--study-id", help="name of a new study (default: UTC timestamp + random suffix)")
     parser.add_argument("--resume", metavar="STUDY_ID", help="continue this study: run only what is not completed")
     parser.add_argument("--retry-failed", action="store_true", help="with --resume: run failed members again")
+    parser.add_argument("--seeds", type=parse_seeds, metavar="SEEDS",
+                        help="with --resume: add these seeds to the study (10-42, or 10,12,15), every agent at each")
     parser.add_argument("--runs", nargs="+", metavar="AGENT=ID,ID", help="summarise these runs as the study's members")
     parser.add_argument("--max-concurrent", type=int, help="trials at once (default: as many as the CPUs allow)")
     parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs each member's run may use (default 1)")
     parser.add_argument("--ray-address", help="run the trials on this Ray cluster (members need its shared folders)")
     parser.add_argument("--results-dir", type=user_path, help="results root (default: results/ beside the module)")
     parser.add_argument("--artifacts-dir", type=user_path, help="artifacts root (default: artifacts/ beside it)")
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """`10-42` (both ends included) or `10,12,15`, in that order; argparse's error naming the form otherwise."""
+    try:
+        if "-" in text:
+            first, last = (int(part) for part in text.split("-"))
+            seeds = tuple(range(first, last + 1))
+        else:
+            seeds = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        seeds = ()
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected FIRST-LAST or SEED,SEED,... of distinct non-negative integers,"
+                                         f" e.g. 10-42, got {text!r}")
+    return seeds
+
+
+def add_plan_arguments(parser: argparse.ArgumentParser, user_path, positive_number) -> None:
+    parser.add_argument("study_id", help="the study whose seeds so far the plan starts from")
+    parser.add_argument("--width", type=positive_number, required=True, help="the 95 %% interval's width wanted")
+    parser.add_argument("--statistic", choices=list(statistics.STATISTICS),
+                        help="the statistic whose interval it is (default: the one the study declares)")
+    parser.add_argument("--score", action="append", dest="scores", metavar="NAME",
+                        help="plan for this score only (repeatable; default: every score of the study)")
+    parser.add_argument("--results-dir", type=user_path, required=True, help="the results root the study is under")
+
+
+def plan_seeds(options: argparse.Namespace) -> str:
+    """`study plan`: the plan's tables (study/plan.py); UsageError naming the fix for an unknown study or score."""
+    results_root = recipes.check_folder(options.results_dir, "--results-dir")
+    folder = find_study(results_root, options.study_id)
+    if folder is None:
+        raise UsageError(f"no study {options.study_id!r} under {results_root}; pass the --results-dir it was run with")
+    record = StudyRecord.read(folder)
+    declared = Study.from_description(record.grid)
+    unknown = sorted(set(options.scores or ()) - {score.name for score in declared.scores})
+    if unknown:
+        raise UsageError(f"study {record.study_id} has no score {', '.join(map(repr, unknown))}; its scores:"
+                         f" {', '.join(repr(score.name) for score in declared.scores)}")
+    results = [summary.load_member(results_root, member) for member in record.members]
+    found = plan.plan(declared, results, width=options.width, statistic=options.statistic or declared.statistic,
+                      scores=options.scores)
+    return plan.markdown(record.study_id, found)
 
 
 def load_study(module_name: str) -> Study:
@@ -87,6 +134,8 @@ class StudyCommand:
             raise UsageError(f"--cpus-per-trial must be at least 1, got {options.cpus_per_trial}")
         if options.retry_failed and not options.resume:
             raise UsageError("--retry-failed goes with --resume <study-id>")
+        if options.seeds and not options.resume:
+            raise UsageError("--seeds adds seeds to a study: it goes with --resume <study-id>")
         if options.runs and options.resume:
             raise UsageError("--runs makes a new study from finished runs; it does not go with --resume")
         if options.ray_address is None:  # a cluster may grow (an autoscaler); this machine does not
@@ -125,11 +174,10 @@ class StudyCommand:
     def _resumable(self, study_id: str) -> StudyRecord:
         if problem := run_id_problem(study_id):
             raise UsageError(problem.replace("run id", "study id"))
-        folders = [study_folder(self.results_root, study_id, smoke) for smoke in (False, True)]
-        found = [folder for folder in folders if folder.is_dir()]
-        if not found:
+        folder = find_study(self.results_root, study_id)
+        if folder is None:
             raise UsageError(f"no study {study_id!r} under {self.results_root}; pass the --results-dir it was run with")
-        record = StudyRecord.read(found[0])
+        record = StudyRecord.read(folder)
         if record.module != self.options.module:
             raise UsageError(f"study {study_id} is a study of {record.module}, not {self.options.module}")
         if self.options.smoke != record.smoke:
@@ -152,8 +200,22 @@ class StudyCommand:
                                  f" {result.last.process.pid if result.last.process else '?'}); wait for it or stop it")
         if record.effective_status == CRASHED:
             logging.warning("study %s crashed (its command, pid %d, is gone); resuming it", study_id, record.process.pid)
+        self.study = dataclasses.replace(self.study, seeds=tuple(record.grid["seeds"]))  # more, once extended
+        if self.options.seeds:
+            record = self._with_seeds(record, self.options.seeds)
         return record.replace(command_lines=(*record.command_lines, redaction.redact_all(sys.argv)), status=RUNNING,
                               process=this_process())
+
+    def _with_seeds(self, record: StudyRecord, seeds: tuple[int, ...]) -> StudyRecord:
+        """`record` with the seeds it lacks added to its grid, and a pending member for each (agent, setting) at each,
+        after the members it has: they run seed by seed, as a study's first seeds do."""
+        added = tuple(seed for seed in seeds if seed not in self.study.seeds)
+        new = dataclasses.replace(self.study, seeds=added).members() if added else ()
+        self.study = dataclasses.replace(self.study, seeds=(*self.study.seeds, *added))
+        print(f"study {record.study_id}: seeds {', '.join(map(str, added)) or 'none'} added ({len(new)} member(s));"
+              f" {len(self.study.seeds)} seeds in all", flush=True)
+        return record.replace(grid={**record.grid, "seeds": list(self.study.seeds)},
+                              members=(*record.members, *(MemberRecord(m.agent, m.seed, setting=m.setting) for m in new)))
 
     # -- running ------------------------------------------------------------------------------
 
@@ -249,13 +311,8 @@ class StudyCommand:
         for member in self.record.members:
             started = _started_runs(member, self.results_root)
             result = summary.load_member(self.results_root, started, self.artifacts_root)
-            error = errors.get(member.last_run) if member.last_run else None
-            if error is None and result.last is not None and result.last.error is not None:
-                error = f"{result.last.error.type}: {result.last.error.message}"
-            updated = dataclasses.replace(
-                member, runs=started.runs if final else member.runs, status=result.status, error=error,
-                started_at=result.manifests[0].started_at if result.manifests else None,
-                ended_at=result.last.ended_at if result.last is not None else None)
+            updated = _as_recorded(dataclasses.replace(member, runs=started.runs if final else member.runs), result,
+                                   errors.get(member.last_run) if member.last_run else None)
             if updated != member:
                 if updated.status != member.status and updated.status != PENDING:
                     if member.status == PENDING and updated.status != RUNNING:  # it ran between two looks
@@ -265,6 +322,11 @@ class StudyCommand:
                 changed = True
         if changed:
             self.record.write(self.folder)
+
+    @property
+    def _hparams_folder(self) -> pathlib.Path:
+        """Where the study's HParams events go: beside its member logs, in its artifacts folder."""
+        return study_folder(self.artifacts_root, self.record.study_id, self.record.smoke) / hparams.EVENTS_DIR
 
     def _log(self, run_id: str) -> pathlib.Path:
         """Where a member's run writes its output: the study's artifacts folder, `logs/<run id>.log`."""
@@ -291,11 +353,14 @@ class StudyCommand:
             self.record.write(self.folder)
             raise
         found = summary.write_summary(self.folder, self.study, results)
+        hparams.write_events(self._hparams_folder, self.study, results)
         complete = found["completed"] == found["members"]
         self.record = self.record.replace(status=COMPLETED if complete else FAILED, summary=summary.SUMMARY_JSON)
         self.record.write(self.folder)
         print(summary.markdown(found), end="")
-        print(f"summary: {self.folder / summary.SUMMARY_MARKDOWN}, curves {self.folder / summary.CURVES_PNG}")
+        print(f"summary: {self.folder / summary.SUMMARY_MARKDOWN}, curves {self.folder / summary.CURVES_PNG},"
+              f" score distributions {self.folder / summary.DISTRIBUTIONS_PNG}; TensorBoard's HParams view:"
+              f" {self._hparams_folder}")
         if not complete:
             print(f"study {self.record.study_id}: {found['members'] - found['completed']} member(s) not completed"
                   " (named above)", file=sys.stderr)
@@ -317,8 +382,8 @@ class StudyCommand:
                 results_root = RunLayout.of_run(run.run_dir, run.manifest).results_root
                 setting = tuple(sorted((run.manifest.options.get("set") or {}).items()))
                 member = MemberRecord(agent, run.manifest.seed, _attempts(run, results_root), setting=setting)
-                members.append(member)
                 results.append(summary.load_member(results_root, member))
+                members.append(_as_recorded(member, results[-1]))
         summary.check_comparable(results)  # before anything is written
         self.record = self.record.replace(members=tuple(members), smoke=results[0].last.smoke)
         self.record.write(self.folder)
@@ -348,6 +413,16 @@ def _attempts(run: finder.Run, results_root: pathlib.Path) -> tuple[str, ...]:
         folder = RunLayout.find(results_root, chain[0])
         parent = (read_manifest(folder).parent_run or {}) if folder else {}
     return tuple(chain)
+
+
+def _as_recorded(member: MemberRecord, result: summary.MemberResult, error: Optional[str] = None) -> MemberRecord:
+    """`member` with what its runs' manifests say: the last run's status (and error, unless `error` names the
+    trial's), the first run's start and the last run's end."""
+    if error is None and result.last is not None and result.last.error is not None:
+        error = f"{result.last.error.type}: {result.last.error.message}"
+    return dataclasses.replace(member, status=result.status, error=error,
+                               started_at=result.manifests[0].started_at if result.manifests else None,
+                               ended_at=result.last.ended_at if result.last is not None else None)
 
 
 def _started_runs(member: MemberRecord, results_root: pathlib.Path) -> MemberRecord:

@@ -347,6 +347,14 @@ class RunManifest:
         """The recorded status, except a running record whose writer is gone reads as "crashed"."""
         return run_status.CRASHED if self.crash_reason() else (self.status or "unknown")
 
+    @property
+    def duration_seconds(self) -> Optional[float]:
+        """Start to end; for a run without an end (running, crashed), start to its last heartbeat; None unknown."""
+        end = self.ended_at or (self.heartbeat.at if self.heartbeat is not None else None)
+        if not self.started_at or not end:
+            return None
+        return max(0.0, run_status.parse_time(end) - run_status.parse_time(self.started_at))
+
     def checkpoints_of(self, trial_id: Optional[str]) -> tuple[CheckpointEntry, ...]:
         """The checkpoints of one line (an agent, a Tune trial; None: the run's own)."""
         return tuple(entry for entry in self.checkpoints if entry.trial_id == trial_id)

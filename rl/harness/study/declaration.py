@@ -8,6 +8,7 @@
         seeds=(0, 1, 2, 3, 4),
         scores=(Score("value (greedy)", "scores.evaluation.greedy.normalised_value.mean"),),
         pairs=(("reward_only", "memoryless"),),
+        statistic="iqm",   # what heads the summary's table: mean (default), median or iqm
     )
 
     rl-harness study experiments.mess3.belief_study [--smoke]
@@ -16,6 +17,8 @@ Every member (agent, seed) is an ordinary run of the agent's recipe with `--seed
 score is a dotted path into what that recipe's `run(context)` returned (summary.json's
 `outcome`), so the study knows no experiment. `pairs` are the agent differences reported seed by
 seed (the seed fixes the network's initialisation and the episodes, so pairing removes that spread).
+`statistic` heads the summary's table (the mean with its t interval, or the median or the
+interquartile mean with bootstrap intervals: `statistics.py`); the others stand beside it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import re
 from typing import Any, Mapping, Optional
 
 from rl.harness.run import metric_keys
+from rl.harness.study.statistics import STATISTICS
 
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]{0,40}")  # part of run ids: `<study>-<agent>-s<seed>`
 
@@ -83,6 +87,7 @@ class Study:
     curve: str = metric_keys.RETURN  # the metric whose learning curves the summary draws, against env steps
     # A grid axis of hyperparameters the agents' recipes declare (--set): every combination, for every agent.
     hyperparameters: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+    statistic: str = "mean"  # what heads the summary's table; one of statistics.STATISTICS
 
     def __post_init__(self):
         object.__setattr__(self, "agents", dict(self.agents))
@@ -94,6 +99,8 @@ class Study:
             if "/" not in key or not values or len(set(map(repr, values))) != len(values):
                 raise ValueError(f"hyperparameter {key!r}: a <namespace>/<field> hyperparameter with distinct values, got"
                                  f" {values!r}")
+        if self.statistic not in STATISTICS:
+            raise ValueError(f"statistic {self.statistic!r} must be one of {', '.join(STATISTICS)}")
         if not self.agents:
             raise ValueError("a study needs at least one agent: agents={'name': 'dotted.recipe.module'}")
         for name in self.agents:
@@ -136,7 +143,8 @@ class Study:
         return {"agents": dict(self.agents), "seeds": list(self.seeds),
                 "scores": {score.name: score.path for score in self.scores},
                 "pairs": [list(pair) for pair in self.pairs], "curve": self.curve,
-                "hyperparameters": {key: list(values) for key, values in self.hyperparameters.items()}}
+                "hyperparameters": {key: list(values) for key, values in self.hyperparameters.items()},
+                "statistic": self.statistic}
 
     @classmethod
     def from_description(cls, grid: Mapping[str, Any]) -> "Study":
@@ -145,4 +153,5 @@ class Study:
                    scores=tuple(Score(name, path) for name, path in grid["scores"].items()),
                    pairs=tuple(tuple(pair) for pair in grid["pairs"]), curve=grid["curve"],
                    # "settings": the key of records written before the axis was named hyperparameters
-                   hyperparameters=grid.get("hyperparameters") or grid.get("settings") or {})
+                   hyperparameters=grid.get("hyperparameters") or grid.get("settings") or {},
+                   statistic=grid.get("statistic", "mean"))  # records that predate the choice: the mean

@@ -35,6 +35,13 @@ def study_folder(results_root: pathlib.Path, study_id: str, smoke: bool) -> path
     return pathlib.Path(results_root, *([records.SMOKE_DIR] if smoke else []), STUDIES_DIR, study_id)
 
 
+def find_study(results_root: pathlib.Path, study_id: str) -> Optional[pathlib.Path]:
+    """The folder of study `study_id` under `results_root`, full or smoke, or None."""
+    found = [folder for folder in (study_folder(results_root, study_id, smoke) for smoke in (False, True))
+             if folder.is_dir()]
+    return found[0] if found else None
+
+
 @dataclasses.dataclass(frozen=True)
 class MemberRecord:
     agent: str

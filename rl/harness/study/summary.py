@@ -1,13 +1,15 @@
-"""A study's summary: per agent each score's mean and 95 % interval over seeds, paired agent
-differences, learning curves with bands; and the refusals that keep a summary honest.
+"""A study's summary: per agent each score over seeds (the mean with its t interval, the mean, median and
+IQM with bootstrap intervals), paired agent differences and probabilities of improvement, learning
+curves with bands, score distributions; and the refusals that keep a summary honest.
 
     results = [summary.load_member(results_root, member_record, smoke=False) for member_record in record.members]
     summary.check_comparable(results)            # StudyRefused (exit 2): one line naming the runs at fault
-    written = summary.write_summary(folder, study, results)   # summary.json, summary.md, curves.png
+    written = summary.write_summary(folder, study, results)   # summary.json, summary.md, curves.png, distributions.png
 
-Intervals are Student-t over training seeds (`statistics.over_seeds`); a paired difference is the
-t interval of `a - b` seed by seed. A member whose run failed, was interrupted or never ran is left
-out of the intervals and named in `not_completed`: never dropped silently.
+The statistics are `statistics.py`'s: `over_seeds` per agent and score, `paired_difference` (`a - b`
+seed by seed) and `probability_of_improvement` (every seed of a against every seed of b) per pair;
+the study's `statistic` heads the table. A member whose run failed, was interrupted or never ran is
+left out of the intervals and named in `not_completed`: never dropped silently.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from rl.harness.study.declaration import Member, Study  # noqa: E402
 from rl.harness.study.record import COMPLETED, PENDING, MemberRecord  # noqa: E402
 
 SUMMARY_JSON, SUMMARY_MARKDOWN, CURVES_PNG = "summary.json", "summary.md", "curves.png"
+DISTRIBUTIONS_PNG = "distributions.png"
+THRESHOLDS = 200  # points of each score's range at which its distribution is drawn
+SHOWN_QUANTILE = 0.02  # the distributions' axis: from this quantile of every seed's score to 1 minus it
 CURVE_POINTS = 100  # env-step grid the seeds' curves are interpolated onto for the bands
 
 # Options that differ between the members of one agent by design (or say nothing about the training).
@@ -63,6 +68,13 @@ class MemberResult:
     @property
     def last(self) -> Optional[RunManifest]:
         return self.manifests[-1] if self.manifests else None
+
+    @property
+    def duration_seconds(self) -> Optional[float]:
+        """The compute time of its runs, each start to end (resumed attempts added up); None before any ran."""
+        durations = [manifest.duration_seconds for manifest in self.manifests]
+        known = [duration for duration in durations if duration is not None]
+        return sum(known) if known else None
 
     def outcome(self) -> dict:
         path = self.run_dirs[-1] / records.SUMMARY_FILE if self.run_dirs else None
@@ -202,8 +214,12 @@ def summarise(study: Study, results: Iterable[MemberResult]) -> dict:
     for a, b in study.variant_pairs():
         if a not in scores or b not in scores:
             continue
-        pairs[f"{a} - {b}"] = {name: statistics.paired_difference(scores[a][name], scores[b][name])
-                               for name in scores[a] if set(scores[a][name]) & set(scores[b][name])}
+        pairs[f"{a} - {b}"] = {
+            name: {**statistics.paired_difference(scores[a][name], scores[b][name]),
+                   "probability_of_improvement": statistics.probability_of_improvement(
+                       [scores[a][name][seed] for seed in sorted(scores[a][name])],
+                       [scores[b][name][seed] for seed in sorted(scores[b][name])])}
+            for name in scores[a] if set(scores[a][name]) & set(scores[b][name])}
     not_completed = [{"member": r.member.name, "status": r.status, "runs": list(r.run_ids),
                       "error": r.last.error.message if r.last is not None and r.last.error else None}
                      for r in results if r.status != COMPLETED]
@@ -212,7 +228,8 @@ def summarise(study: Study, results: Iterable[MemberResult]) -> dict:
                      for r in completed if not r.curve(study.curve)]
     last = next((result.last for result in completed), None)  # check_comparable: every run has the same budget
     budget = None if last is None else {"smoke": last.smoke, "cap": last.budget_cap}
-    return {"members": len(results), "completed": len(completed), "budget": budget, "agents": agents, "pairs": pairs,
+    return {"members": len(results), "completed": len(completed), "budget": budget, "statistic": study.statistic,
+            "bootstrap": statistics.bootstrap_description(), "agents": agents, "pairs": pairs,
             "not_completed": not_completed, "unreported_scores": unreported, "curve": study.curve,
             "without_curve": without_curve}
 
@@ -269,33 +286,124 @@ def curves_figure(study: Study, results: Iterable[MemberResult]) -> Figure:
     return figure
 
 
-def curves_png(study: Study, results: Iterable[MemberResult]) -> bytes:
+def distributions_figure(summary: dict) -> Figure:
+    """Per score, each agent's score distribution: the fraction of its seeds scoring above each value, with a 95 %
+    bootstrap band (Agarwal et al.'s performance profiles), over the middle 96 % of all seeds' scores (those off
+    the axis are counted in the panel's title). Drawn from the summary alone (each seed's value)."""
+    import numpy as np
+
+    names = list(dict.fromkeys(name for entry in summary["agents"].values() for name in entry["scores"]))
+    columns = min(3, max(1, len(names)))
+    rows = max(1, math.ceil(len(names) / columns))
+    figure = Figure(figsize=(4.5 * columns, 3.2 * rows))
+    for index, name in enumerate(names):
+        axes = figure.add_subplot(rows, columns, index + 1)
+        values = {agent: list(entry["scores"][name]["values"].values()) for agent, entry in summary["agents"].items()
+                  if name in entry["scores"]}
+        # The axis spans the middle of all agents' seeds: one seed far off would squeeze the rest into a line.
+        pooled = np.array([value for found in values.values() for value in found])
+        low, high = np.quantile(pooled, [SHOWN_QUANTILE, 1 - SHOWN_QUANTILE])
+        margin = 0.05 * (high - low) or 0.5
+        thresholds = np.linspace(low - margin, high + margin, THRESHOLDS)
+        outside = int(np.sum((pooled < thresholds[0]) | (pooled > thresholds[-1])))
+        for agent, found in values.items():
+            profile = statistics.fraction_above(found, thresholds)
+            line, = axes.step(thresholds, profile["fraction"], where="post", label=f"{agent} (n {len(found)})")
+            axes.fill_between(thresholds, profile["low"], profile["high"], step="post", color=line.get_color(),
+                              alpha=0.2, linewidth=0)
+        axes.set_title(name + (f" ({outside} seed{'s' if outside > 1 else ''} off the axis)" if outside else ""),
+                       fontsize="x-small")
+        axes.set_xlabel("score")
+        axes.set_ylabel("fraction of seeds above")
+        axes.set_ylim(-0.02, 1.02)
+        axes.legend(fontsize="x-small")
+    if not names:
+        figure.add_subplot().text(0.5, 0.5, "no completed run reported a score", ha="center")
+    figure.tight_layout()
+    return figure
+
+
+def _png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
-    curves_figure(study, results).savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     return buffer.getvalue()
 
 
-def _cell(figure: dict) -> str:
+def _t_interval(figure: dict) -> str:
+    """The mean and its t interval (an agent's score, or a paired difference); one seed's is a point."""
     if figure["n"] == 1:
-        return f"{figure['mean']:.3f} (1 seed)"
-    return f"{figure['mean']:.3f} [{figure['low']:.3f}, {figure['high']:.3f}] (n {figure['n']})"
+        return f"{figure['mean']:.3f}"
+    return f"{figure['mean']:.3f} [{figure['low']:.3f}, {figure['high']:.3f}]"
+
+
+def _seeds(n: int) -> str:
+    return " (1 seed)" if n == 1 else f" (n {n})"
+
+
+def _cell(figure: dict) -> str:
+    return _t_interval(figure) + _seeds(figure["n"])
+
+
+def _interval(figure: dict) -> str:
+    """A bootstrap estimate: value [low, high]."""
+    return f"{figure['value']:.3f} [{figure['low']:.3f}, {figure['high']:.3f}]"
+
+
+def _headline(score: dict, statistic: str) -> str:
+    shown = _t_interval(score) if statistic == "mean" else _interval(score["bootstrap"][statistic])
+    return shown + _seeds(score["n"])
+
+
+def _headline_words(statistic: str) -> str:
+    if statistic == "mean":
+        return "mean [95 % t interval]"
+    return f"{statistics.STATISTIC_NAMES[statistic]} [95 % bootstrap interval]"
+
+
+def _statistics_tables(summary: dict, names: list[str]) -> list[str]:
+    """Per score, every statistic of every agent, and each pair's difference and probability of improvement."""
+    bootstrap = summary["bootstrap"]
+    lines = ["", f"Every statistic, per score: 95 % intervals, t for the mean, else percentile bootstrap over seeds"
+                 f" ({bootstrap['resamples']} resamples, seed {bootstrap['seed']}). P(a > b): the chance that a seed"
+                 " of a beats a seed of b, ties counting half, over all their seeds."]
+    robust = list(statistics.STATISTICS)
+    for name in names:
+        lines += ["", f"{name}:", "", "| agent | n | mean (t) | " + " | ".join(
+            f"{statistics.STATISTIC_NAMES[statistic]} (bootstrap)" for statistic in robust) + " |",
+            "|---" * (len(robust) + 3) + "|"]
+        for agent, entry in summary["agents"].items():
+            if name in entry["scores"]:
+                score = entry["scores"][name]
+                lines.append(f"| {agent} | {score['n']} | {_t_interval(score)} | "
+                             + " | ".join(_interval(score["bootstrap"][statistic]) for statistic in robust) + " |")
+        pairs = [(pair, entry[name]) for pair, entry in summary["pairs"].items() if name in entry]
+        if pairs:
+            lines += ["", "| pair a - b | shared seeds | a - b, mean (t) | P(a > b) (bootstrap) | seeds of a, b |",
+                      "|---" * 5 + "|"]
+            lines += [f"| {pair} | {found['n']} | {_t_interval(found)} |"
+                      f" {_interval(found['probability_of_improvement'])} |"
+                      f" {', '.join(map(str, found['probability_of_improvement']['n']))} |" for pair, found in pairs]
+    return lines
 
 
 def markdown(summary: dict) -> str:
-    """The summary as tables: scores per agent, paired differences, members not completed."""
+    """The summary as tables: the study's statistic per agent and score, paired differences, every statistic per
+    score, members not completed."""
     names = list(dict.fromkeys(name for entry in summary["agents"].values() for name in entry["scores"]))
     lines = [f"{summary['completed']} of {summary['members']} members completed{_budget_words(summary.get('budget'))};"
-             " mean [95 % t interval] over seeds.",
+             f" {_headline_words(summary['statistic'])} over seeds.",
              "", "| agent | " + " | ".join(names) + " | runs |", "|---" * (len(names) + 2) + "|"]
     for agent, entry in summary["agents"].items():
-        cells = [_cell(entry["scores"][name]) if name in entry["scores"] else "-" for name in names]
+        cells = [_headline(entry["scores"][name], summary["statistic"]) if name in entry["scores"] else "-"
+                 for name in names]
         lines.append(f"| {agent} | " + " | ".join(cells) + f" | {', '.join(entry['runs'].values()) or '-'} |")
     if summary["pairs"]:
-        lines += ["", "Paired differences (same seeds):", "", "| pair | " + " | ".join(names) + " |",
-                  "|---" * (len(names) + 1) + "|"]
+        lines += ["", "Paired differences (same seeds), mean [95 % t interval]:", "", "| pair | " + " | ".join(names)
+                  + " |", "|---" * (len(names) + 1) + "|"]
         for pair, entry in summary["pairs"].items():
             lines.append(f"| {pair} | " + " | ".join(_cell(entry[name]) if name in entry else "-" for name in names)
                          + " |")
+    lines += _statistics_tables(summary, names)
     if summary["not_completed"]:
         lines += ["", "Not completed (left out of the intervals):", ""]
         lines += [f"- {entry['member']}: {entry['status']} (runs {', '.join(entry['runs']) or 'none'})"
@@ -310,9 +418,10 @@ def markdown(summary: dict) -> str:
 
 
 def write_summary(folder: pathlib.Path, study: Study, results: list[MemberResult]) -> dict:
-    """summary.json, summary.md and curves.png in `folder` (atomically); returns the summary."""
+    """summary.json, summary.md, curves.png and distributions.png in `folder` (atomically); returns the summary."""
     found = summarise(study, results)
     records.write_json_atomically(str(folder / SUMMARY_JSON), found)
     records.write_text_atomically(str(folder / SUMMARY_MARKDOWN), markdown(found))
-    records.write_bytes_atomically(str(folder / CURVES_PNG), curves_png(study, results))
+    records.write_bytes_atomically(str(folder / CURVES_PNG), _png(curves_figure(study, results)))
+    records.write_bytes_atomically(str(folder / DISTRIBUTIONS_PNG), _png(distributions_figure(found)))
     return found

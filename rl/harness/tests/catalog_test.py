@@ -1,6 +1,9 @@
 import copy
+import csv
 import datetime
+import io
 import json
+import pathlib
 
 import pytest
 
@@ -215,3 +218,97 @@ def test_runs_under_a_root_of_any_name_are_listed_from_the_workspace_and_by_a_re
     monkeypatch.chdir("/")
     assert cli.main(["rl-harness", "runs", "--results-dir", "myres"]) == 0
     assert str(tmp_path / "myres/smoke/20260101T000000Z-aaaaaa") in capsys.readouterr().out
+
+
+def test_runs_as_json_and_csv_give_every_run_with_its_overrides_final_metrics_and_outcome(tmp_path, capsys):
+    _store(tmp_path / "r1", _manifest(
+        "r1", started_at="2026-12-01T10:00:00+00:00", ended_at="2026-12-01T10:02:05+00:00", seed=7,
+        code={"library": {"commit": "abc123", "dirty": True, "diff_sha256": "d1"}},
+        options={"smoke": True, "set": {"ppo/lr": 0.0005, "model/sizes": [64, 64]}}))
+    records.write_json_atomically(str(tmp_path / "r1" / records.SUMMARY_FILE), {"rows": 2, "metrics": {
+        "env_runners/episode_return_mean": {"last": None, "curve": [[1, 12.5], [2, float("nan")]]}},
+        "outcome": {"scores": {"greedy": {"mean": 0.25, "low": 0.1, "high": 0.4}, "label": "x"}}})
+    _store(tmp_path / "r2", _manifest("r2", started_at="2026-12-02T10:00:00+00:00",
+                                      ended_at="2026-12-02T10:00:30+00:00", status="failed"))
+    (tmp_path / "torn").mkdir()
+    (tmp_path / "torn" / records.MANIFEST_FILE).write_text("{")
+    capsys.readouterr()
+    assert cli.main(["rl-harness", "runs", "--results-dir", str(tmp_path), "--json"]) == 0
+    rows = json.load(io.StringIO(capsys.readouterr().out))
+    assert [row["run_id"] for row in rows] == ["r1", "r2", "torn"]
+    first = rows[0]
+    assert {key: first[key] for key in ("experiment", "status", "seed", "smoke", "started_at", "duration_s", "commit",
+                                        "dirty")} == {
+        "experiment": "experiments.x.recipe", "status": "completed", "seed": 7, "smoke": True,
+        "started_at": "2026-12-01T10:00:00+00:00", "duration_s": 125.0, "commit": "abc123", "dirty": True}
+    assert first["overrides"] == {"ppo/lr": 0.0005, "model/sizes": [64, 64]}
+    assert first["final_metrics"] == {"env_runners/episode_return_mean": 12.5}  # the last finite value
+    assert first["outcome"] == {"scores.greedy.mean": 0.25, "scores.greedy.low": 0.1, "scores.greedy.high": 0.4}
+    assert (rows[1]["status"], rows[1]["duration_s"]) == ("failed", 30.0)
+    assert rows[2]["status"] == "damaged" and "problem" in rows[2]
+
+    assert cli.main(["rl-harness", "runs", "--results-dir", str(tmp_path), "--csv", "--status", "completed"]) == 0
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [row["run_id"] for row in table] == ["r1"]
+    assert table[0]["duration_s"] == "125.0" and table[0]["dirty"] == "True"
+    assert table[0]["overrides.ppo/lr"] == "0.0005" and json.loads(table[0]["overrides.model/sizes"]) == [64, 64]
+    assert table[0]["final_metrics.env_runners/episode_return_mean"] == "12.5"
+    assert table[0]["outcome.scores.greedy.mean"] == "0.25"
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        cli.main(["rl-harness", "runs", "--json", "--csv"])
+
+
+FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "show_reward_only"
+
+
+def _recorded_run(tmp_path, change_outcome=lambda outcome: None):
+    """A smoke run of reward_only, its own records (fixtures/show_reward_only: its manifest and summary.json as it
+    wrote them)."""
+    summary = json.loads((FIXTURE / records.SUMMARY_FILE).read_text())
+    change_outcome(summary["outcome"])
+    records.write_json_atomically(str(tmp_path / records.SUMMARY_FILE), summary)
+    manifest = json.loads((FIXTURE / records.MANIFEST_FILE).read_text())
+    return finder.Run(str(tmp_path), RunManifest.from_dict(manifest)), summary["outcome"]
+
+
+def test_show_leads_with_the_scores_and_prints_a_shared_encoders_probes_once_in_one_table(tmp_path):
+    run, outcome = _recorded_run(tmp_path)
+    lines = catalog.format_show(run)
+    assert len(lines) <= 40, "\n".join(lines)
+    text = "\n".join(lines)
+    assert text.index("scores.normalised_value.greedy: -0.5881 [-1.8559, 0.6797]") < text.index("budget:") \
+        < text.index("final metrics:") < text.index("provenance:")
+    # one table: a row per layer, a column per distribution, each cell random_mean / step0 / trained
+    probes = outcome["probe_r2"]
+    start = lines.index("  probe_r2 (random_mean / step0 / trained):")
+    header, *rows = (line.split() for line in lines[start + 1:start + 5])
+    assert header == ["process_rollouts", "uniform_contexts"]
+    for row in rows:
+        layer = row[0]
+        cells = [probes[kind][layer] for kind in header]
+        assert row[1:] == [part for cell in cells for part in
+                           (str(cell["random_mean"]), "/", str(cell["step0"]), "/", str(cell["trained"]))]
+    # the shared encoder is read by the policy and the critic: the same numbers, printed once and named
+    assert probes["uniform_contexts"]["policy_encoder"] == probes["uniform_contexts"]["critic_encoder"]
+    assert text.count(" 0.8748") == 1  # uniform_contexts residual_1 trained: one cell, not three lines
+    assert lines[start + 5] == ("    the same numbers also under process_rollouts: critic_encoder, policy_encoder;"
+                                " uniform_contexts: critic_encoder, policy_encoder")
+    assert "probe_r2." not in text  # no probe key a line
+    # an outcome entry that is a final metric's last value is printed once, among the final metrics
+    assert outcome["num_env_steps_sampled_lifetime"] == 3072 and "num_env_steps_sampled_lifetime:" not in text
+    assert "    num_env_steps_sampled_lifetime   3072" in lines
+
+
+def test_show_prints_an_encoder_of_its_own_as_a_column_of_its_own(tmp_path):
+    def own_critic(outcome):
+        for kind in outcome["probe_r2"].values():
+            kind["critic_encoder"]["residual_1"]["trained"] = 0.5
+
+    run, _ = _recorded_run(tmp_path, own_critic)
+    lines = catalog.format_show(run)
+    start = lines.index("  probe_r2 (random_mean / step0 / trained):")
+    assert lines[start + 1].split() == ["process_rollouts", "process_rollouts.critic_encoder", "uniform_contexts",
+                                        "uniform_contexts.critic_encoder"]
+    assert lines[start + 3].split()[-1] == "0.5"
+    assert lines[start + 5].endswith("under process_rollouts: policy_encoder; uniform_contexts: policy_encoder")
