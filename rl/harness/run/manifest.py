@@ -45,7 +45,7 @@ DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 # A Bazel label of this workspace: `//experiments/mess3:reward_only` (no segment starts with a dot or dash).
 BAZEL_LABEL = re.compile(r"//(?:[A-Za-z0-9_][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.\-]*)*)?"
                          r":[A-Za-z0-9_][A-Za-z0-9_.\-]*")
-GIT_COMMIT = re.compile(r"[0-9a-f]{7,64}")
+GIT_COMMIT = re.compile(r"[0-9a-f]{4,64}")  # git abbreviates to 4 digits at least
 
 
 def relative_path_problem(path: object) -> Optional[str]:
