@@ -212,6 +212,6 @@ def learning_curves(rows: list[dict], *, title: str) -> Optional[Figure]:
 
 
 def metrics_rows(found: RunArtifacts) -> list[dict]:
-    """A finished run's metrics rows (artifacts/<run-id>/metrics.jsonl), [] when it logged none."""
-    path = found.artifacts_dir / records.METRICS_FILE
-    return records.read_json_lines(str(path)) if path.is_file() else []
+    """A finished run's metrics rows, a resumed run's after those it continues (`records.read_run_rows`); [] when
+    it logged none."""
+    return records.read_run_rows(found.artifacts_dir)

@@ -269,7 +269,10 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
         plan = execution.prepare(options, experiment or options.module)
         return execution.execute(plan, connect_b2, verbosity)  # raises only while claiming and starting the run
     except HarnessError as error:
-        print(f"{experiment or 'rl-harness'}: error: {error}", file=sys.stderr)
+        if error.exit_status == 0:  # NothingToDo: the request was done already
+            print(f"{experiment or 'rl-harness'}: {error}")
+        else:
+            print(f"{experiment or 'rl-harness'}: error: {error}", file=sys.stderr)
         return error.exit_status
 
 

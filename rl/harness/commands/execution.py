@@ -32,7 +32,7 @@ from rl.harness.run.rows import RowBudget
 from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, new_run_id, run_id_problem
 from rl.harness.training import cluster, hardware, numeric_platform
 from rl.harness.run.context import RunContext
-from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, UsageError
+from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, NothingToDo, UsageError
 from rl.harness.run.layout import RunIdTaken, RunLayout, iter_run_dirs
 
 TRACEBACK_FILE = "traceback.txt"  # in artifacts/<run-id>/ of a failed run
@@ -160,13 +160,12 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
                                                     plan.options.rolling_checkpoint_fraction))
     try:
         run.start()
+        if plan.resume is not None:
+            run.carry(plan.resume)
         for file_name, patch in patches.items():
             run.write_results_file(file_name, patch)
     except OSError as failure:  # after the claim (claim failures are UsageErrors): both folders are this run's
-        with contextlib.suppress(OSError):
-            run.finish(FAILED, error=failure, exit_code=EXIT_FAILED)  # stops the heartbeat, gives the signals back
-        for folder in (layout.results_dir, layout.artifacts_dir):  # a run that never started: its id stays free
-            shutil.rmtree(folder, ignore_errors=True)
+        _discard(run, FAILED, failure)
         raise StartFailed(f"run {layout.run_id} could not start (nothing was kept): {_problem(failure, layout)}") from None
     logging.info("run %s of %s (profile %s): results %s, artifacts %s", layout.run_id, plan.module_name,
                  plan.profile.name, layout.results_dir, layout.artifacts_dir)
@@ -182,6 +181,9 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         if outcome is not None:
             run.set_summary_section("outcome", manifest.json_safe(outcome))
         status = INTERRUPTED if run.stop_signal else COMPLETED  # a reached budget cap completes
+    except NothingToDo as nothing:  # raised before anything was trained or written: the run is not kept
+        _discard(run, COMPLETED, None)
+        raise NothingToDo(f"{nothing} (run {layout.run_id} was not kept)") from None
     except KeyboardInterrupt as interrupt:
         status, error = INTERRUPTED, interrupt
     except BaseException as failure:  # noqa: B902 - SystemExit from a library is a failure too
@@ -213,6 +215,15 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     if plan.upload is not None:
         exit_code = _upload(plan, run, connect_b2, exit_code)
     return exit_code
+
+
+def _discard(run: session.RunSession, status: str, error: Optional[BaseException]) -> None:
+    """Ends a run that did nothing (it could not start, or had nothing to do) and removes both its folders: its
+    id stays free."""
+    with contextlib.suppress(OSError):
+        run.finish(status, error=error, exit_code=EXIT_FAILED if error else 0)  # stops the heartbeat, gives the signals back
+    for folder in (run.layout.results_dir, run.layout.artifacts_dir):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def disk_full(failure: BaseException, layout: RunLayout) -> Optional[str]:

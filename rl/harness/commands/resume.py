@@ -9,13 +9,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 from typing import Optional
 
 from rl.harness.run import records
-from rl.harness.run.manifest import ResumeSource, TuneRunner, read_manifest
-from rl.harness.run.status import run_id_problem
+from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, TuneRunner, read_manifest
+from rl.harness.run.status import COMPLETED, run_id_problem
 from absl import logging
 
 from rl.harness.errors import UsageError
@@ -35,9 +36,11 @@ def checkpoint_source(path: pathlib.Path, parent_run_id: Optional[str] = None) -
             state = records.read_json(str(state_file), "checkpoint state")
         except records.RecordError as error:
             raise records.RecordError(f"{error}; pass another checkpoint") from None
+        iteration, env_steps = state.get("iteration"), state.get("env_steps")
+        carried = () if iteration is None else (CheckpointEntry(str(path), iteration, env_steps),)
         return ResumeSource(checkpoint=path, parent_run_id=parent_run_id or state.get("run_id"),
-                            iteration=state.get("iteration"), env_steps=state.get("env_steps"),
-                            experiment=state.get("experiment"))
+                            iteration=iteration, env_steps=env_steps, experiment=state.get("experiment"),
+                            carried_checkpoints=carried)
     if (path / _RLLIB_CHECKPOINT_FILE).exists():
         return ResumeSource(checkpoint=path, parent_run_id=parent_run_id)
     raise UsageError(f"{path} is not a checkpoint (no {records.CHECKPOINT_STATE_FILE} or {_RLLIB_CHECKPOINT_FILE});"
@@ -109,10 +112,25 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
     for place in places:
         folder = recorded_folder(place, newest.path, "checkpoint")
         if folder.is_dir():
-            return checkpoint_source(folder, parent_run_id=run_id)
+            source = checkpoint_source(folder, parent_run_id=run_id)
+            return dataclasses.replace(source, **_lineage(manifest, place, newest),
+                                       parent_completed=manifest.effective_status == COMPLETED)
     raise UsageError(f"checkpoint {newest.path} of run {run_id} is not on this machine (looked in"
                      f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative} from B2"
                      " (docs/artifact_storage.md) and pass --resume-from <checkpoint folder>")
+
+
+def _lineage(manifest: RunManifest, place: pathlib.Path, newest: CheckpointEntry) -> dict:
+    """What a run resumed from `newest` (in artifacts folder `place`) carries: the science checkpoints up to it
+    that are on this machine, and the lineage's metrics files (the parent's carried rows, then its own)."""
+    checkpoints = []
+    for entry in manifest.checkpoints_of(None):
+        folder = recorded_folder(place, entry.path, "checkpoint")
+        if (entry.iteration or 0) <= (newest.iteration or 0) and folder.is_dir():
+            checkpoints.append(dataclasses.replace(entry, path=str(folder)))
+    metrics = tuple(place / name for name in (records.LINEAGE_METRICS_FILE, records.METRICS_FILE)
+                    if (place / name).is_file())
+    return {"carried_checkpoints": tuple(checkpoints), "carried_metrics": metrics}
 
 
 def describe(source: ResumeSource) -> str:

@@ -29,6 +29,8 @@ from rl.harness.errors import UsageError
 MANIFEST_FILE = "run_manifest.json"
 SUMMARY_FILE = "summary.json"
 METRICS_FILE = "metrics.jsonl"
+# A resumed run's copy of the rows its lineage logged up to the checkpoint it starts from (RunSession.carry).
+LINEAGE_METRICS_FILE = "lineage_metrics.jsonl"
 REMOTE_ARTIFACTS_FILE = "remote_artifacts.json"
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_STATE_FILE = "harness_checkpoint.json"
@@ -107,6 +109,11 @@ def write_json_atomically(path: str, record: Any) -> None:
     write_text_atomically(path, json.dumps(_json_ready(record), indent=2, sort_keys=True) + "\n")
 
 
+def write_json_lines_atomically(path: str, rows: list[dict]) -> None:
+    """A whole JSON-lines file at once (`read_json_lines` reads it), atomically."""
+    write_text_atomically(path, "".join(json.dumps(_json_ready(row), sort_keys=True) + "\n" for row in rows))
+
+
 def write_data_atomically(path: str, data: Any) -> None:
     """`data` as a file, atomically: bytes as they are, text as UTF-8, anything else as JSON."""
     if isinstance(data, (bytes, bytearray)):
@@ -167,6 +174,13 @@ def torn_final_line(path: str) -> Optional[int]:
         return None
     except ValueError:
         return content.count(b"\n") + 1
+
+
+def read_run_rows(artifacts_dir) -> list[dict]:
+    """A run's metrics rows with its lineage's: a resumed run's carried rows (LINEAGE_METRICS_FILE) up to its
+    checkpoint, then its own (METRICS_FILE); [] for a run that logged none."""
+    paths = [os.path.join(str(artifacts_dir), name) for name in (LINEAGE_METRICS_FILE, METRICS_FILE)]
+    return [row for path in paths if os.path.isfile(path) for row in read_json_lines(path)]
 
 
 def read_json_lines(path: str) -> list[dict]:
