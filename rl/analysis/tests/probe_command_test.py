@@ -92,7 +92,7 @@ def test_bad_runs_exit_2_with_the_fix(tmp_path, capsys, experiment, message, mon
     assert probe_command.main([run_id, "--results-dir", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
     assert probe_command.main(["20990101T000000Z-000000", "--results-dir", str(tmp_path)]) == 2
-    assert "rl-harness runs" in capsys.readouterr().err
+    assert "`python -m rl.harness.commands.cli runs`" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("signal_name, status", [("SIGINT", 130), ("SIGTERM", 143)])

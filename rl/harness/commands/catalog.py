@@ -12,10 +12,9 @@ from __future__ import annotations
 import datetime
 import json
 import math
-import shlex
 from typing import Any, Iterable, Optional
 
-from rl.harness.run import metric_keys, platform
+from rl.harness.run import buildinfo, metric_keys, platform
 from rl.harness.run.finder import DamagedRun, Run
 from rl.harness.run.manifest import RunManifest
 from rl.harness.run.status import COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, parse_time
@@ -166,20 +165,15 @@ def resume_command(run: Run) -> str:
     """The command that resumes `run` from its newest checkpoint, with the seed and folders it ran with."""
     manifest = run.manifest
     build = manifest.build or {}
-    module = manifest.experiment.module or "<recipe>"
-    if build.get("target"):
-        command = ["./bazelw", "run", build["target"], "--"]
-    elif build.get("built_with_bazel"):
-        command = ["./bazelw", "run", "//rl/harness:rl-harness", "--", module]
-    else:
-        command = ["python", "-m", "rl.harness.commands.cli", module]
+    command = buildinfo.command_words(bool(build.get("built_with_bazel") or build.get("target")), build.get("target"),
+                                      manifest.experiment.module or "<recipe>")
     command += ["--resume-from", run.run_id, "--seed", str(manifest.seed)]
     if manifest.smoke:
         command.append("--smoke")
     for option in ("results_dir", "artifacts_dir"):
         if manifest.options.get(option):
-            command += [f"--{option.replace('_', '-')}", shlex.quote(str(manifest.options[option]))]
-    return " ".join(command)
+            command += [f"--{option.replace('_', '-')}", str(manifest.options[option])]
+    return buildinfo.join(command)
 
 
 def format_show(run: Run, *, full: bool = False) -> list[str]:

@@ -34,7 +34,7 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.commands import cross_platform
-from rl.harness.run import finder, hyperparameters, platform, provenance, records
+from rl.harness.run import buildinfo, finder, hyperparameters, platform, provenance, records
 from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
 from rl.harness.run.rows import ITERATION_KEY, RowBudget
@@ -128,7 +128,7 @@ def check_machine(manifest: RunManifest, machine: MachineFacts) -> None:
         if recorded.get(field) != here.get(field):
             raise ReproduceError(f"run {manifest.run_id} ran on another machine kind: profile {field}"
                                  f" {recorded.get(field)!r} there, {here.get(field)!r} here; reproduce it on a"
-                                 " machine like the one in its manifest (`rl-harness show`)")
+                                 f" machine like the one in its manifest (`{buildinfo.harness_command('show', manifest.run_id)}`)")
 
 
 def platform_here(manifest: RunManifest, machine: MachineFacts) -> platform.NumericPlatform:

@@ -14,7 +14,7 @@ import os
 import pathlib
 from typing import Optional
 
-from rl.harness.run import records
+from rl.harness.run import buildinfo, records
 from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, TuneRunner, read_manifest
 from rl.harness.run.status import COMPLETED, run_id_problem
 from absl import logging
@@ -60,7 +60,7 @@ def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathl
         if run_dir is not None:
             return _noted(_resume_from_run(value, run_dir, artifacts_root), results_root, artifacts_root)
     raise UsageError(f"--resume-from {value!r} is neither a checkpoint folder nor a run under {results_root};"
-                     " pass a checkpoint path or the id of a run listed by `rl-harness runs`")
+                     f" pass a checkpoint path or the id of a run listed by `{buildinfo.harness_command('runs')}`")
 
 
 def _noted(source: ResumeSource, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
@@ -85,7 +85,8 @@ def check_experiment(source: ResumeSource, requested: str, module_name: str) -> 
     if source.experiment != module_name:
         raise UsageError(f"--resume-from {requested} is a checkpoint of {source.experiment}, not of {module_name}:"
                          f" its networks would not fit this recipe; resume it with {source.experiment}'s own target,"
-                         f" or pass a run or checkpoint of {module_name} (`rl-harness runs` lists them)")
+                         f" or pass a run or checkpoint of {module_name}"
+                         f" (`{buildinfo.harness_command('runs', '--experiment', module_name)}` lists them)")
 
 
 def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:

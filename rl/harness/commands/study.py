@@ -174,10 +174,17 @@ class StudyCommand:
             self.record = self.record.replace(status=INTERRUPTED)
             self.record.write(self.folder)
             print(f"study {self.record.study_id} interrupted ({self.stop_signal}); continue it with"
-                  f" `rl-harness study {self.record.module} --resume {self.record.study_id}"
-                  f"{' --smoke' if self.record.smoke else ''}`", file=sys.stderr)
+                  f" `{self.resume_command()}`", file=sys.stderr)
             return 128 + int(getattr(signal, self.stop_signal))
         return self._summarise()
+
+    def resume_command(self) -> str:
+        """The command that continues this study, as printed: run from the repository root, it finds the study."""
+        folders = [(flag, getattr(self.options, option)) for flag, option in
+                   (("--results-dir", "results_dir"), ("--artifacts-dir", "artifacts_dir"))]
+        return buildinfo.harness_command(
+            "study", self.record.module, "--resume", self.record.study_id, *(["--smoke"] if self.record.smoke else []),
+            *(word for flag, folder in folders if folder is not None for word in (flag, str(folder))))
 
     def _plan(self) -> list:
         from rl.harness.training.member_trials import MemberTrial  # Ray only when trials run

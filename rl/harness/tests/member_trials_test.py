@@ -4,6 +4,8 @@ and resume."""
 import hashlib
 import json
 import os
+import re
+import shlex
 import signal
 import time
 
@@ -84,7 +86,8 @@ def test_sigterm_mid_study_then_resume_repeats_no_finished_trial_and_loses_no_ro
     code, stderr = run_helpers.run_until(_args(tmp_path, "--study-id", "stop"), first_pair_done_second_started,
                                          signal.SIGTERM, "two finished members and a running one", **knobs)
     assert code == 128 + signal.SIGTERM, stderr[-3000:]
-    assert "--resume stop" in stderr
+    printed = shlex.split(re.search(r"continue it with `([^`]+)`", stderr).group(1))  # run as printed:
+    assert printed[:3] == ["python", "-m", "rl.harness.commands.cli"]  # tests/printed_commands_test.py: under Bazel
     record = _record(tmp_path, "stop")
     assert record["status"] == "interrupted"
     finished = {key: member["runs"][0] for key, member in _members(record).items() if member["status"] == "completed"}
@@ -92,7 +95,7 @@ def test_sigterm_mid_study_then_resume_repeats_no_finished_trial_and_loses_no_ro
     assert finished and stopped
     before = {run_id: _fingerprint(tmp_path, run_id) for run_id in finished.values()}
 
-    code, stdout, stderr = run_helpers.run_cli(_args(tmp_path, "--resume", "stop"), timeout=240, **knobs)
+    code, stdout, stderr = run_helpers.run_cli(printed[3:], timeout=240, **knobs)
     assert code == 0, stderr[-3000:]
     members = _members(_record(tmp_path, "stop"))
     for key, run_id in finished.items():
