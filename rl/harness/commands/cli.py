@@ -74,7 +74,7 @@ class _HelpWithSetKeys(argparse.Action):
 
 
 def _set_keys_help(recipe: Optional[str]) -> list[str]:
-    """The `--set` keys `recipe` declares, each with its type and default, as --help lists them."""
+    """The `--set` keys `recipe` declares, each with its type, default and range, as --help lists them."""
     if recipe is None:
         return ["--set keys: each recipe's own; `rl-harness <recipe> --help` lists them"]
     try:
@@ -84,8 +84,9 @@ def _set_keys_help(recipe: Optional[str]) -> list[str]:
     if declared is None or not declared.defaults:
         return [f"--set keys of {recipe}: none (it declares no HYPERPARAMETERS)"]
     width = max(map(len, declared.defaults))
-    return [f"--set keys of {recipe} (KEY=VALUE; type, default):"] + [
+    return [f"--set keys of {recipe} (KEY=VALUE; type, default, range):"] + [
         f"  {name:<{width}}  {type(default).__name__}, default {json.dumps(default)}"
+        + (f", {declared.ranges[name].describe()}" if name in declared.ranges else "")
         for name, default in sorted(declared.defaults.items())]
 
 

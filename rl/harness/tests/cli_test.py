@@ -339,11 +339,12 @@ def test_an_experiments_runs_command_lists_only_that_experiments_runs(roots, tmp
 
 @pytest.mark.parametrize("argv, experiment", [(["rl-harness", FAKE, "--seed", "3", "--help"], None),
                                               (["fake", "--help"], FAKE)])
-def test_a_recipes_help_lists_its_set_keys_with_types_and_defaults(argv, experiment, capsys):
+def test_a_recipes_help_lists_its_set_keys_with_types_defaults_and_ranges(argv, experiment, capsys):
     with pytest.raises(SystemExit, match="0"):
         cli.parse(argv, experiment)
-    listed = capsys.readouterr().out.split(f"--set keys of {FAKE} (KEY=VALUE; type, default):\n")[1]
-    assert listed.split("\n") == ["  fake/iterations  int, default 0", "  fake/loss_scale  float, default 1.0", ""]
+    listed = capsys.readouterr().out.split(f"--set keys of {FAKE} (KEY=VALUE; type, default, range):\n")[1]
+    assert listed.split("\n") == ["  fake/iterations  int, default 0, >= 0",
+                                   "  fake/loss_scale  float, default 1.0, any number", ""]
 
 
 def test_runs_searches_the_workspace_by_default(tmp_path, monkeypatch, capsys):

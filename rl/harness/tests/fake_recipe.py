@@ -7,16 +7,17 @@ FAKE_RECIPE_TRIAL (checkpoint under that trial, as a recipe training several age
 FAKE_RECIPE_TAIL_S (a stage after training that does not poll stop requests, as scoring a policy),
 FAKE_RECIPE_OUTPUT_BYTES (after training, an output of that size, in FAKE_RECIPE_OUTPUT_PLACE: results
 or artifacts, as a probe report or a figure).
-Declared hyperparameters (--set): fake/iterations (int; 0 = the knob above) and fake/loss_scale (float).
+Declared hyperparameters (--set): fake/iterations (int >= 0; 0 = the knob above) and fake/loss_scale (float, any).
 """
 
 import json
 import os
 import time
 
-from rl.harness.run.hyperparameters import Hyperparameters
+from rl.harness.run.hyperparameters import Hyperparameters, Range
 
-HYPERPARAMETERS = Hyperparameters({"fake/iterations": 0, "fake/loss_scale": 1.0})
+HYPERPARAMETERS = Hyperparameters({"fake/iterations": 0, "fake/loss_scale": 1.0},
+                                  ranges={"fake/iterations": Range(0), "fake/loss_scale": Range()})
 
 STEPS_PER_ITERATION = 100
 STATE_FILE = "fake_state.json"
