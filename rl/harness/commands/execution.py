@@ -36,7 +36,7 @@ from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, NothingToDo, Usag
 from rl.harness.run.layout import RunIdTaken, RunLayout, iter_run_dirs
 
 TRACEBACK_FILE = "traceback.txt"  # in artifacts/<run-id>/ of a failed run
-_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 class StartFailed(UsageError):
@@ -232,7 +232,7 @@ def disk_full(failure: BaseException, layout: RunLayout) -> Optional[str]:
     while failure is not None and failure not in chain:
         chain.append(failure)
         failure = failure.__cause__ or failure.__context__
-    full = [error for error in chain if (isinstance(error, OSError) and error.errno in _DISK_FULL)
+    full = [error for error in chain if (isinstance(error, OSError) and error.errno in DISK_FULL)
             or "No space left on device" in str(error)]
     if not full:
         return None
@@ -240,9 +240,13 @@ def disk_full(failure: BaseException, layout: RunLayout) -> Optional[str]:
     named = [flag for flag, root in roots.items() for error in full
              if isinstance(error, OSError) and error.filename and pathlib.Path(str(error.filename)).is_relative_to(root)]
     flag = named[0] if named else min(roots, key=lambda flag: shutil.disk_usage(_existing(roots[flag])).free)
-    usage = shutil.disk_usage(_existing(roots[flag]))
-    return (f"no space left on the device of {roots[flag]} ({flag}): {_size(usage.free)} free of"
-            f" {_size(usage.total)}; free space there or pass another {flag}")
+    return f"{no_space_left(roots[flag], flag)}; free space there or pass another {flag}"
+
+
+def no_space_left(folder: pathlib.Path, flag: str) -> str:
+    """`no space left on the device of <folder> (<flag>): 12 KiB free of 200 KiB`."""
+    usage = shutil.disk_usage(_existing(folder))
+    return f"no space left on the device of {folder} ({flag}): {_size(usage.free)} free of {_size(usage.total)}"
 
 
 def _existing(folder: pathlib.Path) -> pathlib.Path:

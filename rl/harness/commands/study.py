@@ -25,7 +25,7 @@ from typing import Optional
 
 from absl import logging
 
-from rl.harness.commands import recipes
+from rl.harness.commands import execution, recipes
 from rl.harness.errors import EXIT_FAILED, UsageError
 from rl.harness.run import begin, buildinfo, finder, hyperparameters, redaction
 from rl.harness.run.layout import RunLayout
@@ -297,7 +297,10 @@ class StudyCommand:
             self.record = self.record.replace(status=REFUSED)
             self.record.write(self.folder)
             raise
-        found = summary.write_summary(self.folder, self.study, results)
+        try:
+            found = summary.write_summary(self.folder, self.study, results)
+        except OSError as failure:
+            return self._summary_not_written(failure)
         complete = found["completed"] == found["members"]
         self.record = self.record.replace(status=COMPLETED if complete else FAILED, summary=summary.SUMMARY_JSON)
         self.record.write(self.folder)
@@ -307,6 +310,21 @@ class StudyCommand:
             print(f"study {self.record.study_id}: {found['members'] - found['completed']} member(s) not completed"
                   " (named above)", file=sys.stderr)
         return 0 if complete else EXIT_FAILED
+
+    def _summary_not_written(self, failure: OSError) -> int:
+        """The summary files could not be written (a full disk): they stay as they were, the record says `failed`
+        and one line names the problem and the command that writes the summary once there is room."""
+        problem = (execution.no_space_left(self.results_root, "--results-dir") if failure.errno in execution.DISK_FULL
+                   else f"{failure.strerror or failure}: {failure.filename}")
+        kept = "study.json says failed"
+        try:
+            self.record = self.record.replace(status=FAILED, summary=None)
+            self.record.write(self.folder)
+        except OSError:
+            kept = "study.json could not say so either (it reads as crashed)"
+        print(f"study {self.record.study_id}: its summary could not be written ({problem}); {kept}, every member's"
+              f" run is kept; make room there and write the summary with `{self.resume_command()}`", file=sys.stderr)
+        return EXIT_FAILED
 
     def _adopt(self, groups: list[str]) -> int:
         """A study of finished runs: `agent=id,id` groups (their seeds come from the runs' manifests).

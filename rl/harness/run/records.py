@@ -22,7 +22,7 @@ import json
 import math
 import os
 import tempfile
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from rl.harness.errors import UsageError
 
@@ -92,21 +92,43 @@ def write_file_atomically(path: str, write: Callable[[str], None], *, mode: int 
 
 
 def write_bytes_atomically(path: str, data: bytes, *, mode: int = 0o666) -> None:
-    def write(temporary: str) -> None:
-        with open(temporary, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
+    write_files_atomically(os.path.dirname(os.path.abspath(path)), {os.path.basename(path): data}, mode=mode)
 
-    write_file_atomically(path, write, mode=mode)
+
+def write_files_atomically(folder: str, contents: Mapping[str, bytes], *, mode: int = 0o666) -> None:
+    """Files of `folder` replaced together (name -> bytes): each is written to a temporary file beside it and
+    fsynced, and only once all are written do they replace theirs. A failure (a full disk) removes the
+    temporary files and leaves every file as it was, so a set that belongs together is never half new."""
+    temporaries = []
+    try:
+        for name, data in contents.items():
+            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=name)
+            temporaries.append((temporary, os.path.join(folder, name)))
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.chmod(temporary, mode & ~_umask())  # mkstemp creates 0600: a record gets a new file's mode
+        for temporary, path in temporaries:
+            os.replace(temporary, path)
+    except BaseException:
+        for temporary, _ in temporaries:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+        raise
 
 
 def write_text_atomically(path: str, text: str, *, mode: int = 0o666) -> None:
     write_bytes_atomically(path, text.encode(), mode=mode)
 
 
+def json_bytes(record: Any) -> bytes:
+    """A JSON record as its file holds it (indented, keys sorted, a final newline)."""
+    return (json.dumps(_json_ready(record), indent=2, sort_keys=True) + "\n").encode()
+
+
 def write_json_atomically(path: str, record: Any) -> None:
-    write_text_atomically(path, json.dumps(_json_ready(record), indent=2, sort_keys=True) + "\n")
+    write_bytes_atomically(path, json_bytes(record))
 
 
 def write_json_lines_atomically(path: str, rows: list[dict]) -> None:

@@ -5,6 +5,7 @@ import errno
 import os
 import pathlib
 import re
+import shlex
 
 import pytest
 
@@ -13,6 +14,8 @@ from rl.harness.errors import EXIT_FAILED, EXIT_USAGE
 from rl.harness.run import records
 from rl.harness.run.layout import RunFolderError, RunIdTaken, RunLayout
 from rl.harness.run.manifest import read_manifest
+from rl.harness.study import summary
+from rl.harness.study.record import StudyRecord
 from rl.harness.tests import mounts, run_helpers
 from rl.harness.training import hardware
 
@@ -154,3 +157,32 @@ def test_a_study_into_a_read_only_folder_is_refused_before_any_record(tmp_path, 
     assert capsys.readouterr().err.strip() == (
         f"rl-harness: error: --results-dir: {tmp_path / 'results'} is on a read-only file system, so"
         f" {tmp_path / 'results'} cannot be written; pass a writable --results-dir")
+
+
+def test_a_full_disk_at_a_studys_summary_leaves_its_files_and_record_consistent_in_one_line(tmp_path, capsys):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    with mounts.small(results, "1m"):
+        for run_id in ("a0", "b0"):
+            assert run_helpers.run_fake(results, artifacts, "--run-id", run_id) == 0
+        _fill(results)
+        filler = results / "filler"
+        os.truncate(filler, filler.stat().st_size - 24 * 1024)  # room for study.json, not for the summary's figure
+        capsys.readouterr()
+        assert cli.main(["rl-harness", "study", "rl.harness.tests.fake_study", "--results-dir", str(results),
+                         "--artifacts-dir", str(artifacts), "--study-id", "full", "--runs", "first=a0",
+                         "second=b0"]) == EXIT_FAILED
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        folder = results / "studies" / "full"
+        assert len(lines) == 1 and re.fullmatch(
+            rf"study full: its summary could not be written \(no space left on the device of {results}"
+            r" \(--results-dir\): \d+ KiB free of 1.0 MiB\); study.json says failed, every member's run is kept;"
+            r" make room there and write the summary with `(.+)`", lines[0]), lines
+        assert sorted(path.name for path in folder.iterdir()) == ["study.json"]  # no summary file, no temporary
+        assert StudyRecord.read(folder).status == "failed"
+        filler.unlink()
+        words = shlex.split(re.search(r"`(.+)`", lines[0]).group(1))
+        assert words[:3] == ["python", "-m", "rl.harness.commands.cli"]
+        code, stdout, stderr = run_helpers.run_cli(words[3:])
+        assert code == 0, stderr
+        assert StudyRecord.read(folder).status == "completed" and (folder / summary.CURVES_PNG).is_file()
+
