@@ -32,7 +32,7 @@ from rl.harness.run.rows import RowBudget
 from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, new_run_id, run_id_problem
 from rl.harness.training import cluster, hardware, numeric_platform
 from rl.harness.run.context import RunContext
-from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, NothingToDo, UsageError
+from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, HarnessError, NothingToDo, UsageError
 from rl.harness.run.layout import RunIdTaken, RunLayout, iter_run_dirs
 
 TRACEBACK_FILE = "traceback.txt"  # in artifacts/<run-id>/ of a failed run
@@ -195,10 +195,11 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         except OSError:
             if full is None:
                 raise
-        if full is None:
+        known = full or (str(failure) if isinstance(failure, HarnessError) else None)
+        if known is None:
             logging.error("run %s %s: %s", layout.run_id, status, described)
         else:  # the cause is known and named: no traceback (it is in traceback.txt when there was room)
-            logging.error("run %s %s: %s", layout.run_id, status, full)
+            logging.error("run %s %s: %s", layout.run_id, status, known)
     if status == INTERRUPTED:
         exit_code = _interrupted_exit_code(run)
     else:

@@ -10,8 +10,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
+import pickletools
 from typing import Optional
 
 from rl.harness.run import buildinfo, records
@@ -30,6 +32,10 @@ def checkpoint_source(path: pathlib.Path, parent_run_id: Optional[str] = None) -
     if not path.is_dir() or not os.access(path, os.R_OK | os.X_OK):
         raise UsageError(f"checkpoint {path} is not a readable folder; pass a checkpoint folder"
                          " (artifacts/<run-id>/checkpoints/iter_N) or a run id")
+    if damaged := _damaged_file(path):
+        raise UsageError(f"checkpoint {path} cannot be read: {damaged}; pass --resume-from an earlier checkpoint"
+                         " folder of that run (its checkpoints/iter_N), or fetch the checkpoint again from B2"
+                         " (docs/artifact_storage.md)")
     state_file = path / records.CHECKPOINT_STATE_FILE
     if state_file.exists():
         try:
@@ -45,6 +51,27 @@ def checkpoint_source(path: pathlib.Path, parent_run_id: Optional[str] = None) -
         return ResumeSource(checkpoint=path, parent_run_id=parent_run_id)
     raise UsageError(f"{path} is not a checkpoint (no {records.CHECKPOINT_STATE_FILE} or {_RLLIB_CHECKPOINT_FILE});"
                      " pass a checkpoint folder (artifacts/<run-id>/checkpoints/iter_N) or a run id")
+
+
+def _damaged_file(folder: pathlib.Path) -> Optional[str]:
+    """The first file of a checkpoint folder that is not whole, named with why, or None.
+
+    A pickle is walked opcode by opcode (`pickletools.genops`, which runs none of its code): one cut
+    short (a copy or a disk that filled up) or garbled ends early. A JSON file must parse.
+    """
+    for path in sorted(folder.rglob("*")):
+        if path.suffix not in (".pkl", ".json") or path.name == records.CHECKPOINT_STATE_FILE or not path.is_file():
+            continue  # the state file is read next, with its own error
+        try:
+            with open(path, "rb") as handle:
+                if path.suffix == ".json":
+                    json.load(handle)
+                else:
+                    for _ in pickletools.genops(handle):
+                        pass
+        except (OSError, ValueError) as error:  # JSONDecodeError is a ValueError
+            return f"{path.relative_to(folder)} is damaged ({error})"
+    return None
 
 
 def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:

@@ -4,6 +4,7 @@ machine) end in one line naming the folder and the fix, exit 2 or the run's reco
 import errno
 import os
 import pathlib
+import pickle
 import re
 import shlex
 
@@ -186,3 +187,20 @@ def test_a_full_disk_at_a_studys_summary_leaves_its_files_and_record_consistent_
         assert code == 0, stderr
         assert StudyRecord.read(folder).status == "completed" and (folder / summary.CURVES_PNG).is_file()
 
+
+def test_a_checkpoint_with_a_truncated_pickle_is_refused_in_one_line_before_any_record(tmp_path, capsys):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    assert run_helpers.run_fake(results, artifacts, "--run-id", "parent") == 0
+    state = artifacts / "parent" / "checkpoints" / "iter_000005" / "learner" / "state.pkl"
+    state.parent.mkdir()
+    whole = pickle.dumps({"weights": list(range(1000))})
+    state.write_bytes(whole[:len(whole) // 2])  # as a copy cut short, or a disk that filled up while saving
+    capsys.readouterr()
+    assert run_helpers.run_fake(results, artifacts, "--run-id", "child", "--resume-from", "parent") == EXIT_USAGE
+    error = capsys.readouterr().err.strip()  # why pickletools stopped depends on where the cut falls
+    assert re.fullmatch(
+        re.escape(f"rl-harness: error: checkpoint {state.parents[1]} cannot be read: learner/state.pkl is damaged (")
+        + r"[^()\n]+" + re.escape("); pass --resume-from an earlier checkpoint folder of that run (its"
+                                  " checkpoints/iter_N), or fetch the checkpoint again from B2 (docs/artifact_storage.md)"),
+        error), error
+    assert not (results / "child").exists() and not (artifacts / "child").exists()
