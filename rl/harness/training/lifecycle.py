@@ -45,7 +45,7 @@ from rl.harness.run.machine import HardwareProfile
 from rl.harness.run.manifest import RunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
 from rl.harness.run.rows import RowBudget
-from rl.harness.training import cluster, configs, hardware
+from rl.harness.training import cluster, configs, hardware, ray_folders
 from rl.harness.training.configs import ConfigRequest, PreparedConfig
 from rl.harness.training.reaper import Reaper
 
@@ -315,7 +315,8 @@ class AlgorithmTraining:
 
     def run(self, context: RunContext) -> Optional[dict]:
         """The last row (the counters it stopped at), or None when a stop came before its first iteration."""
-        algo = self.config.build_algo()
+        with ray_folders.logs_under(context.artifacts_dir / ray_folders.RAY_LOGS):  # not ~/ray_results
+            algo = self.config.build_algo()
         try:
             return self._train(context, algo)
         finally:
