@@ -156,6 +156,9 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
                         help="mirror to B2 (default: when credentials exist and not --smoke); see"
                              " docs/artifact_storage.md")
     parser.add_argument("--ray-address", help="attach to this Ray cluster (e.g. auto or ray://head:10001)")
+    parser.add_argument("--allow-untracked-code", action="store_true",
+                        help="run a recipe outside a git checkout with a commit: recorded as such, with the sha256 of"
+                             " each .py file beside it instead of a commit")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a hyperparameter the recipe declares (repeatable), e.g. --set ppo/lr=5e-4;"
                              " the keys are listed below")

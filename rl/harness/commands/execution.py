@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import dataclasses
 import errno
+import os
 import pathlib
 import shutil
 import signal
@@ -23,7 +24,7 @@ from absl import logging
 from rl.harness import settings
 from rl.harness.commands import recipes, resume
 from rl.harness.remote import b2_mirror
-from rl.harness.run import begin, manifest, records, redaction, seeding, session
+from rl.harness.run import begin, manifest, provenance, records, redaction, seeding, session
 from rl.harness.run.manifest import ResumeSource, read_manifest
 from rl.harness.run.hyperparameters import Hyperparameters
 from rl.harness.run.machine import HardwareProfile, MachineFacts
@@ -88,6 +89,11 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     patch_cap_bytes = settings.patch_cap_bytes()
     connect_timeout_s = settings.ray_connect_timeout_seconds()
     module = recipes.load_recipe(module_name)
+    if not options.allow_untracked_code and (
+            reason := provenance.no_commit_reason(os.path.realpath(module.__file__))):
+        raise UsageError(f"{module_name} is not in a git checkout with a commit ({reason}), so the run could not record"
+                         " which code produced it; commit it (git init, git add, git commit), or pass"
+                         " --allow-untracked-code to record the sha256 of each .py file beside it instead")
     declared = getattr(module, "HYPERPARAMETERS", None) or Hyperparameters({})
     if options.set and not declared.defaults:
         raise UsageError(f"{module_name} declares no hyperparameters to --set; declare them in the recipe:"

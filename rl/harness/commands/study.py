@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import pathlib
 import signal
 import sys
@@ -27,7 +28,7 @@ from absl import logging
 
 from rl.harness.commands import execution, recipes
 from rl.harness.errors import EXIT_FAILED, UsageError
-from rl.harness.run import begin, buildinfo, finder, hyperparameters, redaction
+from rl.harness.run import begin, buildinfo, finder, hyperparameters, provenance, redaction
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import read_manifest
 from rl.harness.run.status import new_run_id, run_id_problem, this_process
@@ -92,6 +93,9 @@ class StudyCommand:
         if options.ray_address is None:  # a cluster may grow (an autoscaler); this machine does not
             _check_fits_this_machine(options.cpus_per_trial, options.max_concurrent)
         self.study = load_study(options.module)
+        if reason := provenance.no_commit_reason(os.path.realpath(recipes.load_module(options.module).__file__)):
+            raise UsageError(f"{options.module} is not in a git checkout with a commit ({reason}): a study compares its"
+                             " members by commit; commit the study and its recipes first (git init, git add, git commit)")
         self.results_root, self.artifacts_root = recipes.run_roots(options.results_dir, options.artifacts_dir,
                                                                    options.module)
         recipes.check_writable(self.results_root, "--results-dir")

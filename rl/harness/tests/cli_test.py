@@ -108,7 +108,8 @@ def test_under_bazel_run_a_recipe_outside_the_binary_is_found_in_the_workspace(t
     recipe.write_text("def run(context):\n    return {'found': 'in the workspace'}\n")
     monkeypatch.setenv("BUILD_WORKSPACE_DIRECTORY", str(tmp_path))
     try:
-        assert cli.main(["rl-harness", "rl.harness.workspace_only.recipe", "--run-id", "ws"]) == 0
+        # tmp_path stands in for the workspace but is no git checkout: the run records the files' hashes instead
+        assert cli.main(["rl-harness", "rl.harness.workspace_only.recipe", "--run-id", "ws", "--allow-untracked-code"]) == 0
     finally:
         for name in ("rl.harness.workspace_only.recipe", "rl.harness.workspace_only"):
             sys.modules.pop(name, None)
@@ -322,7 +323,7 @@ def test_an_experiments_runs_command_lists_only_that_experiments_runs(roots, tmp
     monkeypatch.syspath_prepend(str(tmp_path))
     folders = ["--results-dir", str(roots[0]), "--artifacts-dir", str(roots[1])]
     assert cli.main(["rl-harness", FAKE, "--run-id", "mine", *folders]) == 0
-    assert cli.main(["rl-harness", "other_recipe", "--run-id", "theirs", *folders]) == 0
+    assert cli.main(["rl-harness", "other_recipe", "--run-id", "theirs", "--allow-untracked-code", *folders]) == 0
     monkeypatch.setenv("FAKE_RECIPE_FAIL_AT", "1")
     assert cli.main(["rl-harness", FAKE, "--run-id", "broken", *folders]) == 1
     capsys.readouterr()

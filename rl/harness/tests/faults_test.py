@@ -2,6 +2,7 @@
 machine) end in one line naming the folder and the fix, exit 2 or the run's recorded status, nothing left behind."""
 
 import errno
+import hashlib
 import os
 import pathlib
 import pickle
@@ -204,3 +205,60 @@ def test_a_checkpoint_with_a_truncated_pickle_is_refused_in_one_line_before_any_
                                   " checkpoints/iter_N), or fetch the checkpoint again from B2 (docs/artifact_storage.md)"),
         error), error
     assert not (results / "child").exists() and not (artifacts / "child").exists()
+
+
+def _loose_recipe(folder: pathlib.Path, name: str, monkeypatch) -> str:
+    """A recipe module `name` in `folder` (the fake recipe's run), importable from there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.py").write_text("from rl.harness.tests.fake_recipe import HYPERPARAMETERS, run  # noqa: F401\n")
+    monkeypatch.syspath_prepend(str(folder))
+    return name
+
+
+@pytest.mark.parametrize("where, reason", [
+    ("outside git", r"fatal: not a git repository \(or any of the parent directories\): \.git"),
+    ("a repository with no commit", r"the git repository at \S+ has no commit yet"),
+])
+def test_a_recipe_without_a_commit_is_refused_in_one_line_naming_the_fix(tmp_path, capsys, monkeypatch, where, reason):
+    folder = tmp_path / "code"
+    name = _loose_recipe(folder, f"loose_{where.replace(' ', '_')}", monkeypatch)
+    if where != "outside git":
+        run_helpers.git(folder, "init", "-q")
+    capsys.readouterr()
+    assert cli.main(["rl-harness", name, "--results-dir", str(tmp_path / "results"), "--artifacts-dir",
+                     str(tmp_path / "artifacts"), "--run-id", "loose"]) == EXIT_USAGE
+    error = capsys.readouterr().err.strip()
+    assert re.fullmatch(rf"rl-harness: error: {name} is not in a git checkout with a commit \({reason}\), so the run"
+                        r" could not record which code produced it; commit it \(git init, git add, git commit\), or"
+                        r" pass --allow-untracked-code to record the sha256 of each \.py file beside it instead",
+                        error), error
+    assert not (tmp_path / "results" / "loose").exists()
+
+
+def test_allow_untracked_code_runs_it_recorded_as_such_with_its_files_hashed(tmp_path, monkeypatch):
+    folder = tmp_path / "code"
+    name = _loose_recipe(folder, "loose_allowed", monkeypatch)
+    (folder / "helper.py").write_text("HELPER = 1\n")
+    assert cli.main(["rl-harness", name, "--results-dir", str(folder / "results"), "--artifacts-dir",
+                     str(folder / "artifacts"), "--run-id", "loose", "--allow-untracked-code"]) == 0
+    manifest = read_manifest(folder / "results" / "loose")
+    assert manifest.options["allow_untracked_code"] is True and manifest.code["experiment_repo"]["commit"] is None
+    assert manifest.code["experiment_repo"]["untracked_sources"] == {
+        "folder": str(folder), "left_out": 0,
+        "files": {file: hashlib.sha256((folder / file).read_bytes()).hexdigest()
+                  for file in ("helper.py", f"{name}.py")}}  # the output roots beside it are left out
+
+
+def test_a_study_without_a_commit_is_refused_before_any_record(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "code"
+    folder.mkdir()
+    (folder / "loose_study.py").write_text("from rl.harness.tests.fake_study import STUDY  # noqa: F401\n")
+    monkeypatch.syspath_prepend(str(folder))
+    options = cli.parse(["rl-harness", "study", "loose_study", "--results-dir", str(tmp_path / "results"),
+                         "--artifacts-dir", str(tmp_path / "artifacts")])[1]
+    assert cli.dispatch("study", options) == EXIT_USAGE
+    assert capsys.readouterr().err.strip() == (
+        "rl-harness: error: loose_study is not in a git checkout with a commit (fatal: not a git repository (or any of"
+        " the parent directories): .git): a study compares its members by commit; commit the study and its recipes"
+        " first (git init, git add, git commit)")
+    assert not (tmp_path / "results" / "studies").exists()
