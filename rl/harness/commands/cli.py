@@ -39,7 +39,7 @@ from rl.harness import settings
 from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study
 from rl.harness.errors import EXIT_USAGE, HarnessError
 from rl.harness.remote import b2_mirror
-from rl.harness.run import finder, rolling
+from rl.harness.run import finder, layout, rolling
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 
@@ -193,7 +193,7 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
         parser.add_argument("--metric", action="append", dest="metrics",
                             help=f"a summarised metric to draw, repeatable (default: {', '.join(compare.DEFAULT_METRICS)})")
         parser.add_argument("--output", type=_user_path,
-                            help=f"the PNG to write (default: {compare.COMPARISONS_DIR}/<run ids>.png under the first"
+                            help=f"the PNG to write (default: {layout.COMPARISONS_DIR}/<run ids>.png under the first"
                                  " run's results root)")
     elif command == "runs":
         parser.add_argument("--experiment", metavar="MODULE",
