@@ -52,15 +52,32 @@ def is_experiment(run: Run, experiment: str) -> bool:
     return module == experiment or module.endswith("." + experiment)
 
 
+# `runs --sort`: the first is the default (oldest start first); each sorts on, then by start and id.
+SORT_KEYS = ("started", "status", "experiment", "duration", "id")
+
+
+def _sort_key(key: str):
+    def by(run: Run) -> tuple:
+        first = {"started": (), "status": (run.status,), "experiment": (run.manifest.experiment.module or "",),
+                 "duration": (_seconds(run.manifest),), "id": (run.run_id,)}[key]
+        return (*first, _started(run), run.run_id)
+    return by
+
+
 def select_runs(runs: Iterable[Run], damaged: Iterable[DamagedRun] = (), *, experiment: Optional[str] = None,
-                status: Optional[str] = None, last: Optional[int] = None) -> tuple[list[Run], list[DamagedRun]]:
-    """What `runs` lists: the runs of `experiment` with `status`, oldest start first, the `last` N started.
+                status: Optional[str] = None, last: Optional[int] = None, smoke: Optional[bool] = None,
+                sort: str = SORT_KEYS[0]) -> tuple[list[Run], list[DamagedRun]]:
+    """What `runs` lists: the runs of `experiment` with `status`, smoke or full ones only when `smoke` says which,
+    the `last` N started, in the order of `sort` (SORT_KEYS; oldest start first by default).
 
     A damaged run's experiment cannot be read, so it stays listed unless `status` names another status.
     """
     chosen = sorted((run for run in runs if (experiment is None or is_experiment(run, experiment))
-                     and (status is None or run.status == status)), key=lambda run: (_started(run), run.run_id))
-    return (chosen[-last:] if last else chosen), [run for run in damaged if status in (None, DAMAGED)]
+                     and (status is None or run.status == status)
+                     and (smoke is None or run.manifest.options.get("smoke") is smoke)),
+                    key=lambda run: (_started(run), run.run_id))
+    chosen = sorted(chosen[-last:] if last else chosen, key=_sort_key(sort))
+    return chosen, [run for run in damaged if status in (None, DAMAGED)]
 
 
 def _start_time(manifest: RunManifest) -> str:
@@ -70,12 +87,19 @@ def _start_time(manifest: RunManifest) -> str:
         "%Y-%m-%dT%H:%MZ")
 
 
-def _duration(manifest: RunManifest) -> str:
-    """Start to end; for a run without an end (running, crashed), start to its last heartbeat."""
+def _seconds(manifest: RunManifest) -> float:
+    """Start to end; for a run without an end (running, crashed), start to its last heartbeat; -1 when unknown."""
     end = manifest.ended_at or (manifest.heartbeat.at if manifest.heartbeat is not None else None)
     if not manifest.started_at or not end:
+        return -1.0
+    return max(0.0, parse_time(end) - parse_time(manifest.started_at))
+
+
+def _duration(manifest: RunManifest) -> str:
+    """`_seconds` as `1h02m`, `3m05s` or `12s`; `-` when unknown."""
+    if (elapsed := _seconds(manifest)) < 0:
         return "-"
-    seconds = max(0, round(parse_time(end) - parse_time(manifest.started_at)))
+    seconds = round(elapsed)
     hours, minutes = seconds // 3600, seconds // 60 % 60
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds % 60:02d}s" if minutes else f"{seconds}s"
 

@@ -201,6 +201,11 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
                                  " an experiment's binary lists its own by default")
         parser.add_argument("--status", choices=catalog.LISTED_STATUSES, help="only the runs of this status")
         parser.add_argument("--last", type=_positive, metavar="N", help="only the N most recently started")
+        budget = parser.add_mutually_exclusive_group()
+        budget.add_argument("--smoke", dest="smoke", action="store_true", default=None, help="only smoke runs")
+        budget.add_argument("--full", dest="smoke", action="store_false", help="only full runs (not --smoke)")
+        parser.add_argument("--sort", choices=catalog.SORT_KEYS, default=catalog.SORT_KEYS[0],
+                            help="order of the rows (default %(default)s: oldest start first)")
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()
@@ -208,7 +213,7 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
         budget.add_argument("--env-steps", type=_positive, help="compare only the rows up to N env steps")
         parser.add_argument("--trust-patch", action="store_true",
                             help="apply the run's recorded patch even though it changes code (it runs as you)")
-    _add_results_dir(parser, "where to look (default: the workspace, or the experiment's results/)")
+    _add_results_dir(parser, "where to look (default: the whole workspace)")
     return parser
 
 
@@ -225,19 +230,21 @@ def parse(argv: list[str], experiment: Optional[str] = None) -> tuple[str, argpa
 # -- runs / show / diff ---------------------------------------------------------------------
 
 
-def _catalog_roots(options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
+def _catalog_roots(options: argparse.Namespace) -> list[str]:
+    """Where `runs`, `show`, `diff`, `compare` and `reproduce` look: --results-dir, else the whole workspace, for a
+    recipe's binary as for the generic one (a run in a custom results folder is found by both; a recipe's `runs`
+    lists only its own)."""
     if options.results_dir is not None:
         return [str(recipes.check_folder(options.results_dir, "--results-dir"))]
-    if experiment is not None:
-        return [str(recipes.recipe_folder(experiment) / "results")]
     return [settings.workspace_directory() or os.getcwd()]
 
 
 def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
-    roots = _catalog_roots(options, experiment)
+    roots = _catalog_roots(options)
     if command == "runs":
         return catalog.format_runs(*catalog.select_runs(*finder.scan_runs(roots), experiment=options.experiment
-                                                        or experiment, status=options.status, last=options.last))
+                                                        or experiment, status=options.status, last=options.last,
+                                                        smoke=options.smoke, sort=options.sort))
     if command == "show":
         run = finder.find_run(options.run_id, roots)
         if options.json:
@@ -264,7 +271,7 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
         if command == "study":
             return study.run_study(options)
         if command == "reproduce":
-            original = finder.find_run(options.run_id, _catalog_roots(options, experiment))
+            original = finder.find_run(options.run_id, _catalog_roots(options))
             return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps),
                                        trust_patch=options.trust_patch)
         if command != "run":
