@@ -49,7 +49,7 @@ LEARNING_CURVES_FILE = "learning_curves.png"
 PROBE_STREAM = "probe"  # the run's seed stream its probes draw from, in-run and in the probe command
 PROBE_USES = ("contexts", "rollouts", "rollout_probes")
 SCHEMA_VERSION = 1
-PROBE_COMMAND = "bazel run //rl/analysis:probe -- {run_id}"
+PROBE_COMMAND = "./bazelw run //rl/analysis:probe -- {run_id}"  # printed: runs as printed from the repository root
 
 
 class ProbingStopped(KeyboardInterrupt):
