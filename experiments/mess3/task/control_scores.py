@@ -25,6 +25,7 @@ on a trained agent the value's standard error falls from 0.045 to 0.027 at 4096 
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Optional
 
 import numpy as np
@@ -100,12 +101,13 @@ def training_curve(rows: list[dict], scale: ScoreScale) -> dict:
 
 
 def evaluate(module, *, num_episodes: int, seed: np.random.SeedSequence, stochastic: bool,
-             env_config: dict | None = None) -> dict:
+             env_config: dict | None = None, show_progress: bool = False) -> dict:
     """Fresh episodes of `module` in the env of `env_config` (the run's; None: the agents' observation):
-    value and episode return with 95 % intervals, raw and normalised."""
+    value and episode return with 95 % intervals, raw and normalised; `show_progress`: the rollouts' bar
+    (count and ETA) on stderr."""
     played = collect_rollouts(module, task.ControlledEnv(env_config), num_episodes=num_episodes, max_steps=HORIZON, seed=seed,
                               batch_size=256, policy="final", stochastic=stochastic, record_activations=False,
-                              show_progress=False)
+                              show_progress=show_progress)
     valid = played.valid()
     mean_rewards = expected_step_rewards(played.diagnostics["belief"], played.actions)
     measured = {"value": discounted_returns(mean_rewards, valid, gamma=GAMMA),
@@ -165,9 +167,9 @@ def score_run(context, rows: list[dict], env_config: dict) -> dict:
         "references": references_record(),
         "checkpoint": found.checkpoints[-1].name,
         "training": training_curve(rows, return_scale),
-        "evaluation": {mode: evaluate(module, num_episodes=episodes, seed=seed, stochastic=mode == "sampled",
-                                      env_config=env_config)
-                       for mode in ("sampled", "greedy")},
+        "evaluation": {mode: _scored(found.checkpoints[-1].name, mode, episodes, lambda: evaluate(
+                           module, num_episodes=episodes, seed=seed, stochastic=mode == "sampled", env_config=env_config,
+                           show_progress=True)) for mode in ("sampled", "greedy")},
     }
     context.write_output(SCORES_FILE, scores)
     if "unavailable" in scores["training"]:  # the evaluation above needs no episode of training's
@@ -177,6 +179,12 @@ def score_run(context, rows: list[dict], env_config: dict) -> dict:
                                     scales={metric_keys.RETURN: return_scale})
     context.write_output(FIGURE_FILE, figure_png(figure))
     return headline(scores)
+
+
+def _scored(checkpoint: str, mode: str, episodes: int, evaluation) -> dict:
+    """`evaluation()`, after the line that names the scoring stage (its rollouts' bar gives the count and ETA)."""
+    print(f"scoring {checkpoint} ({mode} actions): {episodes} episodes", file=sys.stderr, flush=True)
+    return evaluation()
 
 
 def headline(scores: dict) -> dict:

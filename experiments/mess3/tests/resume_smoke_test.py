@@ -55,5 +55,8 @@ def test_a_smoke_run_interrupted_while_probing_resumes_to_its_probes_without_tra
     assert [entry.iteration for entry in manifest.checkpoints] == [entry.iteration for entry in stopped.checkpoints]
     assert [entry.iteration for entry in manifest.checkpoints] == [0, 1, 2, 3]
     assert (child.results_dir / belief_geometry.COMPARISON_FILE).is_file()
+    for stage in ("scoring iter_000003 (sampled actions): ", "scoring iter_000003 (greedy actions): ",
+                  "probing 4 checkpoint(s) of child [", "4/4"):  # each long stage says where it is
+        assert stage in done.stderr, stage
     outcome = records.read_json(str(child.results_dir / records.SUMMARY_FILE), "summary")["outcome"]
     assert outcome["probe_r2"] and outcome["scores"]["final_training_return"] is not None  # the parent's rows
