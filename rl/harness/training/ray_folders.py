@@ -6,8 +6,8 @@
 An Algorithm built outside Tune is a Trainable without storage, and Ray (2.56,
 `ray.tune.trainable.trainable.Trainable._setup_logdir`) gives it a log folder made by
 `tempfile.mkdtemp(dir=DEFAULT_STORAGE_PATH)`, a module constant read once at import:
-`~/ray_results`. Every run left an empty folder there, and with a read-only home the build failed
-after Ray had started. `logs_under` points that constant at the run's artifacts while an
+`~/ray_results`, where each run would leave an empty folder, and which a read-only home refuses
+after Ray has started. `logs_under` points that constant at the run's artifacts while an
 algorithm is built (Ray's private name, hence this one place; tests/ray_folders_test.py fails
 once Ray changes it). Tune runs keep theirs in their storage (`artifacts/<run-id>/tune`).
 """
