@@ -22,9 +22,9 @@ from typing import Callable, Optional
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.commands import recipes, resume
+from rl.harness.commands import catalog, recipes, resume
 from rl.harness.remote import b2_mirror
-from rl.harness.run import begin, manifest, provenance, records, redaction, seeding, session
+from rl.harness.run import begin, finder, manifest, provenance, records, redaction, seeding, session
 from rl.harness.run.manifest import ResumeSource, read_manifest
 from rl.harness.run.hyperparameters import Hyperparameters
 from rl.harness.run.machine import HardwareProfile, MachineFacts
@@ -128,8 +128,8 @@ def report_crashed_runs(results_root: pathlib.Path) -> None:
             continue
         reason = document.crash_reason()
         if reason:
-            logging.warning("run %s crashed (%s); its records up to the crash are intact; resume it with"
-                            " --resume-from %s", document.run_id, reason, document.run_id)
+            logging.warning("run %s crashed (%s); its records up to the crash are intact; resume it with `%s`",
+                            document.run_id, reason, catalog.resume_command(finder.Run(run_dir, document)))
 
 
 def guard_secrets() -> None:
