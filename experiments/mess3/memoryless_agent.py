@@ -15,7 +15,7 @@ from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 from rl.learners.models import MLPModel
 
-HYPERPARAMETERS = Hyperparameters(task.PPO_HYPERPARAMETERS)  # what --set may change
+HYPERPARAMETERS = Hyperparameters(task.PPO_HYPERPARAMETERS, ranges=task.HYPERPARAMETER_RANGES)  # what --set may change
 
 
 def run(context):

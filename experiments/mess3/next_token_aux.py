@@ -23,7 +23,8 @@ from rl.learners import NextTokenAuxPPOLearner
 from rl.learners.models import NextTokenAuxHead, NextTokenAuxTransformerModel
 
 HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
-                                  check=task.check_transformer_hyperparameters)  # what --set may change
+                                  check=task.check_transformer_hyperparameters,
+                                  ranges=task.HYPERPARAMETER_RANGES)  # what --set may change
 
 NAMESPACE = NextTokenAuxHead.model_config_section
 MODEL_CONFIG = {**task.MODEL_CONFIG, NAMESPACE: {"num_tokens": 3}}  # Mess3's alphabet

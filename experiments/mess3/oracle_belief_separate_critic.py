@@ -23,7 +23,8 @@ from rl.harness import Hyperparameters
 from rl.learners.models import MLPModel
 
 SHARE_LAYERS = "model/vf_share_layers"
-HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, SHARE_LAYERS: False})  # what --set may change
+HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, SHARE_LAYERS: False},
+                                  ranges=task.HYPERPARAMETER_RANGES)  # what --set may change
 
 
 def run(context):

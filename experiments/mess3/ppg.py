@@ -22,7 +22,7 @@ beta_clone 3 (the paper's 1) and value coefficient 0.1 (the paper's 1).
 
 from experiments.mess3.task import controlled_mess3 as task
 from experiments.mess3.task import stages
-from rl.harness import Hyperparameters
+from rl.harness import Hyperparameters, Range
 from rl.learners import PPGConfig
 from rl.learners.ppg import PPGTransformerModel
 
@@ -30,7 +30,8 @@ from rl.learners.ppg import PPGTransformerModel
 # (study 20261205T133213Z-5849fa in checks/results/studies/; the paper's 1 and 1 gave 0.44 [-0.12, 1.00]).
 PPG_HYPERPARAMETERS = {"ppg/beta_clone": 3.0, "ppg/value_coefficient": 0.1}
 HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS,
-                                   **PPG_HYPERPARAMETERS}, check=task.check_transformer_hyperparameters)
+                                   **PPG_HYPERPARAMETERS}, check=task.check_transformer_hyperparameters,
+                                  ranges={**task.HYPERPARAMETER_RANGES, **{key: Range(0) for key in PPG_HYPERPARAMETERS}})
 
 # Smoke: three updates, the auxiliary phase runs after the second. Full: reward_only's 512
 # updates, an auxiliary phase every 16 (the paper's N_pi is 32 on far longer runs).

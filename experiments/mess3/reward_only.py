@@ -16,7 +16,8 @@ from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 
 HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
-                                  check=task.check_transformer_hyperparameters)
+                                  check=task.check_transformer_hyperparameters,
+                                  ranges=task.HYPERPARAMETER_RANGES)
 
 
 def ppo_config(context):

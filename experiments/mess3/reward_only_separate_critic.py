@@ -18,7 +18,8 @@ from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 
 HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
-                                  check=task.check_transformer_hyperparameters)  # what --set may change
+                                  check=task.check_transformer_hyperparameters,
+                                  ranges=task.HYPERPARAMETER_RANGES)  # what --set may change
 
 MODEL_CONFIG = {**task.MODEL_CONFIG, "vf_share_layers": False}
 

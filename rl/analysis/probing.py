@@ -38,6 +38,7 @@ from rl.analysis.checkpoints import RunArtifacts, RunCheckpoint, load_rl_module
 from rl.analysis.modules import AnalysisView
 from rl.analysis.plots import belief_simplex_figure, figure_png, learning_curves_figure, probe_r2_figure
 from rl.analysis.probes import ProbeDataset, ProbeReport, probe_layers
+from rl.analysis.progress import ProgressBar
 from rl.analysis.rollouts import collect_rollouts, context_dataset
 from rl.analysis.seeds import child_stream
 from rl.harness import RunManifest
@@ -49,7 +50,7 @@ LEARNING_CURVES_FILE = "learning_curves.png"
 PROBE_STREAM = "probe"  # the run's seed stream its probes draw from, in-run and in the probe command
 PROBE_USES = ("contexts", "rollouts", "rollout_probes")
 SCHEMA_VERSION = 1
-PROBE_COMMAND = "bazel run //rl/analysis:probe -- {run_id}"
+PROBE_COMMAND = "./bazelw run //rl/analysis:probe -- {run_id}"  # printed: runs as printed from the repository root
 
 
 class ProbingStopped(KeyboardInterrupt):
@@ -89,9 +90,16 @@ def probe_checkpoints(
     found: RunArtifacts, plan: ProbePlan, *, seed: np.random.SeedSequence, module_id: str, show_progress: bool = True
 ) -> list[CheckpointProbes]:
     """Probes each checkpoint of `found`. Every checkpoint meets the same contexts, episode seeds,
-    splits and resamples (one child of `seed` per use), so differences between checkpoints are paired."""
+    splits and resamples (one child of `seed` per use), so differences between checkpoints are paired.
+
+    With `show_progress`, each collection shows its own bar and, after each checkpoint, one line gives
+    the stage's count and ETA (`probing 3 checkpoint(s) of <run> [###...] 33% 1/3 40.0 s elapsed, 80.0 s left`).
+    """
     streams = _uses(seed)
     results = []
+    # Counts the stage; its line is printed after each checkpoint, between the collections' own bars.
+    stage = ProgressBar(total=max(1, len(found.checkpoints)), enabled=False,
+                        label=f"probing {len(found.checkpoints)} checkpoint(s) of {found.run.run_id}")
 
     def stop_if_asked() -> None:
         """Raises ProbingStopped once the running run got SIGINT/SIGTERM (checked between checkpoints, stages, layers)."""
@@ -136,6 +144,9 @@ def probe_checkpoints(
             print(f"{checkpoint.name} {kind}: best {best.layer} R^2 {best.test.r2:.4f} [{low:.4f}, {high:.4f}]"
                   f" (baseline {best.baseline.r2:.4f}, shuffled {best.shuffle_control.r2:.4f},"
                   f" null p {best.permutation_null['p_value']:.3g})")
+        stage.advance()
+        if show_progress:
+            print(stage.line(), file=sys.stderr, flush=True)
     return results
 
 
@@ -212,6 +223,6 @@ def learning_curves(rows: list[dict], *, title: str) -> Optional[Figure]:
 
 
 def metrics_rows(found: RunArtifacts) -> list[dict]:
-    """A finished run's metrics rows (artifacts/<run-id>/metrics.jsonl), [] when it logged none."""
-    path = found.artifacts_dir / records.METRICS_FILE
-    return records.read_json_lines(str(path)) if path.is_file() else []
+    """A finished run's metrics rows, a resumed run's after those it continues (`records.read_run_rows`); [] when
+    it logged none."""
+    return records.read_run_rows(found.artifacts_dir)

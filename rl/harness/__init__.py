@@ -39,6 +39,7 @@ _EXPORTS = {
     "read_manifest": "rl.harness.run.manifest",
     "RecordError": "rl.harness.run.records",
     "Hyperparameters": "rl.harness.run.hyperparameters",
+    "Range": "rl.harness.run.hyperparameters",
     # run/: finding recorded runs
     "DamagedRun": "rl.harness.run.finder",
     "Run": "rl.harness.run.finder",

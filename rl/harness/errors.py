@@ -29,3 +29,9 @@ class UsageError(HarnessError):
     """Bad input (a flag, a record, a setting): printed as one line that names the fix, exit status EXIT_USAGE."""
 
     exit_status = EXIT_USAGE
+
+
+class NothingToDo(HarnessError):
+    """The request is already done (`--resume-from` a completed run): one line saying so, exit status 0."""
+
+    exit_status = 0

@@ -25,6 +25,8 @@ on a trained agent the value's standard error falls from 0.045 to 0.027 at 4096 
 from __future__ import annotations
 
 import functools
+import sys
+from typing import Optional
 
 import numpy as np
 
@@ -80,25 +82,32 @@ def references_record() -> dict:
 
 
 def training_curve(rows: list[dict], scale: ScoreScale) -> dict:
-    """The return per iteration, raw and normalised, and its mean over the last FINAL_ROWS iterations."""
+    """The return per iteration, raw and normalised, and its mean over the last FINAL_ROWS iterations.
+
+    Rows in which no episode ended (a run capped by --stop-at-iteration 1 before the first end) have no
+    return: with none at all, the curve is empty, the final return None and `unavailable` says why.
+    """
     points = [(row[metric_keys.ENV_STEPS], row[metric_keys.RETURN]) for row in rows
               if isinstance(row.get(metric_keys.RETURN), (int, float))]
+    curve = {"env_steps": [steps for steps, _ in points], "return": [value for _, value in points],
+             "normalised_return": [scale.normalise(value) for _, value in points]}
     if not points:
-        raise ValueError(f"training_curve needs rows with {metric_keys.RETURN}; none has one (no episode ended)")
+        return {**curve, "final_return": None, "final_normalised_return": None,
+                "unavailable": f"no training return: no episode ended in the {len(rows)} training row(s)"
+                               f" ({metric_keys.RETURN} in none)"}
     # one row (a smoke run's episodes end once): a point, not an interval
     final = mean_interval_or_point([value for _, value in points[-FINAL_ROWS:]])
-    return {"env_steps": [steps for steps, _ in points], "return": [value for _, value in points],
-            "normalised_return": [scale.normalise(value) for _, value in points],
-            "final_return": final, "final_normalised_return": normalised_interval(final, scale)}
+    return {**curve, "final_return": final, "final_normalised_return": normalised_interval(final, scale)}
 
 
 def evaluate(module, *, num_episodes: int, seed: np.random.SeedSequence, stochastic: bool,
-             env_config: dict | None = None) -> dict:
+             env_config: dict | None = None, show_progress: bool = False) -> dict:
     """Fresh episodes of `module` in the env of `env_config` (the run's; None: the agents' observation):
-    value and episode return with 95 % intervals, raw and normalised."""
+    value and episode return with 95 % intervals, raw and normalised; `show_progress`: the rollouts' bar
+    (count and ETA) on stderr."""
     played = collect_rollouts(module, task.ControlledEnv(env_config), num_episodes=num_episodes, max_steps=HORIZON, seed=seed,
                               batch_size=256, policy="final", stochastic=stochastic, record_activations=False,
-                              show_progress=False)
+                              show_progress=show_progress)
     valid = played.valid()
     mean_rewards = expected_step_rewards(played.diagnostics["belief"], played.actions)
     measured = {"value": discounted_returns(mean_rewards, valid, gamma=GAMMA),
@@ -158,15 +167,24 @@ def score_run(context, rows: list[dict], env_config: dict) -> dict:
         "references": references_record(),
         "checkpoint": found.checkpoints[-1].name,
         "training": training_curve(rows, return_scale),
-        "evaluation": {mode: evaluate(module, num_episodes=episodes, seed=seed, stochastic=mode == "sampled",
-                                      env_config=env_config)
-                       for mode in ("sampled", "greedy")},
+        "evaluation": {mode: _scored(found.checkpoints[-1].name, mode, episodes, lambda: evaluate(
+                           module, num_episodes=episodes, seed=seed, stochastic=mode == "sampled", env_config=env_config,
+                           show_progress=True)) for mode in ("sampled", "greedy")},
     }
     context.write_output(SCORES_FILE, scores)
+    if "unavailable" in scores["training"]:  # the evaluation above needs no episode of training's
+        print(f"{scores['training']['unavailable']}: no final training return and no {FIGURE_FILE}", flush=True)
+        return headline(scores)
     figure = learning_curves_figure(rows, x=metric_keys.ENV_STEPS, ys=[metric_keys.RETURN], title=context.run_id,
                                     scales={metric_keys.RETURN: return_scale})
     context.write_output(FIGURE_FILE, figure_png(figure))
     return headline(scores)
+
+
+def _scored(checkpoint: str, mode: str, episodes: int, evaluation) -> dict:
+    """`evaluation()`, after the line that names the scoring stage (its rollouts' bar gives the count and ETA)."""
+    print(f"scoring {checkpoint} ({mode} actions): {episodes} episodes", file=sys.stderr, flush=True)
+    return evaluation()
 
 
 def headline(scores: dict) -> dict:
@@ -182,5 +200,6 @@ def headline(scores: dict) -> dict:
     }
 
 
-def _rounded(interval: dict) -> dict:
-    return {key: round(interval[key], 4) for key in ("mean", "low", "high")}
+def _rounded(interval: Optional[dict]) -> Optional[dict]:
+    """The interval's mean and bounds to 4 places; None (a score that could not be computed) stays None."""
+    return None if interval is None else {key: round(interval[key], 4) for key in ("mean", "low", "high")}

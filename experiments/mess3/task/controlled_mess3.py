@@ -28,6 +28,7 @@ from ray.tune.registry import register_env
 from rl.analysis.adapters import ContextProbing, ProbePlan, RolloutProbing
 from rl.analysis.baselines import random_network
 from rl.analysis.probes import ProbeOptions
+from rl.harness import Range
 from rl.envs.hmm import belief_after
 from rl.envs.mess3 import CONTROL_DEFAULTS, mess3_env, mess3_process
 from rl.learners import ActorCriticPPOTorchLearner
@@ -79,6 +80,10 @@ PPO_HYPERPARAMETERS = {"ppo/lr": 1e-3, "ppo/gamma": 0.9, "ppo/lambda": 0.9, "ppo
                        "ppo/num_epochs": 4}
 TRANSFORMER_HYPERPARAMETERS = {f"model/{key}": MODEL_CONFIG[key]
                                for key in ("d_model", "n_heads", "n_layers", "feedforward_dim")}
+# The values each may take (Hyperparameters(ranges=...)): --set outside them is refused before the run.
+HYPERPARAMETER_RANGES = {"ppo/lr": Range.positive(), "ppo/gamma": Range(0, 1), "ppo/lambda": Range(0, 1),
+                         "ppo/entropy_coeff": Range(0), "ppo/num_epochs": Range(1),
+                         **{key: Range(1) for key in TRANSFORMER_HYPERPARAMETERS}}
 # The seed project's Transformer, as --set values: what `bench_throughput --seed-size` times.
 SEED_PROJECT_SIZE = {"model/d_model": 96, "model/n_heads": 4, "model/n_layers": 3, "model/feedforward_dim": 384}
 

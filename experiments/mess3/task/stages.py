@@ -21,6 +21,7 @@ from typing import Callable, Optional
 from experiments.mess3.task import belief_geometry, control_scores
 from experiments.mess3.task import controlled_mess3 as task
 from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS
+from rl.analysis.probing import PROBE_COMMAND
 from rl.harness import LogSpaced, Score, StopRule, run_direct
 
 
@@ -97,7 +98,7 @@ def run(context, config, *, budget: Budget, random_network: Optional[Callable[[i
 
 
 def _probe_later(context) -> str:
-    return f"probe the checkpoints later with `bazel run //rl/analysis:probe -- {context.run_id}`"
+    return f"probe the checkpoints later with `{PROBE_COMMAND.format(run_id=context.run_id)}`"
 
 
 def _analyse(context, config, trained: dict, *, budget: Budget, random_network: Optional[Callable[[int], object]]) -> dict:

@@ -53,7 +53,7 @@ def test_the_transformers_rules_name_the_set_to_type(recipe):
         recipe.HYPERPARAMETERS.parse(["model/n_heads=5"])
     assert str(raised.value) == ("--set model/n_heads=5: the Transformer's d_model (32) must be divisible by n_heads (5);"
                                  " type e.g. --set model/d_model=30 or --set model/n_heads=4")
-    with pytest.raises(UsageError, match="--set model/n_heads=0: n_heads must be a positive int, got 0"):
+    with pytest.raises(UsageError, match=r"^--set model/n_heads=0: out of range; model/n_heads must be >= 1 \(default 2\)$"):
         recipe.HYPERPARAMETERS.parse(["model/n_heads=0"])
     assert recipe.HYPERPARAMETERS.parse(["model/d_model=40", "model/n_heads=5"]) == {"model/d_model": 40,
                                                                                       "model/n_heads": 5}

@@ -26,7 +26,7 @@ def test_a_stop_during_training_skips_scoring_and_probing_and_names_the_probe_co
     outcome = stages.run(_context(stop_requested=True, stop_signal="SIGINT"), config=_CONFIG, budget=stages.MAIN_JOB,
                          random_network=None)
     assert outcome == {"env_steps": stages.MAIN_JOB.smoke_env_steps} and analysed == []
-    assert "bazel run //rl/analysis:probe -- r1" in capsys.readouterr().out
+    assert "`./bazelw run //rl/analysis:probe -- r1`" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("capped", [False, True])
@@ -48,4 +48,4 @@ def test_a_full_results_disk_after_training_names_the_probe_command(monkeypatch,
         with pytest.raises(OSError, match="No space left on device"):
             stages.run(_context(stop_requested=False), config=_CONFIG, budget=stages.MAIN_JOB, random_network=None)
     assert capsys.readouterr().out == ("writing the scores or probes failed (No space left on device); probe the"
-                                       " checkpoints later with `bazel run //rl/analysis:probe -- r1`\n")
+                                       " checkpoints later with `./bazelw run //rl/analysis:probe -- r1`\n")

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rl.harness import Hyperparameters
+from rl.harness import Hyperparameters, Range
 
 ALGORITHMS = ("PPO", "PPG")
 NUM_ENVS_PER_RUN = 8
@@ -181,7 +181,8 @@ _PPG_TUNED = {"CartPole-v1": CARTPOLE_PPG, "Mess3Control": MESS3_PPG}
 def ppg_hyperparameters(task: str) -> Hyperparameters:
     """`ppg/beta_clone` and `ppg/value_coefficient`, defaulting to `task`'s tuned settings."""
     tuned = _PPG_TUNED[task]
-    return Hyperparameters({"ppg/beta_clone": tuned["beta_clone"], "ppg/value_coefficient": tuned["aux_value_loss_coeff"]})
+    return Hyperparameters({"ppg/beta_clone": tuned["beta_clone"], "ppg/value_coefficient": tuned["aux_value_loss_coeff"]},
+                           ranges={"ppg/beta_clone": Range(0), "ppg/value_coefficient": Range(0)})
 
 
 def ppg_overrides(hyperparameters: dict[str, Any]) -> dict[str, float]:

@@ -92,7 +92,7 @@ def test_bad_runs_exit_2_with_the_fix(tmp_path, capsys, experiment, message, mon
     assert probe_command.main([run_id, "--results-dir", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
     assert probe_command.main(["20990101T000000Z-000000", "--results-dir", str(tmp_path)]) == 2
-    assert "rl-harness runs" in capsys.readouterr().err
+    assert "`python -m rl.harness.commands.cli runs`" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("signal_name, status", [("SIGINT", 130), ("SIGTERM", 143)])
@@ -117,3 +117,12 @@ def test_a_signal_while_probing_stops_it_in_one_line_and_writes_nothing(tmp_path
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and f"probe: {signal_name}: stopped before writing anything" in error[0]
     assert sorted(path.name for path in results.iterdir()) == before
+
+
+def test_with_progress_each_checkpoint_ends_in_a_line_with_the_stages_count_and_eta(tmp_path, capsys):
+    run_id = fake_run(tmp_path / "exp", _modules(2), experiment="rl.analysis.tests.probe_recipe")
+    assert probe_command.main([run_id, "--results-dir", str(tmp_path), "--checkpoints", "all"]) == 0
+    stage = [line for line in capsys.readouterr().err.splitlines() if line.startswith("probing ")]
+    assert [line.split("] ")[1].split()[:2] for line in stage] == [["50%", "1/2"], ["100%", "2/2"]], stage
+    assert all(line.startswith(f"probing 2 checkpoint(s) of {run_id} [") and line.endswith(" s left")
+               for line in stage), stage

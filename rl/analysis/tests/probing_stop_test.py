@@ -42,4 +42,4 @@ def test_a_signal_while_probing_skips_the_rest_and_ends_the_run_interrupted(tmp_
     manifest = read_manifest(tmp_path / "results" / RUN_ID)
     assert (manifest.status, manifest.interrupted_by) == ("interrupted", signal.Signals(signal_number).name)
     assert manifest.error.type == "ProbingStopped"
-    assert f"probe them later with `bazel run //rl/analysis:probe -- {RUN_ID}`" in capsys.readouterr().out
+    assert f"probe them later with `./bazelw run //rl/analysis:probe -- {RUN_ID}`" in capsys.readouterr().out

@@ -15,10 +15,9 @@ import datetime
 import io
 import json
 import math
-import shlex
 from typing import Any, Iterable, Optional
 
-from rl.harness.run import metric_keys, platform
+from rl.harness.run import buildinfo, metric_keys, platform
 from rl.harness.run.finder import DamagedRun, Run
 from rl.harness.run.manifest import RunManifest
 from rl.harness.run.status import COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, parse_time
@@ -56,15 +55,32 @@ def is_experiment(run: Run, experiment: str) -> bool:
     return module == experiment or module.endswith("." + experiment)
 
 
+# `runs --sort`: the first is the default (oldest start first); each sorts on, then by start and id.
+SORT_KEYS = ("started", "status", "experiment", "duration", "id")
+
+
+def _sort_key(key: str):
+    def by(run: Run) -> tuple:
+        first = {"started": (), "status": (run.status,), "experiment": (run.manifest.experiment.module or "",),
+                 "duration": (_seconds(run.manifest),), "id": (run.run_id,)}[key]
+        return (*first, _started(run), run.run_id)
+    return by
+
+
 def select_runs(runs: Iterable[Run], damaged: Iterable[DamagedRun] = (), *, experiment: Optional[str] = None,
-                status: Optional[str] = None, last: Optional[int] = None) -> tuple[list[Run], list[DamagedRun]]:
-    """What `runs` lists: the runs of `experiment` with `status`, oldest start first, the `last` N started.
+                status: Optional[str] = None, last: Optional[int] = None, smoke: Optional[bool] = None,
+                sort: str = SORT_KEYS[0]) -> tuple[list[Run], list[DamagedRun]]:
+    """What `runs` lists: the runs of `experiment` with `status`, smoke or full ones only when `smoke` says which,
+    the `last` N started, in the order of `sort` (SORT_KEYS; oldest start first by default).
 
     A damaged run's experiment cannot be read, so it stays listed unless `status` names another status.
     """
     chosen = sorted((run for run in runs if (experiment is None or is_experiment(run, experiment))
-                     and (status is None or run.status == status)), key=lambda run: (_started(run), run.run_id))
-    return (chosen[-last:] if last else chosen), [run for run in damaged if status in (None, DAMAGED)]
+                     and (status is None or run.status == status)
+                     and (smoke is None or run.manifest.options.get("smoke") is smoke)),
+                    key=lambda run: (_started(run), run.run_id))
+    chosen = sorted(chosen[-last:] if last else chosen, key=_sort_key(sort))
+    return chosen, [run for run in damaged if status in (None, DAMAGED)]
 
 
 def _start_time(manifest: RunManifest) -> str:
@@ -72,6 +88,12 @@ def _start_time(manifest: RunManifest) -> str:
         return "-"
     return datetime.datetime.fromisoformat(manifest.started_at).astimezone(datetime.timezone.utc).strftime(
         "%Y-%m-%dT%H:%MZ")
+
+
+def _seconds(manifest: RunManifest) -> float:
+    """`manifest.duration_seconds`, -1 when unknown (a sort key)."""
+    found = manifest.duration_seconds
+    return -1.0 if found is None else found
 
 
 def _duration(manifest: RunManifest) -> str:
@@ -281,20 +303,15 @@ def resume_command(run: Run) -> str:
     """The command that resumes `run` from its newest checkpoint, with the seed and folders it ran with."""
     manifest = run.manifest
     build = manifest.build or {}
-    module = manifest.experiment.module or "<recipe>"
-    if build.get("target"):
-        command = ["./bazelw", "run", build["target"], "--"]
-    elif build.get("built_with_bazel"):
-        command = ["./bazelw", "run", "//rl/harness:rl-harness", "--", module]
-    else:
-        command = ["python", "-m", "rl.harness.commands.cli", module]
+    command = buildinfo.command_words(bool(build.get("built_with_bazel") or build.get("target")), build.get("target"),
+                                      manifest.experiment.module or "<recipe>")
     command += ["--resume-from", run.run_id, "--seed", str(manifest.seed)]
     if manifest.smoke:
         command.append("--smoke")
     for option in ("results_dir", "artifacts_dir"):
         if manifest.options.get(option):
-            command += [f"--{option.replace('_', '-')}", shlex.quote(str(manifest.options[option]))]
-    return " ".join(command)
+            command += [f"--{option.replace('_', '-')}", str(manifest.options[option])]
+    return buildinfo.join(command)
 
 
 def format_show(run: Run, *, full: bool = False) -> list[str]:

@@ -40,7 +40,7 @@ from rl.harness import settings
 from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study
 from rl.harness.errors import EXIT_USAGE, HarnessError
 from rl.harness.remote import b2_mirror
-from rl.harness.run import finder, rolling
+from rl.harness.run import finder, layout, rolling
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 
@@ -76,7 +76,7 @@ class _HelpWithSetKeys(argparse.Action):
 
 
 def _set_keys_help(recipe: Optional[str]) -> list[str]:
-    """The `--set` keys `recipe` declares, each with its type and default, as --help lists them."""
+    """The `--set` keys `recipe` declares, each with its type, default and range, as --help lists them."""
     if recipe is None:
         return ["--set keys: each recipe's own; `rl-harness <recipe> --help` lists them"]
     try:
@@ -86,8 +86,9 @@ def _set_keys_help(recipe: Optional[str]) -> list[str]:
     if declared is None or not declared.defaults:
         return [f"--set keys of {recipe}: none (it declares no HYPERPARAMETERS)"]
     width = max(map(len, declared.defaults))
-    return [f"--set keys of {recipe} (KEY=VALUE; type, default):"] + [
+    return [f"--set keys of {recipe} (KEY=VALUE; type, default, range):"] + [
         f"  {name:<{width}}  {type(default).__name__}, default {json.dumps(default)}"
+        + (f", {declared.ranges[name].describe()}" if name in declared.ranges else "")
         for name, default in sorted(declared.defaults.items())]
 
 
@@ -157,6 +158,9 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
                         help="mirror to B2 (default: when credentials exist and not --smoke); see"
                              " docs/artifact_storage.md")
     parser.add_argument("--ray-address", help="attach to this Ray cluster (e.g. auto or ray://head:10001)")
+    parser.add_argument("--allow-untracked-code", action="store_true",
+                        help="run a recipe outside a git checkout with a commit: recorded as such, with the sha256 of"
+                             " each .py file beside it instead of a commit")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a hyperparameter the recipe declares (repeatable), e.g. --set ppo/lr=5e-4;"
                              " the keys are listed below")
@@ -191,7 +195,7 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
         parser.add_argument("--metric", action="append", dest="metrics",
                             help=f"a summarised metric to draw, repeatable (default: {', '.join(compare.DEFAULT_METRICS)})")
         parser.add_argument("--output", type=_user_path,
-                            help=f"the PNG to write (default: {compare.COMPARISONS_DIR}/<run ids>.png under the first"
+                            help=f"the PNG to write (default: {layout.COMPARISONS_DIR}/<run ids>.png under the first"
                                  " run's results root)")
     elif command == "runs":
         parser.add_argument("--experiment", metavar="MODULE",
@@ -203,6 +207,11 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
         form.add_argument("--json", action="store_true", help="every run as a JSON record (catalog.run_rows)")
         form.add_argument("--csv", action="store_true", help="every run as a CSV row, overrides, final metrics and"
                                                              " outcome spread into columns")
+        budget = parser.add_mutually_exclusive_group()
+        budget.add_argument("--smoke", dest="smoke", action="store_true", default=None, help="only smoke runs")
+        budget.add_argument("--full", dest="smoke", action="store_false", help="only full runs (not --smoke)")
+        parser.add_argument("--sort", choices=catalog.SORT_KEYS, default=catalog.SORT_KEYS[0],
+                            help="order of the rows (default %(default)s: oldest start first)")
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()
@@ -211,7 +220,7 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
         parser.add_argument("--trust-patch", action="store_true",
                             help="apply the run's recorded patch even though it changes code (it runs as you)")
         parser.add_argument("--artifacts-dir", type=_user_path, help="the run's artifacts root (default: beside its results)")
-    _add_results_dir(parser, "where to look (default: the workspace, or the experiment's results/)")
+    _add_results_dir(parser, "where to look (default: the whole workspace)")
     return parser
 
 
@@ -232,19 +241,20 @@ def parse(argv: list[str], experiment: Optional[str] = None) -> tuple[str, argpa
 # -- runs / show / diff ---------------------------------------------------------------------
 
 
-def _catalog_roots(options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
+def _catalog_roots(options: argparse.Namespace) -> list[str]:
+    """Where `runs`, `show`, `diff`, `compare` and `reproduce` look: --results-dir, else the whole workspace, for a
+    recipe's binary as for the generic one (a run in a custom results folder is found by both; a recipe's `runs`
+    lists only its own)."""
     if options.results_dir is not None:
         return [str(recipes.check_folder(options.results_dir, "--results-dir"))]
-    if experiment is not None:
-        return [str(recipes.recipe_folder(experiment) / "results")]
     return [settings.workspace_directory() or os.getcwd()]
 
 
 def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
-    roots = _catalog_roots(options, experiment)
+    roots = _catalog_roots(options)
     if command == "runs":
         chosen = catalog.select_runs(*finder.scan_runs(roots), experiment=options.experiment or experiment,
-                                     status=options.status, last=options.last)
+                                     status=options.status, last=options.last, smoke=options.smoke, sort=options.sort)
         if options.json:
             return [json.dumps(catalog.run_rows(*chosen), indent=2)]
         if options.csv:
@@ -279,7 +289,7 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
             print(study.plan_seeds(options), end="")
             return 0
         if command == "reproduce":
-            original = finder.find_run(options.run_id, _catalog_roots(options, experiment))
+            original = finder.find_run(options.run_id, _catalog_roots(options))
             return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps),
                                        trust_patch=options.trust_patch, artifacts_root=options.artifacts_dir)
         if command != "run":
@@ -288,7 +298,10 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
         plan = execution.prepare(options, experiment or options.module)
         return execution.execute(plan, connect_b2, verbosity)  # raises only while claiming and starting the run
     except HarnessError as error:
-        print(f"{experiment or 'rl-harness'}: error: {error}", file=sys.stderr)
+        if error.exit_status == 0:  # NothingToDo: the request was done already
+            print(f"{experiment or 'rl-harness'}: {error}")
+        else:
+            print(f"{experiment or 'rl-harness'}: error: {error}", file=sys.stderr)
         return error.exit_status
 
 

@@ -23,11 +23,10 @@ import numpy as np
 from rl.harness.commands import catalog
 from rl.harness.errors import UsageError
 from rl.harness.run import finder, metric_keys, records
-from rl.harness.run.layout import RunLayout
+from rl.harness.run.layout import COMPARISONS_DIR, RunLayout
 
 DEFAULT_METRICS = (metric_keys.RETURN,)
 # Under the first run's results root, which provenance leaves out: a figure never dirties the next run.
-COMPARISONS_DIR = "comparisons"
 _LONGEST_NAME = 200
 PANEL_SIZE = (6.0, 3.6)  # inches per metric
 

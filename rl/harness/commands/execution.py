@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import dataclasses
 import errno
+import os
 import pathlib
 import shutil
 import signal
@@ -21,9 +22,9 @@ from typing import Callable, Optional
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.commands import recipes, resume
+from rl.harness.commands import catalog, recipes, resume
 from rl.harness.remote import b2_mirror
-from rl.harness.run import begin, manifest, records, redaction, seeding, session
+from rl.harness.run import begin, finder, manifest, provenance, records, redaction, seeding, session
 from rl.harness.run.manifest import ResumeSource, read_manifest
 from rl.harness.run.hyperparameters import Hyperparameters
 from rl.harness.run.machine import HardwareProfile, MachineFacts
@@ -32,11 +33,11 @@ from rl.harness.run.rows import RowBudget
 from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, new_run_id, run_id_problem
 from rl.harness.training import cluster, hardware, numeric_platform
 from rl.harness.run.context import RunContext
-from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, UsageError
+from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, HarnessError, NothingToDo, UsageError
 from rl.harness.run.layout import RunIdTaken, RunLayout, iter_run_dirs
 
 TRACEBACK_FILE = "traceback.txt"  # in artifacts/<run-id>/ of a failed run
-_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 class StartFailed(UsageError):
@@ -88,6 +89,11 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     patch_cap_bytes = settings.patch_cap_bytes()
     connect_timeout_s = settings.ray_connect_timeout_seconds()
     module = recipes.load_recipe(module_name)
+    if not options.allow_untracked_code and (
+            reason := provenance.no_commit_reason(os.path.realpath(module.__file__))):
+        raise UsageError(f"{module_name} is not in a git checkout with a commit ({reason}), so the run could not record"
+                         " which code produced it; commit it (git init, git add, git commit), or pass"
+                         " --allow-untracked-code to record the sha256 of each .py file beside it instead")
     declared = getattr(module, "HYPERPARAMETERS", None) or Hyperparameters({})
     if options.set and not declared.defaults:
         raise UsageError(f"{module_name} declares no hyperparameters to --set; declare them in the recipe:"
@@ -122,8 +128,8 @@ def report_crashed_runs(results_root: pathlib.Path) -> None:
             continue
         reason = document.crash_reason()
         if reason:
-            logging.warning("run %s crashed (%s); its records up to the crash are intact; resume it with"
-                            " --resume-from %s", document.run_id, reason, document.run_id)
+            logging.warning("run %s crashed (%s); its records up to the crash are intact; resume it with `%s`",
+                            document.run_id, reason, catalog.resume_command(finder.Run(run_dir, document)))
 
 
 def guard_secrets() -> None:
@@ -162,13 +168,12 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
                                                     plan.options.rolling_checkpoint_fraction))
     try:
         run.start()
+        if plan.resume is not None:
+            run.carry(plan.resume)
         for file_name, patch in patches.items():
             run.write_results_file(file_name, patch)
     except OSError as failure:  # after the claim (claim failures are UsageErrors): both folders are this run's
-        with contextlib.suppress(OSError):
-            run.finish(FAILED, error=failure, exit_code=EXIT_FAILED)  # stops the heartbeat, gives the signals back
-        for folder in (layout.results_dir, layout.artifacts_dir):  # a run that never started: its id stays free
-            shutil.rmtree(folder, ignore_errors=True)
+        _discard(run, FAILED, failure)
         raise StartFailed(f"run {layout.run_id} could not start (nothing was kept): {_problem(failure, layout)}") from None
     logging.info("run %s of %s (profile %s): results %s, artifacts %s", layout.run_id, plan.module_name,
                  plan.profile.name, layout.results_dir, layout.artifacts_dir)
@@ -184,6 +189,9 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         if outcome is not None:
             run.set_summary_section("outcome", manifest.json_safe(outcome))
         status = INTERRUPTED if run.stop_signal else COMPLETED  # a reached budget cap completes
+    except NothingToDo as nothing:  # raised before anything was trained or written: the run is not kept
+        _discard(run, COMPLETED, None)
+        raise NothingToDo(f"{nothing} (run {layout.run_id} was not kept)") from None
     except KeyboardInterrupt as interrupt:
         status, error = INTERRUPTED, interrupt
     except BaseException as failure:  # noqa: B902 - SystemExit from a library is a failure too
@@ -195,10 +203,11 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         except OSError:
             if full is None:
                 raise
-        if full is None:
+        known = full or (str(failure) if isinstance(failure, HarnessError) else None)
+        if known is None:
             logging.error("run %s %s: %s", layout.run_id, status, described)
         else:  # the cause is known and named: no traceback (it is in traceback.txt when there was room)
-            logging.error("run %s %s: %s", layout.run_id, status, full)
+            logging.error("run %s %s: %s", layout.run_id, status, known)
     if status == INTERRUPTED:
         exit_code = _interrupted_exit_code(run)
     else:
@@ -217,13 +226,22 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     return exit_code
 
 
+def _discard(run: session.RunSession, status: str, error: Optional[BaseException]) -> None:
+    """Ends a run that did nothing (it could not start, or had nothing to do) and removes both its folders: its
+    id stays free."""
+    with contextlib.suppress(OSError):
+        run.finish(status, error=error, exit_code=EXIT_FAILED if error else 0)  # stops the heartbeat, gives the signals back
+    for folder in (run.layout.results_dir, run.layout.artifacts_dir):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def disk_full(failure: BaseException, layout: RunLayout) -> Optional[str]:
     """For a full disk anywhere in `failure`'s chain: one line naming the folder, its free space and the fix."""
     chain = []
     while failure is not None and failure not in chain:
         chain.append(failure)
         failure = failure.__cause__ or failure.__context__
-    full = [error for error in chain if (isinstance(error, OSError) and error.errno in _DISK_FULL)
+    full = [error for error in chain if (isinstance(error, OSError) and error.errno in DISK_FULL)
             or "No space left on device" in str(error)]
     if not full:
         return None
@@ -231,9 +249,13 @@ def disk_full(failure: BaseException, layout: RunLayout) -> Optional[str]:
     named = [flag for flag, root in roots.items() for error in full
              if isinstance(error, OSError) and error.filename and pathlib.Path(str(error.filename)).is_relative_to(root)]
     flag = named[0] if named else min(roots, key=lambda flag: shutil.disk_usage(_existing(roots[flag])).free)
-    usage = shutil.disk_usage(_existing(roots[flag]))
-    return (f"no space left on the device of {roots[flag]} ({flag}): {_size(usage.free)} free of"
-            f" {_size(usage.total)}; free space there or pass another {flag}")
+    return f"{no_space_left(roots[flag], flag)}; free space there or pass another {flag}"
+
+
+def no_space_left(folder: pathlib.Path, flag: str) -> str:
+    """`no space left on the device of <folder> (<flag>): 12 KiB free of 200 KiB`."""
+    usage = shutil.disk_usage(_existing(folder))
+    return f"no space left on the device of {folder} ({flag}): {_size(usage.free)} free of {_size(usage.total)}"
 
 
 def _existing(folder: pathlib.Path) -> pathlib.Path:

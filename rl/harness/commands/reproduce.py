@@ -27,6 +27,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import signal
 import sys
 import tempfile
 from typing import Any, Optional
@@ -35,13 +36,13 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.commands import cross_platform
-from rl.harness.run import finder, hyperparameters, platform, provenance, records
+from rl.harness.run import buildinfo, finder, hyperparameters, platform, provenance, records
 from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
 from rl.harness.run.rows import ITERATION_KEY, RowBudget
 from rl.harness.run.status import COMPLETED, CRASHED, new_run_id
 from rl.harness.training import hardware, numeric_platform
-from rl.harness.errors import EXIT_USAGE, UsageError
+from rl.harness.errors import EXIT_USAGE, HarnessError, UsageError
 from rl.harness.run.layout import RunLayout
 
 # Rows of runs that are not bit-deterministic are compared with this relative tolerance.
@@ -57,6 +58,35 @@ _PLACEMENT_FIELDS = ("name", "learner_device", "num_gpus_per_learner", "max_env_
 
 class ReproduceError(UsageError):
     """The run cannot be reproduced here; one line naming the problem and the fix (exit 2)."""
+
+
+class ReproduceInterrupted(HarnessError):
+    """Ctrl-C or SIGTERM while the reproduction ran: forwarded to it, which stopped cleanly; exit 128 + the signal."""
+
+    def __init__(self, message: str, signal_name: str):
+        super().__init__(message)
+        self.exit_status = 128 + int(signal.Signals[signal_name])
+
+
+def _run_reproduction(command: list[str], cwd: str, env: dict) -> tuple[int, Optional[str]]:
+    """(exit status, the name of the signal that stopped it or None) of the reproduction run.
+
+    It runs in its own session, so a terminal's Ctrl-C reaches it once, through this process: a
+    SIGINT or SIGTERM here is forwarded to it (the run finishes its iteration, checkpoints and
+    records itself interrupted) and waited for; a second one is forwarded too (it stops at once).
+    """
+    child = subprocess.Popen(command, cwd=cwd, env=env, start_new_session=True)
+    received = []
+
+    def forward(number, frame):
+        received.append(signal.Signals(number).name)
+        child.send_signal(number)
+    previous = {number: signal.signal(number, forward) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return child.wait(), (received[0] if received else None)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def ignored(key: str) -> bool:
@@ -129,7 +159,7 @@ def check_machine(manifest: RunManifest, machine: MachineFacts) -> None:
         if recorded.get(field) != here.get(field):
             raise ReproduceError(f"run {manifest.run_id} ran on another machine kind: profile {field}"
                                  f" {recorded.get(field)!r} there, {here.get(field)!r} here; reproduce it on a"
-                                 " machine like the one in its manifest (`rl-harness show`)")
+                                 f" machine like the one in its manifest (`{buildinfo.harness_command('show', manifest.run_id)}`)")
 
 
 def platform_here(manifest: RunManifest, machine: MachineFacts) -> platform.NumericPlatform:
@@ -465,15 +495,22 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_roo
         differences = build_differences(manifest.build, rebuilt)
         reproduction_id = new_run_id()
         environment = _child_environment()
-        done = subprocess.run([*_bazel(worktree), "run", *_python_override(worktree), "--", target,
-                               *_run_arguments(manifest, reproduction_id, str(layout.results_root), str(layout.artifacts_root), prefix)],
-                              cwd=worktree, env=environment)
-        if done.returncode == EXIT_USAGE and prefix.key is not None:
+        returncode, stopped_by = _run_reproduction(
+            [*_bazel(worktree), "run", *_python_override(worktree), "--", target,
+             *_run_arguments(manifest, reproduction_id, str(layout.results_root), str(layout.artifacts_root), prefix)],
+            cwd=worktree, env=environment)
+        if stopped_by is not None:
+            found = layout.with_run_id(reproduction_id).results_dir
+            status = read_manifest(str(found)).effective_status if found.is_dir() else "not started"
+            raise ReproduceInterrupted(f"reproduction {reproduction_id} of run {original.run_id} stopped by {stopped_by}"
+                                       f" (exit {returncode}, the run {status}); nothing was compared: reproduce"
+                                       " again to compare", stopped_by)
+        if returncode == EXIT_USAGE and prefix.key is not None:
             raise ReproduceError(f"the reproduction of {target} refused its options (exit {EXIT_USAGE}, log above): a"
                                  f" harness older than {prefix.run_flags()[0]} cannot stop at a prefix;"
                                  " reproduce without --iterations/--env-steps")
-        if done.returncode != 0:
-            raise ReproduceError(f"the reproduction run {reproduction_id} of {target} exited {done.returncode}; see its log"
+        if returncode != 0:
+            raise ReproduceError(f"the reproduction run {reproduction_id} of {target} exited {returncode}; see its log"
                                  " above and its manifest")
     finally:
         release(repo_root, worktree)

@@ -9,13 +9,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import pathlib
+import pickletools
 from typing import Optional
 
-from rl.harness.run import records
-from rl.harness.run.manifest import ResumeSource, TuneRunner, read_manifest
-from rl.harness.run.status import run_id_problem
+from rl.harness.run import buildinfo, records
+from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, TuneRunner, read_manifest
+from rl.harness.run.status import COMPLETED, run_id_problem
 from absl import logging
 
 from rl.harness.errors import UsageError
@@ -29,19 +32,46 @@ def checkpoint_source(path: pathlib.Path, parent_run_id: Optional[str] = None) -
     if not path.is_dir() or not os.access(path, os.R_OK | os.X_OK):
         raise UsageError(f"checkpoint {path} is not a readable folder; pass a checkpoint folder"
                          " (artifacts/<run-id>/checkpoints/iter_N) or a run id")
+    if damaged := _damaged_file(path):
+        raise UsageError(f"checkpoint {path} cannot be read: {damaged}; pass --resume-from an earlier checkpoint"
+                         " folder of that run (its checkpoints/iter_N), or fetch the checkpoint again from B2"
+                         " (docs/artifact_storage.md)")
     state_file = path / records.CHECKPOINT_STATE_FILE
     if state_file.exists():
         try:
             state = records.read_json(str(state_file), "checkpoint state")
         except records.RecordError as error:
             raise records.RecordError(f"{error}; pass another checkpoint") from None
+        iteration, env_steps = state.get("iteration"), state.get("env_steps")
+        carried = () if iteration is None else (CheckpointEntry(str(path), iteration, env_steps),)
         return ResumeSource(checkpoint=path, parent_run_id=parent_run_id or state.get("run_id"),
-                            iteration=state.get("iteration"), env_steps=state.get("env_steps"),
-                            experiment=state.get("experiment"))
+                            iteration=iteration, env_steps=env_steps, experiment=state.get("experiment"),
+                            carried_checkpoints=carried)
     if (path / _RLLIB_CHECKPOINT_FILE).exists():
         return ResumeSource(checkpoint=path, parent_run_id=parent_run_id)
     raise UsageError(f"{path} is not a checkpoint (no {records.CHECKPOINT_STATE_FILE} or {_RLLIB_CHECKPOINT_FILE});"
                      " pass a checkpoint folder (artifacts/<run-id>/checkpoints/iter_N) or a run id")
+
+
+def _damaged_file(folder: pathlib.Path) -> Optional[str]:
+    """The first file of a checkpoint folder that is not whole, named with why, or None.
+
+    A pickle is walked opcode by opcode (`pickletools.genops`, which runs none of its code): one cut
+    short (a copy or a disk that filled up) or garbled ends early. A JSON file must parse.
+    """
+    for path in sorted(folder.rglob("*")):
+        if path.suffix not in (".pkl", ".json") or path.name == records.CHECKPOINT_STATE_FILE or not path.is_file():
+            continue  # the state file is read next, with its own error
+        try:
+            with open(path, "rb") as handle:
+                if path.suffix == ".json":
+                    json.load(handle)
+                else:
+                    for _ in pickletools.genops(handle):
+                        pass
+        except (OSError, ValueError) as error:  # JSONDecodeError is a ValueError
+            return f"{path.relative_to(folder)} is damaged ({error})"
+    return None
 
 
 def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
@@ -57,7 +87,7 @@ def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathl
         if run_dir is not None:
             return _noted(_resume_from_run(value, run_dir, artifacts_root), results_root, artifacts_root)
     raise UsageError(f"--resume-from {value!r} is neither a checkpoint folder nor a run under {results_root};"
-                     " pass a checkpoint path or the id of a run listed by `rl-harness runs`")
+                     f" pass a checkpoint path or the id of a run listed by `{buildinfo.harness_command('runs')}`")
 
 
 def _noted(source: ResumeSource, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
@@ -82,7 +112,8 @@ def check_experiment(source: ResumeSource, requested: str, module_name: str) -> 
     if source.experiment != module_name:
         raise UsageError(f"--resume-from {requested} is a checkpoint of {source.experiment}, not of {module_name}:"
                          f" its networks would not fit this recipe; resume it with {source.experiment}'s own target,"
-                         f" or pass a run or checkpoint of {module_name} (`rl-harness runs` lists them)")
+                         f" or pass a run or checkpoint of {module_name}"
+                         f" (`{buildinfo.harness_command('runs', '--experiment', module_name)}` lists them)")
 
 
 def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
@@ -109,10 +140,25 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
     for place in places:
         folder = recorded_folder(place, newest.path, "checkpoint")
         if folder.is_dir():
-            return checkpoint_source(folder, parent_run_id=run_id)
+            source = checkpoint_source(folder, parent_run_id=run_id)
+            return dataclasses.replace(source, **_lineage(manifest, place, newest),
+                                       parent_completed=manifest.effective_status == COMPLETED)
     raise UsageError(f"checkpoint {newest.path} of run {run_id} is not on this machine (looked in"
                      f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative} from B2"
                      " (docs/artifact_storage.md) and pass --resume-from <checkpoint folder>")
+
+
+def _lineage(manifest: RunManifest, place: pathlib.Path, newest: CheckpointEntry) -> dict:
+    """What a run resumed from `newest` (in artifacts folder `place`) carries: the science checkpoints up to it
+    that are on this machine, and the lineage's metrics files (the parent's carried rows, then its own)."""
+    checkpoints = []
+    for entry in manifest.checkpoints_of(None):
+        folder = recorded_folder(place, entry.path, "checkpoint")
+        if (entry.iteration or 0) <= (newest.iteration or 0) and folder.is_dir():
+            checkpoints.append(dataclasses.replace(entry, path=str(folder)))
+    metrics = tuple(place / name for name in (records.LINEAGE_METRICS_FILE, records.METRICS_FILE)
+                    if (place / name).is_file())
+    return {"carried_checkpoints": tuple(checkpoints), "carried_metrics": metrics}
 
 
 def describe(source: ResumeSource) -> str:

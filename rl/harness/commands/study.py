@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import pathlib
 import signal
 import sys
@@ -26,9 +27,9 @@ from typing import Optional
 
 from absl import logging
 
-from rl.harness.commands import recipes
+from rl.harness.commands import execution, recipes
 from rl.harness.errors import EXIT_FAILED, UsageError
-from rl.harness.run import begin, buildinfo, finder, hyperparameters, redaction
+from rl.harness.run import begin, buildinfo, finder, hyperparameters, provenance, redaction
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import read_manifest
 from rl.harness.run.status import new_run_id, run_id_problem, this_process
@@ -141,6 +142,9 @@ class StudyCommand:
         if options.ray_address is None:  # a cluster may grow (an autoscaler); this machine does not
             _check_fits_this_machine(options.cpus_per_trial, options.max_concurrent)
         self.study = load_study(options.module)
+        if reason := provenance.no_commit_reason(os.path.realpath(recipes.load_module(options.module).__file__)):
+            raise UsageError(f"{options.module} is not in a git checkout with a commit ({reason}): a study compares its"
+                             " members by commit; commit the study and its recipes first (git init, git add, git commit)")
         self.results_root, self.artifacts_root = recipes.run_roots(options.results_dir, options.artifacts_dir,
                                                                    options.module)
         recipes.check_writable(self.results_root, "--results-dir")
@@ -236,10 +240,17 @@ class StudyCommand:
             self.record = self.record.replace(status=INTERRUPTED)
             self.record.write(self.folder)
             print(f"study {self.record.study_id} interrupted ({self.stop_signal}); continue it with"
-                  f" `rl-harness study {self.record.module} --resume {self.record.study_id}"
-                  f"{' --smoke' if self.record.smoke else ''}`", file=sys.stderr)
+                  f" `{self.resume_command()}`", file=sys.stderr)
             return 128 + int(getattr(signal, self.stop_signal))
         return self._summarise()
+
+    def resume_command(self) -> str:
+        """The command that continues this study, as printed: run from the repository root, it finds the study."""
+        folders = [(flag, getattr(self.options, option)) for flag, option in
+                   (("--results-dir", "results_dir"), ("--artifacts-dir", "artifacts_dir"))]
+        return buildinfo.harness_command(
+            "study", self.record.module, "--resume", self.record.study_id, *(["--smoke"] if self.record.smoke else []),
+            *(word for flag, folder in folders if folder is not None for word in (flag, str(folder))))
 
     def _plan(self) -> list:
         from rl.harness.training.member_trials import MemberTrial  # Ray only when trials run
@@ -352,7 +363,10 @@ class StudyCommand:
             self.record = self.record.replace(status=REFUSED)
             self.record.write(self.folder)
             raise
-        found = summary.write_summary(self.folder, self.study, results)
+        try:
+            found = summary.write_summary(self.folder, self.study, results)
+        except OSError as failure:
+            return self._summary_not_written(failure)
         hparams.write_events(self._hparams_folder, self.study, results)
         complete = found["completed"] == found["members"]
         self.record = self.record.replace(status=COMPLETED if complete else FAILED, summary=summary.SUMMARY_JSON)
@@ -365,6 +379,21 @@ class StudyCommand:
             print(f"study {self.record.study_id}: {found['members'] - found['completed']} member(s) not completed"
                   " (named above)", file=sys.stderr)
         return 0 if complete else EXIT_FAILED
+
+    def _summary_not_written(self, failure: OSError) -> int:
+        """The summary files could not be written (a full disk): they stay as they were, the record says `failed`
+        and one line names the problem and the command that writes the summary once there is room."""
+        problem = (execution.no_space_left(self.results_root, "--results-dir") if failure.errno in execution.DISK_FULL
+                   else f"{failure.strerror or failure}: {failure.filename}")
+        kept = "study.json says failed"
+        try:
+            self.record = self.record.replace(status=FAILED, summary=None)
+            self.record.write(self.folder)
+        except OSError:
+            kept = "study.json could not say so either (it reads as crashed)"
+        print(f"study {self.record.study_id}: its summary could not be written ({problem}); {kept}, every member's"
+              f" run is kept; make room there and write the summary with `{self.resume_command()}`", file=sys.stderr)
+        return EXIT_FAILED
 
     def _adopt(self, groups: list[str]) -> int:
         """A study of finished runs: `agent=id,id` groups (their seeds come from the runs' manifests).

@@ -76,6 +76,8 @@ def new_manifest(*, source_file: str, module_name: str, command_line: Sequence[s
     build = buildinfo.current().as_dict()
     code = code_state(source, build)
     experiment_repo = code["experiment_repo"]
+    if options.get("allow_untracked_code") and experiment_repo["commit"] is None:  # --allow-untracked-code
+        experiment_repo["untracked_sources"] = provenance.untracked_sources(os.path.dirname(source))
     return RunManifest(
         run_id=layout.run_id,
         status=None,

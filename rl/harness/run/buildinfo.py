@@ -7,6 +7,7 @@
     info.git_commit        # set only for binaries built with `--stamp`
     info.library           # {"external": False} here; the pinned revision in a dependent workspace
     info.as_dict()         # what the harness writes into run provenance
+    buildinfo.harness_command("runs")   # "./bazelw run //rl/harness:rl-harness -- runs" (python -m ... outside Bazel)
 
 Outside a Bazel binary (plain `python -m ...`, tests) there is no build identity:
 `current()` then returns a BuildInfo with `built_with_bazel=False` and says why,
@@ -17,10 +18,40 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Optional
+import shlex
+from typing import Any, Optional, Sequence
 
 from rl.harness import settings
 from rl.harness.errors import HarnessError
+
+
+# The generic binary: any recipe (by its dotted module), study or catalog command.
+HARNESS_TARGET = "//rl/harness:rl-harness"
+_PYTHON_ENTRY = ("python", "-m", "rl.harness.commands.cli")
+
+
+def command_words(built_with_bazel: bool, target: Optional[str] = None, module: Optional[str] = None) -> list[str]:
+    """The words that run the harness from the repository root, before a command's own arguments.
+
+    `./bazelw run <target> --` for a recipe's own binary (an rl_experiment: its recipe implied), else the
+    generic binary's `./bazelw run //rl/harness:rl-harness --`, or `python -m rl.harness.commands.cli`
+    outside Bazel; these two then name `module` (the recipe) when given.
+    """
+    if built_with_bazel and target and target != HARNESS_TARGET:
+        return ["./bazelw", "run", target, "--"]
+    words = ["./bazelw", "run", HARNESS_TARGET, "--"] if built_with_bazel else list(_PYTHON_ENTRY)
+    return words + ([module] if module else [])
+
+
+def harness_command(*args: str) -> str:
+    """A harness command (`runs`, `show <id>`, `study <module> --resume <id>`) as a line this process prints, to be
+    run as printed from the repository root: the generic binary under Bazel, `python -m` outside it."""
+    return join(command_words(bool(settings.build_info_path())) + list(args))
+
+
+def join(words: Sequence[str]) -> str:
+    """`words` as one shell line (quoted where needed, e.g. a folder with a space)."""
+    return shlex.join(map(str, words))
 
 
 class BuildInfoError(HarnessError, RuntimeError):

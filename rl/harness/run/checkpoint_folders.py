@@ -4,13 +4,16 @@ one rename into place (checkpoints/[<trial>/]<name>), so a checkpoint folder is 
     folders = CheckpointFolders(checkpoints_dir, artifacts_dir=..., run_id=run_id, experiment=module)
     with folders.saving(trial=None) as partial:      # removed if the block fails
         algo.save_to_path(partial)
-    entry = folders.place(partial, "iter_000001", iteration=1, env_steps=500, trial=None, extra={})
+    entry = folders.place(partial, science_name(1), iteration=1, env_steps=500, trial=None, extra={})
+    folders.carry(parent_entry)                      # another run's checkpoint (its path a folder), linked in
     folders.remove([older_entry])
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import errno
 import json
 import os
 import pathlib
@@ -26,6 +29,21 @@ from rl.harness.run.status import utc_now
 # harness_checkpoint.json keeps its own shape (unchanged by the manifest's schema 2).
 CHECKPOINT_STATE_SCHEMA_VERSION = 1
 _TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def science_name(iteration: int) -> str:
+    """The folder of a science checkpoint: `iter_000010`."""
+    return f"iter_{iteration:06d}"
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    """A hard link (no bytes copied, and the source is never written through it), a copy across devices."""
+    try:
+        os.link(source, destination)
+    except OSError as error:
+        if error.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+            raise
+        shutil.copy2(source, destination)
 
 
 class CheckpointFolders:
@@ -67,6 +85,15 @@ class CheckpointFolders:
         os.rename(partial, final)
         return CheckpointEntry(path=str(final.relative_to(self._artifacts_dir)), iteration=iteration,
                                env_steps=env_steps, saved_at=state["saved_at"], trial_id=trial)
+
+    def carry(self, entry: CheckpointEntry) -> CheckpointEntry:
+        """Another run's science checkpoint (`entry.path`: its folder) as this run's checkpoints/iter_<N>, its files
+        linked (`_link_or_copy`) into a `.partial-*` folder and renamed into place, as a saved one is."""
+        with self.saving(trial=None) as partial:
+            shutil.copytree(entry.path, partial, dirs_exist_ok=True, copy_function=_link_or_copy)
+        final = self._checkpoints_dir / science_name(entry.iteration)
+        os.rename(partial, final)
+        return dataclasses.replace(entry, path=str(final.relative_to(self._artifacts_dir)))
 
     def entry_of(self, path: str, *, iteration: Optional[int], env_steps: Optional[int],
                  trial_id: Optional[str]) -> CheckpointEntry:

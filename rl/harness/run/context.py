@@ -21,9 +21,11 @@ import dataclasses
 import pathlib
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
+from rl.harness.errors import NothingToDo
 from rl.harness.run import records, seeding
 from rl.harness.run.machine import HardwareProfile
 from rl.harness.run.manifest import CheckpointEntry, ResumeSource
+from rl.harness.run.metric_keys import ENV_STEPS, ITERATION
 from rl.harness.run.session import RunSession
 
 
@@ -61,9 +63,27 @@ class RunContext:
         return self.artifacts_dir / entry.path
 
     def metrics(self) -> list[dict]:
-        """Every metrics row this run logged so far (its metrics.jsonl, read once per call)."""
-        return records.read_json_lines(str(self.artifacts_dir / records.METRICS_FILE))
+        """Every metrics row of this run so far, after the rows of the runs it continues up to its checkpoint
+        (`records.read_run_rows`), read once per call."""
+        return records.read_run_rows(self.artifacts_dir)
 
     def write_output(self, name: str, data: Any, *, place: str = "results") -> pathlib.Path:
         """Writes an output of this run (a report, a figure) atomically, listed in the manifest (RunSession.write_output)."""
         return self.recorder.write_output(name, data, place=place)
+
+
+def check_left_to_do(context: RunContext, stop) -> None:
+    """NothingToDo when the run resumes a completed run whose checkpoint already reached `stop` (anything with
+    `reached(row)`, e.g. a `StopRule`): before anything starts. A resumed run that was interrupted or crashed after
+    training goes on, training nothing, to the stages after training (from the checkpoints it carried over).
+
+        check_left_to_do(context, StopRule(env_steps=budget))   # a runner's, or an own loop's, first step
+    """
+    resume = context.resume
+    if resume is None or not resume.parent_completed:
+        return
+    counters = {ITERATION: resume.iteration or 0, ENV_STEPS: resume.env_steps or 0}
+    if stop.reached(counters):
+        raise NothingToDo(f"run {resume.parent_run_id} completed its budget (iteration {counters[ITERATION]}, env"
+                          f" steps {counters[ENV_STEPS]}): nothing to resume; raise the recipe's budget to train it"
+                          " further")

@@ -16,7 +16,7 @@ import os
 from typing import Iterable, Optional
 
 from rl.harness.errors import UsageError
-from rl.harness.run import layout, metrics_stream, records
+from rl.harness.run import buildinfo, layout, metrics_stream, records
 from rl.harness.run.manifest import RunManifest, read_manifest
 from rl.harness.run.status import COMPLETED, run_id_problem
 
@@ -139,7 +139,8 @@ def find_run(run_id: str, roots: Iterable[str]) -> Run:
         raise records.RecordError(f"run {run_id} is damaged: {broken[0].problem}")
     if not matches:
         raise RunNotFound(
-            f"no run {run_id!r} under {', '.join(roots)}; list runs with `rl-harness runs` or pass --results-dir"
+            f"no run {run_id!r} under {', '.join(roots)}; list runs with `{buildinfo.harness_command('runs')}` or pass"
+            " --results-dir"
         )
     if len(matches) > 1:
         raise RunNotFound(f"run id {run_id!r} is in several folders ({', '.join(r.run_dir for r in matches)});"

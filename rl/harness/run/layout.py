@@ -44,6 +44,13 @@ class RecordedRun(Protocol):
 
 # By convention a results root has its artifacts root beside it: <x>/results and <x>/artifacts.
 ARTIFACTS_BESIDE_RESULTS = "artifacts"
+COMPARISONS_DIR = "comparisons"  # in a results root: `compare`'s figures made without --output
+GITIGNORE = ".gitignore"
+# Beside each root's marker unless the root has its own: what `git status` leaves out there. Results are
+# committed, but not the harness's marker, this file or the figures `compare` makes on demand; artifacts never.
+_RESULTS_GITIGNORE = (f"# rl-harness: its marker, this file and compare's figures are not results to commit\n"
+                      f"/{records.OUTPUT_ROOT_MARKER}\n/{GITIGNORE}\n/{COMPARISONS_DIR}/\n")
+_ARTIFACTS_GITIGNORE = "# rl-harness: artifacts (metrics, checkpoints, Tune storage) stay out of git\n*\n"
 OUTPUT_ROOT_NOTE = ("This folder is an rl-harness results or artifacts root. Runs' records are outputs, not code:\n"
                     "provenance leaves this folder out of a run's dirty flag, code hash and patch (rl/harness/run/provenance.py).\n")
 
@@ -130,12 +137,14 @@ class RunLayout:
                 raise RunFolderError(error) from None
             raise
     def mark_roots(self) -> None:
-        """Creates both roots, each holding `records.OUTPUT_ROOT_MARKER`: provenance leaves them out whatever their names."""
-        for root in (self.results_root, self.artifacts_root):
+        """Creates both roots, each holding `records.OUTPUT_ROOT_MARKER` (provenance leaves them out whatever their
+        names) and, unless it has one, a `.gitignore`: `git status` shows no marker, no artifact and no figure
+        of `compare`, only the results to commit."""
+        for root, ignored in ((self.results_root, _RESULTS_GITIGNORE), (self.artifacts_root, _ARTIFACTS_GITIGNORE)):
             root.mkdir(parents=True, exist_ok=True)
-            marker = root / records.OUTPUT_ROOT_MARKER
-            if not marker.exists():
-                records.write_text_atomically(str(marker), OUTPUT_ROOT_NOTE)
+            for name, text in ((records.OUTPUT_ROOT_MARKER, OUTPUT_ROOT_NOTE), (GITIGNORE, ignored)):
+                if not (root / name).exists():
+                    records.write_text_atomically(str(root / name), text)
 
     def with_run_id(self, run_id: str) -> "RunLayout":
         """A sibling run in the same roots (a resumed run or a reproduction)."""

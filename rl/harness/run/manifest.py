@@ -148,13 +148,23 @@ class ResumeSource:
     iteration: Optional[int] = None
     env_steps: Optional[int] = None
     experiment: Optional[str] = None  # the recipe that saved it (None: a bare RLlib checkpoint)
+    # What the resumed run takes over (`RunSession.carry`), not recorded as such: the parent's science
+    # checkpoints up to the one resumed from (each `path` a folder on this machine, found in a trusted
+    # artifacts folder), the metrics files of the lineage up to it (oldest first), and whether the parent
+    # completed (then a resume with no training left has nothing to do).
+    carried_checkpoints: tuple[CheckpointEntry, ...] = ()
+    carried_metrics: tuple[pathlib.Path, ...] = ()
+    parent_completed: bool = False
 
     def as_dict(self) -> dict:
         return {
             field.name: (str(value) if isinstance(value, pathlib.Path) else value)
-            for field in dataclasses.fields(self)
+            for field in dataclasses.fields(self) if field.name not in _CARRIED
             for value in [getattr(self, field.name)]
         }
+
+
+_CARRIED = frozenset({"carried_checkpoints", "carried_metrics", "parent_completed"})
 
 
 # -- the runner section: one tagged union ----------------------------------------------------------

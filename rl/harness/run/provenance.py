@@ -59,6 +59,28 @@ def file_sha256(path: str) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+def untracked_sources(folder: str, limit: int = 1000) -> dict:
+    """What a run of code outside git records instead of a commit: the sha256 of each .py file under `folder`
+    (by relative path; output roots, hidden folders and __pycache__ left out), at most `limit` of them.
+
+        {"folder": "/home/me/exp", "files": {"recipe.py": "ab12...", "lib/model.py": "..."}, "left_out": 0}
+    """
+    files, left_out = {}, 0
+    for current, subfolders, names in os.walk(folder):
+        if records.OUTPUT_ROOT_MARKER in names:
+            subfolders[:] = []
+            continue
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith(".") and name != "__pycache__")
+        for name in sorted(names):
+            if name.endswith(".py"):
+                if len(files) < limit:
+                    path = os.path.join(current, name)
+                    files[os.path.relpath(path, folder)] = file_sha256(path)
+                else:
+                    left_out += 1
+    return {"folder": folder, "files": files, "left_out": left_out}
+
+
 def package_versions() -> dict[str, Optional[str]]:
     versions: dict[str, Optional[str]] = {"python": platform.python_version()}
     for distribution in RECORDED_DISTRIBUTIONS:
@@ -73,6 +95,20 @@ def _git(folder: str, *args: str) -> bytes:
     return subprocess.run(
         ["git", "-C", folder, *args], check=True, capture_output=True, timeout=_GIT_TIMEOUT_S
     ).stdout
+
+
+def no_commit_reason(path: str) -> Optional[str]:
+    """Why the code at `path` has no commit to record (outside a git checkout, a repository with no commit yet,
+    no git), as git says it in one line; None when it has one."""
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    try:
+        _git(folder, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    except (OSError, subprocess.SubprocessError) as error:
+        detail = (getattr(error, "stderr", b"") or b"").decode(errors="replace").strip().splitlines()
+        if isinstance(error, subprocess.CalledProcessError) and not detail:  # --quiet: a repository without a commit
+            return f"the git repository at {folder} has no commit yet"
+        return detail[0] if detail else str(error)
+    return None
 
 
 def _output_pathspec(root: str) -> tuple[str, ...]:

@@ -22,13 +22,15 @@ import json
 import math
 import os
 import tempfile
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from rl.harness.errors import UsageError
 
 MANIFEST_FILE = "run_manifest.json"
 SUMMARY_FILE = "summary.json"
 METRICS_FILE = "metrics.jsonl"
+# A resumed run's copy of the rows its lineage logged up to the checkpoint it starts from (RunSession.carry).
+LINEAGE_METRICS_FILE = "lineage_metrics.jsonl"
 REMOTE_ARTIFACTS_FILE = "remote_artifacts.json"
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_STATE_FILE = "harness_checkpoint.json"
@@ -90,21 +92,48 @@ def write_file_atomically(path: str, write: Callable[[str], None], *, mode: int 
 
 
 def write_bytes_atomically(path: str, data: bytes, *, mode: int = 0o666) -> None:
-    def write(temporary: str) -> None:
-        with open(temporary, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
+    write_files_atomically(os.path.dirname(os.path.abspath(path)), {os.path.basename(path): data}, mode=mode)
 
-    write_file_atomically(path, write, mode=mode)
+
+def write_files_atomically(folder: str, contents: Mapping[str, bytes], *, mode: int = 0o666) -> None:
+    """Files of `folder` replaced together (name -> bytes): each is written to a temporary file beside it and
+    fsynced, and only once all are written do they replace theirs. A failure (a full disk) removes the
+    temporary files and leaves every file as it was, so a set that belongs together is never half new."""
+    temporaries = []
+    try:
+        for name, data in contents.items():
+            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=name)
+            temporaries.append((temporary, os.path.join(folder, name)))
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.chmod(temporary, mode & ~_umask())  # mkstemp creates 0600: a record gets a new file's mode
+        for temporary, path in temporaries:
+            os.replace(temporary, path)
+    except BaseException:
+        for temporary, _ in temporaries:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+        raise
 
 
 def write_text_atomically(path: str, text: str, *, mode: int = 0o666) -> None:
     write_bytes_atomically(path, text.encode(), mode=mode)
 
 
+def json_bytes(record: Any) -> bytes:
+    """A JSON record as its file holds it (indented, keys sorted, a final newline)."""
+    return (json.dumps(_json_ready(record), indent=2, sort_keys=True) + "\n").encode()
+
+
 def write_json_atomically(path: str, record: Any) -> None:
-    write_text_atomically(path, json.dumps(_json_ready(record), indent=2, sort_keys=True) + "\n")
+    write_bytes_atomically(path, json_bytes(record))
+
+
+def write_json_lines_atomically(path: str, rows: list[dict]) -> None:
+    """A whole JSON-lines file at once (`read_json_lines` reads it), atomically."""
+    write_text_atomically(path, "".join(json.dumps(_json_ready(row), sort_keys=True) + "\n" for row in rows))
 
 
 def write_data_atomically(path: str, data: Any) -> None:
@@ -167,6 +196,13 @@ def torn_final_line(path: str) -> Optional[int]:
         return None
     except ValueError:
         return content.count(b"\n") + 1
+
+
+def read_run_rows(artifacts_dir) -> list[dict]:
+    """A run's metrics rows with its lineage's: a resumed run's carried rows (LINEAGE_METRICS_FILE) up to its
+    checkpoint, then its own (METRICS_FILE); [] for a run that logged none."""
+    paths = [os.path.join(str(artifacts_dir), name) for name in (LINEAGE_METRICS_FILE, METRICS_FILE)]
+    return [row for path in paths if os.path.isfile(path) for row in read_json_lines(path)]
 
 
 def read_json_lines(path: str) -> list[dict]:

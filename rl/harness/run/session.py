@@ -36,9 +36,10 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.run import records, redaction, seeding, tensorboard_events
-from rl.harness.run.checkpoint_folders import CheckpointFolders
+from rl.harness.run.checkpoint_folders import CheckpointFolders, science_name
 from rl.harness.run.layout import RunLayout
-from rl.harness.run.manifest import OutputEntry, RunError, RunManifest, RunnerRecord
+from rl.harness.run.manifest import OutputEntry, ResumeSource, RunError, RunManifest, RunnerRecord
+from rl.harness.run.metric_keys import ITERATION
 from rl.harness.run.metrics_stream import MetricsStream
 from rl.harness.run.record_keeper import RecordKeeper
 from rl.harness.run.rolling import RollingCadence, RollingClock
@@ -118,6 +119,20 @@ class RunSession:
         self.reclaim()
         self._cut_redone_events(events_folder)  # after reclaim: its log line needs absl's handler
         self._keeper.start_heartbeat(self._heartbeat_s, also=self._stream.write_summary)
+
+    def carry(self, source: ResumeSource) -> None:
+        """Takes over what a resumed run continues: the parent's science checkpoints up to the one it starts from
+        (linked into checkpoints/ and recorded as this run's, so its stages after training read them as a fresh
+        run's) and its lineage's metrics rows up to that checkpoint (LINEAGE_METRICS_FILE, `RunContext.metrics`)."""
+        carried = tuple(self._folders.carry(entry) for entry in source.carried_checkpoints)
+        rows = [row for path in source.carried_metrics for row in records.read_json_lines(str(path))
+                if source.iteration is None or (row.get(ITERATION) or 0) <= source.iteration]
+        if rows:
+            records.write_json_lines_atomically(str(self.artifacts_dir / records.LINEAGE_METRICS_FILE), rows)
+        if carried:
+            self.update_manifest(checkpoints=carried)
+            logging.info("carried %d checkpoint(s) of run %s (iterations %s) and %d metrics row(s)", len(carried),
+                         source.parent_run_id, ", ".join(str(entry.iteration) for entry in carried), len(rows))
 
     def _cut_redone_events(self, events_folder: pathlib.Path) -> None:
         """A resumed run's lineage keeps no events past the checkpoint it starts from (it logs those rows again)."""
@@ -242,7 +257,7 @@ class RunSession:
         """
         with self._folders.saving(trial) as partial:
             yield partial
-        saved = self._place(partial, f"iter_{iteration:06d}", iteration=iteration, env_steps=env_steps, trial=trial,
+        saved = self._place(partial, science_name(iteration), iteration=iteration, env_steps=env_steps, trial=trial,
                             extra=extra)
         with self._lock:
             manifest = self._keeper.manifest

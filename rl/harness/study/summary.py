@@ -418,10 +418,10 @@ def markdown(summary: dict) -> str:
 
 
 def write_summary(folder: pathlib.Path, study: Study, results: list[MemberResult]) -> dict:
-    """summary.json, summary.md, curves.png and distributions.png in `folder` (atomically); returns the summary."""
+    """summary.json, summary.md, curves.png and distributions.png in `folder`, replaced together
+    (`records.write_files_atomically`: an OSError, e.g. a full disk, leaves the four as they were); returns the summary."""
     found = summarise(study, results)
-    records.write_json_atomically(str(folder / SUMMARY_JSON), found)
-    records.write_text_atomically(str(folder / SUMMARY_MARKDOWN), markdown(found))
-    records.write_bytes_atomically(str(folder / CURVES_PNG), _png(curves_figure(study, results)))
-    records.write_bytes_atomically(str(folder / DISTRIBUTIONS_PNG), _png(distributions_figure(found)))
+    records.write_files_atomically(str(folder), {
+        SUMMARY_JSON: records.json_bytes(found), SUMMARY_MARKDOWN: markdown(found).encode(),
+        CURVES_PNG: _png(curves_figure(study, results)), DISTRIBUTIONS_PNG: _png(distributions_figure(found))})
     return found

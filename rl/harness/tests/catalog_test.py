@@ -61,7 +61,7 @@ def test_runs_are_found_below_a_workspace_but_not_in_build_or_artifact_trees(tmp
 def test_a_results_root_can_be_given_directly(tmp_path):
     _store(tmp_path / "20260101T000000Z-aaaaaa", _manifest("20260101T000000Z-aaaaaa"))
     assert finder.find_run("20260101T000000Z-aaaaaa", [str(tmp_path)]).run_dir.endswith("aaaaaa")
-    with pytest.raises(finder.RunNotFound, match="rl-harness runs"):
+    with pytest.raises(finder.RunNotFound, match="list runs with `python -m rl.harness.commands.cli runs`"):
         finder.find_run("20990101T000000Z-ffffff", [str(tmp_path)])
     with pytest.raises(finder.RunNotFound, match="'/'"):
         finder.find_run("../x", [str(tmp_path)])

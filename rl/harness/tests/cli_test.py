@@ -108,7 +108,8 @@ def test_under_bazel_run_a_recipe_outside_the_binary_is_found_in_the_workspace(t
     recipe.write_text("def run(context):\n    return {'found': 'in the workspace'}\n")
     monkeypatch.setenv("BUILD_WORKSPACE_DIRECTORY", str(tmp_path))
     try:
-        assert cli.main(["rl-harness", "rl.harness.workspace_only.recipe", "--run-id", "ws"]) == 0
+        # tmp_path stands in for the workspace but is no git checkout: the run records the files' hashes instead
+        assert cli.main(["rl-harness", "rl.harness.workspace_only.recipe", "--run-id", "ws", "--allow-untracked-code"]) == 0
     finally:
         for name in ("rl.harness.workspace_only.recipe", "rl.harness.workspace_only"):
             sys.modules.pop(name, None)
@@ -322,7 +323,7 @@ def test_an_experiments_runs_command_lists_only_that_experiments_runs(roots, tmp
     monkeypatch.syspath_prepend(str(tmp_path))
     folders = ["--results-dir", str(roots[0]), "--artifacts-dir", str(roots[1])]
     assert cli.main(["rl-harness", FAKE, "--run-id", "mine", *folders]) == 0
-    assert cli.main(["rl-harness", "other_recipe", "--run-id", "theirs", *folders]) == 0
+    assert cli.main(["rl-harness", "other_recipe", "--run-id", "theirs", "--allow-untracked-code", *folders]) == 0
     monkeypatch.setenv("FAKE_RECIPE_FAIL_AT", "1")
     assert cli.main(["rl-harness", FAKE, "--run-id", "broken", *folders]) == 1
     capsys.readouterr()
@@ -339,11 +340,12 @@ def test_an_experiments_runs_command_lists_only_that_experiments_runs(roots, tmp
 
 @pytest.mark.parametrize("argv, experiment", [(["rl-harness", FAKE, "--seed", "3", "--help"], None),
                                               (["fake", "--help"], FAKE)])
-def test_a_recipes_help_lists_its_set_keys_with_types_and_defaults(argv, experiment, capsys):
+def test_a_recipes_help_lists_its_set_keys_with_types_defaults_and_ranges(argv, experiment, capsys):
     with pytest.raises(SystemExit, match="0"):
         cli.parse(argv, experiment)
-    listed = capsys.readouterr().out.split(f"--set keys of {FAKE} (KEY=VALUE; type, default):\n")[1]
-    assert listed.split("\n") == ["  fake/iterations  int, default 0", "  fake/loss_scale  float, default 1.0", ""]
+    listed = capsys.readouterr().out.split(f"--set keys of {FAKE} (KEY=VALUE; type, default, range):\n")[1]
+    assert listed.split("\n") == ["  fake/iterations  int, default 0, >= 0",
+                                   "  fake/loss_scale  float, default 1.0, any number", ""]
 
 
 def test_runs_searches_the_workspace_by_default(tmp_path, monkeypatch, capsys):
@@ -432,3 +434,40 @@ def test_help_lists_every_subcommand(capsys, experiment):
     printed = capsys.readouterr().out
     assert done.value.code == 0
     assert all(f"\n  {command} " in printed for command in cli.COMMANDS), printed
+
+
+def test_the_recipes_binary_and_the_generic_one_find_the_same_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BUILD_WORKSPACE_DIRECTORY", str(tmp_path))
+    custom = ["--results-dir", str(tmp_path / "custom" / "res"), "--artifacts-dir", str(tmp_path / "custom" / "art")]
+    assert cli.main(["rl-harness", FAKE, "--run-id", "elsewhere", *custom]) == 0
+    assert cli.main(["rl-harness", FAKE, "--run-id", "other", "--seed", "3", *custom]) == 0
+    for argv, experiment in ((["rl-harness"], None), (["fake"], FAKE)):
+        capsys.readouterr()
+        assert cli.main([*argv, "show", "elsewhere"], experiment=experiment) == 0
+        assert capsys.readouterr().out.startswith("run elsewhere: completed")
+        assert cli.main([*argv, "diff", "elsewhere", "other"], experiment=experiment) == 0
+        assert "seed: 42 -> 3" in capsys.readouterr().out
+        assert cli.main([*argv, "runs"], experiment=experiment) == 0
+        assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["elsewhere", "other"]
+
+
+def test_runs_sorts_and_keeps_smoke_or_full_runs(roots, monkeypatch, capsys):
+    folders = ["--results-dir", str(roots[0]), "--artifacts-dir", str(roots[1])]
+    assert cli.main(["rl-harness", FAKE, "--run-id", "full-b", *folders]) == 0
+    assert cli.main(["rl-harness", FAKE, "--run-id", "smoke-a", "--smoke", *folders]) == 0
+    monkeypatch.setenv("FAKE_RECIPE_FAIL_AT", "1")
+    assert cli.main(["rl-harness", FAKE, "--run-id", "full-a", *folders]) == 1
+
+    def listed(*args):
+        capsys.readouterr()
+        assert cli.main(["rl-harness", "runs", "--results-dir", str(roots[0]), *args]) == 0
+        return [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+
+    assert listed() == ["full-b", "smoke-a", "full-a"]  # oldest start first
+    assert listed("--sort", "id") == ["full-a", "full-b", "smoke-a"]
+    assert listed("--sort", "status") == ["full-b", "smoke-a", "full-a"]  # completed < failed
+    assert listed("--smoke") == ["smoke-a"]
+    assert listed("--full", "--sort", "id") == ["full-a", "full-b"]
+    assert listed("--full", "--last", "1") == ["full-a"]
+    with pytest.raises(SystemExit, match=str(cli.EXIT_USAGE)):
+        cli.parse(["rl-harness", "runs", "--smoke", "--full"])

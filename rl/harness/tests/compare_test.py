@@ -100,3 +100,18 @@ def test_without_output_the_figure_goes_under_the_results_tree_not_where_the_com
     assert capsys.readouterr().out.splitlines()[-1] == f"wrote {figure}"
     assert matplotlib.image.imread(figure).shape[:2] == (360, 600)
     assert list(typed_in.iterdir()) == []  # the checkout stays clean for the next run's provenance
+
+
+def test_outputs_never_show_in_git_status_only_the_results_to_commit(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    repo = run_helpers.committed_repo(tmp_path / "repo", {"README.md": "a checkout\n"})
+    monkeypatch.chdir(repo)  # relative --results-dir and --artifacts-dir, as a user types them
+    for run_id, seed in (("a", "1"), ("b", "2")):
+        assert cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", "myres", "--artifacts-dir", "myart",
+                         "--run-id", run_id, "--seed", seed]) == 0
+    assert cli.main(["rl-harness", "compare", "a", "b", "--results-dir", "myres", "--metric", LOSS]) == 0  # default output
+    assert "wrote " + str(repo / "myres" / "comparisons" / "a_vs_b.png") in capsys.readouterr().out
+    listed = run_helpers.git(repo, "status", "--porcelain", "--untracked-files=all").splitlines()
+    shown = {line[3:] for line in listed}  # the runs' records (a patch too while this checkout has changes)
+    assert {f"myres/{run_id}/{name}" for run_id in ("a", "b") for name in (records.MANIFEST_FILE, records.SUMMARY_FILE)
+            } <= shown and all(path.startswith(("myres/a/", "myres/b/")) for path in shown), shown

@@ -74,7 +74,8 @@ def main(argv: list[str]) -> int:
         return 0
     module = target.lstrip("/").replace("/", ".").replace(":", ".")
     environment = {**os.environ, "RL_BUILD_INFO": build_info, "PYTHONPATH": os.pathsep.join([checkout, HARNESS_ROOT])}
-    return subprocess.run([sys.executable, "-m", "rl.harness.commands.cli", module, *arguments], env=environment).returncode
+    # As `bazel run` does, the binary replaces this process: signals sent to it reach the run.
+    os.execve(sys.executable, [sys.executable, "-m", "rl.harness.commands.cli", module, *arguments], environment)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ FAKE_RECIPE_TAIL_S (a stage after training that does not poll stop requests, as 
 FAKE_RECIPE_OUTPUT_BYTES (after training, an output of that size, in FAKE_RECIPE_OUTPUT_PLACE: results
 or artifacts, as a probe report or a figure), FAKE_RECIPE_PICKLE (state saved and loaded as a pickle,
 as RLlib's learner state is: what a planted checkpoint would run).
-Declared hyperparameters (--set): fake/iterations (int; 0 = the knob above) and fake/loss_scale (float).
+Declared hyperparameters (--set): fake/iterations (int >= 0; 0 = the knob above) and fake/loss_scale (float, any).
 """
 
 import json
@@ -16,9 +16,10 @@ import os
 import pickle
 import time
 
-from rl.harness.run.hyperparameters import Hyperparameters
+from rl.harness.run.hyperparameters import Hyperparameters, Range
 
-HYPERPARAMETERS = Hyperparameters({"fake/iterations": 0, "fake/loss_scale": 1.0})
+HYPERPARAMETERS = Hyperparameters({"fake/iterations": 0, "fake/loss_scale": 1.0},
+                                  ranges={"fake/iterations": Range(0), "fake/loss_scale": Range()})
 
 STEPS_PER_ITERATION = 100
 STATE_FILE = "fake_state.json"

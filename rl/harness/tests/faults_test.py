@@ -2,9 +2,12 @@
 machine) end in one line naming the folder and the fix, exit 2 or the run's recorded status, nothing left behind."""
 
 import errno
+import hashlib
 import os
 import pathlib
+import pickle
 import re
+import shlex
 
 import pytest
 
@@ -13,6 +16,8 @@ from rl.harness.errors import EXIT_FAILED, EXIT_USAGE
 from rl.harness.run import records
 from rl.harness.run.layout import RunFolderError, RunIdTaken, RunLayout
 from rl.harness.run.manifest import read_manifest
+from rl.harness.study import summary
+from rl.harness.study.record import StudyRecord
 from rl.harness.tests import mounts, run_helpers
 from rl.harness.training import hardware
 
@@ -154,3 +159,106 @@ def test_a_study_into_a_read_only_folder_is_refused_before_any_record(tmp_path, 
     assert capsys.readouterr().err.strip() == (
         f"rl-harness: error: --results-dir: {tmp_path / 'results'} is on a read-only file system, so"
         f" {tmp_path / 'results'} cannot be written; pass a writable --results-dir")
+
+
+def test_a_full_disk_at_a_studys_summary_leaves_its_files_and_record_consistent_in_one_line(tmp_path, capsys):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    with mounts.small(results, "1m"):
+        for run_id in ("a0", "b0"):
+            assert run_helpers.run_fake(results, artifacts, "--run-id", run_id) == 0
+        _fill(results)
+        filler = results / "filler"
+        os.truncate(filler, filler.stat().st_size - 24 * 1024)  # room for study.json, not for the summary's figure
+        capsys.readouterr()
+        assert cli.main(["rl-harness", "study", "rl.harness.tests.fake_study", "--results-dir", str(results),
+                         "--artifacts-dir", str(artifacts), "--study-id", "full", "--runs", "first=a0",
+                         "second=b0"]) == EXIT_FAILED
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        folder = results / "studies" / "full"
+        assert len(lines) == 1 and re.fullmatch(
+            rf"study full: its summary could not be written \(no space left on the device of {results}"
+            r" \(--results-dir\): \d+ KiB free of 1.0 MiB\); study.json says failed, every member's run is kept;"
+            r" make room there and write the summary with `(.+)`", lines[0]), lines
+        assert sorted(path.name for path in folder.iterdir()) == ["study.json"]  # no summary file, no temporary
+        assert StudyRecord.read(folder).status == "failed"
+        filler.unlink()
+        words = shlex.split(re.search(r"`(.+)`", lines[0]).group(1))
+        assert words[:3] == ["python", "-m", "rl.harness.commands.cli"]
+        code, stdout, stderr = run_helpers.run_cli(words[3:])
+        assert code == 0, stderr
+        assert StudyRecord.read(folder).status == "completed" and (folder / summary.CURVES_PNG).is_file()
+
+
+def test_a_checkpoint_with_a_truncated_pickle_is_refused_in_one_line_before_any_record(tmp_path, capsys):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    assert run_helpers.run_fake(results, artifacts, "--run-id", "parent") == 0
+    state = artifacts / "parent" / "checkpoints" / "iter_000005" / "learner" / "state.pkl"
+    state.parent.mkdir()
+    whole = pickle.dumps({"weights": list(range(1000))})
+    state.write_bytes(whole[:len(whole) // 2])  # as a copy cut short, or a disk that filled up while saving
+    capsys.readouterr()
+    assert run_helpers.run_fake(results, artifacts, "--run-id", "child", "--resume-from", "parent") == EXIT_USAGE
+    error = capsys.readouterr().err.strip()  # why pickletools stopped depends on where the cut falls
+    assert re.fullmatch(
+        re.escape(f"rl-harness: error: checkpoint {state.parents[1]} cannot be read: learner/state.pkl is damaged (")
+        + r"[^()\n]+" + re.escape("); pass --resume-from an earlier checkpoint folder of that run (its"
+                                  " checkpoints/iter_N), or fetch the checkpoint again from B2 (docs/artifact_storage.md)"),
+        error), error
+    assert not (results / "child").exists() and not (artifacts / "child").exists()
+
+
+def _loose_recipe(folder: pathlib.Path, name: str, monkeypatch) -> str:
+    """A recipe module `name` in `folder` (the fake recipe's run), importable from there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.py").write_text("from rl.harness.tests.fake_recipe import HYPERPARAMETERS, run  # noqa: F401\n")
+    monkeypatch.syspath_prepend(str(folder))
+    return name
+
+
+@pytest.mark.parametrize("where, reason", [
+    ("outside git", r"fatal: not a git repository \(or any of the parent directories\): \.git"),
+    ("a repository with no commit", r"the git repository at \S+ has no commit yet"),
+])
+def test_a_recipe_without_a_commit_is_refused_in_one_line_naming_the_fix(tmp_path, capsys, monkeypatch, where, reason):
+    folder = tmp_path / "code"
+    name = _loose_recipe(folder, f"loose_{where.replace(' ', '_')}", monkeypatch)
+    if where != "outside git":
+        run_helpers.git(folder, "init", "-q")
+    capsys.readouterr()
+    assert cli.main(["rl-harness", name, "--results-dir", str(tmp_path / "results"), "--artifacts-dir",
+                     str(tmp_path / "artifacts"), "--run-id", "loose"]) == EXIT_USAGE
+    error = capsys.readouterr().err.strip()
+    assert re.fullmatch(rf"rl-harness: error: {name} is not in a git checkout with a commit \({reason}\), so the run"
+                        r" could not record which code produced it; commit it \(git init, git add, git commit\), or"
+                        r" pass --allow-untracked-code to record the sha256 of each \.py file beside it instead",
+                        error), error
+    assert not (tmp_path / "results" / "loose").exists()
+
+
+def test_allow_untracked_code_runs_it_recorded_as_such_with_its_files_hashed(tmp_path, monkeypatch):
+    folder = tmp_path / "code"
+    name = _loose_recipe(folder, "loose_allowed", monkeypatch)
+    (folder / "helper.py").write_text("HELPER = 1\n")
+    assert cli.main(["rl-harness", name, "--results-dir", str(folder / "results"), "--artifacts-dir",
+                     str(folder / "artifacts"), "--run-id", "loose", "--allow-untracked-code"]) == 0
+    manifest = read_manifest(folder / "results" / "loose")
+    assert manifest.options["allow_untracked_code"] is True and manifest.code["experiment_repo"]["commit"] is None
+    assert manifest.code["experiment_repo"]["untracked_sources"] == {
+        "folder": str(folder), "left_out": 0,
+        "files": {file: hashlib.sha256((folder / file).read_bytes()).hexdigest()
+                  for file in ("helper.py", f"{name}.py")}}  # the output roots beside it are left out
+
+
+def test_a_study_without_a_commit_is_refused_before_any_record(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "code"
+    folder.mkdir()
+    (folder / "loose_study.py").write_text("from rl.harness.tests.fake_study import STUDY  # noqa: F401\n")
+    monkeypatch.syspath_prepend(str(folder))
+    options = cli.parse(["rl-harness", "study", "loose_study", "--results-dir", str(tmp_path / "results"),
+                         "--artifacts-dir", str(tmp_path / "artifacts")])[1]
+    assert cli.dispatch("study", options) == EXIT_USAGE
+    assert capsys.readouterr().err.strip() == (
+        "rl-harness: error: loose_study is not in a git checkout with a commit (fatal: not a git repository (or any of"
+        " the parent directories): .git): a study compares its members by commit; commit the study and its recipes"
+        " first (git init, git add, git commit)")
+    assert not (tmp_path / "results" / "studies").exists()

@@ -7,11 +7,13 @@ import pytest
 from rl.harness.commands import cli, reproduce
 from rl.harness.errors import EXIT_USAGE, UsageError
 from rl.harness.run import records
-from rl.harness.run.hyperparameters import Hyperparameters, set_arguments
+from rl.harness.run.hyperparameters import Hyperparameters, Range, set_arguments
 from rl.harness.run.manifest import read_manifest
 from rl.harness.tests import run_helpers
 
-DECLARED = Hyperparameters({"ppo/lr": 1e-3, "model/d_model": 32, "ppo/use_gae": True, "env/name": "mess3"})
+DECLARED = Hyperparameters({"ppo/lr": 1e-3, "model/d_model": 32, "ppo/use_gae": True, "env/name": "mess3"},
+                           ranges={"ppo/lr": Range.positive(), "model/d_model": Range(1)})
+WIDTHS = {"model/d_model": Range(1), "model/n_heads": Range(1)}
 
 
 def test_values_parse_as_their_defaults_types():
@@ -52,13 +54,13 @@ def _heads_divide_width(values):
 
 
 def test_the_recipes_check_sees_every_value_and_names_what_was_set():
-    declared = Hyperparameters({"model/d_model": 32, "model/n_heads": 2}, check=_heads_divide_width)
+    declared = Hyperparameters({"model/d_model": 32, "model/n_heads": 2}, check=_heads_divide_width, ranges=WIDTHS)
     assert declared.parse(["model/n_heads=4"]) == {"model/n_heads": 4}
     with pytest.raises(UsageError) as raised:
         declared.parse(["model/n_heads=5"])
     assert str(raised.value) == ("--set model/n_heads=5: model/d_model must be divisible by model/n_heads;"
                                  " type e.g. --set model/d_model=40")
-    broken = Hyperparameters({"model/d_model": 30, "model/n_heads": 4}, check=_heads_divide_width)
+    broken = Hyperparameters({"model/d_model": 30, "model/n_heads": 4}, check=_heads_divide_width, ranges=WIDTHS)
     with pytest.raises(UsageError, match="^the recipe's defaults: model/d_model must be divisible"):
         broken.parse([])
 
@@ -68,6 +70,31 @@ def test_a_bad_declaration_is_refused():
         Hyperparameters({"lr": 1e-3})
     with pytest.raises(ValueError, match="use bool, int, float or str"):
         Hyperparameters({"ppo/layers": [1, 2]})
+    with pytest.raises(ValueError, match=r"ppo/lr \(float\) declares no range; pass ranges=\{'ppo/lr': Range"):
+        Hyperparameters({"ppo/lr": 1e-3})
+    with pytest.raises(ValueError, match=r"ppo/gamma's default 1.5 is outside its range \(in \[0, 1\]\)"):
+        Hyperparameters({"ppo/gamma": 1.5}, ranges={"ppo/gamma": Range(0, 1)})
+    with pytest.raises(ValueError, match="ranges of env/name: a range belongs to an int or float"):
+        Hyperparameters({"env/name": "mess3"}, ranges={"env/name": Range()})
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("ppo/lr=-1", "--set ppo/lr=-1: out of range; ppo/lr must be > 0 (default 0.001)"),
+    ("ppo/lr=0", "--set ppo/lr=0: out of range; ppo/lr must be > 0 (default 0.001)"),
+    ("ppo/gamma=1.5", "--set ppo/gamma=1.5: out of range; ppo/gamma must be in [0, 1] (default 0.9)"),
+    ("ppo/clip=1", "--set ppo/clip=1: out of range; ppo/clip must be in (0, 1) (default 0.2)"),
+    ("ppo/num_epochs=0", "--set ppo/num_epochs=0: out of range; ppo/num_epochs must be >= 1 (default 4)"),
+    ("ppo/kl=2", "--set ppo/kl=2: out of range; ppo/kl must be <= 1 (default 0.5)"),
+])
+def test_a_value_out_of_its_declared_range_is_refused_naming_the_range(assignment, message):
+    declared = Hyperparameters({"ppo/lr": 1e-3, "ppo/gamma": 0.9, "ppo/clip": 0.2, "ppo/num_epochs": 4, "ppo/kl": 0.5},
+                               ranges={"ppo/lr": Range.positive(), "ppo/gamma": Range(0, 1),
+                                       "ppo/clip": Range(0, 1, low_open=True, high_open=True), "ppo/num_epochs": Range(1),
+                                       "ppo/kl": Range(None, 1)})
+    with pytest.raises(UsageError) as raised:
+        declared.parse([assignment])
+    assert str(raised.value) == message
+    assert declared.parse(["ppo/gamma=1", "ppo/gamma=0"]) == {"ppo/gamma": 0.0}  # the closed ends are inside
 
 
 def test_set_arguments_give_the_same_overrides_again():
@@ -113,6 +140,13 @@ def test_a_bad_override_is_one_line_exit_2_and_writes_nothing(roots, capsys):
     assert _run(roots, "bad", "--set", "fake/iterations=many") == EXIT_USAGE
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "expected int; valid keys: fake/iterations (int), fake/loss_scale (float)" in error[0]
+    assert not roots[0].exists()
+
+
+def test_an_override_out_of_its_range_is_one_line_exit_2_and_writes_nothing(roots, capsys):
+    assert _run(roots, "negative", "--set", "fake/iterations=-1") == EXIT_USAGE
+    assert capsys.readouterr().err.strip() == ("rl-harness: error: --set fake/iterations=-1: out of range;"
+                                               " fake/iterations must be >= 0 (default 0)")
     assert not roots[0].exists()
 
 

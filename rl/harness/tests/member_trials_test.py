@@ -4,6 +4,8 @@ and resume."""
 import hashlib
 import json
 import os
+import re
+import shlex
 import signal
 import time
 
@@ -15,6 +17,7 @@ from rl.harness.tests import loopback_cluster, run_helpers
 from rl.harness.training import reaper
 
 STUDY = "rl.harness.tests.fake_study"
+STAGED_STUDY = "rl.harness.tests.staged_study"
 
 
 def _args(tmp_path, *more):
@@ -83,7 +86,8 @@ def test_sigterm_mid_study_then_resume_repeats_no_finished_trial_and_loses_no_ro
     code, stderr = run_helpers.run_until(_args(tmp_path, "--study-id", "stop"), first_pair_done_second_started,
                                          signal.SIGTERM, "two finished members and a running one", **knobs)
     assert code == 128 + signal.SIGTERM, stderr[-3000:]
-    assert "--resume stop" in stderr
+    printed = shlex.split(re.search(r"continue it with `([^`]+)`", stderr).group(1))  # run as printed:
+    assert printed[:3] == ["python", "-m", "rl.harness.commands.cli"]  # tests/printed_commands_test.py: under Bazel
     record = _record(tmp_path, "stop")
     assert record["status"] == "interrupted"
     finished = {key: member["runs"][0] for key, member in _members(record).items() if member["status"] == "completed"}
@@ -91,7 +95,7 @@ def test_sigterm_mid_study_then_resume_repeats_no_finished_trial_and_loses_no_ro
     assert finished and stopped
     before = {run_id: _fingerprint(tmp_path, run_id) for run_id in finished.values()}
 
-    code, stdout, stderr = run_helpers.run_cli(_args(tmp_path, "--resume", "stop"), timeout=240, **knobs)
+    code, stdout, stderr = run_helpers.run_cli(printed[3:], timeout=240, **knobs)
     assert code == 0, stderr[-3000:]
     members = _members(_record(tmp_path, "stop"))
     for key, run_id in finished.items():
@@ -135,6 +139,29 @@ def test_a_study_killed_with_sigkill_reads_as_crashed_leaves_no_process_and_resu
     assert code == 0, stderr[-3000:]
     assert "study killed crashed" in stderr
     assert StudyRecord.read(folder).effective_status == "completed"
+
+
+def test_ctrl_c_while_a_member_probes_then_resume_completes_the_study_without_retrying_failures(tmp_path):
+    args = ["study", STAGED_STUDY, "--results-dir", tmp_path / "results", "--artifacts-dir", tmp_path / "artifacts",
+            "--max-concurrent", "1"]
+    logs = tmp_path / "artifacts" / "studies" / "probe" / "logs"
+
+    def a_member_probing():
+        return logs.is_dir() and any("stage probing" in log.read_text() for log in logs.iterdir())
+
+    code, stderr = run_helpers.run_until([*args, "--study-id", "probe"], a_member_probing, signal.SIGINT,
+                                         "a member in its probing stage", STAGED_RECIPE_WAIT_IN="probing")
+    assert code == 128 + signal.SIGINT, stderr[-3000:]
+    stopped = [member for member in _record(tmp_path, "probe")["members"] if member["status"] == "interrupted"]
+    assert len(stopped) == 1
+
+    code, stdout, stderr = run_helpers.run_cli([*args, "--resume", "probe"], timeout=240)
+    assert code == 0, stderr[-3000:]
+    record = _record(tmp_path, "probe")
+    assert record["status"] == "completed" and {member["status"] for member in record["members"]} == {"completed"}
+    resumed = _members(record)[(stopped[0]["agent"], stopped[0]["seed"])]["runs"]
+    assert len(resumed) == 2 and _iterations(tmp_path, resumed[1:]) == []  # it trained nothing again
+    assert (tmp_path / "results" / resumed[1] / "plotting.json").is_file()
 
 
 def test_a_study_waiting_for_resources_stops_on_the_first_signal_and_is_recorded_interrupted(tmp_path):

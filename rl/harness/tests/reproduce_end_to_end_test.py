@@ -14,6 +14,7 @@ for two numeric platforms by pinning `ATEN_CPU_CAPABILITY=default` for one run a
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ import pytest
 
 from rl.harness.commands import cli
 from rl.harness.run import records
-from rl.harness.tests import fake_bazel
+from rl.harness.tests import fake_bazel, run_helpers
 
 TARGET = "//tiny:recipe"
 RECIPE = '''"""A tiny deterministic recipe: fake_recipe's loop, one process, noise from the seed streams."""
@@ -239,3 +240,29 @@ def test_the_portable_profile_is_recorded_applied_by_reproduce_and_repeats_itsel
     assert "verdict: identical" in printed and status == 0, printed
     assert reproduction["hardware"]["profile"]["name"] == "cpu-portable"
     assert reproduction["platform"] == recorded
+
+
+def test_ctrl_c_during_the_reproduction_stops_it_cleanly_in_one_line(repo, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "400")
+    monkeypatch.setenv("FAKE_RECIPE_SLEEP_S", "0.05")
+    _run(repo, "long", TARGET, "--stop-at-iteration", "2")
+    before = {path.name for path in _results(repo).iterdir()}
+
+    def reproduction_running():
+        started = [path for path in _results(repo).iterdir() if path.name not in before]
+        return started and (started[0] / records.MANIFEST_FILE).is_file() and run_helpers.metrics_rows(
+            repo / "tiny" / "artifacts" / started[0].name) and started[0]
+
+    process = run_helpers.start_cli(["reproduce", "long", "--results-dir", _results(repo)])
+    try:
+        started = run_helpers.wait_for(reproduction_running, 120, "the reproduction's first metrics row")
+        process.send_signal(signal.SIGINT)  # to the reproduce command only, as a terminal's Ctrl-C reaches it
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        run_helpers.stop_group(process)
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == (
+        f"rl-harness: error: reproduction {started.name} of run long stopped by SIGINT (exit 130, the run interrupted);"
+        " nothing was compared: reproduce again to compare")
+    reproduction = _record(started)
+    assert reproduction["status"] == "interrupted" and reproduction["checkpoints"]  # it stopped at a checkpoint

@@ -1,10 +1,12 @@
 """Slow: a real direct RLlib run (PPO on CartPole-v1, smoke budget) through the CLI."""
 
 import json
+import os
 import re
 
 from rl.harness.run import records, seeding
-from rl.harness.tests import run_helpers
+from rl.harness.tests import mounts, run_helpers
+from rl.harness.training import ray_folders
 
 
 def test_a_direct_run_trains_checkpoints_and_records(tmp_path):
@@ -36,3 +38,14 @@ def test_a_direct_run_trains_checkpoints_and_records(tmp_path):
     summary = json.loads((results / records.SUMMARY_FILE).read_text())
     assert summary["metrics"]["env_runners/episode_return_mean"]["points"] == 2
     assert summary["outcome"]["training_iteration"] == 2
+
+
+def test_a_direct_run_with_a_read_only_home_completes_and_writes_nothing_there(tmp_path):
+    home = tmp_path / "home"
+    with mounts.read_only(home):  # Ray's default ~/ray_results cannot be made
+        status, _, stderr = run_helpers.run_cli([run_helpers.PPO, "--smoke", "--run-id", "home", "--results-dir",
+                                                 tmp_path / "r", "--artifacts-dir", tmp_path / "a"], timeout=240,
+                                                HOME=home)
+        assert status == 0 and "Traceback" not in stderr, stderr[-3000:]
+        assert os.listdir(home) == []
+    assert os.listdir(tmp_path / "a" / "smoke" / "home" / ray_folders.RAY_LOGS)  # the Algorithm's log folder

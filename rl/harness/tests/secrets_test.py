@@ -16,7 +16,7 @@ from absl import logging as absl_logging
 from rl.harness import settings
 from rl.harness.commands import cli
 from rl.harness.run import provenance, records, redaction
-from rl.harness.run.hyperparameters import Hyperparameters
+from rl.harness.run.hyperparameters import Hyperparameters, Range
 from rl.harness.run.layout import RunLayout
 from rl.harness.study.record import StudyRecord
 from rl.harness.tests import run_helpers
@@ -294,7 +294,7 @@ def test_a_hyperparameter_named_like_a_credential_is_refused(name):
 
 @pytest.mark.parametrize("name", ["next_token_aux/loss_coefficient", "model/n_tokens", "ppo/lr", "keys/count"])
 def test_ordinary_hyperparameter_names_are_accepted(name):
-    Hyperparameters({name: 1})
+    Hyperparameters({name: 1}, ranges={name: Range()})
 
 
 @pytest.mark.parametrize("study_id, runs", [("../../elsewhere", ["r1"]), ("ok", ["../../x"])])

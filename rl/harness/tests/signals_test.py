@@ -1,5 +1,6 @@
 """SIGINT/SIGTERM end a run as interrupted with a final checkpoint; SIGKILL leaves a crashed run."""
 
+import re
 import signal
 
 import pytest
@@ -68,7 +69,10 @@ def test_a_killed_run_is_reported_as_crashed_and_keeps_its_records(tmp_path):
     status, _, stderr = run_helpers.run_cli([*_args(tmp_path, "next"), "--resume-from", "killed"],
                                             FAKE_RECIPE_ITERATIONS=resumed_from + 1)
     assert status == 0, stderr
-    assert "run killed crashed" in stderr and "--resume-from killed" in stderr
+    assert "run killed crashed" in stderr
+    printed = re.search(r"resume it with `([^`]+)`", stderr).group(1).split()  # the command, runnable as printed
+    assert printed[:4] == ["python", "-m", "rl.harness.commands.cli", run_helpers.FAKE]
+    assert printed[4:8] == ["--resume-from", "killed", "--seed", "42"]
     newest = manifest["checkpoints"][-1]
     assert (f"resuming from checkpoint {tmp_path / 'a' / 'killed' / newest['path']} (iteration {resumed_from},"
             f" env steps {newest['env_steps']})") in stderr

@@ -39,19 +39,24 @@ from typing import Any, Callable, ContextManager, Iterator, Mapping, Optional
 import ray
 from absl import logging
 
-from rl.harness.errors import UsageError
+from rl.harness.errors import HarnessError, UsageError
 from rl.harness.run.context import RunContext
 from rl.harness.run.machine import HardwareProfile
 from rl.harness.run.manifest import RunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
 from rl.harness.run.rows import RowBudget
-from rl.harness.training import cluster, configs, hardware
+from rl.harness.training import cluster, configs, hardware, ray_folders
 from rl.harness.training.configs import ConfigRequest, PreparedConfig
 from rl.harness.training.reaper import Reaper
 
 
 class ResumeRefused(UsageError, ValueError):
     """`--resume-from` names something this runner cannot continue from; the message names what to type instead."""
+
+
+class RestoreFailed(HarnessError):
+    """A checkpoint that passed the checks before the run could not be restored: the run fails (exit 1), recorded,
+    in one line naming the checkpoint and what to pass instead (the traceback is in traceback.txt)."""
 
 
 def stopping(context: RunContext, phase: str) -> bool:
@@ -310,7 +315,8 @@ class AlgorithmTraining:
 
     def run(self, context: RunContext) -> Optional[dict]:
         """The last row (the counters it stopped at), or None when a stop came before its first iteration."""
-        algo = self.config.build_algo()
+        with ray_folders.logs_under(context.artifacts_dir / ray_folders.RAY_LOGS):  # not ~/ray_results
+            algo = self.config.build_algo()
         try:
             return self._train(context, algo)
         finally:
@@ -325,7 +331,13 @@ class AlgorithmTraining:
             return None
         row = {ITERATION: 0, ENV_STEPS: 0}
         if self.restore_from is not None:
-            algo.restore_from_path(str(self.restore_from))
+            try:
+                algo.restore_from_path(str(self.restore_from))
+            except Exception as error:  # noqa: BLE001 - whatever RLlib raises for a checkpoint it cannot read
+                detail = " ".join(str(error).split())  # one line, whatever the library's message holds
+                raise RestoreFailed(f"checkpoint {self.restore_from} could not be restored ({type(error).__name__}"
+                                    f"{': ' + detail if detail else ''}); pass --resume-from an earlier checkpoint folder of that run (its"
+                                    " checkpoints/iter_N)") from error
             row = _restored_counters(algo)
         if self.restore_iteration is not None and row[ITERATION] != self.restore_iteration:
             raise RuntimeError(f"restoring {self.restore_from} gave iteration {row[ITERATION]}, but the checkpoint"

@@ -41,7 +41,7 @@ from absl import logging
 from ray import tune
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from rl.harness.run.context import RunContext
+from rl.harness.run.context import RunContext, check_left_to_do
 from rl.harness.run.manifest import DirectRunner, TuneRunner
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 from rl.harness.training import configs, lifecycle
@@ -129,6 +129,7 @@ class DirectTraining(lifecycle.Runner):
         if resume is not None and resume.checkpoint is None:
             raise lifecycle.ResumeRefused(f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls"
                                           " run_tune")
+        check_left_to_do(context, self.stop)
         return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, context.seeds.integer("rllib"))}
 
     def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> DirectRunner:
