@@ -8,12 +8,12 @@ A thin command over `rl.analysis.probing` (the loop, report and figures). The ru
 records (rl.harness); the experiment recorded in its manifest must
 define, beside `run(context)`, a `probe_plan(smoke)` returning an `rl.analysis.adapters.ProbePlan`
 (adapters, sample sizes, probe options: the science stays in the experiment). Written into the
-run's results folder (results/<run-id>/):
+run's results folder (results/<run-id>/) and, figures, its artifacts folder (artifacts/<run-id>/):
 
-    probe_report.json                 per checkpoint and distribution: the full ProbeReport
-    probe_r2_<distribution>.png       held-out R^2 per layer across checkpoints (bootstrap bars)
-    belief_simplex_<distribution>.png last checkpoint, best layer: true vs predicted (3 states)
-    learning_curves.png               from artifacts/<run-id>/metrics.jsonl
+    probe_report.json                 (results) per checkpoint and distribution: the full ProbeReport
+    probe_r2_<distribution>.png       (artifacts) held-out R^2 per layer across checkpoints (bootstrap bars)
+    belief_simplex_<distribution>.png (artifacts) last checkpoint, best layer: true vs predicted (3 states)
+    learning_curves.png               (artifacts) from artifacts/<run-id>/metrics.jsonl
 
 (files beside the run's own outputs; its manifest stays as the run finished).
 
@@ -49,13 +49,15 @@ FROM_SOURCE_ENV = "RL_ANALYSIS_PROBE_FROM_SOURCE"
 
 
 def write_outputs(found: RunArtifacts, outputs: dict[str, object]) -> list[str]:
-    """Writes a finished run's probe outputs into its results folder, each atomically; returns their paths.
+    """Writes a finished run's probe outputs, each atomically, where a run writes them (`records.output_place`:
+    figures into its artifacts folder, reports into its results folder); returns their paths.
 
     The run's manifest is left as it finished (its outputs are what the run itself wrote).
     """
+    folders = {records.RESULTS: found.run.run_dir, records.ARTIFACTS: str(found.artifacts_dir)}
     written = []
     for name, data in outputs.items():
-        path = os.path.join(found.run.run_dir, name)
+        path = os.path.join(folders[records.output_place(name)], name)
         records.write_data_atomically(path, data)
         written.append(path)
     return written

@@ -21,8 +21,8 @@ against the process's optimal value H(X_{t+1} | X_1..X_t) (rl.envs.hmm.next_toke
 
 Results in checks/results/[smoke/]<run-id>/: probe_report.json (every snapshot's full ProbeReport),
 next_token_reference.json (per-layer R^2 with intervals, cross-entropy vs optimum per context
-length, training time), probe_r2_uniform_contexts.png, belief_simplex_uniform_contexts.png
-(final layer, true vs predicted) and learning_curves.png. Not for `//rl/analysis:probe`: the
+length, training time); figures in checks/artifacts/[smoke/]<run-id>/: probe_r2_uniform_contexts.png,
+belief_simplex_uniform_contexts.png (final layer, true vs predicted) and learning_curves.png. Not for `//rl/analysis:probe`: the
 checkpoints are plain state dicts, not RLModules.
 """
 
@@ -168,7 +168,7 @@ def run(context):
     records.write_json_atomically(str(folder / REFERENCE_FILE), reference)
     records.write_json_atomically(str(folder / PROBE_REPORT_FILE), {
         "snapshots": [{"training_step": step, "report": report.as_dict()} for step, report, _ in snapshots]})
-    write_figures(folder, snapshots, rows, optimum=float(optimum.mean()))
+    write_figures(context.artifacts_dir, snapshots, rows, optimum=float(optimum.mean()))
     print(f"results: {folder}")
     final = reference["probes"]["layers"]
     return {"final_layer_r2": final[-1]["r2"], "final_layer_r2_interval": final[-1]["r2_interval"],

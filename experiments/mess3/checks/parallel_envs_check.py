@@ -6,7 +6,8 @@
 The main job's PPO (controlled_mess3.ppo_config, train batch 2048) trained with the old sampling
 (one env: a batch is one env's 2048 consecutive steps) and the new (PARALLEL_ENVS envs x 64
 steps), on the same three seeds. Writes parallel_envs_check.json (return after each update per
-run, and per group the mean/min/max at each env-step count) and learning_curves.png.
+run, and per group the mean/min/max at each env-step count) and, into its artifacts folder,
+learning_curves.png.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def run(context):
     record = {"seeds": seeds, "groups": {label: {"curves": curves, "spread": spread_by_env_steps(curves)}
                                          for label, curves in groups.items()}}
     records.write_json_atomically(str(context.results_dir / RESULT_FILE), record)
-    save_figure(_figure(groups), str(context.results_dir / "learning_curves.png"))
+    save_figure(_figure(groups), str(context.artifacts_dir / "learning_curves.png"))
     final = {label: value["spread"][-1] for label, value in record["groups"].items() if value["spread"]}
     print(f"results: {context.results_dir}")
     return {"final": final}

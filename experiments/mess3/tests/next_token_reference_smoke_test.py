@@ -38,6 +38,6 @@ def test_the_smoke_run_trains_probes_and_scores_against_the_optimum(tmp_path):
     assert all(model >= optimum - 1e-9 for model, optimum in
                zip(entropy["model_per_context_length"], entropy["optimum_per_context_length"]))
     for name in ("probe_r2_uniform_contexts.png", "belief_simplex_uniform_contexts.png", "learning_curves.png"):
-        assert (run.results_dir / name).stat().st_size > 0, name
+        assert (run.artifacts_dir / name).stat().st_size > 0, name
     assert run.summary["outcome"]["final_layer_r2"] == reference["probes"]["layers"][-1]["r2"]
     assert "results: " in run.stdout and smoke.RUN_ID in run.stdout

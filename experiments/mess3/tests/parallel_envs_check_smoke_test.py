@@ -20,7 +20,7 @@ def test_both_groups_train_on_the_same_seeds_with_the_recorded_sampling(tmp_path
         mine = [row for row in rows if row["parallel_envs"] == parallel_envs]
         assert len(mine) == 2 * parallel_envs_check.SEEDS
         assert {row["num_env_steps_sampled_lifetime"] for row in mine} == {1024, 2048}
-    assert (run.results_dir / "learning_curves.png").stat().st_size > 10_000
+    assert (run.artifacts_dir / "learning_curves.png").stat().st_size > 10_000
 
 
 def test_the_spread_is_taken_at_env_steps_every_curve_reached():

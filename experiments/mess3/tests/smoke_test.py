@@ -77,7 +77,8 @@ def test_the_smoke_run_trains_checkpoints_and_probes(recipe, tmp_path):
     for name in ("learning_curves.png", "probe_r2_uniform_contexts.png", "probe_r2_process_rollouts.png",
                  "belief_simplex_uniform_contexts.png", "belief_simplex_process_rollouts.png",
                  "belief_simplex_process_rollouts_random.png", "probe_r2_trained_vs_random.png"):
-        assert (run.results_dir / name).stat().st_size > 0, name
+        assert (run.artifacts_dir / name).stat().st_size > 0, name  # figures are artifacts
+        assert not (run.results_dir / name).exists(), name
     assert set(run.summary["outcome"]["probe_r2"]) == {UNIFORM_CONTEXTS, PROCESS_ROLLOUTS}
     _check_scores(run)
     assert "results: " in run.stdout and smoke.RUN_ID in run.stdout  # it says where its results are

@@ -29,7 +29,7 @@ def test_probe_a_real_harness_run(tmp_path, monkeypatch):
             assert [layer["layer"] for layer in layers] == ["residual_0", "residual_1", "residual_2"]
             assert all(0.0 < layer["test"]["r2"] <= 1.0 for layer in layers)
     for name in ("learning_curves.png", "probe_r2_uniform_contexts.png", "belief_simplex_process_rollouts.png"):
-        assert (results_root / "e2e" / name).is_file()
+        assert (artifacts_root / "e2e" / name).is_file() and not (results_root / "e2e" / name).exists()
 
 
 def test_an_experiment_outside_the_binary_is_probed_from_the_source_tree(tmp_path):

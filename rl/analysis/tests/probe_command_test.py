@@ -40,7 +40,8 @@ def test_probes_every_checkpoint_and_writes_report_and_plots(tmp_path, capsys):
     assert first[1].distribution.parameters["policy"].endswith("iter_000001")
     for name in ("probe_r2_uniform_contexts.png", "probe_r2_process_rollouts.png",
                  "belief_simplex_uniform_contexts.png", "belief_simplex_process_rollouts.png", "learning_curves.png"):
-        assert (results / name).read_bytes().startswith(PNG_MAGIC), name
+        assert (tmp_path / "exp" / "artifacts" / run_id / name).read_bytes().startswith(PNG_MAGIC), name
+        assert not (results / name).exists(), name
     assert "iter_000002 uniform_contexts: best residual_" in capsys.readouterr().out
 
 

@@ -67,8 +67,9 @@ class RunContext:
         (`records.read_run_rows`), read once per call."""
         return records.read_run_rows(self.artifacts_dir)
 
-    def write_output(self, name: str, data: Any, *, place: str = "results") -> pathlib.Path:
-        """Writes an output of this run (a report, a figure) atomically, listed in the manifest (RunSession.write_output)."""
+    def write_output(self, name: str, data: Any, *, place: Optional[str] = None) -> pathlib.Path:
+        """Writes an output of this run (a report, a figure) atomically, listed in the manifest (RunSession.write_output):
+        by default a figure with the artifacts, the rest with the results (`records.output_place`)."""
         return self.recorder.write_output(name, data, place=place)
 
 

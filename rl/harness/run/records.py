@@ -14,6 +14,7 @@ Layout of one run (see docs/harness.md):
     <artifacts-root>/[smoke/]<run-id>/metrics.jsonl      every result row (git-ignored)
     <artifacts-root>/[smoke/]<run-id>/tensorboard/       the rows as TensorBoard events (a view: run/tensorboard_events.py)
     <artifacts-root>/[smoke/]<run-id>/checkpoints/...    checkpoints, Tune storage
+    <artifacts-root>/[smoke/]<run-id>/<figure>.png       figures (`output_place`): kept with the artifacts, not in git
 """
 
 from __future__ import annotations
@@ -28,6 +29,18 @@ from rl.harness.errors import UsageError
 
 MANIFEST_FILE = "run_manifest.json"
 SUMMARY_FILE = "summary.json"
+# Pictures are made from the numbers a run records, so they stay out of its committed records.
+FIGURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf")
+RESULTS, ARTIFACTS = "results", "artifacts"
+
+
+def output_place(name: str) -> str:
+    """Where a run's output `name` goes by default: a figure with the artifacts, anything else with the results.
+
+        output_place("probe_report.json")   # "results": small, committed
+        output_place("learning_curves.png") # "artifacts": git-ignored, mirrored with the checkpoints
+    """
+    return ARTIFACTS if name.lower().endswith(FIGURE_SUFFIXES) else RESULTS
 METRICS_FILE = "metrics.jsonl"
 # A resumed run's copy of the rows its lineage logged up to the checkpoint it starts from (RunSession.carry).
 LINEAGE_METRICS_FILE = "lineage_metrics.jsonl"

@@ -218,14 +218,16 @@ class RunSession:
 
     # -- outputs ---------------------------------------------------------------------------------
 
-    def write_output(self, name: str, data: Any, *, place: str = "results") -> pathlib.Path:
+    def write_output(self, name: str, data: Any, *, place: Optional[str] = None) -> pathlib.Path:
         """Writes `data` as this run's output `name` (atomically) and lists it in the manifest's `outputs`.
 
         `name` is a path inside the run's folder (`probe_report.json`, `figures/simplex.png`);
-        `place` is "results" (small, committed) or "artifacts" (large, git-ignored). `data` is
+        `place` is "results" (small, committed) or "artifacts" (large, git-ignored), by default
+        `records.output_place(name)`: figures with the artifacts, the rest with the results. `data` is
         bytes, text, or anything JSON holds (written as JSON). Writing a name again replaces it.
         """
-        folder = {"results": self.results_dir, "artifacts": self.artifacts_dir}.get(place)
+        place = place or records.output_place(name)
+        folder = {records.RESULTS: self.results_dir, records.ARTIFACTS: self.artifacts_dir}.get(place)
         if folder is None:
             raise ValueError(f"output place {place!r} is neither 'results' nor 'artifacts'")
         relative = pathlib.PurePosixPath(name)

@@ -114,3 +114,22 @@ def test_schema_version_is_checked(tmp_path):
     (tmp_path / records.MANIFEST_FILE).write_text(json.dumps({"schema_version": 99}))
     with pytest.raises(records.RecordError, match="schema_version 99"):
         read_manifest(str(tmp_path))
+
+
+def test_a_runs_figures_go_with_its_artifacts_and_its_reports_with_its_results(tmp_path):
+    from rl.harness.run.layout import RunLayout
+    from rl.harness.run.manifest import ExperimentRecord
+    from rl.harness.run.seeding import SeedStreams
+    from rl.harness.run.session import RunSession
+
+    layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "20261206T000000Z-figure", False)
+    manifest = RunManifest(run_id=layout.run_id, status=None, experiment=ExperimentRecord("x.recipe"), seed=0,
+                           options={"smoke": False}, paths={})
+    run = RunSession(layout=layout, manifest=manifest, seeds=SeedStreams(0))
+    run.start()
+    assert run.write_output("probe_report.json", {"r2": 0.9}) == layout.results_dir / "probe_report.json"
+    assert run.write_output("figures/Simplex.PNG", b"\x89PNG") == layout.artifacts_dir / "figures" / "Simplex.PNG"
+    assert run.write_output("kept.svg", "<svg/>", place="results") == layout.results_dir / "kept.svg"  # asked for
+    run.finish("completed")
+    places = {entry.name: entry.place for entry in read_manifest(str(layout.results_dir)).outputs}
+    assert places == {"probe_report.json": "results", "figures/Simplex.PNG": "artifacts", "kept.svg": "results"}
