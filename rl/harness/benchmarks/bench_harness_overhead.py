@@ -65,7 +65,7 @@ def _plain_loop(profile, seed, iterations, folder):
     from rl.harness.training import configs, hardware
 
     config = _config()
-    sampling = hardware.plan_sampling(profile, configs.default_parallel_envs(config.total_train_batch_size))
+    sampling = hardware.place_envs(profile, configs.default_parallel_envs(config.total_train_batch_size))
     config = hardware.apply_to(profile, config, sampling).debugging(seed=seed)
     algo = config.build_algo()
     try:

@@ -82,13 +82,13 @@ def test_profile_configures_rllib():
     from ray.rllib.algorithms.ppo import PPOConfig
 
     profile = hardware.choose_profile("cpu", _facts(cpus=3))
-    config = hardware.apply_to(profile, PPOConfig(), hardware.plan_sampling(profile, 8))
+    config = hardware.apply_to(profile, PPOConfig(), hardware.place_envs(profile, 8))
     assert (config.num_env_runners, config.num_envs_per_env_runner, config.num_gpus_per_learner) == (2, 4, 0)
 
 
 @pytest.mark.parametrize("cpus", [1, 2])
 def test_small_machines_sample_every_env_in_the_local_runner(cpus):
-    plan = hardware.plan_sampling(hardware.choose_profile("cpu", _facts(cpus=cpus)), 32)
+    plan = hardware.place_envs(hardware.choose_profile("cpu", _facts(cpus=cpus)), 32)
     assert (plan.num_env_runners, plan.num_envs_per_env_runner, plan.placement) == (0, 32, "local")
     assert "docs/performance.md" in plan.reason
 
@@ -96,7 +96,7 @@ def test_small_machines_sample_every_env_in_the_local_runner(cpus):
 @pytest.mark.parametrize(("cpus", "parallel_envs", "runners", "envs_each"),
                          [(8, 32, 4, 8), (8, 7, 7, 1), (16, 30, 15, 2), (4, 5, 1, 5), (8, 3, 3, 1)])
 def test_larger_machines_split_envs_evenly_over_remote_runners(cpus, parallel_envs, runners, envs_each):
-    plan = hardware.plan_sampling(hardware.choose_profile("cpu", _facts(cpus=cpus)), parallel_envs)
+    plan = hardware.place_envs(hardware.choose_profile("cpu", _facts(cpus=cpus)), parallel_envs)
     assert (plan.num_env_runners, plan.num_envs_per_env_runner, plan.placement) == (runners, envs_each, "remote")
     assert plan.num_env_runners * plan.num_envs_per_env_runner == parallel_envs
 
@@ -106,10 +106,10 @@ def test_on_a_cluster_the_cluster_cpus_place_the_runners_and_the_learner_stays_l
     on_cluster = hardware.on_cluster(local, 9)
     assert (on_cluster.num_cpus, on_cluster.max_env_runners) == (9, 8)
     assert (on_cluster.learner_device, on_cluster.torch_threads, on_cluster.name) == ("cpu", 1, "cpu")
-    assert hardware.plan_sampling(local, 16).placement == "local"
-    assert hardware.plan_sampling(on_cluster, 16).num_env_runners == 8
+    assert hardware.place_envs(local, 16).placement == "local"
+    assert hardware.place_envs(on_cluster, 16).num_env_runners == 8
     no_cpu = hardware.on_cluster(local, 0)
-    assert hardware.plan_sampling(no_cpu, 16).placement == "local"  # no CPU anywhere: the driver samples
+    assert hardware.place_envs(no_cpu, 16).placement == "local"  # no CPU anywhere: the driver samples
 
 
 def test_process_settings_set_torch_threads(monkeypatch):

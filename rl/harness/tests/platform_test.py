@@ -128,7 +128,7 @@ def test_the_portable_profile_is_refused_off_x86_64(monkeypatch):
 
 def test_determinism_states_its_scope_the_numeric_platform():
     profile = hardware.choose_profile("cpu", MACHINE)
-    promise = hardware.determinism(profile, hardware.plan_sampling(profile, 8), "direct")
+    promise = hardware.determinism(profile, hardware.place_envs(profile, 8), "direct")
     assert promise["expected"] is True and promise["scope"] == platform.IDENTITY_SCOPE
     assert "same numeric platform" in promise["scope"] and "torch's CPU capability" in promise["scope"]
 

@@ -170,7 +170,7 @@ def test_a_run_of_another_machine_kind_is_refused():
 
 def test_determinism_is_expected_only_for_one_local_cpu_process():
     profile = hardware.choose_profile("cpu", MACHINE)
-    local = hardware.plan_sampling(profile, 8)
+    local = hardware.place_envs(profile, 8)
     assert hardware.determinism(profile, local, "direct")["expected"] is True
     remote = dataclasses.replace(local, num_env_runners=2, placement="remote")
     assert "2 remote env runner(s)" in hardware.determinism(profile, remote, "direct")["why"]

@@ -121,8 +121,8 @@ def test_rllibs_runner_keeps_episodes_that_stay_in_the_process_as_lists_and_thos
 
 def test_the_preparation_plans_once_and_again_only_for_another_profile(monkeypatch):
     planned_for = []
-    place = hardware.plan_sampling
-    monkeypatch.setattr(hardware, "plan_sampling",
+    place = hardware.place_envs
+    monkeypatch.setattr(hardware, "place_envs",
                         lambda profile, envs: planned_for.append(profile.num_cpus) or place(profile, envs))
     preparation = configs.Preparation(_profile(2), {"main": configs.ConfigRequest(_config(2048), 32, seed=3)})
     assert planned_for == [2]  # before anything starts: a bad parallel_envs fails here

@@ -65,7 +65,7 @@ def plan_sampling(profile: HardwareProfile, config, parallel_envs: Optional[int]
         raise ParallelEnvsError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={parallel_envs}:"
                                 f" RLlib would sample {-(-batch // parallel_envs) * parallel_envs} steps per update"
                                 f" instead; pick parallel_envs dividing {batch}")
-    return hardware.in_process_plan(parallel_envs) if in_process else hardware.plan_sampling(profile, parallel_envs)
+    return hardware.in_process_plan(parallel_envs) if in_process else hardware.place_envs(profile, parallel_envs)
 
 
 def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):

@@ -74,7 +74,7 @@ class SamplingPlan:
         return dataclasses.asdict(self)
 
 
-def plan_sampling(profile: HardwareProfile, parallel_envs: int) -> SamplingPlan:
+def place_envs(profile: HardwareProfile, parallel_envs: int) -> SamplingPlan:
     """Places `parallel_envs` envs (a checked count: `configs.plan_sampling`): all in the local runner on small
     machines, else split over runners."""
     if profile.num_cpus <= LOCAL_SAMPLING_MAX_CPUS or profile.max_env_runners < 1:
