@@ -4,6 +4,7 @@ Usage (from the repository root, with the pinned interpreter, on Linux x86_64):
 
     python3.11 tools/relock.py                  # both locks
     python3.11 tools/relock.py --keep-cpu-lock  # only the CUDA lock, from the committed CPU lock
+    python3.11 tools/relock.py --test-lock      # only requirements_test_lock.txt, from the committed CPU lock
 
 pip resolves requirements.in once in a throw-away virtualenv (`--dry-run
 --report`), so the lock pins exactly what pip would install here. For every
@@ -40,6 +41,11 @@ EXCLUDED_FILES = {"torch": ("manylinux", "x86_64")}
 CUDA_ONLY_FILES = {"torch": ("manylinux", "x86_64")}
 CPU_LOCK = ROOT / "requirements_lock.txt"
 CUDA_LOCK = ROOT / "requirements_lock_cuda.txt"
+TEST_REQUIREMENTS = ROOT / "requirements_test.in"
+TEST_LOCK = ROOT / "requirements_test_lock.txt"
+# The test lock's tools run in their own venv and process (never beside the library), so a pin of the
+# CPU lock that a tool cannot take is left free there: botocore (moto's) requires python-dateutil < 3.
+TEST_LOCK_UNCONSTRAINED = frozenset({"python-dateutil"})
 # torch's CUDA version is its CUDA runtime wheel's major.minor (e.g. 13.0.96 -> 13.0).
 CUDA_RUNTIME_PACKAGE = "nvidia-cuda-runtime"
 
@@ -199,9 +205,16 @@ def main() -> None:
     parser.add_argument("--requirements", default=ROOT / "requirements.in", type=pathlib.Path)
     parser.add_argument("--keep-cpu-lock", action="store_true",
                         help="write only the CUDA lock, constrained to the committed CPU lock")
+    parser.add_argument("--test-lock", action="store_true",
+                        help="write only the test tools' lock, constrained to the committed CPU lock")
     args = parser.parse_args()
     if sys.platform != "linux" or platform.machine() != "x86_64":
         raise SystemExit("relock: run on Linux x86_64: the CUDA lock pins the wheels pip picks there")
+    if args.test_lock:
+        constraints = [f"{name}=={version}" for name, version in locked_versions(CPU_LOCK).items()
+                       if name not in TEST_LOCK_UNCONSTRAINED]
+        write_lock(TEST_LOCK, [], lock_lines(resolve(TEST_REQUIREMENTS, constraints=constraints)))
+        return
     if not args.keep_cpu_lock:
         write_lock(CPU_LOCK, [], lock_lines(resolve(args.requirements)))
     cpu_pins = locked_versions(CPU_LOCK)
