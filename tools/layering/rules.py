@@ -20,7 +20,8 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "learners": (frozenset({"losses"}), frozenset({"torch", "ray", "numpy", "gymnasium"})),
     "harness": (
         frozenset(),
-        frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "scipy", "matplotlib", "tensorboard", "gymnasium"}),
+        frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "pyarrow", "scipy", "matplotlib", "tensorboard",
+                   "gymnasium"}),
     ),
     "analysis": (
         frozenset({"learners", "harness"}),
@@ -47,6 +48,9 @@ CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     # A study's summary: t quantiles and its curves figure.
     ("harness", "scipy"): ("rl/harness/study/",),
     ("harness", "matplotlib"): ("rl/harness/study/", "rl/harness/commands/compare.py"),  # and `compare`'s overlay
+    # The object store's clients: B2's native API and pyarrow's S3 client (docs/architecture.md).
+    ("harness", "b2sdk"): ("rl/harness/remote/",),
+    ("harness", "pyarrow"): ("rl/harness/remote/",),
     # A run's metrics as TensorBoard events, and the server over them (docs/architecture.md).
     ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/commands/tensorboard_view.py"),
 }

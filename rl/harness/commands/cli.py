@@ -38,7 +38,7 @@ from absl.flags import argparse_flags
 from rl.harness import settings
 from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study
 from rl.harness.errors import EXIT_USAGE, HarnessError
-from rl.harness.remote import b2_mirror
+from rl.harness.remote import stores
 from rl.harness.run import finder, rolling
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
@@ -152,7 +152,7 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
                         help="folder of artifacts/<run-id>/ (default: artifacts/ beside the recipe)")
     parser.add_argument("--run-id", help="name of this run (default: UTC timestamp + random suffix)")
     parser.add_argument("--upload-artifacts", action=argparse.BooleanOptionalAction, default=None,
-                        help="mirror to B2 (default: when credentials exist and not --smoke); see"
+                        help="mirror to the store (default: when one is configured and not --smoke); see"
                              " docs/artifact_storage.md")
     parser.add_argument("--ray-address", help="attach to this Ray cluster (e.g. auto or ray://head:10001)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -254,7 +254,7 @@ def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[
 
 
 def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str] = None,
-             connect_b2: Callable = b2_mirror.connect) -> int:
+             connect_store: Callable = stores.open_store) -> int:
     """Runs one parsed command; returns the exit status."""
     verbosity = logging.get_verbosity()  # before the recipe's imports (RLlib raises the root level)
     try:
@@ -267,17 +267,17 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
         if command != "run":
             print("\n".join(run_catalog(command, options, experiment)))
             return 0
-        plan = execution.prepare(options, experiment or options.module)
-        return execution.execute(plan, connect_b2, verbosity)  # raises only while claiming and starting the run
+        plan = execution.prepare(options, experiment or options.module, connect_store)
+        return execution.execute(plan, verbosity)  # raises only while claiming and starting the run
     except HarnessError as error:
         print(f"{experiment or 'rl-harness'}: error: {error}", file=sys.stderr)
         return error.exit_status
 
 
-def main(argv: list[str], experiment: Optional[str] = None, connect_b2: Callable = b2_mirror.connect) -> int:
+def main(argv: list[str], experiment: Optional[str] = None, connect_store: Callable = stores.open_store) -> int:
     """In-process entry (tests): parse a full argv and dispatch."""
     command, options = parse(argv, experiment)
-    return dispatch(command, options, experiment, connect_b2)
+    return dispatch(command, options, experiment, connect_store)
 
 
 def restart_with_pinned_kernels(command: str, options: argparse.Namespace) -> None:

@@ -22,7 +22,8 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.commands import recipes, resume
-from rl.harness.remote import b2_mirror
+from rl.harness.remote import stores
+from rl.harness.remote.store import CredentialsError, Store, StoreConfig, UploadError
 from rl.harness.run import begin, manifest, records, redaction, seeding, session
 from rl.harness.run.manifest import ResumeSource, read_manifest
 from rl.harness.run.hyperparameters import Hyperparameters
@@ -54,33 +55,44 @@ class Plan:
     resume: Optional[ResumeSource]
     machine: MachineFacts
     profile: HardwareProfile
-    upload: Optional[b2_mirror.B2Credentials]
+    upload: Optional[Store]  # opened and checked
     upload_explicit: bool
     heartbeat_s: float
     patch_cap_bytes: int
     hyperparameters: dict  # the recipe's declared defaults with the --set overrides applied
 
 
-def _upload_credentials(options: argparse.Namespace) -> Optional[b2_mirror.B2Credentials]:
+def _store_config(options: argparse.Namespace) -> Optional[StoreConfig]:
     if options.upload_artifacts is False:
         return None
     try:
-        credentials = b2_mirror.load_credentials()
-    except b2_mirror.CredentialsError as error:
+        config = stores.load()
+    except CredentialsError as error:
         if options.upload_artifacts:
             raise UsageError(str(error)) from None
         logging.warning("not uploading: %s", error)
         return None
-    if options.upload_artifacts and credentials is None:
-        raise UsageError(f"--upload-artifacts needs B2 credentials: set ${settings.B2_KEY_ID_ENV},"
-                         f" ${settings.B2_KEY_ENV} and ${settings.B2_BUCKET_ENV}, or write"
-                         f" {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
+    if options.upload_artifacts and config is None:
+        raise UsageError(f"--upload-artifacts needs a store: set ${settings.STORE_ENV} and its key, or write"
+                         f" {stores.DEFAULT_STORE_FILE} (docs/artifact_storage.md)")
     if options.upload_artifacts is None and options.smoke:
         return None  # smoke runs are mirrored only when asked for
-    return credentials
+    return config
 
 
-def prepare(options: argparse.Namespace, module_name: str) -> Plan:
+def _checked_store(config: StoreConfig, connect_store: Callable, layout: RunLayout, module_name: str) -> Store:
+    """The store, reachable, with the bucket there and a key that may write; its run prefix free.
+    StoreUnusable or UsageError (exit 2) naming the fix otherwise."""
+    store = connect_store(config)
+    store.check()
+    run_prefix = layout.remote_prefix(config.prefix, module_name)
+    if store.list_keys(run_prefix):
+        raise UsageError(f"store {config.scheme}://{config.bucket}/{run_prefix} already holds a run's records, which"
+                         " are never overwritten; choose another --run-id")
+    return store
+
+
+def prepare(options: argparse.Namespace, module_name: str, connect_store: Callable = stores.open_store) -> Plan:
     """Validates a run request; raises UsageError naming the fix."""
     if options.run_id is not None and (problem := run_id_problem(options.run_id)):
         raise UsageError(problem)
@@ -103,7 +115,8 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     parent = resume.resolve_resume(options.resume_from, results_root, artifacts_root) if options.resume_from else None
     if parent is not None:
         resume.check_experiment(parent, options.resume_from, module_name)
-    upload = _upload_credentials(options)
+    config = _store_config(options)
+    upload = None if config is None else _checked_store(config, connect_store, layout, module_name)
     machine = hardware.detect_machine()
     profile = hardware.choose_profile(options.hardware_profile, machine, options.env_runner)
     numeric_platform.check_pinned(profile)
@@ -127,12 +140,12 @@ def report_crashed_runs(results_root: pathlib.Path) -> None:
 
 
 def guard_secrets() -> None:
-    """Registers the environment's secrets and the configured B2 key (`redaction`) and redacts every line the
+    """Registers the environment's secrets and the configured store's key (`redaction`) and redacts every line the
     log prints.
 
     The filter sits on the handlers (absl's, the root logger's), so it covers every logger's records.
     """
-    b2_mirror.register_secrets()
+    stores.register_secrets()
     for name in redaction.register_environment_secrets():
         logging.warning("$%s is shorter than %d characters, too short to mask safely: it is not redacted from the"
                         " run's records", name, redaction.MIN_SECRET_LENGTH)
@@ -140,7 +153,7 @@ def guard_secrets() -> None:
     redaction.install_log_filter("")
 
 
-def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Optional[int] = None) -> int:
+def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
     layout = plan.layout
     guard_secrets()
     report_crashed_runs(layout.results_root)
@@ -213,7 +226,7 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
         return exit_code
     logging.info("run %s %s: %s", layout.run_id, status, layout.results_dir)
     if plan.upload is not None:
-        exit_code = _upload(plan, run, connect_b2, exit_code)
+        exit_code = _upload(plan, run, exit_code)
     return exit_code
 
 
@@ -259,21 +272,20 @@ def _interrupted_exit_code(run: session.RunSession) -> int:
     return 128 + int(getattr(signal, run.stop_signal or "SIGINT"))
 
 
-def _upload(plan: Plan, run: session.RunSession, connect_b2: Callable, exit_code: int) -> int:
-    remote = {"bucket": plan.upload.bucket, "explicit": plan.upload_explicit}
+def _upload(plan: Plan, run: session.RunSession, exit_code: int) -> int:
+    remote = {"store": plan.upload.config.url, "bucket": plan.upload.config.bucket, "explicit": plan.upload_explicit}
     try:
         with run.signals_stop_at_once():  # the upload cannot poll stop_requested: a signal ends it at once
-            mirror = connect_b2(plan.upload)
-            record = mirror.upload_run(experiment=plan.module_name, layout=plan.layout)
+            record = plan.upload.upload_run(experiment=plan.module_name, layout=plan.layout)
         remote.update(status=record["status"], run_prefix=record["run_prefix"], files=len(record["files"]))
-    except b2_mirror.UploadError as error:
+    except UploadError as error:
         remote.update(status="failed", error=str(error))
-        logging.error("upload to B2 failed; everything stays local: %s", error)
+        logging.error("upload to the store failed; everything stays local: %s", error)
         if plan.upload_explicit and exit_code == 0:
             exit_code = EXIT_UPLOAD_FAILED
     except KeyboardInterrupt:
         remote.update(status="interrupted")
-        logging.warning("upload to B2 interrupted; everything stays local (docs/artifact_storage.md)")
+        logging.warning("upload to the store interrupted; everything stays local (docs/artifact_storage.md)")
         exit_code = _interrupted_exit_code(run)
         run.update_manifest(status=INTERRUPTED, interrupted_by=run.stop_signal)
     run.update_manifest(remote=remote, exit_code=exit_code)

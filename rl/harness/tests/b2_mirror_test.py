@@ -13,7 +13,7 @@ from b2sdk.v2.exception import B2ConnectionError
 from rl.harness import errors
 from rl.harness import settings
 from rl.harness.commands import cli
-from rl.harness.remote import b2_mirror
+from rl.harness.remote import b2_mirror, store
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
 from rl.harness.tests import run_helpers
@@ -47,8 +47,7 @@ def credentials(simulator):
     api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
     api.authorize_account("production", key_id, key)
     api.create_bucket(BUCKET, "allPrivate")
-    return b2_mirror.B2Credentials(key_id=key_id, application_key=key, bucket=BUCKET, prefix="lab",
-                                   source="environment")
+    return b2_mirror.b2_config(key_id, key, BUCKET, "lab", "environment")
 
 
 def _config(simulator):
@@ -81,7 +80,7 @@ def _snapshot(*folders):
 
 def _download(simulator, credentials, key):
     api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
-    api.authorize_account("production", credentials.key_id, credentials.application_key)
+    api.authorize_account("production", credentials.key_id, credentials.key)
     buffer = io.BytesIO()
     api.get_bucket_by_name(BUCKET).download_file_by_name(key).save(buffer)
     return buffer.getvalue()
@@ -122,10 +121,10 @@ def test_transient_errors_are_retried_with_backoff(simulator, credentials, run):
 def test_a_failure_mid_upload_keeps_everything_local_and_records_what_arrived(simulator, credentials, run, caplog):
     before = _snapshot(*run)
     simulator.fail_after = 3
-    simulator.message = f"connection reset while sending with key {credentials.application_key}"
+    simulator.message = f"connection reset while sending with key {credentials.key}"
     delays = []
     mirror = _connect(simulator, delays)(credentials)
-    with caplog.at_level(logging.WARNING), pytest.raises(b2_mirror.UploadError) as failure:
+    with caplog.at_level(logging.WARNING), pytest.raises(store.UploadError) as failure:
         mirror.upload_run(experiment=run_helpers.FAKE, layout=_layout(run))
     assert delays == [1.0, 2.0]  # exponential backoff between the three attempts
     record = json.loads((run[0] / records.REMOTE_ARTIFACTS_FILE).read_text())
@@ -135,41 +134,41 @@ def test_a_failure_mid_upload_keeps_everything_local_and_records_what_arrived(si
     after.pop(str(run[0] / records.REMOTE_ARTIFACTS_FILE))
     assert after == before  # nothing local was changed or deleted
     for text in (str(failure.value), json.dumps(record), caplog.text):
-        assert credentials.application_key not in text and credentials.key_id not in text
+        assert credentials.key not in text and credentials.key_id not in text
     assert "<redacted>" in str(failure.value)
 
 
 def test_cli_explicit_upload_failure_exits_nonzero_but_auto_only_warns(simulator, credentials, tmp_path, monkeypatch):
     monkeypatch.setenv(settings.B2_KEY_ID_ENV, credentials.key_id)
-    monkeypatch.setenv(settings.B2_KEY_ENV, credentials.application_key)
+    monkeypatch.setenv(settings.B2_KEY_ENV, credentials.key)
     monkeypatch.setenv(settings.B2_BUCKET_ENV, BUCKET)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     connect = _connect(simulator, [])
     base = ["rl-harness", run_helpers.FAKE, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
 
-    assert cli.main([*base, "--run-id", "ok", "--upload-artifacts"], connect_b2=connect) == 0
+    assert cli.main([*base, "--run-id", "ok", "--upload-artifacts"], connect_store=connect) == 0
     remote = run_helpers.manifest(tmp_path / "r" / "ok")["remote"]
     assert remote["status"] == "complete" and remote["files"] > 0
 
-    simulator.fail_after = simulator.uploads
-    assert cli.main([*base, "--run-id", "bad", "--upload-artifacts"], connect_b2=connect) == errors.EXIT_UPLOAD_FAILED
+    simulator.fail_after = simulator.uploads + 1  # the start-up check's probe arrives, the run's files do not
+    assert cli.main([*base, "--run-id", "bad", "--upload-artifacts"], connect_store=connect) == errors.EXIT_UPLOAD_FAILED
     manifest = run_helpers.manifest(tmp_path / "r" / "bad")
     assert (manifest["status"], manifest["remote"]["status"], manifest["exit_code"]) == ("completed", "failed", 3)
     assert (tmp_path / "a" / "bad" / records.METRICS_FILE).exists()
 
-    assert cli.main([*base, "--run-id", "auto"], connect_b2=connect) == 0  # not asked for: a warning only
+    simulator.fail_after = simulator.uploads + 1
+    assert cli.main([*base, "--run-id", "auto"], connect_store=connect) == 0  # not asked for: a warning only
     assert run_helpers.manifest(tmp_path / "r" / "auto")["remote"]["status"] == "failed"
-    assert cli.main([*base, "--run-id", "off", "--no-upload-artifacts"], connect_b2=connect) == 0
+    assert cli.main([*base, "--run-id", "off", "--no-upload-artifacts"], connect_store=connect) == 0
     assert run_helpers.manifest(tmp_path / "r" / "off")["remote"] is None
     for path in (tmp_path / "r").rglob("*.json"):
-        assert credentials.application_key not in path.read_text() and credentials.key_id not in path.read_text()
+        assert credentials.key not in path.read_text() and credentials.key_id not in path.read_text()
 
 
 def test_wrong_credentials_fail_without_leaking_them(simulator, credentials):
-    wrong = b2_mirror.B2Credentials(key_id=credentials.key_id, application_key="not-the-key-123",
-                                    bucket=BUCKET, prefix="lab", source="environment")
-    with pytest.raises(b2_mirror.UploadError) as failure:
-        _connect(simulator, [])(wrong)
+    wrong = b2_mirror.b2_config(credentials.key_id, "not-the-key-123", BUCKET, "lab", "environment")
+    with pytest.raises(store.StoreUnusable, match=f"refused the key.*fix \\${settings.B2_KEY_ID_ENV} and") as failure:
+        _connect(simulator, [])(wrong).check()
     assert "not-the-key-123" not in str(failure.value) and credentials.key_id not in str(failure.value)
     assert "not-the-key-123" not in repr(wrong)
 
@@ -178,7 +177,7 @@ def test_credentials_from_the_environment():
     environ = {settings.B2_KEY_ID_ENV: "id", settings.B2_KEY_ENV: "secret", settings.B2_BUCKET_ENV: "b"}
     credentials = b2_mirror.load_credentials(environ)
     assert (credentials.bucket, credentials.prefix, credentials.source) == ("b", "rl-harness", "environment")
-    with pytest.raises(b2_mirror.CredentialsError, match=settings.B2_BUCKET_ENV) as failure:
+    with pytest.raises(store.CredentialsError, match=settings.B2_BUCKET_ENV) as failure:
         b2_mirror.load_credentials({settings.B2_KEY_ID_ENV: "id", settings.B2_KEY_ENV: "secret"})
     assert "secret" not in str(failure.value)
 
@@ -190,9 +189,9 @@ def test_credentials_from_a_file(tmp_path):
     credentials = b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(path)})
     assert (credentials.key_id, credentials.prefix, credentials.source) == ("id", "p", str(path))
     path.write_text(json.dumps({"application_key_id": "id"}))
-    with pytest.raises(b2_mirror.CredentialsError, match="lacks application_key, bucket"):
+    with pytest.raises(store.CredentialsError, match="lacks application_key, bucket"):
         b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(path)})
-    with pytest.raises(b2_mirror.CredentialsError, match="cannot read"):
+    with pytest.raises(store.CredentialsError, match="cannot read"):
         b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(tmp_path / "missing.json")})
 
 
@@ -228,7 +227,7 @@ def test_a_signal_during_the_upload_stops_it_and_ends_the_run_interrupted(tmp_pa
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     status = cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "up", "--upload-artifacts", "--results-dir",
-                       str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")], connect_b2=_connect(simulator, []))
+                       str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")], connect_store=_connect(simulator, []))
     manifest = run_helpers.manifest(tmp_path / "r" / "up")
     assert (status, manifest["exit_code"]) == (128 + signal_number, 128 + signal_number)
     assert (manifest["status"], manifest["interrupted_by"]) == ("interrupted", signal.Signals(signal_number).name)

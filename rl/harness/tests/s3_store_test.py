@@ -1,0 +1,139 @@
+"""The s3:// store against a real S3-compatible server (moto's, started here, IAM enforced): uploads
+verified byte for byte, and each start-up fault refused with exit 2 before anything is written."""
+
+import hashlib
+import json
+import re
+
+import pytest
+from pyarrow import fs
+
+from rl.harness import settings
+from rl.harness.commands import cli
+from rl.harness.remote import stores
+from rl.harness.remote.store import CredentialsError, StoreUnusable, UploadError
+from rl.harness.run import records
+from rl.harness.run.layout import RunLayout
+from rl.harness.tests import run_helpers, s3_server
+
+
+@pytest.fixture(scope="module")
+def server():
+    with s3_server.S3Server() as running:
+        yield running
+
+
+def _environment(monkeypatch, server, *, url=None, endpoint=None, key=None):
+    key_id, secret = key or server.read_write
+    monkeypatch.setenv(settings.STORE_ENV, url or f"s3://{server.bucket}/lab")
+    monkeypatch.setenv(settings.STORE_ENDPOINT_ENV, endpoint or server.endpoint)
+    monkeypatch.setenv(settings.S3_KEY_ID_ENV, key_id)
+    monkeypatch.setenv(settings.S3_KEY_ENV, secret)
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+
+
+def _run(tmp_path, run_id, *extra):
+    return cli.main(["rl-harness", run_helpers.FAKE, "--run-id", run_id, "--results-dir", str(tmp_path / "r"),
+                     "--artifacts-dir", str(tmp_path / "a"), *extra])
+
+
+def _objects(server) -> fs.S3FileSystem:
+    """The server's objects as another client sees them (pyarrow, the reader's own key)."""
+    key_id, key = server.read_only
+    return fs.S3FileSystem(access_key=key_id, secret_key=key, endpoint_override=server.endpoint.split("//")[1],
+                           scheme="http", region="us-east-1")
+
+
+def test_a_run_uploads_every_file_verified_to_an_s3_server(server, tmp_path, monkeypatch):
+    _environment(monkeypatch, server)
+    assert _run(tmp_path, "s3ok", "--upload-artifacts") == 0
+    remote = json.loads((tmp_path / "r" / "s3ok" / records.REMOTE_ARTIFACTS_FILE).read_text())
+    assert remote["status"] == "complete" and remote["store"] == f"s3://{server.bucket}/lab"
+    assert remote["run_prefix"] == f"lab/{run_helpers.FAKE}/s3ok"
+    assert "artifacts/checkpoints/iter_000002/harness_checkpoint.json" in {entry["local"] for entry in remote["files"]}
+    objects = _objects(server)
+    for entry in remote["files"]:
+        with objects.open_input_stream(f"{server.bucket}/{entry['key']}") as stream:
+            content = stream.read()
+        assert (entry["size"], entry["sha256"]) == (len(content), hashlib.sha256(content).hexdigest())
+        if entry["local"].startswith("artifacts/"):  # the manifest changes after the upload: it records the upload
+            assert content == (tmp_path / "a" / "s3ok" / entry["local"].split("/", 1)[1]).read_bytes()
+    manifest = run_helpers.manifest(tmp_path / "r" / "s3ok")
+    assert (manifest["remote"]["status"], manifest["remote"]["files"]) == ("complete", len(remote["files"]))
+    for path in (tmp_path / "r").rglob("*"):
+        if path.is_file():
+            assert server.read_write[1] not in path.read_text() and server.read_write[0] not in path.read_text()
+
+
+def test_a_prefix_that_holds_another_runs_records_is_never_overwritten(server, tmp_path, monkeypatch, capsys):
+    _environment(monkeypatch, server)
+    assert _run(tmp_path / "first", "taken", "--upload-artifacts") == 0
+    assert _run(tmp_path / "second", "taken", "--upload-artifacts") == 2
+    assert f"lab/{run_helpers.FAKE}/taken already holds a run's records" in capsys.readouterr().err
+    assert not (tmp_path / "second" / "r" / "taken").exists()
+
+
+def _faults(server):
+    dead = f"http://127.0.0.1:{s3_server.free_port()}"
+    wrong_secret = (server.read_write[0], "w" * 40)
+    return {
+        "unreachable": (dict(endpoint=dead), f"is unreachable .* fix \\${settings.STORE_ENDPOINT_ENV}$"),
+        "wrong key": (dict(key=wrong_secret), f"refused the key .* fix \\${settings.S3_KEY_ID_ENV} and"
+                                             f" \\${settings.S3_KEY_ENV}$"),
+        "no bucket": (dict(url="s3://no-such-bucket/lab"), f"bucket 'no-such-bucket' does not exist .* fix"
+                                                          f" \\${settings.STORE_ENV}$"),
+        "read-only key": (dict(key=server.read_only), "the key may not write there .* give it write access or fix"
+                                                      f" \\${settings.S3_KEY_ID_ENV}"),
+    }
+
+
+@pytest.mark.parametrize("fault", ["unreachable", "wrong key", "no bucket", "read-only key"])
+def test_each_start_up_fault_exits_2_before_anything_is_written(server, tmp_path, monkeypatch, capsys, fault):
+    change, message = _faults(server)[fault]
+    _environment(monkeypatch, server, **change)
+    assert _run(tmp_path, "refused") == 2  # automatic mirroring is checked as strictly as --upload-artifacts
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and re.search(message, error[0]), error
+    assert not (tmp_path / "r").exists() and not (tmp_path / "a").exists()
+    for secret in (*server.read_write, *server.read_only, "w" * 40):
+        assert secret not in error[0]
+
+
+def test_a_store_file_is_named_as_the_fix(server, tmp_path, monkeypatch):
+    path = tmp_path / "store.json"
+    path.write_text(json.dumps({"url": f"s3://{server.bucket}/lab", "endpoint": server.endpoint,
+                                "key_id": server.read_only[0], "key": server.read_only[1]}))
+    path.chmod(0o600)
+    monkeypatch.setenv(settings.STORE_FILE_ENV, str(path))
+    config = stores.load()
+    assert (config.scheme, config.bucket, config.prefix, config.source) == ("s3", server.bucket, "lab", str(path))
+    with pytest.raises(StoreUnusable, match=f"may not write there .* fix the store file {path}$"):
+        stores.open_store(config).check()
+
+
+def test_a_store_stopped_after_the_start_up_check_fails_the_upload_and_keeps_everything_local(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    assert _run(tmp_path, "r1", "--no-upload-artifacts") == 0
+    with s3_server.S3Server() as server:
+        _environment(monkeypatch, server)
+        store = stores.open_store(stores.load(), backoff_s=0.01, attempts=2)
+        store.check()
+        server.stop()
+        with pytest.raises(UploadError, match="failed 2 times"):
+            store.upload_run(experiment=run_helpers.FAKE, layout=RunLayout(tmp_path / "r", tmp_path / "a", "r1", False))
+    remote = json.loads((tmp_path / "r" / "r1" / records.REMOTE_ARTIFACTS_FILE).read_text())
+    assert remote["status"] == "failed" and remote["files"] == [] and remote["not_uploaded"]
+    assert (tmp_path / "a" / "r1" / records.METRICS_FILE).exists()
+
+
+def test_configuration_mistakes_name_their_fix(tmp_path):
+    with pytest.raises(CredentialsError, match=f"\\${settings.STORE_ENV}='ftp://x' is not a store URL"):
+        stores.load({settings.STORE_ENV: "ftp://x"})
+    with pytest.raises(CredentialsError, match=f"\\${settings.S3_KEY_ENV} is not set"):
+        stores.load({settings.STORE_ENV: "s3://b/p", settings.S3_KEY_ID_ENV: "id"})
+    with pytest.raises(CredentialsError, match=f"\\${settings.STORE_ENDPOINT_ENV} is for s3:// stores"):
+        stores.load({settings.STORE_ENV: "b2://b/p", settings.B2_KEY_ID_ENV: "i", settings.B2_KEY_ENV: "k",
+                     settings.STORE_ENDPOINT_ENV: "http://x"})
+    config = stores.load({settings.STORE_ENV: "b2://bucket", settings.B2_KEY_ID_ENV: "i", settings.B2_KEY_ENV: "k"})
+    assert (config.url, config.endpoint) == ("b2://bucket/rl-harness", None)
+    assert stores.load({"HOME": str(tmp_path)}) is None
