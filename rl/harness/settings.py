@@ -81,6 +81,11 @@ STORE_ENDPOINT_ENV = "RL_HARNESS_STORE_ENDPOINT"  # s3 only, e.g. http://127.0.0
 STORE_FILE_ENV = "RL_HARNESS_STORE_FILE"
 S3_KEY_ID_ENV = "AWS_ACCESS_KEY_ID"               # the names every S3 client reads
 S3_KEY_ENV = "AWS_SECRET_ACCESS_KEY"
+# How often a run's mirror looks for what changed, and how long a finished run waits for it to drain.
+MIRROR_INTERVAL_ENV = "RL_HARNESS_MIRROR_INTERVAL_S"
+DEFAULT_MIRROR_INTERVAL_S = 10.0
+MIRROR_DRAIN_ENV = "RL_HARNESS_MIRROR_DRAIN_S"
+DEFAULT_MIRROR_DRAIN_S = 300.0
 STORE_VARIABLES = (STORE_ENV, STORE_ENDPOINT_ENV, STORE_FILE_ENV, S3_KEY_ID_ENV, S3_KEY_ENV, *B2_VARIABLES)
 
 # -- secrets -----------------------------------------------------------------------------------
@@ -114,6 +119,15 @@ def heartbeat_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
 
 def ray_connect_timeout_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
     return positive_seconds(RAY_CONNECT_TIMEOUT_ENV, DEFAULT_RAY_CONNECT_TIMEOUT_S, environ)
+
+
+def mirror_seconds(environ: Optional[Mapping[str, str]] = None) -> tuple[float, float]:
+    """($RL_HARNESS_MIRROR_INTERVAL_S, default 10 s, at most 60; $RL_HARNESS_MIRROR_DRAIN_S, default 300 s)."""
+    interval_s = positive_seconds(MIRROR_INTERVAL_ENV, DEFAULT_MIRROR_INTERVAL_S, environ)
+    if interval_s > 60:
+        raise SettingError(f"${MIRROR_INTERVAL_ENV}={interval_s:g} lets the store fall more than a minute behind;"
+                           " set it to 60 or less")
+    return interval_s, positive_seconds(MIRROR_DRAIN_ENV, DEFAULT_MIRROR_DRAIN_S, environ)
 
 
 def patch_cap_bytes(environ: Optional[Mapping[str, str]] = None) -> int:

@@ -14,7 +14,7 @@ from rl.devops.vast import durability, redact, state
 from rl.devops.vast.testing import b2_simulator
 from rl.devops.vast.testing.leaks import assert_no_secret
 from rl.harness import RunLayout, settings
-from rl.harness.remote import b2_mirror
+from rl.harness.remote import b2_mirror, run_mirror
 
 PORT = 20001
 RUN = "20250102T030405Z-ab12cd-000"
@@ -124,8 +124,8 @@ def _mirror(tmp_path, disks, rsync, simulated, *, smoke=False, upload=True, uplo
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
     if upload:
-        b2_mirror.B2Store(bucket.api, credentials).upload_run(
-            experiment="experiments.x.y", layout=RunLayout(out / "results", out / "artifacts", RUN, smoke))
+        run_mirror.upload_run(
+            b2_mirror.B2Store(bucket.api, credentials), experiment="experiments.x.y", layout=RunLayout(out / "results", out / "artifacts", RUN, smoke))
     disks.finish_run(port=PORT, run_id=RUN, files={})
     copy = _copy(tmp_path, rsync, include_artifacts=False)
     return durability.B2Mirror(copy=copy, store=durability.B2Store(simulated[0]), prefix=simulated[1].prefix)

@@ -39,7 +39,8 @@ from typing import Callable, Iterable, Optional, Protocol
 from rl.devops.vast import api, bootstrap, redact
 from rl.harness import settings
 from rl.harness.remote import b2_mirror
-from rl.harness.remote.store import DEFAULT_PREFIX, REMOTE_ARTIFACTS_SCHEMA_VERSION, StoreConfig
+from rl.harness.remote.run_mirror import REMOTE_ARTIFACTS_SCHEMA_VERSION
+from rl.harness.remote.store import DEFAULT_PREFIX, StoreConfig
 from rl.harness.run import layout, provenance, records
 from rl.devops.vast.state import Record
 

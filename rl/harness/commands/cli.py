@@ -11,6 +11,7 @@
     rl-harness compare <run-id>... [--metric KEY]... [--output PNG] [--results-dir DIR]
     rl-harness reproduce <run-id> [--iterations N | --env-steps N] [--trust-patch] [--results-dir DIR] [--artifacts-dir DIR]
     rl-harness study <dotted.study.module> [--smoke] [--resume STUDY_ID] [--max-concurrent N] [--runs A=ID,ID ...]
+    rl-harness sync <run-id> [--results-dir DIR] [--artifacts-dir DIR]
 
     bazel run //rl/harness:rl-harness -- experiments.mess3.reward_only --smoke
     bazel run //experiments/mess3:reward_only -- --smoke      # an rl_experiment binary: module fixed
@@ -36,21 +37,22 @@ from absl import app, logging
 from absl.flags import argparse_flags
 
 from rl.harness import settings
-from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study
+from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study, transfer
 from rl.harness.errors import EXIT_USAGE, HarnessError
 from rl.harness.remote import stores
 from rl.harness.run import finder, rolling
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 
-COMMANDS = ("runs", "show", "diff", "compare", "reproduce", "study")
+COMMANDS = ("runs", "show", "diff", "compare", "reproduce", "study", "sync")
 _COMMANDS_HELP = """other commands (each has its own --help):
   runs                       list the runs under --results-dir (or the workspace) by start time
   show <run-id>              one run's status, results and provenance
   diff <run-a> <run-b>       what differs between two runs' records
   compare <run-id>...        several runs' learning curves in one PNG, and their final metrics
   reproduce <run-id>         rebuild the run's commit and re-run it; compare the rows
-  study <study module>       agents x seeds as parallel runs, resumable, summarised with intervals"""
+  study <study module>       agents x seeds as parallel runs, resumable, summarised with intervals
+  sync <run-id>              send what the store lacks of a run (docs/artifact_storage.md)"""
 
 
 class _Parser(argparse_flags.ArgumentParser):
@@ -197,6 +199,9 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
                                  " an experiment's binary lists its own by default")
         parser.add_argument("--status", choices=catalog.LISTED_STATUSES, help="only the runs of this status")
         parser.add_argument("--last", type=_positive, metavar="N", help="only the N most recently started")
+    elif command == "sync":
+        parser.add_argument("run_id")
+        parser.add_argument("--artifacts-dir", type=_user_path, help="the run's artifacts root (default: beside its results)")
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()
@@ -264,6 +269,9 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
             original = finder.find_run(options.run_id, _catalog_roots(options, experiment))
             return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps),
                                        trust_patch=options.trust_patch, artifacts_root=options.artifacts_dir)
+        if command == "sync":
+            return transfer.sync(finder.find_run(options.run_id, _catalog_roots(options, experiment)),
+                                 artifacts_root=options.artifacts_dir, connect_store=connect_store)
         if command != "run":
             print("\n".join(run_catalog(command, options, experiment)))
             return 0

@@ -22,8 +22,8 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.commands import recipes, resume
-from rl.harness.remote import stores
-from rl.harness.remote.store import CredentialsError, Store, StoreConfig, UploadError
+from rl.harness.remote import run_mirror, stores
+from rl.harness.remote.store import CredentialsError, Store, StoreConfig
 from rl.harness.run import begin, manifest, records, redaction, seeding, session
 from rl.harness.run.manifest import ResumeSource, read_manifest
 from rl.harness.run.hyperparameters import Hyperparameters
@@ -57,6 +57,7 @@ class Plan:
     profile: HardwareProfile
     upload: Optional[Store]  # opened and checked
     upload_explicit: bool
+    mirror_s: tuple[float, float]  # the mirror's interval and its drain at the end (settings.mirror_seconds)
     heartbeat_s: float
     patch_cap_bytes: int
     hyperparameters: dict  # the recipe's declared defaults with the --set overrides applied
@@ -73,8 +74,7 @@ def _store_config(options: argparse.Namespace) -> Optional[StoreConfig]:
         logging.warning("not uploading: %s", error)
         return None
     if options.upload_artifacts and config is None:
-        raise UsageError(f"--upload-artifacts needs a store: set ${settings.STORE_ENV} and its key, or write"
-                         f" {stores.DEFAULT_STORE_FILE} (docs/artifact_storage.md)")
+        raise UsageError(f"--upload-artifacts needs a store: {stores.NO_STORE_FIX}")
     if options.upload_artifacts is None and options.smoke:
         return None  # smoke runs are mirrored only when asked for
     return config
@@ -97,6 +97,7 @@ def prepare(options: argparse.Namespace, module_name: str, connect_store: Callab
     if options.run_id is not None and (problem := run_id_problem(options.run_id)):
         raise UsageError(problem)
     heartbeat_s = settings.heartbeat_seconds()  # each a SettingError (a UsageError) naming the fix
+    mirror_s = settings.mirror_seconds()
     patch_cap_bytes = settings.patch_cap_bytes()
     connect_timeout_s = settings.ray_connect_timeout_seconds()
     module = recipes.load_recipe(module_name)
@@ -123,7 +124,7 @@ def prepare(options: argparse.Namespace, module_name: str, connect_store: Callab
     if options.ray_address:  # last: it may wait for the cluster's answer (at most $RL_HARNESS_RAY_CONNECT_TIMEOUT_S)
         cluster.check_address(options.ray_address, timeout_s=connect_timeout_s)
     return Plan(module, module_name, options, layout, parent, machine, profile, upload,
-                bool(options.upload_artifacts), heartbeat_s, patch_cap_bytes, declared.values(overrides))
+                bool(options.upload_artifacts), mirror_s, heartbeat_s, patch_cap_bytes, declared.values(overrides))
 
 
 def report_crashed_runs(results_root: pathlib.Path) -> None:
@@ -183,6 +184,11 @@ def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
         for folder in (layout.results_dir, layout.artifacts_dir):  # a run that never started: its id stays free
             shutil.rmtree(folder, ignore_errors=True)
         raise StartFailed(f"run {layout.run_id} could not start (nothing was kept): {_problem(failure, layout)}") from None
+    mirror = None
+    if plan.upload is not None:
+        mirror = run_mirror.LiveMirror(run_mirror.RunMirror(plan.upload, layout, plan.module_name),
+                                       interval_s=plan.mirror_s[0])
+        mirror.start()
     logging.info("run %s of %s (profile %s): results %s, artifacts %s", layout.run_id, plan.module_name,
                  plan.profile.name, layout.results_dir, layout.artifacts_dir)
     if plan.resume is not None:
@@ -225,8 +231,8 @@ def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
                       status, full)
         return exit_code
     logging.info("run %s %s: %s", layout.run_id, status, layout.results_dir)
-    if plan.upload is not None:
-        exit_code = _upload(plan, run, exit_code)
+    if mirror is not None:
+        exit_code = _drain(plan, run, mirror, exit_code)
     return exit_code
 
 
@@ -272,20 +278,24 @@ def _interrupted_exit_code(run: session.RunSession) -> int:
     return 128 + int(getattr(signal, run.stop_signal or "SIGINT"))
 
 
-def _upload(plan: Plan, run: session.RunSession, exit_code: int) -> int:
-    remote = {"store": plan.upload.config.url, "bucket": plan.upload.config.bucket, "explicit": plan.upload_explicit}
+def _drain(plan: Plan, run: session.RunSession, mirror: run_mirror.LiveMirror, exit_code: int) -> int:
+    """Waits (at most the drain time) for the store to take what the run left; the manifest says what is remote."""
+    config = plan.upload.config
+    remote = {"store": config.url, "bucket": config.bucket, "explicit": plan.upload_explicit,
+              "run_prefix": mirror.mirror.run_prefix}
     try:
-        with run.signals_stop_at_once():  # the upload cannot poll stop_requested: a signal ends it at once
-            record = plan.upload.upload_run(experiment=plan.module_name, layout=plan.layout)
-        remote.update(status=record["status"], run_prefix=record["run_prefix"], files=len(record["files"]))
-    except UploadError as error:
-        remote.update(status="failed", error=str(error))
-        logging.error("upload to the store failed; everything stays local: %s", error)
-        if plan.upload_explicit and exit_code == 0:
-            exit_code = EXIT_UPLOAD_FAILED
+        with run.signals_stop_at_once():  # the drain cannot poll stop_requested: a signal ends it at once
+            record = mirror.finish(drain_s=plan.mirror_s[1])
+        remote.update(status=record["status"], files=len(record["files"]), not_uploaded=len(record["not_uploaded"]))
+        if record["status"] != "complete":
+            remote["error"] = record["error"]["message"]
+            if plan.upload_explicit and exit_code == 0:
+                exit_code = EXIT_UPLOAD_FAILED
     except KeyboardInterrupt:
-        remote.update(status="interrupted")
-        logging.warning("upload to the store interrupted; everything stays local (docs/artifact_storage.md)")
+        record = mirror.halt()
+        remote.update(status="interrupted", files=len(record["files"]), not_uploaded=len(record["not_uploaded"]))
+        logging.warning("mirroring to the store interrupted; what is not remote is listed in %s (docs/artifact_storage.md)",
+                        records.REMOTE_ARTIFACTS_FILE)
         exit_code = _interrupted_exit_code(run)
         run.update_manifest(status=INTERRUPTED, interrupted_by=run.stop_signal)
     run.update_manifest(remote=remote, exit_code=exit_code)

@@ -115,9 +115,11 @@ class B2Store(Store):
         except Exception as error:  # b2sdk's errors share no useful base with OSError
             raise _fault(error, self.config) from None
 
-    def _put_file(self, path: str, key: str, sha256: str) -> Optional[str]:
-        return self._call(lambda bucket: bucket.upload_local_file(local_file=path, file_name=key,
-                                                                  file_info={"sha256": sha256})).id_
+    def _put_file(self, path: str, key: str, sha256: str, size: int) -> Optional[str]:
+        from b2sdk.v2 import UploadSourceLocalFileRange
+
+        return self._call(lambda bucket: bucket.upload(UploadSourceLocalFileRange(path, length=size), key,
+                                                       file_info={"sha256": sha256})).id_
 
     def _put_bytes(self, data: bytes, key: str) -> None:
         self._call(lambda bucket: bucket.upload_bytes(data, key))

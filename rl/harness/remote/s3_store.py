@@ -14,9 +14,8 @@ import shutil
 import urllib.parse
 from typing import Optional
 
-from rl.harness.remote.store import Store, StoreConfig, StoreFault
+from rl.harness.remote.store import CHUNK_BYTES, Store, StoreConfig, StoreFault, chunks_of_prefix
 
-_CHUNK_BYTES = 1 << 20
 # pyarrow's messages carry the AWS error's name; these decide what a user has to fix.
 _KINDS = (
     ("NETWORK_CONNECTION", "unreachable"), ("Could not connect", "unreachable"), ("Could not resolve", "unreachable"),
@@ -59,10 +58,11 @@ class S3Store(Store):
             kind = next((kind for marker, kind in _KINDS if marker in message), "other")
             raise StoreFault(kind, message) from None
 
-    def _put_file(self, path: str, key: str, sha256: str) -> Optional[str]:
+    def _put_file(self, path: str, key: str, sha256: str, size: int) -> Optional[str]:
         def upload():
             with open(path, "rb") as source, self._fs.open_output_stream(self._path(key)) as target:
-                shutil.copyfileobj(source, target, _CHUNK_BYTES)
+                for chunk in chunks_of_prefix(source, size, path):
+                    target.write(chunk)
         self._call(upload)
         return None
 
@@ -75,7 +75,7 @@ class S3Store(Store):
     def _get_file(self, key: str, path: str) -> None:
         def download():
             with self._fs.open_input_stream(self._path(key)) as source, open(path, "wb") as target:
-                shutil.copyfileobj(source, target, _CHUNK_BYTES)
+                shutil.copyfileobj(source, target, CHUNK_BYTES)
         self._call(download)
 
     def _list(self, prefix: str) -> dict[str, int]:

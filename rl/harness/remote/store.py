@@ -2,13 +2,12 @@
 
     config = stores.load()              # rl.harness.remote.stores: environment or a chmod-600 file; None if neither
     store = stores.open_checked(config) # reachable, credentials good, bucket there, key may write: else StoreUnusable
-    record = store.upload_run(experiment="experiments.mess3.reward_only", layout=layout)   # a RunLayout
-    # results/<run-id>/remote_artifacts.json now lists every key with its sha256 and size
+    store.put_file(path, key, sha256, size)   # retried with backoff; UploadError after the last attempt
 
 A store is named by a URL: `b2://bucket/prefix` (Backblaze B2's native API, `b2_mirror.B2Store`) or
 `s3://bucket/prefix` with an endpoint (any S3-compatible server, `s3_store.S3Store`). Keys:
 `<prefix>/<experiment module>/[smoke/]<run-id>/{artifacts,results}/<relative path>`. A backend moves
-bytes; this module's `Store` retries, verifies and records. Every message a backend raises is
+bytes; this module's `Store` retries and names faults; `run_mirror` sends a run. Every message a backend raises is
 redacted: the key id and key never reach a record, a log line or an exception message.
 """
 
@@ -21,23 +20,34 @@ import re
 import secrets
 import stat
 import time
-from typing import Callable, Mapping, Optional
+from typing import Callable, Iterator, Mapping, Optional
 
 from absl import logging
 
 from rl.harness.errors import EXIT_UPLOAD_FAILED, HarnessError, UsageError
-from rl.harness.run import provenance, records, redaction
-from rl.harness.run.layout import RunLayout
-from rl.harness.run.status import utc_now
+from rl.harness.run import redaction
 
-# remote_artifacts.json has its own schema (it was the manifest's version 1 before the manifest went to 2).
-REMOTE_ARTIFACTS_SCHEMA_VERSION = 1
 DEFAULT_PREFIX = "rl-harness"
 SCHEMES = ("b2", "s3")
 _URL = re.compile(r"(?P<scheme>[a-z0-9]+)://(?P<bucket>[A-Za-z0-9][A-Za-z0-9._-]*)(?:/(?P<prefix>.*))?")
 _REDACTED = "<redacted>"
 # What a user fixes when a start-up check fails, one role each (StoreConfig.fixes).
 ROLES = ("url", "endpoint", "credentials")
+
+
+CHUNK_BYTES = 1 << 20  # what a store streams at a time: a file never sits whole in memory
+
+
+def chunks_of_prefix(handle, size: int, name: str) -> Iterator[bytes]:
+    """Yields the first `size` bytes of an open binary file (one that may still grow) in CHUNK_BYTES pieces;
+    FileNotFoundError if it holds fewer (it was replaced meanwhile)."""
+    left = size
+    while left:
+        chunk = handle.read(min(left, CHUNK_BYTES))
+        if not chunk:
+            raise FileNotFoundError(f"{name} shrank while it was read")
+        yield chunk
+        left -= len(chunk)
 
 
 class CredentialsError(UsageError, ValueError):
@@ -59,7 +69,7 @@ class StoreFault(Exception):
     "missing" or "other"; the message is redacted."""
 
     def __init__(self, kind: str, message: str):
-        super().__init__(message)
+        super().__init__(" ".join(message.split()))  # one line, whatever the client's text holds
         self.kind = kind
 
 
@@ -135,8 +145,9 @@ class Store:
         self._sleep = sleep
 
     # -- what a backend provides ----------------------------------------------------------------
-    def _put_file(self, path: str, key: str, sha256: str) -> Optional[str]:
-        """Uploads `path` as `key`; returns the store's version id, if it has one."""
+    def _put_file(self, path: str, key: str, sha256: str, size: int) -> Optional[str]:
+        """Uploads the first `size` bytes of `path` (a file that may be growing) as `key`; returns the store's
+        version id, if it has one."""
         raise NotImplementedError
 
     def _put_bytes(self, data: bytes, key: str) -> None:
@@ -183,58 +194,25 @@ class Store:
         """{key: size} under `prefix` (a key folder, no trailing slash); UploadError after every retry."""
         return self._retried(f"listing {prefix}", lambda: self._list(prefix))
 
-    def put_file(self, path: str, key: str, sha256: str) -> Optional[str]:
-        return self._retried(f"uploading {path} to {key}", lambda: self._put_file(path, key, sha256))
+    def put_file(self, path: str, key: str, sha256: str, size: int, *, attempts: Optional[int] = None) -> Optional[str]:
+        """Uploads the first `size` bytes of `path` as `key`, tried `attempts` times (default: the store's)."""
+        return self._retried(f"uploading {path} to {key}", lambda: self._put_file(path, key, sha256, size), attempts)
 
-    def _retried(self, what: str, operation: Callable):
-        for attempt in range(1, self._attempts + 1):
+    def put_bytes(self, data: bytes, key: str, *, attempts: Optional[int] = None) -> None:
+        self._retried(f"uploading {key}", lambda: self._put_bytes(data, key), attempts)
+
+    def get_file(self, key: str, path: str, *, attempts: Optional[int] = None) -> None:
+        """Downloads `key` into `path` (a new file)."""
+        self._retried(f"downloading {key}", lambda: self._get_file(key, path), attempts)
+
+    def _retried(self, what: str, operation: Callable, attempts: Optional[int] = None):
+        attempts = attempts or self._attempts
+        for attempt in range(1, attempts + 1):
             try:
                 return operation()
             except StoreFault as fault:
-                if attempt == self._attempts:
+                if attempt == attempts:
                     raise UploadError(f"{what} failed {attempt} times; last: {fault}") from None
                 delay = self._backoff_s * 2 ** (attempt - 1)
-                logging.warning("%s failed (%s); retry %d/%d in %.1f s", what, fault, attempt, self._attempts - 1, delay)
+                logging.warning("%s failed (%s); retry %d/%d in %.1f s", what, fault, attempt, attempts - 1, delay)
                 self._sleep(delay)
-
-    def upload_run(self, *, experiment: str, layout: RunLayout) -> dict:
-        """Uploads artifacts/<run-id>/ then results/<run-id>/; writes results/<run-id>/remote_artifacts.json."""
-        run_prefix = layout.remote_prefix(self.config.prefix, experiment)
-        results_dir, artifacts_dir = layout.results_dir, layout.artifacts_dir
-        files = [("artifacts", artifacts_dir, path) for path in sorted(artifacts_dir.rglob("*"))]
-        files += [("results", results_dir, path) for path in sorted(results_dir.rglob("*"))
-                  if path.name != records.REMOTE_ARTIFACTS_FILE]
-        files = [(kind, root, path) for kind, root, path in files if path.is_file() and not path.name.startswith(".tmp-")]
-        record = {
-            "schema_version": REMOTE_ARTIFACTS_SCHEMA_VERSION,
-            "status": "uploading",
-            "store": self.config.url,
-            "bucket": self.config.bucket,
-            "run_prefix": run_prefix,
-            "started_at": utc_now(),
-            "files": [],
-            "error": None,
-            "not_uploaded": [],
-        }
-        record_path = str(results_dir / records.REMOTE_ARTIFACTS_FILE)
-        try:
-            for index, (kind, root, path) in enumerate(files):
-                relative = f"{kind}/{path.relative_to(root).as_posix()}"
-                key = f"{run_prefix}/{relative}"
-                sha256 = provenance.file_sha256(str(path))
-                try:
-                    version = self.put_file(str(path), key, sha256)
-                except UploadError as error:
-                    record.update(status="failed", error={"file": relative, "message": str(error)},
-                                  not_uploaded=[f"{k}/{p.relative_to(r).as_posix()}" for k, r, p in files[index:]])
-                    raise
-                record["files"].append({"key": key, "local": relative, "size": path.stat().st_size,
-                                        "sha256": sha256, "file_id": version})
-            record["status"] = "complete"
-        finally:
-            if record["status"] == "uploading":  # an unexpected error (e.g. a file vanished)
-                record["status"] = "failed"
-            record["ended_at"] = utc_now()
-            records.write_json_atomically(record_path, record)
-        logging.info("uploaded %d files to %s", len(record["files"]), f"{self.config.scheme}://{self.config.bucket}/{run_prefix}")
-        return record

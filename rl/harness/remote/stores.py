@@ -24,6 +24,7 @@ from rl.harness.remote.store import (CredentialsError, Store, StoreConfig, parse
                                      registered)
 
 DEFAULT_STORE_FILE = "~/.config/rl-harness/store.json"  # ~ is $HOME
+NO_STORE_FIX = (f"set ${settings.STORE_ENV} and its key, or write {DEFAULT_STORE_FILE} (docs/artifact_storage.md)")
 KEY_VARIABLES = {"b2": (settings.B2_KEY_ID_ENV, settings.B2_KEY_ENV), "s3": (settings.S3_KEY_ID_ENV, settings.S3_KEY_ENV)}
 
 

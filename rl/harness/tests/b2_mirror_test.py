@@ -13,7 +13,7 @@ from b2sdk.v2.exception import B2ConnectionError
 from rl.harness import errors
 from rl.harness import settings
 from rl.harness.commands import cli
-from rl.harness.remote import b2_mirror, store
+from rl.harness.remote import b2_mirror, run_mirror, store
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
 from rl.harness.tests import run_helpers
@@ -89,7 +89,7 @@ def _download(simulator, credentials, key):
 def test_upload_records_every_key_with_sha256_and_size(simulator, credentials, run):
     results, artifacts = run
     mirror = _connect(simulator, [])(credentials)
-    record = mirror.upload_run(experiment=run_helpers.FAKE, layout=_layout(run))
+    record = run_mirror.upload_run(mirror, experiment=run_helpers.FAKE, layout=_layout(run))
     assert record == json.loads((results / records.REMOTE_ARTIFACTS_FILE).read_text())
     assert record["status"] == "complete" and record["run_prefix"] == f"lab/{run_helpers.FAKE}/r1"
     local = {f"artifacts/{p.relative_to(artifacts).as_posix()}": p for p in artifacts.rglob("*") if p.is_file()}
@@ -114,7 +114,7 @@ def test_transient_errors_are_retried_with_backoff(simulator, credentials, run):
         simulator.fail_after = None
 
     mirror._sleep = recover
-    record = mirror.upload_run(experiment=run_helpers.FAKE, layout=_layout(run))
+    record = run_mirror.upload_run(mirror, experiment=run_helpers.FAKE, layout=_layout(run))
     assert record["status"] == "complete" and delays == [1.0]
 
 
@@ -125,7 +125,7 @@ def test_a_failure_mid_upload_keeps_everything_local_and_records_what_arrived(si
     delays = []
     mirror = _connect(simulator, delays)(credentials)
     with caplog.at_level(logging.WARNING), pytest.raises(store.UploadError) as failure:
-        mirror.upload_run(experiment=run_helpers.FAKE, layout=_layout(run))
+        run_mirror.upload_run(mirror, experiment=run_helpers.FAKE, layout=_layout(run))
     assert delays == [1.0, 2.0]  # exponential backoff between the three attempts
     record = json.loads((run[0] / records.REMOTE_ARTIFACTS_FILE).read_text())
     assert record["status"] == "failed" and len(record["files"]) == 3
@@ -143,6 +143,7 @@ def test_cli_explicit_upload_failure_exits_nonzero_but_auto_only_warns(simulator
     monkeypatch.setenv(settings.B2_KEY_ENV, credentials.key)
     monkeypatch.setenv(settings.B2_BUCKET_ENV, BUCKET)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    monkeypatch.setenv(settings.MIRROR_DRAIN_ENV, "2")
     connect = _connect(simulator, [])
     base = ["rl-harness", run_helpers.FAKE, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
 
@@ -153,12 +154,13 @@ def test_cli_explicit_upload_failure_exits_nonzero_but_auto_only_warns(simulator
     simulator.fail_after = simulator.uploads + 1  # the start-up check's probe arrives, the run's files do not
     assert cli.main([*base, "--run-id", "bad", "--upload-artifacts"], connect_store=connect) == errors.EXIT_UPLOAD_FAILED
     manifest = run_helpers.manifest(tmp_path / "r" / "bad")
-    assert (manifest["status"], manifest["remote"]["status"], manifest["exit_code"]) == ("completed", "failed", 3)
+    assert (manifest["status"], manifest["remote"]["status"], manifest["exit_code"]) == ("completed", "incomplete", 3)
+    assert manifest["remote"]["not_uploaded"] > 0
     assert (tmp_path / "a" / "bad" / records.METRICS_FILE).exists()
 
     simulator.fail_after = simulator.uploads + 1
     assert cli.main([*base, "--run-id", "auto"], connect_store=connect) == 0  # not asked for: a warning only
-    assert run_helpers.manifest(tmp_path / "r" / "auto")["remote"]["status"] == "failed"
+    assert run_helpers.manifest(tmp_path / "r" / "auto")["remote"]["status"] == "incomplete"
     assert cli.main([*base, "--run-id", "off", "--no-upload-artifacts"], connect_store=connect) == 0
     assert run_helpers.manifest(tmp_path / "r" / "off")["remote"] is None
     for path in (tmp_path / "r").rglob("*.json"):

@@ -1,16 +1,20 @@
 """The s3:// store against a real S3-compatible server (moto's, started here, IAM enforced): uploads
-verified byte for byte, and each start-up fault refused with exit 2 before anything is written."""
+verified byte for byte, each start-up fault refused with exit 2 before anything is written, runs
+mirrored while they train (slow), a server stopped mid-run, and `sync`."""
 
 import hashlib
 import json
+import logging
 import re
+import threading
+import time
 
 import pytest
 from pyarrow import fs
 
 from rl.harness import settings
 from rl.harness.commands import cli
-from rl.harness.remote import stores
+from rl.harness.remote import run_mirror, stores
 from rl.harness.remote.store import CredentialsError, StoreUnusable, UploadError
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
@@ -120,7 +124,7 @@ def test_a_store_stopped_after_the_start_up_check_fails_the_upload_and_keeps_eve
         store.check()
         server.stop()
         with pytest.raises(UploadError, match="failed 2 times"):
-            store.upload_run(experiment=run_helpers.FAKE, layout=RunLayout(tmp_path / "r", tmp_path / "a", "r1", False))
+            run_mirror.upload_run(store, experiment=run_helpers.FAKE, layout=RunLayout(tmp_path / "r", tmp_path / "a", "r1", False))
     remote = json.loads((tmp_path / "r" / "r1" / records.REMOTE_ARTIFACTS_FILE).read_text())
     assert remote["status"] == "failed" and remote["files"] == [] and remote["not_uploaded"]
     assert (tmp_path / "a" / "r1" / records.METRICS_FILE).exists()
@@ -137,3 +141,98 @@ def test_configuration_mistakes_name_their_fix(tmp_path):
     config = stores.load({settings.STORE_ENV: "b2://bucket", settings.B2_KEY_ID_ENV: "i", settings.B2_KEY_ENV: "k"})
     assert (config.url, config.endpoint) == ("b2://bucket/rl-harness", None)
     assert stores.load({"HOME": str(tmp_path)}) is None
+
+
+# -- mirrored while the run goes ---------------------------------------------------------------------------------
+
+
+def _watch(server, key, folder, until):
+    """Polls the store (another client) from a thread until `key` is there; returns {"status": the run's local
+    status then}, filled in when it arrives, and calls `until()` then."""
+    seen, objects = {}, _objects(server)
+
+    def poll():
+        while not seen and not stop.is_set():
+            if objects.get_file_info(f"{server.bucket}/{key}").type == fs.FileType.File:
+                seen["status"] = run_helpers.manifest(folder)["status"]
+                until()
+            time.sleep(0.05)
+    stop = threading.Event()
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    return seen, thread, stop
+
+
+def _mirrored_run(monkeypatch, server):
+    _environment(monkeypatch, server)
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "8")
+    monkeypatch.setenv("FAKE_RECIPE_SLEEP_S", "0.4")
+    monkeypatch.setenv(settings.MIRROR_INTERVAL_ENV, "0.2")
+    monkeypatch.setenv(settings.MIRROR_DRAIN_ENV, "1")
+
+
+def _assert_in_store(server, tmp_path, run_id):
+    """Every file the local record lists is in the store with its sha256, and so is the record (the index)."""
+    local = json.loads((tmp_path / "r" / run_id / records.REMOTE_ARTIFACTS_FILE).read_text())
+    assert local["status"] == "complete" and local["not_uploaded"] == []
+    objects = _objects(server)
+    for entry in local["files"]:
+        with objects.open_input_stream(f"{server.bucket}/{entry['key']}") as stream:
+            assert hashlib.sha256(stream.read()).hexdigest() == entry["sha256"]
+    with objects.open_input_stream(f"{server.bucket}/{local['run_prefix']}/results/{records.REMOTE_ARTIFACTS_FILE}") as stream:
+        assert json.loads(stream.read())["files"] == local["files"]
+    return local
+
+
+@pytest.mark.slow
+def test_a_run_is_mirrored_while_it_trains(server, tmp_path, monkeypatch):
+    _mirrored_run(monkeypatch, server)
+    checkpoint = f"lab/{run_helpers.FAKE}/live/artifacts/checkpoints/iter_000002/fake_state.json"
+    seen, thread, stop = _watch(server, checkpoint, tmp_path / "r" / "live", lambda: None)
+    try:
+        assert _run(tmp_path, "live") == 0
+    finally:
+        stop.set()
+        thread.join()
+    assert seen == {"status": "running"}  # in the store while the run still trained
+    local = _assert_in_store(server, tmp_path, "live")
+    assert f"artifacts/{records.METRICS_FILE}" in {entry["local"] for entry in local["files"]}
+    remote = run_helpers.manifest(tmp_path / "r" / "live")["remote"]
+    assert (remote["status"], remote["files"], remote["not_uploaded"]) == ("complete", len(local["files"]), 0)
+
+
+@pytest.mark.slow
+def test_a_store_stopped_mid_run_costs_one_warning_and_sync_sends_the_rest(tmp_path, monkeypatch, caplog):
+    with s3_server.S3Server() as lost:
+        _mirrored_run(monkeypatch, lost)
+        checkpoint = f"lab/{run_helpers.FAKE}/gone/artifacts/checkpoints/iter_000002/fake_state.json"
+        seen, thread, stop = _watch(lost, checkpoint, tmp_path / "r" / "gone", lost.stop)
+        with caplog.at_level(logging.WARNING):
+            assert _run(tmp_path, "gone") == 0  # automatic mirroring: the run's own status decides
+        stop.set()
+        thread.join()
+    assert seen == {"status": "running"}
+    assert len([line for line in caplog.text.splitlines() if "the store failed" in line]) == 1
+    manifest = run_helpers.manifest(tmp_path / "r" / "gone")
+    assert manifest["status"] == "completed" and len(run_helpers.metrics_rows(tmp_path / "a")) == 8
+    assert manifest["remote"]["status"] == "incomplete" and manifest["remote"]["not_uploaded"] > 0
+    record = json.loads((tmp_path / "r" / "gone" / records.REMOTE_ARTIFACTS_FILE).read_text())
+    assert "artifacts/checkpoints/iter_000008/fake_state.json" in record["not_uploaded"]
+    with s3_server.S3Server() as back:  # the store again (a new, empty one: moto keeps nothing on disk)
+        _environment(monkeypatch, back)
+        assert cli.main(["rl-harness", "sync", "gone", "--results-dir", str(tmp_path / "r"),
+                         "--artifacts-dir", str(tmp_path / "a")]) == 0
+        _assert_in_store(back, tmp_path, "gone")
+
+
+@pytest.mark.slow
+def test_sync_never_writes_over_another_runs_records(server, tmp_path, monkeypatch, capsys):
+    _environment(monkeypatch, server)
+    assert _run(tmp_path / "one", "twin", "--upload-artifacts") == 0
+    monkeypatch.delenv(settings.STORE_ENV)
+    assert _run(tmp_path / "two", "twin") == 0  # the same id on another machine, never mirrored
+    _environment(monkeypatch, server)
+    capsys.readouterr()
+    assert cli.main(["rl-harness", "sync", "twin", "--results-dir", str(tmp_path / "two" / "r"),
+                     "--artifacts-dir", str(tmp_path / "two" / "a")]) == 2
+    assert "holds another run's records, which are never overwritten" in capsys.readouterr().err
