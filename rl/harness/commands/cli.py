@@ -12,6 +12,8 @@
     rl-harness reproduce <run-id> [--iterations N | --env-steps N] [--trust-patch] [--results-dir DIR] [--artifacts-dir DIR]
     rl-harness study <dotted.study.module> [--smoke] [--resume STUDY_ID] [--max-concurrent N] [--runs A=ID,ID ...]
     rl-harness sync <run-id> [--results-dir DIR] [--artifacts-dir DIR]
+    rl-harness fetch <run-id> [--records-only] [--results-dir DIR] [--artifacts-dir DIR]
+    rl-harness runs --store
 
     bazel run //rl/harness:rl-harness -- experiments.mess3.reward_only --smoke
     bazel run //experiments/mess3:reward_only -- --smoke      # an rl_experiment binary: module fixed
@@ -44,7 +46,7 @@ from rl.harness.run import finder, rolling
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 
-COMMANDS = ("runs", "show", "diff", "compare", "reproduce", "study", "sync")
+COMMANDS = ("runs", "show", "diff", "compare", "reproduce", "study", "sync", "fetch")
 _COMMANDS_HELP = """other commands (each has its own --help):
   runs                       list the runs under --results-dir (or the workspace) by start time
   show <run-id>              one run's status, results and provenance
@@ -52,7 +54,8 @@ _COMMANDS_HELP = """other commands (each has its own --help):
   compare <run-id>...        several runs' learning curves in one PNG, and their final metrics
   reproduce <run-id>         rebuild the run's commit and re-run it; compare the rows
   study <study module>       agents x seeds as parallel runs, resumable, summarised with intervals
-  sync <run-id>              send what the store lacks of a run (docs/artifact_storage.md)"""
+  sync <run-id>              send what the store lacks of a run (docs/artifact_storage.md)
+  fetch <run-id>             bring a run back from the store, verified (--records-only: its results only)"""
 
 
 class _Parser(argparse_flags.ArgumentParser):
@@ -199,8 +202,11 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
                                  " an experiment's binary lists its own by default")
         parser.add_argument("--status", choices=catalog.LISTED_STATUSES, help="only the runs of this status")
         parser.add_argument("--last", type=_positive, metavar="N", help="only the N most recently started")
-    elif command == "sync":
+        parser.add_argument("--store", action="store_true", help="the runs the configured store holds instead")
+    elif command in ("sync", "fetch"):
         parser.add_argument("run_id")
+        if command == "fetch":
+            parser.add_argument("--records-only", action="store_true", help="only the run's results folder")
         parser.add_argument("--artifacts-dir", type=_user_path, help="the run's artifacts root (default: beside its results)")
     elif command == "reproduce":
         parser.add_argument("run_id")
@@ -269,6 +275,12 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
             original = finder.find_run(options.run_id, _catalog_roots(options, experiment))
             return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps),
                                        trust_patch=options.trust_patch, artifacts_root=options.artifacts_dir)
+        if command == "fetch":
+            return transfer.fetch(options.run_id, results_dir=options.results_dir, artifacts_dir=options.artifacts_dir,
+                                  records_only=options.records_only, connect_store=connect_store)
+        if command == "runs" and options.store:
+            print("\n".join(transfer.list_store(connect_store)))
+            return 0
         if command == "sync":
             return transfer.sync(finder.find_run(options.run_id, _catalog_roots(options, experiment)),
                                  artifacts_root=options.artifacts_dir, connect_store=connect_store)

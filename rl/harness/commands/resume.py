@@ -13,6 +13,7 @@ import os
 import pathlib
 from typing import Optional
 
+from rl.harness.commands import transfer
 from rl.harness.run import records
 from rl.harness.run.manifest import ResumeSource, TuneRunner, read_manifest
 from rl.harness.run.status import run_id_problem
@@ -110,9 +111,15 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
         folder = recorded_folder(place, newest.path, "checkpoint")
         if folder.is_dir():
             return checkpoint_source(folder, parent_run_id=run_id)
+    recorded_folder(layout.artifacts_dir, newest.path, "checkpoint")  # inside the run's folder, or RecordError
+    fetched = transfer.fetch_checkpoint(layout, newest.path)
+    if fetched is not None:
+        logging.info("checkpoint %s of run %s is not on this machine: fetched it from the store into %s, verified",
+                     newest.path, run_id, fetched)
+        return checkpoint_source(fetched, parent_run_id=run_id)
     raise UsageError(f"checkpoint {newest.path} of run {run_id} is not on this machine (looked in"
-                     f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative} from B2"
-                     " (docs/artifact_storage.md) and pass --resume-from <checkpoint folder>")
+                     f" {', '.join(map(str, places))}) and no store is configured; configure the store it was"
+                     f" mirrored to (docs/artifact_storage.md), or pass --resume-from <checkpoint folder>")
 
 
 def describe(source: ResumeSource) -> str:

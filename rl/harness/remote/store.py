@@ -165,12 +165,15 @@ class Store:
         raise NotImplementedError
 
     # -- what the harness uses ------------------------------------------------------------------
-    def check(self) -> None:
-        """Lists the prefix, then writes and deletes one probe object: StoreUnusable naming the fix otherwise."""
+    def check(self, *, write: bool = True) -> None:
+        """Lists the prefix, then (with `write`) writes and deletes one probe object: StoreUnusable naming the
+        fix otherwise."""
         probe = f"{self.config.prefix}/.rl-harness-write-check-{secrets.token_hex(6)}"
         stage = "list"
         try:
             self._list(self.config.prefix)
+            if not write:
+                return
             stage = "write"
             self._put_bytes(b"rl-harness write check\n", probe)
             self._delete(probe)

@@ -13,7 +13,7 @@ from b2sdk.v2.exception import B2ConnectionError
 from rl.harness import errors
 from rl.harness import settings
 from rl.harness.commands import cli
-from rl.harness.remote import b2_mirror, run_mirror, store
+from rl.harness.remote import b2_mirror, run_fetch, run_mirror, store
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
 from rl.harness.tests import run_helpers
@@ -237,3 +237,16 @@ def test_a_signal_during_the_upload_stops_it_and_ends_the_run_interrupted(tmp_pa
     assert [c["iteration"] for c in manifest["checkpoints"]] == [2]  # the run itself had finished
     assert len(run_helpers.metrics_rows(tmp_path / "a")) == 2
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are given back
+
+
+def test_a_run_is_fetched_back_from_b2_verified(simulator, credentials, run, tmp_path):
+    results, artifacts = run
+    store = _connect(simulator, [])(credentials)
+    run_mirror.upload_run(store, experiment=run_helpers.FAKE, layout=_layout(run))
+    remote = run_fetch.RemoteRun.find(store, "r1")
+    assert (remote.experiment, remote.smoke) == (run_helpers.FAKE, False)
+    here = RunLayout(tmp_path / "here" / "r", tmp_path / "here" / "a", "r1", smoke=False)
+    fetched, kept = remote.fetch(here)
+    assert kept == 0 and fetched == len(remote.entries())
+    assert _snapshot(here.artifacts_dir) == {str(here.artifacts_dir / path.relative_to(artifacts)): path.read_bytes()
+                                             for path in artifacts.rglob("*") if path.is_file()}

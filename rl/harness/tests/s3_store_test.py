@@ -236,3 +236,57 @@ def test_sync_never_writes_over_another_runs_records(server, tmp_path, monkeypat
     assert cli.main(["rl-harness", "sync", "twin", "--results-dir", str(tmp_path / "two" / "r"),
                      "--artifacts-dir", str(tmp_path / "two" / "a")]) == 2
     assert "holds another run's records, which are never overwritten" in capsys.readouterr().err
+
+
+# -- fetched back anywhere ---------------------------------------------------------------------------------------
+
+
+def _roots(folder):
+    return ["--results-dir", str(folder / "r"), "--artifacts-dir", str(folder / "a")]
+
+
+@pytest.mark.slow
+def test_a_run_is_fetched_back_verified_and_resumed_from_its_newest_checkpoint(server, tmp_path, monkeypatch, capsys,
+                                                                              caplog):
+    _environment(monkeypatch, server)
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
+    assert _run(tmp_path / "lost", "away", "--upload-artifacts") == 0
+    capsys.readouterr()
+    assert cli.main(["rl-harness", "runs", "--store"]) == 0
+    assert any(line.split() == ["away", run_helpers.FAKE] for line in capsys.readouterr().out.splitlines())
+
+    here = tmp_path / "here"  # another machine: nothing of the run on it
+    assert cli.main(["rl-harness", "fetch", "away", "--records-only", *_roots(here)]) == 0
+    assert run_helpers.manifest(here / "r" / "away")["status"] == "completed" and not (here / "a").exists()
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "6")
+    with caplog.at_level(logging.INFO):
+        assert cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "again", "--resume-from", "away",
+                         "--no-upload-artifacts", *_roots(here)]) == 0
+    assert "checkpoint checkpoints/iter_000004 of run away is not on this machine: fetched it from the store" in caplog.text
+    assert [row["training_iteration"] for row in run_helpers.metrics_rows(here / "a")] == [5, 6]  # joins at 4
+    fetched = here / "a" / "away" / "checkpoints" / "iter_000004" / "fake_state.json"
+    assert fetched.read_bytes() == (tmp_path / "lost" / "a" / "away" / "checkpoints" / "iter_000004"
+                                    / "fake_state.json").read_bytes()
+
+    capsys.readouterr()
+    assert cli.main(["rl-harness", "fetch", "away", *_roots(here)]) == 0
+    assert "verified by sha256" in capsys.readouterr().out
+    original = tmp_path / "lost" / "a" / "away"
+    for path in original.rglob("*"):
+        if path.is_file():
+            assert (here / "a" / "away" / path.relative_to(original)).read_bytes() == path.read_bytes()
+
+
+def test_a_file_changed_in_the_store_is_not_kept(server, tmp_path, monkeypatch, capsys):
+    _environment(monkeypatch, server)
+    assert _run(tmp_path / "lost", "tampered", "--upload-artifacts") == 0
+    key_id, key = server.read_write
+    writer = fs.S3FileSystem(access_key=key_id, secret_key=key, endpoint_override=server.endpoint.split("//")[1],
+                             scheme="http", region="us-east-1")
+    metrics = f"{server.bucket}/lab/{run_helpers.FAKE}/tampered/artifacts/{records.METRICS_FILE}"
+    with writer.open_output_stream(metrics) as stream:
+        stream.write(b'{"training_iteration": 99}\n' * 20)
+    capsys.readouterr()
+    assert cli.main(["rl-harness", "fetch", "tampered", *_roots(tmp_path / "here")]) == 3
+    assert f"artifacts/{records.METRICS_FILE} in the store does not match its index" in capsys.readouterr().err
+    assert not (tmp_path / "here" / "a" / "tampered" / records.METRICS_FILE).exists()
