@@ -70,7 +70,11 @@ def load_credentials(environ=None) -> Optional[StoreConfig]:
 def _fault(error: Exception, config: StoreConfig) -> StoreFault:
     from b2sdk.v2 import exception as b2_exceptions
 
-    message = f"{type(error).__name__}: {config.redact(str(error))}"
+    tries = ""
+    if isinstance(error, b2_exceptions.MaxRetriesExceeded) and error.exception_info_list:
+        # an upload's retries end here: what the last attempt met decides, and names the fault
+        error, tries = error.exception_info_list[-1], f" (after {error.limit} tries)"
+    message = f"{type(error).__name__}: {config.redact(str(error))}{tries}"
     if isinstance(error, (b2_exceptions.B2ConnectionError, b2_exceptions.ConnectionReset)):
         return StoreFault("unreachable", message)
     if isinstance(error, b2_exceptions.NonExistentBucket):

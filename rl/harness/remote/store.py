@@ -166,8 +166,9 @@ class Store:
 
     # -- what the harness uses ------------------------------------------------------------------
     def check(self, *, write: bool = True) -> None:
-        """Lists the prefix, then (with `write`) writes and deletes one probe object: StoreUnusable naming the
-        fix otherwise."""
+        """Lists the prefix, then (with `write`) writes one probe object and deletes it where the key may:
+        StoreUnusable naming the fix otherwise. A key that may write but not delete (a launch's key,
+        rl/devops/vast) is all a run needs; its probe stays, a few bytes."""
         probe = f"{self.config.prefix}/.rl-harness-write-check-{secrets.token_hex(6)}"
         stage = "list"
         try:
@@ -176,8 +177,11 @@ class Store:
                 return
             stage = "write"
             self._put_bytes(b"rl-harness write check\n", probe)
+            stage = "delete"
             self._delete(probe)
         except StoreFault as fault:
+            if stage == "delete" and fault.kind == "denied":
+                return
             raise StoreUnusable(self._unusable(fault, stage)) from None
 
     def _unusable(self, fault: StoreFault, stage: str) -> str:

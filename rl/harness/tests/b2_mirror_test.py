@@ -14,6 +14,7 @@ from rl.harness import errors
 from rl.harness import settings
 from rl.harness.commands import cli
 from rl.harness.remote import b2_mirror, run_fetch, run_mirror, store
+from rl.harness.remote import store as store_module
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
 from rl.harness.tests import run_helpers
@@ -250,3 +251,21 @@ def test_a_run_is_fetched_back_from_b2_verified(simulator, credentials, run, tmp
     assert kept == 0 and fetched == len(remote.entries())
     assert _snapshot(here.artifacts_dir) == {str(here.artifacts_dir / path.relative_to(artifacts)): path.read_bytes()
                                              for path in artifacts.rglob("*") if path.is_file()}
+
+
+@pytest.mark.parametrize("capabilities, refusal", [
+    (["listBuckets", "listFiles", "writeFiles"], None),  # a launch's key: writes, never deletes
+    (["listBuckets", "listFiles", "readFiles"], "the key may not write there"),
+], ids=["write-no-delete", "read-only"])
+def test_the_start_up_check_needs_write_access_but_not_delete(simulator, credentials, capabilities, refusal):
+    api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
+    api.authorize_account("production", credentials.key_id, credentials.key)
+    key = api.create_key(capabilities=capabilities, key_name="restricted")  # the simulator refuses uploads to a
+    # key restricted to a bucket (it checks get_upload_url without the bucket), so only capabilities differ here
+    restricted = b2_mirror.b2_config(key.id_, key.application_key, BUCKET, "lab", "environment")
+    store = _connect(simulator, [])(restricted)
+    if refusal is None:
+        store.check()
+    else:
+        with pytest.raises(store_module.StoreUnusable, match=f"{refusal}.* fix \\${settings.B2_KEY_ID_ENV} and"):
+            store.check()
