@@ -36,6 +36,21 @@ def _tools_python() -> str:
         return handle.read().strip()
 
 
+def reader(server: "S3Server", key: tuple[str, str] = None):
+    """Another client of `server` (pyarrow's), with `key` (default: the read-only one)."""
+    from pyarrow import fs
+
+    key_id, secret = key or server.read_only
+    return fs.S3FileSystem(access_key=key_id, secret_key=secret, endpoint_override=f"127.0.0.1:{server.port}",
+                           scheme="http", region="us-east-1")
+
+
+def exists(file_system, path: str) -> bool:
+    from pyarrow import fs
+
+    return file_system.get_file_info(path).type == fs.FileType.File
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -10,7 +10,6 @@ import threading
 import time
 
 import pytest
-from pyarrow import fs
 
 from rl.harness import settings
 from rl.harness.commands import cli
@@ -41,11 +40,6 @@ def _run(tmp_path, run_id, *extra):
                      "--artifacts-dir", str(tmp_path / "a"), *extra])
 
 
-def _objects(server) -> fs.S3FileSystem:
-    """The server's objects as another client sees them (pyarrow, the reader's own key)."""
-    key_id, key = server.read_only
-    return fs.S3FileSystem(access_key=key_id, secret_key=key, endpoint_override=server.endpoint.split("//")[1],
-                           scheme="http", region="us-east-1")
 
 
 def test_a_run_uploads_every_file_verified_to_an_s3_server(server, tmp_path, monkeypatch):
@@ -55,7 +49,7 @@ def test_a_run_uploads_every_file_verified_to_an_s3_server(server, tmp_path, mon
     assert remote["status"] == "complete" and remote["store"] == f"s3://{server.bucket}/lab"
     assert remote["run_prefix"] == f"lab/{run_helpers.FAKE}/s3ok"
     assert "artifacts/checkpoints/iter_000002/harness_checkpoint.json" in {entry["local"] for entry in remote["files"]}
-    objects = _objects(server)
+    objects = s3_server.reader(server)
     for entry in remote["files"]:
         with objects.open_input_stream(f"{server.bucket}/{entry['key']}") as stream:
             content = stream.read()
@@ -149,11 +143,11 @@ def test_configuration_mistakes_name_their_fix(tmp_path):
 def _watch(server, key, folder, until):
     """Polls the store (another client) from a thread until `key` is there; returns {"status": the run's local
     status then}, filled in when it arrives, and calls `until()` then."""
-    seen, objects = {}, _objects(server)
+    seen, objects = {}, s3_server.reader(server)
 
     def poll():
         while not seen and not stop.is_set():
-            if objects.get_file_info(f"{server.bucket}/{key}").type == fs.FileType.File:
+            if s3_server.exists(objects, f"{server.bucket}/{key}"):
                 seen["status"] = run_helpers.manifest(folder)["status"]
                 until()
             time.sleep(0.05)
@@ -175,7 +169,7 @@ def _assert_in_store(server, tmp_path, run_id):
     """Every file the local record lists is in the store with its sha256, and so is the record (the index)."""
     local = json.loads((tmp_path / "r" / run_id / records.REMOTE_ARTIFACTS_FILE).read_text())
     assert local["status"] == "complete" and local["not_uploaded"] == []
-    objects = _objects(server)
+    objects = s3_server.reader(server)
     for entry in local["files"]:
         with objects.open_input_stream(f"{server.bucket}/{entry['key']}") as stream:
             assert hashlib.sha256(stream.read()).hexdigest() == entry["sha256"]
@@ -280,9 +274,7 @@ def test_a_run_is_fetched_back_verified_and_resumed_from_its_newest_checkpoint(s
 def test_a_file_changed_in_the_store_is_not_kept(server, tmp_path, monkeypatch, capsys):
     _environment(monkeypatch, server)
     assert _run(tmp_path / "lost", "tampered", "--upload-artifacts") == 0
-    key_id, key = server.read_write
-    writer = fs.S3FileSystem(access_key=key_id, secret_key=key, endpoint_override=server.endpoint.split("//")[1],
-                             scheme="http", region="us-east-1")
+    writer = s3_server.reader(server, server.read_write)
     metrics = f"{server.bucket}/lab/{run_helpers.FAKE}/tampered/artifacts/{records.METRICS_FILE}"
     with writer.open_output_stream(metrics) as stream:
         stream.write(b'{"training_iteration": 99}\n' * 20)
