@@ -5,7 +5,7 @@
     settings.heartbeat_seconds()            # $RL_HARNESS_HEARTBEAT_S, default 10 s; SettingError naming the fix
     settings.patch_cap_bytes()              # $RL_HARNESS_PATCH_CAP_BYTES, default 2 MiB
     settings.workspace_directory()          # $BUILD_WORKSPACE_DIRECTORY under `bazel run`, else None
-    settings.b2_variables()                 # the B2 variables that are set: {name: value}
+    settings.store_variables()              # the store's variables that are set (B2's too): {name: value}
     settings.secret_variables()             # {name: value} of every credential-shaped variable (redacted in records)
 
 Each reader takes an optional mapping (tests pass a dict) and defaults to the process environment.
@@ -75,11 +75,24 @@ B2_PREFIX_ENV = "RL_HARNESS_B2_PREFIX"
 B2_CREDENTIALS_FILE_ENV = "RL_HARNESS_B2_CREDENTIALS_FILE"
 B2_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV, B2_BUCKET_ENV, B2_PREFIX_ENV, B2_CREDENTIALS_FILE_ENV)
 
+# -- the object store of runs (remote/stores.py): a URL, an S3 endpoint, the key, or a file ------
+STORE_ENV = "RL_HARNESS_STORE"                    # b2://bucket/prefix or s3://bucket/prefix
+STORE_ENDPOINT_ENV = "RL_HARNESS_STORE_ENDPOINT"  # s3 only, e.g. http://127.0.0.1:9000
+STORE_FILE_ENV = "RL_HARNESS_STORE_FILE"
+S3_KEY_ID_ENV = "AWS_ACCESS_KEY_ID"               # the names every S3 client reads
+S3_KEY_ENV = "AWS_SECRET_ACCESS_KEY"
+# How often a run's mirror looks for what changed, and how long a finished run waits for it to drain.
+MIRROR_INTERVAL_ENV = "RL_HARNESS_MIRROR_INTERVAL_S"
+DEFAULT_MIRROR_INTERVAL_S = 10.0
+MIRROR_DRAIN_ENV = "RL_HARNESS_MIRROR_DRAIN_S"
+DEFAULT_MIRROR_DRAIN_S = 300.0
+STORE_VARIABLES = (STORE_ENV, STORE_ENDPOINT_ENV, STORE_FILE_ENV, S3_KEY_ID_ENV, S3_KEY_ENV, *B2_VARIABLES)
+
 # -- secrets -----------------------------------------------------------------------------------
 # Variables whose values never reach a record or a log line (run/redaction.py masks them): the B2
 # key, and anything named like a key, a token, a personal access token, a secret or a password.
 SECRET_VARIABLE = re.compile(r"(?i).*(_KEY|_TOKEN|_PAT|SECRET.*|PASSWORD.*|PASSWD.*|CREDENTIAL.*)")
-SECRET_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV)
+SECRET_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV, S3_KEY_ID_ENV, S3_KEY_ENV)
 
 
 def _environ(environ: Optional[Mapping[str, str]]) -> Mapping[str, str]:
@@ -106,6 +119,15 @@ def heartbeat_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
 
 def ray_connect_timeout_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
     return positive_seconds(RAY_CONNECT_TIMEOUT_ENV, DEFAULT_RAY_CONNECT_TIMEOUT_S, environ)
+
+
+def mirror_seconds(environ: Optional[Mapping[str, str]] = None) -> tuple[float, float]:
+    """($RL_HARNESS_MIRROR_INTERVAL_S, default 10 s, at most 60; $RL_HARNESS_MIRROR_DRAIN_S, default 300 s)."""
+    interval_s = positive_seconds(MIRROR_INTERVAL_ENV, DEFAULT_MIRROR_INTERVAL_S, environ)
+    if interval_s > 60:
+        raise SettingError(f"${MIRROR_INTERVAL_ENV}={interval_s:g} lets the store fall more than a minute behind;"
+                           " set it to 60 or less")
+    return interval_s, positive_seconds(MIRROR_DRAIN_ENV, DEFAULT_MIRROR_DRAIN_S, environ)
 
 
 def patch_cap_bytes(environ: Optional[Mapping[str, str]] = None) -> int:
@@ -165,17 +187,18 @@ def bazel_command(environ: Optional[Mapping[str, str]] = None) -> Optional[list[
     return explicit.split() if explicit else None
 
 
-def b2_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-    """The B2 variables that are set and not empty, plus $HOME (where the default credentials file is)."""
+def store_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """The store's variables (B2's included) that are set and not empty, plus $HOME (where the default
+    credentials files are)."""
     environ = _environ(environ)
-    present = {name: environ[name] for name in B2_VARIABLES if environ.get(name)}
+    present = {name: environ[name] for name in STORE_VARIABLES if environ.get(name)}
     if environ.get("HOME"):
         present["HOME"] = environ["HOME"]
     return present
 
 
 def secret_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-    """{name: value} of the set variables that hold secrets: the B2 key and every name `SECRET_VARIABLE` matches
+    """{name: value} of the set variables that hold secrets: the store's keys and every name `SECRET_VARIABLE` matches
     (`*_KEY`, `*_TOKEN`, `*_PAT`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`)."""
     return {name: value for name, value in _environ(environ).items()
             if value and (name in SECRET_VARIABLES or SECRET_VARIABLE.fullmatch(name))}

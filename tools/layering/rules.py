@@ -20,7 +20,8 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "learners": (frozenset({"losses"}), frozenset({"torch", "ray", "numpy", "gymnasium"})),
     "harness": (
         frozenset(),
-        frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "scipy", "matplotlib", "tensorboard", "gymnasium"}),
+        frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "pyarrow", "scipy", "matplotlib", "tensorboard",
+                   "gymnasium"}),
     ),
     "analysis": (
         frozenset({"learners", "harness"}),
@@ -49,6 +50,9 @@ CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "matplotlib"): ("rl/harness/study/", "rl/harness/commands/compare.py"),  # and `compare`'s overlay
     # Runs and studies as DataFrames (pandas is in the lock through Ray), imported inside the loaders.
     ("analysis", "pandas"): ("rl/analysis/tables.py",),
+    # The object store's clients: B2's native API and pyarrow's S3 client (docs/architecture.md).
+    ("harness", "b2sdk"): ("rl/harness/remote/",),
+    ("harness", "pyarrow"): ("rl/harness/remote/",),
     # A run's metrics as TensorBoard events, a study's HParams view, and the server over them (docs/architecture.md).
     ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/study/hparams.py",
                                  "rl/harness/commands/tensorboard_view.py"),

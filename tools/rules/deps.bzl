@@ -12,4 +12,5 @@ def rl_dependencies():
         if name not in native.existing_rules():
             standin_repository(name = name, standin = name)
     rl_python(name = "rl_python", lock = Label("//:requirements_lock.txt"),
-        cuda_lock = Label("//:requirements_lock_cuda.txt"))
+        cuda_lock = Label("//:requirements_lock_cuda.txt"),
+        test_lock = Label("//:requirements_test_lock.txt"))

@@ -4,6 +4,7 @@ load(":python_repo.bzl", "rl_python")
 
 def _rl_python_extension_impl(_module_ctx):
     rl_python(name = "rl_python", lock = Label("//:requirements_lock.txt"),
-        cuda_lock = Label("//:requirements_lock_cuda.txt"))
+        cuda_lock = Label("//:requirements_lock_cuda.txt"),
+        test_lock = Label("//:requirements_test_lock.txt"))
 
 rl_python_extension = module_extension(implementation = _rl_python_extension_impl)

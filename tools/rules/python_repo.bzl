@@ -11,7 +11,10 @@ No rules_python (it cannot be fetched offline). The rule
      `pip install --require-hashes --no-deps` (byte-compiled at install time, so
      read-only sandboxes never recompile torch) and `pip check`ed. Every clone names the
      same interpreter path, so Bazel's disk cache serves one clone's results to another;
-  4. registers the venv's python as the Python 3 toolchain.
+  4. registers the venv's python as the Python 3 toolchain;
+  5. builds the test tools' venv from //:requirements_test_lock.txt the same way (servers that
+     tests start as processes of their own, never imported by the library) and exports its
+     python's path as `test_tools_python.txt`.
 
 The selected lock is exported as `@rl_python//:requirements_lock.txt` for the
 build identity. It re-runs when a lock, this file, $RL_PYTHON, $RL_PYTHON_LOCK or the cache folder
@@ -38,7 +41,7 @@ load("@bazel_tools//tools/python:toolchain.bzl", "py_runtime_pair")
 
 package(default_visibility = ["//visibility:public"])
 
-exports_files(["identity.json", "requirements_lock.txt"])
+exports_files(["identity.json", "requirements_lock.txt", "test_tools_python.txt"])
 
 py_runtime(
     name = "py3_runtime",
@@ -119,14 +122,30 @@ def _venv_cache_root(rctx):
              "Fix: set %s=/a/writable/folder (e.g. --repo_env=%s=/tmp/venvs)." % (_ENV_VENV_CACHE, _ENV_VENV_CACHE))
     return home + "/.cache/rl_harness/venvs"
 
+def _probe(rctx, interpreter, lock):
+    """probe_interpreter.py's identity of `interpreter` with `lock`: (decoded, as printed)."""
+    probe = rctx.execute([interpreter, rctx.path(rctx.attr._probe), lock])
+    if probe.return_code != 0:
+        _fail_interpreter("`%s` could not run: %s" % (interpreter, probe.stderr))
+    return json.decode(probe.stdout), probe.stdout
+
+def _venv_python(rctx, lock, identity, printed, cache_root):
+    """The python of `lock`'s venv under `cache_root`, built once per machine by venv_cache.py."""
+    rctx.report_progress("venv for %s under %s (minutes, once per machine and lock)" % (lock.basename, cache_root))
+    result = rctx.execute(
+        [identity["executable"], rctx.path(rctx.attr._venv_cache), "--lock", lock,
+         "--cache-root", cache_root, "--identity", printed],
+        timeout = rctx.attr.install_timeout,
+    )
+    if result.return_code != 0:
+        fail("%s\n%s" % (result.stderr, result.stdout))
+    return result.stdout.strip()
+
 def _rl_python_impl(rctx):
     interpreter = _find_interpreter(rctx)
     lock = _selected_lock(rctx)
     lock_name = lock.basename
-    probe = rctx.execute([interpreter, rctx.path(rctx.attr._probe), lock])
-    if probe.return_code != 0:
-        _fail_interpreter("`%s` could not run: %s" % (interpreter, probe.stderr))
-    identity = json.decode(probe.stdout)
+    identity, printed = _probe(rctx, interpreter, lock)
     if not identity["version"].startswith(PYTHON_MINOR_VERSION + "."):
         _fail_interpreter("`%s` is Python %s, but the build pins %s." % (
             interpreter,
@@ -137,15 +156,12 @@ def _rl_python_impl(rctx):
         _fail_interpreter("`%s` lacks the venv/ensurepip modules." % interpreter)
 
     cache_root = _venv_cache_root(rctx)
-    rctx.report_progress("venv for %s under %s (minutes, once per machine and lock)" % (lock_name, cache_root))
-    result = rctx.execute(
-        [identity["executable"], rctx.path(rctx.attr._venv_cache), "--lock", lock,
-         "--cache-root", cache_root, "--identity", probe.stdout],
-        timeout = rctx.attr.install_timeout,
-    )
-    if result.return_code != 0:
-        fail("%s\n%s" % (result.stderr, result.stdout))
-    python = result.stdout.strip()
+    python = _venv_python(rctx, lock, identity, printed, cache_root)
+
+    # Servers that tests start as processes of their own (requirements_test_lock.txt), in a venv of their own.
+    test_lock = rctx.path(rctx.attr.test_lock)
+    test_identity, test_printed = _probe(rctx, interpreter, test_lock)
+    rctx.file("test_tools_python.txt", _venv_python(rctx, test_lock, test_identity, test_printed, cache_root) + "\n")
 
     identity["bazel_version"] = _bazel_version(rctx)
     identity["python_minor_pin"] = PYTHON_MINOR_VERSION
@@ -162,6 +178,7 @@ rl_python = repository_rule(
     attrs = {
         "lock": attr.label(allow_single_file = True, mandatory = True, doc = "the default (CPU) lock"),
         "cuda_lock": attr.label(allow_single_file = True, mandatory = True, doc = "Linux x86_64 with CUDA torch"),
+        "test_lock": attr.label(allow_single_file = True, mandatory = True, doc = "servers tests start (moto)"),
         "install_timeout": attr.int(default = 3600),
         "_probe": attr.label(default = Label("//tools/rules:probe_interpreter.py")),
         "_venv_cache": attr.label(default = Label("//tools/rules:venv_cache.py")),

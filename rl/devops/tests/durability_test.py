@@ -14,7 +14,7 @@ from rl.devops.vast import durability, redact, state
 from rl.devops.vast.testing import b2_simulator
 from rl.devops.vast.testing.leaks import assert_no_secret
 from rl.harness import RunLayout, settings
-from rl.harness.remote import b2_mirror
+from rl.harness.remote import b2_mirror, run_mirror
 
 PORT = 20001
 RUN = "20250102T030405Z-ab12cd-000"
@@ -124,8 +124,8 @@ def _mirror(tmp_path, disks, rsync, simulated, *, smoke=False, upload=True, uplo
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
     if upload:
-        b2_mirror.B2Mirror(bucket, credentials).upload_run(
-            experiment="experiments.x.y", layout=RunLayout(out / "results", out / "artifacts", RUN, smoke))
+        run_mirror.upload_run(
+            b2_mirror.B2Store(bucket.api, credentials), experiment="experiments.x.y", layout=RunLayout(out / "results", out / "artifacts", RUN, smoke))
     disks.finish_run(port=PORT, run_id=RUN, files={})
     copy = _copy(tmp_path, rsync, include_artifacts=False)
     return durability.B2Mirror(copy=copy, store=durability.B2Store(simulated[0]), prefix=simulated[1].prefix)
@@ -209,7 +209,7 @@ def test_b2_credentials_are_the_harness_ones_and_are_redacted(monkeypatch, tmp_p
     monkeypatch.setenv(settings.B2_KEY_ENV, "appkey-0123456789abcdef")
     monkeypatch.setenv(settings.B2_BUCKET_ENV, "rl-artifacts")
     credentials = durability.b2_credentials()
-    assert redact.redact(f"{credentials.key_id} {credentials.application_key}") == f"{redact.MASK} {redact.MASK}"
+    assert redact.redact(f"{credentials.key_id} {credentials.key}") == f"{redact.MASK} {redact.MASK}"
 
 
 def _instance_credentials(simulated, launch_id="ab12cd"):
@@ -218,14 +218,14 @@ def _instance_credentials(simulated, launch_id="ab12cd"):
     env = durability.B2Mirror(copy=None, store=durability.B2Store(bucket), prefix=local.prefix).instance_env(
         launch_id=launch_id, valid_for_s=7200)
     credentials = b2_mirror.load_credentials(env)  # read as the instance's harness reads its environment
-    return b2_simulator.open_bucket(bucket, credentials.key_id, credentials.application_key), credentials, env
+    return b2_simulator.open_bucket(bucket, credentials.key_id, credentials.key), credentials, env
 
 
 def test_each_launch_gets_its_own_key_restricted_to_its_prefix_and_the_local_key_stays_here(
         tmp_path, disks, rsync, simulated):
     bucket, local = simulated
     instance_bucket, credentials, env = _instance_credentials(simulated)
-    assert_no_secret(local.application_key, env)
+    assert_no_secret(local.key, env)
     assert local.key_id not in env.values()
     assert (credentials.bucket, credentials.prefix) == ("rl-artifacts", "rl-harness/launches/ab12cd")
     allowed = instance_bucket.api.account_info.get_allowed()
@@ -233,7 +233,7 @@ def test_each_launch_gets_its_own_key_restricted_to_its_prefix_and_the_local_key
     assert (allowed["bucketName"], allowed["namePrefix"]) == ("rl-artifacts", "rl-harness/launches/ab12cd/")
     key = next(k for k in bucket.api.list_keys() if k.id_ == credentials.key_id)
     assert key.key_name == "rlh-ab12cd" and key.expiration_timestamp_millis is not None
-    assert redact.redact(credentials.application_key) == redact.MASK
+    assert redact.redact(credentials.key) == redact.MASK
     # The instance's harness uploads its run with its key; this machine verifies it with its own.
     sink = _mirror(tmp_path, disks, rsync, simulated, uploader=(instance_bucket, credentials))
     secured = sink.secure(_record("b2", bucket="rl-artifacts"), ROW)

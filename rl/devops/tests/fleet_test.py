@@ -283,7 +283,7 @@ def test_a_b2_launch_sends_its_own_key_and_never_the_local_one(tmp_path, account
     key_ids = {body["env"][settings.B2_KEY_ID_ENV] for body in sent}
     assert len(key_ids) == 1 and local.key_id not in key_ids                  # one key for the launch, not ours
     assert {body["env"][settings.B2_PREFIX_ENV] for body in sent} == {"rl-harness/launches/ab12cd"}
-    for secret in (local.application_key, local.key_id):
+    for secret in (local.key, local.key_id):
         assert_no_secret(secret, *sent, progress.getvalue(), store.path)
     launch_key = next(k for k in bucket.api.list_keys() if k.id_ in key_ids)
     assert launch_key.key_name == "rlh-ab12cd" and "deleteFiles" not in launch_key.capabilities

@@ -39,6 +39,8 @@ from typing import Callable, Iterable, Optional, Protocol
 from rl.devops.vast import api, bootstrap, redact
 from rl.harness import settings
 from rl.harness.remote import b2_mirror
+from rl.harness.remote.run_mirror import REMOTE_ARTIFACTS_SCHEMA_VERSION
+from rl.harness.remote.store import DEFAULT_PREFIX, StoreConfig
 from rl.harness.run import layout, provenance, records
 from rl.devops.vast.state import Record
 
@@ -200,7 +202,7 @@ class _HashingWriter:
         return False
 
 
-def b2_credentials() -> b2_mirror.B2Credentials:
+def b2_credentials() -> StoreConfig:
     """The harness's B2 credentials on this machine (environment or credentials file), registered as secrets."""
     with redact.guarded("read the B2 credentials"):
         credentials = b2_mirror.load_credentials()
@@ -209,7 +211,7 @@ def b2_credentials() -> b2_mirror.B2Credentials:
             f"the b2 sink needs the harness's B2 credentials: set ${settings.B2_KEY_ID_ENV}, ${settings.B2_KEY_ENV} "
             f"and ${settings.B2_BUCKET_ENV}, or write {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
     redact.register_secret(credentials.key_id)
-    redact.register_secret(credentials.application_key)
+    redact.register_secret(credentials.key)
     return credentials
 
 
@@ -235,12 +237,12 @@ class B2Store:
         self.name = bucket.name
 
     @classmethod
-    def open(cls, credentials: b2_mirror.B2Credentials) -> "B2Store":
+    def open(cls, credentials: StoreConfig) -> "B2Store":
         import b2sdk.v2 as b2
 
         with redact.guarded(f"open B2 bucket {credentials.bucket}"):
             b2_api = b2.B2Api(b2.InMemoryAccountInfo())
-            b2_api.authorize_account("production", credentials.key_id, credentials.application_key)
+            b2_api.authorize_account("production", credentials.key_id, credentials.key)
             return cls(b2_api.get_bucket_by_name(credentials.bucket))
 
     def stat(self, key: str) -> Optional[tuple[int, Optional[str]]]:
@@ -282,9 +284,9 @@ def read_remote_artifacts(path: pathlib.Path, bucket: str) -> list[dict]:
         document = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise DurabilityError(f"cannot read {path} ({redact.describe(error)})") from None
-    if document.get("schema_version") != b2_mirror.REMOTE_ARTIFACTS_SCHEMA_VERSION:
+    if document.get("schema_version") != REMOTE_ARTIFACTS_SCHEMA_VERSION:
         raise DurabilityError(f"{path} has schema_version {document.get('schema_version')!r}, "
-                              f"expected {b2_mirror.REMOTE_ARTIFACTS_SCHEMA_VERSION}")
+                              f"expected {REMOTE_ARTIFACTS_SCHEMA_VERSION}")
     if document.get("status") != "complete":
         raise DurabilityError(f"the harness's B2 upload is {document.get('status')!r}, not complete "
                               f"({document.get('error')}; not uploaded: {len(document.get('not_uploaded') or [])} files)")
@@ -304,7 +306,7 @@ class B2Mirror:
 
     copy: CopyBack
     store: ObjectStore
-    prefix: str = b2_mirror.DEFAULT_PREFIX  # the harness's; each launch uploads below it (`launch_prefix`)
+    prefix: str = DEFAULT_PREFIX  # the harness's; each launch uploads below it (`launch_prefix`)
     upload_artifacts: bool = True
 
     def instance_env(self, *, launch_id: str, valid_for_s: int) -> dict[str, str]:

@@ -12,6 +12,9 @@
     rl-harness reproduce <run-id> [--iterations N | --env-steps N] [--trust-patch] [--results-dir DIR] [--artifacts-dir DIR]
     rl-harness study <dotted.study.module> [--smoke] [--resume STUDY_ID] [--max-concurrent N] [--runs A=ID,ID ...]
     rl-harness study plan <study-id> --width W [--statistic mean|median|iqm] [--score NAME] --results-dir DIR
+    rl-harness sync <run-id> [--results-dir DIR] [--artifacts-dir DIR]
+    rl-harness fetch <run-id> [--records-only] [--results-dir DIR] [--artifacts-dir DIR]
+    rl-harness runs --store
 
     bazel run //rl/harness:rl-harness -- experiments.mess3.reward_only --smoke
     bazel run //experiments/mess3:reward_only -- --smoke      # an rl_experiment binary: module fixed
@@ -37,14 +40,14 @@ from absl import app, logging
 from absl.flags import argparse_flags
 
 from rl.harness import settings
-from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study
+from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study, transfer
 from rl.harness.errors import EXIT_USAGE, HarnessError
-from rl.harness.remote import b2_mirror
+from rl.harness.remote import stores
 from rl.harness.run import finder, layout, rolling
 from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 
-COMMANDS = ("runs", "show", "diff", "compare", "reproduce", "study")
+COMMANDS = ("runs", "show", "diff", "compare", "reproduce", "study", "sync", "fetch")
 _COMMANDS_HELP = """other commands (each has its own --help):
   runs                       list the runs under --results-dir (or the workspace) by start time
   show <run-id>              one run's status, results and provenance
@@ -52,7 +55,9 @@ _COMMANDS_HELP = """other commands (each has its own --help):
   compare <run-id>...        several runs' learning curves in one PNG, and their final metrics
   reproduce <run-id>         rebuild the run's commit and re-run it; compare the rows
   study <study module>       agents x seeds as parallel runs, resumable, summarised with intervals
-  study plan <study-id>      the seeds (and compute time) each agent needs for an interval of --width W"""
+  study plan <study-id>      the seeds (and compute time) each agent needs for an interval of --width W
+  sync <run-id>              send what the store lacks of a run (docs/artifact_storage.md)
+  fetch <run-id>             bring a run back from the store, verified (--records-only: its results only)"""
 
 
 class _Parser(argparse_flags.ArgumentParser):
@@ -155,7 +160,7 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
                         help="folder of artifacts/<run-id>/ (default: artifacts/ beside the recipe)")
     parser.add_argument("--run-id", help="name of this run (default: UTC timestamp + random suffix)")
     parser.add_argument("--upload-artifacts", action=argparse.BooleanOptionalAction, default=None,
-                        help="mirror to B2 (default: when credentials exist and not --smoke); see"
+                        help="mirror to the store (default: when one is configured and not --smoke); see"
                              " docs/artifact_storage.md")
     parser.add_argument("--ray-address", help="attach to this Ray cluster (e.g. auto or ray://head:10001)")
     parser.add_argument("--allow-untracked-code", action="store_true",
@@ -212,6 +217,12 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
         budget.add_argument("--full", dest="smoke", action="store_false", help="only full runs (not --smoke)")
         parser.add_argument("--sort", choices=catalog.SORT_KEYS, default=catalog.SORT_KEYS[0],
                             help="order of the rows (default %(default)s: oldest start first)")
+        parser.add_argument("--store", action="store_true", help="the runs the configured store holds instead")
+    elif command in ("sync", "fetch"):
+        parser.add_argument("run_id")
+        if command == "fetch":
+            parser.add_argument("--records-only", action="store_true", help="only the run's results folder")
+        parser.add_argument("--artifacts-dir", type=_user_path, help="the run's artifacts root (default: beside its results)")
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()
@@ -279,7 +290,7 @@ def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[
 
 
 def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str] = None,
-             connect_b2: Callable = b2_mirror.connect) -> int:
+             connect_store: Callable = stores.open_store) -> int:
     """Runs one parsed command; returns the exit status."""
     verbosity = logging.get_verbosity()  # before the recipe's imports (RLlib raises the root level)
     try:
@@ -292,11 +303,20 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
             original = finder.find_run(options.run_id, _catalog_roots(options))
             return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps),
                                        trust_patch=options.trust_patch, artifacts_root=options.artifacts_dir)
+        if command == "fetch":
+            return transfer.fetch(options.run_id, results_dir=options.results_dir, artifacts_dir=options.artifacts_dir,
+                                  records_only=options.records_only, connect_store=connect_store)
+        if command == "runs" and options.store:
+            print("\n".join(transfer.list_store(connect_store)))
+            return 0
+        if command == "sync":
+            return transfer.sync(finder.find_run(options.run_id, _catalog_roots(options)),
+                                 artifacts_root=options.artifacts_dir, connect_store=connect_store)
         if command != "run":
             print("\n".join(run_catalog(command, options, experiment)))
             return 0
-        plan = execution.prepare(options, experiment or options.module)
-        return execution.execute(plan, connect_b2, verbosity)  # raises only while claiming and starting the run
+        plan = execution.prepare(options, experiment or options.module, connect_store)
+        return execution.execute(plan, verbosity)  # raises only while claiming and starting the run
     except HarnessError as error:
         if error.exit_status == 0:  # NothingToDo: the request was done already
             print(f"{experiment or 'rl-harness'}: {error}")
@@ -305,10 +325,10 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
         return error.exit_status
 
 
-def main(argv: list[str], experiment: Optional[str] = None, connect_b2: Callable = b2_mirror.connect) -> int:
+def main(argv: list[str], experiment: Optional[str] = None, connect_store: Callable = stores.open_store) -> int:
     """In-process entry (tests): parse a full argv and dispatch."""
     command, options = parse(argv, experiment)
-    return dispatch(command, options, experiment, connect_b2)
+    return dispatch(command, options, experiment, connect_store)
 
 
 def restart_with_pinned_kernels(command: str, options: argparse.Namespace) -> None:

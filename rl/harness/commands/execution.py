@@ -23,7 +23,8 @@ from absl import logging
 
 from rl.harness import settings
 from rl.harness.commands import catalog, recipes, resume
-from rl.harness.remote import b2_mirror
+from rl.harness.remote import run_mirror, stores
+from rl.harness.remote.store import CredentialsError, Store, StoreConfig
 from rl.harness.run import begin, finder, manifest, provenance, records, redaction, seeding, session
 from rl.harness.run.manifest import ResumeSource, read_manifest
 from rl.harness.run.hyperparameters import Hyperparameters
@@ -55,37 +56,49 @@ class Plan:
     resume: Optional[ResumeSource]
     machine: MachineFacts
     profile: HardwareProfile
-    upload: Optional[b2_mirror.B2Credentials]
+    upload: Optional[Store]  # opened and checked
     upload_explicit: bool
+    mirror_s: tuple[float, float]  # the mirror's interval and its drain at the end (settings.mirror_seconds)
     heartbeat_s: float
     patch_cap_bytes: int
     hyperparameters: dict  # the recipe's declared defaults with the --set overrides applied
 
 
-def _upload_credentials(options: argparse.Namespace) -> Optional[b2_mirror.B2Credentials]:
+def _store_config(options: argparse.Namespace) -> Optional[StoreConfig]:
     if options.upload_artifacts is False:
         return None
     try:
-        credentials = b2_mirror.load_credentials()
-    except b2_mirror.CredentialsError as error:
+        config = stores.load()
+    except CredentialsError as error:
         if options.upload_artifacts:
             raise UsageError(str(error)) from None
         logging.warning("not uploading: %s", error)
         return None
-    if options.upload_artifacts and credentials is None:
-        raise UsageError(f"--upload-artifacts needs B2 credentials: set ${settings.B2_KEY_ID_ENV},"
-                         f" ${settings.B2_KEY_ENV} and ${settings.B2_BUCKET_ENV}, or write"
-                         f" {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
+    if options.upload_artifacts and config is None:
+        raise UsageError(f"--upload-artifacts needs a store: {stores.NO_STORE_FIX}")
     if options.upload_artifacts is None and options.smoke:
         return None  # smoke runs are mirrored only when asked for
-    return credentials
+    return config
 
 
-def prepare(options: argparse.Namespace, module_name: str) -> Plan:
+def _checked_store(config: StoreConfig, connect_store: Callable, layout: RunLayout, module_name: str) -> Store:
+    """The store, reachable, with the bucket there and a key that may write; its run prefix free.
+    StoreUnusable or UsageError (exit 2) naming the fix otherwise."""
+    store = connect_store(config)
+    store.check()
+    run_prefix = layout.remote_prefix(config.prefix, module_name)
+    if store.list_keys(run_prefix):
+        raise UsageError(f"store {config.scheme}://{config.bucket}/{run_prefix} already holds a run's records, which"
+                         " are never overwritten; choose another --run-id")
+    return store
+
+
+def prepare(options: argparse.Namespace, module_name: str, connect_store: Callable = stores.open_store) -> Plan:
     """Validates a run request; raises UsageError naming the fix."""
     if options.run_id is not None and (problem := run_id_problem(options.run_id)):
         raise UsageError(problem)
     heartbeat_s = settings.heartbeat_seconds()  # each a SettingError (a UsageError) naming the fix
+    mirror_s = settings.mirror_seconds()
     patch_cap_bytes = settings.patch_cap_bytes()
     connect_timeout_s = settings.ray_connect_timeout_seconds()
     module = recipes.load_recipe(module_name)
@@ -109,14 +122,15 @@ def prepare(options: argparse.Namespace, module_name: str) -> Plan:
     parent = resume.resolve_resume(options.resume_from, results_root, artifacts_root) if options.resume_from else None
     if parent is not None:
         resume.check_experiment(parent, options.resume_from, module_name)
-    upload = _upload_credentials(options)
+    config = _store_config(options)
+    upload = None if config is None else _checked_store(config, connect_store, layout, module_name)
     machine = hardware.detect_machine()
     profile = hardware.choose_profile(options.hardware_profile, machine, options.env_runner)
     numeric_platform.check_pinned(profile)
     if options.ray_address:  # last: it may wait for the cluster's answer (at most $RL_HARNESS_RAY_CONNECT_TIMEOUT_S)
         cluster.check_address(options.ray_address, timeout_s=connect_timeout_s)
     return Plan(module, module_name, options, layout, parent, machine, profile, upload,
-                bool(options.upload_artifacts), heartbeat_s, patch_cap_bytes, declared.values(overrides))
+                bool(options.upload_artifacts), mirror_s, heartbeat_s, patch_cap_bytes, declared.values(overrides))
 
 
 def report_crashed_runs(results_root: pathlib.Path) -> None:
@@ -133,12 +147,12 @@ def report_crashed_runs(results_root: pathlib.Path) -> None:
 
 
 def guard_secrets() -> None:
-    """Registers the environment's secrets and the configured B2 key (`redaction`) and redacts every line the
+    """Registers the environment's secrets and the configured store's key (`redaction`) and redacts every line the
     log prints.
 
     The filter sits on the handlers (absl's, the root logger's), so it covers every logger's records.
     """
-    b2_mirror.register_secrets()
+    stores.register_secrets()
     for name in redaction.register_environment_secrets():
         logging.warning("$%s is shorter than %d characters, too short to mask safely: it is not redacted from the"
                         " run's records", name, redaction.MIN_SECRET_LENGTH)
@@ -146,7 +160,7 @@ def guard_secrets() -> None:
     redaction.install_log_filter("")
 
 
-def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Optional[int] = None) -> int:
+def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
     layout = plan.layout
     guard_secrets()
     report_crashed_runs(layout.results_root)
@@ -175,6 +189,11 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
     except OSError as failure:  # after the claim (claim failures are UsageErrors): both folders are this run's
         _discard(run, FAILED, failure)
         raise StartFailed(f"run {layout.run_id} could not start (nothing was kept): {_problem(failure, layout)}") from None
+    mirror = None
+    if plan.upload is not None:
+        mirror = run_mirror.LiveMirror(run_mirror.RunMirror(plan.upload, layout, plan.module_name),
+                                       interval_s=plan.mirror_s[0])
+        mirror.start()
     logging.info("run %s of %s (profile %s): results %s, artifacts %s", layout.run_id, plan.module_name,
                  plan.profile.name, layout.results_dir, layout.artifacts_dir)
     if plan.resume is not None:
@@ -221,8 +240,8 @@ def execute(plan: Plan, connect_b2: Callable = b2_mirror.connect, verbosity: Opt
                       status, full)
         return exit_code
     logging.info("run %s %s: %s", layout.run_id, status, layout.results_dir)
-    if plan.upload is not None:
-        exit_code = _upload(plan, run, connect_b2, exit_code)
+    if mirror is not None:
+        exit_code = _drain(plan, run, mirror, exit_code)
     return exit_code
 
 
@@ -281,21 +300,24 @@ def _interrupted_exit_code(run: session.RunSession) -> int:
     return 128 + int(getattr(signal, run.stop_signal or "SIGINT"))
 
 
-def _upload(plan: Plan, run: session.RunSession, connect_b2: Callable, exit_code: int) -> int:
-    remote = {"bucket": plan.upload.bucket, "explicit": plan.upload_explicit}
+def _drain(plan: Plan, run: session.RunSession, mirror: run_mirror.LiveMirror, exit_code: int) -> int:
+    """Waits (at most the drain time) for the store to take what the run left; the manifest says what is remote."""
+    config = plan.upload.config
+    remote = {"store": config.url, "bucket": config.bucket, "explicit": plan.upload_explicit,
+              "run_prefix": mirror.mirror.run_prefix}
     try:
-        with run.signals_stop_at_once():  # the upload cannot poll stop_requested: a signal ends it at once
-            mirror = connect_b2(plan.upload)
-            record = mirror.upload_run(experiment=plan.module_name, layout=plan.layout)
-        remote.update(status=record["status"], run_prefix=record["run_prefix"], files=len(record["files"]))
-    except b2_mirror.UploadError as error:
-        remote.update(status="failed", error=str(error))
-        logging.error("upload to B2 failed; everything stays local: %s", error)
-        if plan.upload_explicit and exit_code == 0:
-            exit_code = EXIT_UPLOAD_FAILED
+        with run.signals_stop_at_once():  # the drain cannot poll stop_requested: a signal ends it at once
+            record = mirror.finish(drain_s=plan.mirror_s[1])
+        remote.update(status=record["status"], files=len(record["files"]), not_uploaded=len(record["not_uploaded"]))
+        if record["status"] != "complete":
+            remote["error"] = record["error"]["message"]
+            if plan.upload_explicit and exit_code == 0:
+                exit_code = EXIT_UPLOAD_FAILED
     except KeyboardInterrupt:
-        remote.update(status="interrupted")
-        logging.warning("upload to B2 interrupted; everything stays local (docs/artifact_storage.md)")
+        record = mirror.halt()
+        remote.update(status="interrupted", files=len(record["files"]), not_uploaded=len(record["not_uploaded"]))
+        logging.warning("mirroring to the store interrupted; what is not remote is listed in %s (docs/artifact_storage.md)",
+                        records.REMOTE_ARTIFACTS_FILE)
         exit_code = _interrupted_exit_code(run)
         run.update_manifest(status=INTERRUPTED, interrupted_by=run.stop_signal)
     run.update_manifest(remote=remote, exit_code=exit_code)

@@ -16,6 +16,7 @@ import pathlib
 import pickletools
 from typing import Optional
 
+from rl.harness.commands import transfer
 from rl.harness.run import buildinfo, records
 from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, TuneRunner, read_manifest
 from rl.harness.run.status import COMPLETED, run_id_problem
@@ -143,9 +144,17 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
             source = checkpoint_source(folder, parent_run_id=run_id)
             return dataclasses.replace(source, **_lineage(manifest, place, newest),
                                        parent_completed=manifest.effective_status == COMPLETED)
+    recorded_folder(layout.artifacts_dir, newest.path, "checkpoint")  # inside the run's folder, or RecordError
+    fetched = transfer.fetch_checkpoint(layout, newest.path)
+    if fetched is not None:
+        logging.info("checkpoint %s of run %s is not on this machine: fetched it from the store into %s, verified",
+                     newest.path, run_id, fetched)
+        source = checkpoint_source(fetched, parent_run_id=run_id)
+        return dataclasses.replace(source, **_lineage(manifest, layout.artifacts_dir, newest),
+                                   parent_completed=manifest.effective_status == COMPLETED)
     raise UsageError(f"checkpoint {newest.path} of run {run_id} is not on this machine (looked in"
-                     f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative} from B2"
-                     " (docs/artifact_storage.md) and pass --resume-from <checkpoint folder>")
+                     f" {', '.join(map(str, places))}) and no store is configured; configure the store it was"
+                     f" mirrored to (docs/artifact_storage.md), or pass --resume-from <checkpoint folder>")
 
 
 def _lineage(manifest: RunManifest, place: pathlib.Path, newest: CheckpointEntry) -> dict:

@@ -13,7 +13,8 @@ from b2sdk.v2.exception import B2ConnectionError
 from rl.harness import errors
 from rl.harness import settings
 from rl.harness.commands import cli
-from rl.harness.remote import b2_mirror
+from rl.harness.remote import b2_mirror, run_fetch, run_mirror, store
+from rl.harness.remote import store as store_module
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
 from rl.harness.tests import run_helpers
@@ -47,8 +48,7 @@ def credentials(simulator):
     api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
     api.authorize_account("production", key_id, key)
     api.create_bucket(BUCKET, "allPrivate")
-    return b2_mirror.B2Credentials(key_id=key_id, application_key=key, bucket=BUCKET, prefix="lab",
-                                   source="environment")
+    return b2_mirror.b2_config(key_id, key, BUCKET, "lab", "environment")
 
 
 def _config(simulator):
@@ -81,7 +81,7 @@ def _snapshot(*folders):
 
 def _download(simulator, credentials, key):
     api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
-    api.authorize_account("production", credentials.key_id, credentials.application_key)
+    api.authorize_account("production", credentials.key_id, credentials.key)
     buffer = io.BytesIO()
     api.get_bucket_by_name(BUCKET).download_file_by_name(key).save(buffer)
     return buffer.getvalue()
@@ -90,7 +90,7 @@ def _download(simulator, credentials, key):
 def test_upload_records_every_key_with_sha256_and_size(simulator, credentials, run):
     results, artifacts = run
     mirror = _connect(simulator, [])(credentials)
-    record = mirror.upload_run(experiment=run_helpers.FAKE, layout=_layout(run))
+    record = run_mirror.upload_run(mirror, experiment=run_helpers.FAKE, layout=_layout(run))
     assert record == json.loads((results / records.REMOTE_ARTIFACTS_FILE).read_text())
     assert record["status"] == "complete" and record["run_prefix"] == f"lab/{run_helpers.FAKE}/r1"
     local = {f"artifacts/{p.relative_to(artifacts).as_posix()}": p for p in artifacts.rglob("*") if p.is_file()}
@@ -115,18 +115,18 @@ def test_transient_errors_are_retried_with_backoff(simulator, credentials, run):
         simulator.fail_after = None
 
     mirror._sleep = recover
-    record = mirror.upload_run(experiment=run_helpers.FAKE, layout=_layout(run))
+    record = run_mirror.upload_run(mirror, experiment=run_helpers.FAKE, layout=_layout(run))
     assert record["status"] == "complete" and delays == [1.0]
 
 
 def test_a_failure_mid_upload_keeps_everything_local_and_records_what_arrived(simulator, credentials, run, caplog):
     before = _snapshot(*run)
     simulator.fail_after = 3
-    simulator.message = f"connection reset while sending with key {credentials.application_key}"
+    simulator.message = f"connection reset while sending with key {credentials.key}"
     delays = []
     mirror = _connect(simulator, delays)(credentials)
-    with caplog.at_level(logging.WARNING), pytest.raises(b2_mirror.UploadError) as failure:
-        mirror.upload_run(experiment=run_helpers.FAKE, layout=_layout(run))
+    with caplog.at_level(logging.WARNING), pytest.raises(store.UploadError) as failure:
+        run_mirror.upload_run(mirror, experiment=run_helpers.FAKE, layout=_layout(run))
     assert delays == [1.0, 2.0]  # exponential backoff between the three attempts
     record = json.loads((run[0] / records.REMOTE_ARTIFACTS_FILE).read_text())
     assert record["status"] == "failed" and len(record["files"]) == 3
@@ -135,41 +135,43 @@ def test_a_failure_mid_upload_keeps_everything_local_and_records_what_arrived(si
     after.pop(str(run[0] / records.REMOTE_ARTIFACTS_FILE))
     assert after == before  # nothing local was changed or deleted
     for text in (str(failure.value), json.dumps(record), caplog.text):
-        assert credentials.application_key not in text and credentials.key_id not in text
+        assert credentials.key not in text and credentials.key_id not in text
     assert "<redacted>" in str(failure.value)
 
 
 def test_cli_explicit_upload_failure_exits_nonzero_but_auto_only_warns(simulator, credentials, tmp_path, monkeypatch):
     monkeypatch.setenv(settings.B2_KEY_ID_ENV, credentials.key_id)
-    monkeypatch.setenv(settings.B2_KEY_ENV, credentials.application_key)
+    monkeypatch.setenv(settings.B2_KEY_ENV, credentials.key)
     monkeypatch.setenv(settings.B2_BUCKET_ENV, BUCKET)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
+    monkeypatch.setenv(settings.MIRROR_DRAIN_ENV, "2")
     connect = _connect(simulator, [])
     base = ["rl-harness", run_helpers.FAKE, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
 
-    assert cli.main([*base, "--run-id", "ok", "--upload-artifacts"], connect_b2=connect) == 0
+    assert cli.main([*base, "--run-id", "ok", "--upload-artifacts"], connect_store=connect) == 0
     remote = run_helpers.manifest(tmp_path / "r" / "ok")["remote"]
     assert remote["status"] == "complete" and remote["files"] > 0
 
-    simulator.fail_after = simulator.uploads
-    assert cli.main([*base, "--run-id", "bad", "--upload-artifacts"], connect_b2=connect) == errors.EXIT_UPLOAD_FAILED
+    simulator.fail_after = simulator.uploads + 1  # the start-up check's probe arrives, the run's files do not
+    assert cli.main([*base, "--run-id", "bad", "--upload-artifacts"], connect_store=connect) == errors.EXIT_UPLOAD_FAILED
     manifest = run_helpers.manifest(tmp_path / "r" / "bad")
-    assert (manifest["status"], manifest["remote"]["status"], manifest["exit_code"]) == ("completed", "failed", 3)
+    assert (manifest["status"], manifest["remote"]["status"], manifest["exit_code"]) == ("completed", "incomplete", 3)
+    assert manifest["remote"]["not_uploaded"] > 0
     assert (tmp_path / "a" / "bad" / records.METRICS_FILE).exists()
 
-    assert cli.main([*base, "--run-id", "auto"], connect_b2=connect) == 0  # not asked for: a warning only
-    assert run_helpers.manifest(tmp_path / "r" / "auto")["remote"]["status"] == "failed"
-    assert cli.main([*base, "--run-id", "off", "--no-upload-artifacts"], connect_b2=connect) == 0
+    simulator.fail_after = simulator.uploads + 1
+    assert cli.main([*base, "--run-id", "auto"], connect_store=connect) == 0  # not asked for: a warning only
+    assert run_helpers.manifest(tmp_path / "r" / "auto")["remote"]["status"] == "incomplete"
+    assert cli.main([*base, "--run-id", "off", "--no-upload-artifacts"], connect_store=connect) == 0
     assert run_helpers.manifest(tmp_path / "r" / "off")["remote"] is None
     for path in (tmp_path / "r").rglob("*.json"):
-        assert credentials.application_key not in path.read_text() and credentials.key_id not in path.read_text()
+        assert credentials.key not in path.read_text() and credentials.key_id not in path.read_text()
 
 
 def test_wrong_credentials_fail_without_leaking_them(simulator, credentials):
-    wrong = b2_mirror.B2Credentials(key_id=credentials.key_id, application_key="not-the-key-123",
-                                    bucket=BUCKET, prefix="lab", source="environment")
-    with pytest.raises(b2_mirror.UploadError) as failure:
-        _connect(simulator, [])(wrong)
+    wrong = b2_mirror.b2_config(credentials.key_id, "not-the-key-123", BUCKET, "lab", "environment")
+    with pytest.raises(store.StoreUnusable, match=f"refused the key.*fix \\${settings.B2_KEY_ID_ENV} and") as failure:
+        _connect(simulator, [])(wrong).check()
     assert "not-the-key-123" not in str(failure.value) and credentials.key_id not in str(failure.value)
     assert "not-the-key-123" not in repr(wrong)
 
@@ -178,7 +180,7 @@ def test_credentials_from_the_environment():
     environ = {settings.B2_KEY_ID_ENV: "id", settings.B2_KEY_ENV: "secret", settings.B2_BUCKET_ENV: "b"}
     credentials = b2_mirror.load_credentials(environ)
     assert (credentials.bucket, credentials.prefix, credentials.source) == ("b", "rl-harness", "environment")
-    with pytest.raises(b2_mirror.CredentialsError, match=settings.B2_BUCKET_ENV) as failure:
+    with pytest.raises(store.CredentialsError, match=settings.B2_BUCKET_ENV) as failure:
         b2_mirror.load_credentials({settings.B2_KEY_ID_ENV: "id", settings.B2_KEY_ENV: "secret"})
     assert "secret" not in str(failure.value)
 
@@ -190,9 +192,9 @@ def test_credentials_from_a_file(tmp_path):
     credentials = b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(path)})
     assert (credentials.key_id, credentials.prefix, credentials.source) == ("id", "p", str(path))
     path.write_text(json.dumps({"application_key_id": "id"}))
-    with pytest.raises(b2_mirror.CredentialsError, match="lacks application_key, bucket"):
+    with pytest.raises(store.CredentialsError, match="lacks application_key, bucket"):
         b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(path)})
-    with pytest.raises(b2_mirror.CredentialsError, match="cannot read"):
+    with pytest.raises(store.CredentialsError, match="cannot read"):
         b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(tmp_path / "missing.json")})
 
 
@@ -228,7 +230,7 @@ def test_a_signal_during_the_upload_stops_it_and_ends_the_run_interrupted(tmp_pa
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     status = cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "up", "--upload-artifacts", "--results-dir",
-                       str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")], connect_b2=_connect(simulator, []))
+                       str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")], connect_store=_connect(simulator, []))
     manifest = run_helpers.manifest(tmp_path / "r" / "up")
     assert (status, manifest["exit_code"]) == (128 + signal_number, 128 + signal_number)
     assert (manifest["status"], manifest["interrupted_by"]) == ("interrupted", signal.Signals(signal_number).name)
@@ -236,3 +238,34 @@ def test_a_signal_during_the_upload_stops_it_and_ends_the_run_interrupted(tmp_pa
     assert [c["iteration"] for c in manifest["checkpoints"]] == [2]  # the run itself had finished
     assert len(run_helpers.metrics_rows(tmp_path / "a")) == 2
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are given back
+
+
+def test_a_run_is_fetched_back_from_b2_verified(simulator, credentials, run, tmp_path):
+    results, artifacts = run
+    store = _connect(simulator, [])(credentials)
+    run_mirror.upload_run(store, experiment=run_helpers.FAKE, layout=_layout(run))
+    remote = run_fetch.RemoteRun.find(store, "r1")
+    assert (remote.experiment, remote.smoke) == (run_helpers.FAKE, False)
+    here = RunLayout(tmp_path / "here" / "r", tmp_path / "here" / "a", "r1", smoke=False)
+    fetched, kept = remote.fetch(here)
+    assert kept == 0 and fetched == len(remote.entries())
+    assert _snapshot(here.artifacts_dir) == {str(here.artifacts_dir / path.relative_to(artifacts)): path.read_bytes()
+                                             for path in artifacts.rglob("*") if path.is_file()}
+
+
+@pytest.mark.parametrize("capabilities, refusal", [
+    (["listBuckets", "listFiles", "writeFiles"], None),  # a launch's key: writes, never deletes
+    (["listBuckets", "listFiles", "readFiles"], "the key may not write there"),
+], ids=["write-no-delete", "read-only"])
+def test_the_start_up_check_needs_write_access_but_not_delete(simulator, credentials, capabilities, refusal):
+    api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
+    api.authorize_account("production", credentials.key_id, credentials.key)
+    key = api.create_key(capabilities=capabilities, key_name="restricted")  # the simulator refuses uploads to a
+    # key restricted to a bucket (it checks get_upload_url without the bucket), so only capabilities differ here
+    restricted = b2_mirror.b2_config(key.id_, key.application_key, BUCKET, "lab", "environment")
+    store = _connect(simulator, [])(restricted)
+    if refusal is None:
+        store.check()
+    else:
+        with pytest.raises(store_module.StoreUnusable, match=f"{refusal}.* fix \\${settings.B2_KEY_ID_ENV} and"):
+            store.check()

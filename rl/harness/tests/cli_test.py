@@ -250,7 +250,7 @@ def _a_closed_port(tmp_path):
     ([FAKE, "--resume-from", _corrupt_checkpoint], "cannot read the checkpoint state"),
     ([FAKE, "--resume-from", _a_file], "is not a readable folder"),
     ([FAKE, "--hardware-profile", "cuda"], "use --hardware-profile auto or cpu"),
-    ([FAKE, "--upload-artifacts"], "--upload-artifacts needs B2 credentials"),
+    ([FAKE, "--upload-artifacts"], "--upload-artifacts needs a store"),
     ([FAKE, "--seed", "-3"], "--seed must be a non-negative integer"),
     ([FAKE, "--ray-address", "head"], "is not an address; pass <head>:<port>"),
     ([FAKE, "--ray-address", _a_closed_port], "nothing listens on 127.0.0.1:"),

@@ -1,4 +1,4 @@
-"""Every harness test runs without the developer's B2 credentials (auto-upload must never fire)."""
+"""Every harness test runs without the developer's store credentials (auto-upload must never fire)."""
 
 import pytest
 
@@ -6,8 +6,7 @@ from rl.harness import settings
 
 
 @pytest.fixture(autouse=True)
-def _no_b2_credentials(monkeypatch, tmp_path_factory):
-    for name in (settings.B2_KEY_ID_ENV, settings.B2_KEY_ENV, settings.B2_BUCKET_ENV, settings.B2_PREFIX_ENV,
-                 settings.B2_CREDENTIALS_FILE_ENV):
+def _no_store_credentials(monkeypatch, tmp_path_factory):
+    for name in settings.STORE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))

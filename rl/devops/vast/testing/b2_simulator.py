@@ -63,8 +63,7 @@ def bucket(name: str, prefix: str = b2_mirror.DEFAULT_PREFIX):
     api = _api()
     key_id, key = api.session.raw_api.create_account()
     api.authorize_account("production", key_id, key)
-    credentials = b2_mirror.B2Credentials(key_id=key_id, application_key=key, bucket=name, prefix=prefix,
-                                          source="test")
+    credentials = b2_mirror.b2_config(key_id, key, name, prefix, "test")
     return api.create_bucket(name, "allPrivate"), credentials
 
 

@@ -1,0 +1,106 @@
+"""Runs between this machine and the store: `sync` sends what the store lacks, `fetch` brings a run back,
+`runs --store` lists what the store holds, and `--resume-from` fetches a checkpoint that is not here.
+
+    exit_code = transfer.sync(run, artifacts_root=None, connect_store=stores.open_store)   # a finder.Run
+    exit_code = transfer.fetch("20261201T011500Z-3f9a2c", results_dir=None, artifacts_dir=None, records_only=False)
+    lines = transfer.list_store()
+
+The store is the one configured (docs/artifact_storage.md), checked as a run checks it at start. A
+run prefix that holds another run's records (another run id, or the same id started at another
+time) is never written to.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import tempfile
+from typing import Callable, Optional
+
+from rl.harness.errors import EXIT_UPLOAD_FAILED, UsageError
+from rl.harness.commands import recipes
+from rl.harness.remote import run_mirror, stores
+from rl.harness.remote.run_fetch import RemoteRun
+from rl.harness.remote.store import Store, UploadError
+from rl.harness.run import records
+from rl.harness.run.finder import Run
+from rl.harness.run.layout import RunLayout
+
+
+def configured_store(connect_store: Callable = stores.open_store, *, write: bool = True) -> Store:
+    """The configured store, checked (for writing too with `write`); UsageError naming the fix when there is
+    none or it cannot be used."""
+    config = stores.load()
+    if config is None:
+        raise UsageError(f"no store is configured: {stores.NO_STORE_FIX}")
+    store = connect_store(config)
+    store.check(write=write)
+    return store
+
+
+def check_owner(store: Store, run_prefix: str, run: Run) -> None:
+    """UsageError when the store's records at `run_prefix` are another run's."""
+    key = f"{run_prefix}/results/{records.MANIFEST_FILE}"
+    if key not in store.list_keys(f"{run_prefix}/results"):
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        path = pathlib.Path(folder) / records.MANIFEST_FILE
+        store.get_file(key, str(path))
+        try:
+            remote = json.loads(path.read_text())
+        except ValueError:
+            remote = {}
+    if (remote.get("run_id"), remote.get("started_at")) != (run.run_id, run.manifest.started_at):
+        raise UsageError(f"store {store.config.scheme}://{store.config.bucket}/{run_prefix} holds another run's"
+                         " records, which are never overwritten; sync a run from its own results folder")
+
+
+def sync(run: Run, *, artifacts_root: Optional[pathlib.Path], connect_store: Callable = stores.open_store) -> int:
+    """Sends what the store lacks of `run`; prints one line; 0, or EXIT_UPLOAD_FAILED if a file would not go."""
+    store = configured_store(connect_store)
+    layout = RunLayout.of_run(run.run_dir, run.manifest, artifacts_root)
+    experiment = run.manifest.experiment.module
+    check_owner(store, layout.remote_prefix(store.config.prefix, experiment), run)
+    try:
+        record = run_mirror.upload_run(store, experiment=experiment, layout=layout)
+    except UploadError as error:
+        print(f"sync of run {run.run_id} stopped, the rest stays local: {error}")
+        return EXIT_UPLOAD_FAILED
+    print(f"run {run.run_id}: {len(record['files'])} files in {store.config.scheme}://{store.config.bucket}/"
+          f"{record['run_prefix']}, verified by sha256")
+    return 0
+
+
+def fetch(run_id: str, *, results_dir: Optional[pathlib.Path], artifacts_dir: Optional[pathlib.Path],
+          records_only: bool, connect_store: Callable = stores.open_store) -> int:
+    """Brings run `run_id` from the store into the results and artifacts roots (the given ones, else beside its
+    recipe), verified; prints one line."""
+    remote = RemoteRun.find(configured_store(connect_store, write=False), run_id)
+    layout = RunLayout(*recipes.run_roots(results_dir, artifacts_dir, remote.experiment), run_id, remote.smoke)
+    fetched, kept = remote.fetch(layout, only="results/" if records_only else "")
+    print(f"run {run_id}: {fetched} files fetched and verified by sha256 into {layout.results_dir}"
+          f"{'' if records_only else f' and {layout.artifacts_dir}'}"
+          f"{f'; {kept} already here kept as they are' if kept else ''}")
+    return 0
+
+
+def list_store(connect_store: Callable = stores.open_store) -> list[str]:
+    """`runs --store`: one line per run the store holds."""
+    store = configured_store(connect_store, write=False)
+    runs = RemoteRun.find_all(store)
+    lines = [f"{run.run_id}  {run.experiment}{'  smoke' if run.smoke else ''}" for run in runs]
+    return lines + [f"{len(runs)} runs in {store.config.url}"]
+
+
+def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> Optional[pathlib.Path]:
+    """`checkpoint` (a path inside the run's artifacts folder) fetched from the configured store into `layout`'s
+    artifacts folder, or None when no store is configured; UsageError when the store lacks it."""
+    if stores.load() is None:
+        return None
+    store = configured_store(write=False)
+    RemoteRun.find(store, layout.run_id).fetch(layout, only=f"artifacts/{checkpoint.strip('/')}/")
+    folder = layout.artifacts_dir / checkpoint
+    if not folder.is_dir():
+        raise UsageError(f"checkpoint {checkpoint} of run {layout.run_id} is neither here nor in {store.config.url};"
+                         f" run `rl-harness sync {layout.run_id}` where the run is")
+    return folder
