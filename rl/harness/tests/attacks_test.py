@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from rl.harness.errors import EXIT_USAGE
 from rl.harness.commands import cli, reproduce
 from rl.harness.run import records
 from rl.harness.tests import fake_bazel, run_helpers
@@ -75,7 +76,7 @@ def _resume(run_dir, artifacts_dir, run_id, monkeypatch):
 
 
 def _one_line_refusal(capsys, status):
-    assert status == cli.EXIT_USAGE
+    assert status == EXIT_USAGE
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0, error
     return error

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
+from rl.harness.errors import EXIT_USAGE
 from rl.harness import errors
-from rl.harness.commands import cli
+from rl.harness.commands import arguments, cli
 from rl.harness.run import records
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION
 from rl.harness.tests import run_helpers
@@ -152,7 +153,7 @@ def test_resume_from_a_smoke_run_by_id_finds_its_smoke_folders(roots, monkeypatc
     manifest = json.loads(manifest_file.read_text())
     del manifest["options"]["smoke"]
     manifest_file.write_text(json.dumps(manifest))
-    assert _run(roots, "--run-id", "again", "--resume-from", "tiny") == cli.EXIT_USAGE
+    assert _run(roots, "--run-id", "again", "--resume-from", "tiny") == EXIT_USAGE
     assert "records no options.smoke" in capsys.readouterr().err
 
 
@@ -186,7 +187,7 @@ def test_resuming_another_experiments_checkpoint_is_refused_before_any_record(ro
     _saved_by(roots[0] / "parent" / records.MANIFEST_FILE, "experiments.mess3.memoryless_agent")
     capsys.readouterr()
     value = "parent" if resume_from == "parent" else str(checkpoint)
-    assert _run(roots, "--run-id", "child", "--resume-from", value) == cli.EXIT_USAGE
+    assert _run(roots, "--run-id", "child", "--resume-from", value) == EXIT_USAGE
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and f"is a checkpoint of experiments.mess3.memoryless_agent, not of {FAKE}" in error[0]
     assert not (roots[0] / "child").exists() and not (roots[1] / "child").exists()
@@ -201,7 +202,7 @@ def test_a_trials_checkpoints_are_kept_apart_and_resuming_the_run_asks_which(roo
     state = json.loads((roots[1] / "agents" / entry["path"] / records.CHECKPOINT_STATE_FILE).read_text())
     assert state["trial_id"] == "agent_a"
 
-    assert _run(roots, "--run-id", "resumed", "--resume-from", "agents") == cli.EXIT_USAGE
+    assert _run(roots, "--run-id", "resumed", "--resume-from", "agents") == EXIT_USAGE
     error = capsys.readouterr().err
     assert "saved checkpoints for several trials (agent_a)" in error and "checkpoints/<trial>/iter_N" in error
     # The folder itself resumes.
@@ -264,7 +265,7 @@ def test_bad_input_exits_nonzero_with_one_line_naming_the_fix(tmp_path, capsys, 
         status = cli.main(argv)
     status = caught.value.code if "--seed" in args else status
     error = capsys.readouterr().err.strip()
-    assert status == cli.EXIT_USAGE
+    assert status == EXIT_USAGE
     assert len(error.splitlines()) == 1 and message in error, error
     assert not (tmp_path / "r").exists()  # nothing is written for a refused run
 
@@ -280,19 +281,19 @@ class _no_exit:
 def test_same_or_nested_results_and_artifacts_folders_are_refused(tmp_path, capsys):
     for artifacts in (tmp_path / "r", tmp_path / "r" / "artifacts"):
         argv = ["rl-harness", FAKE, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(artifacts)]
-        assert cli.main(argv) == cli.EXIT_USAGE
+        assert cli.main(argv) == EXIT_USAGE
         assert "must be separate folders" in capsys.readouterr().err
 
 
 def test_an_existing_run_id_is_refused(roots, capsys):
     assert _run(roots, "--run-id", "once") == 0
-    assert _run(roots, "--run-id", "once") == cli.EXIT_USAGE
+    assert _run(roots, "--run-id", "once") == EXIT_USAGE
     assert "already exists; choose another --run-id" in capsys.readouterr().err
 
 
 def test_a_bad_heartbeat_setting_is_refused(roots, monkeypatch, capsys):
     monkeypatch.setenv("RL_HARNESS_HEARTBEAT_S", "-1")
-    assert _run(roots) == cli.EXIT_USAGE
+    assert _run(roots) == EXIT_USAGE
     assert "RL_HARNESS_HEARTBEAT_S" in capsys.readouterr().err
 
 
@@ -314,7 +315,7 @@ def test_runs_show_and_diff(roots, capsys):
     assert "seed: 42 -> 9" in differences  # (code may differ too: others edit this checkout meanwhile)
     assert "options (1), seed (1)" in differences and "final metrics (a -> b):" in differences
     assert all(section in differences.split("same: ")[1] for section in ("lock", "build", "hardware", "versions"))
-    assert cli.main(["rl-harness", "show", "nope", *results]) == cli.EXIT_USAGE
+    assert cli.main(["rl-harness", "show", "nope", *results]) == EXIT_USAGE
     assert "no run 'nope'" in capsys.readouterr().err
 
 
@@ -333,7 +334,7 @@ def test_an_experiments_runs_command_lists_only_that_experiments_runs(roots, tmp
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["theirs"]
     assert cli.main(["rl-harness", "runs", "--results-dir", str(roots[0]), "--last", "1", "--status", "completed"]) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["theirs"]
-    with pytest.raises(SystemExit, match=str(cli.EXIT_USAGE)):
+    with pytest.raises(SystemExit, match=str(EXIT_USAGE)):
         cli.main(["rl-harness", "runs", "--status", "finished"])
     assert "invalid choice: 'finished'" in capsys.readouterr().err
 
@@ -389,11 +390,11 @@ def test_a_records_folder_that_is_a_file_is_refused_with_one_line(tmp_path, caps
     folders = {"--results-dir": str(tmp_path / "r"), "--artifacts-dir": str(tmp_path / "a"),
                flag: str(tmp_path / "file" / "below")}
     argv = ["rl-harness", FAKE, *(part for pair in folders.items() for part in pair)]
-    assert cli.main(argv) == cli.EXIT_USAGE
+    assert cli.main(argv) == EXIT_USAGE
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and f"lies under {tmp_path / 'file'}, which is a file" in error, error
     assert (tmp_path / "file").read_text() == "kept" and not (tmp_path / "r").exists()
-    assert cli.main(["rl-harness", "runs", "--results-dir", str(tmp_path / "file")]) == cli.EXIT_USAGE
+    assert cli.main(["rl-harness", "runs", "--results-dir", str(tmp_path / "file")]) == EXIT_USAGE
     assert "is a file, not a folder" in capsys.readouterr().err
 
 
@@ -422,7 +423,7 @@ def test_a_truncated_manifest_is_listed_as_damaged_and_the_other_runs_still_show
     assert "restore it from git or B2" in listing[3]
     assert cli.main(["rl-harness", "show", "healthy", *results]) == 0
     capsys.readouterr()
-    assert cli.main(["rl-harness", "show", "torn", *results]) == cli.EXIT_USAGE
+    assert cli.main(["rl-harness", "show", "torn", *results]) == EXIT_USAGE
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "run torn is damaged" in error and re.search(r"line \d+ column \d+", error), error
 
@@ -433,7 +434,7 @@ def test_help_lists_every_subcommand(capsys, experiment):
         cli.parse(["prog", "--help"], experiment)
     printed = capsys.readouterr().out
     assert done.value.code == 0
-    assert all(f"\n  {command} " in printed for command in cli.COMMANDS), printed
+    assert all(f"\n  {command} " in printed for command in arguments.COMMANDS), printed
 
 
 def test_the_recipes_binary_and_the_generic_one_find_the_same_runs(tmp_path, monkeypatch, capsys):
@@ -469,5 +470,5 @@ def test_runs_sorts_and_keeps_smoke_or_full_runs(roots, monkeypatch, capsys):
     assert listed("--smoke") == ["smoke-a"]
     assert listed("--full", "--sort", "id") == ["full-a", "full-b"]
     assert listed("--full", "--last", "1") == ["full-a"]
-    with pytest.raises(SystemExit, match=str(cli.EXIT_USAGE)):
+    with pytest.raises(SystemExit, match=str(EXIT_USAGE)):
         cli.parse(["rl-harness", "runs", "--smoke", "--full"])

@@ -3,6 +3,7 @@
 import matplotlib.image
 import pytest
 
+from rl.harness.errors import EXIT_USAGE
 from rl.harness.commands import cli, compare
 from rl.harness.run import finder, records
 from rl.harness.run.manifest import RunManifest
@@ -84,7 +85,7 @@ def test_a_one_point_curve_is_a_marker_and_a_curve_without_values_is_named(roots
 @pytest.mark.parametrize("args, problem", [(["a", "nope", "--metric", LOSS], "no run 'nope'"),
                                            (["a", "b", "--metric", "no/such"], "no run summarises no/such")])
 def test_bad_input_is_one_line_and_exit_2_and_writes_no_png(roots, tmp_path, capsys, args, problem):
-    assert _compare(roots, tmp_path, *args) == cli.EXIT_USAGE
+    assert _compare(roots, tmp_path, *args) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and problem in err
     assert not (tmp_path / "curves.png").exists()

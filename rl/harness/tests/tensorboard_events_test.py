@@ -9,6 +9,7 @@ from tensorboard.backend.event_processing.event_accumulator import SCALARS, TENS
 from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
 from tensorboard.summary.writer.record_writer import RecordWriter
 
+from rl.harness.errors import EXIT_USAGE
 from rl.harness.commands import cli, tensorboard_view
 from rl.harness.run import crc32c, records, tensorboard_events
 from rl.harness.run.layout import RunLayout
@@ -178,7 +179,7 @@ def test_the_summarised_metrics_are_the_headline_charts_return_first(tmp_path):
 @pytest.mark.parametrize("folder", ["missing", "empty"])
 def test_the_viewer_refuses_a_folder_without_events_in_one_line(tmp_path, capsys, folder):
     (tmp_path / "empty").mkdir()
-    assert tensorboard_view.main(["tensorboard", str(tmp_path / folder), "--port", "0"]) == cli.EXIT_USAGE
+    assert tensorboard_view.main(["tensorboard", str(tmp_path / folder), "--port", "0"]) == EXIT_USAGE
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and error.startswith("tensorboard: error: ")
 

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 from absl import logging as absl_logging
 
+from rl.harness.errors import EXIT_USAGE
 from rl.harness.commands import cli, reproduce, tensorboard_view
 from rl.harness.run import finder, records
 from rl.harness.run.manifest import ExperimentRecord, RunManifest, read_manifest
@@ -45,7 +46,7 @@ def test_resuming_a_run_whose_manifest_leads_outside_its_artifacts_is_refused(ro
     _edit_last_checkpoint(roots, recorded.format(planted=planted))
     capsys.readouterr()
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
-    assert _run(roots, "--run-id", "second", "--resume-from", "first") == cli.EXIT_USAGE
+    assert _run(roots, "--run-id", "second", "--resume-from", "first") == EXIT_USAGE
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and "restore it from git or B2" in error
     assert "not a path relative" in error or "leads outside the run's artifacts folder" in error
@@ -118,7 +119,7 @@ def test_reproduce_through_the_cli_refuses_an_untrusted_patch_in_one_line(shared
     records.write_json_atomically(str(shared_run.run_dir / records.MANIFEST_FILE), shared.manifest.to_dict())
     monkeypatch.setenv("RL_HARNESS_REPRODUCE_DIR", str(tmp_path / "scratch"))
     status = cli.main(["rl-harness", "reproduce", "shared-1", "--results-dir", str(tmp_path / "results")])
-    assert status == cli.EXIT_USAGE
+    assert status == EXIT_USAGE
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and "pass --trust-patch" in error
 
