@@ -117,5 +117,5 @@ def _check_scores(run):
     training = scores["training"]
     assert training["normalised_return"][-1] == pytest.approx(
         (training["return"][-1] - PASSIVE_RETURN) / (policies["belief_optimal"]["episode_return"] - PASSIVE_RETURN))
-    assert (run.results_dir / control_scores.FIGURE_FILE).stat().st_size > 0
+    assert (run.artifacts_dir / control_scores.FIGURE_FILE).stat().st_size > 0
     assert set(run.summary["outcome"]["scores"]["normalised_value"]) == {"sampled", "greedy"}
