@@ -1,10 +1,8 @@
 """committed_runs: a committed run holds compact records only (a temporary git repository)."""
 
-import ast
-import os
-import pathlib
 import subprocess
 
+from rl.harness.run import records
 from tools.ci import committed_runs
 
 
@@ -50,8 +48,4 @@ def test_a_run_over_its_total_is_named(tmp_path):
 
 
 def test_the_figures_are_the_harness_outputs_that_go_with_the_artifacts():
-    records = pathlib.Path(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"], "rl/harness/run/records.py")
-    tree = ast.parse(records.read_text())
-    assigned = next(node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
-                    and any(getattr(target, "id", None) == "FIGURE_SUFFIXES" for target in node.targets))
-    assert ast.literal_eval(assigned) == committed_runs.FIGURE_SUFFIXES
+    assert records.FIGURE_SUFFIXES == committed_runs.FIGURE_SUFFIXES
