@@ -4,7 +4,7 @@
     ./bazelw run //experiments/mess3:pipelined_check -- --study <study-id>     # against the critic study
 
 Each member is reward_only's ordinary run at its full budget (2^20 env steps) with one update of
-policy lag (rl.learners.ppo.pipelined). One member at a time: a pipelined run keeps both cores busy.
+policy lag (rl.learners.pipelined). One member at a time: a pipelined run keeps both cores busy.
 The reference is the committed critic study's reward_only seeds (`pipelined_check`): the final greedy
 value's interval must overlap theirs and each learning curve lie inside their seed band.
 """

@@ -12,7 +12,7 @@ settings (train batch 2048):
     harness          `reward_only.train` through `rl.harness.commands.cli` (hardware profile `cpu`, the
                      recipe's 32 parallel envs, checkpoints and records included): the period
                      between metrics rows, so the harness's bookkeeping counts
-    harness_pipelined  the same with `--set training/pipelined=true` (rl.learners.ppo.pipelined: a
+    harness_pipelined  the same with `--set training/pipelined=true` (rl.learners.pipelined: a
                      remote EnvRunner samples the next batch while the Learner updates)
     rllib_default    the same AlgorithmConfig in bare RLlib with RLlib's sampling defaults (PPO:
                      2 remote env runners, 1 env each), `algo.train()` timed
@@ -52,8 +52,9 @@ import resource
 import statistics
 import sys
 import tempfile
-import threading
 import time
+
+from experiments.mess3.benchmarks import process_memory
 
 # Re-exported: this module is the harness part's recipe, and the harness checks --set against a recipe's HYPERPARAMETERS.
 from experiments.mess3.reward_only import HYPERPARAMETERS  # noqa: F401
@@ -88,7 +89,7 @@ class _PhaseTimer:
         from ray.rllib.algorithms.ppo import ppo
         from ray.rllib.core.learner.learner_group import LearnerGroup
 
-        from rl.learners.ppo.pipelined import PipelinedPPO
+        from rl.learners.pipelined import PipelinedPPO
 
         self.sample_s: list[float] = []
         self.learn_s: list[float] = []
@@ -112,54 +113,6 @@ class _PhaseTimer:
 
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-class _TreeMemory:
-    """The largest resident memory of this process and all its descendants together, sampled in a thread (Linux)."""
-
-    def __init__(self, period_s: float = 0.2):
-        self.peak_mib = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, args=(period_s,), daemon=True)
-
-    def __enter__(self) -> "_TreeMemory":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _sample(self, period_s: float) -> None:
-        while not self._stop.wait(period_s):
-            self.peak_mib = max(self.peak_mib, sum(_rss_kib(pid) for pid in _descendants(os.getpid())) / 1024)
-
-
-def _descendants(root: int) -> list[int]:
-    """`root` and every process below it, from /proc's parent ids."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):  # ended meanwhile
-                continue
-            children.setdefault(parent, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-
-
-def _rss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            return next((int(line.split()[1]) for line in status if line.startswith("VmRSS:")), 0)
-    except OSError:
-        return 0
 
 
 def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str, pipelined: bool = False) -> dict:
@@ -244,7 +197,7 @@ def _measure(part: str, iterations: int, warmup: int, sizes: dict, profile: str)
                "harness_pipelined": functools.partial(_harness, profile=profile, pipelined=True),
                "rllib_default": functools.partial(_bare_rllib, split=False),
                "rllib_split": functools.partial(_bare_rllib, split=True), "torch_reference": _torch_reference}[part]
-    with _TreeMemory() as memory:
+    with process_memory.TreeMemory() as memory:
         figures = measure(iterations, warmup, sizes)
     return {**figures, "peak_tree_rss_mib": memory.peak_mib}
 

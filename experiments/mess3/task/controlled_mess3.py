@@ -78,7 +78,7 @@ MODEL_CONFIG = {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 6
 # stay on the task's gamma 0.9 (control_scores) whatever ppo/gamma trains with.
 PPO_HYPERPARAMETERS = {"ppo/lr": 1e-3, "ppo/gamma": 0.9, "ppo/lambda": 0.9, "ppo/entropy_coeff": 0.01,
                        "ppo/num_epochs": 4}
-# Pipelined PPO (rl.learners.ppo.pipelined): sampling the next batch overlaps the update, one update of policy lag.
+# Pipelined PPO (rl.learners.pipelined): sampling the next batch overlaps the update, one update of policy lag.
 TRAINING_HYPERPARAMETERS = {"training/pipelined": False}
 TRANSFORMER_HYPERPARAMETERS = {f"model/{key}": MODEL_CONFIG[key]
                                for key in ("d_model", "n_heads", "n_layers", "feedforward_dim")}

@@ -161,7 +161,7 @@ def test_a_bad_parallel_envs_is_a_usage_error_before_the_runner_starts():
 
 
 class _PipelinedConfig(PPOConfig):
-    pipelined = True  # what rl.learners.ppo.pipelined.PipelinedPPOConfig says (the harness reads only the attribute)
+    pipelined = True  # what rl.learners.pipelined.PipelinedPPOConfig says (the harness reads only the attribute)
 
 
 def test_a_pipelined_config_samples_in_one_remote_runner_on_two_cores_and_records_it():

@@ -55,7 +55,7 @@ TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores
 # iteration for 2 remote runners x 16 envs at 8d9c309: docs/performance.md, "Sampling").
 LOCAL_SAMPLING_MAX_CPUS = 2
 # The AlgorithmConfig attribute that, when True, asks for pipelined sampling: remote EnvRunners sample the
-# next batch while the learner updates (rl.learners.ppo.pipelined.PipelinedPPOConfig sets it).
+# next batch while the learner updates (rl.learners.pipelined.PipelinedPPOConfig sets it).
 PIPELINED = "pipelined"
 
 

@@ -21,7 +21,7 @@ from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
 from rl.learners import ActorCriticPPOTorchLearner, PipelinedPPOConfig
 from rl.learners.models import MLPModel
-from rl.learners.ppo.pipelined import POLICY_LAG, policy_lag
+from rl.learners.pipelined import POLICY_LAG, policy_lag
 from rl.learners.tests.training import local_ray
 
 ITERATIONS = 4

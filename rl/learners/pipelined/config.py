@@ -1,6 +1,6 @@
 """PipelinedPPO: PPO whose remote EnvRunners sample the next batch while the Learner updates on this one.
 
-    from rl.learners.ppo.pipelined import PipelinedPPOConfig
+    from rl.learners.pipelined import PipelinedPPOConfig
 
     config = PipelinedPPOConfig().environment("CartPole-v1").env_runners(num_env_runners=1)
     algo = config.build_algo()
