@@ -310,9 +310,11 @@ def determinism(profile: HardwareProfile, plan: SamplingPlan, runner: str) -> di
     if reasons:
         return {"expected": False, "why": "; ".join(reasons)}
     if plan.pipelined:
-        return {"expected": True, "why": "pipelined: each remote runner samples batch k+1 with update k's weights"
-                " (policy lag 1), collected in runner order whatever the timing; CPU learner, one torch thread."
-                " A different run from the same seed's sequential one", "scope": platform.IDENTITY_SCOPE}
+        return {"expected": True,
+                "why": "pipelined: each remote runner samples batch k+1 with the weights update k starts from (policy"
+                       " lag 1), collected in runner order whatever the timing; CPU learner, one torch thread. A"
+                       " different run from the same seed's sequential one",
+                "scope": platform.IDENTITY_SCOPE}
     return {"expected": True, "why": "local env runner, CPU learner, one torch thread: one process in a fixed order",
             "scope": platform.IDENTITY_SCOPE}
 

@@ -6,7 +6,7 @@
     algo = config.build_algo()
     algo.train()["pipelined/policy_lag"]       # 0 in the first iteration, 1 after
 
-RLlib's PPO samples, then updates, then sends the new weights: on two cores one of them idles
+RLlib's PPO samples, then updates, then sends the updated weights: on two cores one of them idles
 at any time. Here each iteration collects the batch in flight, at once asks the EnvRunners for
 the next one (carrying the Learner's weights in the same request), and updates on the collected
 batch while they sample. The batch an update trains on was therefore sampled with the weights
@@ -16,12 +16,12 @@ carries, and the iteration fails if it exceeds one).
 
 The lag is corrected by PPO's own ratio: the loss compares the Learner's policy with the logp
 each step was sampled with (`Columns.ACTION_LOGP`), clipped, and its KL term is taken against
-that behaviour policy too, as it is for PPO's later epochs over a batch. Value targets come from
-the Learner's critic: the critic embeddings sampled with the older weights are dropped from the
-episodes, so GAE encodes the batch with the Learner's (`advantages.batch_values`), and carry no lag. docs/performance.md ("Pipelined PPO") says why this and
-not V-trace.
+that behaviour policy too, as it is for PPO's later epochs over a batch. The value targets carry
+no lag: the critic embeddings sampled with the older weights are dropped from the episodes, so GAE
+encodes the batch with the Learner's (`advantages.batch_values`). docs/performance.md ("Pipelined
+PPO") says why this correction and not V-trace.
 
-Results repeat: each runner's batch k+1 is sampled with update k's weights whatever the timing
+Results repeat: each runner's batch k+1 is sampled with the weights update k starts from, whatever the timing
 (one request per runner in flight, collected in runner order), so a seed gives the same run on the
 same platform; it is a different run from PPO's sequential one (the batches come from other
 weights). Connector states are not merged or broadcast between iterations (a blocking call to
