@@ -16,13 +16,16 @@ carries, and the iteration fails if it exceeds one).
 
 The lag is corrected by PPO's own ratio: the loss compares the Learner's policy with the logp
 each step was sampled with (`Columns.ACTION_LOGP`), clipped, and its KL term is taken against
-that behaviour policy too, as it is for PPO's later epochs over a batch. The value targets carry
-no lag: the critic embeddings sampled with the older weights are dropped from the episodes, so GAE
-encodes the batch with the Learner's (`advantages.batch_values`). docs/performance.md ("Pipelined
-PPO") says why this correction and not V-trace.
+the policy the update starts from (ActorCriticPPOTorchLearner recomputes those logits once per
+update when the config is pipelined): against the behaviour policy it would count the previous
+update's move too, and the adaptive KL coefficient grows on it and holds early learning back
+(measured: docs/performance.md, "Pipelined PPO"). The value targets carry no lag: the critic
+embeddings sampled with the older weights are dropped from the episodes, so GAE encodes the batch
+with the Learner's (`advantages.batch_values`). docs/performance.md says why this correction and
+not V-trace.
 
-Results repeat: each runner's batch k+1 is sampled with the weights update k starts from, whatever the timing
-(one request per runner in flight, collected in runner order), so a seed gives the same run on the
+Results repeat: each runner's batch k+1 is sampled with the weights update k starts from, whatever
+the timing (one request per runner in flight, collected in runner order), so a seed gives the same run on the
 same platform; it is a different run from PPO's sequential one (the batches come from other
 weights). Connector states are not merged or broadcast between iterations (a blocking call to
 runners that are sampling); the harness's connectors hold none. The config's `pipelined` attribute

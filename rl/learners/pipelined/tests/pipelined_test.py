@@ -15,7 +15,10 @@ import torch
 
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
@@ -40,6 +43,37 @@ def test_policy_lag_counts_updates_from_the_oldest_sampled_step():
     assert policy_lag(7, [_episode([4])]) == 3
     with pytest.raises(ValueError, match="no episode holds a sampled step"):
         policy_lag(1, [])
+
+
+def _cartpole(config_class):
+    return (config_class().environment("CartPole-v1")
+            .rl_module(rl_module_spec=RLModuleSpec(module_class=MLPModel, model_config={"hidden_sizes": (16,)}))
+            .training(train_batch_size_per_learner=64, minibatch_size=32)
+            .learners(learner_class=ActorCriticPPOTorchLearner)
+            .debugging(seed=0))
+
+
+@pytest.mark.parametrize("config_class", [PipelinedPPOConfig, PPOConfig])
+def test_a_pipelined_learners_kl_reference_is_the_policy_its_update_starts_from(config_class):
+    config = _cartpole(config_class)
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    runner = SingleAgentEnvRunner(config=config)
+    runner.module.set_state(learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True))
+    episodes = runner.sample(num_timesteps=64, random_actions=False)
+    sampled = np.concatenate([np.asarray(e.get_extra_model_outputs(Columns.ACTION_DIST_INPUTS)) for e in episodes])
+    logp = np.concatenate([np.asarray(e.get_extra_model_outputs(Columns.ACTION_LOGP)) for e in episodes])
+    module = learner.module[DEFAULT_MODULE_ID]
+    with torch.no_grad():  # one update later: the Learner's weights moved
+        for param in module.parameters():
+            param.add_(0.05 * torch.randn_like(param))
+    batch = learner._make_batch_if_necessary(TrainingData(episodes=episodes))[DEFAULT_MODULE_ID]
+    steps = batch[Columns.LOSS_MASK].bool()  # the sampled steps, without the bootstrap steps
+    with torch.no_grad():
+        updated = module.forward_inference({Columns.OBS: batch[Columns.OBS]})[Columns.ACTION_DIST_INPUTS]
+    torch.testing.assert_close(batch[Columns.ACTION_LOGP][steps], torch.as_tensor(logp))  # the ratio's: behaviour
+    expected = updated[steps] if config_class is PipelinedPPOConfig else torch.as_tensor(sampled)
+    torch.testing.assert_close(batch[Columns.ACTION_DIST_INPUTS][steps], expected)
+    runner.stop()
 
 
 def _module_weights(algo) -> dict:
