@@ -7,9 +7,10 @@ harness's BatchedEnvRunner), medians over `--repeats` of CPU seconds (`time.proc
 other processes' load inflates far less than wall time):
 - runner side: `sample`, pickling the batch's episodes as Ray does (`pickle_episodes`), taking the
   Learner's weights (`weights_in`);
-- driver side: unpickling the episodes (`unpickle_episodes`), the Learner's update on a batch whose
-  critic embeddings were dropped, as PipelinedPPO hands it over (`update_pipelined`), sending the
-  weights (`weights_out`); and the update of the sequential path (`update`, embeddings kept).
+- driver side: unpickling the episodes (`unpickle_episodes`), the update of a pipelined config's
+  Learner (its KL reference recomputed) on a batch whose critic embeddings were dropped, as
+  PipelinedPPO hands it over (`update_pipelined`), sending the weights (`weights_out`); and the
+  update of the sequential path (`update`, embeddings kept).
 On two free cores the sequential iteration takes `sample + update`, the pipelined one the longer
 side; `bound` is their ratio: the most pipelining can gain over the default path, before the
 Algorithm's own per-iteration work, which both pay.
@@ -45,11 +46,14 @@ def _cpu_seconds(function):
 def measure(repeats: int) -> dict:
     runner = build_runner("harness")
     learner = runner.config.build_learner(env=runner.env.unwrapped)
+    pipelined_config = runner.config.copy(copy_frozen=False)
+    pipelined_config.pipelined = True  # what PipelinedPPOConfig says to its Learner
+    pipelined_learner = pipelined_config.build_learner(env=runner.env.unwrapped)
 
     def weights() -> dict:
         return {COMPONENT_RL_MODULE: learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True), WEIGHTS_SEQ_NO: 0}
 
-    def update(episodes) -> None:
+    def update(episodes, learner=learner) -> None:
         learner.update(episodes=episodes, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: STEPS_PER_SAMPLE},
                        num_epochs=runner.config.num_epochs, minibatch_size=runner.config.minibatch_size,
                        shuffle_batch_per_epoch=True)
@@ -63,12 +67,12 @@ def measure(repeats: int) -> dict:
         timed = {"sample": seconds_taken}
         pickled, timed["pickle_episodes"] = _cpu_seconds(lambda: cloudpickle.dumps(episodes))
         handed_over, timed["unpickle_episodes"] = _cpu_seconds(lambda: pickle.loads(pickled))
-        state = learner.get_state()
-        _, timed["update"] = _cpu_seconds(lambda: update(copy.deepcopy(episodes)))
-        learner.set_state(state)  # both updates start from the same weights
+        pipelined_learner.set_state(learner.get_state())  # both updates start from the same weights
+        sequential = copy.deepcopy(episodes)  # the Learner connector changes episodes in place
+        _, timed["update"] = _cpu_seconds(lambda: update(sequential))
         for episode in handed_over:
             episode.extra_model_outputs.pop(CRITIC_EMBEDDINGS, None)
-        _, timed["update_pipelined"] = _cpu_seconds(lambda: update(handed_over))
+        _, timed["update_pipelined"] = _cpu_seconds(lambda: update(handed_over, pipelined_learner))
         sent, timed["weights_out"] = _cpu_seconds(lambda: cloudpickle.dumps(weights()))
         _, timed["weights_in"] = _cpu_seconds(lambda: runner.set_state(pickle.loads(sent)))
         runner.module.set_state(weights()[COMPONENT_RL_MODULE])  # RLlib's set_state skips a weights number it has

@@ -3,7 +3,8 @@
 The bound is checked twice: by the lag the algorithm logs (read from the weights number each sampled
 step carries) and independently, by recomputing each sampled step's logp from snapshots of the
 Learner's weights: the batch of update k (k >= 1) is reproduced by the weights before update k-1,
-not by those of update k. The Ray part is slow (a remote EnvRunner).
+not by those of update k. The Ray part is slow (a remote EnvRunner). The KL term's reference is
+checked without Ray: the Learner's logits at the update's start, not the sampling policy's.
 """
 
 import copy
