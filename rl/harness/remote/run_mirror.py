@@ -11,7 +11,10 @@ A file is sent once complete: a checkpoint once renamed into place (`.partial-*`
 sent), a record once replaced (atomically), `metrics.jsonl` and the TensorBoard events up to the
 size seen when they were hashed (they only grow). Each file's sha256 is recorded with its key, in
 `results/<run-id>/remote_artifacts.json` here and under the same name in the store (the index that
-`fetch` verifies against). Memory stays bounded: files stream in 1 MiB chunks, and the mirror keeps
+`fetch` verifies against). A file sent again in place of its earlier copy (a record, a growing file) is
+first announced in the store's index as its entry's `replacement` (size, sha256), so that a process
+killed mid-pass leaves every object in the store matching its entry or its replacement, never
+neither. Memory stays bounded: files stream in 1 MiB chunks, and the mirror keeps
 one entry per file. A store that fails mid-run costs one warning; the thread retries with backoff
 and the record lists what is not yet remote (`rl-harness sync <run-id>` sends it later).
 """
@@ -100,12 +103,28 @@ class RunMirror:
         """Sends every pending file, then the index; returns how many were sent. UploadError (after the
         store's retries, or `attempts`) names the file; what was sent before it stays recorded."""
         sent = 0
-        for relative, path in self.pending():
+        waiting = self.pending()
+        hashed = {}  # files sent before, now changed: hashed first, announced in the index, then sent first
+        for relative, path in waiting:
+            if relative in self._sent:
+                try:
+                    stat = path.stat()
+                    hashed[relative] = ((stat.st_size, stat.st_mtime_ns), sha256_of_prefix(path, stat.st_size))
+                except FileNotFoundError:
+                    continue
+        replacements = {relative: {"size": seen[0], "sha256": sha256} for relative, (seen, sha256) in hashed.items()
+                        if (sha256, seen[0]) != (self._sent[relative]["sha256"], self._sent[relative]["size"])}
+        if replacements:
+            self.store.put_bytes(self._index(replacements), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}",
+                                 attempts=attempts)
+        for relative, path in sorted(waiting, key=lambda item: item[0] not in replacements):
             if halt is not None and halt.is_set():
                 break
             try:
                 stat = path.stat()
-                sha256 = sha256_of_prefix(path, stat.st_size)
+                seen, sha256 = hashed.get(relative, (None, None))
+                if seen != (stat.st_size, stat.st_mtime_ns):
+                    sha256 = sha256_of_prefix(path, stat.st_size)
             except FileNotFoundError:  # replaced or removed meanwhile: the next pass sees what is there
                 continue
             previous = self._sent.get(relative)
@@ -125,8 +144,12 @@ class RunMirror:
                                  attempts=attempts)
         return sent
 
-    def _index(self) -> bytes:
-        return (json.dumps(self.record("partial"), indent=2, sort_keys=True) + "\n").encode()
+    def _index(self, replacements: Optional[dict[str, dict]] = None) -> bytes:
+        """The store's index while the run goes; `replacements` ({local: {size, sha256}}) are about to be sent."""
+        record = self.record("partial")
+        record["files"] = [{**entry, "replacement": replacements[entry["local"]]} if entry["local"] in (replacements or {})
+                           else entry for entry in record["files"]]
+        return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
 
     def record(self, status: str, error: Optional[dict] = None) -> dict:
         """remote_artifacts.json's content: what is remote (`files`) and what is not (`not_uploaded`)."""
