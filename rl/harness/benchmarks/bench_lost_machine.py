@@ -33,9 +33,12 @@ from rl.harness.tests import s3_server
 _COUNTERS = {"env_steps": "num_env_steps_sampled_lifetime", "training_iterations": "training_iteration"}
 
 
-def _start(module, arguments, environment):
-    return subprocess.Popen([sys.executable, "-m", "rl.harness.commands.cli", module, *arguments], env=environment,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+def _start(module, arguments, environment, log: pathlib.Path):
+    """The run in its own session; its log goes to `log` (a pipe nobody reads would stop it once full)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as handle:
+        return subprocess.Popen([sys.executable, "-m", "rl.harness.commands.cli", module, *arguments], env=environment,
+                                stdout=subprocess.DEVNULL, stderr=handle, start_new_session=True)
 
 
 def _rows(folder: pathlib.Path) -> list[dict]:
@@ -43,10 +46,10 @@ def _rows(folder: pathlib.Path) -> list[dict]:
     return records.read_json_lines(str(path)) if path.exists() else []
 
 
-def _wait(process, until, what: str, poll_s: float = 1.0):
+def _wait(process, log: pathlib.Path, until, what: str, poll_s: float = 1.0):
     while not until():
         if process.poll() is not None:
-            raise SystemExit(f"the run ended (exit {process.returncode}) before {what}: {process.stderr.read()[-2000:]}")
+            raise SystemExit(f"the run ended (exit {process.returncode}) before {what}: {log.read_text()[-2000:]}")
         time.sleep(poll_s)
 
 
@@ -73,12 +76,13 @@ def main(argv=None) -> dict:
         lost, fresh = pathlib.Path(folder, "lost"), pathlib.Path(folder, "fresh")
         common = ["--seed", str(options.seed), *options.run_flags]
         started = time.monotonic()
+        parent_log, child_log = lost / "log.txt", fresh / "log.txt"
         parent = _start(options.module, ["--run-id", "lost", "--upload-artifacts", "--results-dir", str(lost / "r"),
-                                         "--artifacts-dir", str(lost / "a"), *common], environment)
-        _wait(parent, lambda: (lost / "r" / "lost" / records.MANIFEST_FILE).exists() and _rows(lost / "a" / "lost"),
-              "its first row")
+                                         "--artifacts-dir", str(lost / "a"), *common], environment, parent_log)
+        _wait(parent, parent_log,
+              lambda: (lost / "r" / "lost" / records.MANIFEST_FILE).exists() and _rows(lost / "a" / "lost"), "its first row")
         counter, bound = _budget(lost / "r" / "lost")
-        _wait(parent, lambda: (_rows(lost / "a" / "lost")[-1].get(counter) or 0) >= options.kill_at * bound,
+        _wait(parent, parent_log, lambda: (_rows(lost / "a" / "lost")[-1].get(counter) or 0) >= options.kill_at * bound,
               f"{options.kill_at:.0%} of its budget")
         os.killpg(parent.pid, signal.SIGKILL)
         parent.wait()
@@ -88,15 +92,14 @@ def main(argv=None) -> dict:
         started = time.monotonic()
         child = _start(options.module, ["--run-id", "resumed", "--resume-from", "lost", "--no-upload-artifacts",
                                         "--results-dir", str(fresh / "r"), "--artifacts-dir", str(fresh / "a"), *common],
-                       environment)
-        _wait(child, lambda: _rows(fresh / "a" / "resumed"), "the resumed run's first row")
+                       environment, child_log)
+        _wait(child, child_log, lambda: _rows(fresh / "a" / "resumed"), "the resumed run's first row")
         first_row_s = time.monotonic() - started
         if options.resumed_rows:
-            _wait(child, lambda: len(_rows(fresh / "a" / "resumed")) >= options.resumed_rows, "its rows")
+            _wait(child, child_log, lambda: len(_rows(fresh / "a" / "resumed")) >= options.resumed_rows, "its rows")
             child.send_signal(signal.SIGINT)
-        stderr = child.communicate()[1]
-        if child.returncode not in (0, 128 + signal.SIGINT):
-            raise SystemExit(f"the resumed run exited {child.returncode}: {stderr[-2000:]}")
+        if child.wait() not in (0, 128 + signal.SIGINT):
+            raise SystemExit(f"the resumed run exited {child.returncode}: {child_log.read_text()[-2000:]}")
         resumed = json.loads((fresh / "r" / "resumed" / records.MANIFEST_FILE).read_text())["parent_run"]
         carried = records.read_json_lines(str(fresh / "a" / "resumed" / records.LINEAGE_METRICS_FILE))
         iterations = [row["training_iteration"] for row in carried + _rows(fresh / "a" / "resumed")]
