@@ -6,11 +6,12 @@
 
 Every file is checked against the store's index (`results/remote_artifacts.json`, which the mirror
 writes): its key, size and sha256, or those of the `replacement` the index announced (a run killed
-while the mirror sent a newer copy leaves either one in the store). A file lands only under the layout's folders, which come from
-the roots the user gave on this machine; an index entry that would land elsewhere (`..`, an
-absolute path, a key outside the run's prefix) is refused, never followed (docs/harness.md, Trust).
-A checkpoint folder is downloaded into a hidden `.partial-*` folder and renamed into place when
-complete, as a run saves one; a file that already exists here is kept as it is.
+while the mirror sent a newer copy leaves either one in the store). A file lands only under the
+layout's folders, which come from the roots the user gave on this machine; an index entry that would
+land elsewhere (`..`, an absolute path, a key outside the run's prefix) is refused, never followed
+(docs/harness.md, Trust). A checkpoint folder is downloaded into a hidden `.partial-*` folder and
+renamed into place when complete, as a run saves one; a file that already exists here is kept as it
+is.
 """
 
 from __future__ import annotations

@@ -9,15 +9,18 @@
 
 A file is sent once complete: a checkpoint once renamed into place (`.partial-*` folders are never
 sent), a record once replaced (atomically; read once, so the copy sent is the one hashed),
-`metrics.jsonl` and the TensorBoard events up to the size seen when they were hashed (they only grow). Each file's sha256 is recorded with its key, in
-`results/<run-id>/remote_artifacts.json` here and under the same name in the store (the index that
-`fetch` verifies against). A pass sends the artifacts first, then writes the index, then the records:
-a record that names a checkpoint is never in the store before the index lists that checkpoint. A
-record sent again in place of its earlier copy is announced in that index as its entry's
-`replacement` (size, sha256), so that a process killed mid-pass leaves every record in the store
-matching its entry or its replacement, never neither (a growing file's indexed prefix stays valid). Memory stays bounded: files stream in 1 MiB chunks, and the mirror keeps
-one entry per file. A store that fails mid-run costs one warning; the thread retries with backoff
-and the record lists what is not yet remote (`rl-harness sync <run-id>` sends it later).
+`metrics.jsonl` and the TensorBoard events up to the size seen when they were hashed (they only
+grow). Each file's sha256 is recorded with its key, in `results/<run-id>/remote_artifacts.json` here
+and under the same name in the store (the index that `fetch` verifies against). A pass sends the
+artifacts first, then writes the index, then the records: a record that names a checkpoint is never
+in the store before the index lists that checkpoint. A record sent again in place of its earlier
+copy is announced in that index as its entry's `replacement` (size, sha256), so that a process
+killed mid-pass leaves every record in the store matching its entry or its replacement, never
+neither (a growing file's indexed prefix stays valid). Memory stays bounded: files stream in 1 MiB
+chunks, a pass holds only the records it sends (each at most SNAPSHOT_BYTES), and the mirror keeps
+one entry per file. A store that fails mid-run costs one warning; the
+thread retries with backoff and the record lists what is not yet remote (`rl-harness sync <run-id>`
+sends it later).
 """
 
 from __future__ import annotations
