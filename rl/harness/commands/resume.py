@@ -1,4 +1,5 @@
-"""What `--resume-from` names: a checkpoint folder, or a previous run whose newest checkpoint is found.
+"""What `--resume-from` names: a checkpoint folder, or a previous run whose newest checkpoint is found (here, else
+fetched from the configured store with the run's records).
 
     from rl.harness.commands import resume
 
@@ -85,6 +86,9 @@ def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathl
         return _noted(checkpoint_source(path.resolve()), results_root, artifacts_root)
     if run_id_problem(value) is None:
         run_dir = RunLayout.find(results_root, value)
+        if run_dir is None and (run_dir := transfer.fetch_records(value, results_root, artifacts_root)) is not None:
+            logging.info("run %s is not on this machine: fetched its records from the store into %s, verified",
+                         value, run_dir)
         if run_dir is not None:
             return _noted(_resume_from_run(value, run_dir, artifacts_root), results_root, artifacts_root)
     raise UsageError(f"--resume-from {value!r} is neither a checkpoint folder nor a run under {results_root};"

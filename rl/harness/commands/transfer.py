@@ -1,5 +1,6 @@
 """Runs between this machine and the store: `sync` sends what the store lacks, `fetch` brings a run back,
-`runs --store` lists what the store holds, and `--resume-from` fetches a checkpoint that is not here.
+`runs --store` lists what the store holds, and `--resume-from` fetches a run's records and checkpoint that are
+not here.
 
     exit_code = transfer.sync(run, artifacts_root=None, connect_store=stores.open_store)   # a finder.Run
     exit_code = transfer.fetch("20261201T011500Z-3f9a2c", results_dir=None, artifacts_dir=None, records_only=False)
@@ -92,13 +93,40 @@ def list_store(connect_store: Callable = stores.open_store) -> list[str]:
     return lines + [f"{len(runs)} runs in {store.config.url}"]
 
 
-def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> Optional[pathlib.Path]:
-    """`checkpoint` (a path inside the run's artifacts folder) fetched from the configured store into `layout`'s
-    artifacts folder, or None when no store is configured; UsageError when the store lacks it."""
+def stored_run(run_id: str) -> Optional[RemoteRun]:
+    """Run `run_id` in the configured store; None when no store is configured or it holds no such run."""
     if stores.load() is None:
         return None
     store = configured_store(write=False)
-    RemoteRun.find(store, layout.run_id).fetch(layout, only=f"artifacts/{checkpoint.strip('/')}/")
+    if not any(remote.run_id == run_id for remote in RemoteRun.find_all(store)):
+        return None
+    return RemoteRun.find(store, run_id)
+
+
+def fetch_records(run_id: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> Optional[pathlib.Path]:
+    """The results folder of run `run_id`, its records fetched from the configured store (verified) into
+    `results_root`; None when the store does not have them (`--resume-from` in a fresh clone)."""
+    remote = stored_run(run_id)
+    if remote is None:
+        return None
+    layout = RunLayout(results_root, artifacts_root, run_id, remote.smoke)
+    remote.fetch(layout, only="results/")
+    return layout.results_dir
+
+
+def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> Optional[pathlib.Path]:
+    """`checkpoint` (a path inside the run's artifacts folder) fetched from the configured store into `layout`'s
+    artifacts folder, or None when no store is configured; UsageError when the store lacks it.
+
+    The run's metrics files come with it where this machine lacks them: a resumed run carries its
+    lineage's rows up to the checkpoint, so its curve joins its parent's.
+    """
+    if stores.load() is None:
+        return None
+    store = configured_store(write=False)
+    remote = RemoteRun.find(store, layout.run_id)
+    for wanted in (f"{checkpoint.strip('/')}/", records.LINEAGE_METRICS_FILE, records.METRICS_FILE):
+        remote.fetch(layout, only=f"artifacts/{wanted}")
     folder = layout.artifacts_dir / checkpoint
     if not folder.is_dir():
         raise UsageError(f"checkpoint {checkpoint} of run {layout.run_id} is neither here nor in {store.config.url};"

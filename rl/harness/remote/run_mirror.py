@@ -8,16 +8,24 @@
     record = run_mirror.upload_run(store, experiment=..., layout=layout)   # everything at once (`sync`)
 
 A file is sent once complete: a checkpoint once renamed into place (`.partial-*` folders are never
-sent), a record once replaced (atomically), `metrics.jsonl` and the TensorBoard events up to the
-size seen when they were hashed (they only grow). Each file's sha256 is recorded with its key, in
-`results/<run-id>/remote_artifacts.json` here and under the same name in the store (the index that
-`fetch` verifies against). Memory stays bounded: files stream in 1 MiB chunks, and the mirror keeps
-one entry per file. A store that fails mid-run costs one warning; the thread retries with backoff
-and the record lists what is not yet remote (`rl-harness sync <run-id>` sends it later).
+sent), a record once replaced (atomically; read once, so the copy sent is the one hashed),
+`metrics.jsonl` and the TensorBoard events up to the size seen when they were hashed (they only
+grow). Each file's sha256 is recorded with its key, in `results/<run-id>/remote_artifacts.json` here
+and under the same name in the store (the index that `fetch` verifies against). A pass sends the
+artifacts first, then writes the index, then the records: a record that names a checkpoint is never
+in the store before the index lists that checkpoint. A record sent again in place of its earlier
+copy is announced in that index as its entry's `replacement` (size, sha256), so that a process
+killed mid-pass leaves every record in the store matching its entry or its replacement, never
+neither (a growing file's indexed prefix stays valid). Memory stays bounded: files stream in 1 MiB
+chunks, a pass holds only the records it sends (each at most SNAPSHOT_BYTES), and the mirror keeps
+one entry per file. A store that fails mid-run costs one warning; the
+thread retries with backoff and the record lists what is not yet remote (`rl-harness sync <run-id>`
+sends it later).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import pathlib
@@ -36,6 +44,7 @@ from rl.harness.run.status import utc_now
 REMOTE_ARTIFACTS_SCHEMA_VERSION = 1
 _UNFINISHED = (".partial-", ".tmp-")  # a checkpoint being saved, a record being replaced
 MAX_BACKOFF_S = 300.0
+SNAPSHOT_BYTES = 1 << 20  # records up to this size are read once per pass, hashed and sent from memory
 
 
 def sha256_of_prefix(path: pathlib.Path, size: int) -> str:
@@ -45,6 +54,16 @@ def sha256_of_prefix(path: pathlib.Path, size: int) -> str:
         for chunk in chunks_of_prefix(handle, size, str(path)):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Version:
+    """A file as one pass sends it: its size and sha256, (size, mtime) when seen, and a record's bytes."""
+
+    size: int
+    sha256: str
+    seen: tuple[int, int]
+    data: Optional[bytes] = None
 
 
 class RunMirror:
@@ -96,37 +115,84 @@ class RunMirror:
                 waiting.append((relative, path))
         return waiting
 
+    def _version(self, relative: str, path: pathlib.Path) -> "_Version":
+        """The file as it will be sent. A record (under results/, replaced whole, up to SNAPSHOT_BYTES) is read
+        once, so what is hashed is what is sent however often it is replaced meanwhile; any other file only
+        grows or never changes, so its prefix of the size seen now is hashed, then sent."""
+        stat = path.stat()
+        seen = (stat.st_size, stat.st_mtime_ns)
+        if relative.startswith("results/") and stat.st_size <= SNAPSHOT_BYTES:
+            data = path.read_bytes()
+            return _Version(len(data), hashlib.sha256(data).hexdigest(), seen, data)
+        return _Version(stat.st_size, sha256_of_prefix(path, stat.st_size), seen)
+
     def send_pending(self, *, attempts: Optional[int] = None, halt: Optional[threading.Event] = None) -> int:
         """Sends every pending file, then the index; returns how many were sent. UploadError (after the
-        store's retries, or `attempts`) names the file; what was sent before it stays recorded."""
-        sent = 0
-        for relative, path in self.pending():
-            if halt is not None and halt.is_set():
-                break
-            try:
-                stat = path.stat()
-                sha256 = sha256_of_prefix(path, stat.st_size)
-            except FileNotFoundError:  # replaced or removed meanwhile: the next pass sees what is there
-                continue
-            previous = self._sent.get(relative)
-            if previous is None or (previous["sha256"], previous["size"]) != (sha256, stat.st_size):
-                key = f"{self.run_prefix}/{relative}"
+        store's retries, or `attempts`) names the file; what was sent before it stays recorded.
+
+        The artifacts go first; before the records, the index is written with what arrived and the
+        records about to be replaced (module docstring), so a record in the store never names a
+        file its index lacks, whenever the process dies."""
+        versions = {}
+        # The records are read before the artifacts are listed: a checkpoint a record names was in place
+        # before the record was written, so it is among the artifacts this pass sends.
+        for wanted in (True, False):
+            for relative, path in self.pending():
+                if relative.startswith("results/") != wanted:
+                    continue
                 try:
-                    version = self.store.put_file(str(path), key, sha256, stat.st_size, attempts=attempts)
-                except UploadError as error:
-                    error.file = relative
-                    raise
-                self._sent[relative] = {"key": key, "local": relative, "size": stat.st_size, "sha256": sha256,
-                                        "file_id": version}
-                sent += 1
-            self._seen[relative] = (stat.st_size, stat.st_mtime_ns)
+                    versions[relative] = (path, self._version(relative, path))
+                except FileNotFoundError:  # replaced or removed meanwhile: the next pass sees what is there
+                    continue
+        records_waiting = [relative for relative in sorted(versions) if relative.startswith("results/")
+                           and not self._holds(relative, versions[relative][1])]
+        sent = self._send([relative for relative in sorted(versions) if not relative.startswith("results/")],
+                          versions, attempts, halt)
+        replaced = {relative: {"size": versions[relative][1].size, "sha256": versions[relative][1].sha256}
+                    for relative in records_waiting if relative in self._sent}
+        if records_waiting and (sent or replaced) and not (halt is not None and halt.is_set()):
+            self.store.put_bytes(self._index(replaced), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}",
+                                 attempts=attempts)
+        sent += self._send([relative for relative in sorted(versions) if relative.startswith("results/")],
+                           versions, attempts, halt)
         if sent:
             self.store.put_bytes(self._index(), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}",
                                  attempts=attempts)
         return sent
 
-    def _index(self) -> bytes:
-        return (json.dumps(self.record("partial"), indent=2, sort_keys=True) + "\n").encode()
+    def _send(self, files: list[str], versions: dict, attempts: Optional[int], halt: Optional[threading.Event]) -> int:
+        sent = 0
+        for relative in files:
+            if halt is not None and halt.is_set():
+                break
+            path, version = versions[relative]
+            if not self._holds(relative, version):
+                key = f"{self.run_prefix}/{relative}"
+                try:
+                    if version.data is None:
+                        file_id = self.store.put_file(str(path), key, version.sha256, version.size, attempts=attempts)
+                    else:
+                        file_id = self.store.put_bytes(version.data, key, attempts=attempts)
+                except UploadError as error:
+                    error.file = relative
+                    raise
+                self._sent[relative] = {"key": key, "local": relative, "size": version.size, "sha256": version.sha256,
+                                        "file_id": file_id}
+                sent += 1
+            self._seen[relative] = version.seen
+        return sent
+
+    def _holds(self, relative: str, version: "_Version") -> bool:
+        """Whether the store holds `version` of the file already."""
+        previous = self._sent.get(relative)
+        return previous is not None and (previous["sha256"], previous["size"]) == (version.sha256, version.size)
+
+    def _index(self, replacements: Optional[dict[str, dict]] = None) -> bytes:
+        """The store's index while the run goes; `replacements` ({local: {size, sha256}}) are about to be sent."""
+        record = self.record("partial")
+        record["files"] = [{**entry, "replacement": replacements[entry["local"]]} if entry["local"] in (replacements or {})
+                           else entry for entry in record["files"]]
+        return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
 
     def record(self, status: str, error: Optional[dict] = None) -> dict:
         """remote_artifacts.json's content: what is remote (`files`) and what is not (`not_uploaded`)."""

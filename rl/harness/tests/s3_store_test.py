@@ -257,7 +257,10 @@ def test_a_run_is_fetched_back_verified_and_resumed_from_its_newest_checkpoint(s
         assert cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "again", "--resume-from", "away",
                          "--no-upload-artifacts", *_roots(here)]) == 0
     assert "checkpoint checkpoints/iter_000004 of run away is not on this machine: fetched it from the store" in caplog.text
-    assert [row["training_iteration"] for row in run_helpers.metrics_rows(here / "a")] == [5, 6]  # joins at 4
+    resumed = here / "a" / "again"
+    assert [row["training_iteration"] for row in records.read_json_lines(str(resumed / records.METRICS_FILE))] == [5, 6]
+    carried = records.read_json_lines(str(resumed / records.LINEAGE_METRICS_FILE))  # the parent's, from the store
+    assert [row["training_iteration"] for row in carried] == [1, 2, 3, 4]  # the curve joins at 4
     fetched = here / "a" / "away" / "checkpoints" / "iter_000004" / "fake_state.json"
     assert fetched.read_bytes() == (tmp_path / "lost" / "a" / "away" / "checkpoints" / "iter_000004"
                                     / "fake_state.json").read_bytes()

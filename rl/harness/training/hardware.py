@@ -29,7 +29,7 @@ import os
 import platform as python_platform
 import re
 import sys
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from rl.harness import settings
 from rl.harness.errors import UsageError
@@ -207,10 +207,11 @@ def torch_determinism(torch) -> dict[str, Any]:
     }
 
 
-def detect_machine() -> MachineFacts:
+def detect_machine(environ: Optional[Mapping[str, str]] = None) -> MachineFacts:
+    """This machine's facts, its CPUs capped by $RL_HARNESS_CPUS in `environ` (default: this process's)."""
     cpu_count, cpu_limit = usable_cpu_count()
     try:
-        share = settings.cpu_share()
+        share = settings.cpu_share(environ)
     except ValueError as error:
         raise HardwareError(str(error)) from None
     if share is not None and share < cpu_count:
