@@ -126,6 +126,15 @@ def _code_key(code: dict) -> tuple:
                  for name in ("library", "experiment_repo"))
 
 
+def _difference(record: StudyRecord, code: dict, build: dict) -> Optional[str]:
+    """What of `record`'s code and lock this build does not have, in words; None when it has both."""
+    if _code_key(record.code) != _code_key(code):
+        return f"code ({summary.describe_code(record.code)}, here {summary.describe_code(code)})"
+    if record.build.get("lock_sha256") != build.get("lock_sha256"):
+        return f"lock ({record.build.get('lock_sha256')}, here {build.get('lock_sha256')})"
+    return None
+
+
 class StudyCommand:
     """One invocation: validated in `__init__` (nothing written), then `run()` (trials, record, summary)."""
 
@@ -195,9 +204,8 @@ class StudyCommand:
         if self.options.stop_at_env_steps not in (None, record.stop_at_env_steps):
             raise UsageError(f"study {study_id} caps its members at {record.stop_at_env_steps or 'no'} env steps; resume"
                              " it without --stop-at-env-steps (the record keeps its cap)")
-        if (_code_key(record.code) != _code_key(self.code)
-                or record.build.get("lock_sha256") != self.build.get("lock_sha256")):
-            self.at_commit = study_commit.recorded_commit(record)  # its commit's build checks and runs the rest
+        if differs := _difference(record, self.code, self.build):
+            self.at_commit = study_commit.recorded_commit(record, differs)  # its commit's build checks and runs the rest
             return record
         for member in record.members:
             result = summary.load_member(self.results_root, _started_runs(member, self.results_root), self.artifacts_root)
@@ -227,7 +235,7 @@ class StudyCommand:
 
     def run(self) -> int:
         if self.at_commit:
-            return study_commit.resume(self.record, self.options, self.code["experiment_repo"]["root"],
+            return study_commit.resume(self.record, self.at_commit, self.options, self.code["experiment_repo"]["root"],
                                        self.results_root, self.artifacts_root)
         if self.options.runs:
             return self._adopt(self.options.runs)

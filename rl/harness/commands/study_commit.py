@@ -1,7 +1,7 @@
 """`study --resume <id>` from a checkout whose code or lock is not the study's: the study's commit resumes it.
 
-    commit = study_commit.recorded_commit(record)     # UsageError unless the study ran from a committed tree
-    status = study_commit.resume(record, options, repo_root, results_root, artifacts_root)
+    commit = study_commit.recorded_commit(record, differs)  # UsageError unless the study ran from a committed tree
+    status = study_commit.resume(record, commit, options, repo_root, results_root, artifacts_root)
 
 The study's commit is checked out clean in a scratch worktree and built there (`checkout.py`, as
 `reproduce` does), and that build's own `study --resume` runs what is left and any `--seeds` added,
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 
+from rl.harness import settings
 from rl.harness.commands import checkout
 from rl.harness.errors import UsageError
 from rl.harness.study.record import StudyRecord
@@ -22,8 +23,11 @@ from rl.harness.study.record import StudyRecord
 HARNESS_TARGET = "//rl/harness:rl-harness"
 
 
-def recorded_commit(record: StudyRecord) -> str:
-    """The commit `record`'s members ran at; UsageError when they ran from uncommitted changes (no commit has them)."""
+def recorded_commit(record: StudyRecord, differs: str) -> str:
+    """The commit `record`'s members ran at; UsageError when they ran from uncommitted changes (no commit has them),
+    or when this process is that commit's own build and its code or lock still `differs` (said in words)."""
+    if settings.at_study_commit():  # checking the commit out again would start this process again
+        raise UsageError(f"study {record.study_id} cannot resume at its commit: its {differs}; start a new study")
     code = record.code.get("experiment_repo") or {}
     if not code.get("commit"):
         raise UsageError(f"study {record.study_id} recorded no git commit ({code.get('reason')}); resume it from the"
@@ -48,10 +52,10 @@ def _study_arguments(record: StudyRecord, options: argparse.Namespace, results_r
     return arguments + (["--smoke"] if record.smoke else []) + (["--retry-failed"] if options.retry_failed else [])
 
 
-def resume(record: StudyRecord, options: argparse.Namespace, repo_root: str, results_root: pathlib.Path,
-           artifacts_root: pathlib.Path) -> int:
-    """Resumes `record` at its commit, built in a scratch worktree of `repo_root`; its exit status."""
-    commit = recorded_commit(record)
+def resume(record: StudyRecord, commit: str, options: argparse.Namespace, repo_root: str,
+           results_root: pathlib.Path, artifacts_root: pathlib.Path) -> int:
+    """Resumes `record` at `commit` (its `recorded_commit`), built in a scratch worktree of `repo_root`; its exit
+    status."""
     worktree = checkout.scratch_worktree(repo_root, "study")
     print(f"study {record.study_id} ran at commit {commit[:12]}, this checkout is not that: resuming it from that"
           f" commit, checked out clean in {worktree} and built there ({HARNESS_TARGET})", flush=True)
@@ -60,7 +64,7 @@ def resume(record: StudyRecord, options: argparse.Namespace, repo_root: str, res
         status, _ = checkout.run_forwarding_signals(
             [*checkout.bazel(worktree), "run", *checkout.python_override(worktree), "--", HARNESS_TARGET,
              *_study_arguments(record, options, results_root, artifacts_root)],
-            cwd=worktree, env=checkout.child_environment())
+            cwd=worktree, env={**checkout.child_environment(), settings.AT_STUDY_COMMIT_ENV: "1"})
     finally:
         checkout.release(repo_root, worktree)
     return status

@@ -76,16 +76,10 @@ def _resume(repo, study_id, *flags):
     return cli.main(["rl-harness", "study", "tiny.study", "--smoke", "--resume", study_id, *_folders(repo), *flags])
 
 
-def _one_error_line(capsys) -> str:
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(lines) == 1, lines
-    return lines[0]
-
-
 def test_a_study_whose_commit_the_repository_lacks_is_refused_in_one_line(repo, capsys):
     _record(repo, "lost", commit="0" * 40)
     assert _resume(repo, "lost", "--seeds", "1-2") == EXIT_USAGE
-    assert f"commit {'0' * 40} of study lost is not in {repo}; fetch it" in _one_error_line(capsys)
+    assert f"commit {'0' * 40} of study lost is not in {repo}; fetch it" in run_helpers.one_error_line(capsys)
     assert run_helpers.git(repo, "worktree", "list").count("\n") == 1  # no worktree left behind
 
 
@@ -93,7 +87,16 @@ def test_a_study_run_from_uncommitted_changes_is_refused_in_one_line(repo, capsy
     _record(repo, "patched", dirty=True, diff_sha256="ab" * 32)
     _move_on(repo)
     assert _resume(repo, "patched", "--seeds", "1") == EXIT_USAGE
-    assert "study patched ran from uncommitted changes to commit" in _one_error_line(capsys)
+    assert "study patched ran from uncommitted changes to commit" in run_helpers.one_error_line(capsys)
+
+
+def test_the_studys_commit_that_still_differs_refuses_rather_than_checking_itself_out_again(repo, capsys, monkeypatch):
+    _record(repo, "again")
+    _move_on(repo)
+    monkeypatch.setenv("RL_HARNESS_AT_STUDY_COMMIT", "1")  # as the study's commit's own build is started
+    assert _resume(repo, "again", "--seeds", "1") == EXIT_USAGE
+    assert "study again cannot resume at its commit: its code (" in run_helpers.one_error_line(capsys)
+    assert run_helpers.git(repo, "worktree", "list").count("\n") == 1
 
 
 def _manifest(repo, run_id):
