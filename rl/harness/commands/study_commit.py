@@ -7,7 +7,7 @@ The study's commit is checked out clean in a scratch worktree and built there (`
 `reproduce` does), and that build's own `study --resume` runs what is left and any `--seeds` added,
 writing into this checkout's results and artifacts folders. So the new members' manifests record
 the study's commit and lock, whatever this checkout holds, and the study's record and summary take
-them in as the study's first members. A commit the repository lacks is refused in one line.
+them in beside the members it has. A commit the repository lacks is refused in one line.
 """
 
 from __future__ import annotations
