@@ -174,7 +174,6 @@ def _write(python: str, header: dict, runs: Iterator[dict]) -> int:
 
 def export(options, roots: list[str]) -> int:
     """The `export` command: finds the run (or, under --results-dir, the study), then writes it through MLflow."""
-    python = _python(options.python)
     uri = options.tracking_uri or f"sqlite:///{pathlib.Path(settings.working_directory(), DEFAULT_STORE).resolve()}"
     header = {"tracking_uri": uri}
     study_folder = find_study(pathlib.Path(options.results_dir), options.id) if options.results_dir else None
@@ -188,5 +187,6 @@ def export(options, roots: list[str]) -> int:
             raise UsageError(f"{error}; a study is found under the --results-dir it was run with") from None
         header.update(experiment=run.manifest.experiment.module or run.run_id, experiment_tags={})
         runs = iter([_of_run(run, options.artifacts_dir)])
+    python = _python(options.python)  # once the run or study is found: a typo in its id is said first
     print(f"exporting {options.id} to MLflow: experiment {header['experiment']!r} in {uri}", flush=True)
     return _write(python, header, runs)
