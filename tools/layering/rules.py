@@ -21,7 +21,7 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "harness": (
         frozenset(),
         frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "pyarrow", "scipy", "matplotlib", "tensorboard",
-                   "gymnasium"}),
+                   "google_crc32c", "gymnasium"}),
     ),
     "analysis": (
         frozenset({"learners", "harness"}),
@@ -56,4 +56,5 @@ CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     # A run's metrics as TensorBoard events, a study's HParams view, and the server over them (docs/architecture.md).
     ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/study/hparams.py",
                                  "rl/harness/commands/tensorboard_view.py"),
+    ("harness", "google_crc32c"): ("rl/harness/run/tensorboard_events.py",),  # the events' record checksums
 }
