@@ -18,7 +18,7 @@ from typing import Optional
 
 from rl.harness.commands import transfer
 from rl.harness.run import buildinfo, records
-from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, TuneRunner, read_manifest
+from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, TuneRunnerRecord, read_manifest
 from rl.harness.run.status import COMPLETED, run_id_problem
 from absl import logging
 
@@ -121,7 +121,7 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
     manifest = read_manifest(str(run_dir))  # RecordError (a UsageError) names a damaged record
     layout = RunLayout.of_run(run_dir, manifest, artifacts_root)
     places = layout.artifact_places(manifest)
-    if isinstance(manifest.runner, TuneRunner):
+    if isinstance(manifest.runner, TuneRunnerRecord):
         for place in places:
             storage = recorded_folder(place, manifest.runner.storage, "Tune storage")
             if storage.is_dir():

@@ -62,7 +62,7 @@ class RunSession:
     folders, and SIGINT/SIGTERM (which become `stop_requested`). Thread-safe: Tune's callbacks
     and the heartbeat thread write through the same lock.
 
-        session.record_runner(DirectRunner(...))      # the manifest's runner section (typed)
+        session.record_runner(DirectRunnerRecord(...))      # the manifest's runner section (typed)
         session.manifest.checkpoints[-1].path         # what was saved so far
     """
 

@@ -26,14 +26,14 @@ from rl.harness.tests import fake_bazel, run_helpers
 
 TARGET = "//tiny:recipe"
 RECIPE = '''"""A tiny deterministic recipe: fake_recipe's loop, one process, noise from the seed streams."""
-from rl.harness.run.manifest import OwnLoopRunner
+from rl.harness.run.manifest import OwnLoopRunnerRecord
 from rl.harness.tests import fake_recipe
 
 STEPS_PER_ITERATION = 100
 
 
 def run(context):
-    context.recorder.record_runner(OwnLoopRunner(kind="own loop", details={"determinism": {
+    context.recorder.record_runner(OwnLoopRunnerRecord(kind="own loop", details={"determinism": {
         "expected": True, "why": "one process; noise from the seed streams"}}))
     fake_recipe.STEPS_PER_ITERATION = STEPS_PER_ITERATION
     return fake_recipe.run(context)

@@ -29,7 +29,7 @@ from typing import Iterator, Mapping, Optional
 from absl import logging
 
 from rl.harness.run.context import RunContext
-from rl.harness.run.manifest import AgentRecord, AgentsInTurnRunner
+from rl.harness.run.manifest import AgentRecord, AgentsInTurnRunnerRecord
 from rl.harness.training import lifecycle, runners
 from rl.harness.training.configs import ConfigRequest, PreparedConfig
 
@@ -55,7 +55,7 @@ class AgentsInTurnTraining(lifecycle.Runner):
                  parallel_envs: Optional[int]):
         self.configs = dict(configs_by_name)
         self.stop, self.parallel_envs = stop, parallel_envs
-        self.record: Optional[AgentsInTurnRunner] = None
+        self.record: Optional[AgentsInTurnRunnerRecord] = None
 
     def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         if context.resume is not None:
@@ -66,13 +66,13 @@ class AgentsInTurnTraining(lifecycle.Runner):
         return {name: ConfigRequest(config, self.parallel_envs, context.seeds.integer(seed_stream(name)))
                 for name, config in self.configs.items()}
 
-    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> AgentsInTurnRunner:
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> AgentsInTurnRunnerRecord:
         agents = {}
         for name, agent in prepared.items():
             self.configs[name] = agent.config
             agents[name] = AgentRecord(algorithm=agent.algorithm, rllib_seed=agent.config.seed,
                                        sampling=agent.sampling, determinism=agent.determinism)
-        self.record = AgentsInTurnRunner(stop=dataclasses.asdict(self.stop), agents=agents)
+        self.record = AgentsInTurnRunnerRecord(stop=dataclasses.asdict(self.stop), agents=agents)
         return self.record
 
     def train(self, context: RunContext) -> Iterator[TrainedAgent]:

@@ -10,7 +10,7 @@
             update.result                                 # what Learner.update returned (a learner's own metrics)
 
 A recipe whose run is one such loop goes through the harness's lifecycle (no Ray started): its rows
-land in metrics.jsonl, the manifest's runner section is an `OwnLoopRunner` of kind "in_process",
+land in metrics.jsonl, the manifest's runner section is an `OwnLoopRunnerRecord` of kind "in_process",
 and a stop request ends it after the current iteration:
 
     rows = in_process.run_in_process(context, config, env=make_env(), stop=runners.StopRule(env_steps=100_000),
@@ -45,7 +45,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 from rl.harness.run.context import RunContext
-from rl.harness.run.manifest import OwnLoopRunner
+from rl.harness.run.manifest import OwnLoopRunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
 from rl.harness.run.machine import HardwareProfile
 from rl.harness.training import configs, hardware, lifecycle
@@ -156,10 +156,10 @@ class InProcessTraining(lifecycle.Runner):
     def start(self, context: RunContext) -> ContextManager[HardwareProfile]:
         return contextlib.nullcontext(context.hardware)
 
-    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> OwnLoopRunner:
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> OwnLoopRunnerRecord:
         main = prepared[lifecycle.MAIN]
         self.trainer = Trainer.of_prepared(main.config, env=self.env, profile=main.profile)
-        return OwnLoopRunner(kind=RUNNER_KIND, details={
+        return OwnLoopRunnerRecord(kind=RUNNER_KIND, details={
             "algorithm": main.algorithm, "rllib_seed": main.config.seed, "sampling": main.sampling,
             "determinism": main.determinism, "stop": dataclasses.asdict(self.stop)})
 

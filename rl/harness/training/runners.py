@@ -42,7 +42,7 @@ from ray import tune
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from rl.harness.run.context import RunContext, check_left_to_do
-from rl.harness.run.manifest import DirectRunner, TuneRunner
+from rl.harness.run.manifest import DirectRunnerRecord, TuneRunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 from rl.harness.training import configs, lifecycle
 from rl.harness.training.configs import ConfigRequest, PreparedConfig
@@ -132,10 +132,10 @@ class DirectTraining(lifecycle.Runner):
         check_left_to_do(context, self.stop)
         return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, context.seeds.integer("rllib"))}
 
-    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> DirectRunner:
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> DirectRunnerRecord:
         main = prepared[lifecycle.MAIN]
         self.config = main.config
-        return DirectRunner(
+        return DirectRunnerRecord(
             algorithm=main.algorithm, rllib_seed=self.config.seed, sampling=main.sampling,
             determinism=main.determinism, stop=dataclasses.asdict(self.stop),
             checkpoint_schedule=_describe(self.schedule),
@@ -288,12 +288,12 @@ class TuneTraining(lifecycle.Runner):
         return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, tune.grid_search(self.seeds),
                                               trains=configs.TUNE)}
 
-    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> TuneRunner:
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> TuneRunnerRecord:
         main = prepared[lifecycle.MAIN]
         self.config = _with_node_ids(main.config)
         _ACTIVE.update(recorder=context.recorder, stop=self.stop, saved_after_stop=set(), interrupted=False,
                        progress={})
-        return TuneRunner(
+        return TuneRunnerRecord(
             algorithm=main.algorithm, trial_seeds=tuple(self.seeds), storage=TUNE_STORAGE, sampling=main.sampling,
             determinism=main.determinism, stop=dataclasses.asdict(self.stop),
             checkpoint_every=self.checkpoint_every)
