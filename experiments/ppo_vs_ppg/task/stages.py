@@ -68,7 +68,7 @@ def run(context, task: str, algorithm: str, *, overrides: Optional[dict] = None)
     overrides = dict(overrides or {})
     config = tasks.config_for(task, algorithm, smoke=context.smoke, overrides=overrides)
     budget = tasks.TASKS[task].env_steps[context.smoke]
-    training = MeasuredTraining(config, tasks.TASKS[task].make_env(), StopRule(env_steps=budget),
+    training = MeasuredRunner(config, tasks.TASKS[task].make_env(), StopRule(env_steps=budget),
                                 tasks.NUM_ENVS_PER_RUN)
     curve, buffer_bytes_per_step, aux_kl_max = [], [], []
     update_peak_rise = {"policy": [], "aux": []}  # MiB above the RSS before each Learner.update
@@ -117,7 +117,7 @@ def run(context, task: str, algorithm: str, *, overrides: Optional[dict] = None)
 
 
 @dataclasses.dataclass
-class MeasuredTraining(in_process.InProcessTraining):
+class MeasuredRunner(in_process.InProcessRunner):
     """The in-process runner, measuring: when it was built (`built_at`, monotonic seconds) and its resident set
     then (`built_rss_mib`), and each update's peak rise (`update_peak_rises`, MiB)."""
 

@@ -48,7 +48,7 @@ class TrainedAgent:
     checkpoint: pathlib.Path  # its final checkpoint folder (an RLlib Algorithm checkpoint)
 
 
-class AgentsInTurnTraining(lifecycle.Runner):
+class AgentsInTurnRunner(lifecycle.Runner):
     """The agents of one run, each built, trained and saved after the one before it."""
 
     def __init__(self, configs_by_name: Mapping[str, object], *, stop: runners.StopRule,
@@ -101,4 +101,4 @@ def train_in_turn(context: RunContext, configs_by_name: Mapping[str, object], *,
     `runner` section records each agent's algorithm, seed, sampling plan, determinism and the
     nodes of its env runners.
     """
-    yield from lifecycle.run(context, AgentsInTurnTraining(configs_by_name, stop=stop, parallel_envs=parallel_envs))
+    yield from lifecycle.run(context, AgentsInTurnRunner(configs_by_name, stop=stop, parallel_envs=parallel_envs))

@@ -140,7 +140,7 @@ class Trainer:
 
 
 @dataclasses.dataclass
-class InProcessTraining(lifecycle.Runner):
+class InProcessRunner(lifecycle.Runner):
     """A Trainer as one of the lifecycle's runners: local compute (no Ray), rows logged, stop requests honoured."""
 
     config: Any
@@ -177,4 +177,4 @@ class InProcessTraining(lifecycle.Runner):
 
 def run_in_process(context: RunContext, config, *, env, stop: StopRule, parallel_envs: int) -> list[dict]:
     """Trains `config` in this process through the lifecycle; returns the rows it logged."""
-    return [update.row for update in lifecycle.run(context, InProcessTraining(config, env, stop, parallel_envs))]
+    return [update.row for update in lifecycle.run(context, InProcessRunner(config, env, stop, parallel_envs))]

@@ -9,7 +9,7 @@ finishes what it built.
     for result in lifecycle.run(context, runner):     # what runner.train yields (an agent, a final row)
         ...
 
-    class DirectTraining(lifecycle.Runner):           # runners.py: direct and Tune; agents.py: agents in turn
+    class DirectRunner(lifecycle.Runner):           # runners.py: direct and Tune; agents.py: agents in turn
         def requests(self, context): ...              # its checks (what it resumes), then {name: configs.ConfigRequest}
         def build(self, context, prepared): ...       # prepared configs -> the manifest's runner record
         def train(self, context): ...                 # yields results; AlgorithmTraining does build/train/checkpoint

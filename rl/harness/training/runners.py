@@ -116,7 +116,7 @@ class StopRule:
         return ((ITERATION, self.training_iterations), (ENV_STEPS, self.env_steps))
 
 
-class DirectTraining(lifecycle.Runner):
+class DirectRunner(lifecycle.Runner):
     """RLlib's train loop in this driver: one algorithm, checkpointed on a schedule (`run_direct`)."""
 
     def __init__(self, config, *, stop: StopRule, schedule: Callable[[int], bool], checkpoint_initial: bool,
@@ -168,7 +168,7 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
     if checkpoint_every is not None and checkpoint_at is not None:
         raise ValueError("give checkpoint_every or checkpoint_at, not both (checkpoint_at=Every(N) is checkpoint_every=N)")
     schedule = checkpoint_at if checkpoint_at is not None else Every(10 if checkpoint_every is None else checkpoint_every)
-    runner = DirectTraining(config, stop=stop, schedule=schedule, checkpoint_initial=checkpoint_initial,
+    runner = DirectRunner(config, stop=stop, schedule=schedule, checkpoint_initial=checkpoint_initial,
                             parallel_envs=parallel_envs)
     for outcome in lifecycle.run(context, runner):
         return outcome
@@ -268,7 +268,7 @@ def _trial_table(result_grid, artifacts_dir) -> list[dict]:
     return sorted(trials, key=lambda trial: str(trial["trial_id"]))
 
 
-class TuneTraining(lifecycle.Runner):
+class TuneRunner(lifecycle.Runner):
     """One Ray Tune trial per seed; Tune runs each trial's train loop and checkpoints (`run_tune`)."""
 
     def __init__(self, config, *, stop: StopRule, num_seeds: int, checkpoint_every: int, parallel_envs: Optional[int]):
@@ -335,7 +335,7 @@ class TuneTraining(lifecycle.Runner):
 def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1, checkpoint_every: int = 10,
              parallel_envs: Optional[int] = None) -> dict:
     """One Tune trial per seed (the recipe's search space, if any, multiplies); storage in artifacts/."""
-    runner = TuneTraining(config, stop=stop, num_seeds=num_seeds, checkpoint_every=checkpoint_every,
+    runner = TuneRunner(config, stop=stop, num_seeds=num_seeds, checkpoint_every=checkpoint_every,
                           parallel_envs=parallel_envs)
     for outcome in lifecycle.run(context, runner):
         return outcome
