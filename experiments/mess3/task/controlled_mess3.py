@@ -32,7 +32,7 @@ from rl.harness import Range
 from rl.envs.hmm import belief_after
 from rl.envs.mess3 import CONTROL_DEFAULTS, mess3_env, mess3_process
 from rl.learners import ActorCriticPPOTorchLearner
-from rl.learners.models import SettingsError, TransformerModel, TransformerSettings
+from rl.learners.models import ConfigError, TransformerModel, TransformerConfig
 
 # -- environment ---------------------------------------------------------------------------------
 
@@ -96,11 +96,11 @@ def transformer_config(hyperparameters: Mapping[str, Any], base: Optional[Mappin
 
 
 def check_transformer_hyperparameters(hyperparameters: Mapping[str, Any]) -> None:
-    """The Transformer's own rules (TransformerSettings) on the model/* values, as `Hyperparameters(check=...)`:
+    """The Transformer's own rules (TransformerConfig) on the model/* values, as `Hyperparameters(check=...)`:
     a ValueError naming the `--set` to type, before any record exists or Ray starts."""
     try:
-        TransformerSettings(**transformer_config(hyperparameters))
-    except SettingsError as error:
+        TransformerConfig(**transformer_config(hyperparameters))
+    except ConfigError as error:
         fixes = " or ".join(f"--set model/{field}={value}" for field, value in error.fixes.items()
                             if f"model/{field}" in TRANSFORMER_HYPERPARAMETERS)
         raise ValueError(f"the Transformer's {error.problem}" + (f"; type e.g. {fixes}" if fixes else "")) from None

@@ -18,14 +18,14 @@ from typing import Any
 from rl.learners.models.aux_heads import (
     NextTokenAuxHead,
     NextTokenAuxMLPModel,
-    NextTokenAuxSettings,
+    NextTokenAuxConfig,
     NextTokenAuxTransformerModel,
     StateAuxHead,
-    StateAuxSettings,
+    StateAuxConfig,
     StateAuxTransformerModel,
 )
 from rl.learners.models.base import ActorCriticModule
-from rl.learners.models.config import ActorCriticSettings, MLPSettings, SettingsError, TransformerSettings
+from rl.learners.models.config import ActorCriticConfig, MLPConfig, ConfigError, TransformerConfig
 from rl.learners.models.mlp import MLPModel
 from rl.learners.models.transformer import ResidualStream, TransformerModel
 
@@ -39,22 +39,22 @@ _FEATURE_FOLDER_EXPORTS = {
 __all__ = [
     "ActorCriticModule",
     "IQNValueMixin",
-    "ActorCriticSettings",
+    "ActorCriticConfig",
     "MLPModel",
-    "MLPSettings",
+    "MLPConfig",
     "NextTokenAuxHead",
     "NextTokenAuxMLPModel",
-    "NextTokenAuxSettings",
+    "NextTokenAuxConfig",
     "NextTokenAuxTransformerModel",
     "PPGAuxiliaryValueHead",
     "QRValueMixin",
     "ResidualStream",
     "StateAuxHead",
-    "StateAuxSettings",
+    "StateAuxConfig",
     "StateAuxTransformerModel",
     "TransformerModel",
-    "SettingsError",
-    "TransformerSettings",
+    "ConfigError",
+    "TransformerConfig",
 ]
 
 
