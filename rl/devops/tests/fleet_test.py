@@ -12,7 +12,7 @@ from rl.devops.vast.testing import b2_simulator, fake_api
 from rl.devops.vast.testing.leaks import assert_no_secret
 from rl.harness import settings
 
-FAST = fleet.Settings(boot_timeout_s=0.4, poll_interval_s=0.02, max_attempts=3, quarantine_hours=24,
+FAST = fleet.FleetConfig(boot_timeout_s=0.4, poll_interval_s=0.02, max_attempts=3, quarantine_hours=24,
                       parallelism=4, log_tail=50)
 SETUP = bootstrap.Bootstrap(repo=bootstrap.GitPin("https://example.com/research.git", "c" * 40))
 GIT_TOKEN = "ghp_" + "secrettoken" * 3
@@ -105,9 +105,9 @@ def test_a_job_left_without_offers_fails_alone(fl, fake, spec, progress):
     assert "not launched" in progress.getvalue()
 
 
-def test_bad_settings_are_refused():
+def test_a_bad_fleet_config_is_refused():
     with pytest.raises(Exception, match="max_attempts=0"):
-        fleet.Settings(max_attempts=0)
+        fleet.FleetConfig(max_attempts=0)
 
 
 def test_a_failed_create_moves_to_the_next_offer(fl, fake, spec, progress):
