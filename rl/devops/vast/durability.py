@@ -37,7 +37,7 @@ import subprocess
 from typing import Callable, Iterable, Optional, Protocol
 
 from rl.devops.vast import api, bootstrap, redact
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.remote import b2_mirror
 from rl.harness.remote.run_mirror import REMOTE_ARTIFACTS_SCHEMA_VERSION
 from rl.harness.remote.store import DEFAULT_PREFIX, StoreConfig
@@ -208,8 +208,8 @@ def b2_credentials() -> StoreConfig:
         credentials = b2_mirror.load_credentials()
     if credentials is None:
         raise redact.DevopsError(
-            f"the b2 sink needs the harness's B2 credentials: set ${settings.B2_KEY_ID_ENV}, ${settings.B2_KEY_ENV} "
-            f"and ${settings.B2_BUCKET_ENV}, or write {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
+            f"the b2 sink needs the harness's B2 credentials: set ${env_vars.B2_KEY_ID_ENV}, ${env_vars.B2_KEY_ENV} "
+            f"and ${env_vars.B2_BUCKET_ENV}, or write {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
     redact.register_secret(credentials.key_id)
     redact.register_secret(credentials.key)
     return credentials
@@ -268,8 +268,8 @@ class B2Store:
                                               valid_duration_seconds=valid_for_s, bucket_id=self._bucket.id_,
                                               name_prefix=f"{name_prefix}/")
         redact.register_secret(key.application_key)
-        return {settings.B2_KEY_ID_ENV: key.id_, settings.B2_KEY_ENV: key.application_key,
-                settings.B2_BUCKET_ENV: self.name, settings.B2_PREFIX_ENV: name_prefix}
+        return {env_vars.B2_KEY_ID_ENV: key.id_, env_vars.B2_KEY_ENV: key.application_key,
+                env_vars.B2_BUCKET_ENV: self.name, env_vars.B2_PREFIX_ENV: name_prefix}
 
     def sha256(self, key: str) -> str:
         writer = _HashingWriter()

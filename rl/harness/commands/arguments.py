@@ -17,7 +17,7 @@ from typing import Optional
 
 from absl.flags import argparse_flags
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import catalog, compare, recipes, study
 from rl.harness.errors import EXIT_USAGE
 from rl.harness.run import layout, rolling
@@ -109,7 +109,7 @@ def _fraction(text: str) -> float:
 def _user_path(text: str) -> pathlib.Path:
     """A path as the user meant it: relative to where they typed the command ($BUILD_WORKING_DIRECTORY
     under `bazel run`, whose own working folder is the runfiles tree a rebuild may delete)."""
-    return pathlib.Path(settings.working_directory()) / pathlib.Path(text).expanduser()
+    return pathlib.Path(env_vars.working_directory()) / pathlib.Path(text).expanduser()
 
 
 def _add_results_dir(parser: argparse.ArgumentParser, help_text: str) -> None:

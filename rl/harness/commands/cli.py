@@ -36,7 +36,7 @@ from typing import Callable, Optional
 
 from absl import app, logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study, transfer
 from rl.harness.commands.arguments import parse
 from rl.harness.errors import HarnessError
@@ -54,7 +54,7 @@ def _catalog_roots(options: argparse.Namespace) -> list[str]:
     lists only its own)."""
     if options.results_dir is not None:
         return [str(recipes.check_folder(options.results_dir, "--results-dir"))]
-    return [settings.workspace_directory() or os.getcwd()]
+    return [env_vars.workspace_directory() or os.getcwd()]
 
 
 def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
@@ -137,7 +137,7 @@ def restart_with_pinned_kernels(command: str, options: argparse.Namespace) -> No
     if command != "run" or options.hardware_profile != hardware.PORTABLE_PROFILE:
         return
     pins = hardware.portable_kernel_dispatch()
-    if settings.kernel_dispatch_settings().items() >= pins.items():
+    if env_vars.kernel_dispatch_variables().items() >= pins.items():
         return
     sys.stdout.flush()
     sys.stderr.flush()

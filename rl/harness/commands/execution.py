@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 from absl import logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import catalog, recipes, resume
 from rl.harness.remote import run_mirror, stores
 from rl.harness.remote.store import CredentialsError, Store, StoreConfig
@@ -58,7 +58,7 @@ class Plan:
     profile: HardwareProfile
     upload: Optional[Store]  # opened and checked
     upload_explicit: bool
-    mirror_s: tuple[float, float]  # the mirror's interval and its drain at the end (settings.mirror_seconds)
+    mirror_s: tuple[float, float]  # the mirror's interval and its drain at the end (env_vars.mirror_seconds)
     heartbeat_s: float
     patch_cap_bytes: int
     hyperparameters: dict  # the recipe's declared defaults with the --set overrides applied
@@ -97,10 +97,10 @@ def prepare(options: argparse.Namespace, module_name: str, connect_store: Callab
     """Validates a run request; raises UsageError naming the fix."""
     if options.run_id is not None and (problem := run_id_problem(options.run_id)):
         raise UsageError(problem)
-    heartbeat_s = settings.heartbeat_seconds()  # each a SettingError (a UsageError) naming the fix
-    mirror_s = settings.mirror_seconds()
-    patch_cap_bytes = settings.patch_cap_bytes()
-    connect_timeout_s = settings.ray_connect_timeout_seconds()
+    heartbeat_s = env_vars.heartbeat_seconds()  # each a EnvVarError (a UsageError) naming the fix
+    mirror_s = env_vars.mirror_seconds()
+    patch_cap_bytes = env_vars.patch_cap_bytes()
+    connect_timeout_s = env_vars.ray_connect_timeout_seconds()
     module = recipes.load_recipe(module_name)
     if not options.allow_untracked_code and (
             reason := provenance.no_commit_reason(os.path.realpath(module.__file__))):

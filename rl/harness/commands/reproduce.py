@@ -34,7 +34,7 @@ from typing import Any, Optional
 
 from absl import logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import cross_platform
 from rl.harness.run import buildinfo, finder, hyperparameters, platform, provenance, records
 from rl.harness.run.machine import MachineFacts
@@ -224,7 +224,7 @@ def _run(command: list[str], cwd: str, what: str, **kwargs) -> subprocess.Comple
 def scratch_worktree(repo_root: str) -> str:
     """One fixed path per repository: Bazel keys its output base (and venv) on the path, so they survive between
     reproductions although the worktree itself is removed after each (`release`)."""
-    base = settings.reproduce_scratch_dir()
+    base = env_vars.reproduce_scratch_dir()
     return os.path.join(base, hashlib.sha256(repo_root.encode()).hexdigest()[:12])
 
 
@@ -291,7 +291,7 @@ def _python_override(worktree: str) -> list[str]:
 
 
 def _bazel(worktree: str) -> list[str]:
-    explicit = settings.bazel_command()
+    explicit = env_vars.bazel_command()
     if explicit:
         return explicit
     wrapper = os.path.join(worktree, "bazelw")
@@ -476,7 +476,7 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_roo
     layout = _layout(original, artifacts_root)
     original_rows = prefix.take(_metrics(str(layout.artifacts_dir), original.run_id, original.status,
                                          layout.recorded_elsewhere(manifest)))
-    repo_root = repo_root or provenance.git_state(settings.workspace_directory() or os.getcwd())["root"]
+    repo_root = repo_root or provenance.git_state(env_vars.workspace_directory() or os.getcwd())["root"]
     if repo_root is None:
         raise ReproduceError("not inside a git checkout; run reproduce from the repository the run came from")
     worktree = scratch_worktree(repo_root)

@@ -34,7 +34,7 @@ from typing import Any, Iterator, Mapping, Optional
 
 from absl import logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.run import records, redaction, seeding, tensorboard_events
 from rl.harness.run.checkpoint_folders import CheckpointFolders, science_name
 from rl.harness.run.layout import RunLayout
@@ -72,7 +72,7 @@ class RunSession:
         layout: RunLayout,
         manifest: RunManifest,
         seeds: seeding.SeedStreams,
-        heartbeat_s: float = settings.DEFAULT_HEARTBEAT_S,
+        heartbeat_s: float = env_vars.DEFAULT_HEARTBEAT_S,
         verbosity: Optional[int] = None,
         budget_cap: RowBudget = RowBudget(),
         rolling: RollingCadence = RollingCadence(),

@@ -31,7 +31,7 @@ import re
 import sys
 from typing import Any, Optional
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.errors import UsageError
 from rl.harness.run import platform
 from rl.harness.run.machine import HardwareProfile, MachineFacts
@@ -195,11 +195,11 @@ def torch_determinism(torch) -> dict[str, Any]:
 def detect_machine() -> MachineFacts:
     cpu_count, cpu_limit = usable_cpu_count()
     try:
-        share = settings.cpu_share()
+        share = env_vars.cpu_share()
     except ValueError as error:
         raise HardwareError(str(error)) from None
     if share is not None and share < cpu_count:
-        cpu_count, cpu_limit = share, f"${settings.CPU_SHARE_ENV}={share} (of {cpu_limit} {cpu_count})"
+        cpu_count, cpu_limit = share, f"${env_vars.CPU_SHARE_ENV}={share} (of {cpu_limit} {cpu_count})"
     cuda_available, gpu_count, gpu_model, cuda_version, mps_available = False, 0, None, None, False
     determinism_settings = None
     apple_silicon = sys.platform == "darwin" and python_platform.machine() == "arm64"
