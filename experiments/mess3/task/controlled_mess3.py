@@ -73,7 +73,7 @@ MODEL_CONFIG = {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 6
                 "max_seq_len": 16, "vf_share_layers": True}
 
 
-# What `--set` may change in a recipe (rl/harness/run/hyperparameters.py): PPO's settings in every
+# What `--set` may change in a recipe (rl/harness/run/hyperparameters.py): PPO's hyperparameters in every
 # Mess3 recipe that declares them, the Transformer's size in those with a Transformer. The scores
 # stay on the task's gamma 0.9 (control_scores) whatever ppo/gamma trains with.
 PPO_HYPERPARAMETERS = {"ppo/lr": 1e-3, "ppo/gamma": 0.9, "ppo/lambda": 0.9, "ppo/entropy_coeff": 0.01,
@@ -115,7 +115,7 @@ def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerMode
     The variants swap parts: iqn_critic the module and learner, ppg the algorithm and module
     (`learner_class=None` keeps the algorithm's own Learner), oracle_belief_separate_critic the module
     and observation.
-    `hyperparameters` (a run's `context.hyperparameters`) may change the ppo/* settings.
+    `hyperparameters` (a run's `context.hyperparameters`) may change the ppo/* hyperparameters.
     """
     ppo = {**PPO_HYPERPARAMETERS, **{key: value for key, value in (hyperparameters or {}).items()
                                      if key in PPO_HYPERPARAMETERS}}
