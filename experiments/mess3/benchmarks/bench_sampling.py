@@ -7,7 +7,7 @@ Four samplers of 2048 env steps (the main job's module, env and 32 parallel envs
 thread), built once, then timed in alternating rounds of `--samples` calls each, so that the
 machine's hour moves them alike; each figure is the median over rounds, in ms per 2048 env steps:
 - `rllib`: RLlib's SingleAgentEnvRunner with RLlib's defaults;
-- `harness_rllib_runner`: the config the harness prepares for a local runner (`configs.configure`:
+- `harness_rllib_runner`: the config the harness prepares for a local runner (`configs.prepare`:
   rl/harness/training/sampling_connectors.py's pipelines, list episodes) with `--env-runner rllib`;
 - `harness`: the same config with the harness's BatchedEnvRunner (the default);
 - `plain`: the plain PyTorch loop's sampler (experiments/mess3/benchmarks/torch_reference.py):
@@ -63,7 +63,7 @@ def build_runner(variant: str) -> SingleAgentEnvRunner:
     env_runner = hardware.RLLIB_ENV_RUNNER if variant == "harness_rllib_runner" else hardware.BATCHED_ENV_RUNNER
     profile = hardware.choose_profile("cpu", hardware.detect_machine(), env_runner)
     local = hardware.SamplingPlan(task.PARALLEL_ENVS, 0, task.PARALLEL_ENVS, "local", "bench_sampling")
-    config = configs.configure(config, profile, local, seed=0)
+    config = configs.prepare(configs.ConfigRequest(config, task.PARALLEL_ENVS, seed=0), profile, local).config
     runner = (config.env_runner_cls or SingleAgentEnvRunner)(config=config)
     assert not isinstance(runner, BatchedEnvRunner) or runner.fallback is None, runner.fallback
     return runner

@@ -111,7 +111,7 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
         if command != "run":
             print("\n".join(run_catalog(command, options, experiment)))
             return 0
-        plan = execution.prepare(options, experiment or options.module, connect_store)
+        plan = execution.plan_run(options, experiment or options.module, connect_store)
         return execution.execute(plan, verbosity)  # raises only while claiming and starting the run
     except HarnessError as error:
         if error.exit_status == 0:  # NothingToDo: the request was done already

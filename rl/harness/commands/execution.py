@@ -1,9 +1,9 @@
-"""One run from validated request to final status: prepare (no records yet), execute, upload.
+"""One run from validated request to final status: plan_run (no records yet), execute, upload.
 
-    plan = execution.prepare(options, "experiments.mess3.reward_only")   # UsageError naming the fix
+    plan = execution.plan_run(options, "experiments.mess3.reward_only")   # UsageError naming the fix
     exit_code = execution.execute(plan)    # 0 completed, 1 failed, 128 + signal interrupted, 3 upload failed
 
-Everything that can be wrong with the request is found in `prepare`, before any record is written.
+Everything that can be wrong with the request is found in `plan_run`, before any record is written.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _checked_store(config: StoreConfig, connect_store: Callable, layout: RunLayo
     return store
 
 
-def prepare(options: argparse.Namespace, module_name: str, connect_store: Callable = stores.open_store) -> Plan:
+def plan_run(options: argparse.Namespace, module_name: str, connect_store: Callable = stores.open_store) -> Plan:
     """Validates a run request; raises UsageError naming the fix."""
     if options.run_id is not None and (problem := run_id_problem(options.run_id)):
         raise UsageError(problem)

@@ -2,7 +2,7 @@
 
     facts = hardware.detect_machine()              # cgroup-aware CPU count, GPU model, CUDA
     profile = hardware.choose_profile("auto", facts)  # a run.machine.HardwareProfile
-    hardware.apply_to(profile, config, plan)       # an RLlib AlgorithmConfig (configs.configure calls this)
+    hardware.apply_to(profile, config, plan)       # an RLlib AlgorithmConfig (configs.prepare calls this)
     hardware.apply_process_settings(profile)       # torch threads for this process and its children
 
 Profiles (docs/harness.md explains the choices):
