@@ -198,7 +198,7 @@ def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
                  plan.profile.name, layout.results_dir, layout.artifacts_dir)
     if plan.resume is not None:
         logging.info("%s", resume.describe(plan.resume))
-    context = RunContext(run_id=layout.run_id, experiment=plan.module_name, seed=plan.options.seed,
+    context = RunContext(run_id=layout.run_id, recipe=plan.module_name, seed=plan.options.seed,
                          smoke=plan.options.smoke, results_dir=layout.results_dir, artifacts_dir=layout.artifacts_dir,
                          hardware=plan.profile, resume=plan.resume, ray_address=plan.options.ray_address,
                          seeds=seeds, recorder=run, hyperparameters=plan.hyperparameters)

@@ -31,7 +31,7 @@ from rl.harness.run.session import RunSession
 
 @dataclasses.dataclass(frozen=True)
 class RunContext:
-    """What one run's recipe is given: who it is (id, experiment, seed, smoke), where its records go, on what
+    """What one run's recipe is given: who it is (id, recipe, seed, smoke), where its records go, on what
     hardware, what it resumes, and its record keeper; frozen and operational (no science).
 
         context.seeds.integer("rllib")                      # named seed streams of the root seed
@@ -41,7 +41,7 @@ class RunContext:
     """
 
     run_id: str
-    experiment: str  # the recipe's dotted module
+    recipe: str  # the recipe's dotted module
     seed: int  # the root seed, recorded unchanged; consumers draw from `seeds`
     smoke: bool  # run the recipe's minimal budget
     results_dir: pathlib.Path  # results/[smoke/]<run-id>/: small, committed

@@ -328,7 +328,7 @@ def test_an_experiments_runs_command_lists_only_that_experiments_runs(roots, tmp
     monkeypatch.setenv("FAKE_RECIPE_FAIL_AT", "1")
     assert cli.main(["rl-harness", FAKE, "--run-id", "broken", *folders]) == 1
     capsys.readouterr()
-    assert cli.main(["fake", "runs", "--results-dir", str(roots[0])], experiment=FAKE) == 0
+    assert cli.main(["fake", "runs", "--results-dir", str(roots[0])], recipe=FAKE) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["mine", "broken"]
     assert cli.main(["rl-harness", "runs", "--results-dir", str(roots[0]), "--experiment", "other_recipe"]) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["theirs"]
@@ -442,13 +442,13 @@ def test_the_recipes_binary_and_the_generic_one_find_the_same_runs(tmp_path, mon
     custom = ["--results-dir", str(tmp_path / "custom" / "res"), "--artifacts-dir", str(tmp_path / "custom" / "art")]
     assert cli.main(["rl-harness", FAKE, "--run-id", "elsewhere", *custom]) == 0
     assert cli.main(["rl-harness", FAKE, "--run-id", "other", "--seed", "3", *custom]) == 0
-    for argv, experiment in ((["rl-harness"], None), (["fake"], FAKE)):
+    for argv, recipe in ((["rl-harness"], None), (["fake"], FAKE)):
         capsys.readouterr()
-        assert cli.main([*argv, "show", "elsewhere"], experiment=experiment) == 0
+        assert cli.main([*argv, "show", "elsewhere"], recipe=recipe) == 0
         assert capsys.readouterr().out.startswith("run elsewhere: completed")
-        assert cli.main([*argv, "diff", "elsewhere", "other"], experiment=experiment) == 0
+        assert cli.main([*argv, "diff", "elsewhere", "other"], recipe=recipe) == 0
         assert "seed: 42 -> 3" in capsys.readouterr().out
-        assert cli.main([*argv, "runs"], experiment=experiment) == 0
+        assert cli.main([*argv, "runs"], recipe=recipe) == 0
         assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["elsewhere", "other"]
 
 
