@@ -201,7 +201,7 @@ def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
     context = RunContext(run_id=layout.run_id, recipe=plan.module_name, seed=plan.options.seed,
                          smoke=plan.options.smoke, results_dir=layout.results_dir, artifacts_dir=layout.artifacts_dir,
                          hardware=plan.profile, resume=plan.resume, ray_address=plan.options.ray_address,
-                         seeds=seeds, recorder=run, hyperparameters=plan.hyperparameters)
+                         seeds=seeds, session=run, hyperparameters=plan.hyperparameters)
     error = None
     try:
         outcome = plan.module.run(context)

@@ -27,5 +27,5 @@ def recorded_context(tmp_path, *, root_seed: int, cpus: int = 2, budget_cap=RowB
     recorder.start()
     context = RunContext(run_id="test", recipe="test", seed=root_seed, smoke=True,
                          results_dir=recorder.results_dir, artifacts_dir=recorder.artifacts_dir,
-                         hardware=machine_profile(cpus), resume=resume, seeds=seeds, recorder=recorder)
+                         hardware=machine_profile(cpus), resume=resume, seeds=seeds, session=recorder)
     return context, recorder

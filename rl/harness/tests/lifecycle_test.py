@@ -104,7 +104,7 @@ def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collecte
                                            stop=runners.StopRule(training_iterations=2))
     frozen = algo.frozen_while_training
     del algo
-    last = training.run(types.SimpleNamespace(recorder=recorder, artifacts_dir=tmp_path))
+    last = training.run(types.SimpleNamespace(session=recorder, artifacts_dir=tmp_path))
     assert last[ITERATION] == 2 and frozen == [True, True]
     assert stop_calls == ["stop"] and gc.get_freeze_count() == 0
     assert stopped() is None  # collected by the run, with no collection of the test's

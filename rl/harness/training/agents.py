@@ -77,7 +77,7 @@ class AgentsInTurnRunner(lifecycle.Runner):
 
     def train(self, context: RunContext) -> Iterator[TrainedAgent]:
         for name, config in self.configs.items():
-            row = None if context.recorder.stop_requested else lifecycle.AlgorithmTraining(
+            row = None if context.session.stop_requested else lifecycle.AlgorithmTraining(
                 config, self.stop, trial=name, tags={AGENT_TAG: name},
                 on_built=lambda algo, name=name: self._record_nodes(context, name, algo)).run(context)
             if row is None:
@@ -89,7 +89,7 @@ class AgentsInTurnRunner(lifecycle.Runner):
     def _record_nodes(self, context: RunContext, name: str, algo) -> None:
         agent = dataclasses.replace(self.record.agents[name], env_runner_nodes=tuple(lifecycle.env_runner_nodes(algo)))
         self.record = dataclasses.replace(self.record, agents={**self.record.agents, name: agent})
-        context.recorder.record_runner(self.record)
+        context.session.record_runner(self.record)
 
 
 def train_in_turn(context: RunContext, configs_by_name: Mapping[str, object], *, stop: runners.StopRule,

@@ -165,9 +165,9 @@ class InProcessRunner(lifecycle.Runner):
 
     def train(self, context: RunContext) -> Iterator[Update]:
         for update in self.trainer.train(self.stop):
-            context.recorder.log_metrics(update.row)
+            context.session.log_metrics(update.row)
             yield update
-            if context.recorder.stop_requested:  # SIGINT / SIGTERM: end after this iteration's row
+            if context.session.stop_requested:  # SIGINT / SIGTERM: end after this iteration's row
                 return
 
     def finish(self, context: RunContext) -> None:

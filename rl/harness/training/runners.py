@@ -146,7 +146,7 @@ class DirectRunner(lifecycle.Runner):
         training = lifecycle.AlgorithmTraining(
             self.config, self.stop, schedule=self.schedule, save_initial=self.checkpoint_initial and resume is None,
             restore_from=resume.checkpoint if resume else None, restore_iteration=resume.iteration if resume else None,
-            on_built=lambda algo: context.recorder.record_cluster(
+            on_built=lambda algo: context.session.record_cluster(
                 {"env_runner_nodes": lifecycle.env_runner_nodes(algo)}))
         row = training.run(context)
         if row is not None:
@@ -291,7 +291,7 @@ class TuneRunner(lifecycle.Runner):
     def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> TuneRunnerRecord:
         main = prepared[lifecycle.MAIN]
         self.config = _with_node_ids(main.config)
-        _ACTIVE.update(recorder=context.recorder, stop=self.stop, saved_after_stop=set(), interrupted=False,
+        _ACTIVE.update(recorder=context.session, stop=self.stop, saved_after_stop=set(), interrupted=False,
                        progress={})
         return TuneRunnerRecord(
             algorithm=main.algorithm, trial_seeds=tuple(self.seeds), storage=TUNE_STORAGE, sampling=main.sampling,
@@ -322,7 +322,7 @@ class TuneRunner(lifecycle.Runner):
                 ),
             )
         trials = _trial_table(tuner.fit(), str(context.artifacts_dir))
-        context.recorder.set_summary_section("trials", trials)
+        context.session.set_summary_section("trials", trials)
         failed = [trial for trial in trials if trial["status"] == "error"]
         if failed:
             raise RuntimeError(f"{len(failed)} of {len(trials)} Tune trials failed; first: {failed[0]['error']}")
