@@ -40,7 +40,7 @@ from rl.analysis.adapters import ProbePlan
 from rl.analysis.checkpoints import RunArtifacts, find_checkpoints
 from rl.harness import env_vars
 from rl.harness.commands import recipes
-from rl.harness.errors import HarnessError, UsageError
+from rl.harness import HarnessError, UsageError
 from rl.harness.run import records
 from rl.harness.training import hardware
 

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 from rl.harness import RecordError, scan_runs
 from rl.harness.commands import catalog
 from rl.harness.study import summary
-from rl.harness.study.declaration import Study
-from rl.harness.study.record import COMPLETED, StudyRecord, find_study
+from rl.harness.study import COMPLETED, Study, StudyRecord, find_study
 
 if TYPE_CHECKING:
     import pandas

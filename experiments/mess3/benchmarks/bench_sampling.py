@@ -34,7 +34,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from experiments.mess3.benchmarks import torch_reference
 from experiments.mess3.task import controlled_mess3 as task
 from rl.harness.training import configs, hardware
-from rl.harness.training.batched_env_runner import BatchedEnvRunner
+from rl.harness.training import batched_env_runner
 from rl.learners.models import TransformerModel
 
 STEPS_PER_SAMPLE = 2048
@@ -65,7 +65,7 @@ def build_runner(variant: str) -> SingleAgentEnvRunner:
     local = hardware.SamplingPlan(task.PARALLEL_ENVS, 0, task.PARALLEL_ENVS, "local", "bench_sampling")
     config = configs.prepare(configs.ConfigRequest(config, task.PARALLEL_ENVS, seed=0), profile, local).config
     runner = (config.env_runner_cls or SingleAgentEnvRunner)(config=config)
-    assert not isinstance(runner, BatchedEnvRunner) or runner.fallback is None, runner.fallback
+    assert not isinstance(runner, batched_env_runner.BatchedEnvRunner) or runner.fallback is None, runner.fallback
     return runner
 
 
@@ -85,7 +85,7 @@ class _Sampler:
         self.sample = lambda: runner.sample(num_timesteps=STEPS_PER_SAMPLE)
         runner.module.forward_exploration = _Timed(runner.module.forward_exploration, "module_forward", self.parts)
         runner._try_env_step = _Timed(runner._try_env_step, "env_step", self.parts)
-        if isinstance(runner, BatchedEnvRunner):
+        if isinstance(runner, batched_env_runner.BatchedEnvRunner):
             [outputs] = runner._module_to_env.connectors
             outputs.batched = _Timed(outputs.batched, "module_to_env", self.parts)
             runner._next_inputs = _Timed(runner._next_inputs, "env_to_module", self.parts)

@@ -34,8 +34,7 @@ import numpy as np
 import torch
 
 from experiments.mess3.task.controlled_mess3 import A, X
-from rl.analysis.activations import RESIDUAL_STREAM
-from rl.analysis.token_contexts import enumerate_contexts
+from rl.analysis import RESIDUAL_STREAM, enumerate_contexts
 from rl.analysis.plots import belief_simplex_figure, learning_curves_figure, probe_r2_figure, save_figure
 from rl.analysis.probes import ProbeOptions, probe_layers
 from rl.analysis.rollouts import context_dataset
@@ -44,7 +43,7 @@ from rl.envs.hmm.sequences import next_token_entropies, sample_sequences, sequen
 from rl.envs.mess3 import mess3_process
 from rl.harness.run import records
 from rl.learners.models import TransformerConfig
-from rl.learners.next_token import NextTokenModel, NextTokenTraining, train_next_token
+from rl.learners import NextTokenModel, NextTokenTraining, train_next_token
 
 CONTEXT_LENGTH = 10  # Shai et al.'s context window
 # The paper's scale: residual stream 64, 4 blocks, 1 head, MLP 4 x 64. Each step sees the

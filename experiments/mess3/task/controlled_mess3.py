@@ -25,8 +25,7 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.tune.registry import register_env
 
-from rl.analysis.adapters import ContextProbing, ProbePlan, RolloutProbing
-from rl.analysis.baselines import random_network
+from rl.analysis import ContextProbing, ProbePlan, RolloutProbing, random_network
 from rl.analysis.probes import ProbeOptions
 from rl.harness import Range
 from rl.envs.hmm import belief_after

@@ -43,7 +43,7 @@ from typing import Optional
 
 from rl.devops.vast import redact
 from rl.harness import env_vars
-from rl.harness.run.status import run_id_problem
+from rl.harness.run import status
 
 # The environment variable the instance reads a git token from (set through the create call's env).
 GIT_TOKEN_ENV = "RLH_GIT_TOKEN"
@@ -108,7 +108,7 @@ class Job:
             raise redact.DevopsError(f"target {self.target!r} is not a Bazel label like //experiments/x:y")
         if self.seed < 0:
             raise redact.DevopsError(f"seed {self.seed} must be >= 0")
-        problem = run_id_problem(self.run_id)
+        problem = status.run_id_problem(self.run_id)
         if problem:
             raise redact.DevopsError(problem)
 

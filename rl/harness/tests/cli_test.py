@@ -379,6 +379,20 @@ def test_an_rl_experiment_binary_records_its_build_hash(tmp_path):
     assert "built" in listing.stdout and "completed" in listing.stdout
 
 
+@pytest.mark.parametrize("code", [
+    # The face: the devops venv, which has none of these, imports it.
+    "import rl.harness",
+    # `rl-harness runs`: the catalog reads JSON records; Ray, torch and pandas are seconds of start-up.
+    "from rl.harness.commands import cli; cli.main(['rl-harness', 'runs', '--results-dir', sys.argv[1]])",
+])
+def test_the_face_and_the_runs_command_load_no_heavy_library(code, tmp_path):
+    heavy = {"import rl.harness": ["numpy", "scipy", "ray", "torch", "pandas"]}.get(code, ["ray", "torch", "pandas"])
+    check = f"import sys; {code}; sys.exit(','.join(m for m in {heavy!r} if m in sys.modules) or None)"
+    finished = subprocess.run([sys.executable, "-c", check, str(tmp_path)], env=run_helpers.child_env(), timeout=120,
+                              capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr
+
+
 def test_the_cli_and_the_address_check_import_no_ray():
     code = "import sys, rl.harness.commands.cli, rl.harness.training.cluster; sys.exit('ray' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], env=run_helpers.child_env(), timeout=60).returncode == 0
