@@ -32,7 +32,7 @@ def runs(roots: Sequence[str], *, experiment: Optional[str] = None, status: Opti
     import pandas
 
     columns, rows = catalog.flat_rows(catalog.run_rows(*catalog.select_runs(*scan_runs(list(roots)),
-                                                                            experiment=experiment, status=status)))
+                                                                            recipe=experiment, status=status)))
     return pandas.DataFrame(rows, columns=columns)
 
 

@@ -179,9 +179,10 @@ def _catalog_parser(command: str, recipe: Optional[str]) -> argparse.ArgumentPar
                             help=f"the PNG to write (default: {layout.COMPARISONS_DIR}/<run ids>.png under the first"
                                  " run's results root)")
     elif command == "runs":
-        parser.add_argument("--experiment", metavar="MODULE",
+        # --experiment: the same filter as scripts and muscle memory spell it.
+        parser.add_argument("--recipe", "--experiment", dest="recipe", metavar="MODULE",
                             help="only this recipe's runs: its dotted module or its last parts (e.g. reward_only);"
-                                 " an experiment's binary lists its own by default")
+                                 " a recipe's binary lists its own by default")
         parser.add_argument("--status", choices=catalog.LISTED_STATUSES, help="only the runs of this status")
         parser.add_argument("--last", type=_positive, metavar="N", help="only the N most recently started")
         form = parser.add_mutually_exclusive_group()

@@ -5,7 +5,7 @@
                [--run-id ID] [--upload-artifacts | --no-upload-artifacts] [--ray-address ADDRESS]
                [--stop-at-iteration N | --stop-at-env-steps N] [--set KEY=VALUE ...]
                [--rolling-checkpoint-minutes M] [--rolling-checkpoint-fraction F]
-    rl-harness runs [--experiment MODULE] [--status STATUS] [--last N] [--json | --csv] [--results-dir DIR]
+    rl-harness runs [--recipe MODULE] [--status STATUS] [--last N] [--json | --csv] [--results-dir DIR]
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
     rl-harness compare <run-id>... [--metric KEY]... [--output PNG] [--results-dir DIR]
@@ -60,7 +60,7 @@ def _catalog_roots(options: argparse.Namespace) -> list[str]:
 def run_catalog(command: str, options: argparse.Namespace, recipe: Optional[str]) -> list[str]:
     roots = _catalog_roots(options)
     if command == "runs":
-        chosen = catalog.select_runs(*finder.scan_runs(roots), experiment=options.experiment or recipe,
+        chosen = catalog.select_runs(*finder.scan_runs(roots), recipe=options.recipe or recipe,
                                      status=options.status, last=options.last, smoke=options.smoke, sort=options.sort)
         if options.json:
             return [json.dumps(catalog.run_rows(*chosen), indent=2)]

@@ -114,7 +114,7 @@ def check_experiment(source: ResumeSource, requested: str, module_name: str) -> 
         raise UsageError(f"--resume-from {requested} is a checkpoint of {source.experiment}, not of {module_name}:"
                          f" its networks would not fit this recipe; resume it with {source.experiment}'s own target,"
                          f" or pass a run or checkpoint of {module_name}"
-                         f" (`{buildinfo.harness_command('runs', '--experiment', module_name)}` lists them)")
+                         f" (`{buildinfo.harness_command('runs', '--recipe', module_name)}` lists them)")
 
 
 def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:

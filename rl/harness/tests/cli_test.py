@@ -330,6 +330,9 @@ def test_an_experiments_runs_command_lists_only_that_experiments_runs(roots, tmp
     capsys.readouterr()
     assert cli.main(["fake", "runs", "--results-dir", str(roots[0])], recipe=FAKE) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["mine", "broken"]
+    assert cli.main(["rl-harness", "runs", "--results-dir", str(roots[0]), "--recipe", "other_recipe"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["theirs"]
+    # the same filter spelled --experiment
     assert cli.main(["rl-harness", "runs", "--results-dir", str(roots[0]), "--experiment", "other_recipe"]) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["theirs"]
     assert cli.main(["rl-harness", "runs", "--results-dir", str(roots[0]), "--last", "1", "--status", "completed"]) == 0
