@@ -1,9 +1,10 @@
-"""Every import under rl/ follows the layer rules; a forbidden import is caught."""
+"""Every import under rl/ follows the layer rules, and code outside rl.harness, rl.learners and rl.analysis
+imports them through their faces; a forbidden import is caught."""
 
 import os
 import pathlib
 
-from tools.layering import check_imports
+from tools.layering import check_imports, faces
 
 WORKSPACE = pathlib.Path(os.environ.get("TEST_SRCDIR", "."), os.environ.get("TEST_WORKSPACE", "rl_harness"))
 
@@ -101,3 +102,32 @@ def test_a_type_only_import_closes_a_cycle(tmp_path):
     _write(tmp_path, "rl/harness/low.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rl.harness.high import T\n")
     _write(tmp_path, "rl/harness/high.py", "from rl.harness import low\n")
     assert check_imports.find_import_cycles(tmp_path) == [["rl.harness.high", "rl.harness.low"]]
+
+
+def test_the_tree_imports_the_library_through_its_faces():
+    assert len(list((WORKSPACE / "experiments").rglob("*.py"))) >= 20, "expected the experiments' sources in runfiles"
+    assert faces.find_face_violations(WORKSPACE) == []
+
+
+def _library(root: pathlib.Path) -> None:
+    _write(root, "rl/analysis/__init__.py", '_EXPORTS = {"save_figure": "rl.analysis.plots"}\n__all__ = sorted(_EXPORTS)\n')
+    _write(root, "rl/analysis/plots/__init__.py", '__all__ = ["save_figure"]\n')
+    _write(root, "rl/analysis/plots/save.py", "def save_figure(): ...\ndef helper(): ...\n")
+
+
+def test_a_module_past_a_face_and_an_unlisted_name_are_caught(tmp_path):
+    _library(tmp_path)
+    _write(tmp_path, "experiments/x/recipe.py", "from rl.analysis.plots.save import save_figure\n"
+                                                "from rl.analysis.plots import helper\n"
+                                                "import rl.analysis.plots.save\n")
+    found = faces.find_face_violations(tmp_path)
+    assert [line.split(":")[1] for line in found] == ["1", "2", "3"]
+    assert "a module past its face" in found[0] and "helper from rl.analysis.plots" in found[1]
+
+
+def test_faces_the_package_itself_and_tests_may_pass(tmp_path):
+    _library(tmp_path)
+    _write(tmp_path, "experiments/x/recipe.py", "from rl.analysis import save_figure\nfrom rl.analysis.plots import save_figure\n")
+    _write(tmp_path, "rl/analysis/probing.py", "from rl.analysis.plots.save import helper\n")
+    _write(tmp_path, "experiments/x/tests/recipe_test.py", "from rl.analysis.plots.save import helper\n")
+    assert faces.find_face_violations(tmp_path) == []

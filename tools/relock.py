@@ -1,10 +1,11 @@
-"""Regenerates requirements_lock.txt (CPU) and requirements_lock_cuda.txt from requirements.in, and requirements_test_lock.txt.
+"""Regenerates requirements_lock.txt (CPU) and requirements_lock_cuda.txt from requirements.in, and the side locks.
 
 Usage (from the repository root, with the pinned interpreter, on Linux x86_64):
 
     python3.11 tools/relock.py                  # both locks
     python3.11 tools/relock.py --keep-cpu-lock  # only the CUDA lock, from the committed CPU lock
     python3.11 tools/relock.py --test-lock      # only requirements_test_lock.txt, from the committed CPU lock
+    python3.11 tools/relock.py --devops-lock    # only requirements_devops_lock.txt, from the committed CPU lock
 
 pip resolves requirements.in once in a throw-away virtualenv (`--dry-run
 --report`), so the lock pins exactly what pip would install here. For every
@@ -46,6 +47,11 @@ TEST_LOCK = ROOT / "requirements_test_lock.txt"
 # The test lock's tools run in their own venv and process (never beside the library), so a pin of the
 # CPU lock that a tool cannot take is left free there: botocore (moto's) requires python-dateutil < 3.
 TEST_LOCK_UNCONSTRAINED = frozenset({"python-dateutil"})
+DEVOPS_REQUIREMENTS = ROOT / "requirements_devops.in"
+DEVOPS_LOCK = ROOT / "requirements_devops_lock.txt"
+# The operator's tools (vastai) run in their own venv, never beside the training library, so a pin they
+# make exactly is theirs there: vastai requires pillow==12.2.0, the library's plots take the newest.
+DEVOPS_LOCK_UNCONSTRAINED = frozenset({"pillow"})
 # torch's CUDA version is its CUDA runtime wheel's major.minor (e.g. 13.0.96 -> 13.0).
 CUDA_RUNTIME_PACKAGE = "nvidia-cuda-runtime"
 
@@ -200,6 +206,14 @@ def write_lock(path: pathlib.Path, header: list[str], lines: list[str], source: 
     print(f"relock: wrote {path} ({sum(not l.startswith(' ') for l in lines)} packages)")
 
 
+def write_side_lock(requirements: pathlib.Path, lock: pathlib.Path, unconstrained: frozenset[str]) -> None:
+    """A lock of tools that run in a venv of their own: every package the CPU lock pins is held at its
+    version, except `unconstrained`."""
+    constraints = [f"{name}=={version}" for name, version in locked_versions(CPU_LOCK).items()
+                   if name not in unconstrained]
+    write_lock(lock, [], lock_lines(resolve(requirements, constraints=constraints)), requirements.name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requirements", default=ROOT / "requirements.in", type=pathlib.Path)
@@ -207,13 +221,16 @@ def main() -> None:
                         help="write only the CUDA lock, constrained to the committed CPU lock")
     parser.add_argument("--test-lock", action="store_true",
                         help="write only the test tools' lock, constrained to the committed CPU lock")
+    parser.add_argument("--devops-lock", action="store_true",
+                        help="write only the operator's tools' lock, constrained to the committed CPU lock")
     args = parser.parse_args()
     if sys.platform != "linux" or platform.machine() != "x86_64":
         raise SystemExit("relock: run on Linux x86_64: the CUDA lock pins the wheels pip picks there")
     if args.test_lock:
-        constraints = [f"{name}=={version}" for name, version in locked_versions(CPU_LOCK).items()
-                       if name not in TEST_LOCK_UNCONSTRAINED]
-        write_lock(TEST_LOCK, [], lock_lines(resolve(TEST_REQUIREMENTS, constraints=constraints)), TEST_REQUIREMENTS.name)
+        write_side_lock(TEST_REQUIREMENTS, TEST_LOCK, TEST_LOCK_UNCONSTRAINED)
+        return
+    if args.devops_lock:
+        write_side_lock(DEVOPS_REQUIREMENTS, DEVOPS_LOCK, DEVOPS_LOCK_UNCONSTRAINED)
         return
     if not args.keep_cpu_lock:
         write_lock(CPU_LOCK, [], lock_lines(resolve(args.requirements)))

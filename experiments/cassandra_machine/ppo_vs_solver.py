@@ -21,7 +21,7 @@ from rl.envs.cassandra_machine import machine_pomdp
 from rl.envs.solvers import qmdp, solve_fully_observable, solve_point_based
 from rl.harness import StopRule, train_in_turn
 from rl.harness.run import records
-from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
+from rl.harness.run import metric_keys
 
 from experiments.cassandra_machine.task import agents
 
@@ -51,8 +51,8 @@ def run(context):
         value = agents.discounted_value(module, agent, solution, seed=context.seeds.integer(f"eval/{agent.name}"),
                                         **EVALUATION[context.smoke])
         row = trained.row
-        results[agent.name] = {"env_steps": row[ENV_STEPS], "iterations": row[ITERATION],
-                               "undiscounted_return_mean_last": row.get(RETURN),
+        results[agent.name] = {"env_steps": row[metric_keys.ENV_STEPS], "iterations": row[metric_keys.ITERATION],
+                               "undiscounted_return_mean_last": row.get(metric_keys.RETURN),
                                "discounted_value": value,
                                "fraction_of_solver": value["mean"] / references["point_based_start_value"]}
         print(f"{agent.name}: discounted value {value['mean']:.1f} +- {value['standard_error']:.1f} "

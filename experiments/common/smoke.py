@@ -24,7 +24,7 @@ import sys
 
 from rl.harness import RunLayout
 from rl.harness.run import records
-from rl.harness.study.record import study_folder
+from rl.harness.study import study_folder
 
 RUN_ID = "smoke-test"
 

@@ -2,10 +2,10 @@
 
     ./bazelw run //experiments/mess3:iqn_critic -- --smoke
 
-The composition pattern: the science of controlled Mess3 (environment, transformer, PPO settings,
+The composition pattern: the science of controlled Mess3 (environment, transformer, PPO hyperparameters,
 probes) comes from controlled_mess3.py unchanged; only two parts are swapped, each from the library:
 - the module: `IQNValueMixin` on `TransformerModel` (the value head becomes an implicit quantile
-  network over the same residual stream, settings in model_config["iqn_value"]);
+  network over the same residual stream, its config in model_config["iqn_value"]);
 - the learner: `IQNPPOTorchLearner` (PPO's squared-error value loss is replaced by the quantile Huber
   loss on the same lambda returns; weight in learner_config_dict["iqn_value/loss_coefficient"]).
 The question it adds: does a critic that must model the return distribution, not just its mean,

@@ -3,7 +3,7 @@
     ./bazelw run //experiments/mess3:memoryless_agent -- --smoke
     ./bazelw run //experiments/mess3:memoryless_agent               # reward_only's budget
 
-The same env, observation (last token and previous action), PPO settings and budget as
+The same env, observation (last token and previous action), PPO hyperparameters and budget as
 reward_only; only the module differs: an MLPModel, which has no memory, so the best it can do is
 the best memoryless policy (score 0 in control_scores; passive at the defaults). It tells how much
 of what reward_only's Transformer earns needs memory, and whether PPO finds the memoryless optimum.

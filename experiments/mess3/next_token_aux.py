@@ -7,7 +7,7 @@ The composition pattern (compare iqn_critic.py): the science of controlled Mess3
 stages (task/stages.py: train, score, probe) are unchanged; swapped are two parts, each from the library:
 - the module: `NextTokenAuxHead` on `TransformerModel`, a linear head over the shared residual
   stream and the one-hot of the action taken (the action tilts the transition that emits the
-  token), settings in model_config["next_token_aux"];
+  token), its config in model_config["next_token_aux"];
 - the learner: `NextTokenAuxPPOLearner`, PPO plus the cross-entropy of that head against the
   token in the env's step info (info["token"]), weight in
   learner_config_dict["next_token_aux/loss_coefficient"].

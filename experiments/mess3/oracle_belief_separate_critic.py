@@ -4,7 +4,7 @@
     ./bazelw run //experiments/mess3:oracle_belief_separate_critic                # reward_only's budget
     ./bazelw run //experiments/mess3:oracle_belief_separate_critic -- --set model/vf_share_layers=true   # shared critic
 
-The same env dynamics, PPO settings and budget as reward_only and memoryless_agent; the module is
+The same env dynamics, PPO hyperparameters and budget as reward_only and memoryless_agent; the module is
 memoryless_agent's MLP, and its observation is the env's exact filtered belief over the current
 hidden state (controlled_mess3.BELIEF_OBSERVATION) instead of the last token and action. The
 belief is all the belief-optimal reference acts on, so control_scores' 1 is within its reach: if

@@ -2,7 +2,7 @@
 
     ./bazelw run //experiments/ppo_vs_ppg:cartpole_ppo -- --smoke     # one run; the study runs it per seed
 
-Settings and budget: task/tasks.py; the run and its figures: task/stages.py.
+Hyperparameters and budget: task/tasks.py; the run and its figures: task/stages.py.
 """
 
 from experiments.ppo_vs_ppg.task import stages

@@ -1,8 +1,8 @@
-"""PPG on Mess3 occupancy control (PPGTransformerModel, the detach design), PPO's settings plus an auxiliary phase.
+"""PPG on Mess3 occupancy control (PPGTransformerModel, the detach design), PPO's hyperparameters plus an auxiliary phase.
 
     ./bazelw run //experiments/ppo_vs_ppg:mess3_ppg -- --smoke
 
-Settings and budget: task/tasks.py; the run and its figures: task/stages.py.
+Hyperparameters and budget: task/tasks.py; the run and its figures: task/stages.py.
 """
 
 from experiments.ppo_vs_ppg.task import stages, tasks

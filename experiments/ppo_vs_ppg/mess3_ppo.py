@@ -1,8 +1,8 @@
-"""PPO on Mess3 occupancy control (partially observed; controlled_mess3's TransformerModel and PPO settings).
+"""PPO on Mess3 occupancy control (partially observed; controlled_mess3's TransformerModel and PPO hyperparameters).
 
     ./bazelw run //experiments/ppo_vs_ppg:mess3_ppo -- --smoke
 
-Settings and budget: task/tasks.py; the run and its figures: task/stages.py.
+Hyperparameters and budget: task/tasks.py; the run and its figures: task/stages.py.
 """
 
 from experiments.ppo_vs_ppg.task import stages

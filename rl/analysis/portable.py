@@ -103,8 +103,8 @@ def export_portable_module(module, folder: str, *, provenance: Mapping[str, Any]
     from rl.analysis.activations import layer_names, residual_streams
     from rl.analysis.modules import AnalysisView
     from rl.harness.run import buildinfo, records
-    from rl.harness.run.status import utc_now
-    from rl.learners.models.base import observation_dim
+    from rl.harness.run import status
+    from rl.learners.models import observation_dim
 
     folder = pathlib.Path(folder)
     if folder.exists():
@@ -128,7 +128,7 @@ def export_portable_module(module, folder: str, *, provenance: Mapping[str, Any]
         "layers": [name for encoder, stream in residual_streams(outputs).items()
                    for name in layer_names(len(stream), encoder)],
         "torch_version": torch.__version__,
-        "provenance": {**provenance, "exported_at": utc_now(), "build": buildinfo.current().as_dict()},
+        "provenance": {**provenance, "exported_at": status.utc_now(), "build": buildinfo.current().as_dict()},
     }
     folder.parent.mkdir(parents=True, exist_ok=True)
     partial = pathlib.Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".partial-{folder.name}-"))

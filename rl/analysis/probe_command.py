@@ -38,9 +38,9 @@ import numpy as np
 from rl.analysis import probing
 from rl.analysis.adapters import ProbePlan
 from rl.analysis.checkpoints import RunArtifacts, find_checkpoints
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import recipes
-from rl.harness.errors import HarnessError, UsageError
+from rl.harness import HarnessError, UsageError
 from rl.harness.run import records
 from rl.harness.training import hardware
 
@@ -94,7 +94,7 @@ def _rerun_from_source(workspace: str, module_name: str) -> None:
           "(the experiment's code is not covered by the build hash)", file=sys.stderr)
     search_path = os.pathsep.join(filter(None, [workspace, os.environ.get("PYTHONPATH")]))
     environment = {**os.environ, "PYTHONPATH": search_path, FROM_SOURCE_ENV: "1"}
-    for name in (settings.BUILD_INFO_ENV, settings.BUILD_STAMP_ENV):
+    for name in (env_vars.BUILD_INFO_ENV, env_vars.BUILD_STAMP_ENV):
         environment.pop(name, None)  # this binary's build identity does not describe the source tree
     # The source tree first and -P (no script folder on sys.path): every rl package comes from it.
     os.execve(sys.executable, [sys.executable, "-P", "-m", "rl.analysis.probe_command", *sys.argv[1:]], environment)

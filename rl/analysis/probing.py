@@ -43,7 +43,7 @@ from rl.analysis.rollouts import collect_rollouts, context_dataset
 from rl.analysis.seeds import child_stream
 from rl.harness import RunManifest
 from rl.harness.run import buildinfo, metric_keys, metrics_stream, records, seeding
-from rl.harness.run.status import utc_now
+from rl.harness.run import status
 
 REPORT_FILE = "probe_report.json"
 LEARNING_CURVES_FILE = "learning_curves.png"
@@ -171,7 +171,7 @@ def probe_outputs(found: RunArtifacts, results: list[CheckpointProbes], seed: np
         "run_id": found.run.run_id,
         "experiment": found.run.manifest.experiment.module,
         "run_status": found.run.status,
-        "created_at": utc_now(),
+        "created_at": status.utc_now(),
         "command_line": list(getattr(sys, "orig_argv", sys.argv)),
         "build": buildinfo.current().as_dict(),
         "experiment_code_from_source_tree": from_source,

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from rl.harness.study.statistics import mean_interval, mean_interval_or_point  # noqa: F401 - this module's API
+from rl.harness.study import mean_interval, mean_interval_or_point  # noqa: F401 - this module's API
 
 
 @dataclasses.dataclass(frozen=True)

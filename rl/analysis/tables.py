@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 from rl.harness import RecordError, scan_runs
 from rl.harness.commands import catalog
 from rl.harness.study import summary
-from rl.harness.study.declaration import Study
-from rl.harness.study.record import COMPLETED, StudyRecord, find_study
+from rl.harness.study import COMPLETED, Study, StudyRecord, find_study
 
 if TYPE_CHECKING:
     import pandas
@@ -33,7 +32,7 @@ def runs(roots: Sequence[str], *, experiment: Optional[str] = None, status: Opti
     import pandas
 
     columns, rows = catalog.flat_rows(catalog.run_rows(*catalog.select_runs(*scan_runs(list(roots)),
-                                                                            experiment=experiment, status=status)))
+                                                                            recipe=experiment, status=status)))
     return pandas.DataFrame(rows, columns=columns)
 
 

@@ -42,7 +42,7 @@ _entry_point = rule(
     attrs = {
         "out": attr.output(mandatory = True),
         "module": attr.string(mandatory = True),
-        "keyword": attr.string(default = "experiment", values = ["experiment", "study_module"]),
+        "keyword": attr.string(default = "recipe", values = ["recipe", "study_module"]),
     },
 )
 
@@ -94,4 +94,4 @@ def rl_experiment(name, recipe, deps = [], data = [], **kwargs):
     """
     if not recipe.endswith(".py"):
         fail("rl_experiment: recipe must be a .py file in this package, got %r" % recipe)
-    _module_binary(name, recipe, "experiment", deps, data, **kwargs)
+    _module_binary(name, recipe, "recipe", deps, data, **kwargs)

@@ -91,12 +91,13 @@ class FusedGradientStepMixin:
     @override(Learner)
     def postprocess_gradients(self, gradients_dict: dict[Any, torch.Tensor]) -> dict[Any, torch.Tensor]:
         # RLlib regroups the gradients per module and optimizer to clip or log them; without either,
-        # its result holds the same tensors under the same references.
+        # its result holds the same tensors under the same references, less the parameters the loss
+        # did not reach (None: RLlib's filter_param_dict_for_optimizer drops them).
         for module_id in self.module.keys():
             config = self.config.get_config_for_module(module_id)
             if config.grad_clip is not None or config.log_gradients:
                 return super().postprocess_gradients(gradients_dict)
-        return gradients_dict
+        return {param_ref: gradient for param_ref, gradient in gradients_dict.items() if gradient is not None}
 
     @override(Learner)
     def apply_gradients(self, gradients_dict: dict[Any, torch.Tensor]) -> None:

@@ -1,9 +1,9 @@
 """Supervised next-token prediction with the TransformerModel's encoder: a reference for belief probes.
 
-    from rl.learners.models import TransformerSettings
+    from rl.learners.models import TransformerConfig
     from rl.learners.next_token import NextTokenModel, NextTokenTraining, train_next_token
 
-    model = NextTokenModel(num_tokens=3, settings=TransformerSettings(d_model=64, n_heads=1, n_layers=4,
+    model = NextTokenModel(num_tokens=3, config=TransformerConfig(d_model=64, n_heads=1, n_layers=4,
                                                                     memory_len=10))
     train_next_token(model, sample_tokens, NextTokenTraining(steps=5000), log=print)
     model.residual_stream(one_hot_tokens).activations        # what rl.analysis probes
@@ -26,19 +26,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rl.learners.models.config import TransformerSettings, require_positive_int
+from rl.learners.models.config import TransformerConfig, require_positive_int
 from rl.learners.models.transformer import ResidualStream, TransformerEncoder
 
 
 class NextTokenModel(nn.Module):
     """TransformerEncoder over one-hot tokens (B, T, num_tokens), then a linear head: next-token logits."""
 
-    def __init__(self, *, num_tokens: int, settings: TransformerSettings):
+    def __init__(self, *, num_tokens: int, config: TransformerConfig):
         super().__init__()
         require_positive_int("num_tokens", num_tokens)
         self.num_tokens = num_tokens
-        self.encoder = TransformerEncoder(num_tokens, settings)
-        self.token_head = nn.Linear(settings.d_model, num_tokens)
+        self.encoder = TransformerEncoder(num_tokens, config)
+        self.token_head = nn.Linear(config.d_model, num_tokens)
 
     def one_hot(self, tokens: torch.Tensor) -> torch.Tensor:
         """(B, T) int tokens -> (B, T, num_tokens) float: the encoder's input."""

@@ -21,7 +21,7 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "harness": (
         frozenset(),
         frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "pyarrow", "scipy", "matplotlib", "tensorboard",
-                   "gymnasium", "mlflow"}),
+                   "google_crc32c", "gymnasium", "mlflow"}),
     ),
     "analysis": (
         frozenset({"learners", "harness"}),
@@ -58,4 +58,5 @@ CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "mlflow"): ("rl/harness/commands/mlflow_writer.py",),
     ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/study/hparams.py",
                                  "rl/harness/commands/tensorboard_view.py"),
+    ("harness", "google_crc32c"): ("rl/harness/run/tensorboard_events.py",),  # the events' record checksums
 }

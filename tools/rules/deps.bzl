@@ -13,4 +13,5 @@ def rl_dependencies():
             standin_repository(name = name, standin = name)
     rl_python(name = "rl_python", lock = Label("//:requirements_lock.txt"),
         cuda_lock = Label("//:requirements_lock_cuda.txt"),
-        test_lock = Label("//:requirements_test_lock.txt"))
+        test_lock = Label("//:requirements_test_lock.txt"),
+        devops_lock = Label("//:requirements_devops_lock.txt"))

@@ -14,7 +14,10 @@ No rules_python (it cannot be fetched offline). The rule
   4. registers the venv's python as the Python 3 toolchain;
   5. builds the test tools' venv from //:requirements_test_lock.txt the same way (servers that
      tests start as processes of their own, never imported by the library) and exports its
-     python's path as `test_tools_python.txt`.
+     python's path as `test_tools_python.txt`;
+  6. builds the operator's tools' venv from //:requirements_devops_lock.txt (vastai, which only
+     //rl/devops targets use) the same way and exports its python's path as `devops_python.txt`:
+     an rl_py_binary or rl_py_test with `venv = "devops"` runs with it (tools/rules/defs.bzl).
 
 The selected lock is exported as `@rl_python//:requirements_lock.txt` for the
 build identity. It re-runs when a lock, this file, $RL_PYTHON, $RL_PYTHON_LOCK or the cache folder
@@ -41,7 +44,7 @@ load("@bazel_tools//tools/python:toolchain.bzl", "py_runtime_pair")
 
 package(default_visibility = ["//visibility:public"])
 
-exports_files(["identity.json", "requirements_lock.txt", "test_tools_python.txt"])
+exports_files(["devops_python.txt", "identity.json", "requirements_lock.txt", "test_tools_python.txt"])
 
 py_runtime(
     name = "py3_runtime",
@@ -158,10 +161,12 @@ def _rl_python_impl(rctx):
     cache_root = _venv_cache_root(rctx)
     python = _venv_python(rctx, lock, identity, printed, cache_root)
 
-    # Servers that tests start as processes of their own (requirements_test_lock.txt), in a venv of their own.
-    test_lock = rctx.path(rctx.attr.test_lock)
-    test_identity, test_printed = _probe(rctx, interpreter, test_lock)
-    rctx.file("test_tools_python.txt", _venv_python(rctx, test_lock, test_identity, test_printed, cache_root) + "\n")
+    # Tools that run in venvs of their own, never beside the library: servers that tests start as
+    # processes (requirements_test_lock.txt) and the operator's vast.ai tools (requirements_devops_lock.txt).
+    for side_lock, exported in [(rctx.attr.test_lock, "test_tools_python.txt"), (rctx.attr.devops_lock, "devops_python.txt")]:
+        side_lock_path = rctx.path(side_lock)
+        side_identity, side_printed = _probe(rctx, interpreter, side_lock_path)
+        rctx.file(exported, _venv_python(rctx, side_lock_path, side_identity, side_printed, cache_root) + "\n")
 
     identity["bazel_version"] = _bazel_version(rctx)
     identity["python_minor_pin"] = PYTHON_MINOR_VERSION
@@ -179,6 +184,7 @@ rl_python = repository_rule(
         "lock": attr.label(allow_single_file = True, mandatory = True, doc = "the default (CPU) lock"),
         "cuda_lock": attr.label(allow_single_file = True, mandatory = True, doc = "Linux x86_64 with CUDA torch"),
         "test_lock": attr.label(allow_single_file = True, mandatory = True, doc = "servers tests start (moto)"),
+        "devops_lock": attr.label(allow_single_file = True, mandatory = True, doc = "the operator's tools (vastai)"),
         "install_timeout": attr.int(default = 3600),
         "_probe": attr.label(default = Label("//tools/rules:probe_interpreter.py")),
         "_venv_cache": attr.label(default = Label("//tools/rules:venv_cache.py")),

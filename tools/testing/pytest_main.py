@@ -7,13 +7,22 @@ that the runfiles hold every package's `__init__.py`: Bazel creates none
 (`--incompatible_default_to_explicit_init_py`, `legacy_create_init = False`), so each must
 travel in a `py_library` the test depends on. A missing one would turn its package into a
 namespace package, which loses the package's exports (or renames test modules under pytest).
-This file imports nothing first-party, so other repositories' tests run it too.
+This file imports nothing first-party, so other repositories' tests run it too. A test declared
+with `venv = "devops"` is handed to that venv's python first.
 """
 
 import os
 import sys
 
-import pytest
+# A test declared with `venv = ...` (tools/rules/defs.bzl) runs with that venv's python: this file
+# hands over to it before pytest is imported, the same files on the path.
+_PYTHON_FILE = os.environ.pop("RL_VENV_PYTHON_FILE", None)
+if _PYTHON_FILE and __name__ == "__main__":
+    with open(_PYTHON_FILE) as _handle:
+        _PYTHON = _handle.read().strip()
+    os.execv(_PYTHON, [_PYTHON, os.path.abspath(__file__), *sys.argv[1:]])
+
+import pytest  # noqa: E402 - after the hand-over, from the venv that runs the test
 
 
 def _source_root(runfile: str, relative: str) -> str | None:

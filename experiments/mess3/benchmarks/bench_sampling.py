@@ -7,7 +7,7 @@ Four samplers of 2048 env steps (the main job's module, env and 32 parallel envs
 thread), built once, then timed in alternating rounds of `--samples` calls each, so that the
 machine's hour moves them alike; each figure is the median over rounds, in ms per 2048 env steps:
 - `rllib`: RLlib's SingleAgentEnvRunner with RLlib's defaults;
-- `harness_rllib_runner`: the config the harness prepares for a local runner (`configs.configure`:
+- `harness_rllib_runner`: the config the harness prepares for a local runner (`configs.prepare`:
   rl/harness/training/sampling_connectors.py's pipelines, list episodes) with `--env-runner rllib`;
 - `harness`: the same config with the harness's BatchedEnvRunner (the default);
 - `plain`: the plain PyTorch loop's sampler (experiments/mess3/benchmarks/torch_reference.py):
@@ -34,7 +34,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from experiments.mess3.benchmarks import torch_reference
 from experiments.mess3.task import controlled_mess3 as task
 from rl.harness.training import configs, hardware
-from rl.harness.training.batched_env_runner import BatchedEnvRunner
+from rl.harness.training import batched_env_runner
 from rl.learners.models import TransformerModel
 
 STEPS_PER_SAMPLE = 2048
@@ -63,9 +63,9 @@ def build_runner(variant: str) -> SingleAgentEnvRunner:
     env_runner = hardware.RLLIB_ENV_RUNNER if variant == "harness_rllib_runner" else hardware.BATCHED_ENV_RUNNER
     profile = hardware.choose_profile("cpu", hardware.detect_machine(), env_runner)
     local = hardware.SamplingPlan(task.PARALLEL_ENVS, 0, task.PARALLEL_ENVS, "local", "bench_sampling")
-    config = configs.configure(config, profile, local, seed=0)
+    config = configs.prepare(configs.ConfigRequest(config, task.PARALLEL_ENVS, seed=0), profile, local).config
     runner = (config.env_runner_cls or SingleAgentEnvRunner)(config=config)
-    assert not isinstance(runner, BatchedEnvRunner) or runner.fallback is None, runner.fallback
+    assert not isinstance(runner, batched_env_runner.BatchedEnvRunner) or runner.fallback is None, runner.fallback
     return runner
 
 
@@ -85,7 +85,7 @@ class _Sampler:
         self.sample = lambda: runner.sample(num_timesteps=STEPS_PER_SAMPLE)
         runner.module.forward_exploration = _Timed(runner.module.forward_exploration, "module_forward", self.parts)
         runner._try_env_step = _Timed(runner._try_env_step, "env_step", self.parts)
-        if isinstance(runner, BatchedEnvRunner):
+        if isinstance(runner, batched_env_runner.BatchedEnvRunner):
             [outputs] = runner._module_to_env.connectors
             outputs.batched = _Timed(outputs.batched, "module_to_env", self.parts)
             runner._next_inputs = _Timed(runner._next_inputs, "env_to_module", self.parts)

@@ -117,9 +117,8 @@ def _peak_rss_mib() -> float:
 
 def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str, pipelined: bool = False) -> dict:
     from rl.harness.commands import cli
-    from rl.harness.run import records
-    from rl.harness.run.manifest import read_manifest
-    from rl.harness.run.status import parse_time
+    from rl.harness import read_manifest
+    from rl.harness.run import records, status as run_status
 
     os.environ[_ITERATIONS_ENV] = str(warmup + iterations)
     phases = _PhaseTimer()
@@ -136,7 +135,7 @@ def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str, pipelin
     first, last = rows[warmup - 1], rows[-1]
     return {
         "env_steps_per_s": (last["num_env_steps_sampled_lifetime"] - first["num_env_steps_sampled_lifetime"])
-        / (parse_time(last["harness/logged_at"]) - parse_time(first["harness/logged_at"])),
+        / (run_status.parse_time(last["harness/logged_at"]) - run_status.parse_time(first["harness/logged_at"])),
         **phases.split(warmup),
         "sampling": manifest.runner.sampling,
         "peak_rss_mib": _peak_rss_mib(),

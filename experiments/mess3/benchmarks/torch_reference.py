@@ -34,7 +34,7 @@ from ray.rllib.core.columns import Columns
 
 from experiments.mess3.task import controlled_mess3
 from rl.learners.models import TransformerModel
-from rl.learners.models.base import ACTOR_ENCODER
+from rl.learners.models import ACTOR_ENCODER
 
 
 @dataclasses.dataclass

@@ -34,8 +34,7 @@ import numpy as np
 import torch
 
 from experiments.mess3.task.controlled_mess3 import A, X
-from rl.analysis.activations import RESIDUAL_STREAM
-from rl.analysis.token_contexts import enumerate_contexts
+from rl.analysis import RESIDUAL_STREAM, enumerate_contexts
 from rl.analysis.plots import belief_simplex_figure, learning_curves_figure, probe_r2_figure, save_figure
 from rl.analysis.probes import ProbeOptions, probe_layers
 from rl.analysis.rollouts import context_dataset
@@ -43,13 +42,13 @@ from rl.envs.hmm import FiniteHMM, belief_after, next_token_probabilities
 from rl.envs.hmm.sequences import next_token_entropies, sample_sequences, sequence_probabilities
 from rl.envs.mess3 import mess3_process
 from rl.harness.run import records
-from rl.learners.models import TransformerSettings
-from rl.learners.next_token import NextTokenModel, NextTokenTraining, train_next_token
+from rl.learners.models import TransformerConfig
+from rl.learners import NextTokenModel, NextTokenTraining, train_next_token
 
 CONTEXT_LENGTH = 10  # Shai et al.'s context window
 # The paper's scale: residual stream 64, 4 blocks, 1 head, MLP 4 x 64. Each step sees the
 # whole context (memory_len >= CONTEXT_LENGTH - 1); max_seq_len is RLlib's chunking, unused here.
-MODEL = TransformerSettings(d_model=64, n_heads=1, n_layers=4, feedforward_dim=256, memory_len=CONTEXT_LENGTH,
+MODEL = TransformerConfig(d_model=64, n_heads=1, n_layers=4, feedforward_dim=256, memory_len=CONTEXT_LENGTH,
                             max_seq_len=CONTEXT_LENGTH)
 # 8000 minibatches of 128 sequences of 11 tokens (10 predictions each): ~10M predicted tokens,
 # (wall time: README.md); 3e-3 reached R^2 0.993 in 2000 steps where 1e-3 was still at 0.96.
@@ -116,7 +115,7 @@ def run(context):
     process = mess3_process(x=X, a=A)
     adapter = TokenContexts(process)
     torch.manual_seed(context.seeds.integer("model_init"))
-    model = NextTokenModel(num_tokens=process.num_tokens, settings=MODEL)
+    model = NextTokenModel(num_tokens=process.num_tokens, config=MODEL)
     sequences = context.seeds.generator("training_sequences")
     probe_seed = context.seeds.sequence("probe/contexts")  # one split for every snapshot: paired
     snapshots, rows = [], []

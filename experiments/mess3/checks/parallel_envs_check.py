@@ -17,7 +17,7 @@ import statistics
 from experiments.mess3.task import controlled_mess3 as task
 from rl.analysis.plots import save_figure
 from rl.harness.run import metric_keys, records
-from rl.harness.run.manifest import OwnLoopRunner
+from rl.harness.run import manifest
 from rl.harness.training import configs, lifecycle, runners
 
 SEEDS = 3
@@ -77,7 +77,7 @@ def run(context):
     if context.resume is not None:
         raise ValueError("parallel_envs_check trains six short runs and does not resume; start a new run")
     seeds = context.seeds.integers("parallel_envs_check", SEEDS)
-    context.recorder.record_runner(OwnLoopRunner(kind="sequential runs", details={
+    context.recorder.record_runner(manifest.OwnLoopRunnerRecord(kind="sequential runs", details={
         "groups": list(GROUPS), "seeds": seeds, "stop": str(BUDGET[context.smoke])}))
     groups: dict[str, list] = {}
     with lifecycle.ray_cluster(context):

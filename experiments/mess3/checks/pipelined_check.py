@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.run import metric_keys
 from rl.harness.run.layout import RunLayout
 from rl.harness.study import statistics
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     parser.add_argument("--results-dir", type=pathlib.Path, default=pathlib.Path("experiments/mess3/results"),
                         help="where both studies and their runs are recorded (relative: to where you typed the command)")
     options = parser.parse_args(argv)
-    result = compare(pathlib.Path(settings.working_directory()) / options.results_dir, options.study)
+    result = compare(pathlib.Path(env_vars.working_directory()) / options.results_dir, options.study)
     print(json.dumps(result, indent=1, default=float))
     return 0 if result["passed"] else 1
 

@@ -1,4 +1,4 @@
-"""How do beta_clone and the auxiliary value coefficient change PPG on controlled Mess3? (the ppg recipe's settings)
+"""How do beta_clone and the auxiliary value coefficient change PPG on controlled Mess3? (the ppg recipe's hyperparameters)
 
     ./bazelw run //experiments/mess3:ppg_tuning -- --smoke                 # every member at its smoke budget
     ./bazelw run //experiments/mess3:ppg_tuning                            # 6 settings x 3 seeds at 2^20 env steps

@@ -6,7 +6,7 @@ randomly initialised networks of the same architecture, written into results/<ru
     comparison = belief_geometry.analyse(context, plan, random_networks=[build(seed) for seed in seeds],
                                          rows=context.metrics())
 
-Everything is rl.analysis: `probing.probe_checkpoints` and `probe_outputs` (probe_report.json,
+Everything is rl.analysis: `probe_checkpoints` and `probe_outputs` (probe_report.json,
 probe_r2_<distribution>.png, belief_simplex_<distribution>.png, learning_curves.png), run on the
 checkpoints the run recorded (`checkpoints.from_context`), and `rl.analysis.baselines.probe_random_networks` for the random
 networks (the same loop with the same probe seed: the same contexts, episode seeds, splits and
@@ -24,13 +24,11 @@ from typing import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from rl.analysis import probing
-from rl.analysis.activations import POLICY_ENCODER, split_layer
-from rl.analysis.adapters import ProbePlan
-from rl.analysis.baselines import probe_random_networks
+from rl.analysis import (POLICY_ENCODER, ProbePlan, best_layer_simplex, probe_checkpoints, probe_outputs, probe_random_networks,
+                         probe_seed, split_layer)
 from rl.analysis.checkpoints import from_context
 from rl.analysis.plots import figure_png
-from rl.learners.models.base import CRITIC_ENCODER
+from rl.learners.models import CRITIC_ENCODER
 
 COMPARISON_FILE = "belief_geometry.json"
 RANDOM_REPORT_FILE = "random_network_probes.json"
@@ -44,26 +42,26 @@ def analyse(context, plan: ProbePlan, *, random_networks: Sequence, rows: list[d
     `rows` are the run's metrics rows (context.metrics()), for the learning-curve figure; every file
     is written with context.write_output, so the manifest lists it.
     """
-    probe_seed = probing.probe_seed(context.seeds)
+    seed = probe_seed(context.seeds)
     found = from_context(context)
-    trained = probing.probe_checkpoints(found, plan, seed=probe_seed, module_id="default_policy",
-                                        show_progress=show_progress)
-    outputs = probing.probe_outputs(found, trained, probe_seed, rows=rows, from_source=False)
+    trained = probe_checkpoints(found, plan, seed=seed, module_id="default_policy",
+                               show_progress=show_progress)
+    outputs = probe_outputs(found, trained, seed, rows=rows, from_source=False)
 
     random = probe_random_networks(found, plan, random_networks, folder=pathlib.Path(context.artifacts_dir) / RANDOM_FOLDER,
-                                   seed=probe_seed, show_progress=show_progress)
+                                   seed=seed, show_progress=show_progress)
     outputs[RANDOM_REPORT_FILE] = {
-        "probe_seed": int(probe_seed.entropy),
+        "probe_seed": int(seed.entropy),
         "networks": [{"name": r.checkpoint.name, "reports": {k: v.as_dict() for k, v in r.reports.items()}}
                      for r in random],
     }
     for kind in random[0].reports:
-        simplex = probing.best_layer_simplex(random[0], kind, label="random init")
+        simplex = best_layer_simplex(random[0], kind, label="random init")
         if simplex is not None:
             outputs[f"belief_simplex_{kind}_random.png"] = figure_png(simplex)
 
     comparison = compare(trained, random)
-    comparison["probe_seed"] = int(probe_seed.entropy)
+    comparison["probe_seed"] = int(seed.entropy)
     outputs[COMPARISON_FILE] = comparison
     outputs["probe_r2_trained_vs_random.png"] = figure_png(comparison_figure(comparison))
     for name, data in outputs.items():

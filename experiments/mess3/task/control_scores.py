@@ -34,7 +34,7 @@ from experiments.mess3.task import controlled_mess3 as task
 from rl.analysis.checkpoints import find_checkpoints, from_context, load_rl_module
 from rl.analysis.plots import figure_png, learning_curves_figure
 from rl.analysis.rollouts import collect_rollouts
-from rl.analysis.scores import ScoreScale, discounted_returns, mean_interval, mean_interval_or_point, normalised_interval
+from rl.analysis import ScoreScale, discounted_returns, mean_interval, mean_interval_or_point, normalised_interval
 from rl.envs.solvers import control_references
 from rl.harness.run import metric_keys
 

@@ -25,14 +25,13 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.tune.registry import register_env
 
-from rl.analysis.adapters import ContextProbing, ProbePlan, RolloutProbing
-from rl.analysis.baselines import random_network
+from rl.analysis import ContextProbing, ProbePlan, RolloutProbing, random_network
 from rl.analysis.probes import ProbeOptions
 from rl.harness import Range
 from rl.envs.hmm import belief_after
 from rl.envs.mess3 import CONTROL_DEFAULTS, mess3_env, mess3_process
 from rl.learners import ActorCriticPPOTorchLearner, PipelinedPPOConfig
-from rl.learners.models import SettingsError, TransformerModel, TransformerSettings
+from rl.learners.models import ConfigError, TransformerModel, TransformerConfig
 
 # -- environment ---------------------------------------------------------------------------------
 
@@ -73,7 +72,7 @@ MODEL_CONFIG = {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 6
                 "max_seq_len": 16, "vf_share_layers": True}
 
 
-# What `--set` may change in a recipe (rl/harness/run/hyperparameters.py): PPO's settings in every
+# What `--set` may change in a recipe (rl/harness/run/hyperparameters.py): PPO's hyperparameters in every
 # Mess3 recipe that declares them, the Transformer's size in those with a Transformer. The scores
 # stay on the task's gamma 0.9 (control_scores) whatever ppo/gamma trains with.
 PPO_HYPERPARAMETERS = {"ppo/lr": 1e-3, "ppo/gamma": 0.9, "ppo/lambda": 0.9, "ppo/entropy_coeff": 0.01,
@@ -98,11 +97,11 @@ def transformer_config(hyperparameters: Mapping[str, Any], base: Optional[Mappin
 
 
 def check_transformer_hyperparameters(hyperparameters: Mapping[str, Any]) -> None:
-    """The Transformer's own rules (TransformerSettings) on the model/* values, as `Hyperparameters(check=...)`:
+    """The Transformer's own rules (TransformerConfig) on the model/* values, as `Hyperparameters(check=...)`:
     a ValueError naming the `--set` to type, before any record exists or Ray starts."""
     try:
-        TransformerSettings(**transformer_config(hyperparameters))
-    except SettingsError as error:
+        TransformerConfig(**transformer_config(hyperparameters))
+    except ConfigError as error:
         fixes = " or ".join(f"--set model/{field}={value}" for field, value in error.fixes.items()
                             if f"model/{field}" in TRANSFORMER_HYPERPARAMETERS)
         raise ValueError(f"the Transformer's {error.problem}" + (f"; type e.g. {fixes}" if fixes else "")) from None
@@ -117,7 +116,7 @@ def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerMode
     The variants swap parts: iqn_critic the module and learner, ppg the algorithm and module
     (`learner_class=None` keeps the algorithm's own Learner), oracle_belief_separate_critic the module
     and observation.
-    `hyperparameters` (a run's `context.hyperparameters`) may change the ppo/* settings, and
+    `hyperparameters` (a run's `context.hyperparameters`) may change the ppo/* hyperparameters, and
     `training/pipelined` (in recipes that declare it) trains PPO pipelined.
     """
     if (hyperparameters or {}).get("training/pipelined"):

@@ -21,7 +21,7 @@ from typing import Callable, Optional
 from experiments.mess3.task import belief_geometry, control_scores
 from experiments.mess3.task import controlled_mess3 as task
 from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS
-from rl.analysis.probing import PROBE_COMMAND
+from rl.analysis import PROBE_COMMAND
 from rl.harness import LogSpaced, Score, StopRule, run_direct
 
 

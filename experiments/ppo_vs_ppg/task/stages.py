@@ -27,7 +27,7 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from experiments.ppo_vs_ppg.task import tasks
-from rl.harness.run.metric_keys import ENV_STEPS, RETURN
+from rl.harness.run import metric_keys
 from rl.harness import Score, StopRule
 from rl.harness.training import in_process, lifecycle
 
@@ -68,11 +68,11 @@ def run(context, task: str, algorithm: str, *, overrides: Optional[dict] = None)
     overrides = dict(overrides or {})
     config = tasks.config_for(task, algorithm, smoke=context.smoke, overrides=overrides)
     budget = tasks.TASKS[task].env_steps[context.smoke]
-    training = MeasuredTraining(config, tasks.TASKS[task].make_env(), StopRule(env_steps=budget),
+    training = MeasuredRunner(config, tasks.TASKS[task].make_env(), StopRule(env_steps=budget),
                                 tasks.NUM_ENVS_PER_RUN)
     curve, buffer_bytes_per_step, aux_kl_max = [], [], []
     update_peak_rise = {"policy": [], "aux": []}  # MiB above the RSS before each Learner.update
-    row = {ENV_STEPS: 0}
+    row = {metric_keys.ENV_STEPS: 0}
     for update in lifecycle.run(context, training):
         result, row = update.result, update.row
         aux_phase = algorithm == "PPG" and in_process.scalar(result[ALL_MODULES]["ppg/aux_phase_triggered"]) == 1.0
@@ -82,15 +82,15 @@ def run(context, task: str, algorithm: str, *, overrides: Optional[dict] = None)
             buffer_bytes_per_step.append(in_process.scalar(cycle["ppg/buffer_bytes"])
                                          / in_process.scalar(cycle["ppg/buffered_env_steps"]))
             aux_kl_max.append(in_process.scalar(result[DEFAULT_MODULE_ID]["ppg/aux_kl_max"]))
-        if row[RETURN] is not None:
-            curve.append([row[ENV_STEPS], row[RETURN]])
+        if row[metric_keys.RETURN] is not None:
+            curve.append([row[metric_keys.ENV_STEPS], row[metric_keys.RETURN]])
     if not curve:
-        raise RuntimeError(f"{task} {algorithm}: no episode finished within {row[ENV_STEPS]} env steps")
+        raise RuntimeError(f"{task} {algorithm}: no episode finished within {row[metric_keys.ENV_STEPS]} env steps")
     outcome = {
         "task": task,
         "algorithm": algorithm,
         "settings": tasks.settings_of(task, algorithm, smoke=context.smoke, overrides=overrides),
-        "env_steps": row[ENV_STEPS],
+        "env_steps": row[metric_keys.ENV_STEPS],
         "final_return": round(curve[-1][1], 4),
         "area_under_curve": round(area_under_curve(curve), 4),
         "wall_seconds": round(time.monotonic() - training.built_at, 1),
@@ -117,7 +117,7 @@ def run(context, task: str, algorithm: str, *, overrides: Optional[dict] = None)
 
 
 @dataclasses.dataclass
-class MeasuredTraining(in_process.InProcessTraining):
+class MeasuredRunner(in_process.InProcessRunner):
     """The in-process runner, measuring: when it was built (`built_at`, monotonic seconds) and its resident set
     then (`built_rss_mib`), and each update's peak rise (`update_peak_rises`, MiB)."""
 

@@ -7,9 +7,9 @@
     HYPERPARAMETERS = tasks.ppg_hyperparameters("CartPole-v1")     # in a PPG recipe: its --set keys
     tasks.ppg_overrides(context.hyperparameters)                   # -> the training overrides they mean
 
-CartPole-v1 (fully observed; MLP 64x64; RLlib's tuned CartPole PPO settings) and Mess3
+CartPole-v1 (fully observed; MLP 64x64; RLlib's tuned CartPole PPO hyperparameters) and Mess3
 occupancy control (partially observed: the agent sees the last token and its previous action;
-the controlled_mess3 task's env, TransformerModel and PPO settings unchanged). PPO is each
+the controlled_mess3 task's env, TransformerModel and PPO hyperparameters unchanged). PPO is each
 task's usual PPO (CartPole: separate critic encoder; Mess3: the task's shared encoder); PPG is
 PPGConfig with the detach design (one encoder, PPGMLPModel / PPGTransformerModel), the same PPO
 settings, and value coefficients tuned to the task's return scale (docs/ppg.md).
@@ -33,7 +33,7 @@ class Task:
     """One benchmark task: its budgets, its PPO and PPG configs, its env, and reference policies."""
 
     env_steps: dict[bool, int]  # smoke -> env-step budget
-    config: Callable[[str, bool], Any]  # (algorithm, smoke) -> PPOConfig or PPGConfig (PPO's settings plus PPG's)
+    config: Callable[[str, bool], Any]  # (algorithm, smoke) -> PPOConfig or PPGConfig (PPO's hyperparameters plus PPG's)
     make_env: Callable[[], Any]  # -> a gymnasium.Env
     reference_policies: dict[str, Callable[[Any, np.random.Generator], int]]  # name -> (env, rng) -> action
     ceiling: float | None = None  # the largest return an episode can earn, when known
@@ -173,7 +173,7 @@ def _qualified_name(cls: type) -> str:
 
 
 
-# The PPG settings a study varies (ppg_tuning), as --set hyperparameters of the PPG recipes; both
+# The PPG hyperparameters a study varies (ppg_tuning), as --set hyperparameters of the PPG recipes; both
 # auxiliary value losses (the auxiliary head's and the true value head's) take one coefficient.
 _PPG_TUNED = {"CartPole-v1": CARTPOLE_PPG, "Mess3Control": MESS3_PPG}
 

@@ -25,7 +25,7 @@ import pathlib
 from typing import Callable, Iterable, Optional
 
 from rl.harness import Run, RunLayout, UsageError, find_run
-from rl.harness.run.layout import recorded_folder
+from rl.harness.run import layout as run_layout
 
 
 class CheckpointNotFound(UsageError, LookupError):
@@ -96,7 +96,7 @@ def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optio
     extra = [pathlib.Path(os.path.expanduser(artifacts_root)).resolve()] if artifacts_root else []
     folders = layout.artifact_places(run.manifest, extra_roots=extra)
     for folder in folders:
-        paths = [recorded_folder(folder, entry.path, "checkpoint") for entry in entries]
+        paths = [run_layout.recorded_folder(folder, entry.path, "checkpoint") for entry in entries]
         if all(path.is_dir() for path in paths):
             checkpoints = [RunCheckpoint(path, entry.iteration, entry.env_steps, entry.trial_id)
                            for path, entry in zip(paths, entries)]

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from rl.analysis.probes import ProbeReport, metric_table
 from rl.analysis.scores import ScoreScale
-from rl.harness.run.rows import flatten_scalars
+from rl.harness.run import rows as metric_rows
 
 
 def learning_curves_figure(rows: Sequence[Mapping], *, x: str, ys: Sequence[str], title: str = "",
@@ -38,7 +38,7 @@ def learning_curves_figure(rows: Sequence[Mapping], *, x: str, ys: Sequence[str]
     unknown = sorted(set(scales) - set(ys))
     if unknown:
         raise KeyError(f"scales given for {unknown}, which are not among the plotted metrics {list(ys)}")
-    flat = [flatten_scalars(dict(row)) for row in rows]
+    flat = [metric_rows.flatten_scalars(dict(row)) for row in rows]
     available = sorted({key for row in flat for key, value in row.items() if _is_number(value)})
     for name in (x, *ys):
         if name not in available:

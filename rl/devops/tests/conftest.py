@@ -7,7 +7,7 @@ import pytest
 
 from rl.devops.vast import api, bootstrap, redact
 from rl.devops.vast.testing import fake_api, fake_instance
-from rl.harness import settings
+from rl.harness import env_vars
 
 _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -35,8 +35,8 @@ def loopback_only(monkeypatch):
     for variable in _PROXY_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    for variable in (api.API_KEY_ENV, "VAST_URL", bootstrap.GIT_TOKEN_ENV, settings.B2_KEY_ID_ENV, settings.B2_KEY_ENV,
-                     settings.B2_BUCKET_ENV, settings.B2_PREFIX_ENV, settings.B2_CREDENTIALS_FILE_ENV):
+    for variable in (api.API_KEY_ENV, "VAST_URL", bootstrap.GIT_TOKEN_ENV, env_vars.B2_KEY_ID_ENV, env_vars.B2_KEY_ENV,
+                     env_vars.B2_BUCKET_ENV, env_vars.B2_PREFIX_ENV, env_vars.B2_CREDENTIALS_FILE_ENV):
         monkeypatch.delenv(variable, raising=False)
     yield
     redact.forget_secrets()

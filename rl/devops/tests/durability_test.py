@@ -13,7 +13,7 @@ from b2sdk.v2.exception import B2Error
 from rl.devops.vast import durability, redact, state
 from rl.devops.vast.testing import b2_simulator
 from rl.devops.vast.testing.leaks import assert_no_secret
-from rl.harness import RunLayout, settings
+from rl.harness import RunLayout, env_vars
 from rl.harness.remote import b2_mirror, run_mirror
 
 PORT = 20001
@@ -205,9 +205,9 @@ def test_b2_credentials_are_the_harness_ones_and_are_redacted(monkeypatch, tmp_p
     monkeypatch.setenv("HOME", str(tmp_path))                       # no credentials file either
     with pytest.raises(redact.DevopsError, match="the b2 sink needs the harness's B2 credentials"):
         durability.b2_credentials()
-    monkeypatch.setenv(settings.B2_KEY_ID_ENV, "keyid-0123456789")
-    monkeypatch.setenv(settings.B2_KEY_ENV, "appkey-0123456789abcdef")
-    monkeypatch.setenv(settings.B2_BUCKET_ENV, "rl-artifacts")
+    monkeypatch.setenv(env_vars.B2_KEY_ID_ENV, "keyid-0123456789")
+    monkeypatch.setenv(env_vars.B2_KEY_ENV, "appkey-0123456789abcdef")
+    monkeypatch.setenv(env_vars.B2_BUCKET_ENV, "rl-artifacts")
     credentials = durability.b2_credentials()
     assert redact.redact(f"{credentials.key_id} {credentials.key}") == f"{redact.MASK} {redact.MASK}"
 

@@ -10,9 +10,9 @@ import pytest
 from rl.devops.vast import bootstrap, durability, fleet, offers, state
 from rl.devops.vast.testing import b2_simulator, fake_api
 from rl.devops.vast.testing.leaks import assert_no_secret
-from rl.harness import settings
+from rl.harness import env_vars
 
-FAST = fleet.Settings(boot_timeout_s=0.4, poll_interval_s=0.02, max_attempts=3, quarantine_hours=24,
+FAST = fleet.FleetConfig(boot_timeout_s=0.4, poll_interval_s=0.02, max_attempts=3, quarantine_hours=24,
                       parallelism=4, log_tail=50)
 SETUP = bootstrap.Bootstrap(repo=bootstrap.GitPin("https://example.com/research.git", "c" * 40))
 GIT_TOKEN = "ghp_" + "secrettoken" * 3
@@ -105,9 +105,9 @@ def test_a_job_left_without_offers_fails_alone(fl, fake, spec, progress):
     assert "not launched" in progress.getvalue()
 
 
-def test_bad_settings_are_refused():
+def test_a_bad_fleet_config_is_refused():
     with pytest.raises(Exception, match="max_attempts=0"):
-        fleet.Settings(max_attempts=0)
+        fleet.FleetConfig(max_attempts=0)
 
 
 def test_a_failed_create_moves_to_the_next_offer(fl, fake, spec, progress):
@@ -280,9 +280,9 @@ def test_a_b2_launch_sends_its_own_key_and_never_the_local_one(tmp_path, account
     records = b2_fleet.launch(plan, setup, spec, image="python:3.11-bookworm")
     assert [r.status for r in records] == [state.RUNNING] * 2
     sent = [request.body for request in fake.calls("PUT", r"/asks/")]
-    key_ids = {body["env"][settings.B2_KEY_ID_ENV] for body in sent}
+    key_ids = {body["env"][env_vars.B2_KEY_ID_ENV] for body in sent}
     assert len(key_ids) == 1 and local.key_id not in key_ids                  # one key for the launch, not ours
-    assert {body["env"][settings.B2_PREFIX_ENV] for body in sent} == {"rl-harness/launches/ab12cd"}
+    assert {body["env"][env_vars.B2_PREFIX_ENV] for body in sent} == {"rl-harness/launches/ab12cd"}
     for secret in (local.key, local.key_id):
         assert_no_secret(secret, *sent, progress.getvalue(), store.path)
     launch_key = next(k for k in bucket.api.list_keys() if k.id_ in key_ids)

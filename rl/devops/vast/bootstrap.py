@@ -42,8 +42,8 @@ import shlex
 from typing import Optional
 
 from rl.devops.vast import redact
-from rl.harness import settings
-from rl.harness.run.status import run_id_problem
+from rl.harness import env_vars
+from rl.harness.run import status
 
 # The environment variable the instance reads a git token from (set through the create call's env).
 GIT_TOKEN_ENV = "RLH_GIT_TOKEN"
@@ -108,7 +108,7 @@ class Job:
             raise redact.DevopsError(f"target {self.target!r} is not a Bazel label like //experiments/x:y")
         if self.seed < 0:
             raise redact.DevopsError(f"seed {self.seed} must be >= 0")
-        problem = run_id_problem(self.run_id)
+        problem = status.run_id_problem(self.run_id)
         if problem:
             raise redact.DevopsError(problem)
 
@@ -248,7 +248,7 @@ def render(plan: Bootstrap, job: Job) -> str:
     return _TEMPLATE.format(
         workdir=shlex.quote(plan.workdir), out_dir=shlex.quote(plan.out_dir()), run_id=shlex.quote(job.run_id),
         phase_marker=PHASE_MARKER, done_marker=DONE_MARKER, git_token_env=GIT_TOKEN_ENV,
-        secret_variables=" ".join((GIT_TOKEN_ENV, *settings.SECRET_VARIABLES)),
+        secret_variables=" ".join((GIT_TOKEN_ENV, *env_vars.SECRET_VARIABLES)),
         repo_url=shlex.quote(plan.repo.url),
         repo_commit=shlex.quote(plan.repo.commit), library_checkout=library_checkout, cuda_lock_flag=CUDA_LOCK_FLAG,
         max_seconds=int(plan.max_hours * 3600), target=shlex.quote(job.target), run_args=" ".join(run_args))

@@ -166,8 +166,8 @@ def _account(args: argparse.Namespace) -> api.VastAccount:
     return api.VastAccount(key, args.server_url, request_timeout_s=args.request_timeout, retries=args.retries)
 
 
-def _fleet(args: argparse.Namespace, settings: fleet.Settings) -> fleet.Fleet:
-    return fleet.Fleet(_account(args), state.StateFile(_path(args.state_dir)), fleet.Progress(sys.stderr), settings)
+def _fleet(args: argparse.Namespace, fleet_config: fleet.FleetConfig) -> fleet.Fleet:
+    return fleet.Fleet(_account(args), state.StateFile(_path(args.state_dir)), fleet.Progress(sys.stderr), fleet_config)
 
 
 def _pin(url: Optional[str], commit: Optional[str], what: str) -> Optional[bootstrap.GitPin]:
@@ -179,7 +179,7 @@ def _pin(url: Optional[str], commit: Optional[str], what: str) -> Optional[boots
 
 
 def _up(args: argparse.Namespace) -> int:
-    settings = fleet.Settings(boot_timeout_s=args.boot_timeout, poll_interval_s=args.poll_interval,
+    fleet_config = fleet.FleetConfig(boot_timeout_s=args.boot_timeout, poll_interval_s=args.poll_interval,
                               quarantine_hours=args.quarantine_hours, parallelism=args.parallel)
     setup = bootstrap.Bootstrap(repo=bootstrap.GitPin(args.repo, args.commit),
                                 library=_pin(args.library, args.library_commit, "library"),
@@ -189,7 +189,7 @@ def _up(args: argparse.Namespace) -> int:
                                b2_bucket=bucket)
     launch_id = fleet.new_launch_id()
     jobs = fleet.make_jobs(args.target, args.seeds, launch_id=launch_id, extra_args=tuple(args.run_args))
-    fl = _fleet(args, settings)
+    fl = _fleet(args, fleet_config)
     plan = fl.plan(_gates(args), jobs, launch_id=launch_id, hours=args.hours)
     print(f"launch {launch_id}: {plan.describe()}")
     for job, scored in zip(plan.jobs, plan.choice.ranked):
@@ -217,7 +217,7 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _destroy(args: argparse.Namespace) -> int:
-    fl = _fleet(args, fleet.Settings(poll_interval_s=args.poll_interval))
+    fl = _fleet(args, fleet.FleetConfig(poll_interval_s=args.poll_interval))
     labels = list(args.labels)
     if args.launch:
         labels += [r.label for r in fl.store.read().live() if r.launch_id == args.launch]
@@ -250,7 +250,7 @@ def _run(args: argparse.Namespace) -> int:
         return _destroy(args)
     if args.command == "quarantine":
         return _quarantine(args)
-    fl = _fleet(args, fleet.Settings(poll_interval_s=args.poll_interval))
+    fl = _fleet(args, fleet.FleetConfig(poll_interval_s=args.poll_interval))
     if args.command == "search":
         choice = offers.search(fl.account, _gates(args), fl.store.read().quarantined())
         print(choice.summary())

@@ -37,10 +37,10 @@ import subprocess
 from typing import Callable, Iterable, Optional, Protocol
 
 from rl.devops.vast import api, bootstrap, redact
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.remote import b2_mirror
-from rl.harness.remote.run_mirror import REMOTE_ARTIFACTS_SCHEMA_VERSION
-from rl.harness.remote.store import DEFAULT_PREFIX, StoreConfig
+from rl.harness.remote import run_mirror
+from rl.harness.remote import store as remote_store
 from rl.harness.run import layout, provenance, records
 from rl.devops.vast.state import Record
 
@@ -202,14 +202,14 @@ class _HashingWriter:
         return False
 
 
-def b2_credentials() -> StoreConfig:
+def b2_credentials() -> remote_store.StoreConfig:
     """The harness's B2 credentials on this machine (environment or credentials file), registered as secrets."""
     with redact.guarded("read the B2 credentials"):
         credentials = b2_mirror.load_credentials()
     if credentials is None:
         raise redact.DevopsError(
-            f"the b2 sink needs the harness's B2 credentials: set ${settings.B2_KEY_ID_ENV}, ${settings.B2_KEY_ENV} "
-            f"and ${settings.B2_BUCKET_ENV}, or write {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
+            f"the b2 sink needs the harness's B2 credentials: set ${env_vars.B2_KEY_ID_ENV}, ${env_vars.B2_KEY_ENV} "
+            f"and ${env_vars.B2_BUCKET_ENV}, or write {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
     redact.register_secret(credentials.key_id)
     redact.register_secret(credentials.key)
     return credentials
@@ -237,7 +237,7 @@ class B2Store:
         self.name = bucket.name
 
     @classmethod
-    def open(cls, credentials: StoreConfig) -> "B2Store":
+    def open(cls, credentials: remote_store.StoreConfig) -> "B2Store":
         import b2sdk.v2 as b2
 
         with redact.guarded(f"open B2 bucket {credentials.bucket}"):
@@ -268,8 +268,8 @@ class B2Store:
                                               valid_duration_seconds=valid_for_s, bucket_id=self._bucket.id_,
                                               name_prefix=f"{name_prefix}/")
         redact.register_secret(key.application_key)
-        return {settings.B2_KEY_ID_ENV: key.id_, settings.B2_KEY_ENV: key.application_key,
-                settings.B2_BUCKET_ENV: self.name, settings.B2_PREFIX_ENV: name_prefix}
+        return {env_vars.B2_KEY_ID_ENV: key.id_, env_vars.B2_KEY_ENV: key.application_key,
+                env_vars.B2_BUCKET_ENV: self.name, env_vars.B2_PREFIX_ENV: name_prefix}
 
     def sha256(self, key: str) -> str:
         writer = _HashingWriter()
@@ -284,9 +284,9 @@ def read_remote_artifacts(path: pathlib.Path, bucket: str) -> list[dict]:
         document = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise DurabilityError(f"cannot read {path} ({redact.describe(error)})") from None
-    if document.get("schema_version") != REMOTE_ARTIFACTS_SCHEMA_VERSION:
+    if document.get("schema_version") != run_mirror.REMOTE_ARTIFACTS_SCHEMA_VERSION:
         raise DurabilityError(f"{path} has schema_version {document.get('schema_version')!r}, "
-                              f"expected {REMOTE_ARTIFACTS_SCHEMA_VERSION}")
+                              f"expected {run_mirror.REMOTE_ARTIFACTS_SCHEMA_VERSION}")
     if document.get("status") != "complete":
         raise DurabilityError(f"the harness's B2 upload is {document.get('status')!r}, not complete "
                               f"({document.get('error')}; not uploaded: {len(document.get('not_uploaded') or [])} files)")
@@ -306,7 +306,7 @@ class B2Mirror:
 
     copy: CopyBack
     store: ObjectStore
-    prefix: str = DEFAULT_PREFIX  # the harness's; each launch uploads below it (`launch_prefix`)
+    prefix: str = remote_store.DEFAULT_PREFIX  # the harness's; each launch uploads below it (`launch_prefix`)
     upload_artifacts: bool = True
 
     def instance_env(self, *, launch_id: str, valid_for_s: int) -> dict[str, str]:

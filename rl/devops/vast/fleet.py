@@ -103,7 +103,7 @@ class Outcome:
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
+class FleetConfig:
     """Timing and retry policy. Tests shrink the times; the CLI exposes them."""
 
     boot_timeout_s: float = 900.0
@@ -117,7 +117,7 @@ class Settings:
         bad = [f"{field.name}={getattr(self, field.name)}" for field in dataclasses.fields(self)
                if getattr(self, field.name) <= 0]
         if bad:
-            raise redact.DevopsError(f"settings must be positive: {', '.join(bad)}")
+            raise redact.DevopsError(f"fleet timings and limits must be positive: {', '.join(bad)}")
 
 
 class _OfferPool:
@@ -140,14 +140,14 @@ class Fleet:
     """
 
     def __init__(self, account: VastAccount, store: state.StateFile, progress: Progress,
-                 settings: Settings = Settings(), *,
+                 config: FleetConfig = FleetConfig(), *,
                  sink_for: Optional[Callable[[durability.SinkSpec], durability.ResultsSink]] = None,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
         self.account = account
         self.store = store
         self.sink_for = sink_for or functools.partial(durability.build_sink, known_hosts_dir=store.known_hosts_dir)
         self.progress = progress
-        self.settings = settings
+        self.config = config
         self._clock = clock
         self._sleep = sleep
 
@@ -180,7 +180,7 @@ class Fleet:
         pool = _OfferPool(plan.choice.ranked)
         valid_for_s = int(setup.max_hours * 3600) + LAUNCH_CREDENTIALS_MARGIN_S
         env = {**sink.instance_env(launch_id=plan.launch_id, valid_for_s=valid_for_s), **(extra_env or {})}
-        workers = max(1, min(self.settings.parallelism, len(plan.jobs)))
+        workers = max(1, min(self.config.parallelism, len(plan.jobs)))
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as executor:
             futures = [executor.submit(self._launch_job, plan.launch_id, index, job, pool, setup, spec, image,
                                        plan.disk_gb, env)
@@ -191,7 +191,7 @@ class Fleet:
                     setup: bootstrap.Bootstrap, spec: durability.SinkSpec, image: str, disk_gb: float,
                     env: dict[str, str]) -> state.Record:
         onstart = bootstrap.render(setup, job)
-        for attempt in range(1, self.settings.max_attempts + 1):
+        for attempt in range(1, self.config.max_attempts + 1):
             label = f"{LABEL_PREFIX}{launch_id}-{index:03d}-{attempt}"
             record = state.Record(label=label, launch_id=launch_id, target=job.target, seed=job.seed,
                                   run_id=job.run_id, sink=spec.kind, dest=spec.dest, remote_out=spec.remote_out,
@@ -235,7 +235,7 @@ class Fleet:
                               created_at=self._clock())
 
     def _await_boot(self, record: state.Record) -> state.Record:
-        deadline = self._clock() + self.settings.boot_timeout_s
+        deadline = self._clock() + self.config.boot_timeout_s
         status = None
         while self._clock() < deadline:
             try:
@@ -250,14 +250,14 @@ class Fleet:
                 if status == RUNNING:
                     self.progress(f"{record.label}: instance {record.instance_id} is running")
                     return self.store.set(record.label, status=state.RUNNING)
-            self._sleep(self.settings.poll_interval_s)
-        reason = f"instance {record.instance_id} never booted within {self.settings.boot_timeout_s:g} s " \
+            self._sleep(self.config.poll_interval_s)
+        reason = f"instance {record.instance_id} never booted within {self.config.boot_timeout_s:g} s " \
                  f"(last status {status!r})"
         with self.store.update() as current:
-            current.quarantine_machine(record.machine_id, reason, hours=self.settings.quarantine_hours,
+            current.quarantine_machine(record.machine_id, reason, hours=self.config.quarantine_hours,
                                        now=self._clock())
         self.progress(f"{record.label}: {reason}; machine {record.machine_id} quarantined for "
-                      f"{self.settings.quarantine_hours:g} h; destroying it (it never ran, so there are no results)")
+                      f"{self.config.quarantine_hours:g} h; destroying it (it never ran, so there are no results)")
         return self._destroy_now(record, note=reason)
 
     def _destroy_now(self, record: state.Record, *, note: str) -> state.Record:
@@ -301,7 +301,7 @@ class Fleet:
 
     def run_phase(self, record: state.Record) -> str:
         """"done (exit N)", the bootstrap's current phase, or "starting", from the instance's log."""
-        text = self.account.logs(record.instance_id, tail=self.settings.log_tail)
+        text = self.account.logs(record.instance_id, tail=self.config.log_tail)
         code = bootstrap.parse_done(text)
         if code is not None:
             return f"done (exit {code})"
@@ -344,7 +344,7 @@ class Fleet:
         elif discard_results:
             note = "destroyed with --discard-results: results NOT secured"
         else:
-            log = self.account.logs(record.instance_id, tail=self.settings.log_tail)
+            log = self.account.logs(record.instance_id, tail=self.config.log_tail)
             code = bootstrap.parse_done(log)
             if code is None:
                 phase = bootstrap.parse_phase(log) or "starting"
@@ -366,7 +366,7 @@ class Fleet:
 
     def destroy_many(self, labels: list[str], *, discard_results: bool = False) -> list[Outcome]:
         """`destroy` for each label, in parallel (each secures its own results)."""
-        workers = max(1, min(self.settings.parallelism, len(labels)))
+        workers = max(1, min(self.config.parallelism, len(labels)))
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as executor:
             outcomes = list(executor.map(lambda label: self._destroy_reporting(label, discard_results), labels))
         return outcomes
@@ -390,7 +390,7 @@ class Fleet:
             pending = [label for label in pending if label not in final]
             if not pending or self._clock() >= deadline:
                 break
-            self._sleep(self.settings.poll_interval_s)
+            self._sleep(self.config.poll_interval_s)
         for label in pending:
             final[label] = Outcome(label, destroyed=False, finished=False,
                                    message="still running at the deadline; kept (run `destroy` later)")

@@ -21,8 +21,11 @@ import contextlib
 from typing import Iterator
 
 from rl.harness.run import redaction
-from rl.harness.run.redaction import (MASK, MIN_SECRET_LENGTH, RedactingFilter, forget_secrets,  # noqa: F401 - re-exported
-                                      install_log_filter, redact, truncate)
+
+# The harness's one redaction layer, offered as this package's own names.
+MASK, MIN_SECRET_LENGTH, RedactingFilter = redaction.MASK, redaction.MIN_SECRET_LENGTH, redaction.RedactingFilter
+forget_secrets, install_log_filter = redaction.forget_secrets, redaction.install_log_filter
+redact, truncate = redaction.redact, redaction.truncate
 
 
 class DevopsError(RuntimeError):

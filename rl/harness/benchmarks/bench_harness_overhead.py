@@ -101,11 +101,11 @@ def _harness_run(iterations, folder, store=None):
 
 
 def _store_variables(server) -> dict:
-    from rl.harness import settings
+    from rl.harness import env_vars
 
     key_id, key = server.read_write
-    return {settings.STORE_ENV: f"s3://{server.bucket}/bench", settings.STORE_ENDPOINT_ENV: server.endpoint,
-            settings.S3_KEY_ID_ENV: key_id, settings.S3_KEY_ENV: key}
+    return {env_vars.STORE_ENV: f"s3://{server.bucket}/bench", env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+            env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: key}
 
 
 def _against_plain(plain, loop) -> dict:

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.run import records
 from rl.harness.tests import s3_server
 
@@ -71,8 +71,8 @@ def main(argv=None) -> dict:
     load_before = os.getloadavg()
     with s3_server.S3Server() as server, tempfile.TemporaryDirectory() as folder:
         key_id, key = server.read_write
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), settings.STORE_ENV: f"s3://{server.bucket}/bench",
-                       settings.STORE_ENDPOINT_ENV: server.endpoint, settings.S3_KEY_ID_ENV: key_id, settings.S3_KEY_ENV: key}
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), env_vars.STORE_ENV: f"s3://{server.bucket}/bench",
+                       env_vars.STORE_ENDPOINT_ENV: server.endpoint, env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: key}
         lost, fresh = pathlib.Path(folder, "lost"), pathlib.Path(folder, "fresh")
         common = ["--seed", str(options.seed), *options.run_flags]
         started = time.monotonic()

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.remote import run_mirror, stores
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
@@ -57,12 +57,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--period-s", type=float, default=4.0)
     parser.add_argument("--checkpoints", type=int, default=10)
     options = parser.parse_args(argv)
-    interval_s, drain_s = settings.mirror_seconds()
+    interval_s, drain_s = env_vars.mirror_seconds()
     with s3_server.S3Server() as server, tempfile.TemporaryDirectory() as folder:
         key_id, key = server.read_write
         store = stores.open_store(stores.load({
-            settings.STORE_ENV: f"s3://{server.bucket}/bench", settings.STORE_ENDPOINT_ENV: server.endpoint,
-            settings.S3_KEY_ID_ENV: key_id, settings.S3_KEY_ENV: key}))
+            env_vars.STORE_ENV: f"s3://{server.bucket}/bench", env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+            env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: key}))
         layout = RunLayout(pathlib.Path(folder, "results"), pathlib.Path(folder, "artifacts"), "bench", False)
         layout.results_dir.mkdir(parents=True)
         layout.checkpoints_dir.mkdir(parents=True)

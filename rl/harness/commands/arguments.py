@@ -17,9 +17,9 @@ from typing import Optional
 
 from absl.flags import argparse_flags
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import catalog, compare, export, recipes, study
-from rl.harness.errors import EXIT_USAGE
+from rl.harness.errors import EXIT_USAGE, HarnessError
 from rl.harness.run import layout, rolling
 from rl.harness.training import hardware
 
@@ -110,20 +110,20 @@ def _fraction(text: str) -> float:
 def _user_path(text: str) -> pathlib.Path:
     """A path as the user meant it: relative to where they typed the command ($BUILD_WORKING_DIRECTORY
     under `bazel run`, whose own working folder is the runfiles tree a rebuild may delete)."""
-    return pathlib.Path(settings.working_directory()) / pathlib.Path(text).expanduser()
+    return pathlib.Path(env_vars.working_directory()) / pathlib.Path(text).expanduser()
 
 
 def _add_results_dir(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--results-dir", type=_user_path, help=help_text)
 
 
-def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
-    parser = _Parser(prog="rl-harness" if experiment is None else experiment, add_help=False,
+def _run_parser(recipe: Optional[str]) -> argparse.ArgumentParser:
+    parser = _Parser(prog="rl-harness" if recipe is None else recipe, add_help=False,
                      description="Run an experiment recipe's run(context) with full provenance.",
                      epilog=_COMMANDS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-h", "--help", action=_HelpWithSetKeys,
-                        help="show this help, with the recipe's --set keys, and exit").default_recipe = experiment
-    if experiment is None:
+                        help="show this help, with the recipe's --set keys, and exit").default_recipe = recipe
+    if recipe is None:
         parser.add_argument("module", help="dotted module of a recipe with run(context)")
     parser.add_argument("--seed", type=_seed, default=42, help="root seed (docs/seeding.md)")
     parser.add_argument("--smoke", action="store_true", help="the recipe's minimal budget; records go under smoke/")
@@ -160,8 +160,8 @@ def _run_parser(experiment: Optional[str]) -> argparse.ArgumentParser:
     return parser
 
 
-def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.ArgumentParser:
-    parser = _Parser(prog=f"{experiment or 'rl-harness'} {command}")
+def _catalog_parser(command: str, recipe: Optional[str]) -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"{recipe or 'rl-harness'} {command}")
     if command == "study":
         study.add_arguments(parser, _user_path, _positive)
         return parser
@@ -180,9 +180,10 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
                             help=f"the PNG to write (default: {layout.COMPARISONS_DIR}/<run ids>.png under the first"
                                  " run's results root)")
     elif command == "runs":
-        parser.add_argument("--experiment", metavar="MODULE",
+        # --experiment: the same filter as scripts and muscle memory spell it.
+        parser.add_argument("--recipe", "--experiment", dest="recipe", metavar="MODULE",
                             help="only this recipe's runs: its dotted module or its last parts (e.g. reward_only);"
-                                 " an experiment's binary lists its own by default")
+                                 " a recipe's binary lists its own by default")
         parser.add_argument("--status", choices=catalog.LISTED_STATUSES, help="only the runs of this status")
         parser.add_argument("--last", type=_positive, metavar="N", help="only the N most recently started")
         form = parser.add_mutually_exclusive_group()
@@ -221,15 +222,15 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
     return parser
 
 
-def parse(argv: list[str], experiment: Optional[str] = None) -> tuple[str, argparse.Namespace]:
+def parse(argv: list[str], recipe: Optional[str] = None) -> tuple[str, argparse.Namespace]:
     """(command, options) from a full argv (argv[0] is the program)."""
     args = list(argv[1:])
     if args[:2] == ["study", "plan"]:
-        parser = _Parser(prog=f"{experiment or 'rl-harness'} study plan")
+        parser = _Parser(prog=f"{recipe or 'rl-harness'} study plan")
         study.add_plan_arguments(parser, _user_path, _positive_number)
         return "study plan", parser.parse_args(args[2:])
     if args and args[0] in COMMANDS:
-        return args[0], _catalog_parser(args[0], experiment).parse_args(args[1:])
-    options = _run_parser(experiment).parse_args(args)
+        return args[0], _catalog_parser(args[0], recipe).parse_args(args[1:])
+    options = _run_parser(recipe).parse_args(args)
     options._argv = list(argv)  # recorded as the manifest's command line
     return "run", options

@@ -1,7 +1,7 @@
 """Explaining runs found on disk (`run/finder.py`): what `rl-harness runs | show | diff` print.
 
     runs = finder.find_runs([workspace_root])         # every results/[smoke/]<run-id>/ below
-    print("\n".join(catalog.format_runs(catalog.select_runs(runs, experiment="reward_only", last=10)[0])))
+    print("\n".join(catalog.format_runs(catalog.select_runs(runs, recipe="reward_only", last=10)[0])))
     rows = catalog.run_rows(runs)                     # runs as data: what `runs --json` and `runs --csv` print
     run = finder.find_run("20261201T011500Z-3f9a2c", [workspace_root])
     print("\n".join(catalog.format_show(run)))
@@ -49,10 +49,10 @@ def _started(run: Run) -> float:
     return parse_time(run.manifest.started_at) if run.manifest.started_at else -math.inf
 
 
-def is_experiment(run: Run, experiment: str) -> bool:
-    """Whether `run` is of `experiment`: its dotted module, or that module's last parts (`mess3.reward_only`)."""
+def is_recipe(run: Run, recipe: str) -> bool:
+    """Whether `run` is of `recipe`: its dotted module, or that module's last parts (`mess3.reward_only`)."""
     module = run.manifest.experiment.module or ""
-    return module == experiment or module.endswith("." + experiment)
+    return module == recipe or module.endswith("." + recipe)
 
 
 # `runs --sort`: the first is the default (oldest start first); each sorts on, then by start and id.
@@ -67,15 +67,15 @@ def _sort_key(key: str):
     return by
 
 
-def select_runs(runs: Iterable[Run], damaged: Iterable[DamagedRun] = (), *, experiment: Optional[str] = None,
+def select_runs(runs: Iterable[Run], damaged: Iterable[DamagedRun] = (), *, recipe: Optional[str] = None,
                 status: Optional[str] = None, last: Optional[int] = None, smoke: Optional[bool] = None,
                 sort: str = SORT_KEYS[0]) -> tuple[list[Run], list[DamagedRun]]:
-    """What `runs` lists: the runs of `experiment` with `status`, smoke or full ones only when `smoke` says which,
+    """What `runs` lists: the runs of `recipe` with `status`, smoke or full ones only when `smoke` says which,
     the `last` N started, in the order of `sort` (SORT_KEYS; oldest start first by default).
 
-    A damaged run's experiment cannot be read, so it stays listed unless `status` names another status.
+    A damaged run's recipe cannot be read, so it stays listed unless `status` names another status.
     """
-    chosen = sorted((run for run in runs if (experiment is None or is_experiment(run, experiment))
+    chosen = sorted((run for run in runs if (recipe is None or is_recipe(run, recipe))
                      and (status is None or run.status == status)
                      and (smoke is None or run.manifest.options.get("smoke") is smoke)),
                     key=lambda run: (_started(run), run.run_id))

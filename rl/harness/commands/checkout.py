@@ -25,7 +25,7 @@ from typing import Optional
 
 from absl import logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.errors import UsageError
 from rl.harness.run import provenance, records
 
@@ -45,7 +45,7 @@ def _run(command: list[str], cwd: str, what: str, **kwargs) -> subprocess.Comple
 def scratch_worktree(repo_root: str, purpose: str = "") -> str:
     """One fixed path per repository and `purpose`: Bazel keys its output base (and venv) on the path, so they
     survive between uses although the worktree itself is removed after each (`release`)."""
-    base = settings.reproduce_scratch_dir()
+    base = env_vars.reproduce_scratch_dir()
     name = hashlib.sha256(repo_root.encode()).hexdigest()[:12]
     return os.path.join(base, f"{name}-{purpose}" if purpose else name)
 
@@ -105,7 +105,7 @@ def python_override(worktree: str) -> list[str]:
 
 def bazel(worktree: str) -> list[str]:
     """The Bazel to run in `worktree`: $RL_HARNESS_BAZEL, else its `bazelw`, else `bazel`."""
-    explicit = settings.bazel_command()
+    explicit = env_vars.bazel_command()
     if explicit:
         return explicit
     wrapper = os.path.join(worktree, "bazelw")
@@ -134,7 +134,7 @@ def child_environment(cpu_share: Optional[int] = None) -> dict:
     """This process's environment without what would leak into the rebuilt binary; `cpu_share` as $RL_HARNESS_CPUS."""
     environment = {key: value for key, value in os.environ.items() if key not in _LEAKING_ENVIRONMENT}
     if cpu_share is not None:
-        environment[settings.CPU_SHARE_ENV] = str(cpu_share)
+        environment[env_vars.CPU_SHARE_ENV] = str(cpu_share)
     return environment
 
 

@@ -5,7 +5,7 @@
                [--run-id ID] [--upload-artifacts | --no-upload-artifacts] [--ray-address ADDRESS]
                [--stop-at-iteration N | --stop-at-env-steps N] [--set KEY=VALUE ...]
                [--rolling-checkpoint-minutes M] [--rolling-checkpoint-fraction F]
-    rl-harness runs [--experiment MODULE] [--status STATUS] [--last N] [--json | --csv] [--results-dir DIR]
+    rl-harness runs [--recipe MODULE] [--status STATUS] [--last N] [--json | --csv] [--results-dir DIR]
     rl-harness show <run-id> [--json] [--results-dir DIR]
     rl-harness diff <run-a> <run-b> [--results-dir DIR]
     rl-harness compare <run-id>... [--metric KEY]... [--output PNG] [--results-dir DIR]
@@ -37,7 +37,7 @@ from typing import Callable, Optional
 
 from absl import app, logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import catalog, compare, execution, export, recipes, reproduce, study, transfer
 from rl.harness.commands.arguments import parse
 from rl.harness.errors import HarnessError
@@ -55,13 +55,13 @@ def _catalog_roots(options: argparse.Namespace) -> list[str]:
     lists only its own)."""
     if options.results_dir is not None:
         return [str(recipes.check_folder(options.results_dir, "--results-dir"))]
-    return [settings.workspace_directory() or os.getcwd()]
+    return [env_vars.workspace_directory() or os.getcwd()]
 
 
-def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[str]) -> list[str]:
+def run_catalog(command: str, options: argparse.Namespace, recipe: Optional[str]) -> list[str]:
     roots = _catalog_roots(options)
     if command == "runs":
-        chosen = catalog.select_runs(*finder.scan_runs(roots), experiment=options.experiment or experiment,
+        chosen = catalog.select_runs(*finder.scan_runs(roots), recipe=options.recipe or recipe,
                                      status=options.status, last=options.last, smoke=options.smoke, sort=options.sort)
         if options.json:
             return [json.dumps(catalog.run_rows(*chosen), indent=2)]
@@ -86,7 +86,7 @@ def run_catalog(command: str, options: argparse.Namespace, experiment: Optional[
     return catalog.format_diff(finder.find_run(options.run_a, roots), finder.find_run(options.run_b, roots))
 
 
-def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str] = None,
+def dispatch(command: str, options: argparse.Namespace, recipe: Optional[str] = None,
              connect_store: Callable = stores.open_store) -> int:
     """Runs one parsed command; returns the exit status."""
     verbosity = logging.get_verbosity()  # before the recipe's imports (RLlib raises the root level)
@@ -112,22 +112,22 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
             return transfer.sync(finder.find_run(options.run_id, _catalog_roots(options)),
                                  artifacts_root=options.artifacts_dir, connect_store=connect_store)
         if command != "run":
-            print("\n".join(run_catalog(command, options, experiment)))
+            print("\n".join(run_catalog(command, options, recipe)))
             return 0
-        plan = execution.prepare(options, experiment or options.module, connect_store)
+        plan = execution.plan_run(options, recipe or options.module, connect_store)
         return execution.execute(plan, verbosity)  # raises only while claiming and starting the run
     except HarnessError as error:
         if error.exit_status == 0:  # NothingToDo: the request was done already
-            print(f"{experiment or 'rl-harness'}: {error}")
+            print(f"{recipe or 'rl-harness'}: {error}")
         else:
-            print(f"{experiment or 'rl-harness'}: error: {error}", file=sys.stderr)
+            print(f"{recipe or 'rl-harness'}: error: {error}", file=sys.stderr)
         return error.exit_status
 
 
-def main(argv: list[str], experiment: Optional[str] = None, connect_store: Callable = stores.open_store) -> int:
+def main(argv: list[str], recipe: Optional[str] = None, connect_store: Callable = stores.open_store) -> int:
     """In-process entry (tests): parse a full argv and dispatch."""
-    command, options = parse(argv, experiment)
-    return dispatch(command, options, experiment, connect_store)
+    command, options = parse(argv, recipe)
+    return dispatch(command, options, recipe, connect_store)
 
 
 def restart_with_pinned_kernels(command: str, options: argparse.Namespace) -> None:
@@ -140,21 +140,21 @@ def restart_with_pinned_kernels(command: str, options: argparse.Namespace) -> No
     if command != "run" or options.hardware_profile != hardware.PORTABLE_PROFILE:
         return
     pins = hardware.portable_kernel_dispatch()
-    if settings.kernel_dispatch_settings().items() >= pins.items():
+    if env_vars.kernel_dispatch_variables().items() >= pins.items():
         return
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], {**os.environ, **pins})
 
 
-def entry_point(experiment: Optional[str] = None, study_module: Optional[str] = None) -> None:
+def entry_point(recipe: Optional[str] = None, study_module: Optional[str] = None) -> None:
     """`rl-harness`, every rl_experiment binary and every rl_study binary (`study <its module>` implied)."""
     def parse_argv(argv):
-        return parse([argv[0], "study", study_module, *argv[1:]] if study_module else argv, experiment)
+        return parse([argv[0], "study", study_module, *argv[1:]] if study_module else argv, recipe)
 
     def main_of_process(parsed):
         restart_with_pinned_kernels(*parsed)
-        return dispatch(*parsed, experiment=experiment)
+        return dispatch(*parsed, recipe=recipe)
     app.run(main_of_process, flags_parser=parse_argv)
 
 

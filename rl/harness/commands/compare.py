@@ -70,7 +70,7 @@ def figure(runs: list[finder.Run], metrics: Iterable[str]):
     missing = [metric for metric in metrics if not any(metric in curves for _, curves in groups)]
     if missing:
         raise UsageError(f"no run summarises {', '.join(missing)}; pick --metric from {', '.join(summarised)} (a recipe"
-                         " adds its own with context.recorder.summarize)")
+                         " adds its own with context.session.summarize)")
     by_env_steps = all(metric_keys.ENV_STEPS in curves for _, curves in groups)
     drawing = Figure(figsize=(PANEL_SIZE[0], PANEL_SIZE[1] * len(metrics)), layout="constrained")
     for axes, metric in zip(drawing.subplots(len(metrics), 1, squeeze=False)[:, 0], metrics):

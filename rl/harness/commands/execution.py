@@ -1,9 +1,9 @@
-"""One run from validated request to final status: prepare (no records yet), execute, upload.
+"""One run from validated request to final status: plan_run (no records yet), execute, upload.
 
-    plan = execution.prepare(options, "experiments.mess3.reward_only")   # UsageError naming the fix
+    plan = execution.plan_run(options, "experiments.mess3.reward_only")   # UsageError naming the fix
     exit_code = execution.execute(plan)    # 0 completed, 1 failed, 128 + signal interrupted, 3 upload failed
 
-Everything that can be wrong with the request is found in `prepare`, before any record is written.
+Everything that can be wrong with the request is found in `plan_run`, before any record is written.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 from absl import logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import catalog, recipes, resume
 from rl.harness.remote import run_mirror, stores
 from rl.harness.remote.store import CredentialsError, Store, StoreConfig
@@ -58,7 +58,7 @@ class Plan:
     profile: HardwareProfile
     upload: Optional[Store]  # opened and checked
     upload_explicit: bool
-    mirror_s: tuple[float, float]  # the mirror's interval and its drain at the end (settings.mirror_seconds)
+    mirror_s: tuple[float, float]  # the mirror's interval and its drain at the end (env_vars.mirror_seconds)
     heartbeat_s: float
     patch_cap_bytes: int
     hyperparameters: dict  # the recipe's declared defaults with the --set overrides applied
@@ -93,14 +93,14 @@ def _checked_store(config: StoreConfig, connect_store: Callable, layout: RunLayo
     return store
 
 
-def prepare(options: argparse.Namespace, module_name: str, connect_store: Callable = stores.open_store) -> Plan:
+def plan_run(options: argparse.Namespace, module_name: str, connect_store: Callable = stores.open_store) -> Plan:
     """Validates a run request; raises UsageError naming the fix."""
     if options.run_id is not None and (problem := run_id_problem(options.run_id)):
         raise UsageError(problem)
-    heartbeat_s = settings.heartbeat_seconds()  # each a SettingError (a UsageError) naming the fix
-    mirror_s = settings.mirror_seconds()
-    patch_cap_bytes = settings.patch_cap_bytes()
-    connect_timeout_s = settings.ray_connect_timeout_seconds()
+    heartbeat_s = env_vars.heartbeat_seconds()  # each a EnvVarError (a UsageError) naming the fix
+    mirror_s = env_vars.mirror_seconds()
+    patch_cap_bytes = env_vars.patch_cap_bytes()
+    connect_timeout_s = env_vars.ray_connect_timeout_seconds()
     module = recipes.load_recipe(module_name)
     if not options.allow_untracked_code and (
             reason := provenance.no_commit_reason(os.path.realpath(module.__file__))):
@@ -198,10 +198,10 @@ def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
                  plan.profile.name, layout.results_dir, layout.artifacts_dir)
     if plan.resume is not None:
         logging.info("%s", resume.describe(plan.resume))
-    context = RunContext(run_id=layout.run_id, experiment=plan.module_name, seed=plan.options.seed,
+    context = RunContext(run_id=layout.run_id, recipe=plan.module_name, seed=plan.options.seed,
                          smoke=plan.options.smoke, results_dir=layout.results_dir, artifacts_dir=layout.artifacts_dir,
                          hardware=plan.profile, resume=plan.resume, ray_address=plan.options.ray_address,
-                         seeds=seeds, recorder=run, hyperparameters=plan.hyperparameters)
+                         seeds=seeds, session=run, hyperparameters=plan.hyperparameters)
     error = None
     try:
         outcome = plan.module.run(context)

@@ -29,7 +29,7 @@ import sys
 import tempfile
 from typing import Any, Iterator, Optional
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import catalog
 from rl.harness.errors import HarnessError, UsageError
 from rl.harness.run import buildinfo, finder, metric_keys, records
@@ -174,7 +174,7 @@ def _write(python: str, header: dict, runs: Iterator[dict]) -> int:
 
 def export(options, roots: list[str]) -> int:
     """The `export` command: finds the run (or, under --results-dir, the study), then writes it through MLflow."""
-    uri = options.tracking_uri or f"sqlite:///{pathlib.Path(settings.working_directory(), DEFAULT_STORE).resolve()}"
+    uri = options.tracking_uri or f"sqlite:///{pathlib.Path(env_vars.working_directory(), DEFAULT_STORE).resolve()}"
     header = {"tracking_uri": uri}
     study_folder = find_study(pathlib.Path(options.results_dir), options.id) if options.results_dir else None
     if study_folder is not None:

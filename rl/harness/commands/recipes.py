@@ -18,7 +18,7 @@ from typing import Optional
 
 from absl import logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.errors import UsageError
 from rl.harness.run.manifest import DOTTED_NAME
 
@@ -32,7 +32,7 @@ def recipe_folder(module_name: str) -> pathlib.Path:
     parts = module_name.split(".")
     if spec.submodule_search_locations is None:
         parts = parts[:-1]
-    workspace = settings.workspace_directory()
+    workspace = env_vars.workspace_directory()
     if workspace:
         return pathlib.Path(workspace, *parts)
     folder = pathlib.Path(spec.origin).parent
@@ -113,7 +113,7 @@ def load_module(module_name: str):
     if not DOTTED_NAME.fullmatch(module_name):
         raise UsageError(f"{module_name!r} is not a dotted module name; pass e.g. experiments.mess3.reward_only")
     module = _import_recipe(module_name)
-    workspace = settings.workspace_directory()
+    workspace = env_vars.workspace_directory()
     if module is None and workspace and workspace not in sys.path:
         _look_in_workspace(module_name, workspace)
         module = _import_recipe(module_name)

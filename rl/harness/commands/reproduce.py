@@ -34,7 +34,7 @@ from typing import Any, Optional
 
 from absl import logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import checkout, cross_platform, reproduce_inputs
 from rl.harness.run import buildinfo, finder, hyperparameters, platform, provenance, records
 from rl.harness.run.machine import MachineFacts
@@ -359,7 +359,7 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_roo
     cpu_share = reproduce_inputs.recorded_cpu_share(manifest)
     environment = checkout.child_environment(cpu_share)
     if cpu_share is not None:
-        print(f"applying the run's recorded CPU limit: ${settings.CPU_SHARE_ENV}={cpu_share}"
+        print(f"applying the run's recorded CPU limit: ${env_vars.CPU_SHARE_ENV}={cpu_share}"
               f" ({manifest.hardware['machine']['cpu_limit']})", flush=True)
     machine = hardware.detect_machine(environment)
     check_machine(manifest, machine)
@@ -375,7 +375,7 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_roo
     else:
         original_rows = prefix.take(_metrics(str(layout.artifacts_dir), original.run_id, original.status,
                                              layout.recorded_elsewhere(manifest)))
-    repo_root = repo_root or provenance.git_state(settings.workspace_directory() or os.getcwd())["root"]
+    repo_root = repo_root or provenance.git_state(env_vars.workspace_directory() or os.getcwd())["root"]
     if repo_root is None:
         raise ReproduceError("not inside a git checkout; run reproduce from the repository the run came from")
     worktree = checkout.scratch_worktree(repo_root)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import transfer
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
@@ -28,7 +28,7 @@ SUMMARY_EVIDENCE = f"its committed {records.SUMMARY_FILE} (final metrics and sco
 def recorded_cpu_share(manifest: RunManifest) -> Optional[int]:
     """The CPUs the run sized itself by when `$RL_HARNESS_CPUS` set them (its machine's `cpu_limit` says so), else None."""
     machine = manifest.hardware.get("machine") or {}
-    if str(machine.get("cpu_limit", "")).startswith(f"${settings.CPU_SHARE_ENV}="):
+    if str(machine.get("cpu_limit", "")).startswith(f"${env_vars.CPU_SHARE_ENV}="):
         return int(machine["cpu_count"])
     return None
 

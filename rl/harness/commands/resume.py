@@ -19,7 +19,7 @@ from typing import Optional
 
 from rl.harness.commands import transfer
 from rl.harness.run import buildinfo, records
-from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, TuneRunner, read_manifest
+from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, TuneRunnerRecord, read_manifest
 from rl.harness.run.status import COMPLETED, run_id_problem
 from absl import logging
 
@@ -118,14 +118,14 @@ def check_experiment(source: ResumeSource, requested: str, module_name: str) -> 
         raise UsageError(f"--resume-from {requested} is a checkpoint of {source.experiment}, not of {module_name}:"
                          f" its networks would not fit this recipe; resume it with {source.experiment}'s own target,"
                          f" or pass a run or checkpoint of {module_name}"
-                         f" (`{buildinfo.harness_command('runs', '--experiment', module_name)}` lists them)")
+                         f" (`{buildinfo.harness_command('runs', '--recipe', module_name)}` lists them)")
 
 
 def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
     manifest = read_manifest(str(run_dir))  # RecordError (a UsageError) names a damaged record
     layout = RunLayout.of_run(run_dir, manifest, artifacts_root)
     places = layout.artifact_places(manifest)
-    if isinstance(manifest.runner, TuneRunner):
+    if isinstance(manifest.runner, TuneRunnerRecord):
         for place in places:
             storage = recorded_folder(place, manifest.runner.storage, "Tune storage")
             if storage.is_dir():

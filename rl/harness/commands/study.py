@@ -295,7 +295,7 @@ class StudyCommand:
         return trials
 
     def _run_trials(self, trials) -> dict[str, str]:
-        from rl.harness import settings
+        from rl.harness import env_vars
         from rl.harness.training import member_trials
 
         previous = {}
@@ -312,7 +312,7 @@ class StudyCommand:
         try:
             cpus = hardware.usable_cpu_count()[0]
             environment = {"PYTHONPATH": ":".join(path for path in sys.path if path),
-                           settings.CPU_SHARE_ENV: str(self.options.cpus_per_trial)}
+                           env_vars.CPU_SHARE_ENV: str(self.options.cpus_per_trial)}
             return member_trials.run_trials(
                 trials, ray_address=self.options.ray_address, num_cpus=cpus, cpus_per_trial=self.options.cpus_per_trial,
                 max_concurrent=self.options.max_concurrent, env=environment,

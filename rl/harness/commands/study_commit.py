@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import checkout
 from rl.harness.errors import UsageError
 from rl.harness.study.record import StudyRecord
@@ -26,7 +26,7 @@ HARNESS_TARGET = "//rl/harness:rl-harness"
 def recorded_commit(record: StudyRecord, differs: str) -> str:
     """The commit `record`'s members ran at; UsageError when they ran from uncommitted changes (no commit has them),
     or when this process is that commit's own build and its code or lock still `differs` (said in words)."""
-    if settings.at_study_commit():  # checking the commit out again would start this process again
+    if env_vars.at_study_commit():  # checking the commit out again would start this process again
         raise UsageError(f"study {record.study_id} cannot resume at its commit: its {differs}; start a new study")
     code = record.code.get("experiment_repo") or {}
     if not code.get("commit"):
@@ -64,7 +64,7 @@ def resume(record: StudyRecord, commit: str, options: argparse.Namespace, repo_r
         status, _ = checkout.run_forwarding_signals(
             [*checkout.bazel(worktree), "run", *checkout.python_override(worktree), "--", HARNESS_TARGET,
              *_study_arguments(record, options, results_root, artifacts_root)],
-            cwd=worktree, env={**checkout.child_environment(), settings.AT_STUDY_COMMIT_ENV: "1"})
+            cwd=worktree, env={**checkout.child_environment(), env_vars.AT_STUDY_COMMIT_ENV: "1"})
     finally:
         checkout.release(repo_root, worktree)
     return status

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from typing import Optional
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.errors import UsageError
 from rl.harness.run import finder, tensorboard_events
 from rl.harness.run.layout import RunLayout
@@ -91,8 +91,8 @@ def link_tree(folders: dict[str, pathlib.Path], tree: pathlib.Path) -> None:
 
 def _root(argument: Optional[str]) -> pathlib.Path:
     if argument is None:
-        return pathlib.Path(settings.workspace_directory() or settings.working_directory())
-    root = pathlib.Path(settings.working_directory()) / pathlib.Path(argument).expanduser()
+        return pathlib.Path(env_vars.workspace_directory() or env_vars.working_directory())
+    root = pathlib.Path(env_vars.working_directory()) / pathlib.Path(argument).expanduser()
     if not root.is_dir():
         raise UsageError(f"{root} is not a folder; pass a results or artifacts tree (a folder holding"
                          " [results|artifacts]/<run-id>/) or nothing for the whole workspace")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.remote.store import (DEFAULT_PREFIX, CredentialsError, Store, StoreConfig, StoreFault,
                                      read_credentials_file, registered)
 
@@ -23,8 +23,8 @@ DEFAULT_CREDENTIALS_FILE = "~/.config/rl-harness/b2.json"  # ~ is $HOME
 def _fixes(source: str) -> dict[str, str]:
     if source != "environment":
         return {role: f"the credentials file {source}" for role in ("url", "endpoint", "credentials")}
-    return {"url": f"${settings.B2_BUCKET_ENV}", "endpoint": "the network (B2 itself is not configurable)",
-            "credentials": f"${settings.B2_KEY_ID_ENV} and ${settings.B2_KEY_ENV}"}
+    return {"url": f"${env_vars.B2_BUCKET_ENV}", "endpoint": "the network (B2 itself is not configurable)",
+            "credentials": f"${env_vars.B2_KEY_ID_ENV} and ${env_vars.B2_KEY_ENV}"}
 
 
 def b2_config(key_id: str, key: str, bucket: str, prefix: str, source: str) -> StoreConfig:
@@ -33,10 +33,10 @@ def b2_config(key_id: str, key: str, bucket: str, prefix: str, source: str) -> S
 
 
 def _from_file(path: str, environ) -> StoreConfig:
-    fields = read_credentials_file(path, "B2 credentials file", settings.B2_CREDENTIALS_FILE_ENV,
+    fields = read_credentials_file(path, "B2 credentials file", env_vars.B2_CREDENTIALS_FILE_ENV,
                                    ("application_key_id", "application_key", "bucket"))
     return b2_config(fields["application_key_id"], fields["application_key"], fields["bucket"],
-                     environ.get(settings.B2_PREFIX_ENV) or fields.get("prefix") or DEFAULT_PREFIX, path)
+                     environ.get(env_vars.B2_PREFIX_ENV) or fields.get("prefix") or DEFAULT_PREFIX, path)
 
 
 def load_credentials(environ=None) -> Optional[StoreConfig]:
@@ -49,18 +49,18 @@ def load_credentials(environ=None) -> Optional[StoreConfig]:
     ~/.config/rl-harness/b2.json, a JSON object with application_key_id, application_key,
     bucket and optionally prefix.
     """
-    environ = settings.store_variables(environ)
-    names = (settings.B2_KEY_ID_ENV, settings.B2_KEY_ENV, settings.B2_BUCKET_ENV)
+    environ = env_vars.store_variables(environ)
+    names = (env_vars.B2_KEY_ID_ENV, env_vars.B2_KEY_ENV, env_vars.B2_BUCKET_ENV)
     present = [name for name in names if environ.get(name)]
     if present and len(present) < len(names):
         missing = [name for name in names if name not in present]
         raise CredentialsError(f"B2 credentials are half set in the environment: set {', '.join(missing)}"
                                f" as well (or unset {', '.join(present)} to use the credentials file)")
     if present:
-        return registered(b2_config(environ[settings.B2_KEY_ID_ENV], environ[settings.B2_KEY_ENV],
-                                    environ[settings.B2_BUCKET_ENV],
-                                    environ.get(settings.B2_PREFIX_ENV) or DEFAULT_PREFIX, "environment"))
-    explicit = environ.get(settings.B2_CREDENTIALS_FILE_ENV)
+        return registered(b2_config(environ[env_vars.B2_KEY_ID_ENV], environ[env_vars.B2_KEY_ENV],
+                                    environ[env_vars.B2_BUCKET_ENV],
+                                    environ.get(env_vars.B2_PREFIX_ENV) or DEFAULT_PREFIX, "environment"))
+    explicit = environ.get(env_vars.B2_CREDENTIALS_FILE_ENV)
     path = os.path.expanduser(explicit) if explicit else DEFAULT_CREDENTIALS_FILE.replace("~", environ.get("HOME", "~"), 1)
     if explicit or os.path.exists(path):
         return registered(_from_file(path, environ))

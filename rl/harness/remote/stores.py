@@ -18,35 +18,35 @@ from __future__ import annotations
 import os
 from typing import Mapping, Optional
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.remote import b2_mirror, s3_store
 from rl.harness.remote.store import (CredentialsError, Store, StoreConfig, parse_url, read_credentials_file,
                                      registered)
 
 DEFAULT_STORE_FILE = "~/.config/rl-harness/store.json"  # ~ is $HOME
-NO_STORE_FIX = (f"set ${settings.STORE_ENV} and its key, or write {DEFAULT_STORE_FILE} (docs/artifact_storage.md)")
-KEY_VARIABLES = {"b2": (settings.B2_KEY_ID_ENV, settings.B2_KEY_ENV), "s3": (settings.S3_KEY_ID_ENV, settings.S3_KEY_ENV)}
+NO_STORE_FIX = (f"set ${env_vars.STORE_ENV} and its key, or write {DEFAULT_STORE_FILE} (docs/artifact_storage.md)")
+KEY_VARIABLES = {"b2": (env_vars.B2_KEY_ID_ENV, env_vars.B2_KEY_ENV), "s3": (env_vars.S3_KEY_ID_ENV, env_vars.S3_KEY_ENV)}
 
 
 def _from_environment(environ: Mapping[str, str]) -> StoreConfig:
-    scheme, bucket, prefix = parse_url(environ[settings.STORE_ENV], f"${settings.STORE_ENV}")
+    scheme, bucket, prefix = parse_url(environ[env_vars.STORE_ENV], f"${env_vars.STORE_ENV}")
     id_name, key_name = KEY_VARIABLES[scheme]
     missing = [f"${name}" for name in (id_name, key_name) if not environ.get(name)]
     if missing:
-        raise CredentialsError(f"${settings.STORE_ENV} names a {scheme} store but {' and '.join(missing)} is not set;"
-                               f" set it, or unset ${settings.STORE_ENV}")
-    endpoint = environ.get(settings.STORE_ENDPOINT_ENV)
+        raise CredentialsError(f"${env_vars.STORE_ENV} names a {scheme} store but {' and '.join(missing)} is not set;"
+                               f" set it, or unset ${env_vars.STORE_ENV}")
+    endpoint = environ.get(env_vars.STORE_ENDPOINT_ENV)
     if endpoint and scheme == "b2":
-        raise CredentialsError(f"${settings.STORE_ENDPOINT_ENV} is for s3:// stores; unset it, or name B2's S3"
-                               f" endpoint with an s3:// ${settings.STORE_ENV}")
-    fixes = {"url": f"${settings.STORE_ENV}", "endpoint": f"${settings.STORE_ENDPOINT_ENV}" if scheme == "s3"
+        raise CredentialsError(f"${env_vars.STORE_ENDPOINT_ENV} is for s3:// stores; unset it, or name B2's S3"
+                               f" endpoint with an s3:// ${env_vars.STORE_ENV}")
+    fixes = {"url": f"${env_vars.STORE_ENV}", "endpoint": f"${env_vars.STORE_ENDPOINT_ENV}" if scheme == "s3"
              else "the network (B2's address is fixed)", "credentials": f"${id_name} and ${key_name}"}
     return StoreConfig(scheme=scheme, bucket=bucket, prefix=prefix, key_id=environ[id_name], key=environ[key_name],
                        source="environment", fixes=fixes, endpoint=endpoint)
 
 
 def _from_file(path: str) -> StoreConfig:
-    fields = read_credentials_file(path, "store file", settings.STORE_FILE_ENV, ("url", "key_id", "key"))
+    fields = read_credentials_file(path, "store file", env_vars.STORE_FILE_ENV, ("url", "key_id", "key"))
     scheme, bucket, prefix = parse_url(fields["url"], f"url in {path}")
     return StoreConfig(scheme=scheme, bucket=bucket, prefix=prefix, key_id=fields["key_id"], key=fields["key"],
                        source=path, fixes={role: f"the store file {path}" for role in ("url", "endpoint", "credentials")},
@@ -55,10 +55,10 @@ def _from_file(path: str) -> StoreConfig:
 
 def load(environ: Optional[Mapping[str, str]] = None) -> Optional[StoreConfig]:
     """The configured store (its key registered for redaction), or None; CredentialsError naming the fix."""
-    variables = settings.store_variables(environ)
-    if variables.get(settings.STORE_ENV):
+    variables = env_vars.store_variables(environ)
+    if variables.get(env_vars.STORE_ENV):
         return registered(_from_environment(variables))
-    explicit = variables.get(settings.STORE_FILE_ENV)
+    explicit = variables.get(env_vars.STORE_FILE_ENV)
     path = os.path.expanduser(explicit) if explicit else DEFAULT_STORE_FILE.replace("~", variables.get("HOME", "~"), 1)
     if explicit or os.path.exists(path):
         return registered(_from_file(path))

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from absl import logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.run import buildinfo, provenance, records, redaction
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import ExperimentRecord, ResumeSource, RunManifest
@@ -128,7 +128,7 @@ def capture_patches(code: dict, cap_bytes: int) -> dict[str, bytes]:
             if change.omitted:
                 logging.warning("the run's patch leaves out %d untracked file(s) over $%s=%d bytes (%s):"
                                 " `rl-harness reproduce` cannot rebuild this checkout exactly; commit them,"
-                                " git-ignore them or raise the cap", len(change.omitted), settings.PATCH_CAP_ENV,
+                                " git-ignore them or raise the cap", len(change.omitted), env_vars.PATCH_CAP_ENV,
                                 cap_bytes, ", ".join(change.omitted[:5]))
             patches[file_name] = change.patch
             by_root[state["root"]] = {"file": file_name, "bytes": len(change.patch), "untracked": change.untracked,

@@ -21,7 +21,7 @@ import json
 import shlex
 from typing import Any, Optional, Sequence
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.errors import HarnessError
 
 
@@ -46,7 +46,7 @@ def command_words(built_with_bazel: bool, target: Optional[str] = None, module: 
 def harness_command(*args: str) -> str:
     """A harness command (`runs`, `show <id>`, `study <module> --resume <id>`) as a line this process prints, to be
     run as printed from the repository root: the generic binary under Bazel, `python -m` outside it."""
-    return join(command_words(bool(settings.build_info_path())) + list(args))
+    return join(command_words(bool(env_vars.build_info_path())) + list(args))
 
 
 def join(words: Sequence[str]) -> str:
@@ -91,14 +91,14 @@ def _read_json(path: str, what: str) -> dict:
 
 def current() -> BuildInfo:
     """The identity of the running binary (see module docstring)."""
-    path = settings.build_info_path()
+    path = env_vars.build_info_path()
     if not path:
         return BuildInfo(
             built_with_bazel=False,
-            reason=f"${settings.BUILD_INFO_ENV} is unset: not running as an rl_py_binary",
+            reason=f"${env_vars.BUILD_INFO_ENV} is unset: not running as an rl_py_binary",
         )
     record = _read_json(path, "build info")
-    stamp_path = settings.build_stamp_path()
+    stamp_path = env_vars.build_stamp_path()
     stamp = _read_json(stamp_path, "build stamp") if stamp_path else {}
     return BuildInfo(
         built_with_bazel=True,

@@ -19,19 +19,50 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Optional, Protocol
 
 from rl.harness.errors import NothingToDo
 from rl.harness.run import records, seeding
 from rl.harness.run.machine import HardwareProfile
-from rl.harness.run.manifest import CheckpointEntry, ResumeSource
+from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, RunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION
 from rl.harness.run.session import RunSession
 
 
+class Recorder(Protocol):
+    """What a recipe uses of its run's record keeper, `context.recorder` (a `RunSession`, whose other
+    methods are the harness's runners': rolling checkpoints, the budget cap, Ray's cluster record).
+
+        context.recorder.log_metrics({"training_iteration": 3, "fake/loss": 0.2})   # a metrics row (and its events)
+        context.recorder.summarize("fake/loss")            # the keys summary.json carries, last and best
+        with context.recorder.checkpoint(iteration=3, env_steps=0) as folder: ...  # a science checkpoint
+        context.recorder.stop_requested, context.recorder.stop_signal   # SIGINT/SIGTERM or the cap; which
+        context.recorder.record_runner(OwnLoopRunnerRecord("sequential", {...}))  # the manifest's runner section
+        context.recorder.manifest.checkpoints              # the run's manifest as recorded so far
+    """
+
+    @property
+    def manifest(self) -> RunManifest: ...
+
+    @property
+    def stop_requested(self) -> bool: ...
+
+    @property
+    def stop_signal(self) -> Optional[str]: ...
+
+    def log_metrics(self, row: dict, *, trial: Optional[str] = None) -> dict: ...
+
+    def summarize(self, *keys: str) -> None: ...
+
+    def checkpoint(self, *, iteration: int, env_steps: Optional[int], trial: Optional[str] = None,
+                   **kwargs: Any) -> ContextManager[pathlib.Path]: ...
+
+    def record_runner(self, runner: RunnerRecord) -> None: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class RunContext:
-    """What one run's recipe is given: who it is (id, experiment, seed, smoke), where its records go, on what
+    """What one run's recipe is given: who it is (id, recipe, seed, smoke), where its records go, on what
     hardware, what it resumes, and its record keeper; frozen and operational (no science).
 
         context.seeds.integer("rllib")                      # named seed streams of the root seed
@@ -41,7 +72,7 @@ class RunContext:
     """
 
     run_id: str
-    experiment: str  # the recipe's dotted module
+    recipe: str  # the recipe's dotted module
     seed: int  # the root seed, recorded unchanged; consumers draw from `seeds`
     smoke: bool  # run the recipe's minimal budget
     results_dir: pathlib.Path  # results/[smoke/]<run-id>/: small, committed
@@ -52,12 +83,17 @@ class RunContext:
     # The recipe's HYPERPARAMETERS with the --set overrides applied (run/hyperparameters.py).
     hyperparameters: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     seeds: seeding.SeedStreams = dataclasses.field(default=None, compare=False, repr=False)
-    # The run's record keeper (rl.harness.run.session.RunSession): metrics, checkpoints, stop requests.
-    recorder: RunSession = dataclasses.field(default=None, compare=False, repr=False)
+    # The run's record keeper: metrics, checkpoints, stop requests, and what the runners record.
+    session: RunSession = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def recorder(self) -> Recorder:
+        """The run's record keeper as a recipe sees it (`Recorder`); the harness's runners use `session`."""
+        return self.session
 
     def checkpoints(self, trial: Optional[str] = None) -> tuple[CheckpointEntry, ...]:
         """The checkpoints this run saved so far (of one line: an agent, a Tune trial); paths relative to artifacts_dir."""
-        return self.recorder.manifest.checkpoints_of(trial)
+        return self.session.manifest.checkpoints_of(trial)
 
     def checkpoint_path(self, entry: CheckpointEntry) -> pathlib.Path:
         return self.artifacts_dir / entry.path
@@ -70,7 +106,7 @@ class RunContext:
     def write_output(self, name: str, data: Any, *, place: Optional[str] = None) -> pathlib.Path:
         """Writes an output of this run (a report, a figure) atomically, listed in the manifest (RunSession.write_output):
         by default a figure with the artifacts, the rest with the results (`records.output_place`)."""
-        return self.recorder.write_output(name, data, place=place)
+        return self.session.write_output(name, data, place=place)
 
 
 def check_left_to_do(context: RunContext, stop) -> None:

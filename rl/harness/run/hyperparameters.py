@@ -26,7 +26,7 @@ combination stops before any record exists or Ray starts:
     HYPERPARAMETERS = Hyperparameters({...}, check=task.check_transformer_hyperparameters)
 
 The overrides are recorded in the manifest's options (`set`), shown by `diff`, repeated by
-`reproduce`, and a study's `settings` axis passes them.
+`reproduce`, and a study's `hyperparameters` axis passes them, one setting per member.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
     document = manifest.read_manifest(run_dir)          # RunManifest; RecordError naming the fix (schema 1 or 2)
     document.status, document.run_id, document.smoke, document.experiment.module
-    document.runner                                     # DirectRunner | TuneRunner | AgentsInTurnRunner | OwnLoopRunner | None
+    document.runner                                     # DirectRunnerRecord | TuneRunnerRecord | AgentsInTurnRunnerRecord | OwnLoopRunnerRecord | None
     document.checkpoints[-1].path                       # CheckpointEntry, relative to the artifacts folder
     document.outputs                                    # OutputEntry per file the run's stages wrote
     document.to_dict()                                  # what run_manifest.json holds
@@ -171,7 +171,7 @@ _CARRIED = frozenset({"carried_checkpoints", "carried_metrics", "parent_complete
 
 
 @dataclasses.dataclass(frozen=True)
-class DirectRunner:
+class DirectRunnerRecord:
     """RLlib's train loop in this driver (`runners.run_direct`). Fields older manifests lack read as None."""
 
     KIND: ClassVar[str] = "direct"
@@ -186,7 +186,7 @@ class DirectRunner:
 
 
 @dataclasses.dataclass(frozen=True)
-class TuneRunner:
+class TuneRunnerRecord:
     """One Ray Tune trial per seed (`runners.run_tune`); `storage` is relative to the artifacts folder."""
 
     KIND: ClassVar[str] = "tune"
@@ -202,7 +202,7 @@ class TuneRunner:
 
 @dataclasses.dataclass(frozen=True)
 class AgentRecord:
-    """One agent of an AgentsInTurnRunner: what a DirectRunner records, per agent."""
+    """One agent of an AgentsInTurnRunnerRecord: what a DirectRunnerRecord records, per agent."""
 
     algorithm: Optional[str] = None
     rllib_seed: Optional[int] = None
@@ -213,7 +213,7 @@ class AgentRecord:
 
 
 @dataclasses.dataclass(frozen=True)
-class AgentsInTurnRunner:
+class AgentsInTurnRunnerRecord:
     """Several agents trained one after another in one run (`agents.train_in_turn`)."""
 
     KIND: ClassVar[str] = "agents in turn"
@@ -223,15 +223,15 @@ class AgentsInTurnRunner:
 
 
 @dataclasses.dataclass(frozen=True)
-class OwnLoopRunner:
+class OwnLoopRunnerRecord:
     """A recipe's own loop (in-process workers, sequential runs): its kind and what it chose to record."""
 
     kind: str
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
-RunnerRecord = Union[DirectRunner, TuneRunner, AgentsInTurnRunner, OwnLoopRunner]
-_TYPED_RUNNERS = {runner.KIND: runner for runner in (DirectRunner, TuneRunner, AgentsInTurnRunner)}
+RunnerRecord = Union[DirectRunnerRecord, TuneRunnerRecord, AgentsInTurnRunnerRecord, OwnLoopRunnerRecord]
+_TYPED_RUNNERS = {runner.KIND: runner for runner in (DirectRunnerRecord, TuneRunnerRecord, AgentsInTurnRunnerRecord)}
 
 
 def _typed(cls, record: Mapping, **converted):
@@ -249,15 +249,15 @@ def _untyped(record) -> dict:
 
 
 def runner_kind(runner: RunnerRecord) -> str:
-    return runner.kind if isinstance(runner, OwnLoopRunner) else runner.KIND
+    return runner.kind if isinstance(runner, OwnLoopRunnerRecord) else runner.KIND
 
 
 def runner_determinism(runner: Optional[RunnerRecord]) -> Mapping[str, Any]:
     """Whether the same seed gives the same rows ({"expected": bool, "why": str}), as the runner recorded it."""
-    if isinstance(runner, AgentsInTurnRunner) and runner.agents:
+    if isinstance(runner, AgentsInTurnRunnerRecord) and runner.agents:
         each = [agent.determinism for agent in runner.agents.values()]
         return {"expected": all(d.get("expected") for d in each), "why": "; ".join(sorted({d.get("why", "") for d in each}))}
-    recorded = runner.details.get("determinism") if isinstance(runner, OwnLoopRunner) else getattr(runner, "determinism", None)
+    recorded = runner.details.get("determinism") if isinstance(runner, OwnLoopRunnerRecord) else getattr(runner, "determinism", None)
     return recorded or {"expected": False, "why": "the recipe ran its own loop and recorded nothing: the harness cannot tell"}
 
 
@@ -267,15 +267,15 @@ def runner_from_dict(record: Optional[Mapping]) -> Optional[RunnerRecord]:
     fields = {key: value for key, value in record.items() if key != "kind"}
     typed = _TYPED_RUNNERS.get(record.get("kind"))
     if typed is None:
-        return OwnLoopRunner(kind=str(record.get("kind")), details=fields)
-    if typed is AgentsInTurnRunner:
+        return OwnLoopRunnerRecord(kind=str(record.get("kind")), details=fields)
+    if typed is AgentsInTurnRunnerRecord:
         agents = {name: _typed(AgentRecord, {k: v for k, v in agent.items() if k != "env_runner_nodes"},
                                env_runner_nodes=None if agent.get("env_runner_nodes") is None
                                else tuple(agent["env_runner_nodes"]))
                   for name, agent in (fields.pop("agents", None) or {}).items()}
-        return _typed(AgentsInTurnRunner, fields, agents=agents)
-    if typed is TuneRunner:
-        return _typed(TuneRunner, {k: v for k, v in fields.items() if k != "trial_seeds"},
+        return _typed(AgentsInTurnRunnerRecord, fields, agents=agents)
+    if typed is TuneRunnerRecord:
+        return _typed(TuneRunnerRecord, {k: v for k, v in fields.items() if k != "trial_seeds"},
                       trial_seeds=tuple(fields.get("trial_seeds") or ()))
     return _typed(typed, fields)
 
@@ -283,12 +283,12 @@ def runner_from_dict(record: Optional[Mapping]) -> Optional[RunnerRecord]:
 def runner_to_dict(runner: Optional[RunnerRecord]) -> Optional[dict]:
     if runner is None:
         return None
-    if isinstance(runner, OwnLoopRunner):
+    if isinstance(runner, OwnLoopRunnerRecord):
         return {"kind": runner.kind, **runner.details}
     document = {"kind": runner.KIND, **_untyped(runner)}
-    if isinstance(runner, AgentsInTurnRunner):
+    if isinstance(runner, AgentsInTurnRunnerRecord):
         document["agents"] = {name: _untyped(agent) for name, agent in runner.agents.items()}
-    if isinstance(runner, TuneRunner):
+    if isinstance(runner, TuneRunnerRecord):
         document["trial_seeds"] = list(runner.trial_seeds)
     return document
 

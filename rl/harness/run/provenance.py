@@ -30,7 +30,7 @@ import re
 import subprocess
 from typing import Optional
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.run import records, redaction
 
 # Distributions whose versions every manifest records (import name differs for none of them).
@@ -263,7 +263,7 @@ class UncommittedChange:
     refused: dict[str, str] = dataclasses.field(default_factory=dict)  # credential-shaped, left out: path -> why
 
 
-def uncommitted_change(root: str, cap_bytes: int = settings.DEFAULT_PATCH_CAP_BYTES) -> UncommittedChange:
+def uncommitted_change(root: str, cap_bytes: int = env_vars.DEFAULT_PATCH_CAP_BYTES) -> UncommittedChange:
     """The tracked diff against HEAD plus every untracked file provenance takes, as a new-file diff.
 
     Outside the output folders and without refused files, as `git_state` hashes it.

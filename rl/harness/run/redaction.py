@@ -24,7 +24,7 @@ import re
 import threading
 from typing import Iterable, Mapping, Optional
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.errors import UsageError
 
 MASK = "[REDACTED]"
@@ -83,12 +83,12 @@ def register_secret(value: str) -> None:
 
 
 def register_environment_secrets(environ: Optional[Mapping[str, str]] = None) -> list[str]:
-    """Registers the value of each secret variable (`settings.secret_variables`).
+    """Registers the value of each secret variable (`env_vars.secret_variables`).
 
     Returns the names of those too short to mask safely (left unregistered, for the caller to warn about).
     """
     too_short = []
-    for name, value in sorted(settings.secret_variables(environ).items()):
+    for name, value in sorted(env_vars.secret_variables(environ).items()):
         try:
             register_secret(value)
         except SecretTooShort:

@@ -34,7 +34,7 @@ from typing import Any, Iterator, Mapping, Optional
 
 from absl import logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.run import records, redaction, seeding, tensorboard_events
 from rl.harness.run.checkpoint_folders import CheckpointFolders, science_name
 from rl.harness.run.layout import RunLayout
@@ -62,7 +62,7 @@ class RunSession:
     folders, and SIGINT/SIGTERM (which become `stop_requested`). Thread-safe: Tune's callbacks
     and the heartbeat thread write through the same lock.
 
-        session.record_runner(DirectRunner(...))      # the manifest's runner section (typed)
+        session.record_runner(DirectRunnerRecord(...))      # the manifest's runner section (typed)
         session.manifest.checkpoints[-1].path         # what was saved so far
     """
 
@@ -72,7 +72,7 @@ class RunSession:
         layout: RunLayout,
         manifest: RunManifest,
         seeds: seeding.SeedStreams,
-        heartbeat_s: float = settings.DEFAULT_HEARTBEAT_S,
+        heartbeat_s: float = env_vars.DEFAULT_HEARTBEAT_S,
         verbosity: Optional[int] = None,
         budget_cap: RowBudget = RowBudget(),
         rolling: RollingCadence = RollingCadence(),

@@ -7,5 +7,9 @@
 """
 
 from rl.harness.study.declaration import Member, Score, Study
+from rl.harness.study.record import COMPLETED, StudyRecord, find_study, study_folder
+from rl.harness.study.statistics import mean_interval, mean_interval_or_point
 
-__all__ = ["Member", "Score", "Study"]
+# `summary` (a study's summary and figures) is imported by its name; nothing else here loads it.
+__all__ = ["COMPLETED", "Member", "Score", "Study", "StudyRecord", "find_study", "mean_interval", "mean_interval_or_point",
+           "study_folder", "summary"]

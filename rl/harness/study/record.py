@@ -51,7 +51,7 @@ class MemberRecord:
     started_at: Optional[str] = None  # the first run's start and the last run's end: the member's wall-clock span
     ended_at: Optional[str] = None
     error: Optional[str] = None
-    setting: tuple[tuple[str, Any], ...] = ()  # the study's settings axis: this member's --set overrides
+    setting: tuple[tuple[str, Any], ...] = ()  # its setting on the study's hyperparameters axis: this member's --set overrides
 
     @property
     def member(self) -> Member:

@@ -46,7 +46,7 @@ _PER_RUN_OPTIONS = frozenset({"seed", "run_id", "results_dir", "artifacts_dir", 
 
 
 class StudyRefused(UsageError):
-    """The runs cannot be summarised together (mixed smoke and full, a repeated seed, other code or settings)."""
+    """The runs cannot be summarised together (mixed smoke and full, a repeated seed, other code or configuration)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,8 +180,8 @@ def check_comparable(results: Iterable[MemberResult]) -> None:
     for agent in dict.fromkeys(result.member.variant for _, result in last):
         values = [(run_id, _settings(result.last)) for run_id, result in last if result.member.variant == agent]
         if len({value for _, value in values}) > 1:
-            raise StudyRefused(f"agent {agent}'s runs differ in settings (recipe, options, budget cap):"
-                               f" {_groups(values)}; re-run them with one setting")
+            raise StudyRefused(f"agent {agent}'s runs differ in configuration (recipe, options, budget cap):"
+                               f" {_groups(values)}; re-run them with one configuration")
 
 
 # -- the summary --------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from ray.rllib.algorithms.ppo import PPOConfig
 
 from rl.harness.run import records, seeding
 from rl.harness.run.rows import RowBudget
-from rl.harness.run.manifest import AgentsInTurnRunner, runner_kind
+from rl.harness.run.manifest import AgentsInTurnRunnerRecord, runner_kind
 from rl.harness.run.status import COMPLETED
 from rl.harness.tests import contexts
 from rl.harness.training import agents, lifecycle, runners
@@ -98,7 +98,7 @@ def test_each_agent_trains_in_turn_with_its_own_seed_trial_and_checkpoint(tmp_pa
         assert agent.checkpoint == context.artifacts_dir / "checkpoints" / agent.name / "iter_000002"
         assert json.loads((agent.checkpoint / "weights.json").read_text()) == {"iteration": 2}
     runner = manifest.runner
-    assert isinstance(runner, AgentsInTurnRunner) and runner.stop["training_iterations"] == 2
+    assert isinstance(runner, AgentsInTurnRunnerRecord) and runner.stop["training_iterations"] == 2
     assert runner_kind(runner) == "agents in turn" == manifest.to_dict()["runner"]["kind"]
     assert {name: entry.rllib_seed for name, entry in runner.agents.items()} == expected_seeds
     assert runner.agents["mlp"].sampling["placement"] == "local"

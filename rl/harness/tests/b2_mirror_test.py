@@ -11,7 +11,7 @@ from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
 from b2sdk.v2.exception import B2ConnectionError
 
 from rl.harness import errors
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import cli
 from rl.harness.remote import b2_mirror, run_fetch, run_mirror, store
 from rl.harness.remote import store as store_module
@@ -140,11 +140,11 @@ def test_a_failure_mid_upload_keeps_everything_local_and_records_what_arrived(si
 
 
 def test_cli_explicit_upload_failure_exits_nonzero_but_auto_only_warns(simulator, credentials, tmp_path, monkeypatch):
-    monkeypatch.setenv(settings.B2_KEY_ID_ENV, credentials.key_id)
-    monkeypatch.setenv(settings.B2_KEY_ENV, credentials.key)
-    monkeypatch.setenv(settings.B2_BUCKET_ENV, BUCKET)
+    monkeypatch.setenv(env_vars.B2_KEY_ID_ENV, credentials.key_id)
+    monkeypatch.setenv(env_vars.B2_KEY_ENV, credentials.key)
+    monkeypatch.setenv(env_vars.B2_BUCKET_ENV, BUCKET)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
-    monkeypatch.setenv(settings.MIRROR_DRAIN_ENV, "2")
+    monkeypatch.setenv(env_vars.MIRROR_DRAIN_ENV, "2")
     connect = _connect(simulator, [])
     base = ["rl-harness", run_helpers.FAKE, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
 
@@ -170,18 +170,18 @@ def test_cli_explicit_upload_failure_exits_nonzero_but_auto_only_warns(simulator
 
 def test_wrong_credentials_fail_without_leaking_them(simulator, credentials):
     wrong = b2_mirror.b2_config(credentials.key_id, "not-the-key-123", BUCKET, "lab", "environment")
-    with pytest.raises(store.StoreUnusable, match=f"refused the key.*fix \\${settings.B2_KEY_ID_ENV} and") as failure:
+    with pytest.raises(store.StoreUnusable, match=f"refused the key.*fix \\${env_vars.B2_KEY_ID_ENV} and") as failure:
         _connect(simulator, [])(wrong).check()
     assert "not-the-key-123" not in str(failure.value) and credentials.key_id not in str(failure.value)
     assert "not-the-key-123" not in repr(wrong)
 
 
 def test_credentials_from_the_environment():
-    environ = {settings.B2_KEY_ID_ENV: "id", settings.B2_KEY_ENV: "secret", settings.B2_BUCKET_ENV: "b"}
+    environ = {env_vars.B2_KEY_ID_ENV: "id", env_vars.B2_KEY_ENV: "secret", env_vars.B2_BUCKET_ENV: "b"}
     credentials = b2_mirror.load_credentials(environ)
     assert (credentials.bucket, credentials.prefix, credentials.source) == ("b", "rl-harness", "environment")
-    with pytest.raises(store.CredentialsError, match=settings.B2_BUCKET_ENV) as failure:
-        b2_mirror.load_credentials({settings.B2_KEY_ID_ENV: "id", settings.B2_KEY_ENV: "secret"})
+    with pytest.raises(store.CredentialsError, match=env_vars.B2_BUCKET_ENV) as failure:
+        b2_mirror.load_credentials({env_vars.B2_KEY_ID_ENV: "id", env_vars.B2_KEY_ENV: "secret"})
     assert "secret" not in str(failure.value)
 
 
@@ -189,13 +189,13 @@ def test_credentials_from_a_file(tmp_path):
     path = tmp_path / "b2.json"
     path.write_text(json.dumps({"application_key_id": "id", "application_key": "k", "bucket": "b", "prefix": "p"}))
     path.chmod(0o600)
-    credentials = b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(path)})
+    credentials = b2_mirror.load_credentials({env_vars.B2_CREDENTIALS_FILE_ENV: str(path)})
     assert (credentials.key_id, credentials.prefix, credentials.source) == ("id", "p", str(path))
     path.write_text(json.dumps({"application_key_id": "id"}))
     with pytest.raises(store.CredentialsError, match="lacks application_key, bucket"):
-        b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(path)})
+        b2_mirror.load_credentials({env_vars.B2_CREDENTIALS_FILE_ENV: str(path)})
     with pytest.raises(store.CredentialsError, match="cannot read"):
-        b2_mirror.load_credentials({settings.B2_CREDENTIALS_FILE_ENV: str(tmp_path / "missing.json")})
+        b2_mirror.load_credentials({env_vars.B2_CREDENTIALS_FILE_ENV: str(tmp_path / "missing.json")})
 
 
 def test_no_credentials_means_no_upload(tmp_path):
@@ -226,7 +226,7 @@ def test_a_signal_during_the_upload_stops_it_and_ends_the_run_interrupted(tmp_pa
     api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
     api.authorize_account("production", key_id, key)
     api.create_bucket(BUCKET, "allPrivate")
-    for name, value in ((settings.B2_KEY_ID_ENV, key_id), (settings.B2_KEY_ENV, key), (settings.B2_BUCKET_ENV, BUCKET)):
+    for name, value in ((env_vars.B2_KEY_ID_ENV, key_id), (env_vars.B2_KEY_ENV, key), (env_vars.B2_BUCKET_ENV, BUCKET)):
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     status = cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "up", "--upload-artifacts", "--results-dir",
@@ -267,5 +267,5 @@ def test_the_start_up_check_needs_write_access_but_not_delete(simulator, credent
     if refusal is None:
         store.check()
     else:
-        with pytest.raises(store_module.StoreUnusable, match=f"{refusal}.* fix \\${settings.B2_KEY_ID_ENV} and"):
+        with pytest.raises(store_module.StoreUnusable, match=f"{refusal}.* fix \\${env_vars.B2_KEY_ID_ENV} and"):
             store.check()

@@ -200,13 +200,13 @@ def test_runs_filter_by_experiment_status_and_the_last_n_started():
         chosen, damaged = catalog.select_runs(runs, [torn], **filters)
         return [run.run_id for run in chosen] + [run.run_id for run in damaged]
 
-    assert ids(experiment="experiments.mess3.reward_only") == ["r1", "r2", "r3", "torn"]
-    assert ids(experiment="reward_only") == ids(experiment="mess3.reward_only") == ["r1", "r2", "r3", "torn"]
-    assert ids(experiment="only") == ["torn"]  # a name's last parts, not any suffix
+    assert ids(recipe="experiments.mess3.reward_only") == ["r1", "r2", "r3", "torn"]
+    assert ids(recipe="reward_only") == ids(recipe="mess3.reward_only") == ["r1", "r2", "r3", "torn"]
+    assert ids(recipe="only") == ["torn"]  # a name's last parts, not any suffix
     assert ids(status="completed") == ["r1", "m1", "r3"]
     assert ids(status="damaged") == ["torn"]
     assert ids(last=2) == ["m1", "r3", "torn"]
-    assert ids(experiment="reward_only", status="completed", last=1) == ["r3"]
+    assert ids(recipe="reward_only", status="completed", last=1) == ["r3"]
 
 
 def test_runs_under_a_root_of_any_name_are_listed_from_the_workspace_and_by_a_relative_path(tmp_path, monkeypatch,

@@ -328,8 +328,11 @@ def test_an_experiments_runs_command_lists_only_that_experiments_runs(roots, tmp
     monkeypatch.setenv("FAKE_RECIPE_FAIL_AT", "1")
     assert cli.main(["rl-harness", FAKE, "--run-id", "broken", *folders]) == 1
     capsys.readouterr()
-    assert cli.main(["fake", "runs", "--results-dir", str(roots[0])], experiment=FAKE) == 0
+    assert cli.main(["fake", "runs", "--results-dir", str(roots[0])], recipe=FAKE) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["mine", "broken"]
+    assert cli.main(["rl-harness", "runs", "--results-dir", str(roots[0]), "--recipe", "other_recipe"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["theirs"]
+    # the same filter spelled --experiment
     assert cli.main(["rl-harness", "runs", "--results-dir", str(roots[0]), "--experiment", "other_recipe"]) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["theirs"]
     assert cli.main(["rl-harness", "runs", "--results-dir", str(roots[0]), "--last", "1", "--status", "completed"]) == 0
@@ -377,6 +380,20 @@ def test_an_rl_experiment_binary_records_its_build_hash(tmp_path):
     listing = subprocess.run([str(_experiment_binary()), "runs", "--results-dir", str(tmp_path / "r")],
                              capture_output=True, text=True, timeout=60)
     assert "built" in listing.stdout and "completed" in listing.stdout
+
+
+@pytest.mark.parametrize("code", [
+    # The face: the devops venv, which has none of these, imports it.
+    "import rl.harness",
+    # `rl-harness runs`: the catalog reads JSON records; Ray, torch and pandas are seconds of start-up.
+    "from rl.harness.commands import cli; cli.main(['rl-harness', 'runs', '--results-dir', sys.argv[1]])",
+])
+def test_the_face_and_the_runs_command_load_no_heavy_library(code, tmp_path):
+    heavy = {"import rl.harness": ["numpy", "scipy", "ray", "torch", "pandas"]}.get(code, ["ray", "torch", "pandas"])
+    check = f"import sys; {code}; sys.exit(','.join(m for m in {heavy!r} if m in sys.modules) or None)"
+    finished = subprocess.run([sys.executable, "-c", check, str(tmp_path)], env=run_helpers.child_env(), timeout=120,
+                              capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr
 
 
 def test_the_cli_and_the_address_check_import_no_ray():
@@ -442,13 +459,13 @@ def test_the_recipes_binary_and_the_generic_one_find_the_same_runs(tmp_path, mon
     custom = ["--results-dir", str(tmp_path / "custom" / "res"), "--artifacts-dir", str(tmp_path / "custom" / "art")]
     assert cli.main(["rl-harness", FAKE, "--run-id", "elsewhere", *custom]) == 0
     assert cli.main(["rl-harness", FAKE, "--run-id", "other", "--seed", "3", *custom]) == 0
-    for argv, experiment in ((["rl-harness"], None), (["fake"], FAKE)):
+    for argv, recipe in ((["rl-harness"], None), (["fake"], FAKE)):
         capsys.readouterr()
-        assert cli.main([*argv, "show", "elsewhere"], experiment=experiment) == 0
+        assert cli.main([*argv, "show", "elsewhere"], recipe=recipe) == 0
         assert capsys.readouterr().out.startswith("run elsewhere: completed")
-        assert cli.main([*argv, "diff", "elsewhere", "other"], experiment=experiment) == 0
+        assert cli.main([*argv, "diff", "elsewhere", "other"], recipe=recipe) == 0
         assert "seed: 42 -> 3" in capsys.readouterr().out
-        assert cli.main([*argv, "runs"], experiment=experiment) == 0
+        assert cli.main([*argv, "runs"], recipe=recipe) == 0
         assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["elsewhere", "other"]
 
 

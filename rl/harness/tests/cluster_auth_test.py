@@ -17,7 +17,7 @@ import grpc
 import pytest
 import ray
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.run import redaction
 from rl.harness.training import lifecycle
 
@@ -34,7 +34,7 @@ _ATTACH = ("import ray; ray.init(address={address!r}, logging_level='ERROR');"
 def local_cluster():
     lifecycle.init_ray(None, 1)
     try:
-        assert ray.get(ray.remote(lambda: os.environ.get(settings.RAY_AUTH_MODE_ENV)).remote()) == "token"
+        assert ray.get(ray.remote(lambda: os.environ.get(env_vars.RAY_AUTH_MODE_ENV)).remote()) == "token"
         yield ray.get_runtime_context().gcs_address
     finally:
         ray.shutdown()
@@ -94,7 +94,7 @@ def _http_status(address: str) -> object:
 
 
 def test_every_port_of_the_local_cluster_refuses_a_client_without_the_token(local_cluster):
-    token = os.environ[settings.RAY_AUTH_TOKEN_ENV]
+    token = os.environ[env_vars.RAY_AUTH_TOKEN_ENV]
     ports = _listening_ports_of_this_cluster()
     assert {"gcs_server", "raylet"} <= set(ports.values()), ports
     checked = []
@@ -110,7 +110,7 @@ def test_every_port_of_the_local_cluster_refuses_a_client_without_the_token(loca
 
 
 def test_a_second_process_attaches_only_with_the_token(local_cluster, tmp_path):
-    token = os.environ[settings.RAY_AUTH_TOKEN_ENV]
+    token = os.environ[env_vars.RAY_AUTH_TOKEN_ENV]
     assert redaction.redact(f"token {token}") == f"token {redaction.MASK}"
     stranger = {key: value for key, value in os.environ.items() if not key.startswith("RAY_AUTH")}
     stranger["HOME"] = str(tmp_path)  # nor a token file in ~/.ray
@@ -118,6 +118,6 @@ def test_a_second_process_attaches_only_with_the_token(local_cluster, tmp_path):
     refused = subprocess.run(attach, env=stranger, capture_output=True, text=True, timeout=180)
     assert refused.returncode != 0 and "ATTACHED" not in refused.stdout
     assert "Authentication token is missing or incorrect" in refused.stderr, refused.stderr[-2000:]
-    holder = {**stranger, settings.RAY_AUTH_MODE_ENV: "token", settings.RAY_AUTH_TOKEN_ENV: token}
+    holder = {**stranger, env_vars.RAY_AUTH_MODE_ENV: "token", env_vars.RAY_AUTH_TOKEN_ENV: token}
     allowed = subprocess.run(attach, env=holder, capture_output=True, text=True, timeout=180)
     assert "ATTACHED 42" in allowed.stdout, allowed.stderr[-2000:]

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.training import cluster
 
 
@@ -70,9 +70,9 @@ def test_the_driver_versions_come_from_package_metadata():
 
 
 def test_the_timeout_knob_must_be_a_positive_number():
-    assert settings.ray_connect_timeout_seconds({}) == settings.DEFAULT_RAY_CONNECT_TIMEOUT_S
-    assert settings.ray_connect_timeout_seconds({settings.RAY_CONNECT_TIMEOUT_ENV: "4.5"}) == 4.5
+    assert env_vars.ray_connect_timeout_seconds({}) == env_vars.DEFAULT_RAY_CONNECT_TIMEOUT_S
+    assert env_vars.ray_connect_timeout_seconds({env_vars.RAY_CONNECT_TIMEOUT_ENV: "4.5"}) == 4.5
     for bad in ("0", "-1", "soon"):
-        with pytest.raises(settings.SettingError, match=settings.RAY_CONNECT_TIMEOUT_ENV):
-            settings.ray_connect_timeout_seconds({settings.RAY_CONNECT_TIMEOUT_ENV: bad})
+        with pytest.raises(env_vars.EnvVarError, match=env_vars.RAY_CONNECT_TIMEOUT_ENV):
+            env_vars.ray_connect_timeout_seconds({env_vars.RAY_CONNECT_TIMEOUT_ENV: bad})
 

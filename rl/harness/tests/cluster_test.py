@@ -9,7 +9,7 @@ import signal
 import socket
 import time
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.training import cluster as harness_cluster
 from rl.harness.run import records
 from rl.harness.tests import loopback_cluster, run_helpers
@@ -120,7 +120,7 @@ def test_an_address_where_no_ray_cluster_answers_fails_in_time_with_one_line(tmp
         address = f"127.0.0.1:{impostor.getsockname()[1]}"
         started = time.monotonic()
         status, _, stderr = run_helpers.run_cli([run_helpers.PPO, "--ray-address", address, *_roots(tmp_path)],
-                                                timeout=60, **{settings.RAY_CONNECT_TIMEOUT_ENV: 5})
+                                                timeout=60, **{env_vars.RAY_CONNECT_TIMEOUT_ENV: 5})
         elapsed = time.monotonic() - started
     assert status == 2 and elapsed < 30, (status, elapsed, stderr[-3000:])
     line = stderr.strip().splitlines()[-1]

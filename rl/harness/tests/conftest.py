@@ -2,11 +2,11 @@
 
 import pytest
 
-from rl.harness import settings
+from rl.harness import env_vars
 
 
 @pytest.fixture(autouse=True)
 def _no_store_credentials(monkeypatch, tmp_path_factory):
-    for name in settings.STORE_VARIABLES:
+    for name in env_vars.STORE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))

@@ -25,7 +25,7 @@ def recorded_context(tmp_path, *, root_seed: int, cpus: int = 2, budget_cap=RowB
                            options={"smoke": True}, paths={})
     recorder = session.RunSession(layout=layout, manifest=manifest, seeds=seeds, budget_cap=budget_cap)
     recorder.start()
-    context = RunContext(run_id="test", experiment="test", seed=root_seed, smoke=True,
+    context = RunContext(run_id="test", recipe="test", seed=root_seed, smoke=True,
                          results_dir=recorder.results_dir, artifacts_dir=recorder.artifacts_dir,
-                         hardware=machine_profile(cpus), resume=resume, seeds=seeds, recorder=recorder)
+                         hardware=machine_profile(cpus), resume=resume, seeds=seeds, session=recorder)
     return context, recorder

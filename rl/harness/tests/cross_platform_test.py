@@ -8,7 +8,7 @@ import pytest
 
 from rl.harness.commands import catalog, cli, cross_platform, reproduce
 from rl.harness.run import finder, records
-from rl.harness.run.manifest import OwnLoopRunner
+from rl.harness.run.manifest import OwnLoopRunnerRecord
 from rl.harness.run.rows import RowBudget
 from rl.harness.study import declaration
 from rl.harness.study import record as study_record
@@ -136,7 +136,7 @@ def _on_platform(run, **changes):
 def test_the_outcome_is_compared_by_rows_on_one_platform_and_judged_on_another(tmp_path):
     results, artifacts = tmp_path / "r", tmp_path / "a"
     original = _run(results, artifacts, "20261205T000000Z-orig03", 7)
-    one_process = OwnLoopRunner(kind="own loop", details={"determinism": {"expected": True, "why": "one process"}})
+    one_process = OwnLoopRunnerRecord(kind="own loop", details={"determinism": {"expected": True, "why": "one process"}})
     original = finder.Run(original.run_dir, dataclasses.replace(original.manifest, runner=one_process))
     again = _run(results, artifacts, "20261205T000000Z-agai03", 7)
     here = again.manifest.platform.torch_cpu_capability  # whichever CPU runs the test (AMD or Intel)

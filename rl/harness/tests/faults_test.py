@@ -105,7 +105,7 @@ def test_of_two_runs_racing_for_one_id_one_runs_and_the_other_gets_one_line(tmp_
 def _plan(tmp_path, run_id):
     options = cli.parse(["rl-harness", run_helpers.FAKE, "--smoke", "--run-id", run_id, "--results-dir",
                          str(tmp_path / "results"), "--artifacts-dir", str(tmp_path / "artifacts")])[1]
-    return execution.prepare(options, run_helpers.FAKE)
+    return execution.plan_run(options, run_helpers.FAKE)
 
 
 def test_the_claim_is_atomic_after_both_requests_passed_their_checks(tmp_path):

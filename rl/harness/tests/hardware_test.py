@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.run.machine import MachineFacts
 from rl.harness.training import hardware
 
@@ -148,17 +148,17 @@ def test_cuda_profile_without_a_gpu_names_the_driver_and_the_cuda_build():
 def test_torch_determinism_settings_are_recorded():
     import torch
 
-    settings = hardware.torch_determinism(torch)
-    assert settings["deterministic_algorithms"] is torch.are_deterministic_algorithms_enabled()
-    assert set(settings) == {"deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark",
+    determinism = hardware.torch_determinism(torch)
+    assert determinism["deterministic_algorithms"] is torch.are_deterministic_algorithms_enabled()
+    assert set(determinism) == {"deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark",
                              "cublas_workspace_config"}
 
 
 def test_a_cpu_share_caps_the_cpus_a_run_sizes_itself_by(monkeypatch):
-    monkeypatch.setenv(settings.CPU_SHARE_ENV, "1")
+    monkeypatch.setenv(env_vars.CPU_SHARE_ENV, "1")
     facts = hardware.detect_machine()
-    assert facts.cpu_count == 1 and settings.CPU_SHARE_ENV in facts.cpu_limit
+    assert facts.cpu_count == 1 and env_vars.CPU_SHARE_ENV in facts.cpu_limit
     assert hardware.choose_profile("cpu", facts).num_cpus == 1
-    monkeypatch.setenv(settings.CPU_SHARE_ENV, "none")
+    monkeypatch.setenv(env_vars.CPU_SHARE_ENV, "none")
     with pytest.raises(hardware.HardwareError, match="positive whole number of CPUs; unset it or fix it"):
         hardware.detect_machine()

@@ -13,7 +13,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.examples.envs.classes.stateless_cartpole import StatelessCartPole
 
 from rl.harness.run import seeding
-from rl.harness.run.manifest import OwnLoopRunner, read_manifest
+from rl.harness.run.manifest import OwnLoopRunnerRecord, read_manifest
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
 from rl.harness.run.rows import RowBudget
 from rl.harness.run.status import COMPLETED
@@ -121,7 +121,7 @@ def test_a_run_through_the_lifecycle_logs_its_rows_and_records_an_in_process_run
     assert [row[ITERATION] for row in rows] == [1, 2] and rows[-1][ENV_STEPS] >= 2 * BATCH
     assert [row[ITERATION] for row in context.metrics()] == [1, 2]
     manifest = read_manifest(context.results_dir)
-    assert isinstance(manifest.runner, OwnLoopRunner) and manifest.runner.kind == "in_process"
+    assert isinstance(manifest.runner, OwnLoopRunnerRecord) and manifest.runner.kind == "in_process"
     assert manifest.runner.details["rllib_seed"] == seeding.SeedStreams(11).integer("rllib")
     assert manifest.runner.details["sampling"]["num_envs_per_env_runner"] == PARALLEL_ENVS
 

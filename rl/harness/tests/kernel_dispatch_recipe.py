@@ -11,7 +11,7 @@ logistic map, with a narrow interval: it does not).
 import torch
 
 from rl.harness.run.hyperparameters import Hyperparameters
-from rl.harness.run.manifest import OwnLoopRunner
+from rl.harness.run.manifest import OwnLoopRunnerRecord
 
 HYPERPARAMETERS = Hyperparameters({"kernels/chaotic_score": False})
 ITERATIONS = 6
@@ -28,7 +28,7 @@ def _logistic(start: float) -> float:
 
 
 def run(context):
-    context.recorder.record_runner(OwnLoopRunner(kind="own loop", details={"determinism": {
+    context.recorder.record_runner(OwnLoopRunnerRecord(kind="own loop", details={"determinism": {
         "expected": True, "why": "one process, one torch thread, seeded data"}}))
     seed = int(context.seeds.generator("kernels/data").integers(2**31))
     data = torch.randn(SIZE, generator=torch.Generator().manual_seed(seed))

@@ -104,7 +104,7 @@ def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collecte
                                            stop=runners.StopRule(training_iterations=2))
     frozen = algo.frozen_while_training
     del algo
-    last = training.run(types.SimpleNamespace(recorder=recorder, artifacts_dir=tmp_path))
+    last = training.run(types.SimpleNamespace(session=recorder, artifacts_dir=tmp_path))
     assert last[ITERATION] == 2 and frozen == [True, True]
     assert stop_calls == ["stop"] and gc.get_freeze_count() == 0
     assert stopped() is None  # collected by the run, with no collection of the test's
@@ -112,11 +112,11 @@ def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collecte
 
 @pytest.mark.parametrize("resume, runner, message", [
     (ResumeSource(parent_run_id="tuned", checkpoint=None, tune_experiment="/t/exp"),
-     lambda: runners.DirectTraining(PPOConfig(), stop=runners.StopRule(training_iterations=1), schedule=lambda i: False,
+     lambda: runners.DirectRunner(PPOConfig(), stop=runners.StopRule(training_iterations=1), schedule=lambda i: False,
                                     checkpoint_initial=False, parallel_envs=None),
      "run tuned was a Tune run; resume it with a recipe that calls run_tune"),
     (ResumeSource(checkpoint=pathlib.Path("/c/iter_000001")),
-     lambda: runners.TuneTraining(PPOConfig(), stop=runners.StopRule(training_iterations=1), num_seeds=1,
+     lambda: runners.TuneRunner(PPOConfig(), stop=runners.StopRule(training_iterations=1), num_seeds=1,
                                   checkpoint_every=1, parallel_envs=None),
      "not from a checkpoint folder: --resume-from <run-id>"),
 ])

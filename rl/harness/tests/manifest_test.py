@@ -6,8 +6,8 @@ import pathlib
 import pytest
 
 from rl.harness.run import platform, records
-from rl.harness.run.manifest import (MANIFEST_SCHEMA_VERSION, AgentRecord, AgentsInTurnRunner, CheckpointEntry,
-                                     DirectRunner, OwnLoopRunner, RunManifest, TuneRunner, read_manifest,
+from rl.harness.run.manifest import (MANIFEST_SCHEMA_VERSION, AgentRecord, AgentsInTurnRunnerRecord, CheckpointEntry,
+                                     DirectRunnerRecord, OwnLoopRunnerRecord, RunManifest, TuneRunnerRecord, read_manifest,
                                      runner_determinism, runner_from_dict, runner_to_dict)
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "manifests_v1"  # copies of committed results' manifests
@@ -82,13 +82,13 @@ def test_the_platform_round_trips_typed():
 
 def test_the_runner_sections_of_schema_1_are_typed():
     direct = RunManifest.from_dict(_fixture("direct")).runner
-    assert isinstance(direct, DirectRunner) and direct.algorithm == "PPO" and direct.checkpoint_initial is True
+    assert isinstance(direct, DirectRunnerRecord) and direct.algorithm == "PPO" and direct.checkpoint_initial is True
     assert direct.determinism["expected"] is True and runner_determinism(direct) == direct.determinism
     older = RunManifest.from_dict(_fixture("direct_before_determinism")).runner
-    assert isinstance(older, DirectRunner) and older.determinism is None
+    assert isinstance(older, DirectRunnerRecord) and older.determinism is None
     assert runner_determinism(older)["expected"] is False  # nothing recorded: compared statistically
     scheduled = RunManifest.from_dict(_fixture("scheduled")).runner  # a kind this harness no longer writes
-    assert isinstance(scheduled, OwnLoopRunner) and scheduled.kind == "scheduled"
+    assert isinstance(scheduled, OwnLoopRunnerRecord) and scheduled.kind == "scheduled"
     assert scheduled.details["checkpoint_at_step_0"] is not None
     assert RunManifest.from_dict(_fixture("own_loop_no_runner")).runner is None
 
@@ -97,14 +97,14 @@ def test_every_runner_kind_round_trips():
     sampling = {"placement": "local"}
     determinism = {"expected": True, "why": "one process"}
     runners = [
-        DirectRunner(algorithm="PPO", rllib_seed=1, sampling=sampling, determinism=determinism, stop={"env_steps": 8},
+        DirectRunnerRecord(algorithm="PPO", rllib_seed=1, sampling=sampling, determinism=determinism, stop={"env_steps": 8},
                      checkpoint_schedule={"kind": "Every", "iterations": 2}, checkpoint_initial=False),
-        TuneRunner(algorithm="PPO", trial_seeds=(1, 2), storage="tune", sampling=sampling, determinism=determinism,
+        TuneRunnerRecord(algorithm="PPO", trial_seeds=(1, 2), storage="tune", sampling=sampling, determinism=determinism,
                    stop={"env_steps": 8}, checkpoint_every=2),
-        AgentsInTurnRunner(stop={"env_steps": 8}, agents={"a": AgentRecord(algorithm="PPO", rllib_seed=3,
+        AgentsInTurnRunnerRecord(stop={"env_steps": 8}, agents={"a": AgentRecord(algorithm="PPO", rllib_seed=3,
                                                                           sampling=sampling, determinism=determinism,
                                                                           env_runner_nodes=("n1",))}),
-        OwnLoopRunner(kind="in_process", details={"processes": 2}),
+        OwnLoopRunnerRecord(kind="in_process", details={"processes": 2}),
     ]
     for runner in runners:
         document = json.loads(json.dumps(runner_to_dict(runner)))

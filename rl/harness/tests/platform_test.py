@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import catalog, cli, reproduce
 from rl.harness.run import finder, platform, records
 from rl.harness.run.machine import MachineFacts
@@ -64,8 +64,8 @@ def test_differences_name_each_field_and_unknown_platforms():
 
 def test_the_dispatch_and_thread_variables_are_read_only_when_set():
     environ = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "OMP_NUM_THREADS": "1", "HOME": "/root"}
-    assert settings.kernel_dispatch_settings(environ) == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
-    assert settings.thread_settings(environ) == {"OMP_NUM_THREADS": "1"}
+    assert env_vars.kernel_dispatch_variables(environ) == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
+    assert env_vars.thread_variables(environ) == {"OMP_NUM_THREADS": "1"}
 
 
 def test_gather_reports_what_torch_and_numpy_dispatch_to_in_this_process(monkeypatch):

@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import catalog, cli, study
 from rl.harness.run import buildinfo, finder
 from rl.harness.run.manifest import RunManifest
@@ -24,7 +24,7 @@ def under_bazel(tmp_path, monkeypatch):
     """This process as an rl_py_binary of the generic target (its build identity in $RL_BUILD_INFO)."""
     info = tmp_path / "build_info.json"
     info.write_text(json.dumps({"build_hash": "h", "target": buildinfo.HARNESS_TARGET}))
-    monkeypatch.setenv(settings.BUILD_INFO_ENV, str(info))
+    monkeypatch.setenv(env_vars.BUILD_INFO_ENV, str(info))
 
 
 def _quoted_command(text: str) -> list[str]:

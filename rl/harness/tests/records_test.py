@@ -133,3 +133,23 @@ def test_a_runs_figures_go_with_its_artifacts_and_its_reports_with_its_results(t
     run.finish("completed")
     places = {entry.name: entry.place for entry in read_manifest(str(layout.results_dir)).outputs}
     assert places == {"probe_report.json": "results", "figures/Simplex.PNG": "artifacts", "kept.svg": "results"}
+
+
+def test_a_recipes_recorder_is_the_run_session_showing_what_recipes_use():
+    import inspect
+    import typing
+
+    from rl.harness.run.context import Recorder, RunContext
+    from rl.harness.run.session import RunSession
+
+    def named(method):
+        return [p.name for p in inspect.signature(method).parameters.values() if p.kind is not p.VAR_KEYWORD]
+
+    shown = {name for name in vars(Recorder) if not name.startswith("_")}
+    assert shown == {"manifest", "stop_requested", "stop_signal", "log_metrics", "summarize", "checkpoint",
+                     "record_runner"}
+    for name in shown:  # each as RunSession offers it: a property stays a property, a method takes its arguments
+        ours, theirs = inspect.getattr_static(Recorder, name), inspect.getattr_static(RunSession, name)
+        assert isinstance(ours, property) == isinstance(theirs, property), name
+        assert isinstance(ours, property) or named(ours) == named(theirs), name
+    assert typing.get_type_hints(RunContext.recorder.fget)["return"] is Recorder

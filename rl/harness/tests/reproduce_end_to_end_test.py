@@ -21,21 +21,21 @@ import sys
 
 import pytest
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import cli
 from rl.harness.run import records
 from rl.harness.tests import fake_bazel, run_helpers, s3_server
 
 TARGET = "//tiny:recipe"
 RECIPE = '''"""A tiny deterministic recipe: fake_recipe's loop, one process, noise from the seed streams."""
-from rl.harness.run.manifest import OwnLoopRunner
+from rl.harness.run.manifest import OwnLoopRunnerRecord
 from rl.harness.tests import fake_recipe
 
 STEPS_PER_ITERATION = 100
 
 
 def run(context):
-    context.recorder.record_runner(OwnLoopRunner(kind="own loop", details={"determinism": {
+    context.recorder.record_runner(OwnLoopRunnerRecord(kind="own loop", details={"determinism": {
         "expected": True, "why": "one process; noise from the seed streams"}}))
     fake_recipe.STEPS_PER_ITERATION = STEPS_PER_ITERATION
     return fake_recipe.run(context)
@@ -291,8 +291,8 @@ def test_a_run_under_a_cpu_share_is_reproduced_under_it_saying_so_first(repo, ca
 def test_metrics_in_the_store_are_fetched_and_compared_row_by_row(repo, capsys, monkeypatch):
     with s3_server.S3Server() as server:
         key_id, secret = server.read_write
-        store = {settings.STORE_ENV: f"s3://{server.bucket}/lab", settings.STORE_ENDPOINT_ENV: server.endpoint,
-                 settings.S3_KEY_ID_ENV: key_id, settings.S3_KEY_ENV: secret}
+        store = {env_vars.STORE_ENV: f"s3://{server.bucket}/lab", env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+                 env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: secret}
         original = _run(repo, "20261202T000000Z-store1", TARGET, "--upload-artifacts",
                         environment={**os.environ, **store})
         shutil.rmtree(original["paths"]["artifacts"])  # a clone of the shared run: its committed records only

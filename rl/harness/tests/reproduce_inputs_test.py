@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import cli, reproduce_inputs
 from rl.harness.remote.store import CredentialsError
 from rl.harness.run import finder, records
@@ -21,10 +21,10 @@ def server():
 
 def _store(monkeypatch, server):
     key_id, secret = server.read_write
-    monkeypatch.setenv(settings.STORE_ENV, f"s3://{server.bucket}/shared")
-    monkeypatch.setenv(settings.STORE_ENDPOINT_ENV, server.endpoint)
-    monkeypatch.setenv(settings.S3_KEY_ID_ENV, key_id)
-    monkeypatch.setenv(settings.S3_KEY_ENV, secret)
+    monkeypatch.setenv(env_vars.STORE_ENV, f"s3://{server.bucket}/shared")
+    monkeypatch.setenv(env_vars.STORE_ENDPOINT_ENV, server.endpoint)
+    monkeypatch.setenv(env_vars.S3_KEY_ID_ENV, key_id)
+    monkeypatch.setenv(env_vars.S3_KEY_ENV, secret)
 
 
 def _layout(results_root, run_id):
@@ -54,10 +54,10 @@ def test_metrics_that_are_not_here_are_fetched_from_the_store_verified_in_one_li
     assert reproduce_inputs.bring_metrics("shared1", layout) == reproduce_inputs.LOCAL_EVIDENCE  # now here
 
     assert reproduce_inputs.bring_metrics("absent", layout.with_run_id("absent")) is None  # the store lacks it
-    monkeypatch.delenv(settings.STORE_ENV)
-    monkeypatch.setenv(settings.STORE_FILE_ENV, str(tmp_path / "no-store.json"))
+    monkeypatch.delenv(env_vars.STORE_ENV)
+    monkeypatch.setenv(env_vars.STORE_FILE_ENV, str(tmp_path / "no-store.json"))
     with pytest.raises(CredentialsError, match="no-store.json"):  # a store file named but missing: its fix, not a guess
         reproduce_inputs.bring_metrics("shared2", layout.with_run_id("shared2"))
-    monkeypatch.delenv(settings.STORE_FILE_ENV)  # no store anywhere ($HOME is a fresh folder: conftest)
+    monkeypatch.delenv(env_vars.STORE_FILE_ENV)  # no store anywhere ($HOME is a fresh folder: conftest)
     assert reproduce_inputs.bring_metrics("shared2", layout.with_run_id("shared2")) is None
     assert capsys.readouterr().out == ""

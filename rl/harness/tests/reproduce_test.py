@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import checkout, cli, reproduce, reproduce_inputs
 from rl.harness.run import begin, provenance, records
 from rl.harness.run.machine import MachineFacts
@@ -81,8 +81,8 @@ def test_untracked_files_over_the_cap_are_left_out_and_named(repo, caplog):
 
 
 def test_bad_patch_cap_is_a_usage_error():
-    with pytest.raises(settings.SettingError, match="RL_HARNESS_PATCH_CAP_BYTES='lots' is not a whole number"):
-        settings.patch_cap_bytes({settings.PATCH_CAP_ENV: "lots"})
+    with pytest.raises(env_vars.EnvVarError, match="RL_HARNESS_PATCH_CAP_BYTES='lots' is not a whole number"):
+        env_vars.patch_cap_bytes({env_vars.PATCH_CAP_ENV: "lots"})
 
 
 ROWS = [{"training_iteration": 1, "loss": 0.5, "time_this_iter_s": 1.0, "timers/sample": 0.3,
@@ -177,10 +177,10 @@ def test_a_run_recorded_under_a_cpu_share_is_checked_under_that_share_whatever_t
     with pytest.raises(reproduce.ReproduceError, match="another machine kind: profile max_env_runners 0 there, 1 here"):
         reproduce.check_machine(recorded, MACHINE)
 
-    monkeypatch.setenv(settings.CPU_SHARE_ENV, "2")  # the recorded share wins over this shell's
+    monkeypatch.setenv(env_vars.CPU_SHARE_ENV, "2")  # the recorded share wins over this shell's
     share = reproduce_inputs.recorded_cpu_share(recorded)
     environment = checkout.child_environment(share)
-    assert (share, environment[settings.CPU_SHARE_ENV]) == (1, "1")
+    assert (share, environment[env_vars.CPU_SHARE_ENV]) == (1, "1")
     reproduce.check_machine(recorded, hardware.detect_machine(environment))
 
     whole = RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": "run-2",
@@ -283,7 +283,7 @@ def test_a_stale_scratch_folder_is_replaced_and_released_afterwards(repo, tmp_pa
     fake_bazel = tmp_path / "bazel"
     fake_bazel.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     fake_bazel.chmod(0o755)
-    monkeypatch.setenv(settings.BAZEL_ENV, str(fake_bazel))
+    monkeypatch.setenv(env_vars.BAZEL_ENV, str(fake_bazel))
     checkout.release(str(repo), str(worktree))
     assert calls.read_text() == "shutdown\n" and not worktree.exists()
     assert run_helpers.git(repo, "worktree", "list").count("\n") == 1  # only the repository itself

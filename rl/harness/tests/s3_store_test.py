@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import cli
 from rl.harness.remote import run_mirror, stores
 from rl.harness.remote.store import CredentialsError, StoreUnusable, UploadError
@@ -28,10 +28,10 @@ def server():
 
 def _environment(monkeypatch, server, *, url=None, endpoint=None, key=None):
     key_id, secret = key or server.read_write
-    monkeypatch.setenv(settings.STORE_ENV, url or f"s3://{server.bucket}/lab")
-    monkeypatch.setenv(settings.STORE_ENDPOINT_ENV, endpoint or server.endpoint)
-    monkeypatch.setenv(settings.S3_KEY_ID_ENV, key_id)
-    monkeypatch.setenv(settings.S3_KEY_ENV, secret)
+    monkeypatch.setenv(env_vars.STORE_ENV, url or f"s3://{server.bucket}/lab")
+    monkeypatch.setenv(env_vars.STORE_ENDPOINT_ENV, endpoint or server.endpoint)
+    monkeypatch.setenv(env_vars.S3_KEY_ID_ENV, key_id)
+    monkeypatch.setenv(env_vars.S3_KEY_ENV, secret)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
 
 
@@ -75,13 +75,13 @@ def _faults(server):
     dead = f"http://127.0.0.1:{s3_server.free_port()}"
     wrong_secret = (server.read_write[0], "w" * 40)
     return {
-        "unreachable": (dict(endpoint=dead), f"is unreachable .* fix \\${settings.STORE_ENDPOINT_ENV}$"),
-        "wrong key": (dict(key=wrong_secret), f"refused the key .* fix \\${settings.S3_KEY_ID_ENV} and"
-                                             f" \\${settings.S3_KEY_ENV}$"),
+        "unreachable": (dict(endpoint=dead), f"is unreachable .* fix \\${env_vars.STORE_ENDPOINT_ENV}$"),
+        "wrong key": (dict(key=wrong_secret), f"refused the key .* fix \\${env_vars.S3_KEY_ID_ENV} and"
+                                             f" \\${env_vars.S3_KEY_ENV}$"),
         "no bucket": (dict(url="s3://no-such-bucket/lab"), f"bucket 'no-such-bucket' does not exist .* fix"
-                                                          f" \\${settings.STORE_ENV}$"),
+                                                          f" \\${env_vars.STORE_ENV}$"),
         "read-only key": (dict(key=server.read_only), "the key may not write there .* give it write access or fix"
-                                                      f" \\${settings.S3_KEY_ID_ENV}"),
+                                                      f" \\${env_vars.S3_KEY_ID_ENV}"),
     }
 
 
@@ -102,7 +102,7 @@ def test_a_store_file_is_named_as_the_fix(server, tmp_path, monkeypatch):
     path.write_text(json.dumps({"url": f"s3://{server.bucket}/lab", "endpoint": server.endpoint,
                                 "key_id": server.read_only[0], "key": server.read_only[1]}))
     path.chmod(0o600)
-    monkeypatch.setenv(settings.STORE_FILE_ENV, str(path))
+    monkeypatch.setenv(env_vars.STORE_FILE_ENV, str(path))
     config = stores.load()
     assert (config.scheme, config.bucket, config.prefix, config.source) == ("s3", server.bucket, "lab", str(path))
     with pytest.raises(StoreUnusable, match=f"may not write there .* fix the store file {path}$"):
@@ -125,14 +125,14 @@ def test_a_store_stopped_after_the_start_up_check_fails_the_upload_and_keeps_eve
 
 
 def test_configuration_mistakes_name_their_fix(tmp_path):
-    with pytest.raises(CredentialsError, match=f"\\${settings.STORE_ENV}='ftp://x' is not a store URL"):
-        stores.load({settings.STORE_ENV: "ftp://x"})
-    with pytest.raises(CredentialsError, match=f"\\${settings.S3_KEY_ENV} is not set"):
-        stores.load({settings.STORE_ENV: "s3://b/p", settings.S3_KEY_ID_ENV: "id"})
-    with pytest.raises(CredentialsError, match=f"\\${settings.STORE_ENDPOINT_ENV} is for s3:// stores"):
-        stores.load({settings.STORE_ENV: "b2://b/p", settings.B2_KEY_ID_ENV: "i", settings.B2_KEY_ENV: "k",
-                     settings.STORE_ENDPOINT_ENV: "http://x"})
-    config = stores.load({settings.STORE_ENV: "b2://bucket", settings.B2_KEY_ID_ENV: "i", settings.B2_KEY_ENV: "k"})
+    with pytest.raises(CredentialsError, match=f"\\${env_vars.STORE_ENV}='ftp://x' is not a store URL"):
+        stores.load({env_vars.STORE_ENV: "ftp://x"})
+    with pytest.raises(CredentialsError, match=f"\\${env_vars.S3_KEY_ENV} is not set"):
+        stores.load({env_vars.STORE_ENV: "s3://b/p", env_vars.S3_KEY_ID_ENV: "id"})
+    with pytest.raises(CredentialsError, match=f"\\${env_vars.STORE_ENDPOINT_ENV} is for s3:// stores"):
+        stores.load({env_vars.STORE_ENV: "b2://b/p", env_vars.B2_KEY_ID_ENV: "i", env_vars.B2_KEY_ENV: "k",
+                     env_vars.STORE_ENDPOINT_ENV: "http://x"})
+    config = stores.load({env_vars.STORE_ENV: "b2://bucket", env_vars.B2_KEY_ID_ENV: "i", env_vars.B2_KEY_ENV: "k"})
     assert (config.url, config.endpoint) == ("b2://bucket/rl-harness", None)
     assert stores.load({"HOME": str(tmp_path)}) is None
 
@@ -161,8 +161,8 @@ def _mirrored_run(monkeypatch, server):
     _environment(monkeypatch, server)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "8")
     monkeypatch.setenv("FAKE_RECIPE_SLEEP_S", "0.4")
-    monkeypatch.setenv(settings.MIRROR_INTERVAL_ENV, "0.2")
-    monkeypatch.setenv(settings.MIRROR_DRAIN_ENV, "1")
+    monkeypatch.setenv(env_vars.MIRROR_INTERVAL_ENV, "0.2")
+    monkeypatch.setenv(env_vars.MIRROR_DRAIN_ENV, "1")
 
 
 def _assert_in_store(server, tmp_path, run_id):
@@ -223,7 +223,7 @@ def test_a_store_stopped_mid_run_costs_one_warning_and_sync_sends_the_rest(tmp_p
 def test_sync_never_writes_over_another_runs_records(server, tmp_path, monkeypatch, capsys):
     _environment(monkeypatch, server)
     assert _run(tmp_path / "one", "twin", "--upload-artifacts") == 0
-    monkeypatch.delenv(settings.STORE_ENV)
+    monkeypatch.delenv(env_vars.STORE_ENV)
     assert _run(tmp_path / "two", "twin") == 0  # the same id on another machine, never mirrored
     _environment(monkeypatch, server)
     capsys.readouterr()

@@ -13,7 +13,7 @@ import sys
 import pytest
 from absl import logging as absl_logging
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.commands import cli
 from rl.harness.run import provenance, records, redaction
 from rl.harness.run.hyperparameters import Hyperparameters, Range
@@ -137,7 +137,7 @@ def _leaky_run(repo, monkeypatch, *args, fail=False):
     monkeypatch.chdir(repo)
     monkeypatch.syspath_prepend(str(repo))
     monkeypatch.setenv("WANDB_API_KEY", WANDB_KEY)
-    monkeypatch.setenv(settings.B2_KEY_ENV, B2_KEY)
+    monkeypatch.setenv(env_vars.B2_KEY_ENV, B2_KEY)
     monkeypatch.delenv("BUILD_WORKSPACE_DIRECTORY", raising=False)
     if fail:
         monkeypatch.setenv("LEAKY_FAIL", "1")
@@ -208,7 +208,7 @@ def test_secrets_on_the_command_line_are_masked_in_the_manifest(leaky_repo, monk
 
 def test_the_environment_secrets_are_those_named_like_keys_tokens_and_secrets():
     environ = {"WANDB_API_KEY": WANDB_KEY, "HF_TOKEN": "hf_" + "x" * 34, "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
-               settings.B2_KEY_ENV: B2_KEY, settings.B2_KEY_ID_ENV: "0051234567890ab0000000001",
+               env_vars.B2_KEY_ENV: B2_KEY, env_vars.B2_KEY_ID_ENV: "0051234567890ab0000000001",
                "DB_PASSWORD": "correct-horse-battery", "GITLAB_PAT": "made-up-personal-token", "SIGNING_KEY": "k" * 20,
                "SHORT_TOKEN": "abc", "PATH": "/usr/bin", "TOKENIZERS_PARALLELISM": "false"}
     assert redaction.register_environment_secrets(environ) == ["SHORT_TOKEN"]
@@ -233,7 +233,7 @@ def test_a_b2_key_from_its_file_typed_into_a_set_value_is_masked(leaky_repo, mon
                                     "application_key": "K005filekeyfilekeyfilekeyfilek", "bucket": "b"}))
     key_file.chmod(0o600)
     monkeypatch.setenv("HOME", str(home))
-    for name in settings.B2_VARIABLES:
+    for name in env_vars.B2_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(leaky_repo)
     monkeypatch.syspath_prepend(str(leaky_repo))

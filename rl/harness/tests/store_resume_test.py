@@ -4,7 +4,7 @@
 
 import signal
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.run import records
 from rl.harness.tests import run_helpers, s3_server
 
@@ -20,9 +20,9 @@ def _roots(folder):
 def test_a_run_killed_at_90_percent_resumes_in_a_fresh_folder_from_the_store_redoing_at_most_a_tenth(tmp_path):
     with s3_server.S3Server() as server:
         key_id, secret = server.read_write
-        environment = {settings.STORE_ENV: f"s3://{server.bucket}/lab", settings.STORE_ENDPOINT_ENV: server.endpoint,
-                       settings.S3_KEY_ID_ENV: key_id, settings.S3_KEY_ENV: secret,
-                       settings.MIRROR_INTERVAL_ENV: "0.5", "FAKE_RECIPE_ITERATIONS": BUDGET,
+        environment = {env_vars.STORE_ENV: f"s3://{server.bucket}/lab", env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+                       env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: secret,
+                       env_vars.MIRROR_INTERVAL_ENV: "0.5", "FAKE_RECIPE_ITERATIONS": BUDGET,
                        "FAKE_RECIPE_SLEEP_S": ITERATION_S, "FAKE_RECIPE_ROLLING": "1"}
         lost = tmp_path / "lost"
         status, stderr = run_helpers.run_until(

@@ -370,7 +370,7 @@ def test_one_row_per_seed_is_drawn_as_a_marker_with_its_band_and_no_curve_at_all
     (lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "0")), ("first=a0,a1",),
      r"agent first repeats seed 0: runs a0 and a1"),
     (lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "1", "--stop-at-iteration", "2")), ("first=a0,a1",),
-     r"agent first's runs differ in settings .*\(runs a0\); .*\(runs a1\)"),
+     r"agent first's runs differ in configuration .*\(runs a0\); .*\(runs a1\)"),
 ])
 def test_a_set_that_cannot_be_compared_is_refused_in_one_line_naming_the_runs(roots, capsys, make_runs, groups,
                                                                               message):

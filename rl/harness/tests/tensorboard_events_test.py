@@ -11,7 +11,7 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 
 from rl.harness.errors import EXIT_USAGE
 from rl.harness.commands import cli, tensorboard_view
-from rl.harness.run import crc32c, records, tensorboard_events
+from rl.harness.run import records, tensorboard_events
 from rl.harness.run.layout import RunLayout
 from rl.harness.tests import contexts, run_helpers
 
@@ -192,14 +192,16 @@ def test_a_run_without_a_parent_found_here_starts_its_own_curves(tmp_path, paren
 
 
 def test_the_crc32c_check_value():
-    assert crc32c.crc32c(b"123456789") == 0xE3069283  # CRC-32C's published check value
-    assert crc32c.crc32c(b"") == 0
+    # CRC-32C's published check value, masked as TFRecord's spec does (rotate right 15, add 0xA282EAD8).
+    crc = 0xE3069283
+    assert tensorboard_events.masked_crc32c(b"123456789") == (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    assert tensorboard_events.masked_crc32c(b"") == 0xA282EAD8
 
 
 @pytest.mark.parametrize("length", [*range(0, 40), 255, 256, 257, 511, 512, 513, 5000, 20_000])
 def test_records_are_framed_and_checksummed_as_tensorboards_writer_does(length):
     data = np.random.default_rng(length).integers(0, 256, length, dtype=np.uint8).tobytes()
-    assert crc32c.crc32c(data) == pywrap_tensorflow.crc32c(data)
+    assert tensorboard_events.masked_crc32c(data) == pywrap_tensorflow.masked_crc32c(data)
     written = io.BytesIO()
     RecordWriter(written).write(data)
     assert tensorboard_events.tf_record(data) == written.getvalue()

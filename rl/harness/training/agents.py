@@ -29,7 +29,7 @@ from typing import Iterator, Mapping, Optional
 from absl import logging
 
 from rl.harness.run.context import RunContext
-from rl.harness.run.manifest import AgentRecord, AgentsInTurnRunner
+from rl.harness.run.manifest import AgentRecord, AgentsInTurnRunnerRecord
 from rl.harness.training import lifecycle, runners
 from rl.harness.training.configs import ConfigRequest, PreparedConfig
 
@@ -48,14 +48,14 @@ class TrainedAgent:
     checkpoint: pathlib.Path  # its final checkpoint folder (an RLlib Algorithm checkpoint)
 
 
-class AgentsInTurnTraining(lifecycle.Runner):
+class AgentsInTurnRunner(lifecycle.Runner):
     """The agents of one run, each built, trained and saved after the one before it."""
 
     def __init__(self, configs_by_name: Mapping[str, object], *, stop: runners.StopRule,
                  parallel_envs: Optional[int]):
         self.configs = dict(configs_by_name)
         self.stop, self.parallel_envs = stop, parallel_envs
-        self.record: Optional[AgentsInTurnRunner] = None
+        self.record: Optional[AgentsInTurnRunnerRecord] = None
 
     def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         if context.resume is not None:
@@ -66,18 +66,18 @@ class AgentsInTurnTraining(lifecycle.Runner):
         return {name: ConfigRequest(config, self.parallel_envs, context.seeds.integer(seed_stream(name)))
                 for name, config in self.configs.items()}
 
-    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> AgentsInTurnRunner:
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> AgentsInTurnRunnerRecord:
         agents = {}
         for name, agent in prepared.items():
             self.configs[name] = agent.config
             agents[name] = AgentRecord(algorithm=agent.algorithm, rllib_seed=agent.config.seed,
                                        sampling=agent.sampling, determinism=agent.determinism)
-        self.record = AgentsInTurnRunner(stop=dataclasses.asdict(self.stop), agents=agents)
+        self.record = AgentsInTurnRunnerRecord(stop=dataclasses.asdict(self.stop), agents=agents)
         return self.record
 
     def train(self, context: RunContext) -> Iterator[TrainedAgent]:
         for name, config in self.configs.items():
-            row = None if context.recorder.stop_requested else lifecycle.AlgorithmTraining(
+            row = None if context.session.stop_requested else lifecycle.AlgorithmTraining(
                 config, self.stop, trial=name, tags={AGENT_TAG: name},
                 on_built=lambda algo, name=name: self._record_nodes(context, name, algo)).run(context)
             if row is None:
@@ -89,7 +89,7 @@ class AgentsInTurnTraining(lifecycle.Runner):
     def _record_nodes(self, context: RunContext, name: str, algo) -> None:
         agent = dataclasses.replace(self.record.agents[name], env_runner_nodes=tuple(lifecycle.env_runner_nodes(algo)))
         self.record = dataclasses.replace(self.record, agents={**self.record.agents, name: agent})
-        context.recorder.record_runner(self.record)
+        context.session.record_runner(self.record)
 
 
 def train_in_turn(context: RunContext, configs_by_name: Mapping[str, object], *, stop: runners.StopRule,
@@ -101,4 +101,4 @@ def train_in_turn(context: RunContext, configs_by_name: Mapping[str, object], *,
     `runner` section records each agent's algorithm, seed, sampling plan, determinism and the
     nodes of its env runners.
     """
-    yield from lifecycle.run(context, AgentsInTurnTraining(configs_by_name, stop=stop, parallel_envs=parallel_envs))
+    yield from lifecycle.run(context, AgentsInTurnRunner(configs_by_name, stop=stop, parallel_envs=parallel_envs))

@@ -2,7 +2,7 @@
 
     from rl.harness.training.batched_env_runner import BatchedEnvRunner
 
-    config.env_runners(env_runner_cls=BatchedEnvRunner)   # configs.configure does it unless --env-runner rllib
+    config.env_runners(env_runner_cls=BatchedEnvRunner)   # configs.prepare does it unless --env-runner rllib
 
 RLlib's SingleAgentEnvRunner turns every vectorised step into per-env work: one
 `add_env_step` per env, the connector pipelines' per-call timers, four episode callbacks

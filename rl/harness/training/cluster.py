@@ -24,7 +24,7 @@ import subprocess
 import sys
 from typing import Optional
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.errors import UsageError
 from rl.harness.run import redaction
 
@@ -49,15 +49,15 @@ def require_token_authentication() -> None:
     and workers inherit, and registered for redaction. When $RAY_AUTH_MODE is already `token`,
     the user's setup (their token, a token file) is left as it is.
     """
-    mode, token = settings.ray_auth()
+    mode, token = env_vars.ray_auth()
     if token:
         redaction.register_secret(token)
     if mode == "token":
         return
     token = token or secrets.token_hex(32)
     redaction.register_secret(token)
-    os.environ[settings.RAY_AUTH_TOKEN_ENV] = token
-    os.environ[settings.RAY_AUTH_MODE_ENV] = "token"
+    os.environ[env_vars.RAY_AUTH_TOKEN_ENV] = token
+    os.environ[env_vars.RAY_AUTH_MODE_ENV] = "token"
     _reload_ray_auth_settings()
 
 
@@ -109,7 +109,7 @@ def check_address(address: str, timeout_s: Optional[float] = None) -> dict:
     `timeout_s` (default $RL_HARNESS_RAY_CONNECT_TIMEOUT_S or 25 s), the connection fails, or a
     node runs another Ray or Python than this driver.
     """
-    timeout_s = settings.ray_connect_timeout_seconds() if timeout_s is None else timeout_s
+    timeout_s = env_vars.ray_connect_timeout_seconds() if timeout_s is None else timeout_s
     endpoint = host_and_port(address)
     if endpoint is not None and (problem := _tcp_problem(*endpoint)):
         raise ClusterError(f"--ray-address {address}: nothing listens on {endpoint[0]}:{endpoint[1]} ({problem});"

@@ -75,31 +75,6 @@ def plan_sampling(profile: HardwareProfile, config, parallel_envs: Optional[int]
     return hardware.place_envs(profile, parallel_envs, pipelined=pipelined)
 
 
-def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):
-    """A copy of `config` (an AlgorithmConfig) placed by `profile` as `plan` says, with RLlib's seed `seed`.
-
-    The one place the harness writes placement and seed into a config; single-agent configs also
-    get the fast EnvRunner connector pipelines (sampling_connectors.py), each unless the config
-    adds pieces of its own to it, and episode metrics that count the env's steps
-    (episode_metrics.py); a local EnvRunner feeding a local Learner returns its episodes without
-    numpy'izing them.
-    """
-    config = hardware.apply_to(profile, config.copy(copy_frozen=False), plan)
-    use_fast_connectors(config)
-    if not config.is_multi_agent:
-        add_callback(config, episode_metrics.ON_SAMPLE_END, episode_metrics.copy_cut_chunks)
-        if profile.env_runner == hardware.BATCHED_ENV_RUNNER and config.env_runner_cls is None:
-            config.env_runners(env_runner_cls=BatchedEnvRunner)
-    if plan.num_env_runners == 0 and config.num_learners == 0 and config.env_runner_cls is not BatchedEnvRunner:
-        # RLlib's local EnvRunner hands its episodes to the local Learner, whose connector batches
-        # them anyway: numpy'izing each one first, step by step, cost the main job about 5 %
-        # end to end (docs/performance.md). Episodes that travel (remote runners or Learners)
-        # stay numpy: arrays pickle smaller than lists of per-step items. The batched EnvRunner
-        # builds numpy episodes from its step arrays directly.
-        config.env_runners(episodes_to_numpy=False)
-    return config.debugging(seed=seed)
-
-
 def add_callback(config, event: str, function) -> None:
     """Adds `function` once to `config`'s callables for RLlib's `event` ("on_train_result"), after the recipe's."""
     existing = getattr(config, f"callbacks_{event}")
@@ -155,10 +130,30 @@ class PreparedConfig:
 
 
 def prepare(request: ConfigRequest, profile: HardwareProfile, plan: Optional[SamplingPlan] = None) -> PreparedConfig:
-    """`request`'s config placed by `profile` (as `plan` says, if given), seeded, and its records."""
+    """A copy of `request`'s config placed by `profile` (as `plan` says, if given), with RLlib's seed, and its records.
+
+    The one place the harness writes placement and seed into a config; single-agent configs also
+    get the fast EnvRunner connector pipelines (sampling_connectors.py), each unless the config
+    adds pieces of its own to it, and episode metrics that count the env's steps
+    (episode_metrics.py); a local EnvRunner feeding a local Learner returns its episodes without
+    numpy'izing them.
+    """
     plan = plan or request.plan(profile)
     determinism = hardware.determinism(profile, plan, request.trains)
-    config = configure(request.config, profile, plan, request.seed)
+    config = hardware.apply_to(profile, request.config.copy(copy_frozen=False), plan)
+    use_fast_connectors(config)
+    if not config.is_multi_agent:
+        add_callback(config, episode_metrics.ON_SAMPLE_END, episode_metrics.copy_cut_chunks)
+        if profile.env_runner == hardware.BATCHED_ENV_RUNNER and config.env_runner_cls is None:
+            config.env_runners(env_runner_cls=BatchedEnvRunner)
+    if plan.num_env_runners == 0 and config.num_learners == 0 and config.env_runner_cls is not BatchedEnvRunner:
+        # RLlib's local EnvRunner hands its episodes to the local Learner, whose connector batches
+        # them anyway: numpy'izing each one first, step by step, cost the main job about 5 %
+        # end to end (docs/performance.md). Episodes that travel (remote runners or Learners)
+        # stay numpy: arrays pickle smaller than lists of per-step items. The batched EnvRunner
+        # builds numpy episodes from its step arrays directly.
+        config.env_runners(episodes_to_numpy=False)
+    config = config.debugging(seed=request.seed)
     return PreparedConfig(config=config, profile=profile, plan=plan, sampling=sampling_record(plan, config),
                           determinism=determinism)
 

@@ -2,7 +2,7 @@
 
     from rl.harness.training import episode_metrics
 
-    config.callbacks(on_sample_end=[episode_metrics.copy_cut_chunks])   # configs.configure does it for every run
+    config.callbacks(on_sample_end=[episode_metrics.copy_cut_chunks])   # configs.prepare does it for every run
 
 RLlib 2.56's EnvRunners keep every chunk of a running episode that a `sample()` call cut, in the
 private `_ongoing_episodes_for_metrics`, to add its length and return to the episode's once it

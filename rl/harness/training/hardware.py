@@ -2,7 +2,7 @@
 
     facts = hardware.detect_machine()              # cgroup-aware CPU count, GPU model, CUDA
     profile = hardware.choose_profile("auto", facts)  # a run.machine.HardwareProfile
-    hardware.apply_to(profile, config, plan)       # an RLlib AlgorithmConfig (configs.configure calls this)
+    hardware.apply_to(profile, config, plan)       # an RLlib AlgorithmConfig (configs.prepare calls this)
     hardware.apply_process_settings(profile)       # torch threads for this process and its children
 
 Profiles (docs/harness.md explains the choices):
@@ -31,7 +31,7 @@ import re
 import sys
 from typing import Any, Mapping, Optional
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.errors import UsageError
 from rl.harness.run import platform
 from rl.harness.run.machine import HardwareProfile, MachineFacts
@@ -211,11 +211,11 @@ def detect_machine(environ: Optional[Mapping[str, str]] = None) -> MachineFacts:
     """This machine's facts, its CPUs capped by $RL_HARNESS_CPUS in `environ` (default: this process's)."""
     cpu_count, cpu_limit = usable_cpu_count()
     try:
-        share = settings.cpu_share(environ)
+        share = env_vars.cpu_share(environ)
     except ValueError as error:
         raise HardwareError(str(error)) from None
     if share is not None and share < cpu_count:
-        cpu_count, cpu_limit = share, f"${settings.CPU_SHARE_ENV}={share} (of {cpu_limit} {cpu_count})"
+        cpu_count, cpu_limit = share, f"${env_vars.CPU_SHARE_ENV}={share} (of {cpu_limit} {cpu_count})"
     cuda_available, gpu_count, gpu_model, cuda_version, mps_available = False, 0, None, None, False
     determinism_settings = None
     apple_silicon = sys.platform == "darwin" and python_platform.machine() == "arm64"

@@ -10,7 +10,7 @@
             update.result                                 # what Learner.update returned (a learner's own metrics)
 
 A recipe whose run is one such loop goes through the harness's lifecycle (no Ray started): its rows
-land in metrics.jsonl, the manifest's runner section is an `OwnLoopRunner` of kind "in_process",
+land in metrics.jsonl, the manifest's runner section is an `OwnLoopRunnerRecord` of kind "in_process",
 and a stop request ends it after the current iteration:
 
     rows = in_process.run_in_process(context, config, env=make_env(), stop=runners.StopRule(env_steps=100_000),
@@ -45,7 +45,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 from rl.harness.run.context import RunContext
-from rl.harness.run.manifest import OwnLoopRunner
+from rl.harness.run.manifest import OwnLoopRunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
 from rl.harness.run.machine import HardwareProfile
 from rl.harness.training import configs, hardware, lifecycle
@@ -140,7 +140,7 @@ class Trainer:
 
 
 @dataclasses.dataclass
-class InProcessTraining(lifecycle.Runner):
+class InProcessRunner(lifecycle.Runner):
     """A Trainer as one of the lifecycle's runners: local compute (no Ray), rows logged, stop requests honoured."""
 
     config: Any
@@ -156,18 +156,18 @@ class InProcessTraining(lifecycle.Runner):
     def start(self, context: RunContext) -> ContextManager[HardwareProfile]:
         return contextlib.nullcontext(context.hardware)
 
-    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> OwnLoopRunner:
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> OwnLoopRunnerRecord:
         main = prepared[lifecycle.MAIN]
         self.trainer = Trainer.of_prepared(main.config, env=self.env, profile=main.profile)
-        return OwnLoopRunner(kind=RUNNER_KIND, details={
+        return OwnLoopRunnerRecord(kind=RUNNER_KIND, details={
             "algorithm": main.algorithm, "rllib_seed": main.config.seed, "sampling": main.sampling,
             "determinism": main.determinism, "stop": dataclasses.asdict(self.stop)})
 
     def train(self, context: RunContext) -> Iterator[Update]:
         for update in self.trainer.train(self.stop):
-            context.recorder.log_metrics(update.row)
+            context.session.log_metrics(update.row)
             yield update
-            if context.recorder.stop_requested:  # SIGINT / SIGTERM: end after this iteration's row
+            if context.session.stop_requested:  # SIGINT / SIGTERM: end after this iteration's row
                 return
 
     def finish(self, context: RunContext) -> None:
@@ -177,4 +177,4 @@ class InProcessTraining(lifecycle.Runner):
 
 def run_in_process(context: RunContext, config, *, env, stop: StopRule, parallel_envs: int) -> list[dict]:
     """Trains `config` in this process through the lifecycle; returns the rows it logged."""
-    return [update.row for update in lifecycle.run(context, InProcessTraining(config, env, stop, parallel_envs))]
+    return [update.row for update in lifecycle.run(context, InProcessRunner(config, env, stop, parallel_envs))]

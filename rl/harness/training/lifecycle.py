@@ -9,7 +9,7 @@ finishes what it built.
     for result in lifecycle.run(context, runner):     # what runner.train yields (an agent, a final row)
         ...
 
-    class DirectTraining(lifecycle.Runner):           # runners.py: direct and Tune; agents.py: agents in turn
+    class DirectRunner(lifecycle.Runner):           # runners.py: direct and Tune; agents.py: agents in turn
         def requests(self, context): ...              # its checks (what it resumes), then {name: configs.ConfigRequest}
         def build(self, context, prepared): ...       # prepared configs -> the manifest's runner record
         def train(self, context): ...                 # yields results; AlgorithmTraining does build/train/checkpoint
@@ -61,7 +61,7 @@ class RestoreFailed(HarnessError):
 
 def stopping(context: RunContext, phase: str) -> bool:
     """Whether a stop was requested before training began; says so (the run then ends with no checkpoint)."""
-    if context.recorder.stop_requested:
+    if context.session.stop_requested:
         logging.warning("stop requested during %s: ending the run before training", phase)
         return True
     return False
@@ -104,7 +104,7 @@ def run(context: RunContext, runner: Runner) -> Iterator[Any]:
             return
         try:
             prepared = preparation.configs_for(profile)
-            context.recorder.record_runner(runner.build(context, prepared))
+            context.session.record_runner(runner.build(context, prepared))
             yield from runner.train(context)
         finally:
             runner.finish(context)
@@ -178,9 +178,9 @@ def ray_cluster(context: RunContext) -> Iterator[HardwareProfile]:
     try:
         if started:
             init_ray(context.ray_address, context.hardware.num_cpus, context.hardware.kernel_dispatch)
-        context.recorder.reclaim()  # importing Ray and ray.init raise the root log level
+        context.session.reclaim()  # importing Ray and ray.init raise the root log level
         facts = cluster.describe(context.ray_address, per_node_versions=bool(context.ray_address))
-        context.recorder.record_cluster(facts)
+        context.session.record_cluster(facts)
         cluster.check_versions(facts)
         profile = context.hardware
         if context.ray_address:
@@ -191,7 +191,7 @@ def ray_cluster(context: RunContext) -> Iterator[HardwareProfile]:
             shutdown_ray()
             # Ray's shutdown hands SIGTERM back to the default action: a SIGTERM in the stages after
             # training (scoring, probing) then killed the run unrecorded (runners_phases_test, "after training").
-            context.recorder.reclaim()
+            context.session.reclaim()
 
 
 # -- train and checkpoint: one algorithm -----------------------------------------------------------
@@ -206,7 +206,7 @@ class ProgressLine:
     """The line logged after each training iteration: iteration, budget share and ETA, env steps, return,
     speed, seconds.
 
-        line = ProgressLine(StopRule(env_steps=4096), cap=context.recorder.budget_cap, start=restored_row)
+        line = ProgressLine(StopRule(env_steps=4096), cap=context.session.budget_cap, start=restored_row)
         logging.info(line.of(row))   # "iter 3 | 75% | ETA 1 s | env steps 3072 | return 12.35 | 768 env steps/s | ..."
 
     Speed and ETA count only this run's own env steps and seconds (after a resume, RLlib's
@@ -252,10 +252,10 @@ def train_rows(context: RunContext, algo, stop, *, row: Optional[dict] = None,
     run's curves apart when one recipe trains several algos; `tags` are extra columns of every row.
     """
     row = row or {ITERATION: 0, ENV_STEPS: 0}
-    progress = ProgressLine(stop, cap=context.recorder.budget_cap, start=row)
+    progress = ProgressLine(stop, cap=context.session.budget_cap, start=row)
     prefix = f"{trial} " if trial else ""
-    while not stop.reached(row) and not context.recorder.stop_requested:
-        row = context.recorder.log_metrics({**result_row(algo.train()), **(tags or {})}, trial=trial)
+    while not stop.reached(row) and not context.session.stop_requested:
+        row = context.session.log_metrics({**result_row(algo.train()), **(tags or {})}, trial=trial)
         logging.info("%s%s", prefix, progress.of(row))
         yield row
 
@@ -345,7 +345,7 @@ class AlgorithmTraining:
         if self.save_initial:
             self._save(context, algo, row)
         started_at = saved_at = row[ITERATION]
-        recorder = context.recorder
+        recorder = context.session
         recorder.rolling_restart(self.stop.progress(row), trial=self.trial)
         with long_lived_objects_frozen():  # after a restore, whose replaced objects must stay collectable
             for row in train_rows(context, algo, self.stop, row=row, trial=self.trial, tags=self.tags):
@@ -359,7 +359,7 @@ class AlgorithmTraining:
         return row if row[ITERATION] != started_at else None
 
     def _save(self, context: RunContext, algo, row: dict, *, rolling: bool = False) -> None:
-        recorder = context.recorder
+        recorder = context.session
         save = recorder.rolling_checkpoint if rolling else recorder.checkpoint
         started = time.perf_counter()
         with save(iteration=int(row[ITERATION]), env_steps=int(row[ENV_STEPS]), trial=self.trial) as folder:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from typing import Mapping, Optional
 
-from rl.harness import settings
+from rl.harness import env_vars
 from rl.harness.errors import HarnessError
 from rl.harness.run import platform
 from rl.harness.run.machine import HardwareProfile
@@ -99,10 +99,10 @@ def gather() -> platform.NumericPlatform:
     return platform.NumericPlatform(
         cpu=platform.read_cpu(),
         torch_cpu_capability=capability,
-        kernel_dispatch=settings.kernel_dispatch_settings(),
+        kernel_dispatch=env_vars.kernel_dispatch_variables(),
         numpy_simd=simd,
         numpy_simd_baseline=baseline,
-        threads={**threads, **settings.thread_settings()},
+        threads={**threads, **env_vars.thread_variables()},
         libraries={**libraries, **openblas_facts()},
         gpu=gpu)
 
@@ -115,7 +115,7 @@ def check_pinned(profile: HardwareProfile) -> None:
     torch = sys.modules.get("torch")
     capability = torch.backends.cpu.get_cpu_capability() if torch is not None else hardware.PORTABLE_TORCH_CAPABILITY
     simd, _ = numpy_simd()
-    if (settings.kernel_dispatch_settings().items() >= profile.kernel_dispatch.items() and not simd
+    if (env_vars.kernel_dispatch_variables().items() >= profile.kernel_dispatch.items() and not simd
             and capability == hardware.PORTABLE_TORCH_CAPABILITY):
         return
     raise hardware.HardwareError(

@@ -42,7 +42,7 @@ from ray import tune
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from rl.harness.run.context import RunContext, check_left_to_do
-from rl.harness.run.manifest import DirectRunner, TuneRunner
+from rl.harness.run.manifest import DirectRunnerRecord, TuneRunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 from rl.harness.training import configs, lifecycle
 from rl.harness.training.configs import ConfigRequest, PreparedConfig
@@ -116,7 +116,7 @@ class StopRule:
         return ((ITERATION, self.training_iterations), (ENV_STEPS, self.env_steps))
 
 
-class DirectTraining(lifecycle.Runner):
+class DirectRunner(lifecycle.Runner):
     """RLlib's train loop in this driver: one algorithm, checkpointed on a schedule (`run_direct`)."""
 
     def __init__(self, config, *, stop: StopRule, schedule: Callable[[int], bool], checkpoint_initial: bool,
@@ -132,10 +132,10 @@ class DirectTraining(lifecycle.Runner):
         check_left_to_do(context, self.stop)
         return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, context.seeds.integer("rllib"))}
 
-    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> DirectRunner:
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> DirectRunnerRecord:
         main = prepared[lifecycle.MAIN]
         self.config = main.config
-        return DirectRunner(
+        return DirectRunnerRecord(
             algorithm=main.algorithm, rllib_seed=self.config.seed, sampling=main.sampling,
             determinism=main.determinism, stop=dataclasses.asdict(self.stop),
             checkpoint_schedule=_describe(self.schedule),
@@ -146,7 +146,7 @@ class DirectTraining(lifecycle.Runner):
         training = lifecycle.AlgorithmTraining(
             self.config, self.stop, schedule=self.schedule, save_initial=self.checkpoint_initial and resume is None,
             restore_from=resume.checkpoint if resume else None, restore_iteration=resume.iteration if resume else None,
-            on_built=lambda algo: context.recorder.record_cluster(
+            on_built=lambda algo: context.session.record_cluster(
                 {"env_runner_nodes": lifecycle.env_runner_nodes(algo)}))
         row = training.run(context)
         if row is not None:
@@ -168,7 +168,7 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
     if checkpoint_every is not None and checkpoint_at is not None:
         raise ValueError("give checkpoint_every or checkpoint_at, not both (checkpoint_at=Every(N) is checkpoint_every=N)")
     schedule = checkpoint_at if checkpoint_at is not None else Every(10 if checkpoint_every is None else checkpoint_every)
-    runner = DirectTraining(config, stop=stop, schedule=schedule, checkpoint_initial=checkpoint_initial,
+    runner = DirectRunner(config, stop=stop, schedule=schedule, checkpoint_initial=checkpoint_initial,
                             parallel_envs=parallel_envs)
     for outcome in lifecycle.run(context, runner):
         return outcome
@@ -268,7 +268,7 @@ def _trial_table(result_grid, artifacts_dir) -> list[dict]:
     return sorted(trials, key=lambda trial: str(trial["trial_id"]))
 
 
-class TuneTraining(lifecycle.Runner):
+class TuneRunner(lifecycle.Runner):
     """One Ray Tune trial per seed; Tune runs each trial's train loop and checkpoints (`run_tune`)."""
 
     def __init__(self, config, *, stop: StopRule, num_seeds: int, checkpoint_every: int, parallel_envs: Optional[int]):
@@ -288,12 +288,12 @@ class TuneTraining(lifecycle.Runner):
         return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, tune.grid_search(self.seeds),
                                               trains=configs.TUNE)}
 
-    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> TuneRunner:
+    def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> TuneRunnerRecord:
         main = prepared[lifecycle.MAIN]
         self.config = _with_node_ids(main.config)
-        _ACTIVE.update(recorder=context.recorder, stop=self.stop, saved_after_stop=set(), interrupted=False,
+        _ACTIVE.update(recorder=context.session, stop=self.stop, saved_after_stop=set(), interrupted=False,
                        progress={})
-        return TuneRunner(
+        return TuneRunnerRecord(
             algorithm=main.algorithm, trial_seeds=tuple(self.seeds), storage=TUNE_STORAGE, sampling=main.sampling,
             determinism=main.determinism, stop=dataclasses.asdict(self.stop),
             checkpoint_every=self.checkpoint_every)
@@ -322,7 +322,7 @@ class TuneTraining(lifecycle.Runner):
                 ),
             )
         trials = _trial_table(tuner.fit(), str(context.artifacts_dir))
-        context.recorder.set_summary_section("trials", trials)
+        context.session.set_summary_section("trials", trials)
         failed = [trial for trial in trials if trial["status"] == "error"]
         if failed:
             raise RuntimeError(f"{len(failed)} of {len(trials)} Tune trials failed; first: {failed[0]['error']}")
@@ -335,7 +335,7 @@ class TuneTraining(lifecycle.Runner):
 def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1, checkpoint_every: int = 10,
              parallel_envs: Optional[int] = None) -> dict:
     """One Tune trial per seed (the recipe's search space, if any, multiplies); storage in artifacts/."""
-    runner = TuneTraining(config, stop=stop, num_seeds=num_seeds, checkpoint_every=checkpoint_every,
+    runner = TuneRunner(config, stop=stop, num_seeds=num_seeds, checkpoint_every=checkpoint_every,
                           parallel_envs=parallel_envs)
     for outcome in lifecycle.run(context, runner):
         return outcome

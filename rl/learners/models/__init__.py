@@ -18,14 +18,14 @@ from typing import Any
 from rl.learners.models.aux_heads import (
     NextTokenAuxHead,
     NextTokenAuxMLPModel,
-    NextTokenAuxSettings,
+    NextTokenAuxConfig,
     NextTokenAuxTransformerModel,
     StateAuxHead,
-    StateAuxSettings,
+    StateAuxConfig,
     StateAuxTransformerModel,
 )
-from rl.learners.models.base import ActorCriticModule
-from rl.learners.models.config import ActorCriticSettings, MLPSettings, SettingsError, TransformerSettings
+from rl.learners.models.base import ACTOR_ENCODER, CRITIC_ENCODER, ActorCriticModule, observation_dim
+from rl.learners.models.config import ActorCriticConfig, MLPConfig, ConfigError, TransformerConfig
 from rl.learners.models.mlp import MLPModel
 from rl.learners.models.transformer import ResidualStream, TransformerModel
 
@@ -37,24 +37,27 @@ _FEATURE_FOLDER_EXPORTS = {
 }
 
 __all__ = [
+    "ACTOR_ENCODER",
+    "CRITIC_ENCODER",
+    "observation_dim",
     "ActorCriticModule",
     "IQNValueMixin",
-    "ActorCriticSettings",
+    "ActorCriticConfig",
     "MLPModel",
-    "MLPSettings",
+    "MLPConfig",
     "NextTokenAuxHead",
     "NextTokenAuxMLPModel",
-    "NextTokenAuxSettings",
+    "NextTokenAuxConfig",
     "NextTokenAuxTransformerModel",
     "PPGAuxiliaryValueHead",
     "QRValueMixin",
     "ResidualStream",
     "StateAuxHead",
-    "StateAuxSettings",
+    "StateAuxConfig",
     "StateAuxTransformerModel",
     "TransformerModel",
-    "SettingsError",
-    "TransformerSettings",
+    "ConfigError",
+    "TransformerConfig",
 ]
 
 

@@ -7,8 +7,8 @@
 
     model_config = {
         "vf_share_layers": True,                  # one encoder (the heads read Columns.EMBEDDINGS)
-        "next_token_aux": {"num_tokens": 3},      # NextTokenAuxSettings
-        "state_aux": {"num_states": 3},           # StateAuxSettings
+        "next_token_aux": {"num_tokens": 3},      # NextTokenAuxConfig
+        "state_aux": {"num_states": 3},           # StateAuxConfig
     }
 
 - NextTokenAuxHead (`next_token_aux_head`): logits of the token emitted by this step's
@@ -33,7 +33,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from rl.learners.models.config import parse_settings, require_positive_int
+from rl.learners.models.config import parse_config, require_positive_int
 from rl.learners.models.heads import POLICY_GAIN, init_linear
 from rl.learners.models.mlp import MLPModel
 from rl.learners.models.transformer import TransformerModel
@@ -41,11 +41,11 @@ from rl.learners.models.transformer import TransformerModel
 NEXT_TOKEN_AUX_HEAD = "next_token_aux_head"
 STATE_AUX_HEAD = "state_aux_head"
 
-SettingsT = TypeVar("SettingsT")
+ConfigT = TypeVar("ConfigT")
 
 
 @dataclasses.dataclass(frozen=True)
-class NextTokenAuxSettings:
+class NextTokenAuxConfig:
     """`model_config["next_token_aux"]`.
 
     Attributes:
@@ -59,7 +59,7 @@ class NextTokenAuxSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class StateAuxSettings:
+class StateAuxConfig:
     """`model_config["state_aux"]`.
 
     Attributes:
@@ -72,23 +72,23 @@ class StateAuxSettings:
         require_positive_int("num_states", self.num_states)
 
 
-def aux_head_settings(module: Any, section: str, settings_class: type[SettingsT]) -> SettingsT:
+def aux_head_config(module: Any, section: str, config_class: type[ConfigT]) -> ConfigT:
     """Validates what every auxiliary head needs of `module` and returns its settings from `model_config[section]`."""
     where = f"{type(module).__name__}'s model_config['{section}']"
     values = module.model_config.get(section)
-    required = [field.name for field in dataclasses.fields(settings_class)]
+    required = [field.name for field in dataclasses.fields(config_class)]
     if not isinstance(values, Mapping) or any(name not in values for name in required):
         raise ValueError(
             f"{where} must be a dict with {required}, got {values!r}; "
             f"e.g. model_config={{'{section}': {{{', '.join(repr(name) + ': ...' for name in required)}}}}}."
         )
-    if not module.model_settings.vf_share_layers:
+    if not module.module_config.vf_share_layers:
         raise ValueError(
             f"{type(module).__name__}'s auxiliary head '{section}' reads the shared encoder's embeddings "
             "(Columns.EMBEDDINGS, the critic's input): set model_config['vf_share_layers'] = True "
             "(PPO writes False unless you set it)."
         )
-    return parse_settings(settings_class, values, where=where)
+    return parse_config(config_class, values, where=where)
 
 
 class NextTokenAuxHead:
@@ -98,7 +98,7 @@ class NextTokenAuxHead:
 
     def setup(self) -> None:
         super().setup()  # type: ignore[misc]
-        self.next_token_aux_settings = aux_head_settings(self, NextTokenAuxHead.model_config_section, NextTokenAuxSettings)
+        self.next_token_aux_config = aux_head_config(self, NextTokenAuxHead.model_config_section, NextTokenAuxConfig)
         if not isinstance(self.action_space, gym.spaces.Discrete):  # type: ignore[attr-defined]
             raise ValueError(
                 f"NextTokenAuxHead reads the one-hot of the action taken, so it needs a Discrete action space; "
@@ -107,7 +107,7 @@ class NextTokenAuxHead:
         self.num_actions = int(self.action_space.n)  # type: ignore[attr-defined]
         # Small initial logits: the loss starts near log(num_tokens), so early gradients into the encoder are mild.
         self.next_token_aux_head = init_linear(
-            nn.Linear(self.embedding_dim + self.num_actions, self.next_token_aux_settings.num_tokens),  # type: ignore[attr-defined]
+            nn.Linear(self.embedding_dim + self.num_actions, self.next_token_aux_config.num_tokens),  # type: ignore[attr-defined]
             POLICY_GAIN,
         )
 
@@ -127,9 +127,9 @@ class StateAuxHead:
 
     def setup(self) -> None:
         super().setup()  # type: ignore[misc]
-        self.state_aux_settings = aux_head_settings(self, StateAuxHead.model_config_section, StateAuxSettings)
+        self.state_aux_config = aux_head_config(self, StateAuxHead.model_config_section, StateAuxConfig)
         self.state_aux_head = init_linear(
-            nn.Linear(self.embedding_dim, self.state_aux_settings.num_states), POLICY_GAIN  # type: ignore[attr-defined]
+            nn.Linear(self.embedding_dim, self.state_aux_config.num_states), POLICY_GAIN  # type: ignore[attr-defined]
         )
 
     def state_logits_from_embeddings(self, embeddings: torch.Tensor) -> torch.Tensor:

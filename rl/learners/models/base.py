@@ -1,10 +1,10 @@
 """The actor-critic RLModule that MLPModel and TransformerModel specialise.
 
     class MyModel(ActorCriticModule):
-        settings_class = MySettings            # validated fields read from model_config
+        config_class = MyConfig            # validated fields read from model_config
 
         def build_encoder(self, input_dim):    # -> an Encoder (see below)
-            return MyEncoder(input_dim, self.model_settings)
+            return MyEncoder(input_dim, self.module_config)
 
 Layout: `encoder` -> `pi` (policy head) and, through `value_head_input`, `vf` (value
 head). With `vf_share_layers=False` the value head reads its own `critic_encoder`.
@@ -38,7 +38,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
 
-from rl.learners.models.config import ActorCriticSettings, parse_settings
+from rl.learners.models.config import ActorCriticConfig, parse_config
 from rl.learners.models.heads import ValueHead, build_policy_head
 
 ACTOR_ENCODER = "encoder"
@@ -62,17 +62,17 @@ def observation_dim(observation_space: gym.Space) -> int:
 class ActorCriticModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     """Encoder plus policy and value heads, emitting `Columns.EMBEDDINGS` for the critic.
 
-    Subclasses set `settings_class` and implement `build_encoder`; mixins that read a
+    Subclasses set `config_class` and implement `build_encoder`; mixins that read a
     `model_config` section set `model_config_section`.
     """
 
-    settings_class: ClassVar[type[ActorCriticSettings]] = ActorCriticSettings
+    config_class: ClassVar[type[ActorCriticConfig]] = ActorCriticConfig
     model_config_section: ClassVar[str | None] = None
 
     @override(RLModule)
     def setup(self) -> None:
-        self.model_settings = parse_settings(
-            self.settings_class,
+        self.module_config = parse_config(
+            self.config_class,
             self.model_config,
             where=f"{type(self).__name__}'s model_config",
             sections=self.model_config_sections(),
@@ -80,7 +80,7 @@ class ActorCriticModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         input_dim = observation_dim(self.observation_space)
         self.encoder = self.build_encoder(input_dim)
         self.stateful_critic_encoder = False
-        if not self.model_settings.vf_share_layers:
+        if not self.module_config.vf_share_layers:
             self.critic_encoder = self.build_encoder(input_dim)
             # A stateful critic's state must be collected while sampling, so EnvRunners keep
             # and run it (get_non_inference_attributes leaves it out).
@@ -122,11 +122,11 @@ class ActorCriticModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     @property
     def critic_encoder_name(self) -> str:
         """The attribute name of the encoder the value head reads."""
-        return ACTOR_ENCODER if self.model_settings.vf_share_layers else CRITIC_ENCODER
+        return ACTOR_ENCODER if self.module_config.vf_share_layers else CRITIC_ENCODER
 
     def encoder_names(self) -> list[str]:
         """The attribute names of this module's encoders."""
-        return [ACTOR_ENCODER] if self.model_settings.vf_share_layers else [ACTOR_ENCODER, CRITIC_ENCODER]
+        return [ACTOR_ENCODER] if self.module_config.vf_share_layers else [ACTOR_ENCODER, CRITIC_ENCODER]
 
     def rollout_encoder_names(self) -> list[str]:
         """The encoders that run while sampling: the actor's, and a stateful critic's for its state."""
@@ -228,6 +228,6 @@ class ActorCriticModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     @override(InferenceOnlyAPI)
     def get_non_inference_attributes(self) -> list[str]:
         training_only = ["vf"]
-        if not self.model_settings.vf_share_layers and not self.stateful_critic_encoder:
+        if not self.module_config.vf_share_layers and not self.stateful_critic_encoder:
             training_only.append(CRITIC_ENCODER)
         return training_only

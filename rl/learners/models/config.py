@@ -1,18 +1,18 @@
-"""Validated settings of the actor-critic RLModules, read from RLlib's `model_config` dict.
+"""Validated configurations of the actor-critic RLModules, read from RLlib's `model_config` dict.
 
     RLModuleSpec(
         module_class=TransformerModel,
         model_config={"d_model": 64, "n_heads": 4, "max_seq_len": 16, "vf_share_layers": True},
     )
 
-Each module class reads the fields of its settings class from the top level of
+Each module class reads the fields of its config class from the top level of
 `model_config`; value-head mixins read their own section (e.g. `"iqn_value"`).
 Unknown keys and bad values raise ValueError naming the key and the fix; a broken rule between
-fields raises SettingsError, whose `fixes` a recipe can name as its own `--set` keys:
+fields raises ConfigError, whose `fixes` a recipe can name as its own `--set` keys:
 
     try:
-        TransformerSettings(d_model=32, n_heads=5)
-    except SettingsError as error:
+        TransformerConfig(d_model=32, n_heads=5)
+    except ConfigError as error:
         error.problem     # "d_model (32) must be divisible by n_heads (5)"
         error.fixes       # {"d_model": 30, "n_heads": 4}: each alone would pass
 """
@@ -22,13 +22,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Collection, Mapping, TypeVar
 
-SettingsT = TypeVar("SettingsT")
+ConfigT = TypeVar("ConfigT")
 
 ACTIVATIONS = ("tanh", "relu")
 
 
-class SettingsError(ValueError):
-    """Settings that break a rule between fields; `fixes` maps a field to a value that alone would pass."""
+class ConfigError(ValueError):
+    """A configuration that breaks a rule between fields; `fixes` maps a field to a value that alone would pass."""
 
     def __init__(self, problem: str, fixes: Mapping[str, Any]):
         self.problem = problem
@@ -48,36 +48,36 @@ def require_bool(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be True or False, got {value!r}.")
 
 
-def parse_settings(
-    settings_class: type[SettingsT],
+def parse_config(
+    config_class: type[ConfigT],
     values: Mapping[str, Any],
     *,
     where: str,
     sections: Collection[str] = (),
-) -> SettingsT:
-    """Builds `settings_class` from `values`, rejecting keys that are neither fields nor `sections`.
+) -> ConfigT:
+    """Builds `config_class` from `values`, rejecting keys that are neither fields nor `sections`.
 
     Example:
-        parse_settings(MLPSettings, {"hidden_sizes": [32]}, where="model_config")
+        parse_config(MLPConfig, {"hidden_sizes": [32]}, where="model_config")
     """
     if not isinstance(values, Mapping):
         raise ValueError(f"{where} must be a dict, got {type(values).__name__}.")
-    fields = [field.name for field in dataclasses.fields(settings_class)]
+    fields = [field.name for field in dataclasses.fields(config_class)]
     unknown = sorted(set(values) - set(fields) - set(sections))
     if unknown:
         raise ValueError(
-            f"{where} has unknown key(s) {unknown}: {settings_class.__name__} reads {fields}"
+            f"{where} has unknown key(s) {unknown}: {config_class.__name__} reads {fields}"
             + (f" and the section(s) {sorted(sections)}" if sections else "")
             + "; remove or rename them."
         )
     try:
-        return settings_class(**{name: values[name] for name in fields if name in values})
+        return config_class(**{name: values[name] for name in fields if name in values})
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from error
 
 
 @dataclasses.dataclass(frozen=True)
-class ActorCriticSettings:
+class ActorCriticConfig:
     """Fields every actor-critic module reads from `model_config`.
 
     Attributes:
@@ -94,7 +94,7 @@ class ActorCriticSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class MLPSettings(ActorCriticSettings):
+class MLPConfig(ActorCriticConfig):
     """MLPModel's encoder.
 
     Attributes:
@@ -117,7 +117,7 @@ class MLPSettings(ActorCriticSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class TransformerSettings(ActorCriticSettings):
+class TransformerConfig(ActorCriticConfig):
     """TransformerModel's causal, sliding-window transformer encoder.
 
     Attributes:
@@ -145,7 +145,7 @@ class TransformerSettings(ActorCriticSettings):
         for name in ("d_model", "n_heads", "n_layers", "feedforward_dim", "memory_len", "max_seq_len"):
             require_positive_int(name, getattr(self, name))
         if self.d_model % self.n_heads:
-            raise SettingsError(
+            raise ConfigError(
                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})",
                 fixes={"d_model": self.n_heads * max(1, round(self.d_model / self.n_heads)),
                        "n_heads": max(h for h in range(1, self.n_heads) if self.d_model % h == 0)},

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from rl.learners.models.base import ActorCriticModule
-from rl.learners.models.config import MLPSettings
+from rl.learners.models.config import MLPConfig
 from rl.learners.models.heads import HIDDEN_GAIN, init_linear
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -27,11 +27,11 @@ _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 class MLPEncoder(nn.Module):
     """A stack of linear layers with the configured activation; stateless."""
 
-    def __init__(self, input_dim: int, settings: MLPSettings):
+    def __init__(self, input_dim: int, config: MLPConfig):
         super().__init__()
         layers: list[nn.Module] = []
-        for size in settings.hidden_sizes:
-            layers += [init_linear(nn.Linear(input_dim, size), HIDDEN_GAIN), _ACTIVATIONS[settings.activation]()]
+        for size in config.hidden_sizes:
+            layers += [init_linear(nn.Linear(input_dim, size), HIDDEN_GAIN), _ACTIVATIONS[config.activation]()]
             input_dim = size
         self.net = nn.Sequential(*layers)
         self.output_dim = input_dim
@@ -44,9 +44,9 @@ class MLPEncoder(nn.Module):
 
 
 class MLPModel(ActorCriticModule):
-    """Actor-critic module over an MLP encoder; settings: `MLPSettings`."""
+    """Actor-critic module over an MLP encoder; config: `MLPConfig`."""
 
-    settings_class = MLPSettings
+    config_class = MLPConfig
 
     def build_encoder(self, input_dim: int) -> MLPEncoder:
-        return MLPEncoder(input_dim, self.model_settings)
+        return MLPEncoder(input_dim, self.module_config)

@@ -50,7 +50,7 @@ from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.utils.annotations import override
 
 from rl.learners.models.base import ACTOR_ENCODER, ActorCriticModule
-from rl.learners.models.config import TransformerSettings
+from rl.learners.models.config import TransformerConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,19 +103,19 @@ ROWS_PER_INFERENCE_PIECE = 1024
 class TransformerBlock(nn.Module):
     """Pre-LayerNorm block: windowed causal self-attention over cached + new keys, then an MLP."""
 
-    def __init__(self, settings: TransformerSettings):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
-        d_model = settings.d_model
-        self.n_heads = settings.n_heads
-        self.head_scale = (d_model // settings.n_heads) ** -0.5
+        d_model = config.d_model
+        self.n_heads = config.n_heads
+        self.head_scale = (d_model // config.n_heads) ** -0.5
         self.attention_norm = nn.LayerNorm(d_model)
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.attention_out = nn.Linear(d_model, d_model)
         # One learned score offset per head and distance 0..memory_len: the only position signal.
-        self.distance_bias = nn.Parameter(torch.zeros(settings.n_heads, settings.memory_len + 1))
+        self.distance_bias = nn.Parameter(torch.zeros(config.n_heads, config.memory_len + 1))
         self.mlp_norm = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(
-            nn.Linear(d_model, settings.feedforward_dim), nn.GELU(), nn.Linear(settings.feedforward_dim, d_model)
+            nn.Linear(d_model, config.feedforward_dim), nn.GELU(), nn.Linear(config.feedforward_dim, d_model)
         )
 
     def _split_heads(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -162,14 +162,14 @@ class TransformerBlock(nn.Module):
 class TransformerEncoder(nn.Module):
     """The encoder of TransformerModel; state: {"keys", "values": (n_layers, M, d), "valid": (M,)}."""
 
-    def __init__(self, input_dim: int, settings: TransformerSettings):
+    def __init__(self, input_dim: int, config: TransformerConfig):
         super().__init__()
-        self.memory_len = settings.memory_len
-        self.n_layers = settings.n_layers
-        self.output_dim = settings.d_model
-        self.input_projection = nn.Linear(input_dim, settings.d_model)
-        self.blocks = nn.ModuleList(TransformerBlock(settings) for _ in range(settings.n_layers))
-        self.final_norm = nn.LayerNorm(settings.d_model)
+        self.memory_len = config.memory_len
+        self.n_layers = config.n_layers
+        self.output_dim = config.d_model
+        self.input_projection = nn.Linear(input_dim, config.d_model)
+        self.blocks = nn.ModuleList(TransformerBlock(config) for _ in range(config.n_layers))
+        self.final_norm = nn.LayerNorm(config.d_model)
 
     def initial_state(self) -> dict[str, np.ndarray]:
         cache = np.zeros((self.n_layers, self.memory_len, self.output_dim), dtype=np.float32)
@@ -237,7 +237,7 @@ class TransformerEncoder(nn.Module):
 
 
 class TransformerModel(ActorCriticModule):
-    """Stateful actor-critic module over a sliding-window causal transformer; settings: `TransformerSettings`.
+    """Stateful actor-critic module over a sliding-window causal transformer; config: `TransformerConfig`.
 
     With `vf_share_layers=False` the value head reads a critic transformer of its own. Its
     cache at a chunk's start depends on up to n_layers x memory_len earlier steps, which a
@@ -247,19 +247,19 @@ class TransformerModel(ActorCriticModule):
     against the critic run step by step from each episode's start).
     """
 
-    settings_class = TransformerSettings
+    config_class = TransformerConfig
 
     def setup(self) -> None:
         super().setup()
         # RLlib's connectors read the chunk length from the module's model_config.
-        self.model_config = {**self.model_config, "max_seq_len": self.model_settings.max_seq_len}
+        self.model_config = {**self.model_config, "max_seq_len": self.module_config.max_seq_len}
 
     def build_encoder(self, input_dim: int) -> TransformerEncoder:
-        return TransformerEncoder(input_dim, self.model_settings)
+        return TransformerEncoder(input_dim, self.module_config)
 
     def check_algorithm_config(self, config: Any) -> None:
         minibatch_size = config.minibatch_size or config.train_batch_size_per_learner
-        max_seq_len = self.model_settings.max_seq_len
+        max_seq_len = self.module_config.max_seq_len
         if minibatch_size % max_seq_len:
             raise ValueError(
                 f"minibatch_size ({minibatch_size}) must be a multiple of model_config['max_seq_len'] "

@@ -32,7 +32,7 @@ class PPGAuxiliaryValueHead:
 
     def setup(self) -> None:
         super().setup()  # type: ignore[misc]
-        if not self.model_settings.vf_share_layers:  # type: ignore[attr-defined]
+        if not self.module_config.vf_share_layers:  # type: ignore[attr-defined]
             raise ValueError(
                 f"{type(self).__name__} is PPG's single-network detach design and needs one shared encoder: "
                 "set model_config['vf_share_layers'] = True (PPGConfig does so unless you override it)."

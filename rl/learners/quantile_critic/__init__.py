@@ -15,11 +15,11 @@ The loss math itself is pure and lives in `rl.losses` (quantile_huber_loss, midp
 from rl.learners.quantile_critic.learner import IQNPPOTorchLearner, QRPPOTorchLearner, QuantileCriticLoss
 from rl.learners.quantile_critic.module import (
     IQNValueMixin,
-    IQNValueSettings,
+    IQNValueConfig,
     QRValueMixin,
-    QRValueSettings,
+    QRValueConfig,
     QuantileValueMixin,
 )
 
-__all__ = ["IQNPPOTorchLearner", "IQNValueMixin", "IQNValueSettings", "QRPPOTorchLearner", "QRValueMixin",
-           "QRValueSettings", "QuantileCriticLoss", "QuantileValueMixin"]
+__all__ = ["IQNPPOTorchLearner", "IQNValueMixin", "IQNValueConfig", "QRPPOTorchLearner", "QRValueMixin",
+           "QRValueConfig", "QuantileCriticLoss", "QuantileValueMixin"]

@@ -25,13 +25,13 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from rl.learners.models.config import parse_settings, require_positive_int
+from rl.learners.models.config import parse_config, require_positive_int
 from rl.learners.models.heads import init_linear
 from rl.losses import midpoint_taus
 
 
 @dataclasses.dataclass(frozen=True)
-class IQNValueSettings:
+class IQNValueConfig:
     """`model_config["iqn_value"]`; defaults are those of Dabney et al. 2018.
 
     Attributes:
@@ -50,7 +50,7 @@ class IQNValueSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class QRValueSettings:
+class QRValueConfig:
     """`model_config["qr_value"]`.
 
     Attributes:
@@ -66,12 +66,12 @@ class QRValueSettings:
 class IQNHead(nn.Module):
     """quantile(x, tau) = w . (features(x) * relu(W cos(pi * i * tau))) + b, i = 1..n_cosines."""
 
-    def __init__(self, input_dim: int, settings: IQNValueSettings):
+    def __init__(self, input_dim: int, config: IQNValueConfig):
         super().__init__()
-        frequencies = math.pi * torch.arange(1, settings.n_cosines + 1, dtype=torch.float32)
+        frequencies = math.pi * torch.arange(1, config.n_cosines + 1, dtype=torch.float32)
         self.register_buffer("frequencies", frequencies, persistent=False)
-        self.register_buffer("value_taus", midpoint_taus(settings.value_quantiles), persistent=False)
-        self.tau_embedding = nn.Linear(settings.n_cosines, input_dim)
+        self.register_buffer("value_taus", midpoint_taus(config.value_quantiles), persistent=False)
+        self.tau_embedding = nn.Linear(config.n_cosines, input_dim)
         self.output = init_linear(nn.Linear(input_dim, 1), 1.0)
 
     def forward(self, features: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
@@ -83,10 +83,10 @@ class IQNHead(nn.Module):
 class QRHead(nn.Module):
     """A linear map from features to the quantiles at fixed midpoint taus."""
 
-    def __init__(self, input_dim: int, settings: QRValueSettings):
+    def __init__(self, input_dim: int, config: QRValueConfig):
         super().__init__()
-        self.register_buffer("taus", midpoint_taus(settings.num_quantiles), persistent=False)
-        self.linear = init_linear(nn.Linear(input_dim, settings.num_quantiles), 1.0)
+        self.register_buffer("taus", midpoint_taus(config.num_quantiles), persistent=False)
+        self.linear = init_linear(nn.Linear(input_dim, config.num_quantiles), 1.0)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.linear(features)
@@ -102,11 +102,11 @@ class QuantileValueMixin:
     model_config_section: ClassVar[str]
     settings_class_of_head: ClassVar[type]
 
-    def head_settings(self) -> Any:
+    def head_config(self) -> Any:
         """This head's validated section of `model_config` (defaults where a field is absent)."""
         section = self.model_config_section
         values = self.model_config.get(section, {})  # type: ignore[attr-defined]
-        return parse_settings(self.settings_class_of_head, values, where=f"model_config['{section}']")
+        return parse_config(self.settings_class_of_head, values, where=f"model_config['{section}']")
 
     def value_quantiles(self, embeddings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Quantiles (..., N) at the fixed midpoint taus (N,): deterministic."""
@@ -122,14 +122,14 @@ class QuantileValueMixin:
 
 
 class IQNValueMixin(QuantileValueMixin):
-    """Implicit quantile critic; settings: `IQNValueSettings` in `model_config["iqn_value"]`."""
+    """Implicit quantile critic; config: `IQNValueConfig` in `model_config["iqn_value"]`."""
 
     model_config_section = "iqn_value"
-    settings_class_of_head = IQNValueSettings
+    settings_class_of_head = IQNValueConfig
 
     def build_value_head(self, input_dim: int) -> IQNHead:
-        self.iqn_settings = self.head_settings()
-        return IQNHead(input_dim, self.iqn_settings)
+        self.iqn_config = self.head_config()
+        return IQNHead(input_dim, self.iqn_config)
 
     def value_quantiles(self, embeddings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         taus = self.vf.value_taus
@@ -137,18 +137,18 @@ class IQNValueMixin(QuantileValueMixin):
 
     def training_value_quantiles(self, embeddings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         features = self.value_head_input(embeddings)
-        taus = torch.rand(*features.shape[:-1], self.iqn_settings.train_quantiles, device=features.device)
+        taus = torch.rand(*features.shape[:-1], self.iqn_config.train_quantiles, device=features.device)
         return self.vf(features, taus), taus
 
 
 class QRValueMixin(QuantileValueMixin):
-    """Quantile-regression critic; settings: `QRValueSettings` in `model_config["qr_value"]`."""
+    """Quantile-regression critic; config: `QRValueConfig` in `model_config["qr_value"]`."""
 
     model_config_section = "qr_value"
-    settings_class_of_head = QRValueSettings
+    settings_class_of_head = QRValueConfig
 
     def build_value_head(self, input_dim: int) -> QRHead:
-        return QRHead(input_dim, self.head_settings())
+        return QRHead(input_dim, self.head_config())
 
     def value_quantiles(self, embeddings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.vf(self.value_head_input(embeddings)), self.vf.taus

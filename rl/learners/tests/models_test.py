@@ -116,7 +116,7 @@ def test_a_detach_design_keeps_value_gradients_out_of_the_shared_encoder():
 @pytest.mark.parametrize(
     "model_config, message",
     [
-        ({"fcnet_hiddens": [32]}, r"unknown key\(s\) \['fcnet_hiddens'\]: MLPSettings reads"),
+        ({"fcnet_hiddens": [32]}, r"unknown key\(s\) \['fcnet_hiddens'\]: MLPConfig reads"),
         ({"hidden_sizes": []}, "hidden_sizes must be a non-empty list"),
         ({"hidden_sizes": [8, 0]}, "every entry of hidden_sizes must be a positive int, got 0"),
         ({"activation": "gelu"}, r"activation must be one of \('tanh', 'relu'\)"),

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from rl.learners.models.config import TransformerSettings
+from rl.learners.models.config import TransformerConfig
 from rl.learners.next_token import NextTokenModel, NextTokenTraining, train_next_token
 
-TINY = TransformerSettings(d_model=16, n_heads=1, n_layers=1, feedforward_dim=32, memory_len=4, max_seq_len=4)
+TINY = TransformerConfig(d_model=16, n_heads=1, n_layers=1, feedforward_dim=32, memory_len=4, max_seq_len=4)
 
 
 def cycles(batch: int, rng: np.random.Generator) -> np.ndarray:
@@ -18,7 +18,7 @@ def cycles(batch: int, rng: np.random.Generator) -> np.ndarray:
 def test_it_learns_a_deterministic_successor_and_exposes_its_residual_stream():
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    model = NextTokenModel(num_tokens=3, settings=TINY)
+    model = NextTokenModel(num_tokens=3, config=TINY)
     rows = []
     last = train_next_token(model, lambda batch: cycles(batch, rng),
                             NextTokenTraining(steps=150, batch_size=32, learning_rate=1e-2, warmup_steps=10, log_every=50),
@@ -32,7 +32,7 @@ def test_it_learns_a_deterministic_successor_and_exposes_its_residual_stream():
 
 
 def test_snapshots_run_in_eval_mode_without_gradients_and_a_stop_ends_with_a_row():
-    model = NextTokenModel(num_tokens=3, settings=TINY)
+    model = NextTokenModel(num_tokens=3, config=TINY)
     rng, sampled, seen, rows = np.random.default_rng(1), [], [], []
     stop_after = 7
 

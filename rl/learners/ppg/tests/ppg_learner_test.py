@@ -78,7 +78,7 @@ def test_default_config_builds_the_detach_mlp_with_a_shared_encoder():
     module = learner.module[DEFAULT_MODULE_ID].unwrapped()
     assert isinstance(learner, PPGTorchLearner)
     assert type(module) is PPGMLPModel
-    assert module.model_settings.vf_share_layers
+    assert module.module_config.vf_share_layers
     assert not hasattr(module, "critic_encoder")
     assert "aux_vf" in module.get_non_inference_attributes()
 

@@ -1,12 +1,12 @@
 """Every environment variable the harness reads, and the one reader of each (nothing else reads `os.environ`).
 
-    from rl.harness import settings
+    from rl.harness import env_vars
 
-    settings.heartbeat_seconds()            # $RL_HARNESS_HEARTBEAT_S, default 10 s; SettingError naming the fix
-    settings.patch_cap_bytes()              # $RL_HARNESS_PATCH_CAP_BYTES, default 2 MiB
-    settings.workspace_directory()          # $BUILD_WORKSPACE_DIRECTORY under `bazel run`, else None
-    settings.store_variables()              # the store's variables that are set (B2's too): {name: value}
-    settings.secret_variables()             # {name: value} of every credential-shaped variable (redacted in records)
+    env_vars.heartbeat_seconds()            # $RL_HARNESS_HEARTBEAT_S, default 10 s; EnvVarError naming the fix
+    env_vars.patch_cap_bytes()              # $RL_HARNESS_PATCH_CAP_BYTES, default 2 MiB
+    env_vars.workspace_directory()          # $BUILD_WORKSPACE_DIRECTORY under `bazel run`, else None
+    env_vars.store_variables()              # the store's variables that are set (B2's too): {name: value}
+    env_vars.secret_variables()             # {name: value} of every credential-shaped variable (redacted in records)
 
 Each reader takes an optional mapping (tests pass a dict) and defaults to the process environment.
 The variables that configure a child process (torch threads, Tune's SIGINT switch) are written by
@@ -23,7 +23,7 @@ from typing import Mapping, Optional
 from rl.harness.errors import UsageError
 
 
-class SettingError(UsageError, ValueError):
+class EnvVarError(UsageError, ValueError):
     """An environment variable the harness reads holds a value it cannot use: the message names it and the fix."""
 
 # -- the run's records ------------------------------------------------------------------------
@@ -112,7 +112,7 @@ def positive_seconds(name: str, default: float, environ: Optional[Mapping[str, s
     except ValueError:
         seconds = math.nan
     if not seconds > 0:
-        raise SettingError(f"${name}={value!r} is not a positive number of seconds; unset it or fix it")
+        raise EnvVarError(f"${name}={value!r} is not a positive number of seconds; unset it or fix it")
     return seconds
 
 
@@ -128,7 +128,7 @@ def mirror_seconds(environ: Optional[Mapping[str, str]] = None) -> tuple[float, 
     """($RL_HARNESS_MIRROR_INTERVAL_S, default 10 s, at most 60; $RL_HARNESS_MIRROR_DRAIN_S, default 300 s)."""
     interval_s = positive_seconds(MIRROR_INTERVAL_ENV, DEFAULT_MIRROR_INTERVAL_S, environ)
     if interval_s > 60:
-        raise SettingError(f"${MIRROR_INTERVAL_ENV}={interval_s:g} lets the store fall more than a minute behind;"
+        raise EnvVarError(f"${MIRROR_INTERVAL_ENV}={interval_s:g} lets the store fall more than a minute behind;"
                            " set it to 60 or less")
     return interval_s, positive_seconds(MIRROR_DRAIN_ENV, DEFAULT_MIRROR_DRAIN_S, environ)
 
@@ -136,27 +136,27 @@ def mirror_seconds(environ: Optional[Mapping[str, str]] = None) -> tuple[float, 
 def patch_cap_bytes(environ: Optional[Mapping[str, str]] = None) -> int:
     value = _environ(environ).get(PATCH_CAP_ENV, str(DEFAULT_PATCH_CAP_BYTES))
     if not value.isdigit():
-        raise SettingError(f"${PATCH_CAP_ENV}={value!r} is not a whole number of bytes; unset it or fix it")
+        raise EnvVarError(f"${PATCH_CAP_ENV}={value!r} is not a whole number of bytes; unset it or fix it")
     return int(value)
 
 
 def cpu_share(environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
-    """$RL_HARNESS_CPUS as a positive whole number of CPUs, None if unset; SettingError naming the fix otherwise."""
+    """$RL_HARNESS_CPUS as a positive whole number of CPUs, None if unset; EnvVarError naming the fix otherwise."""
     value = _environ(environ).get(CPU_SHARE_ENV)
     if value is None:
         return None
     if not value.isdigit() or int(value) < 1:
-        raise SettingError(f"${CPU_SHARE_ENV}={value!r} is not a positive whole number of CPUs; unset it or fix it")
+        raise EnvVarError(f"${CPU_SHARE_ENV}={value!r} is not a positive whole number of CPUs; unset it or fix it")
     return int(value)
 
 
-def kernel_dispatch_settings(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def kernel_dispatch_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     """The kernel-dispatch variables that are set (KERNEL_DISPATCH_VARIABLES): {name: value}."""
     environ = _environ(environ)
     return {name: environ[name] for name in KERNEL_DISPATCH_VARIABLES if name in environ}
 
 
-def thread_settings(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def thread_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     """The thread-count variables that are set (THREAD_VARIABLES): {name: value}."""
     environ = _environ(environ)
     return {name: environ[name] for name in THREAD_VARIABLES if name in environ}
