@@ -13,7 +13,7 @@
     rl-harness study <dotted.study.module> [--smoke] [--resume STUDY_ID] [--max-concurrent N] [--runs A=ID,ID ...]
     rl-harness study plan <study-id> --width W [--statistic mean|median|iqm] [--score NAME] --results-dir DIR
     rl-harness sync <run-id> [--results-dir DIR] [--artifacts-dir DIR]
-    rl-harness fetch <run-id> [--records-only] [--results-dir DIR] [--artifacts-dir DIR]
+    rl-harness fetch <run-id | study-id> [--records-only] [--results-dir DIR] [--artifacts-dir DIR]
     rl-harness runs --store
 
     bazel run //rl/harness:rl-harness -- experiments.mess3.reward_only --smoke
@@ -37,7 +37,7 @@ from typing import Callable, Optional
 from absl import app, logging
 
 from rl.harness import settings
-from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study, transfer
+from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study, study_transfer, transfer
 from rl.harness.commands.arguments import parse
 from rl.harness.errors import HarnessError
 from rl.harness.remote import stores
@@ -100,8 +100,9 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
             return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps),
                                        trust_patch=options.trust_patch, artifacts_root=options.artifacts_dir)
         if command == "fetch":
-            return transfer.fetch(options.run_id, results_dir=options.results_dir, artifacts_dir=options.artifacts_dir,
-                                  records_only=options.records_only, connect_store=connect_store)
+            return study_transfer.fetch(options.run_id, results_dir=options.results_dir,
+                                        artifacts_dir=options.artifacts_dir, records_only=options.records_only,
+                                        connect_store=connect_store)
         if command == "runs" and options.store:
             print("\n".join(transfer.list_store(connect_store)))
             return 0
