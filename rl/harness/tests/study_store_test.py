@@ -1,0 +1,127 @@
+"""A study whose home is the store (moto's S3 server, started here): its driver killed with SIGKILL mid-study and
+its machine's folders deleted, then `study --resume` from a fresh clone with no results or artifacts completes it
+from the store alone, and `fetch <study-id>` brings the whole study back (slow: starts Ray)."""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from rl.harness import settings
+from rl.harness.run import records
+from rl.harness.run.status import process_start_ticks
+from rl.harness.study import summary
+from rl.harness.tests import run_helpers, s3_server
+from rl.harness.training import reaper
+
+STUDY = "rl.harness.tests.fake_study"
+ITERATIONS = 12
+_REPOSITORY = pathlib.Path(os.path.realpath(__file__)).parents[3]  # rl/harness/tests/<this file>
+
+
+@pytest.fixture(scope="module")
+def server():
+    with s3_server.S3Server() as running:
+        yield running
+
+
+def _clone(tmp_path, name):
+    """A fresh clone of this repository at its commit: what another machine checks out."""
+    folder = tmp_path / name
+    subprocess.run(["git", "clone", "--quiet", str(_REPOSITORY), str(folder)], check=True)
+    return folder
+
+
+def _knobs(server, clone):
+    key_id, key = server.read_write
+    return {settings.STORE_ENV: f"s3://{server.bucket}/lab", settings.STORE_ENDPOINT_ENV: server.endpoint,
+            settings.S3_KEY_ID_ENV: key_id, settings.S3_KEY_ENV: key, settings.MIRROR_INTERVAL_ENV: 0.5,
+            settings.MIRROR_DRAIN_ENV: 60, "PYTHONPATH": clone, "FAKE_RECIPE_ITERATIONS": ITERATIONS,
+            "FAKE_RECIPE_SLEEP_S": 0.5}
+
+
+def _roots(clone):
+    return ["--results-dir", clone / "results", "--artifacts-dir", clone / "artifacts"]
+
+
+def _record(clone, study_id):
+    path = clone / "results" / "studies" / study_id / "study.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _kill_with_everything_it_started(process):
+    """SIGKILL to the study's command; waits until every process it had started (Ray's, the members' runs) ended."""
+    noted = {pid: process_start_ticks(pid) for pid in reaper.descendants(process.pid)}
+    try:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        run_helpers.wait_for(lambda: not [pid for pid, ticks in noted.items() if process_start_ticks(pid) == ticks],
+                             90, "every process of the killed study to end (the members drain to the store)")
+    finally:
+        for pid, ticks in noted.items():
+            if process_start_ticks(pid) == ticks:
+                os.kill(pid, signal.SIGKILL)
+        run_helpers.stop_group(process)
+
+
+def _rows(artifacts_root, run_ids):
+    rows = []
+    for run_id in run_ids:
+        rows += records.read_json_lines(str(artifacts_root / run_id / records.METRICS_FILE))
+    return rows
+
+
+@pytest.mark.slow
+def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh_clone(server, tmp_path):
+    lost = _clone(tmp_path, "lost")
+    process = run_helpers.start_cli(["study", STUDY, "--study-id", "homeless", *_roots(lost)], **_knobs(server, lost))
+    try:
+        def one_finished_one_running():
+            statuses = [member["status"] for member in (_record(lost, "homeless") or {}).get("members", [])]
+            return "completed" in statuses and "running" in statuses
+
+        run_helpers.wait_for(one_finished_one_running, 240, "a finished member and a running one")
+        _kill_with_everything_it_started(process)
+    finally:
+        run_helpers.stop_group(process)
+    before = {(member["agent"], member["seed"]): member for member in _record(lost, "homeless")["members"]}
+    shutil.rmtree(lost)  # the machine is gone: only the store holds the study
+
+    fresh = _clone(tmp_path, "fresh")
+    code, stdout, stderr = run_helpers.run_cli(["study", STUDY, "--resume", "homeless", *_roots(fresh)], timeout=300,
+                                               **_knobs(server, fresh))
+    assert code == 0, stderr[-3000:]
+    assert "study homeless is not on this machine: fetched its record" in stderr
+    record = _record(fresh, "homeless")
+    assert record["status"] == "completed" and {member["status"] for member in record["members"]} == {"completed"}
+    resumed = 0
+    for member in record["members"]:
+        earlier = before[(member["agent"], member["seed"])]
+        if earlier["status"] == "completed":
+            assert member["runs"] == earlier["runs"]  # not run again
+        elif earlier["runs"]:
+            assert member["runs"][:-1] == earlier["runs"]  # continued by a new run of its own
+            resumed += 1
+    assert resumed >= 1
+
+    # Every member's runs, fetched from the store into a third folder, hold each iteration's row once.
+    elsewhere = tmp_path / "elsewhere"
+    code, stdout, stderr = run_helpers.run_cli(["fetch", "homeless", *_roots(elsewhere)], **_knobs(server, fresh))
+    assert code == 0, stderr[-3000:]
+    assert "study homeless:" in stdout and "member runs fetched and verified by sha256" in stdout
+    found = json.loads((elsewhere / "results" / "studies" / "homeless" / summary.SUMMARY_JSON).read_text())
+    assert found == json.loads((fresh / "results" / "studies" / "homeless" / summary.SUMMARY_JSON).read_text())
+    assert (found["members"], found["completed"]) == (4, 4)
+    last_losses = {}
+    for member in record["members"]:
+        rows = _rows(elsewhere / "artifacts", member["runs"])
+        assert [row["training_iteration"] for row in rows] == list(range(1, ITERATIONS + 1)), member
+        last_losses[(member["agent"], member["seed"])] = rows[-1]["fake"]["loss"]
+    print(json.dumps(found, indent=1)[:3000])
