@@ -74,7 +74,8 @@ def _kill_with_everything_it_started(process):
 def _rows(artifacts_root, run_ids):
     rows = []
     for run_id in run_ids:
-        rows += records.read_json_lines(str(artifacts_root / run_id / records.METRICS_FILE))
+        path = artifacts_root / run_id / records.METRICS_FILE
+        rows += records.read_json_lines(str(path)) if path.exists() else []
     return rows
 
 
@@ -83,11 +84,13 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
     lost = _clone(tmp_path, "lost")
     process = run_helpers.start_cli(["study", STUDY, "--study-id", "homeless", *_roots(lost)], **_knobs(server, lost))
     try:
-        def one_finished_one_running():
-            statuses = [member["status"] for member in (_record(lost, "homeless") or {}).get("members", [])]
-            return "completed" in statuses and "running" in statuses
+        def one_finished_one_midway():  # midway: checkpointed, far from its end
+            members = (_record(lost, "homeless") or {}).get("members", [])
+            midway = [member for member in members if member["status"] == "running"
+                      and 2 <= len(_rows(lost / "artifacts", member["runs"][-1:])) <= ITERATIONS // 2]
+            return "completed" in [member["status"] for member in members] and midway
 
-        run_helpers.wait_for(one_finished_one_running, 240, "a finished member and a running one")
+        run_helpers.wait_for(one_finished_one_midway, 240, "a finished member and one midway")
         _kill_with_everything_it_started(process)
     finally:
         run_helpers.stop_group(process)
@@ -106,8 +109,10 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
         earlier = before[(member["agent"], member["seed"])]
         if earlier["status"] == "completed":
             assert member["runs"] == earlier["runs"]  # not run again
-        elif earlier["runs"]:
-            assert member["runs"][:-1] == earlier["runs"]  # continued by a new run of its own
+        elif earlier["runs"] and member["runs"] != earlier["runs"]:  # not one that completed as it was stopped
+            assert member["runs"][:-1] == earlier["runs"]  # continued by a new run of its own, from its checkpoint
+            parent = json.loads((fresh / "results" / member["runs"][-1] / records.MANIFEST_FILE).read_text())
+            assert parent["parent_run"]["parent_run_id"] == earlier["runs"][-1]
             resumed += 1
     assert resumed >= 1
 
