@@ -111,9 +111,17 @@ class RunMirror:
             previous = self._sent.get(relative)
             if previous is None or (previous["sha256"], previous["size"]) != (sha256, stat.st_size):
                 key = f"{self.run_prefix}/{relative}"
+                if previous is not None and relative.startswith("results/"):
+                    # A record replaced whole: the index first vouches for both contents, so a writer killed
+                    # between the two uploads leaves a store whose index still matches what it holds.
+                    self._sent[relative] = {**previous, "sha256": sha256, "size": stat.st_size,
+                                            "replaces": {"sha256": previous["sha256"], "size": previous["size"]}}
+                    self.store.put_bytes(self._index(), self._index_key, attempts=attempts)
                 try:
                     version = self.store.put_file(str(path), key, sha256, stat.st_size, attempts=attempts)
                 except UploadError as error:
+                    if previous is not None:
+                        self._sent[relative] = previous
                     error.file = relative
                     raise
                 self._sent[relative] = {"key": key, "local": relative, "size": stat.st_size, "sha256": sha256,
@@ -121,9 +129,12 @@ class RunMirror:
                 sent += 1
             self._seen[relative] = (stat.st_size, stat.st_mtime_ns)
         if sent:
-            self.store.put_bytes(self._index(), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}",
-                                 attempts=attempts)
+            self.store.put_bytes(self._index(), self._index_key, attempts=attempts)
         return sent
+
+    @property
+    def _index_key(self) -> str:
+        return f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}"
 
     def _index(self) -> bytes:
         return (json.dumps(self.record("partial"), indent=2, sort_keys=True) + "\n").encode()
@@ -149,8 +160,8 @@ class RunMirror:
         record = self.record(status, error)
         records.write_json_atomically(str(self._record_path), record)
         try:
-            self.store.put_bytes((json.dumps(record, indent=2, sort_keys=True) + "\n").encode(),
-                                 f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}", attempts=1)
+            self.store.put_bytes((json.dumps(record, indent=2, sort_keys=True) + "\n").encode(), self._index_key,
+                                 attempts=1)
         except UploadError:
             pass  # the local record says what is not remote; `sync` sends both later
         return record
