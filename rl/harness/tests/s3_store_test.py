@@ -282,3 +282,18 @@ def test_a_file_changed_in_the_store_is_not_kept(server, tmp_path, monkeypatch, 
     assert cli.main(["rl-harness", "fetch", "tampered", *_roots(tmp_path / "here")]) == 3
     assert f"artifacts/{records.METRICS_FILE} in the store does not match its index" in capsys.readouterr().err
     assert not (tmp_path / "here" / "a" / "tampered" / records.METRICS_FILE).exists()
+
+
+def test_resume_from_a_run_of_another_machine_fetches_its_records_and_checkpoint(server, tmp_path, monkeypatch, caplog):
+    _environment(monkeypatch, server)
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
+    assert _run(tmp_path / "lost", "far", "--upload-artifacts") == 0
+    here = tmp_path / "here"  # nothing of the run on this machine: not even its records
+    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "6")
+    with caplog.at_level(logging.INFO):
+        assert cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "near", "--resume-from", "far",
+                         "--no-upload-artifacts", *_roots(here)]) == 0
+    assert "run far is not on this machine: fetched its records from the store" in caplog.text
+    assert run_helpers.manifest(here / "r" / "near")["parent_run"]["parent_run_id"] == "far"
+    # The parent's rows came with its records, so the resumed run's curve joins at its checkpoint without a gap.
+    assert [row["training_iteration"] for row in records.read_run_rows(here / "a" / "near")] == [1, 2, 3, 4, 5, 6]
