@@ -345,8 +345,9 @@ class StudyCommand:
     def _refresh(self, errors: dict[str, str], *, final: bool = False) -> None:
         """Statuses and spans from the members' own manifests; `final`: a planned run that never started is dropped."""
         changed = False
-        self._update_view([member for member in self.record.members if member.status not in (COMPLETED, FAILED)],
-                          force=final)
+        # At the end every member is read again: a run's last records reach the store over several mirror passes.
+        self._update_view([member for member in self.record.members
+                           if final or member.status not in (COMPLETED, FAILED)], force=final)
         for member in self.record.members:
             started, result = self._look(member)
             updated = _as_recorded(dataclasses.replace(member, runs=started.runs if final else member.runs), result,
