@@ -71,14 +71,6 @@ def _kill_with_everything_it_started(process):
         run_helpers.stop_group(process)
 
 
-def _rows(artifacts_root, run_ids):
-    rows = []
-    for run_id in run_ids:
-        path = artifacts_root / run_id / records.METRICS_FILE
-        rows += records.read_json_lines(str(path)) if path.exists() else []
-    return rows
-
-
 @pytest.mark.slow
 def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh_clone(server, tmp_path):
     lost = _clone(tmp_path, "lost")
@@ -87,7 +79,7 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
         def one_finished_one_midway():  # midway: checkpointed, far from its end
             members = (_record(lost, "homeless") or {}).get("members", [])
             midway = [member for member in members if member["status"] == "running"
-                      and 2 <= len(_rows(lost / "artifacts", member["runs"][-1:])) <= ITERATIONS // 2]
+                      and 2 <= len(records.read_run_rows(lost / "artifacts" / member["runs"][-1])) <= ITERATIONS // 2]
             return "completed" in [member["status"] for member in members] and midway
 
         run_helpers.wait_for(one_finished_one_midway, 240, "a finished member and one midway")
@@ -116,7 +108,7 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
             resumed += 1
     assert resumed >= 1
 
-    # Every member's runs, fetched from the store into a third folder, hold each iteration's row once.
+    # Every member's curve, fetched from the store into a third folder, holds each iteration's row once.
     elsewhere = tmp_path / "elsewhere"
     code, stdout, stderr = run_helpers.run_cli(["fetch", "homeless", *_roots(elsewhere)], **_knobs(server, fresh))
     assert code == 0, stderr[-3000:]
@@ -126,7 +118,7 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
     assert (found["members"], found["completed"]) == (4, 4)
     assert found["without_curve"] == []  # the driver drew every member's curve from the store's metrics
     for member in record["members"]:
-        rows = _rows(elsewhere / "artifacts", member["runs"])
+        rows = records.read_run_rows(elsewhere / "artifacts" / member["runs"][-1])  # its lineage's, then its own
         assert [row["training_iteration"] for row in rows] == list(range(1, ITERATIONS + 1)), member
         scores = found["agents"][member["agent"]]["scores"]
         assert scores["iterations"]["values"][str(member["seed"])] == ITERATIONS
