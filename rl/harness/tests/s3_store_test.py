@@ -6,6 +6,9 @@ import hashlib
 import json
 import logging
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -297,3 +300,39 @@ def test_resume_from_a_run_of_another_machine_fetches_its_records_and_checkpoint
     assert run_helpers.manifest(here / "r" / "near")["parent_run"]["parent_run_id"] == "far"
     # The parent's rows came with its records, so the resumed run's curve joins at its checkpoint without a gap.
     assert [row["training_iteration"] for row in records.read_run_rows(here / "a" / "near")] == [1, 2, 3, 4, 5, 6]
+
+
+# A mirror pass in a process of its own that SIGKILLs itself right after the store took the replaced manifest,
+# before the pass could write the index again: a writer lost at the worst moment.
+_KILLED_AFTER_THE_RECORD = """
+import os, signal, sys
+from rl.harness.remote import run_mirror, stores
+from rl.harness.run import records
+from rl.harness.run.layout import RunLayout
+
+store = stores.open_store(stores.load())
+upload = type(store)._put_file
+
+def upload_then_die(self, path, key, sha256, size):
+    upload(self, path, key, sha256, size)
+    if key.endswith(records.MANIFEST_FILE):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+type(store)._put_file = upload_then_die
+layout = RunLayout(sys.argv[1], sys.argv[2], "torn", False)
+run_mirror.RunMirror(store, layout, sys.argv[3]).send_pending()
+"""
+
+
+def test_a_writer_killed_between_a_replaced_record_and_the_index_leaves_a_store_that_fetch_verifies(
+        server, tmp_path, monkeypatch, capsys):
+    _environment(monkeypatch, server)
+    assert _run(tmp_path / "lost", "torn", "--upload-artifacts") == 0
+    manifest = tmp_path / "lost" / "r" / "torn" / records.MANIFEST_FILE
+    records.write_json_atomically(str(manifest), {**json.loads(manifest.read_text()), "exit_code": 7})  # replaced
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AFTER_THE_RECORD, str(tmp_path / "lost" / "r"),
+                             str(tmp_path / "lost" / "a"), run_helpers.FAKE], env=run_helpers.child_env())
+    assert killed.returncode == -signal.SIGKILL
+    capsys.readouterr()
+    assert cli.main(["rl-harness", "fetch", "torn", "--records-only", *_roots(tmp_path / "here")]) == 0
+    assert run_helpers.manifest(tmp_path / "here" / "r" / "torn")["exit_code"] == 7  # what the store holds, verified

@@ -74,7 +74,8 @@ def _kill_with_everything_it_started(process):
 @pytest.mark.slow
 def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh_clone(server, tmp_path):
     lost = _clone(tmp_path, "lost")
-    process = run_helpers.start_cli(["study", STUDY, "--study-id", "homeless", *_roots(lost)], **_knobs(server, lost))
+    process = run_helpers.start_cli(["study", STUDY, "--study-id", "homeless", *_roots(lost)], cwd=lost,
+                                    **_knobs(server, lost))
     try:
         def one_finished_one_midway():  # midway: checkpointed, far from its end
             members = (_record(lost, "homeless") or {}).get("members", [])
@@ -86,12 +87,14 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
         _kill_with_everything_it_started(process)
     finally:
         run_helpers.stop_group(process)
-    before = {(member["agent"], member["seed"]): member for member in _record(lost, "homeless")["members"]}
+    started = _record(lost, "homeless")
+    assert started["code"]["library"]["root"] == str(lost)  # the clone's code ran, not this checkout's
+    before = {(member["agent"], member["seed"]): member for member in started["members"]}
     shutil.rmtree(lost)  # the machine is gone: only the store holds the study
 
     fresh = _clone(tmp_path, "fresh")
     code, stdout, stderr = run_helpers.run_cli(["study", STUDY, "--resume", "homeless", *_roots(fresh)], timeout=300,
-                                               **_knobs(server, fresh))
+                                               cwd=fresh, **_knobs(server, fresh))
     assert code == 0, stderr[-3000:]
     assert "study homeless is not on this machine: fetched its record" in stderr
     record = _record(fresh, "homeless")
@@ -110,7 +113,8 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
 
     # Every member's curve, fetched from the store into a third folder, holds each iteration's row once.
     elsewhere = tmp_path / "elsewhere"
-    code, stdout, stderr = run_helpers.run_cli(["fetch", "homeless", *_roots(elsewhere)], **_knobs(server, fresh))
+    code, stdout, stderr = run_helpers.run_cli(["fetch", "homeless", *_roots(elsewhere)], cwd=fresh,
+                                               **_knobs(server, fresh))
     assert code == 0, stderr[-3000:]
     assert "study homeless:" in stdout and "member runs fetched and verified by sha256" in stdout
     found = json.loads((elsewhere / "results" / "studies" / "homeless" / summary.SUMMARY_JSON).read_text())
