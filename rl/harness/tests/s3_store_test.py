@@ -305,7 +305,7 @@ def test_resume_from_a_run_of_another_machine_fetches_its_records_and_checkpoint
 # A mirror pass in a process of its own that SIGKILLs itself right after the store took the replaced manifest,
 # before the pass could write the index again: a writer lost at the worst moment.
 _KILLED_AFTER_THE_RECORD = """
-import os, signal, sys
+import os, pathlib, signal, sys
 from rl.harness.remote import run_mirror, stores
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
@@ -319,7 +319,7 @@ def upload_then_die(self, path, key, sha256, size):
         os.kill(os.getpid(), signal.SIGKILL)
 
 type(store)._put_file = upload_then_die
-layout = RunLayout(sys.argv[1], sys.argv[2], "torn", False)
+layout = RunLayout(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), "torn", False)
 run_mirror.RunMirror(store, layout, sys.argv[3]).send_pending()
 """
 
@@ -331,8 +331,9 @@ def test_a_writer_killed_between_a_replaced_record_and_the_index_leaves_a_store_
     manifest = tmp_path / "lost" / "r" / "torn" / records.MANIFEST_FILE
     records.write_json_atomically(str(manifest), {**json.loads(manifest.read_text()), "exit_code": 7})  # replaced
     killed = subprocess.run([sys.executable, "-c", _KILLED_AFTER_THE_RECORD, str(tmp_path / "lost" / "r"),
-                             str(tmp_path / "lost" / "a"), run_helpers.FAKE], env=run_helpers.child_env())
-    assert killed.returncode == -signal.SIGKILL
+                             str(tmp_path / "lost" / "a"), run_helpers.FAKE], env=run_helpers.child_env(),
+                            capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     capsys.readouterr()
     assert cli.main(["rl-harness", "fetch", "torn", "--records-only", *_roots(tmp_path / "here")]) == 0
     assert run_helpers.manifest(tmp_path / "here" / "r" / "torn")["exit_code"] == 7  # what the store holds, verified

@@ -88,7 +88,7 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
     finally:
         run_helpers.stop_group(process)
     started = _record(lost, "homeless")
-    assert started["code"]["library"]["root"] == str(lost)  # the clone's code ran, not this checkout's
+    assert started["code"]["library"]["root"] == os.path.realpath(lost)  # the clone's code ran, not this checkout's
     before = {(member["agent"], member["seed"]): member for member in started["members"]}
     shutil.rmtree(lost)  # the machine is gone: only the store holds the study
 
