@@ -29,10 +29,11 @@ def server():
         yield running
 
 
-def _clone(tmp_path, name):
-    """A fresh clone of this repository at its commit: what another machine checks out."""
+def _clone(tmp_path, name, commit="HEAD"):
+    """A fresh clone of this repository at `commit`: what another machine checks out."""
     folder = tmp_path / name
-    subprocess.run(["git", "clone", "--quiet", str(_REPOSITORY), str(folder)], check=True)
+    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(_REPOSITORY), str(folder)], check=True)
+    subprocess.run(["git", "-C", str(folder), "checkout", "--quiet", commit], check=True)
     return folder
 
 
@@ -92,7 +93,7 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
     before = {(member["agent"], member["seed"]): member for member in started["members"]}
     shutil.rmtree(lost)  # the machine is gone: only the store holds the study
 
-    fresh = _clone(tmp_path, "fresh")
+    fresh = _clone(tmp_path, "fresh", started["code"]["library"]["commit"])  # at the study's commit
     code, stdout, stderr = run_helpers.run_cli(["study", STUDY, "--resume", "homeless", *_roots(fresh)], timeout=300,
                                                cwd=fresh, **_knobs(server, fresh))
     assert code == 0, stderr[-3000:]
