@@ -159,7 +159,7 @@ class StudyCommand:
         recipes.check_writable(self.artifacts_root, "--artifacts-dir")
         self.code, self.build = _provenance(options.module)
         self.stop_signal: Optional[str] = None
-        self.store = study_transfer.study_store(options)
+        self.store = None if options.runs else study_transfer.study_store(options)  # --runs trains nothing
         self._view_folder = tempfile.TemporaryDirectory(prefix="rl-harness-study-view-") if self.store else None
         self.view = study_transfer.MemberView(self.store, pathlib.Path(self._view_folder.name)) if self.store else None
         self._view_due, self._view_failing = 0.0, False
@@ -196,9 +196,10 @@ class StudyCommand:
         if folder is None and self.store is not None:
             folder = study_transfer.fetch_record(self.store, study_id, self.results_root, self.artifacts_root)
         if folder is None:
-            elsewhere = f" nor in {self.store.config.url}" if self.store else " (and no store is configured)"
+            elsewhere = f" nor in {self.store.config.url}" if self.store else ""
             raise UsageError(f"no study {study_id!r} under {self.results_root}{elsewhere}; pass the --results-dir it was"
-                             " run with, or configure the store it was mirrored to (docs/scale_out.md)")
+                             " run with, or configure the store it was mirrored to (docs/scale_out.md; a smoke study:"
+                             " with --upload-artifacts)")
         record = StudyRecord.read(folder)
         if record.module != self.options.module:
             raise UsageError(f"study {study_id} is a study of {record.module}, not {self.options.module}")

@@ -337,3 +337,18 @@ def test_a_writer_killed_between_a_replaced_record_and_the_index_leaves_a_store_
     capsys.readouterr()
     assert cli.main(["rl-harness", "fetch", "torn", "--records-only", *_roots(tmp_path / "here")]) == 0
     assert run_helpers.manifest(tmp_path / "here" / "r" / "torn")["exit_code"] == 7  # what the store holds, verified
+
+
+def test_a_study_is_refused_in_one_line_where_the_store_lacks_it_or_holds_another_with_its_id(server, tmp_path,
+                                                                                              monkeypatch, capsys):
+    _environment(monkeypatch, server)
+    study = ["rl-harness", "study", "rl.harness.tests.fake_study", *_roots(tmp_path)]
+    capsys.readouterr()
+    assert cli.main([*study, "--resume", "nowhere"]) == 2
+    assert f"no study 'nowhere' under {tmp_path / 'r'} nor in s3://{server.bucket}/lab;" in capsys.readouterr().err
+    writer = s3_server.reader(server, server.read_write)
+    with writer.open_output_stream(f"{server.bucket}/lab/rl.harness.tests.fake_study/studies/taken/results/study.json") as stream:
+        stream.write(b"{}")
+    assert cli.main([*study, "--study-id", "taken"]) == 2
+    assert "already holds a study's records, which are never overwritten" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()  # refused before anything was written
