@@ -290,9 +290,12 @@ class StudyCommand:
                 continue
             resume_from = member.last_run if status in (INTERRUPTED, CRASHED) and result.last.checkpoints else None
             variant = f"-v{self.study.settings().index(member.setting)}" if self.study.hyperparameters else ""
-            run_id = f"{self.record.study_id}-{member.agent}{variant}-s{member.seed}"
-            if member.runs:
-                run_id = f"{run_id}-a{len(member.runs) + 1}"
+            first = f"{self.record.study_id}-{member.agent}{variant}-s{member.seed}"
+            attempt = len(member.runs) + 1
+            run_id = f"{first}-a{attempt}" if member.runs else first
+            while self._begun_unrecorded(run_id, member.agent):
+                attempt += 1
+                run_id = f"{first}-a{attempt}"
             if problem := run_id_problem(run_id):
                 raise UsageError(f"{problem} (study id + agent name too long: choose a shorter --study-id)")
             argv = [sys.executable, *_RUN_COMMAND, self.study.agents[member.agent], "--seed", str(member.seed),
@@ -362,6 +365,15 @@ class StudyCommand:
                 changed = True
         if changed:
             self.record.write(self.folder)
+
+    def _begun_unrecorded(self, run_id: str, agent: str) -> bool:
+        """Whether run `run_id` began though the study did not see it start: its folder is here, or (a run killed
+        before the store held its index) its prefix in the store holds files. Its id is not used again."""
+        if self.store is None:
+            return False
+        layout = RunLayout(self.results_root, self.artifacts_root, run_id, self.record.smoke)
+        return (RunLayout.find(self.results_root, run_id) is not None
+                or bool(self.store.list_keys(layout.remote_prefix(self.store.config.prefix, self.study.agents[agent]))))
 
     def _look(self, member: MemberRecord) -> tuple[MemberRecord, summary.MemberResult]:
         """`member` without a planned run that never started, and what its runs' manifests say: as the store holds

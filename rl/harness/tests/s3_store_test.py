@@ -352,3 +352,19 @@ def test_a_study_is_refused_in_one_line_where_the_store_lacks_it_or_holds_anothe
     assert cli.main([*study, "--study-id", "taken"]) == 2
     assert "already holds a study's records, which are never overwritten" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()  # refused before anything was written
+
+
+def test_a_member_run_that_began_unseen_keeps_its_id_and_the_member_runs_under_the_next(server, tmp_path, monkeypatch):
+    from rl.harness.commands import study as study_command
+
+    _environment(monkeypatch, server)
+    # A member's run that sent files but no index before its machine was lost: the study never saw it start.
+    writer = s3_server.reader(server, server.read_write)
+    with writer.open_output_stream(f"{server.bucket}/lab/{run_helpers.FAKE}/unseen-first-s0/results/{records.MANIFEST_FILE}") as stream:
+        stream.write(b"{}")
+    _, options = cli.parse(["rl-harness", "study", "rl.harness.tests.fake_study", "--study-id", "unseen",
+                            *_roots(tmp_path)])
+    trials = study_command.StudyCommand(options)._plan()
+    assert [trial.run_id for trial in trials] == ["unseen-first-s0-a2", "unseen-second-s0", "unseen-first-s1",
+                                                  "unseen-second-s1"]
+    assert all("--upload-artifacts" in trial.argv for trial in trials)

@@ -96,7 +96,7 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
     fresh = _clone(tmp_path, "fresh", started["code"]["library"]["commit"])  # at the study's commit
     code, stdout, stderr = run_helpers.run_cli(["study", STUDY, "--resume", "homeless", *_roots(fresh)], timeout=300,
                                                cwd=fresh, **_knobs(server, fresh))
-    assert code == 0, stderr[-3000:]
+    assert code == 0, (stdout + stderr)[-3000:]
     assert "study homeless is not on this machine: fetched its record" in stderr
     record = _record(fresh, "homeless")
     assert record["status"] == "completed" and {member["status"] for member in record["members"]} == {"completed"}
