@@ -96,7 +96,8 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
     fresh = _clone(tmp_path, "fresh", started["code"]["library"]["commit"])  # at the study's commit
     code, stdout, stderr = run_helpers.run_cli(["study", STUDY, "--resume", "homeless", *_roots(fresh)], timeout=300,
                                                cwd=fresh, **_knobs(server, fresh))
-    assert code == 0, (stdout + stderr)[-3000:]
+    logs = sorted((fresh / "artifacts" / "studies" / "homeless" / "logs").glob("*.log"))
+    assert code == 0, (stdout + stderr)[-3000:] + "".join(log.read_text()[-1500:] for log in logs)
     assert "study homeless is not on this machine: fetched its record" in stderr
     record = _record(fresh, "homeless")
     assert record["status"] == "completed" and {member["status"] for member in record["members"]} == {"completed"}
