@@ -36,6 +36,7 @@ from rl.harness.run.status import utc_now
 REMOTE_ARTIFACTS_SCHEMA_VERSION = 1
 _UNFINISHED = (".partial-", ".tmp-")  # a checkpoint being saved, a record being replaced
 MAX_BACKOFF_S = 300.0
+RECORD_SETTLE_S = 0.1  # a record this fresh at a pass's listing waits for the next (coarse file clocks lag)
 
 
 def sha256_of_prefix(path: pathlib.Path, size: int) -> str:
@@ -100,11 +101,17 @@ class RunMirror:
         """Sends every pending file, then the index; returns how many were sent. UploadError (after the
         store's retries, or `attempts`) names the file; what was sent before it stays recorded."""
         sent = 0
-        for relative, path in self.pending():
+        listed_at = time.time()
+        pending = self.pending()
+        # Records go last, and only those written before the listing: a run records a checkpoint after renaming it
+        # into place, so the store never holds a manifest that names a checkpoint it lacks.
+        for relative, path in sorted(pending, key=lambda item: item[0].startswith("results/")):
             if halt is not None and halt.is_set():
                 break
             try:
                 stat = path.stat()
+                if relative.startswith("results/") and stat.st_mtime > listed_at - RECORD_SETTLE_S:
+                    continue  # written after the listing (or as good as): the next pass sends it
                 sha256 = sha256_of_prefix(path, stat.st_size)
             except FileNotFoundError:  # replaced or removed meanwhile: the next pass sees what is there
                 continue
@@ -173,7 +180,8 @@ def upload_run(store: Store, *, experiment: str, layout: RunLayout) -> dict:
     mirror = RunMirror(store, layout, experiment)
     try:
         mirror.forget_missing(store.list_keys(mirror.run_prefix))
-        mirror.send_pending()
+        while mirror.send_pending() or mirror.pending():  # a record written during a pass goes in the next
+            time.sleep(RECORD_SETTLE_S)
     except UploadError as error:
         mirror.write_record("failed", {"file": getattr(error, "file", None), "message": str(error)})
         raise
@@ -232,13 +240,15 @@ class LiveMirror:
         while True:
             try:
                 self.mirror.send_pending(attempts=1)
-                return self.mirror.write_record("complete")
+                if not self.mirror.pending():
+                    return self.mirror.write_record("complete")
+                wait_s = RECORD_SETTLE_S  # a record written during the pass: the next one sends it
             except UploadError as error:
                 self.last_error = str(error)
-            if self._clock() + backoff_s > deadline:
+                wait_s, backoff_s = backoff_s, min(backoff_s * 2, MAX_BACKOFF_S)
+            if self._clock() + wait_s > deadline:
                 break
-            time.sleep(backoff_s)
-            backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
+            time.sleep(wait_s)
         logging.warning("the store did not take all of run %s within %.0f s (%s); `rl-harness sync %s` sends the rest",
                         self.mirror.layout.run_id, drain_s, self.last_error, self.mirror.layout.run_id)
         return self.mirror.write_record("incomplete", {"file": None, "message": self.last_error})
