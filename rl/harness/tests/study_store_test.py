@@ -57,6 +57,17 @@ def _record(clone, study_id):
         return None
 
 
+def _checkpoint_in_store(server, run_id):
+    """Whether the store's index of run `run_id` lists a checkpoint."""
+    index = f"{server.bucket}/lab/{run_helpers.FAKE}/{run_id}/results/{records.REMOTE_ARTIFACTS_FILE}"
+    try:
+        with s3_server.reader(server).open_input_stream(index) as stream:
+            files = json.loads(stream.read())["files"]
+    except (OSError, ValueError):
+        return False
+    return any(entry["local"].startswith(f"artifacts/{records.CHECKPOINTS_DIR}/") for entry in files)
+
+
 def _kill_with_everything_it_started(process):
     """SIGKILL to the study's command; waits until every process it had started (Ray's, the members' runs) ended."""
     noted = {pid: process_start_ticks(pid) for pid in reaper.descendants(process.pid)}
@@ -77,11 +88,14 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
     lost = _clone(tmp_path, "lost")
     process = run_helpers.start_cli(["study", STUDY, "--study-id", "homeless", *_roots(lost)], cwd=lost,
                                     **_knobs(server, lost))
+    midway = {}
     try:
-        def one_finished_one_midway():  # midway: checkpointed, far from its end
+        def one_finished_one_midway():  # midway: a checkpoint of it in the store, far from its end
             members = (_record(lost, "homeless") or {}).get("members", [])
-            midway = [member for member in members if member["status"] == "running"
-                      and 2 <= len(records.read_run_rows(lost / "artifacts" / member["runs"][-1])) <= ITERATIONS // 2]
+            for member in members:
+                if (member["status"] == "running" and _checkpoint_in_store(server, member["runs"][-1])
+                        and len(records.read_run_rows(lost / "artifacts" / member["runs"][-1])) <= ITERATIONS // 2):
+                    midway.update(member)
             return "completed" in [member["status"] for member in members] and midway
 
         run_helpers.wait_for(one_finished_one_midway, 240, "a finished member and one midway")
@@ -101,17 +115,15 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
     assert "study homeless is not on this machine: fetched its record" in stderr
     record = _record(fresh, "homeless")
     assert record["status"] == "completed" and {member["status"] for member in record["members"]} == {"completed"}
-    resumed = 0
     for member in record["members"]:
-        earlier = before[(member["agent"], member["seed"])]
-        if earlier["status"] == "completed":
-            assert member["runs"] == earlier["runs"]  # not run again
-        elif earlier["runs"] and member["runs"] != earlier["runs"]:  # not one that completed as it was stopped
-            assert member["runs"][:-1] == earlier["runs"]  # continued by a new run of its own, from its checkpoint
-            parent = json.loads((fresh / "results" / member["runs"][-1] / records.MANIFEST_FILE).read_text())
-            assert parent["parent_run"]["parent_run_id"] == earlier["runs"][-1]
-            resumed += 1
-    assert resumed >= 1
+        if before[(member["agent"], member["seed"])]["status"] == "completed":
+            assert member["runs"] == before[(member["agent"], member["seed"])]["runs"]  # not run again
+    resumed = next(member for member in record["members"] if (member["agent"], member["seed"]) == (midway["agent"],
+                                                                                                   midway["seed"]))
+    if resumed["runs"] != midway["runs"]:  # unless it completed as it was stopped: continued from its checkpoint
+        assert resumed["runs"][:-1] == midway["runs"]
+        manifest = json.loads((fresh / "results" / resumed["runs"][-1] / records.MANIFEST_FILE).read_text())
+        assert manifest["parent_run"]["parent_run_id"] == midway["runs"][-1]
 
     # Every member's curve, fetched from the store into a third folder, holds each iteration's row once.
     elsewhere = tmp_path / "elsewhere"
