@@ -62,9 +62,12 @@ def _run_binary(binary: str, module_command: list[str], tmp_path: pathlib.Path, 
     return done, under_bazel
 
 
-def run_smoke(binary: str, module: str, tmp_path: pathlib.Path, *, timeout: float = 600) -> SmokeRun:
-    """Runs `binary` (runfiles path of the rl_experiment) or else `module` with --smoke; asserts it completed."""
-    done, under_bazel = _run_binary(binary, [module], tmp_path, ["--smoke", "--run-id", RUN_ID], timeout=timeout)
+def run_smoke(binary: str, module: str, tmp_path: pathlib.Path, *, timeout: float = 600,
+              options: tuple[str, ...] = ()) -> SmokeRun:
+    """Runs `binary` (runfiles path of the rl_experiment) or else `module` with --smoke and `options`
+    (e.g. ("--set", "training/pipelined=true")); asserts it completed."""
+    done, under_bazel = _run_binary(binary, [module], tmp_path, ["--smoke", "--run-id", RUN_ID, *options],
+                                    timeout=timeout)
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
     layout = RunLayout(results, artifacts, RUN_ID, smoke=True)
     results_dir = layout.results_dir

@@ -15,7 +15,8 @@ from experiments.mess3.task import controlled_mess3 as task
 from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 
-HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
+HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRAINING_HYPERPARAMETERS,
+                                   **task.TRANSFORMER_HYPERPARAMETERS},
                                   check=task.check_transformer_hyperparameters,
                                   ranges=task.HYPERPARAMETER_RANGES)
 

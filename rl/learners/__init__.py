@@ -2,6 +2,7 @@
 
     from rl.learners import ActorCriticPPOTorchLearner, IQNPPOTorchLearner, QRPPOTorchLearner
     from rl.learners import PPGConfig, PPGTorchLearner
+    from rl.learners import PipelinedPPOConfig        # PPO sampling the next batch while it updates
     from rl.learners import NextTokenAuxPPOLearner, StateAuxPPOLearner, NextTokenAuxLoss, StateAuxLoss
     from rl.learners.models import MLPModel, TransformerModel
     from rl.learners.quantile_critic import IQNValueMixin, QRValueMixin
@@ -24,6 +25,8 @@ _EXPORTS = {
     "PPG": "rl.learners.ppg.config",
     "PPGConfig": "rl.learners.ppg.config",
     "PPGTorchLearner": "rl.learners.ppg.learner",
+    "PipelinedPPO": "rl.learners.pipelined",
+    "PipelinedPPOConfig": "rl.learners.pipelined",
     "QRPPOTorchLearner": "rl.learners.quantile_critic.learner",
     "StateAuxLoss": "rl.learners.aux_prediction",
     "StateAuxPPOLearner": "rl.learners.aux_prediction",

@@ -15,6 +15,10 @@ a fused Adam (one kernel for all tensors) and checks all gradients at once: when
 are finite it steps the optimizers as RLlib would; otherwise, or when RLlib's nan
 handling is configured differently (`torch_skip_nan_gradients`, grad scalers, torch
 LR schedulers), it hands over to RLlib, so its zeroing and skipping stay unchanged.
+Around that, the step skips RLlib's per-step bookkeeping that changes nothing: gradients
+are cleared by setting them to None directly (what `zero_grad(set_to_none=True)` does,
+without its profiler and dynamo wrappers), and they are regrouped by module and optimizer
+only when a module clips or logs them (`postprocess_gradients`).
 """
 
 from __future__ import annotations
@@ -70,6 +74,29 @@ class FusedGradientStepMixin:
         self.register_optimizer(
             module_id=module_id, optimizer=fused_adam(params), params=params, lr_or_lr_schedule=config.lr
         )
+
+    @override(Learner)
+    def compute_gradients(self, loss_per_module: dict[str, Any], **kwargs: Any) -> dict[Any, torch.Tensor]:
+        if self._grad_scalers is not None:
+            return super().compute_gradients(loss_per_module, **kwargs)
+        # TorchLearner.compute_gradients with the registered parameters' gradients cleared in one loop.
+        for param in self._params.values():
+            param.grad = None
+        total_loss = sum(loss_per_module.values())
+        if isinstance(total_loss, int) or total_loss.grad_fn is None:
+            return {}
+        total_loss.backward()
+        return {param_ref: param.grad for param_ref, param in self._params.items()}
+
+    @override(Learner)
+    def postprocess_gradients(self, gradients_dict: dict[Any, torch.Tensor]) -> dict[Any, torch.Tensor]:
+        # RLlib regroups the gradients per module and optimizer to clip or log them; without either,
+        # its result holds the same tensors under the same references.
+        for module_id in self.module.keys():
+            config = self.config.get_config_for_module(module_id)
+            if config.grad_clip is not None or config.log_gradients:
+                return super().postprocess_gradients(gradients_dict)
+        return gradients_dict
 
     @override(Learner)
     def apply_gradients(self, gradients_dict: dict[Any, torch.Tensor]) -> None:

@@ -12,6 +12,8 @@ settings (train batch 2048):
     harness          `reward_only.train` through `rl.harness.commands.cli` (hardware profile `cpu`, the
                      recipe's 32 parallel envs, checkpoints and records included): the period
                      between metrics rows, so the harness's bookkeeping counts
+    harness_pipelined  the same with `--set training/pipelined=true` (rl.learners.pipelined: a
+                     remote EnvRunner samples the next batch while the Learner updates)
     rllib_default    the same AlgorithmConfig in bare RLlib with RLlib's sampling defaults (PPO:
                      2 remote env runners, 1 env each), `algo.train()` timed
     rllib_split      bare RLlib with the 32 envs in one remote runner: the placement the hardware
@@ -20,14 +22,18 @@ settings (train batch 2048):
                      TransformerModel and the same 32 vectorised envs (an approximate limit)
 
 Steady state: the first `--warmup` iterations are dropped, the next `--iterations` timed.
+The plain loop stays the yardstick of both harness parts: it is what a user would write instead,
+and the targets are ratios to it (docs/performance.md, "Pipelined PPO").
 `--rounds N` runs the parts in turn N times (harness, peers, harness, peers, ...), so that a
 slow minute of the machine hits both sides of a ratio: figures are then medians over rounds,
 and `ratio_rounds` lists each round's ratio (single rounds of the main job's ratio ranged 0.66-0.80
 within an hour on a quiet machine: docs/performance.md).
 `seconds_per_iteration` splits an iteration into sampling and learning (both RLlib parts: PPO's
 `synchronous_parallel_sample` and `LearnerGroup.update` timed in the driver; the reference times
-its own phases); `learner_samples_per_s` is train batch / learning seconds; `peak_rss_mib` is
-each part's own process (ru_maxrss; RLlib's remote runners not included).
+its own phases; for `harness_pipelined` sampling is the wait for the batch in flight);
+`learner_samples_per_s` is train batch / learning seconds; `peak_rss_mib` is each part's own
+process (ru_maxrss), `peak_tree_rss_mib` the largest sum of resident memory over it and every
+process it started (Ray's and its remote runners), sampled every 0.2 s.
 `--hardware-profile cpu-portable` pins every part's kernel dispatch as that profile does (its
 variables set before each part's process starts), to measure what the portable profile costs.
 `--seed-size` runs every part with the seed project's Transformer (controlled_mess3.SEED_PROJECT_SIZE:
@@ -48,12 +54,22 @@ import sys
 import tempfile
 import time
 
+from experiments.mess3.benchmarks import process_memory
+
 # Re-exported: this module is the harness part's recipe, and the harness checks --set against a recipe's HYPERPARAMETERS.
 from experiments.mess3.reward_only import HYPERPARAMETERS  # noqa: F401
 
-PARTS = ("harness", "rllib_default", "rllib_split", "torch_reference")
+PARTS = ("harness", "harness_pipelined", "rllib_default", "rllib_split", "torch_reference")
+# The reported ratios (medians of each round's): name, part, yardstick, figure.
+RATIOS = [*((f"ratio_vs_{peer}", "harness", peer, "env_steps_per_s")
+            for peer in ("rllib_default", "rllib_split", "torch_reference")),
+          ("pipelined_ratio_vs_torch_reference", "harness_pipelined", "torch_reference", "env_steps_per_s"),
+          ("pipelined_ratio_vs_harness", "harness_pipelined", "harness", "env_steps_per_s"),
+          ("pipelined_memory_vs_harness", "harness_pipelined", "harness", "peak_tree_rss_mib")]
+PIPELINED = {"training/pipelined": "true"}
 # The throughput targets (docs/performance.md): against bare RLlib, against the plain PyTorch loop, and the seed-size rate.
-TARGETS = {"ratio_vs_rllib_default": 8.0, "ratio_vs_torch_reference": 0.75, "harness_env_steps_per_s": 3000.0}
+TARGETS = {"ratio_vs_rllib_default": 8.0, "ratio_vs_torch_reference": 0.95, "harness_env_steps_per_s": 3000.0,
+           "pipelined_ratio_vs_torch_reference": 1.5, "pipelined_memory_vs_harness (at most)": 1.3}
 SEED_SIZE_TARGETS = {"harness_env_steps_per_s": 4000.0}
 _ITERATIONS_ENV = "BENCH_THROUGHPUT_ITERATIONS"
 
@@ -73,9 +89,12 @@ class _PhaseTimer:
         from ray.rllib.algorithms.ppo import ppo
         from ray.rllib.core.learner.learner_group import LearnerGroup
 
+        from rl.learners.pipelined import PipelinedPPO
+
         self.sample_s: list[float] = []
         self.learn_s: list[float] = []
         ppo.synchronous_parallel_sample = self._timed(ppo.synchronous_parallel_sample, self.sample_s)
+        PipelinedPPO._collect_batch = self._timed(PipelinedPPO._collect_batch, self.sample_s)
         LearnerGroup.update = self._timed(LearnerGroup.update, self.learn_s)
 
     @staticmethod
@@ -96,7 +115,7 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str) -> dict:
+def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str, pipelined: bool = False) -> dict:
     from rl.harness.commands import cli
     from rl.harness.run import records
     from rl.harness.run.manifest import read_manifest
@@ -109,7 +128,7 @@ def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str) -> dict
                            "--hardware-profile", profile, "--no-upload-artifacts", "--run-id", "bench",
                            "--results-dir", os.path.join(folder, "results"),
                            "--artifacts-dir", os.path.join(folder, "artifacts"),
-                           *[f"--set={name}={value}" for name, value in sizes.items()]])
+                           *[f"--set={name}={value}" for name, value in {**sizes, **(PIPELINED if pipelined else {})}.items()]])
         if status != 0:
             raise RuntimeError(f"the harness run failed with status {status}")
         manifest = read_manifest(os.path.join(folder, "results", "bench"))
@@ -174,9 +193,13 @@ def _measure(part: str, iterations: int, warmup: int, sizes: dict, profile: str)
     import torch
 
     torch.set_num_threads(1)
-    measure = {"harness": functools.partial(_harness, profile=profile), "rllib_default": functools.partial(_bare_rllib, split=False),
+    measure = {"harness": functools.partial(_harness, profile=profile),
+               "harness_pipelined": functools.partial(_harness, profile=profile, pipelined=True),
+               "rllib_default": functools.partial(_bare_rllib, split=False),
                "rllib_split": functools.partial(_bare_rllib, split=True), "torch_reference": _torch_reference}[part]
-    return measure(iterations, warmup, sizes)
+    with process_memory.TreeMemory() as memory:
+        figures = measure(iterations, warmup, sizes)
+    return {**figures, "peak_tree_rss_mib": memory.peak_mib}
 
 
 def main(argv=None) -> None:
@@ -225,23 +248,22 @@ def main(argv=None) -> None:
         "seconds_per_iteration": {part: {"sample": round(figure["sample_s"], 4), "learn": round(figure["learn_s"], 4)}
                                   for part, figure in figures.items()},
         "peak_rss_mib": {part: round(figure["peak_rss_mib"], 1) for part, figure in figures.items()},
+        "peak_tree_rss_mib": {part: round(figure["peak_tree_rss_mib"], 1) for part, figure in figures.items()},
         "sampling": {part: figure["sampling"] for part, figure in figures.items()},
         "targets": SEED_SIZE_TARGETS if options.seed_size else TARGETS,
     }
-    if "harness" in rate:
-        for peer in ("rllib_default", "rllib_split", "torch_reference"):
-            if peer in rate:
-                ratios = [ours["env_steps_per_s"] / theirs["env_steps_per_s"]
-                          for ours, theirs in zip(rounds["harness"], rounds[peer])]
-                report[f"ratio_vs_{peer}"] = round(statistics.median(ratios), 3)
-                if options.rounds > 1:
-                    report.setdefault("ratio_rounds", {})[peer] = [round(ratio, 3) for ratio in ratios]
+    for name, ours, theirs, figure in RATIOS:
+        if ours in rounds and theirs in rounds:
+            ratios = [mine[figure] / peer[figure] for mine, peer in zip(rounds[ours], rounds[theirs])]
+            report[name] = round(statistics.median(ratios), 3)
+            if options.rounds > 1:
+                report.setdefault("ratio_rounds", {})[name] = [round(ratio, 3) for ratio in ratios]
     print(json.dumps(report, indent=1))
 
 
 def _median_figures(measured: list[dict]) -> dict:
     """One part's figures over rounds: the median of every number, the first round's sampling plan."""
-    numbers = ("env_steps_per_s", "sample_s", "learn_s", "peak_rss_mib")
+    numbers = ("env_steps_per_s", "sample_s", "learn_s", "peak_rss_mib", "peak_tree_rss_mib")
     return {**measured[0], **{key: statistics.median(figure[key] for figure in measured) for key in numbers}}
 
 

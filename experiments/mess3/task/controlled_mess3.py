@@ -31,7 +31,7 @@ from rl.analysis.probes import ProbeOptions
 from rl.harness import Range
 from rl.envs.hmm import belief_after
 from rl.envs.mess3 import CONTROL_DEFAULTS, mess3_env, mess3_process
-from rl.learners import ActorCriticPPOTorchLearner
+from rl.learners import ActorCriticPPOTorchLearner, PipelinedPPOConfig
 from rl.learners.models import SettingsError, TransformerModel, TransformerSettings
 
 # -- environment ---------------------------------------------------------------------------------
@@ -78,6 +78,8 @@ MODEL_CONFIG = {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 6
 # stay on the task's gamma 0.9 (control_scores) whatever ppo/gamma trains with.
 PPO_HYPERPARAMETERS = {"ppo/lr": 1e-3, "ppo/gamma": 0.9, "ppo/lambda": 0.9, "ppo/entropy_coeff": 0.01,
                        "ppo/num_epochs": 4}
+# Pipelined PPO (rl.learners.pipelined): sampling the next batch overlaps the update, one update of policy lag.
+TRAINING_HYPERPARAMETERS = {"training/pipelined": False}
 TRANSFORMER_HYPERPARAMETERS = {f"model/{key}": MODEL_CONFIG[key]
                                for key in ("d_model", "n_heads", "n_layers", "feedforward_dim")}
 # The values each may take (Hyperparameters(ranges=...)): --set outside them is refused before the run.
@@ -115,8 +117,13 @@ def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerMode
     The variants swap parts: iqn_critic the module and learner, ppg the algorithm and module
     (`learner_class=None` keeps the algorithm's own Learner), oracle_belief_separate_critic the module
     and observation.
-    `hyperparameters` (a run's `context.hyperparameters`) may change the ppo/* settings.
+    `hyperparameters` (a run's `context.hyperparameters`) may change the ppo/* settings, and
+    `training/pipelined` (in recipes that declare it) trains PPO pipelined.
     """
+    if (hyperparameters or {}).get("training/pipelined"):
+        if algorithm is not PPOConfig:
+            raise ValueError(f"training/pipelined applies to PPO only, not {algorithm.__name__}")
+        algorithm = PipelinedPPOConfig
     ppo = {**PPO_HYPERPARAMETERS, **{key: value for key, value in (hyperparameters or {}).items()
                                      if key in PPO_HYPERPARAMETERS}}
     config = (

@@ -14,6 +14,9 @@ the new run's manifest (`reproduction`); the original run's folders are only rea
 The numeric platform (run/platform.py) is compared first: on the original's, rows must agree as
 `runner.determinism` says; on another, the first divergent row is reported and the outcome is
 judged statistically (`cross_platform`): "identical", "consistent (platform differs)" or "diverged".
+The original's metrics come from this machine, else from the configured store; where they are
+nowhere and the platform differs, the statistical verdict rests on the run's committed summary
+(`reproduce_inputs`). A run that sized itself by `$RL_HARNESS_CPUS` is reproduced under the same share.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any, Optional
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.commands import cross_platform
+from rl.harness.commands import cross_platform, reproduce_inputs
 from rl.harness.run import buildinfo, finder, hyperparameters, platform, provenance, records
 from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
@@ -162,10 +165,10 @@ def check_machine(manifest: RunManifest, machine: MachineFacts) -> None:
                                  f" machine like the one in its manifest (`{buildinfo.harness_command('show', manifest.run_id)}`)")
 
 
-def platform_here(manifest: RunManifest, machine: MachineFacts) -> platform.NumericPlatform:
+def platform_here(manifest: RunManifest, machine: MachineFacts, environment: dict) -> platform.NumericPlatform:
     """The numeric platform the reproduction will run on: this machine, under the run's profile (its pins too)."""
     profile = hardware.choose_profile(manifest.hardware["profile"]["name"], machine)
-    return numeric_platform.probe({**_child_environment(), **hardware.process_environment(profile)})
+    return numeric_platform.probe({**environment, **hardware.process_environment(profile)})
 
 
 def format_platform_comparison(recorded: Optional[platform.NumericPlatform], here: platform.NumericPlatform) -> str:
@@ -180,33 +183,37 @@ def format_platform_comparison(recorded: Optional[platform.NumericPlatform], her
             + " -- identical rows are not expected; the outcome is judged statistically")
 
 
-def compare_outcome(original: finder.Run, original_rows: list[dict], reproduction: finder.Run,
+def compare_outcome(original: finder.Run, original_rows: Optional[list[dict]], reproduction: finder.Run,
                     reproduction_rows: list[dict], prefix: RowBudget) -> dict:
     """The rows and, on another numeric platform, the outcome: what the verdict records (module docstring).
 
     Same platform (or none recorded): rows compared as `runner.determinism` says. Another platform:
     rows compared exactly (the first divergence), then, if they differ, the outcome judged statistically
-    (with a prefix, the summarised metrics at its last row: the run had not concluded there).
+    (with a prefix, the summarised metrics at its last row: the run had not concluded there). Without
+    the original's rows (`original_rows` None, no prefix) the outcome alone is judged, from its summary.
     """
     determinism = runner_determinism(original.manifest.runner)
     recorded = original.manifest.platform
     fields = [] if recorded is None else platform.differences(recorded, reproduction.manifest.platform)
     found = {"expected": "statistical" if fields or not determinism["expected"] else "identical",
              "determinism": determinism, "platform_differences": None if recorded is None else fields}
-    if not fields:
+    if original_rows is None:
+        comparison = {"rows_compared": 0, "first_divergence": None}
+    elif not fields:
         tolerance = 0.0 if determinism["expected"] else STATISTICAL_RELATIVE_TOLERANCE
         comparison = compare_rows(original_rows, reproduction_rows, tolerance)
         return {**found, "tolerance": tolerance, **comparison, "verdict": "diverged" if comparison["first_divergence"]
                 else "identical" if tolerance == 0.0 else "within tolerance"}
-    comparison = compare_rows(original_rows, reproduction_rows)
-    if comparison["first_divergence"] is None:
-        return {**found, "tolerance": 0.0, **comparison, "verdict": "identical"}
+    else:
+        comparison = compare_rows(original_rows, reproduction_rows)
+        if comparison["first_divergence"] is None:
+            return {**found, "tolerance": 0.0, **comparison, "verdict": "identical"}
     if prefix.key is None:
         mine, theirs = (cross_platform.quantities(run.summary(), ignored) for run in (original, reproduction))
     else:
         mine, theirs = (cross_platform.quantities_at_row(original.summary(), rows[-1] if rows else {}, ignored)
                         for rows in (original_rows, reproduction_rows))
-    judgement = cross_platform.judge(mine, theirs, cross_platform.study_spread(original, ignored), original_rows)
+    judgement = cross_platform.judge(mine, theirs, cross_platform.study_spread(original, ignored), original_rows or [])
     return {**found, "tolerance": 0.0, **comparison, "verdict": judgement["verdict"], "judgement": judgement}
 
 
@@ -329,8 +336,12 @@ _LEAKING_ENVIRONMENT = ("BUILD_WORKSPACE_DIRECTORY", "BUILD_WORKING_DIRECTORY", 
                         "RL_BUILD_INFO", "RL_BUILD_STAMP")
 
 
-def _child_environment() -> dict:
-    return {key: value for key, value in os.environ.items() if key not in _LEAKING_ENVIRONMENT}
+def _child_environment(cpu_share: Optional[int] = None) -> dict:
+    """This process's environment without what would leak into the rebuilt binary; `cpu_share` as $RL_HARNESS_CPUS."""
+    environment = {key: value for key, value in os.environ.items() if key not in _LEAKING_ENVIRONMENT}
+    if cpu_share is not None:
+        environment[settings.CPU_SHARE_ENV] = str(cpu_share)
+    return environment
 
 
 # -- the whole command -----------------------------------------------------------------------
@@ -445,8 +456,8 @@ def _metrics(artifacts_dir: str, run_id: str, status: str, recorded_elsewhere: O
     if not os.path.exists(path):
         elsewhere = (f", or, if the folder its manifest names ({recorded_elsewhere}) is yours, pass its artifacts root"
                      " with --artifacts-dir" if recorded_elsewhere else "")
-        raise ReproduceError(f"metrics of run {run_id} are not on this machine ({path}); fetch that"
-                             f" folder from B2 (docs/artifact_storage.md){elsewhere}")
+        raise ReproduceError(f"metrics of run {run_id} are neither on this machine ({path}) nor in a configured store;"
+                             f" fetch that folder from where the run is shared (docs/artifact_storage.md){elsewhere}")
     rows = records.read_json_lines(path)
     torn = records.torn_final_line(path)
     if torn is not None and status != CRASHED:
@@ -470,12 +481,25 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_roo
     print(f"reproducing run {original.run_id}: commit {commit}, target {manifest.build['target']}", flush=True)
     if patch is not None:
         check_patch_trust(patch, original.run_id, trust_patch)
-    machine = hardware.detect_machine()
+    cpu_share = reproduce_inputs.recorded_cpu_share(manifest)
+    environment = _child_environment(cpu_share)
+    if cpu_share is not None:
+        print(f"applying the run's recorded CPU limit: ${settings.CPU_SHARE_ENV}={cpu_share}"
+              f" ({manifest.hardware['machine']['cpu_limit']})", flush=True)
+    machine = hardware.detect_machine(environment)
     check_machine(manifest, machine)
-    print(format_platform_comparison(manifest.platform, platform_here(manifest, machine)), flush=True)
+    here = platform_here(manifest, machine, environment)
+    print(format_platform_comparison(manifest.platform, here), flush=True)
     layout = _layout(original, artifacts_root)
-    original_rows = prefix.take(_metrics(str(layout.artifacts_dir), original.run_id, original.status,
-                                         layout.recorded_elsewhere(manifest)))
+    evidence = reproduce_inputs.bring_metrics(original.run_id, layout)
+    if evidence is None and manifest.platform is not None and platform.differences(manifest.platform, here) \
+            and prefix.key is None:
+        evidence, original_rows = reproduce_inputs.SUMMARY_EVIDENCE, None
+        print(f"evidence: {evidence} (neither here nor in a store); the platform differs, so the outcome is judged"
+              " statistically from the summary", flush=True)
+    else:
+        original_rows = prefix.take(_metrics(str(layout.artifacts_dir), original.run_id, original.status,
+                                             layout.recorded_elsewhere(manifest)))
     repo_root = repo_root or provenance.git_state(settings.workspace_directory() or os.getcwd())["root"]
     if repo_root is None:
         raise ReproduceError("not inside a git checkout; run reproduce from the repository the run came from")
@@ -494,7 +518,6 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_roo
         rebuilt = build(worktree, target)
         differences = build_differences(manifest.build, rebuilt)
         reproduction_id = new_run_id()
-        environment = _child_environment()
         returncode, stopped_by = _run_reproduction(
             [*_bazel(worktree), "run", *_python_override(worktree), "--", target,
              *_run_arguments(manifest, reproduction_id, str(layout.results_root), str(layout.artifacts_root), prefix)],
@@ -525,6 +548,7 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_roo
         "patch_verified": patch_verified,
         "build_hash_match": rebuilt["build_hash"] == manifest.build["build_hash"],
         "build_differences": differences,
+        "evidence": evidence,
         **outcome,
     }
     records.write_json_atomically(os.path.join(new_dir, records.MANIFEST_FILE),
@@ -548,6 +572,8 @@ def format_verdict(verdict: dict, new_run_id: str) -> list[str]:
     if verdict["patch_verified"] is not None:
         lines.append(f"  patch: {'recreates the recorded change' if verdict['patch_verified'] else 'differs from the recorded change'}")
     divergence = verdict["first_divergence"]
+    if verdict.get("evidence"):
+        lines.append(f"  the original's evidence: {verdict['evidence']}")
     lines.append(f"  rows compared: {verdict['rows_compared']}")
     if divergence:
         lines.append(f"  first divergence: row {divergence['row']} (iteration {divergence['iteration']}),"

@@ -1,4 +1,5 @@
-"""What `--resume-from` names: a checkpoint folder, or a previous run whose newest checkpoint is found.
+"""What `--resume-from` names: a checkpoint folder, or a previous run whose newest checkpoint is found (here, else
+fetched from the configured store with the run's records).
 
     from rl.harness.commands import resume
 
@@ -84,20 +85,14 @@ def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathl
     if path.exists():
         return _noted(checkpoint_source(path.resolve()), results_root, artifacts_root)
     if run_id_problem(value) is None:
-        run_dir = RunLayout.find(results_root, value) or _fetched_records(value, results_root, artifacts_root)
+        run_dir = RunLayout.find(results_root, value)
+        if run_dir is None and (run_dir := transfer.fetch_records(value, results_root, artifacts_root)) is not None:
+            logging.info("run %s is not on this machine: fetched its records from the store into %s, verified",
+                         value, run_dir)
         if run_dir is not None:
             return _noted(_resume_from_run(value, run_dir, artifacts_root), results_root, artifacts_root)
     raise UsageError(f"--resume-from {value!r} is neither a checkpoint folder nor a run under {results_root};"
                      f" pass a checkpoint path or the id of a run listed by `{buildinfo.harness_command('runs')}`")
-
-
-def _fetched_records(run_id: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> Optional[pathlib.Path]:
-    """Run `run_id`'s records fetched from the configured store (a run of another machine), or None."""
-    run_dir = transfer.fetch_run_records(run_id, results_root, artifacts_root)
-    if run_dir is not None:
-        logging.info("run %s is not on this machine: fetched its records from the store into %s, verified", run_id,
-                     run_dir)
-    return run_dir
 
 
 def _noted(source: ResumeSource, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:

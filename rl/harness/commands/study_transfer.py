@@ -37,6 +37,8 @@ from rl.harness.run.layout import RunLayout
 from rl.harness.study.record import STUDIES_DIR, StudyRecord
 
 _INDEX = f"/results/{records.REMOTE_ARTIFACTS_FILE}"
+# What the study reads of a member's run: its records and its metrics rows (not its checkpoints).
+_MEMBER_RECORDS = ("results/", f"artifacts/{records.LINEAGE_METRICS_FILE}", f"artifacts/{records.METRICS_FILE}")
 
 
 def study_store(options: argparse.Namespace) -> Optional[Store]:
@@ -118,7 +120,7 @@ def fetch_record(store: Store, study_id: str, results_root: pathlib.Path,
 
 
 class MemberView:
-    """A study's members as the store holds them: their records and metrics rows (transfer.RUN_RECORDS), copied
+    """A study's members as the store holds them: their records and metrics rows, copied
     into `folder` (the driver's own; a run's folders are never written to) and brought up to date by `update`."""
 
     def __init__(self, store: Store, folder: pathlib.Path):
@@ -133,7 +135,7 @@ class MemberView:
         for remote in RemoteRun.find_all(self.store):
             if remote.run_id in wanted:
                 layout = RunLayout(self.results_root, self.artifacts_root, remote.run_id, remote.smoke)
-                for only in transfer.RUN_RECORDS:
+                for only in _MEMBER_RECORDS:
                     remote.fetch(layout, only=only, update=True)
 
     def try_update(self, run_ids: Iterable[str]) -> Optional[str]:

@@ -1,10 +1,10 @@
 """Runs between this machine and the store: `sync` sends what the store lacks, `fetch` brings a run back,
-`runs --store` lists what the store holds, and `--resume-from` fetches a checkpoint that is not here.
+`runs --store` lists what the store holds, and `--resume-from` fetches a run's records and checkpoint that are
+not here.
 
     exit_code = transfer.sync(run, artifacts_root=None, connect_store=stores.open_store)   # a finder.Run
     exit_code = transfer.fetch("20261201T011500Z-3f9a2c", results_dir=None, artifacts_dir=None, records_only=False)
     lines = transfer.list_store()
-    run_dir = transfer.fetch_run_records("20261201T011500Z-3f9a2c", results_root, artifacts_root)  # --resume-from elsewhere
 
 The store is the one configured (docs/artifact_storage.md), checked as a run checks it at start. A
 run prefix that holds another run's records (another run id, or the same id started at another
@@ -26,9 +26,6 @@ from rl.harness.remote.store import Store, UploadError
 from rl.harness.run import records
 from rl.harness.run.finder import Run
 from rl.harness.run.layout import RunLayout
-
-# What a summary or a resume reads of a run: its records and its metrics rows (not its checkpoints).
-RUN_RECORDS = ("results/", f"artifacts/{records.LINEAGE_METRICS_FILE}", f"artifacts/{records.METRICS_FILE}")
 
 
 def configured_store(connect_store: Callable = stores.open_store, *, write: bool = True) -> Store:
@@ -96,30 +93,42 @@ def list_store(connect_store: Callable = stores.open_store) -> list[str]:
     return lines + [f"{len(runs)} runs in {store.config.url}"]
 
 
-def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> Optional[pathlib.Path]:
-    """`checkpoint` (a path inside the run's artifacts folder) fetched from the configured store into `layout`'s
-    artifacts folder, or None when no store is configured; UsageError when the store lacks it."""
+def stored_run(run_id: str) -> Optional[RemoteRun]:
+    """Run `run_id` in the configured store; None when no store is configured or it holds no such run."""
     if stores.load() is None:
         return None
     store = configured_store(write=False)
-    RemoteRun.find(store, layout.run_id).fetch(layout, only=f"artifacts/{checkpoint.strip('/')}/")
+    if not any(remote.run_id == run_id for remote in RemoteRun.find_all(store)):
+        return None
+    return RemoteRun.find(store, run_id)
+
+
+def fetch_records(run_id: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> Optional[pathlib.Path]:
+    """The results folder of run `run_id`, its records fetched from the configured store (verified) into
+    `results_root`; None when the store does not have them (`--resume-from` in a fresh clone)."""
+    remote = stored_run(run_id)
+    if remote is None:
+        return None
+    layout = RunLayout(results_root, artifacts_root, run_id, remote.smoke)
+    remote.fetch(layout, only="results/")
+    return layout.results_dir
+
+
+def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> Optional[pathlib.Path]:
+    """`checkpoint` (a path inside the run's artifacts folder) fetched from the configured store into `layout`'s
+    artifacts folder, or None when no store is configured; UsageError when the store lacks it.
+
+    The run's metrics files come with it where this machine lacks them: a resumed run carries its
+    lineage's rows up to the checkpoint, so its curve joins its parent's.
+    """
+    if stores.load() is None:
+        return None
+    store = configured_store(write=False)
+    remote = RemoteRun.find(store, layout.run_id)
+    for wanted in (f"{checkpoint.strip('/')}/", records.LINEAGE_METRICS_FILE, records.METRICS_FILE):
+        remote.fetch(layout, only=f"artifacts/{wanted}")
     folder = layout.artifacts_dir / checkpoint
     if not folder.is_dir():
         raise UsageError(f"checkpoint {checkpoint} of run {layout.run_id} is neither here nor in {store.config.url};"
                          f" run `rl-harness sync {layout.run_id}` where the run is")
     return folder
-
-
-def fetch_run_records(run_id: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> Optional[pathlib.Path]:
-    """Run `run_id`'s records and metrics rows (RUN_RECORDS) from the configured store into the roots, verified: its
-    results folder here, or None when no store is configured or it holds no such run."""
-    if stores.load() is None:
-        return None
-    store = configured_store(write=False)
-    if not any(run.run_id == run_id for run in RemoteRun.find_all(store)):
-        return None
-    remote = RemoteRun.find(store, run_id)
-    layout = RunLayout(results_root, artifacts_root, run_id, remote.smoke)
-    for only in RUN_RECORDS:
-        remote.fetch(layout, only=only)
-    return layout.results_dir

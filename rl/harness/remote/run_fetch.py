@@ -6,12 +6,14 @@
     remote.fetch(view, only="results/", update=True)   # a copy of a run still going, brought up to date
 
 Every file is checked against the store's index (`results/remote_artifacts.json`, which the mirror
-writes): its key, size and sha256. A file lands only under the layout's folders, which come from
-the roots the user gave on this machine; an index entry that would land elsewhere (`..`, an
-absolute path, a key outside the run's prefix) is refused, never followed (docs/harness.md, Trust).
-A checkpoint folder is downloaded into a hidden `.partial-*` folder and renamed into place when
-complete, as a run saves one; a file that already exists here is kept as it is, unless `update`
-asks for a copy that follows the store (never a run's own folders: a study's view of its members).
+writes): its key, size and sha256, or those of the `replacement` the index announced (a run killed
+while the mirror sent a newer copy leaves either one in the store). A file lands only under the
+layout's folders, which come from the roots the user gave on this machine; an index entry that would
+land elsewhere (`..`, an absolute path, a key outside the run's prefix) is refused, never followed
+(docs/harness.md, Trust). A checkpoint folder is downloaded into a hidden `.partial-*` folder and
+renamed into place when complete, as a run saves one; a file that already exists here is kept as it
+is, unless `update` asks for a copy that follows the store (never a run's own folders: a study's view
+of its members).
 """
 
 from __future__ import annotations
@@ -124,19 +126,18 @@ class RemoteRun:
         temporary = target.parent / f".tmp-fetch-{target.name}"
         self.store.get_file(entry["key"], str(temporary))
         size = temporary.stat().st_size
-        replaced = entry.get("replaces")  # a record whose writer stopped between the index and the record itself
-        if replaced and (size, sha256_of_prefix(temporary, size)) == (replaced["size"], replaced["sha256"]):
-            temporary.replace(target)
-            return
         # A growing file (metrics, events) may be in the store longer than its index says: its indexed
         # prefix is what is verified, and kept.
-        if size < entry["size"] or sha256_of_prefix(temporary, entry["size"]) != entry["sha256"]:
+        matched = next((version["size"] for version in (entry.get("replacement"), entry) if version is not None
+                        and size >= version["size"] and sha256_of_prefix(temporary, version["size"]) == version["sha256"]),
+                       None)
+        if matched is None:
             temporary.unlink()
             raise FetchError(f"{entry['key']} in the store does not match its index (size or sha256): not kept;"
                              f" run `rl-harness sync {self.run_id}` where the run is, then fetch again")
-        if size > entry["size"]:
+        if size > matched:
             with open(temporary, "r+b") as handle:
-                handle.truncate(entry["size"])
+                handle.truncate(matched)
         temporary.replace(target)
 
 

@@ -8,16 +8,24 @@
     record = run_mirror.upload_run(store, experiment=..., layout=layout)   # everything at once (`sync`)
 
 A file is sent once complete: a checkpoint once renamed into place (`.partial-*` folders are never
-sent), a record once replaced (atomically), `metrics.jsonl` and the TensorBoard events up to the
-size seen when they were hashed (they only grow). Each file's sha256 is recorded with its key, in
-`results/<run-id>/remote_artifacts.json` here and under the same name in the store (the index that
-`fetch` verifies against). Memory stays bounded: files stream in 1 MiB chunks, and the mirror keeps
-one entry per file. A store that fails mid-run costs one warning; the thread retries with backoff
-and the record lists what is not yet remote (`rl-harness sync <run-id>` sends it later).
+sent), a record once replaced (atomically; read once, so the copy sent is the one hashed),
+`metrics.jsonl` and the TensorBoard events up to the size seen when they were hashed (they only
+grow). Each file's sha256 is recorded with its key, in `results/<run-id>/remote_artifacts.json` here
+and under the same name in the store (the index that `fetch` verifies against). A pass sends the
+artifacts first, then writes the index, then the records: a record that names a checkpoint is never
+in the store before the index lists that checkpoint. A record sent again in place of its earlier
+copy is announced in that index as its entry's `replacement` (size, sha256), so that a process
+killed mid-pass leaves every record in the store matching its entry or its replacement, never
+neither (a growing file's indexed prefix stays valid). Memory stays bounded: files stream in 1 MiB
+chunks, a pass holds only the records it sends (each at most SNAPSHOT_BYTES), and the mirror keeps
+one entry per file. A store that fails mid-run costs one warning; the
+thread retries with backoff and the record lists what is not yet remote (`rl-harness sync <run-id>`
+sends it later).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import pathlib
@@ -36,7 +44,7 @@ from rl.harness.run.status import utc_now
 REMOTE_ARTIFACTS_SCHEMA_VERSION = 1
 _UNFINISHED = (".partial-", ".tmp-")  # a checkpoint being saved, a record being replaced
 MAX_BACKOFF_S = 300.0
-RECORD_SETTLE_S = 0.1  # a record this fresh at a pass's listing waits for the next (coarse file clocks lag)
+SNAPSHOT_BYTES = 1 << 20  # records up to this size are read once per pass, hashed and sent from memory
 
 
 def sha256_of_prefix(path: pathlib.Path, size: int) -> str:
@@ -46,6 +54,16 @@ def sha256_of_prefix(path: pathlib.Path, size: int) -> str:
         for chunk in chunks_of_prefix(handle, size, str(path)):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Version:
+    """A file as one pass sends it: its size and sha256, (size, mtime) when seen, and a record's bytes."""
+
+    size: int
+    sha256: str
+    seen: tuple[int, int]
+    data: Optional[bytes] = None
 
 
 class RunMirror:
@@ -97,54 +115,84 @@ class RunMirror:
                 waiting.append((relative, path))
         return waiting
 
+    def _version(self, relative: str, path: pathlib.Path) -> "_Version":
+        """The file as it will be sent. A record (under results/, replaced whole, up to SNAPSHOT_BYTES) is read
+        once, so what is hashed is what is sent however often it is replaced meanwhile; any other file only
+        grows or never changes, so its prefix of the size seen now is hashed, then sent."""
+        stat = path.stat()
+        seen = (stat.st_size, stat.st_mtime_ns)
+        if relative.startswith("results/") and stat.st_size <= SNAPSHOT_BYTES:
+            data = path.read_bytes()
+            return _Version(len(data), hashlib.sha256(data).hexdigest(), seen, data)
+        return _Version(stat.st_size, sha256_of_prefix(path, stat.st_size), seen)
+
     def send_pending(self, *, attempts: Optional[int] = None, halt: Optional[threading.Event] = None) -> int:
         """Sends every pending file, then the index; returns how many were sent. UploadError (after the
-        store's retries, or `attempts`) names the file; what was sent before it stays recorded."""
-        sent = 0
-        listed_at = time.time()
-        pending = self.pending()
-        # Records go last, and only those written before the listing: a run records a checkpoint after renaming it
-        # into place, so the store never holds a manifest that names a checkpoint it lacks.
-        for relative, path in sorted(pending, key=lambda item: item[0].startswith("results/")):
-            if halt is not None and halt.is_set():
-                break
-            try:
-                stat = path.stat()
-                if relative.startswith("results/") and stat.st_mtime > listed_at - RECORD_SETTLE_S:
-                    continue  # written after the listing (or as good as): the next pass sends it
-                sha256 = sha256_of_prefix(path, stat.st_size)
-            except FileNotFoundError:  # replaced or removed meanwhile: the next pass sees what is there
-                continue
-            previous = self._sent.get(relative)
-            if previous is None or (previous["sha256"], previous["size"]) != (sha256, stat.st_size):
-                key = f"{self.run_prefix}/{relative}"
-                if previous is not None and relative.startswith("results/"):
-                    # A record replaced whole: the index first vouches for both contents, so a writer killed
-                    # between the two uploads leaves a store whose index still matches what it holds.
-                    self._sent[relative] = {**previous, "sha256": sha256, "size": stat.st_size,
-                                            "replaces": {"sha256": previous["sha256"], "size": previous["size"]}}
-                    self.store.put_bytes(self._index(), self._index_key, attempts=attempts)
+        store's retries, or `attempts`) names the file; what was sent before it stays recorded.
+
+        The artifacts go first; before the records, the index is written with what arrived and the
+        records about to be replaced (module docstring), so a record in the store never names a
+        file its index lacks, whenever the process dies."""
+        versions = {}
+        # The records are read before the artifacts are listed: a checkpoint a record names was in place
+        # before the record was written, so it is among the artifacts this pass sends.
+        for wanted in (True, False):
+            for relative, path in self.pending():
+                if relative.startswith("results/") != wanted:
+                    continue
                 try:
-                    version = self.store.put_file(str(path), key, sha256, stat.st_size, attempts=attempts)
-                except UploadError as error:
-                    if previous is not None:
-                        self._sent[relative] = previous
-                    error.file = relative
-                    raise
-                self._sent[relative] = {"key": key, "local": relative, "size": stat.st_size, "sha256": sha256,
-                                        "file_id": version}
-                sent += 1
-            self._seen[relative] = (stat.st_size, stat.st_mtime_ns)
+                    versions[relative] = (path, self._version(relative, path))
+                except FileNotFoundError:  # replaced or removed meanwhile: the next pass sees what is there
+                    continue
+        records_waiting = [relative for relative in sorted(versions) if relative.startswith("results/")
+                           and not self._holds(relative, versions[relative][1])]
+        sent = self._send([relative for relative in sorted(versions) if not relative.startswith("results/")],
+                          versions, attempts, halt)
+        replaced = {relative: {"size": versions[relative][1].size, "sha256": versions[relative][1].sha256}
+                    for relative in records_waiting if relative in self._sent}
+        if records_waiting and (sent or replaced) and not (halt is not None and halt.is_set()):
+            self.store.put_bytes(self._index(replaced), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}",
+                                 attempts=attempts)
+        sent += self._send([relative for relative in sorted(versions) if relative.startswith("results/")],
+                           versions, attempts, halt)
         if sent:
-            self.store.put_bytes(self._index(), self._index_key, attempts=attempts)
+            self.store.put_bytes(self._index(), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}",
+                                 attempts=attempts)
         return sent
 
-    @property
-    def _index_key(self) -> str:
-        return f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}"
+    def _send(self, files: list[str], versions: dict, attempts: Optional[int], halt: Optional[threading.Event]) -> int:
+        sent = 0
+        for relative in files:
+            if halt is not None and halt.is_set():
+                break
+            path, version = versions[relative]
+            if not self._holds(relative, version):
+                key = f"{self.run_prefix}/{relative}"
+                try:
+                    if version.data is None:
+                        file_id = self.store.put_file(str(path), key, version.sha256, version.size, attempts=attempts)
+                    else:
+                        file_id = self.store.put_bytes(version.data, key, attempts=attempts)
+                except UploadError as error:
+                    error.file = relative
+                    raise
+                self._sent[relative] = {"key": key, "local": relative, "size": version.size, "sha256": version.sha256,
+                                        "file_id": file_id}
+                sent += 1
+            self._seen[relative] = version.seen
+        return sent
 
-    def _index(self) -> bytes:
-        return (json.dumps(self.record("partial"), indent=2, sort_keys=True) + "\n").encode()
+    def _holds(self, relative: str, version: "_Version") -> bool:
+        """Whether the store holds `version` of the file already."""
+        previous = self._sent.get(relative)
+        return previous is not None and (previous["sha256"], previous["size"]) == (version.sha256, version.size)
+
+    def _index(self, replacements: Optional[dict[str, dict]] = None) -> bytes:
+        """The store's index while the run goes; `replacements` ({local: {size, sha256}}) are about to be sent."""
+        record = self.record("partial")
+        record["files"] = [{**entry, "replacement": replacements[entry["local"]]} if entry["local"] in (replacements or {})
+                           else entry for entry in record["files"]]
+        return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
 
     def record(self, status: str, error: Optional[dict] = None) -> dict:
         """remote_artifacts.json's content: what is remote (`files`) and what is not (`not_uploaded`)."""
@@ -167,8 +215,8 @@ class RunMirror:
         record = self.record(status, error)
         records.write_json_atomically(str(self._record_path), record)
         try:
-            self.store.put_bytes((json.dumps(record, indent=2, sort_keys=True) + "\n").encode(), self._index_key,
-                                 attempts=1)
+            self.store.put_bytes((json.dumps(record, indent=2, sort_keys=True) + "\n").encode(),
+                                 f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}", attempts=1)
         except UploadError:
             pass  # the local record says what is not remote; `sync` sends both later
         return record
@@ -180,8 +228,7 @@ def upload_run(store: Store, *, experiment: str, layout: RunLayout) -> dict:
     mirror = RunMirror(store, layout, experiment)
     try:
         mirror.forget_missing(store.list_keys(mirror.run_prefix))
-        while mirror.send_pending() or mirror.pending():  # a record written during a pass goes in the next
-            time.sleep(RECORD_SETTLE_S)
+        mirror.send_pending()
     except UploadError as error:
         mirror.write_record("failed", {"file": getattr(error, "file", None), "message": str(error)})
         raise
@@ -240,15 +287,13 @@ class LiveMirror:
         while True:
             try:
                 self.mirror.send_pending(attempts=1)
-                if not self.mirror.pending():
-                    return self.mirror.write_record("complete")
-                wait_s = RECORD_SETTLE_S  # a record written during the pass: the next one sends it
+                return self.mirror.write_record("complete")
             except UploadError as error:
                 self.last_error = str(error)
-                wait_s, backoff_s = backoff_s, min(backoff_s * 2, MAX_BACKOFF_S)
-            if self._clock() + wait_s > deadline:
+            if self._clock() + backoff_s > deadline:
                 break
-            time.sleep(wait_s)
+            time.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
         logging.warning("the store did not take all of run %s within %.0f s (%s); `rl-harness sync %s` sends the rest",
                         self.mirror.layout.run_id, drain_s, self.last_error, self.mirror.layout.run_id)
         return self.mirror.write_record("incomplete", {"file": None, "message": self.last_error})

@@ -7,7 +7,8 @@ FAKE_RECIPE_TRIAL (checkpoint under that trial, as a recipe training several age
 FAKE_RECIPE_TAIL_S (a stage after training that does not poll stop requests, as scoring a policy),
 FAKE_RECIPE_OUTPUT_BYTES (after training, an output of that size, in FAKE_RECIPE_OUTPUT_PLACE: results
 or artifacts, as a probe report or a figure), FAKE_RECIPE_PICKLE (state saved and loaded as a pickle,
-as RLlib's learner state is: what a planted checkpoint would run).
+as RLlib's learner state is: what a planted checkpoint would run), FAKE_RECIPE_ROLLING (checkpoints as a runner
+saves them on a long budget: rolling ones on the session's cadence, a science one only at the end).
 Declared hyperparameters (--set): fake/iterations (int >= 0; 0 = the knob above) and fake/loss_scale (float, any).
 """
 
@@ -28,10 +29,11 @@ STATE_FILE = "fake_state.json"
 PICKLED_STATE_FILE = "fake_state.pkl"
 
 
-def _save(context, iteration, env_steps):
+def _save(context, iteration, env_steps, rolling=False):
     trial = os.environ.get("FAKE_RECIPE_TRIAL") or None
     state = {"iteration": iteration, "env_steps": env_steps}
-    with context.recorder.checkpoint(iteration=iteration, env_steps=env_steps, trial=trial) as folder:
+    save = context.recorder.rolling_checkpoint if rolling else context.recorder.checkpoint
+    with save(iteration=iteration, env_steps=env_steps, trial=trial) as folder:
         if os.environ.get("FAKE_RECIPE_PICKLE"):
             (folder / PICKLED_STATE_FILE).write_bytes(pickle.dumps(state))
             return
@@ -60,6 +62,8 @@ def run(context):
     noise = context.seeds.generator("fake/noise")
     context.recorder.summarize("fake/loss")
     saved, loss = None, None
+    rolling = bool(os.environ.get("FAKE_RECIPE_ROLLING"))
+    context.recorder.rolling_restart(iteration / max(iterations, 1))
     while iteration < iterations and not context.recorder.stop_requested:
         iteration += 1
         env_steps += STEPS_PER_ITERATION
@@ -71,7 +75,11 @@ def run(context):
             "num_env_steps_sampled_lifetime": env_steps,
             "fake": {"loss": loss},
         })
-        if iteration % 2 == 0:
+        if rolling and iteration < iterations and context.recorder.rolling_due(iteration / iterations):
+            started = time.perf_counter()
+            _save(context, iteration, env_steps, rolling=True)
+            context.recorder.rolling_restart(iteration / iterations, save_s=time.perf_counter() - started)
+        elif not rolling and iteration % 2 == 0:
             _save(context, iteration, env_steps)
             saved = iteration
         time.sleep(sleep_s)

@@ -101,6 +101,18 @@ def test_larger_machines_split_envs_evenly_over_remote_runners(cpus, parallel_en
     assert plan.num_env_runners * plan.num_envs_per_env_runner == parallel_envs
 
 
+@pytest.mark.parametrize(("cpus", "runners", "envs_each"), [(1, 1, 32), (2, 1, 32), (8, 4, 8)])
+def test_a_pipelined_config_samples_in_remote_runners_and_records_it(cpus, runners, envs_each):
+    profile = hardware.choose_profile("cpu", _facts(cpus=cpus))
+    plan = hardware.place_envs(profile, 32, pipelined=True)
+    assert (plan.num_env_runners, plan.num_envs_per_env_runner, plan.placement) == (runners, envs_each, "remote")
+    assert plan.as_dict()["pipelined"] is True and "pipelined" in plan.reason
+    promise = hardware.determinism(profile, plan, "direct")  # one request per runner in flight: a fixed order
+    assert promise["expected"] is True and "policy lag 1" in promise["why"] and "scope" in promise
+    assert hardware.determinism(profile, hardware.place_envs(profile, 32), "direct")["why"] != promise["why"]
+    assert hardware.place_envs(profile, 32).as_dict()["pipelined"] is False
+
+
 def test_on_a_cluster_the_cluster_cpus_place_the_runners_and_the_learner_stays_local():
     local = hardware.choose_profile("cpu", _facts(cpus=2))
     on_cluster = hardware.on_cluster(local, 9)

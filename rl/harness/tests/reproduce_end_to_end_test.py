@@ -14,15 +14,17 @@ for two numeric platforms by pinning `ATEN_CPU_CAPABILITY=default` for one run a
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
 
 import pytest
 
+from rl.harness import settings
 from rl.harness.commands import cli
 from rl.harness.run import records
-from rl.harness.tests import fake_bazel, run_helpers
+from rl.harness.tests import fake_bazel, run_helpers, s3_server
 
 TARGET = "//tiny:recipe"
 RECIPE = '''"""A tiny deterministic recipe: fake_recipe's loop, one process, noise from the seed streams."""
@@ -266,3 +268,59 @@ def test_ctrl_c_during_the_reproduction_stops_it_cleanly_in_one_line(repo, monke
         " nothing was compared: reproduce again to compare")
     reproduction = _record(started)
     assert reproduction["status"] == "interrupted" and reproduction["checkpoints"]  # it stopped at a checkpoint
+
+
+# -- a shared run: its CPU share, its metrics in a store, or only its committed summary ----------
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a share below the machine needs 2 CPUs")
+def test_a_run_under_a_cpu_share_is_reproduced_under_it_saying_so_first(repo, capsys, monkeypatch):
+    original = _run(repo, "20261202T000000Z-share1", environment={**os.environ, "RL_HARNESS_CPUS": "1"})
+    assert original["hardware"]["machine"]["cpu_limit"].startswith("$RL_HARNESS_CPUS=1 (of ")
+    monkeypatch.delenv("RL_HARNESS_CPUS", raising=False)  # the reproducing shell sets none
+    status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
+    second = printed.splitlines()[1]
+    assert second.startswith("applying the run's recorded CPU limit: $RL_HARNESS_CPUS=1 ($RL_HARNESS_CPUS=1 (of "), printed
+    assert "verdict: identical" in printed and status == 0, printed
+    assert reproduction["hardware"]["machine"]["cpu_limit"].startswith("$RL_HARNESS_CPUS=1 (of ")
+    placement = ("max_env_runners", "num_cpus", "torch_threads")
+    assert [reproduction["hardware"]["profile"][field] for field in placement] == \
+        [original["hardware"]["profile"][field] for field in placement] == [0, 1, 1]
+
+
+def test_metrics_in_the_store_are_fetched_and_compared_row_by_row(repo, capsys, monkeypatch):
+    with s3_server.S3Server() as server:
+        key_id, secret = server.read_write
+        store = {settings.STORE_ENV: f"s3://{server.bucket}/lab", settings.STORE_ENDPOINT_ENV: server.endpoint,
+                 settings.S3_KEY_ID_ENV: key_id, settings.S3_KEY_ENV: secret}
+        original = _run(repo, "20261202T000000Z-store1", TARGET, "--upload-artifacts",
+                        environment={**os.environ, **store})
+        shutil.rmtree(original["paths"]["artifacts"])  # a clone of the shared run: its committed records only
+        for name, value in store.items():
+            monkeypatch.setenv(name, value)
+        status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
+    fetched = [line for line in printed.splitlines() if line.startswith("metrics of run ")]
+    assert fetched == [f"metrics of run {original['run_id']} are not on this machine: fetched from"
+                       f" s3://{server.bucket}/lab into {original['paths']['artifacts']}/metrics.jsonl,"
+                       " verified by sha256"], printed
+    assert "rows compared: 4" in printed and "verdict: identical" in printed and status == 0, printed
+    assert reproduction["reproduction"]["evidence"] == f"its metrics.jsonl from s3://{server.bucket}/lab"
+
+
+def test_on_another_platform_a_run_whose_metrics_are_nowhere_is_judged_from_its_summary(repo, capsys):
+    original = _run(repo, "20261202T000000Z-summ01", KERNELS_TARGET, environment=_at_default_level())
+    os.remove(os.path.join(original["paths"]["artifacts"], records.METRICS_FILE))
+    status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
+    assert _platform_line(printed).startswith("platform differs from the original's: "), printed
+    evidence = "its committed summary.json (final metrics and scores): its metrics.jsonl is nowhere"
+    assert f"evidence: {evidence} (neither here nor in a store)" in printed, printed
+    assert f"the original's evidence: {evidence}" in printed and "rows compared: 0" in printed, printed
+    assert "score score: " in printed and "within (the run's interval" in printed, printed
+    assert "verdict: consistent (platform differs)" in printed and status == 0, printed
+    verdict = reproduction["reproduction"]
+    assert (verdict["evidence"], verdict["first_divergence"]) == (evidence, None)
+
+    same = _run(repo, "20261202T000000Z-summ02", KERNELS_TARGET)  # this machine's platform: rows are needed
+    os.remove(os.path.join(same["paths"]["artifacts"], records.METRICS_FILE))
+    assert cli.main(["rl-harness", "reproduce", same["run_id"], "--results-dir", str(_results(repo))]) == 2
+    assert "metrics of run 20261202T000000Z-summ02 are neither on this machine" in capsys.readouterr().err

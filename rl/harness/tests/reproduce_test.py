@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from rl.harness import settings
-from rl.harness.commands import cli, reproduce
+from rl.harness.commands import cli, reproduce, reproduce_inputs
 from rl.harness.run import begin, provenance, records
 from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest, read_manifest
@@ -166,6 +166,26 @@ def test_a_run_of_another_machine_kind_is_refused():
     with pytest.raises(reproduce.ReproduceError, match="hardware profile 'cuda', which this machine cannot give"):
         reproduce.check_machine(manifest({**profile, "name": "cuda"}), MACHINE)
     reproduce.check_machine(manifest(profile), MACHINE)
+
+
+def test_a_run_recorded_under_a_cpu_share_is_checked_under_that_share_whatever_this_shell_sets(monkeypatch):
+    """A study member that ran under $RL_HARNESS_CPUS=1 on a 2-core machine: its profile is another machine kind
+    for 2 cores, and the same one once the recorded share is applied (this machine, capped at 1 CPU)."""
+    under_share = dataclasses.replace(MACHINE, cpu_count=1, cpu_limit="$RL_HARNESS_CPUS=1 (of sched_getaffinity 2)")
+    recorded = RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": "member-1", "hardware": {
+        "profile": hardware.choose_profile("cpu", under_share).as_dict(), "machine": under_share.as_dict()}})
+    with pytest.raises(reproduce.ReproduceError, match="another machine kind: profile max_env_runners 0 there, 1 here"):
+        reproduce.check_machine(recorded, MACHINE)
+
+    monkeypatch.setenv(settings.CPU_SHARE_ENV, "2")  # the recorded share wins over this shell's
+    share = reproduce_inputs.recorded_cpu_share(recorded)
+    environment = reproduce._child_environment(share)
+    assert (share, environment[settings.CPU_SHARE_ENV]) == (1, "1")
+    reproduce.check_machine(recorded, hardware.detect_machine(environment))
+
+    whole = RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": "run-2",
+                                   "hardware": {"machine": MACHINE.as_dict()}})
+    assert reproduce_inputs.recorded_cpu_share(whole) is None
 
 
 def test_determinism_is_expected_only_for_one_local_cpu_process():

@@ -123,7 +123,8 @@ def test_the_preparation_plans_once_and_again_only_for_another_profile(monkeypat
     planned_for = []
     place = hardware.place_envs
     monkeypatch.setattr(hardware, "place_envs",
-                        lambda profile, envs: planned_for.append(profile.num_cpus) or place(profile, envs))
+                        lambda profile, envs, **options: planned_for.append(profile.num_cpus) or place(profile, envs,
+                                                                                                       **options))
     preparation = configs.Preparation(_profile(2), {"main": configs.ConfigRequest(_config(2048), 32, seed=3)})
     assert planned_for == [2]  # before anything starts: a bad parallel_envs fails here
     prepared = preparation.configs_for(_profile(2))["main"]
@@ -157,3 +158,18 @@ def test_a_bad_parallel_envs_is_a_usage_error_before_the_runner_starts():
     with pytest.raises(UsageError, match="not a multiple of parallel_envs=48"):
         next(lifecycle.run(types.SimpleNamespace(hardware=_profile(2)), runner), None)
     assert not runner.started
+
+
+class _PipelinedConfig(PPOConfig):
+    pipelined = True  # what rl.learners.pipelined.PipelinedPPOConfig says (the harness reads only the attribute)
+
+
+def test_a_pipelined_config_samples_in_one_remote_runner_on_two_cores_and_records_it():
+    config = _PipelinedConfig().environment("CartPole-v1").training(train_batch_size_per_learner=2048, minibatch_size=64)
+    prepared = configs.prepare(configs.ConfigRequest(config, 32, seed=3), _profile(2))
+    assert (prepared.config.num_env_runners, prepared.config.num_envs_per_env_runner) == (1, 32)
+    assert prepared.sampling["pipelined"] is True and prepared.sampling["placement"] == "remote"
+    assert prepared.determinism["expected"] is True and "pipelined" in prepared.determinism["why"]
+    assert configs.prepare(configs.ConfigRequest(_config(2048), 32, seed=3), _profile(2)).sampling["pipelined"] is False
+    with pytest.raises(configs.ParallelEnvsError, match="pipelined config needs remote EnvRunners"):
+        configs.plan_sampling(_profile(2), config, 32, in_process=True)

@@ -50,8 +50,9 @@ def plan_sampling(profile: HardwareProfile, config, parallel_envs: Optional[int]
 
     None takes the largest divisor of the train batch up to DEFAULT_PARALLEL_ENVS. Each update
     then holds exactly the recipe's train batch: every env steps batch / parallel_envs times.
-    `profile` places them (on a cluster `lifecycle.ray_cluster` yields one); `in_process` puts them
-    all in this process's EnvRunner (the in-process runner). ParallelEnvsError names the fix.
+    `profile` places them (on a cluster `lifecycle.ray_cluster` yields one), in remote runners when the
+    config is pipelined (`hardware.PIPELINED`); `in_process` puts them all in this process's EnvRunner
+    (the in-process runner). ParallelEnvsError names the fix.
     """
     batch = config.total_train_batch_size
     if parallel_envs is None:
@@ -65,7 +66,13 @@ def plan_sampling(profile: HardwareProfile, config, parallel_envs: Optional[int]
         raise ParallelEnvsError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={parallel_envs}:"
                                 f" RLlib would sample {-(-batch // parallel_envs) * parallel_envs} steps per update"
                                 f" instead; pick parallel_envs dividing {batch}")
-    return hardware.in_process_plan(parallel_envs) if in_process else hardware.place_envs(profile, parallel_envs)
+    pipelined = bool(getattr(config, hardware.PIPELINED, False))
+    if in_process:
+        if pipelined:
+            raise ParallelEnvsError("the in-process runner samples in this process: a pipelined config needs remote"
+                                    " EnvRunners; train it with run_direct")
+        return hardware.in_process_plan(parallel_envs)
+    return hardware.place_envs(profile, parallel_envs, pipelined=pipelined)
 
 
 def configure(config, profile: HardwareProfile, plan: SamplingPlan, seed):

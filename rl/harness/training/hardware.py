@@ -29,7 +29,7 @@ import os
 import platform as python_platform
 import re
 import sys
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from rl.harness import settings
 from rl.harness.errors import UsageError
@@ -54,6 +54,9 @@ TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores
 # sample on while the learner runs; on 2 cores the local runner is faster (0.30 against 0.34 s an
 # iteration for 2 remote runners x 16 envs at 8d9c309: docs/performance.md, "Sampling").
 LOCAL_SAMPLING_MAX_CPUS = 2
+# The AlgorithmConfig attribute that, when True, asks for pipelined sampling: remote EnvRunners sample the
+# next batch while the learner updates (rl.learners.pipelined.PipelinedPPOConfig sets it).
+PIPELINED = "pipelined"
 
 
 class HardwareError(UsageError, ValueError):
@@ -69,22 +72,34 @@ class SamplingPlan:
     num_envs_per_env_runner: int
     placement: str  # "local" | "remote"
     reason: str
+    pipelined: bool = False  # remote runners sample the next batch while the learner updates (PIPELINED)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def place_envs(profile: HardwareProfile, parallel_envs: int) -> SamplingPlan:
+def place_envs(profile: HardwareProfile, parallel_envs: int, *, pipelined: bool = False) -> SamplingPlan:
     """Places `parallel_envs` envs (a checked count: `configs.plan_sampling`): all in the local runner on small
-    machines, else split over runners."""
+    machines, else split over runners; a pipelined config's (`PIPELINED`) always in remote runners, all in
+    one on small machines, so that sampling takes the core the learner leaves."""
+    if pipelined:
+        runners = 1 if profile.num_cpus <= LOCAL_SAMPLING_MAX_CPUS else _runners_for(profile, parallel_envs)
+        return SamplingPlan(parallel_envs, runners, parallel_envs // runners, "remote",
+                            f"pipelined: {runners} remote runner(s) sample the next batch while the learner updates",
+                            pipelined=True)
     if profile.num_cpus <= LOCAL_SAMPLING_MAX_CPUS or profile.max_env_runners < 1:
         return SamplingPlan(parallel_envs, 0, parallel_envs, "local",
                             f"{profile.num_cpus} CPU(s) <= {LOCAL_SAMPLING_MAX_CPUS}: sampling and learning in"
                             " one process was faster than a remote runner (docs/performance.md)")
-    runners = max(count for count in range(1, min(profile.max_env_runners, parallel_envs) + 1)
-                  if parallel_envs % count == 0)
+    runners = _runners_for(profile, parallel_envs)
     return SamplingPlan(parallel_envs, runners, parallel_envs // runners, "remote",
                         f"{profile.num_cpus} CPUs: {runners} remote runner(s) sample in parallel, one CPU each")
+
+
+def _runners_for(profile: HardwareProfile, parallel_envs: int) -> int:
+    """The most remote runners (up to the profile's) that split `parallel_envs` evenly."""
+    return max(count for count in range(1, min(max(profile.max_env_runners, 1), parallel_envs) + 1)
+               if parallel_envs % count == 0)
 
 
 def in_process_plan(parallel_envs: int) -> SamplingPlan:
@@ -192,10 +207,11 @@ def torch_determinism(torch) -> dict[str, Any]:
     }
 
 
-def detect_machine() -> MachineFacts:
+def detect_machine(environ: Optional[Mapping[str, str]] = None) -> MachineFacts:
+    """This machine's facts, its CPUs capped by $RL_HARNESS_CPUS in `environ` (default: this process's)."""
     cpu_count, cpu_limit = usable_cpu_count()
     try:
-        share = settings.cpu_share()
+        share = settings.cpu_share(environ)
     except ValueError as error:
         raise HardwareError(str(error)) from None
     if share is not None and share < cpu_count:
@@ -286,7 +302,7 @@ def determinism(profile: HardwareProfile, plan: SamplingPlan, runner: str) -> di
     reasons = []
     if runner != "direct":
         reasons.append(f"the {runner} runner interleaves trials by timing")
-    if plan.num_env_runners > 0:
+    if plan.num_env_runners > 0 and not plan.pipelined:
         reasons.append(f"{plan.num_env_runners} remote env runner(s) deliver episodes in timing order")
     if profile.learner_device != "cpu":
         reasons.append(f"the learner runs on {profile.learner_device}, whose kernels are not deterministic")
@@ -294,6 +310,12 @@ def determinism(profile: HardwareProfile, plan: SamplingPlan, runner: str) -> di
         reasons.append(f"{profile.torch_threads} torch threads: bit-identity is only established for one (docs/harness.md)")
     if reasons:
         return {"expected": False, "why": "; ".join(reasons)}
+    if plan.pipelined:
+        return {"expected": True,
+                "why": "pipelined: each remote runner samples batch k+1 with the weights update k starts from (policy"
+                       " lag 1), collected in runner order whatever the timing; CPU learner, one torch thread. A"
+                       " different run from the same seed's sequential one",
+                "scope": platform.IDENTITY_SCOPE}
     return {"expected": True, "why": "local env runner, CPU learner, one torch thread: one process in a fixed order",
             "scope": platform.IDENTITY_SCOPE}
 

@@ -17,7 +17,9 @@ fewer ops (`rl.learners.ppo.loss`), logging the loss metrics and the off-policyn
 last minibatch once per update (RLlib logs them every step with window=1: the same
 results), and the steps trained summed once per update. Its train batch keeps only the
 chunks that hold a loss step (`chunks_with_loss_steps`), so minibatches are cut from chunks
-the loss reads, as the plain PyTorch loop's are. The IQN, QR and PPG Learners derive from it.
+the loss reads, as the plain PyTorch loop's are. For a pipelined config (one update of policy
+lag) its KL term is taken against the policy the update starts from. The IQN, QR and PPG
+Learners derive from it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ from rl.learners.gradient_steps import FusedGradientStepMixin
 from rl.learners.minibatches import IndexedMinibatchIterator, select_rows
 from rl.learners.models.base import ActorCriticModule
 from rl.learners.ppo.loss import PPOLossTerms, categorical_ppo_loss, uses_categorical_policy
+
+
+# The AlgorithmConfig attribute of pipelined sampling (rl.learners.pipelined.PipelinedPPOConfig sets it True).
+PIPELINED = "pipelined"
 
 
 def chunks_with_loss_steps(batch: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +122,26 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
             batch = super()._make_batch_if_necessary(training_data)
         for module_id, module_batch in batch.policy_batches.items():
             batch.policy_batches[module_id] = _with_loss_steps(module_batch)
+        if getattr(self.config, PIPELINED, False):
+            self._take_kl_reference_from_update_start(batch)
         return batch
+
+    def _take_kl_reference_from_update_start(self, batch: Any) -> None:
+        """The KL term's reference policy: the Learner's at the update's start, not the one that sampled.
+
+        A pipelined config's batches were sampled with the weights one update older than the
+        Learner's (rl.learners.pipelined). Against those, the KL of an update also counts the
+        previous update's move, about doubling it, and the adaptive KL coefficient grows on it
+        and holds learning back. With the logits of the weights the update starts from, the KL
+        term and its adaptation measure one update's move, as in sequential PPO; the clipped
+        ratio still divides by the behaviour policy's logp (`Columns.ACTION_LOGP`), which corrects
+        for the lag.
+        """
+        with torch.no_grad():
+            for module_id, module_batch in batch.policy_batches.items():
+                if Columns.ACTION_DIST_INPUTS in module_batch:
+                    outputs = self.module[module_id].forward_train(dict(module_batch))
+                    module_batch[Columns.ACTION_DIST_INPUTS] = outputs[Columns.ACTION_DIST_INPUTS]
 
     @override(Learner)
     def _create_iterator_if_necessary(self, **kwargs: Any) -> Any:

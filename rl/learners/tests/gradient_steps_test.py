@@ -128,3 +128,27 @@ def test_non_finite_gradients_keep_rllibs_zeroing_and_skipping(skip_nan_gradient
         torch.testing.assert_close(mine, reference, rtol=0, atol=0, equal_nan=True)
     # RLlib zeroes nan gradients by default and steps; with torch_skip_nan_gradients it steps on them.
     assert parameters(ours)[0].isnan().any() == skip_nan_gradients
+
+
+def gradients_of(learner, compute, postprocess):
+    """The gradients of a fixed loss (every parameter's squared sum, a stale gradient left on each first)."""
+    module = learner.module[DEFAULT_MODULE_ID]
+    for param in module.parameters():
+        param.grad = torch.full_like(param, 7.0)  # stale: RLlib clears it before the backward pass
+    loss = sum(((param - 0.5 * index) ** 2).sum() for index, param in enumerate(module.parameters()))
+    return postprocess(compute({DEFAULT_MODULE_ID: loss}))
+
+
+@pytest.mark.parametrize("grad_clip", [None, 1e-3])
+def test_the_lean_gradient_hooks_give_rllibs_gradients(grad_clip):
+    config = ppo_config().training(grad_clip=grad_clip)
+    ours, rllib = build(config), build(config)
+    mine = gradients_of(ours, ours.compute_gradients, ours.postprocess_gradients)
+    reference = gradients_of(rllib, lambda losses: TorchLearner.compute_gradients(rllib, losses),
+                             lambda gradients: TorchLearner.postprocess_gradients(rllib, gradients))
+    assert len(mine) == len(reference) == len(ours._params)  # keyed by each Learner's own parameters, in order
+    for (ref, gradient), expected in zip(mine.items(), reference.values()):
+        assert ref in ours._params and torch.equal(gradient, expected)
+    unclipped = gradients_of(ours, lambda losses: TorchLearner.compute_gradients(ours, losses), lambda g: g)
+    clipped = any(not torch.equal(mine[ref], unclipped[ref]) for ref in mine)
+    assert clipped == (grad_clip is not None)  # a clipping config still goes through RLlib's clipping

@@ -1,0 +1,166 @@
+"""PipelinedPPO: PPO whose remote EnvRunners sample the next batch while the Learner updates on this one.
+
+    from rl.learners.pipelined import PipelinedPPOConfig
+
+    config = PipelinedPPOConfig().environment("CartPole-v1").env_runners(num_env_runners=1)
+    algo = config.build_algo()
+    algo.train()["pipelined/policy_lag"]       # 0 in the first iteration, 1 after
+
+RLlib's PPO samples, then updates, then sends the updated weights: on two cores one of them idles
+at any time. Here each iteration collects the batch in flight, at once asks the EnvRunners for
+the next one (carrying the Learner's weights in the same request), and updates on the collected
+batch while they sample. The batch an update trains on was therefore sampled with the weights
+one update older than the Learner's (the first iteration's with the same weights): the policy lag
+is one update, never more (`policy_lag` reads it from the weights number every sampled step
+carries, and the iteration fails if it exceeds one).
+
+The lag is corrected by PPO's own ratio: the loss compares the Learner's policy with the logp
+each step was sampled with (`Columns.ACTION_LOGP`), clipped, and its KL term is taken against
+the policy the update starts from (ActorCriticPPOTorchLearner recomputes those logits once per
+update when the config is pipelined): against the behaviour policy it would count the previous
+update's move too, and the adaptive KL coefficient grows on it and holds early learning back
+(measured: docs/performance.md, "Pipelined PPO"). The value targets carry no lag: the critic
+embeddings sampled with the older weights are dropped from the episodes, so GAE encodes the batch
+with the Learner's (`advantages.batch_values`). docs/performance.md says why this correction and
+not V-trace.
+
+Results repeat: each runner's batch k+1 is sampled with the weights update k starts from, whatever
+the timing (one request per runner in flight, collected in runner order), so a seed gives the same run on the
+same platform; it is a different run from PPO's sequential one (the batches come from other
+weights). Connector states are not merged or broadcast between iterations (a blocking call to
+runners that are sampling); the harness's connectors hold none. The config's `pipelined` attribute
+tells the harness to place the envs in remote EnvRunners (`hardware.place_envs`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import ray
+
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.ppo import PPO, PPOConfig
+from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import (
+    ALL_MODULES,
+    ENV_RUNNER_RESULTS,
+    ENV_RUNNER_SAMPLING_TIMER,
+    LEARNER_RESULTS,
+    LEARNER_UPDATE_TIMER,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    NUM_MODULE_STEPS_TRAINED_LIFETIME,
+    TIMERS,
+    WEIGHTS_SEQ_NO,
+)
+
+from rl.learners.models.base import CRITIC_EMBEDDINGS
+
+# Updates between the weights that sampled an update's batch and the Learner's: a metric of every iteration.
+POLICY_LAG = "pipelined/policy_lag"
+MAX_POLICY_LAG = 1
+_SAMPLE_TAG = "pipelined_sample"
+
+
+def policy_lag(learner_weights: int, episodes: Sequence[Any]) -> int:
+    """Updates between the oldest weights that sampled a step of `episodes` and the Learner's (`learner_weights`).
+
+    Every EnvRunner step records the weights number (`WEIGHTS_SEQ_NO`) it was sampled with.
+
+    Example:
+        policy_lag(learner.get_state()[WEIGHTS_SEQ_NO], episodes)    # 1 for a pipelined batch
+    """
+    sampled = [np.min(episode.get_extra_model_outputs(WEIGHTS_SEQ_NO)) for episode in episodes if len(episode)]
+    if not sampled:
+        raise ValueError("no episode holds a sampled step: nothing to read the sampling weights from")
+    return int(learner_weights - min(sampled))
+
+
+def _sample_with(env_runner, *, weights: dict) -> tuple[list, dict]:
+    """On a remote EnvRunner: take `weights`, sample one batch, return it with the runner's metrics."""
+    env_runner.set_state(weights)
+    return env_runner.sample(), env_runner.get_metrics()
+
+
+class PipelinedPPOConfig(PPOConfig):
+    """PPOConfig for PipelinedPPO (module docstring); `pipelined` tells the harness to sample in remote EnvRunners."""
+
+    pipelined = True
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or PipelinedPPO)
+        # Merging or broadcasting connector states after an iteration calls the runners and
+        # would wait for the batch they are sampling.
+        self.merge_env_runner_states = False
+        self.broadcast_env_runner_states = False
+
+
+class PipelinedPPO(PPO):
+    """PPO with sampling of the next batch overlapping the update on this one (module docstring)."""
+
+    @classmethod
+    @override(Algorithm)
+    def get_default_config(cls) -> PipelinedPPOConfig:
+        return PipelinedPPOConfig()
+
+    @override(Algorithm)
+    def setup(self, config) -> None:
+        super().setup(config)
+        if self.env_runner_group is None or self.env_runner_group.num_remote_workers() < 1:
+            raise ValueError("PipelinedPPO samples in remote EnvRunners while its Learner updates: set "
+                             "num_env_runners >= 1 (the harness does for a config whose `pipelined` is True)")
+        self._batch_in_flight = False
+
+    def _learner_weights(self) -> dict:
+        """The Learner's module weights (inference only) and their number, as an EnvRunner's `set_state` takes them."""
+        state = self.learner_group.get_state(components=f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}",
+                                             inference_only=True)[COMPONENT_LEARNER]
+        return {COMPONENT_RL_MODULE: ray.put(state[COMPONENT_RL_MODULE]), WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]}
+
+    def _request_batch(self, weights: dict) -> None:
+        runners = self.env_runner_group.num_remote_workers()
+        sent = self.env_runner_group.foreach_env_runner_async(_sample_with, tag=_SAMPLE_TAG, kwargs={"weights": weights})
+        if sent != runners:
+            raise RuntimeError(f"{runners - sent} of {runners} EnvRunners refused a sample request (one already in flight)")
+        self._batch_in_flight = True
+
+    def _collect_batch(self) -> tuple[list, list]:
+        """Waits for every runner's batch in flight; its episodes and metrics in runner order."""
+        results = sorted(self.env_runner_group.fetch_ready_async_reqs(tags=_SAMPLE_TAG, timeout_seconds=None),
+                         key=lambda result: result[0])
+        self._batch_in_flight = False
+        expected = self.env_runner_group.num_remote_workers()
+        if len(results) != expected:
+            raise RuntimeError(f"{expected - len(results)} of {expected} EnvRunners returned no batch (failed)")
+        episodes = [episode for _, (batch, _) in results for episode in batch]
+        for episode in episodes:  # sampled with the older weights: GAE encodes the batch with the Learner's
+            episode.extra_model_outputs.pop(CRITIC_EMBEDDINGS, None)
+        return episodes, [metrics for _, (_, metrics) in results]
+
+    @override(PPO)
+    def training_step(self) -> None:
+        if not self._batch_in_flight:  # the first iteration (or the first after a restore)
+            self._request_batch(self._learner_weights())
+        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+            episodes, env_runner_results = self._collect_batch()
+            self.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
+        weights = self._learner_weights()
+        lag = policy_lag(weights[WEIGHTS_SEQ_NO], episodes)
+        if lag > MAX_POLICY_LAG:
+            raise RuntimeError(f"a batch was sampled with weights {lag} updates old (the bound is {MAX_POLICY_LAG})")
+        self.metrics.log_value(POLICY_LAG, lag, window=1)
+        self._request_batch(weights)  # the next batch samples while the Learner updates on this one
+        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+            learner_results = self.learner_group.update(
+                episodes=episodes,
+                timesteps={
+                    NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)),
+                    NUM_MODULE_STEPS_TRAINED_LIFETIME: self.metrics.peek(
+                        (LEARNER_RESULTS, ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), default=0),
+                },
+                num_epochs=self.config.num_epochs,
+                minibatch_size=self.config.minibatch_size,
+                shuffle_batch_per_epoch=self.config.shuffle_batch_per_epoch,
+            )
+            self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)

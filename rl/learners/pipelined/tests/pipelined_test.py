@@ -1,0 +1,130 @@
+"""PipelinedPPO: every update trains on a batch sampled with weights at most one update old.
+
+The bound is checked twice: by the lag the algorithm logs (read from the weights number each sampled
+step carries) and independently, by recomputing each sampled step's logp from snapshots of the
+Learner's weights: the batch of update k (k >= 1) is reproduced by the weights before update k-1,
+not by those of update k. The Ray part is slow (a remote EnvRunner). The KL term's reference is
+checked without Ray: the Learner's logits at the update's start, not the sampling policy's.
+"""
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+
+from rl.learners import ActorCriticPPOTorchLearner, PipelinedPPOConfig
+from rl.learners.models import MLPModel
+from rl.learners.pipelined import POLICY_LAG, policy_lag
+from rl.learners.tests.training import local_ray
+
+ITERATIONS = 4
+
+
+def _episode(weights: list[int]) -> SingleAgentEpisode:
+    episode = SingleAgentEpisode(observations=[0] * (len(weights) + 1), actions=[0] * len(weights),
+                                 rewards=[0.0] * len(weights),
+                                 extra_model_outputs={WEIGHTS_SEQ_NO: list(weights)}, len_lookback_buffer=0)
+    return episode.to_numpy()
+
+
+def test_policy_lag_counts_updates_from_the_oldest_sampled_step():
+    assert policy_lag(5, [_episode([5, 5]), _episode([5])]) == 0
+    assert policy_lag(5, [_episode([5, 5]), _episode([4, 5])]) == 1  # a step sampled before the last sync
+    assert policy_lag(7, [_episode([4])]) == 3
+    with pytest.raises(ValueError, match="no episode holds a sampled step"):
+        policy_lag(1, [])
+
+
+def _cartpole(config_class):
+    return (config_class().environment("CartPole-v1")
+            .rl_module(rl_module_spec=RLModuleSpec(module_class=MLPModel, model_config={"hidden_sizes": (16,)}))
+            .training(train_batch_size_per_learner=64, minibatch_size=32)
+            .learners(learner_class=ActorCriticPPOTorchLearner)
+            .debugging(seed=0))
+
+
+@pytest.mark.parametrize("config_class", [PipelinedPPOConfig, PPOConfig])
+def test_a_pipelined_learners_kl_reference_is_the_policy_its_update_starts_from(config_class):
+    config = _cartpole(config_class)
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    runner = SingleAgentEnvRunner(config=config)
+    runner.module.set_state(learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True))
+    episodes = runner.sample(num_timesteps=64, random_actions=False)
+    sampled = np.concatenate([np.asarray(e.get_extra_model_outputs(Columns.ACTION_DIST_INPUTS)) for e in episodes])
+    logp = np.concatenate([np.asarray(e.get_extra_model_outputs(Columns.ACTION_LOGP)) for e in episodes])
+    module = learner.module[DEFAULT_MODULE_ID]
+    with torch.no_grad():  # one update later: the Learner's weights moved
+        for param in module.parameters():
+            param.add_(0.05 * torch.randn_like(param))
+    batch = learner._make_batch_if_necessary(TrainingData(episodes=episodes))[DEFAULT_MODULE_ID]
+    steps = batch[Columns.LOSS_MASK].bool()  # the sampled steps, without the bootstrap steps
+    with torch.no_grad():
+        updated = module.forward_inference({Columns.OBS: batch[Columns.OBS]})[Columns.ACTION_DIST_INPUTS]
+    torch.testing.assert_close(batch[Columns.ACTION_LOGP][steps], torch.as_tensor(logp))  # the ratio's: behaviour
+    expected = updated[steps] if config_class is PipelinedPPOConfig else torch.as_tensor(sampled)
+    torch.testing.assert_close(batch[Columns.ACTION_DIST_INPUTS][steps], expected)
+    runner.stop()
+
+
+def _module_weights(algo) -> dict:
+    state = algo.learner_group.get_state(components=f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}")
+    return copy.deepcopy(state[COMPONENT_LEARNER][COMPONENT_RL_MODULE][DEFAULT_MODULE_ID])
+
+
+def _sampled_logp_matches(module, weights: dict, episodes: list) -> bool:
+    """Whether `weights` give every sampled step's recorded logp (to float tolerance)."""
+    module.set_state(weights)
+    for episode in episodes:
+        observations = torch.as_tensor(np.asarray(episode.get_observations(slice(0, len(episode)))))
+        actions = torch.as_tensor(np.asarray(episode.get_actions()))
+        with torch.no_grad():
+            logits = module.forward_inference({Columns.OBS: observations})[Columns.ACTION_DIST_INPUTS]
+        logp = torch.log_softmax(logits, dim=-1).gather(1, actions.long().unsqueeze(1)).squeeze(1)
+        recorded = torch.as_tensor(np.asarray(episode.get_extra_model_outputs(Columns.ACTION_LOGP)))
+        if not torch.allclose(logp, recorded.float(), atol=1e-5, rtol=1e-5):
+            return False
+    return True
+
+
+@pytest.mark.slow
+def test_each_update_trains_on_a_batch_sampled_with_the_weights_one_update_older(tmp_path):
+    config = (PipelinedPPOConfig().environment("CartPole-v1")
+              .env_runners(num_env_runners=1, num_envs_per_env_runner=4)
+              .rl_module(rl_module_spec=RLModuleSpec(module_class=MLPModel, model_config={"hidden_sizes": (16,)}))
+              .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=2, lr=1e-2)
+              .learners(learner_class=ActorCriticPPOTorchLearner)
+              .debugging(seed=0))
+    with local_ray(tmp_path):
+        algo = config.build_algo()
+        try:
+            before_update, batches = [], []
+            update = algo.learner_group.update
+
+            def recording_update(*args, episodes, **kwargs):
+                before_update.append(_module_weights(algo))
+                batches.append(copy.deepcopy(episodes))
+                return update(*args, episodes=episodes, **kwargs)
+
+            algo.learner_group.update = recording_update
+            lags = [algo.train()[POLICY_LAG] for _ in range(ITERATIONS)]
+        finally:
+            algo.stop()
+    assert lags == [0] + [1] * (ITERATIONS - 1)
+    env = gym.make("CartPole-v1")
+    module = MLPModel(observation_space=env.observation_space, action_space=env.action_space,
+                      model_config={"hidden_sizes": (16,)}, inference_only=True)
+    assert _sampled_logp_matches(module, before_update[0], batches[0])  # the first batch: the same weights
+    for k in range(1, ITERATIONS):
+        assert _sampled_logp_matches(module, before_update[k - 1], batches[k]), k  # one update older
+        assert not _sampled_logp_matches(module, before_update[k], batches[k]), k  # not the Learner's own
