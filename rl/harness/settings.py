@@ -66,6 +66,9 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 REPRODUCE_SCRATCH_ENV = "RL_HARNESS_REPRODUCE_DIR"
 DEFAULT_REPRODUCE_SCRATCH = os.path.join("~", ".cache", "rl-harness", "reproduce")
 BAZEL_ENV = "RL_HARNESS_BAZEL"
+# Set by `study --resume` for the study's commit's own build, which then refuses what still differs
+# rather than checking its commit out again (commands/study_commit.py).
+AT_STUDY_COMMIT_ENV = "RL_HARNESS_AT_STUDY_COMMIT"
 
 # -- Backblaze B2 ------------------------------------------------------------------------------
 B2_KEY_ID_ENV = "B2_APPLICATION_KEY_ID"
@@ -179,6 +182,11 @@ def working_directory(environ: Optional[Mapping[str, str]] = None) -> str:
 
 def reproduce_scratch_dir(environ: Optional[Mapping[str, str]] = None) -> str:
     return os.path.expanduser(_environ(environ).get(REPRODUCE_SCRATCH_ENV, DEFAULT_REPRODUCE_SCRATCH))
+
+
+def at_study_commit(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether this process is a study's commit's own build, started by `study --resume` from another checkout."""
+    return _environ(environ).get(AT_STUDY_COMMIT_ENV) == "1"
 
 
 def bazel_command(environ: Optional[Mapping[str, str]] = None) -> Optional[list[str]]:

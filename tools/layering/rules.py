@@ -21,7 +21,7 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "harness": (
         frozenset(),
         frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "pyarrow", "scipy", "matplotlib", "tensorboard",
-                   "gymnasium"}),
+                   "gymnasium", "mlflow"}),
     ),
     "analysis": (
         frozenset({"learners", "harness"}),
@@ -54,6 +54,8 @@ CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "b2sdk"): ("rl/harness/remote/",),
     ("harness", "pyarrow"): ("rl/harness/remote/",),
     # A run's metrics as TensorBoard events, a study's HParams view, and the server over them (docs/architecture.md).
+    # `export --to mlflow`'s writer, run by a python that has MLflow (never the harness's venv: not in its lock).
+    ("harness", "mlflow"): ("rl/harness/commands/mlflow_writer.py",),
     ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/study/hparams.py",
                                  "rl/harness/commands/tensorboard_view.py"),
 }

@@ -18,12 +18,12 @@ from typing import Optional
 from absl.flags import argparse_flags
 
 from rl.harness import settings
-from rl.harness.commands import catalog, compare, recipes, study
+from rl.harness.commands import catalog, compare, export, recipes, study
 from rl.harness.errors import EXIT_USAGE
 from rl.harness.run import layout, rolling
 from rl.harness.training import hardware
 
-COMMANDS = ("runs", "show", "diff", "compare", "reproduce", "study", "sync", "fetch")
+COMMANDS = ("runs", "show", "diff", "compare", "reproduce", "study", "sync", "fetch", "export")
 _COMMANDS_HELP = """other commands (each has its own --help):
   runs                       list the runs under --results-dir (or the workspace) by start time
   show <run-id>              one run's status, results and provenance
@@ -33,7 +33,8 @@ _COMMANDS_HELP = """other commands (each has its own --help):
   study <study module>       agents x seeds as parallel runs, resumable, summarised with intervals
   study plan <study-id>      the seeds (and compute time) each agent needs for an interval of --width W
   sync <run-id>              send what the store lacks of a run (docs/artifact_storage.md)
-  fetch <run-id | study-id>  bring a run or a study back from the store, verified (--records-only: results only)"""
+  fetch <run-id | study-id>  bring a run or a study back from the store, verified (--records-only: results only)
+  export --to mlflow <id>    a run, or a study (one MLflow run per member), into an MLflow tracking store"""
 
 
 class _Parser(argparse_flags.ArgumentParser):
@@ -199,6 +200,15 @@ def _catalog_parser(command: str, experiment: Optional[str]) -> argparse.Argumen
         if command == "fetch":
             parser.add_argument("--records-only", action="store_true", help="only the run's results folder")
         parser.add_argument("--artifacts-dir", type=_user_path, help="the run's artifacts root (default: beside its results)")
+    elif command == "export":
+        parser.add_argument("id", metavar="RUN_OR_STUDY_ID", help="a run id, or a study id (with --results-dir)")
+        parser.add_argument("--to", choices=export.TARGETS, required=True, help="the tracker whose store to write")
+        parser.add_argument("--tracking-uri", help=f"the MLflow store (default: sqlite:///{export.DEFAULT_STORE} in"
+                                                   " this folder, MLflow's own default)")
+        parser.add_argument("--python", type=_user_path,
+                            help="a python with MLflow, which writes the store (default: this one, if it has MLflow)")
+        parser.add_argument("--artifacts-dir", type=_user_path, help="the runs' artifacts root (default: beside"
+                                                                     " their results)")
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()

@@ -15,6 +15,7 @@
     rl-harness sync <run-id> [--results-dir DIR] [--artifacts-dir DIR]
     rl-harness fetch <run-id | study-id> [--records-only] [--results-dir DIR] [--artifacts-dir DIR]
     rl-harness runs --store
+    rl-harness export --to mlflow <run-id | study-id> [--tracking-uri URI] [--python PATH] [--results-dir DIR]
 
     bazel run //rl/harness:rl-harness -- experiments.mess3.reward_only --smoke
     bazel run //experiments/mess3:reward_only -- --smoke      # an rl_experiment binary: module fixed
@@ -37,7 +38,7 @@ from typing import Callable, Optional
 from absl import app, logging
 
 from rl.harness import settings
-from rl.harness.commands import catalog, compare, execution, recipes, reproduce, study, study_transfer, transfer
+from rl.harness.commands import catalog, compare, execution, export, recipes, reproduce, study, study_transfer, transfer
 from rl.harness.commands.arguments import parse
 from rl.harness.errors import HarnessError
 from rl.harness.remote import stores
@@ -99,6 +100,8 @@ def dispatch(command: str, options: argparse.Namespace, experiment: Optional[str
             original = finder.find_run(options.run_id, _catalog_roots(options))
             return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps),
                                        trust_patch=options.trust_patch, artifacts_root=options.artifacts_dir)
+        if command == "export":
+            return export.export(options, _catalog_roots(options))
         if command == "fetch":
             return study_transfer.fetch(options.run_id, results_dir=options.results_dir,
                                         artifacts_dir=options.artifacts_dir, records_only=options.records_only,

@@ -22,23 +22,20 @@ nowhere and the platform differs, the statistical verdict rests on the run's com
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import signal
-import sys
 import tempfile
 from typing import Any, Optional
 
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.commands import cross_platform, reproduce_inputs
+from rl.harness.commands import checkout, cross_platform, reproduce_inputs
 from rl.harness.run import buildinfo, finder, hyperparameters, platform, provenance, records
 from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import RunManifest, read_manifest, runner_determinism
@@ -69,27 +66,6 @@ class ReproduceInterrupted(HarnessError):
     def __init__(self, message: str, signal_name: str):
         super().__init__(message)
         self.exit_status = 128 + int(signal.Signals[signal_name])
-
-
-def _run_reproduction(command: list[str], cwd: str, env: dict) -> tuple[int, Optional[str]]:
-    """(exit status, the name of the signal that stopped it or None) of the reproduction run.
-
-    It runs in its own session, so a terminal's Ctrl-C reaches it once, through this process: a
-    SIGINT or SIGTERM here is forwarded to it (the run finishes its iteration, checkpoints and
-    records itself interrupted) and waited for; a second one is forwarded too (it stops at once).
-    """
-    child = subprocess.Popen(command, cwd=cwd, env=env, start_new_session=True)
-    received = []
-
-    def forward(number, frame):
-        received.append(signal.Signals(number).name)
-        child.send_signal(number)
-    previous = {number: signal.signal(number, forward) for number in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        return child.wait(), (received[0] if received else None)
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
 
 
 def ignored(key: str) -> bool:
@@ -220,52 +196,6 @@ def compare_outcome(original: finder.Run, original_rows: Optional[list[dict]], r
 # -- checkout and build ----------------------------------------------------------------------
 
 
-def _run(command: list[str], cwd: str, what: str, **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, **kwargs)
-    if done.returncode != 0:
-        detail = (done.stderr.strip() or done.stdout.strip()).splitlines()
-        raise ReproduceError(f"{what} failed: {detail[-1] if detail else f'exit {done.returncode}'}")
-    return done
-
-
-def scratch_worktree(repo_root: str) -> str:
-    """One fixed path per repository: Bazel keys its output base (and venv) on the path, so they survive between
-    reproductions although the worktree itself is removed after each (`release`)."""
-    base = settings.reproduce_scratch_dir()
-    return os.path.join(base, hashlib.sha256(repo_root.encode()).hexdigest()[:12])
-
-
-def check_out(repo_root: str, commit: str, run_id: str, worktree: str) -> None:
-    """`worktree` at `commit` (detached, clean); ReproduceError when the repository lacks the commit."""
-    if subprocess.run(["git", "-C", repo_root, "cat-file", "-e", f"{commit}^{{commit}}"],
-                      capture_output=True).returncode != 0:
-        raise ReproduceError(f"commit {commit} of run {run_id} is not in {repo_root}; fetch it"
-                             f" (`git fetch origin {commit}`) or reproduce in a clone that has it")
-    if os.path.isdir(worktree):
-        subprocess.run(["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True)
-    if os.path.lexists(worktree):  # left by an interrupted reproduction, or not a worktree: only a scratch copy
-        logging.warning("replacing the stale scratch folder %s", worktree)
-        shutil.rmtree(worktree) if os.path.isdir(worktree) and not os.path.islink(worktree) else os.remove(worktree)
-    subprocess.run(["git", "-C", repo_root, "worktree", "prune"], capture_output=True)
-    os.makedirs(os.path.dirname(worktree), exist_ok=True)
-    _run(["git", "-C", repo_root, "worktree", "add", "--detach", "--force", worktree, commit], repo_root,
-         f"creating a scratch worktree at {worktree}")
-
-
-def release(repo_root: str, worktree: str) -> None:
-    """Stops the Bazel server the reproduction started in `worktree` and unregisters the worktree.
-
-    The scratch folder's Bazel output base (keyed on its path) is kept, so the next reproduction
-    at the same path reuses its cache.
-    """
-    if os.path.isdir(worktree):
-        try:
-            subprocess.run([*_bazel(worktree), "shutdown"], cwd=worktree, capture_output=True, timeout=300)
-        except (OSError, subprocess.TimeoutExpired) as error:  # no Bazel there, so no server either; or a hung one
-            logging.warning("could not stop the Bazel server of %s (%s)", worktree, error)
-    subprocess.run(["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True)
-
-
 def apply_patch(worktree: str, patch_path: str, run_id: str, commit: str) -> None:
     if os.path.getsize(patch_path) == 0:
         return
@@ -274,47 +204,6 @@ def apply_patch(worktree: str, patch_path: str, run_id: str, commit: str) -> Non
         reason = (done.stderr.strip().splitlines() or ["git apply failed"])[0]
         raise ReproduceError(f"the saved patch of run {run_id} ({patch_path}) no longer applies to commit"
                              f" {commit[:12]}: {reason}; restore the patch from git or B2")
-
-
-def _target_path(target: str) -> tuple[str, str]:
-    package, _, name = target.lstrip("/").partition(":")
-    return package, name
-
-
-def _python_override(worktree: str) -> list[str]:
-    """Reuse this process's venv repository when the worktree's lock is the one it was built from.
-
-    Saves building a 2 GB venv per worktree (minutes); the identity it carries is the same.
-    """
-    repository = pathlib.Path(sys.prefix).parent
-    identity_file = repository / "identity.json"
-    lock = pathlib.Path(worktree, "requirements_lock.txt")
-    if not identity_file.exists() or not lock.exists():
-        return []
-    identity = json.loads(identity_file.read_text())
-    if identity.get("lock_sha256") != provenance.file_sha256(str(lock)):
-        return []
-    return [f"--override_repository=rl_python={repository}"]
-
-
-def _bazel(worktree: str) -> list[str]:
-    explicit = settings.bazel_command()
-    if explicit:
-        return explicit
-    wrapper = os.path.join(worktree, "bazelw")
-    return [wrapper] if os.path.exists(wrapper) else ["bazel"]
-
-
-def build(worktree: str, target: str) -> dict:
-    """Builds `target` in `worktree`; returns its build identity (the binary's build_info JSON).
-
-    `--` ends Bazel's options: the recorded target (a checked label) is only ever read as a target.
-    """
-    _run([*_bazel(worktree), "build", *_python_override(worktree), "--", target], worktree, f"bazel build {target}",
-         env=_child_environment())
-    package, name = _target_path(target)
-    return records.read_json(os.path.join(worktree, "bazel-bin", package, f"{name}.build_info.json"),
-                             "rebuilt build info")
 
 
 def _run_arguments(manifest: RunManifest, run_id: str, results_root: str, artifacts_root: str,
@@ -328,20 +217,6 @@ def _run_arguments(manifest: RunManifest, run_id: str, results_root: str, artifa
                  "--run-id", run_id, "--results-dir", results_root, "--artifacts-dir", artifacts_root,
                  "--no-upload-artifacts", *prefix.run_flags(), *hyperparameters.set_arguments(options.get("set") or {})]
     return arguments + (["--smoke"] if options.get("smoke") else [])
-
-
-# This binary's runfiles, workspace and build identity must not leak into the rebuilt one.
-_LEAKING_ENVIRONMENT = ("BUILD_WORKSPACE_DIRECTORY", "BUILD_WORKING_DIRECTORY", "RUNFILES_DIR",
-                        "RUNFILES_MANIFEST_FILE", "JAVA_RUNFILES", "PYTHON_RUNFILES", "PYTHONPATH",
-                        "RL_BUILD_INFO", "RL_BUILD_STAMP")
-
-
-def _child_environment(cpu_share: Optional[int] = None) -> dict:
-    """This process's environment without what would leak into the rebuilt binary; `cpu_share` as $RL_HARNESS_CPUS."""
-    environment = {key: value for key, value in os.environ.items() if key not in _LEAKING_ENVIRONMENT}
-    if cpu_share is not None:
-        environment[settings.CPU_SHARE_ENV] = str(cpu_share)
-    return environment
 
 
 # -- the whole command -----------------------------------------------------------------------
@@ -482,7 +357,7 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_roo
     if patch is not None:
         check_patch_trust(patch, original.run_id, trust_patch)
     cpu_share = reproduce_inputs.recorded_cpu_share(manifest)
-    environment = _child_environment(cpu_share)
+    environment = checkout.child_environment(cpu_share)
     if cpu_share is not None:
         print(f"applying the run's recorded CPU limit: ${settings.CPU_SHARE_ENV}={cpu_share}"
               f" ({manifest.hardware['machine']['cpu_limit']})", flush=True)
@@ -503,9 +378,9 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_roo
     repo_root = repo_root or provenance.git_state(settings.workspace_directory() or os.getcwd())["root"]
     if repo_root is None:
         raise ReproduceError("not inside a git checkout; run reproduce from the repository the run came from")
-    worktree = scratch_worktree(repo_root)
+    worktree = checkout.scratch_worktree(repo_root)
     try:
-        check_out(repo_root, commit, original.run_id, worktree)
+        checkout.check_out(repo_root, commit, f"run {original.run_id}", worktree)
         patch_verified = None
         if patch is not None:
             apply_patch(worktree, patch, original.run_id, commit)
@@ -515,11 +390,11 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_roo
                                 " %s): the build comparison below names what differs", manifest.code["experiment_repo"]
                                 .get("patch", {}).get("omitted") or "nothing recorded")
         target = manifest.build["target"]
-        rebuilt = build(worktree, target)
+        rebuilt = checkout.build(worktree, target)
         differences = build_differences(manifest.build, rebuilt)
         reproduction_id = new_run_id()
-        returncode, stopped_by = _run_reproduction(
-            [*_bazel(worktree), "run", *_python_override(worktree), "--", target,
+        returncode, stopped_by = checkout.run_forwarding_signals(
+            [*checkout.bazel(worktree), "run", *checkout.python_override(worktree), "--", target,
              *_run_arguments(manifest, reproduction_id, str(layout.results_root), str(layout.artifacts_root), prefix)],
             cwd=worktree, env=environment)
         if stopped_by is not None:
@@ -536,7 +411,7 @@ def reproduce(original: finder.Run, *, prefix: RowBudget = RowBudget(), repo_roo
             raise ReproduceError(f"the reproduction run {reproduction_id} of {target} exited {returncode}; see its log"
                                  " above and its manifest")
     finally:
-        release(repo_root, worktree)
+        checkout.release(repo_root, worktree)
     reproduction = layout.with_run_id(reproduction_id)
     new_dir = str(reproduction.results_dir)
     new_manifest = read_manifest(new_dir)

@@ -2,7 +2,7 @@
 
     rl-harness study experiments.mess3.belief_study [--smoke] [--max-concurrent N] [--ray-address ADDRESS]
     rl-harness study experiments.mess3.belief_study --resume <study-id>      # continue: finished runs stay
-    rl-harness study experiments.mess3.belief_study --resume <study-id> --seeds 5-14   # more seeds, same commit
+    rl-harness study experiments.mess3.belief_study --resume <study-id> --seeds 5-14   # more seeds, the study's commit
     rl-harness study experiments.mess3.belief_study --runs reward_only=<id>,<id> memoryless=<id>,<id>
 
 Each member is an ordinary run (`rl-harness <agent recipe> --seed S --run-id <study>-<agent>-s<S>`)
@@ -11,7 +11,9 @@ in results/[smoke/]studies/<study-id>/. With a store (docs/scale_out.md) the stu
 run are mirrored to it, the study reads its members from it, and `--resume` on another machine starts from
 it alone (commands/study_transfer.py). `--resume` runs only what is not completed: a pending
 member from scratch, an interrupted one from its last checkpoint (`--resume-from` its run), a
-failed one again only with `--retry-failed`. `--runs` summarises runs made elsewhere (no training).
+failed one again only with `--retry-failed`; from a checkout whose code or lock is not the study's, the
+study's commit, built in a scratch worktree, resumes it (`study_commit.py`). `--runs` summarises runs
+made elsewhere (no training).
 A summary refuses, in one line naming the runs, a set that mixes smoke and full runs, repeats a
 seed, or differs in commit, lock or settings (summary.check_comparable).
 """
@@ -32,7 +34,7 @@ from typing import Optional
 from absl import logging
 
 from rl.harness import settings
-from rl.harness.commands import execution, recipes, study_transfer
+from rl.harness.commands import execution, recipes, study_commit, study_transfer
 from rl.harness.errors import EXIT_FAILED, UsageError
 from rl.harness.run import begin, buildinfo, finder, hyperparameters, provenance, redaction
 from rl.harness.run.layout import RunLayout
@@ -132,6 +134,15 @@ def _code_key(code: dict) -> tuple:
                  for name in ("library", "experiment_repo"))
 
 
+def _difference(record: StudyRecord, code: dict, build: dict) -> Optional[str]:
+    """What of `record`'s code and lock this build does not have, in words; None when it has both."""
+    if _code_key(record.code) != _code_key(code):
+        return f"code ({summary.describe_code(record.code)}, here {summary.describe_code(code)})"
+    if record.build.get("lock_sha256") != build.get("lock_sha256"):
+        return f"lock ({record.build.get('lock_sha256')}, here {build.get('lock_sha256')})"
+    return None
+
+
 class StudyCommand:
     """One invocation: validated in `__init__` (nothing written), then `run()` (trials, record, summary)."""
 
@@ -163,8 +174,11 @@ class StudyCommand:
         self._view_folder = tempfile.TemporaryDirectory(prefix="rl-harness-study-view-") if self.store else None
         self.view = study_transfer.MemberView(self.store, pathlib.Path(self._view_folder.name)) if self.store else None
         self._view_due, self._view_failing = 0.0, False
+        self.at_commit: Optional[str] = None  # the study's commit, when this checkout's code or lock is not its
         if options.resume:
             self.record = self._resumable(options.resume)
+            if self.at_commit:
+                return
         else:
             study_id = options.study_id or new_run_id()
             if problem := run_id_problem(study_id):
@@ -209,13 +223,9 @@ class StudyCommand:
         if self.options.stop_at_env_steps not in (None, record.stop_at_env_steps):
             raise UsageError(f"study {study_id} caps its members at {record.stop_at_env_steps or 'no'} env steps; resume"
                              " it without --stop-at-env-steps (the record keeps its cap)")
-        if _code_key(record.code) != _code_key(self.code):
-            raise UsageError(f"study {study_id} was started at {summary.describe_code(record.code)}, the tree is now at"
-                             f" {summary.describe_code(self.code)}: its members would differ in code; check that commit out"
-                             " or start a new study")
-        if record.build.get("lock_sha256") != self.build.get("lock_sha256"):
-            raise UsageError(f"study {study_id} was started with lock {record.build.get('lock_sha256')}, this build has"
-                             f" {self.build.get('lock_sha256')}; build at the study's commit or start a new study")
+        if differs := _difference(record, self.code, self.build):
+            self.at_commit = study_commit.recorded_commit(record, differs)  # its commit's build checks and runs the rest
+            return record
         self._update_view(record.members, force=True)
         for member in record.members:
             result = self._look(member)[1]
@@ -244,6 +254,9 @@ class StudyCommand:
     # -- running ------------------------------------------------------------------------------
 
     def run(self) -> int:
+        if self.at_commit:
+            return study_commit.resume(self.record, self.at_commit, self.options, self.code["experiment_repo"]["root"],
+                                       self.results_root, self.artifacts_root)
         if self.options.runs:
             return self._adopt(self.options.runs)
         trials = self._plan()

@@ -2,6 +2,7 @@
 
     python fake_bazel.py build [--flag ...] -- //tiny:recipe        # bazel-bin/tiny/recipe.build_info.json
     python fake_bazel.py run [--flag ...] -- //tiny:recipe ARGS     # builds, then `rl.harness.commands.cli tiny.recipe ARGS`
+    python fake_bazel.py run -- //rl/harness:rl-harness study ...   # the harness's own binary: `rl.harness.commands.cli ARGS`
 
 Bazel cannot run inside a Bazel test's sandbox, so the reproduce tests build with this: the
 identity is the real tools/build_info/compute.py over every .py file of the checkout (outside
@@ -19,6 +20,7 @@ import sys
 # rl/harness/tests/fake_bazel.py -> the tree holding rl/ and tools/ (the workspace or the runfiles root).
 HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 _NOT_SOURCES = ("results", "artifacts", ".git")
+HARNESS_TARGET = "//rl/harness:rl-harness"  # runs the generic CLI, as `bazel run //rl/harness:rl-harness` does
 
 
 def _sources(checkout: str) -> list[tuple[str, str]]:
@@ -72,10 +74,10 @@ def main(argv: list[str]) -> int:
     build_info = build(checkout, target)
     if command == "build":
         return 0
-    module = target.lstrip("/").replace("/", ".").replace(":", ".")
+    module = [] if target == HARNESS_TARGET else [target.lstrip("/").replace("/", ".").replace(":", ".")]
     environment = {**os.environ, "RL_BUILD_INFO": build_info, "PYTHONPATH": os.pathsep.join([checkout, HARNESS_ROOT])}
     # As `bazel run` does, the binary replaces this process: signals sent to it reach the run.
-    os.execve(sys.executable, [sys.executable, "-m", "rl.harness.commands.cli", module, *arguments], environment)
+    os.execve(sys.executable, [sys.executable, "-m", "rl.harness.commands.cli", *module, *arguments], environment)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from rl.harness import settings
-from rl.harness.commands import cli, reproduce, reproduce_inputs
+from rl.harness.commands import checkout, cli, reproduce, reproduce_inputs
 from rl.harness.run import begin, provenance, records
 from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest, read_manifest
@@ -31,7 +31,7 @@ def _dirty(repo):
 
 def _worktree(repo, tmp_path):
     worktree = tmp_path / "worktree"
-    reproduce.check_out(str(repo), run_helpers.git(repo, "rev-parse", "HEAD").strip(), "run-1", str(worktree))
+    checkout.check_out(str(repo), run_helpers.git(repo, "rev-parse", "HEAD").strip(), "run run-1", str(worktree))
     return worktree
 
 
@@ -141,8 +141,8 @@ def test_unknown_run_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_missing_commit_names_it_and_the_fix(repo, tmp_path):
-    with pytest.raises(reproduce.ReproduceError, match=r"commit 0{40} of run run-1 is not in .*git fetch origin"):
-        reproduce.check_out(str(repo), "0" * 40, "run-1", str(tmp_path / "worktree"))
+    with pytest.raises(checkout.CheckoutError, match=r"commit 0{40} of run run-1 is not in .*git fetch origin"):
+        checkout.check_out(str(repo), "0" * 40, "run run-1", str(tmp_path / "worktree"))
 
 
 def test_a_patch_that_no_longer_applies_says_so(repo, tmp_path):
@@ -179,7 +179,7 @@ def test_a_run_recorded_under_a_cpu_share_is_checked_under_that_share_whatever_t
 
     monkeypatch.setenv(settings.CPU_SHARE_ENV, "2")  # the recorded share wins over this shell's
     share = reproduce_inputs.recorded_cpu_share(recorded)
-    environment = reproduce._child_environment(share)
+    environment = checkout.child_environment(share)
     assert (share, environment[settings.CPU_SHARE_ENV]) == (1, "1")
     reproduce.check_machine(recorded, hardware.detect_machine(environment))
 
@@ -277,14 +277,14 @@ def test_a_stale_scratch_folder_is_replaced_and_released_afterwards(repo, tmp_pa
     worktree = tmp_path / "scratch"
     worktree.mkdir()
     (worktree / "left_over.txt").write_text("from an interrupted reproduction")  # not a registered worktree
-    reproduce.check_out(str(repo), run_helpers.git(repo, "rev-parse", "HEAD").strip(), "run-1", str(worktree))
+    checkout.check_out(str(repo), run_helpers.git(repo, "rev-parse", "HEAD").strip(), "run run-1", str(worktree))
     assert (worktree / "recipe.py").read_text() == "LR = 0.1\n" and not (worktree / "left_over.txt").exists()
     calls = tmp_path / "bazel_calls"
     fake_bazel = tmp_path / "bazel"
     fake_bazel.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     fake_bazel.chmod(0o755)
     monkeypatch.setenv(settings.BAZEL_ENV, str(fake_bazel))
-    reproduce.release(str(repo), str(worktree))
+    checkout.release(str(repo), str(worktree))
     assert calls.read_text() == "shutdown\n" and not worktree.exists()
     assert run_helpers.git(repo, "worktree", "list").count("\n") == 1  # only the repository itself
 

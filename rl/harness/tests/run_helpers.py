@@ -53,6 +53,13 @@ def run_fake(results_root, artifacts_root, *args) -> int:
                      *args])
 
 
+def one_error_line(capture) -> str:
+    """The one line a refused command printed on stderr (`capture`: pytest's capsys or capfd)."""
+    lines = [line for line in capture.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
 def run_cli(args, timeout=120, module="rl.harness.commands.cli", cwd=None, **env):
     process = start_cli(args, module, cwd, **env)
     try:

@@ -27,11 +27,12 @@ _UNSIGNED_SET_UP_REQUESTS = 6  # two users, each: user, access key, policy
 _READ_ONLY = ["s3:GetObject", "s3:ListBucket", "s3:ListAllMyBuckets", "s3:GetBucketLocation"]
 
 
-def _tools_python() -> str:
+def tools_python() -> str:
+    """The test tools' python (requirements_test_lock.txt: moto's server, MLflow), named by the file in $RL_TEST_TOOLS_PYTHON_FILE."""
     path = os.environ.get(TOOLS_PYTHON_FILE_ENV)
     if not path:
         raise RuntimeError(f"${TOOLS_PYTHON_FILE_ENV} is not set: run this test through Bazel, or set it to a file"
-                           " naming a python with moto[server] installed")
+                           " naming the python of a venv built from requirements_test_lock.txt")
     with open(path) as handle:
         return handle.read().strip()
 
@@ -66,7 +67,7 @@ class S3Server:
         env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(_UNSIGNED_SET_UP_REQUESTS)}
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             env.pop(name, None)
-        self._process = subprocess.Popen([_tools_python(), "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+        self._process = subprocess.Popen([tools_python(), "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
                                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_until_listening()
         self.read_write = self._user("writer", ["s3:*"])
