@@ -33,7 +33,7 @@ _COMMANDS_HELP = """other commands (each has its own --help):
   study <study module>       agents x seeds as parallel runs, resumable, summarised with intervals
   study plan <study-id>      the seeds (and compute time) each agent needs for an interval of --width W
   sync <run-id>              send what the store lacks of a run (docs/artifact_storage.md)
-  fetch <run-id>             bring a run back from the store, verified (--records-only: its results only)
+  fetch <run-id | study-id>  bring a run or a study back from the store, verified (--records-only: results only)
   export --to mlflow <id>    a run, or a study (one MLflow run per member), into an MLflow tracking store"""
 
 

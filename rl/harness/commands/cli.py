@@ -13,7 +13,7 @@
     rl-harness study <dotted.study.module> [--smoke] [--resume STUDY_ID] [--max-concurrent N] [--runs A=ID,ID ...]
     rl-harness study plan <study-id> --width W [--statistic mean|median|iqm] [--score NAME] --results-dir DIR
     rl-harness sync <run-id> [--results-dir DIR] [--artifacts-dir DIR]
-    rl-harness fetch <run-id> [--records-only] [--results-dir DIR] [--artifacts-dir DIR]
+    rl-harness fetch <run-id | study-id> [--records-only] [--results-dir DIR] [--artifacts-dir DIR]
     rl-harness runs --store
     rl-harness export --to mlflow <run-id | study-id> [--tracking-uri URI] [--python PATH] [--results-dir DIR]
 
@@ -38,7 +38,7 @@ from typing import Callable, Optional
 from absl import app, logging
 
 from rl.harness import env_vars
-from rl.harness.commands import catalog, compare, execution, export, recipes, reproduce, study, transfer
+from rl.harness.commands import catalog, compare, execution, export, recipes, reproduce, study, study_transfer, transfer
 from rl.harness.commands.arguments import parse
 from rl.harness.errors import HarnessError
 from rl.harness.remote import stores
@@ -103,8 +103,9 @@ def dispatch(command: str, options: argparse.Namespace, recipe: Optional[str] = 
         if command == "export":
             return export.export(options, _catalog_roots(options))
         if command == "fetch":
-            return transfer.fetch(options.run_id, results_dir=options.results_dir, artifacts_dir=options.artifacts_dir,
-                                  records_only=options.records_only, connect_store=connect_store)
+            return study_transfer.fetch(options.run_id, results_dir=options.results_dir,
+                                        artifacts_dir=options.artifacts_dir, records_only=options.records_only,
+                                        connect_store=connect_store)
         if command == "runs" and options.store:
             print("\n".join(transfer.list_store(connect_store)))
             return 0

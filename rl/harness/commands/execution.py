@@ -64,7 +64,8 @@ class Plan:
     hyperparameters: dict  # the recipe's declared defaults with the --set overrides applied
 
 
-def _store_config(options: argparse.Namespace) -> Optional[StoreConfig]:
+def store_config(options: argparse.Namespace) -> Optional[StoreConfig]:
+    """The store a run (or a study, `options.smoke` and `options.upload_artifacts`) mirrors to, or None."""
     if options.upload_artifacts is False:
         return None
     try:
@@ -122,7 +123,7 @@ def plan_run(options: argparse.Namespace, module_name: str, connect_store: Calla
     parent = resume.resolve_resume(options.resume_from, results_root, artifacts_root) if options.resume_from else None
     if parent is not None:
         resume.check_experiment(parent, options.resume_from, module_name)
-    config = _store_config(options)
+    config = store_config(options)
     upload = None if config is None else _checked_store(config, connect_store, layout, module_name)
     machine = hardware.detect_machine()
     profile = hardware.choose_profile(options.hardware_profile, machine, options.env_runner)

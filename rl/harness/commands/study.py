@@ -7,7 +7,9 @@
 
 Each member is an ordinary run (`rl-harness <agent recipe> --seed S --run-id <study>-<agent>-s<S>`)
 with its own manifest under the same results/ and artifacts/; the study's record and summary are
-in results/[smoke/]studies/<study-id>/. `--resume` runs only what is not completed: a pending
+in results/[smoke/]studies/<study-id>/. With a store (docs/scale_out.md) the study's folders and every member
+run are mirrored to it, the study reads its members from it, and `--resume` on another machine starts from
+it alone (commands/study_transfer.py). `--resume` runs only what is not completed: a pending
 member from scratch, an interrupted one from its last checkpoint (`--resume-from` its run), a
 failed one again only with `--retry-failed`; from a checkout whose code or lock is not the study's, the
 study's commit, built in a scratch worktree, resumes it (`study_commit.py`). `--runs` summarises runs
@@ -24,12 +26,15 @@ import os
 import pathlib
 import signal
 import sys
+import tempfile
 import threading
+import time
 from typing import Optional
 
 from absl import logging
 
-from rl.harness.commands import execution, recipes, study_commit
+from rl.harness import env_vars
+from rl.harness.commands import execution, recipes, study_commit, study_transfer
 from rl.harness.errors import EXIT_FAILED, UsageError
 from rl.harness.run import begin, buildinfo, finder, hyperparameters, provenance, redaction
 from rl.harness.run.layout import RunLayout
@@ -59,7 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser, user_path, positive) -> None:
     parser.add_argument("--runs", nargs="+", metavar="AGENT=ID,ID", help="summarise these runs as the study's members")
     parser.add_argument("--max-concurrent", type=int, help="trials at once (default: as many as the CPUs allow)")
     parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs each member's run may use (default 1)")
-    parser.add_argument("--ray-address", help="run the trials on this Ray cluster (members need its shared folders)")
+    parser.add_argument("--ray-address", help="run the trials on this Ray cluster (docs/cluster.md)")
+    parser.add_argument("--upload-artifacts", action=argparse.BooleanOptionalAction, default=None,
+                        help="mirror the study and its members to the store, and read the members from it (default:"
+                             " when one is configured and not --smoke); see docs/scale_out.md")
     parser.add_argument("--results-dir", type=user_path, help="results root (default: results/ beside the module)")
     parser.add_argument("--artifacts-dir", type=user_path, help="artifacts root (default: artifacts/ beside it)")
 
@@ -162,6 +170,10 @@ class StudyCommand:
         recipes.check_writable(self.artifacts_root, "--artifacts-dir")
         self.code, self.build = _provenance(options.module)
         self.stop_signal: Optional[str] = None
+        self.store = None if options.runs else study_transfer.study_store(options)  # --runs trains nothing
+        self._view_folder = tempfile.TemporaryDirectory(prefix="rl-harness-study-view-") if self.store else None
+        self.view = study_transfer.MemberView(self.store, pathlib.Path(self._view_folder.name)) if self.store else None
+        self._view_due, self._view_failing = 0.0, False
         self.at_commit: Optional[str] = None  # the study's commit, when this checkout's code or lock is not its
         if options.resume:
             self.record = self._resumable(options.resume)
@@ -177,6 +189,8 @@ class StudyCommand:
             if self.folder.exists():
                 raise UsageError(f"study {study_id} already exists at {self.folder}; resume it with --resume {study_id}"
                                  " or choose another --study-id")
+            if self.store is not None:
+                study_transfer.check_free(self.store, options.module, study_id, options.smoke)
         for name, agent in self.study.agents.items():  # a typo in a recipe or a setting fails before any record
             declared = getattr(recipes.load_recipe(agent), "HYPERPARAMETERS", None) or hyperparameters.Hyperparameters({})
             for setting in self.study.settings() if self.study.hyperparameters else ():
@@ -193,8 +207,13 @@ class StudyCommand:
         if problem := run_id_problem(study_id):
             raise UsageError(problem.replace("run id", "study id"))
         folder = find_study(self.results_root, study_id)
+        if folder is None and self.store is not None:
+            folder = study_transfer.fetch_record(self.store, study_id, self.results_root, self.artifacts_root)
         if folder is None:
-            raise UsageError(f"no study {study_id!r} under {self.results_root}; pass the --results-dir it was run with")
+            elsewhere = f" nor in {self.store.config.url}" if self.store else ""
+            raise UsageError(f"no study {study_id!r} under {self.results_root}{elsewhere}; pass the --results-dir it was"
+                             " run with, or configure the store it was mirrored to (docs/scale_out.md; a smoke study:"
+                             " with --upload-artifacts)")
         record = StudyRecord.read(folder)
         if record.module != self.options.module:
             raise UsageError(f"study {study_id} is a study of {record.module}, not {self.options.module}")
@@ -207,8 +226,9 @@ class StudyCommand:
         if differs := _difference(record, self.code, self.build):
             self.at_commit = study_commit.recorded_commit(record, differs)  # its commit's build checks and runs the rest
             return record
+        self._update_view(record.members, force=True)
         for member in record.members:
-            result = summary.load_member(self.results_root, _started_runs(member, self.results_root), self.artifacts_root)
+            result = self._look(member)[1]
             if result.status == RUNNING:
                 raise UsageError(f"{member.member.name}: run {result.run_ids[-1]} is still running (pid"
                                  f" {result.last.process.pid if result.last.process else '?'}); wait for it or stop it")
@@ -241,6 +261,13 @@ class StudyCommand:
             return self._adopt(self.options.runs)
         trials = self._plan()
         self.record.write(self.folder)
+        if self.store is None:
+            return self._run(trials)
+        with study_transfer.mirrored(self.store, self.record, self.results_root, self.artifacts_root,
+                                     self.resume_command()):
+            return self._run(trials)
+
+    def _run(self, trials: list) -> int:
         if (self.code.get("library") or {}).get("dirty") and trials:
             logging.warning("the tree has uncommitted changes: editing it while the study runs makes its members differ"
                             " in code, and the summary then refuses them; commit first for a study you keep")
@@ -270,21 +297,24 @@ class StudyCommand:
 
         trials = []
         for planned in self.record.members:
-            member = _started_runs(planned, self.results_root)
-            result = summary.load_member(self.results_root, member, self.artifacts_root)
+            member, result = self._look(planned)
             status = result.status
             if status == COMPLETED or (status == FAILED and not self.options.retry_failed):
                 continue
             resume_from = member.last_run if status in (INTERRUPTED, CRASHED) and result.last.checkpoints else None
             variant = f"-v{self.study.settings().index(member.setting)}" if self.study.hyperparameters else ""
-            run_id = f"{self.record.study_id}-{member.agent}{variant}-s{member.seed}"
-            if member.runs:
-                run_id = f"{run_id}-a{len(member.runs) + 1}"
+            first = f"{self.record.study_id}-{member.agent}{variant}-s{member.seed}"
+            attempt = len(member.runs) + 1
+            run_id = f"{first}-a{attempt}" if member.runs else first
+            while self._begun_unrecorded(run_id, member.agent):
+                attempt += 1
+                run_id = f"{first}-a{attempt}"
             if problem := run_id_problem(run_id):
                 raise UsageError(f"{problem} (study id + agent name too long: choose a shorter --study-id)")
             argv = [sys.executable, *_RUN_COMMAND, self.study.agents[member.agent], "--seed", str(member.seed),
                     "--run-id", run_id, "--results-dir", str(self.results_root), "--artifacts-dir",
                     str(self.artifacts_root), *(["--smoke"] if self.record.smoke else []),
+                    "--upload-artifacts" if self.store else "--no-upload-artifacts",
                     *(["--resume-from", resume_from] if resume_from else []),
                     *(["--stop-at-env-steps", str(self.record.stop_at_env_steps)] if self.record.stop_at_env_steps else []),
                     *hyperparameters.set_arguments(dict(member.setting))]
@@ -332,9 +362,11 @@ class StudyCommand:
     def _refresh(self, errors: dict[str, str], *, final: bool = False) -> None:
         """Statuses and spans from the members' own manifests; `final`: a planned run that never started is dropped."""
         changed = False
+        # At the end every member is read again: a run's last records reach the store over several mirror passes.
+        self._update_view([member for member in self.record.members
+                           if final or member.status not in (COMPLETED, FAILED)], force=final)
         for member in self.record.members:
-            started = _started_runs(member, self.results_root)
-            result = summary.load_member(self.results_root, started, self.artifacts_root)
+            started, result = self._look(member)
             updated = _as_recorded(dataclasses.replace(member, runs=started.runs if final else member.runs), result,
                                    errors.get(member.last_run) if member.last_run else None)
             if updated != member:
@@ -346,6 +378,38 @@ class StudyCommand:
                 changed = True
         if changed:
             self.record.write(self.folder)
+
+    def _begun_unrecorded(self, run_id: str, agent: str) -> bool:
+        """Whether run `run_id` began though the study did not see it start: its folder is here, or (a run killed
+        before the store held its index) its prefix in the store holds files. Its id is not used again."""
+        if self.store is None:
+            return False
+        layout = RunLayout(self.results_root, self.artifacts_root, run_id, self.record.smoke)
+        return (RunLayout.find(self.results_root, run_id) is not None
+                or bool(self.store.list_keys(layout.remote_prefix(self.store.config.prefix, self.study.agents[agent]))))
+
+    def _look(self, member: MemberRecord) -> tuple[MemberRecord, summary.MemberResult]:
+        """`member` without a planned run that never started, and what its runs' manifests say: as the store holds
+        them where the study has one (the view), else as this machine's results root does."""
+        roots = (self.view.results_root, self.view.artifacts_root) if self.view else (self.results_root, self.artifacts_root)
+        started = _started_runs(member, roots[0])
+        return started, summary.load_member(roots[0], started, roots[1])
+
+    def _update_view(self, members, *, force: bool) -> None:
+        """Brings the view of `members`' runs up to date with the store: with `force`, now (UploadError when the store
+        fails); else at most every mirror interval, a failing store costing one warning until it answers again."""
+        if self.view is None or (not force and time.monotonic() < self._view_due):
+            return
+        self._view_due = time.monotonic() + env_vars.mirror_seconds()[0]
+        run_ids = [run_id for member in members for run_id in member.runs]
+        if force:
+            self.view.update(run_ids)
+            return
+        problem = self.view.try_update(run_ids)
+        if problem is not None and not self._view_failing:
+            logging.warning("the store failed (%s); the members' statuses shown are the last it gave, and the study"
+                            " reads them again at the next tick", problem)
+        self._view_failing = problem is not None
 
     @property
     def _hparams_folder(self) -> pathlib.Path:
@@ -368,8 +432,7 @@ class StudyCommand:
     # -- summary ------------------------------------------------------------------------------
 
     def _summarise(self, results: Optional[list] = None) -> int:
-        results = results or [summary.load_member(self.results_root, _started_runs(member, self.results_root), self.artifacts_root)
-                              for member in self.record.members]
+        results = results or [self._look(member)[1] for member in self.record.members]
         try:
             summary.check_comparable(results)
         except summary.StudyRefused:

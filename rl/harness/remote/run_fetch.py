@@ -3,6 +3,7 @@
     remote = run_fetch.RemoteRun.find(store, "20261201T011500Z-3f9a2c")       # UsageError if the store lacks it
     remote.fetch(RunLayout(results_root, artifacts_root, remote.run_id, remote.smoke))
     remote.fetch(layout, only="artifacts/checkpoints/iter_000010/")         # one checkpoint (--resume-from)
+    remote.fetch(view, only="results/", update=True)   # a copy of a run still going, brought up to date
 
 Every file is checked against the store's index (`results/remote_artifacts.json`, which the mirror
 writes): its key, size and sha256, or those of the `replacement` the index announced (a run killed
@@ -11,7 +12,8 @@ layout's folders, which come from the roots the user gave on this machine; an in
 land elsewhere (`..`, an absolute path, a key outside the run's prefix) is refused, never followed
 (docs/harness.md, Trust). A checkpoint folder is downloaded into a hidden `.partial-*` folder and
 renamed into place when complete, as a run saves one; a file that already exists here is kept as it
-is.
+is, unless `update` asks for a copy that follows the store (never a run's own folders: a study's view
+of its members).
 """
 
 from __future__ import annotations
@@ -85,8 +87,9 @@ class RemoteRun:
             self._entries = files
         return self._entries
 
-    def fetch(self, layout: RunLayout, *, only: str = "") -> tuple[int, int]:
-        """Downloads the entries whose local path starts with `only` into `layout`; returns (fetched, kept here)."""
+    def fetch(self, layout: RunLayout, *, only: str = "", update: bool = False) -> tuple[int, int]:
+        """Downloads the entries whose local path starts with `only` into `layout`; returns (fetched, kept here).
+        With `update`, a file here that differs from the index (size or sha256) is downloaded again."""
         wanted = [entry for entry in self.entries() if entry["local"].startswith(only)]
         checkpoints = {str(pathlib.PurePosixPath(entry["local"]).parent) for entry in wanted
                        if entry["local"].endswith("/" + records.CHECKPOINT_STATE_FILE)}
@@ -106,7 +109,7 @@ class RemoteRun:
             fetched += len(members)
         for entry in wanted:
             target = self._local(layout, entry["local"])
-            if target.exists():
+            if target.exists() and not (update and _differs(target, entry)):
                 kept += 1
                 continue
             self._download(entry, target)
@@ -136,3 +139,7 @@ class RemoteRun:
             with open(temporary, "r+b") as handle:
                 handle.truncate(matched)
         temporary.replace(target)
+
+
+def _differs(path: pathlib.Path, entry: dict) -> bool:
+    return path.stat().st_size != entry["size"] or sha256_of_prefix(path, entry["size"]) != entry["sha256"]

@@ -26,9 +26,10 @@ def child_env(**overrides):
     return env
 
 
-def start_cli(args, module="rl.harness.commands.cli", **env):
-    """`python -m rl.harness.commands.cli ARGS` (or another `module`) in its own session (its Ray processes die with the group)."""
-    return subprocess.Popen([sys.executable, "-m", module, *map(str, args)], env=child_env(**env),
+def start_cli(args, module="rl.harness.commands.cli", cwd=None, **env):
+    """`python -m rl.harness.commands.cli ARGS` (or another `module`) in its own session (its Ray processes die with the
+    group), in folder `cwd` (default: this one), which `-m` puts first on the import path."""
+    return subprocess.Popen([sys.executable, "-m", module, *map(str, args)], env=child_env(**env), cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -59,8 +60,8 @@ def one_error_line(capture) -> str:
     return lines[0]
 
 
-def run_cli(args, timeout=120, module="rl.harness.commands.cli", **env):
-    process = start_cli(args, module, **env)
+def run_cli(args, timeout=120, module="rl.harness.commands.cli", cwd=None, **env):
+    process = start_cli(args, module, cwd, **env)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     finally:

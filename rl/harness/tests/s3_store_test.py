@@ -285,3 +285,34 @@ def test_a_file_changed_in_the_store_is_not_kept(server, tmp_path, monkeypatch, 
     assert cli.main(["rl-harness", "fetch", "tampered", *_roots(tmp_path / "here")]) == 3
     assert f"artifacts/{records.METRICS_FILE} in the store does not match its index" in capsys.readouterr().err
     assert not (tmp_path / "here" / "a" / "tampered" / records.METRICS_FILE).exists()
+
+
+def test_a_study_is_refused_in_one_line_where_the_store_lacks_it_or_holds_another_with_its_id(server, tmp_path,
+                                                                                              monkeypatch, capsys):
+    _environment(monkeypatch, server)
+    study = ["rl-harness", "study", "rl.harness.tests.fake_study", *_roots(tmp_path)]
+    capsys.readouterr()
+    assert cli.main([*study, "--resume", "nowhere"]) == 2
+    assert f"no study 'nowhere' under {tmp_path / 'r'} nor in s3://{server.bucket}/lab;" in capsys.readouterr().err
+    writer = s3_server.reader(server, server.read_write)
+    with writer.open_output_stream(f"{server.bucket}/lab/rl.harness.tests.fake_study/studies/taken/results/study.json") as stream:
+        stream.write(b"{}")
+    assert cli.main([*study, "--study-id", "taken"]) == 2
+    assert "already holds a study's records, which are never overwritten" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()  # refused before anything was written
+
+
+def test_a_member_run_that_began_unseen_keeps_its_id_and_the_member_runs_under_the_next(server, tmp_path, monkeypatch):
+    from rl.harness.commands import study as study_command
+
+    _environment(monkeypatch, server)
+    # A member's run that sent files but no index before its machine was lost: the study never saw it start.
+    writer = s3_server.reader(server, server.read_write)
+    with writer.open_output_stream(f"{server.bucket}/lab/{run_helpers.FAKE}/unseen-first-s0/results/{records.MANIFEST_FILE}") as stream:
+        stream.write(b"{}")
+    _, options = cli.parse(["rl-harness", "study", "rl.harness.tests.fake_study", "--study-id", "unseen",
+                            *_roots(tmp_path)])
+    trials = study_command.StudyCommand(options)._plan()
+    assert [trial.run_id for trial in trials] == ["unseen-first-s0-a2", "unseen-second-s0", "unseen-first-s1",
+                                                  "unseen-second-s1"]
+    assert all("--upload-artifacts" in trial.argv for trial in trials)

@@ -1,0 +1,143 @@
+"""A study whose home is the store (moto's S3 server, started here): its driver killed with SIGKILL mid-study and
+its machine's folders deleted, then `study --resume` from a fresh clone with no results or artifacts completes it
+from the store alone, and `fetch <study-id>` brings the whole study back (slow: starts Ray)."""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from rl.harness import env_vars
+from rl.harness.run import records
+from rl.harness.run.status import process_start_ticks
+from rl.harness.study import summary
+from rl.harness.tests import run_helpers, s3_server
+from rl.harness.training import reaper
+
+STUDY = "rl.harness.tests.fake_study"
+ITERATIONS = 12
+_REPOSITORY = pathlib.Path(os.path.realpath(__file__)).parents[3]  # rl/harness/tests/<this file>
+
+
+@pytest.fixture(scope="module")
+def server():
+    with s3_server.S3Server() as running:
+        yield running
+
+
+def _clone(tmp_path, name, commit="HEAD"):
+    """A fresh clone of this repository at `commit`: what another machine checks out."""
+    folder = tmp_path / name
+    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(_REPOSITORY), str(folder)], check=True)
+    subprocess.run(["git", "-C", str(folder), "checkout", "--quiet", commit], check=True)
+    return folder
+
+
+def _knobs(server, clone):
+    key_id, key = server.read_write
+    return {env_vars.STORE_ENV: f"s3://{server.bucket}/lab", env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+            settings.S3_KEY_ID_ENV: key_id, settings.S3_KEY_ENV: key, env_vars.MIRROR_INTERVAL_ENV: 0.5,
+            env_vars.MIRROR_DRAIN_ENV: 60, "PYTHONPATH": clone, "FAKE_RECIPE_ITERATIONS": ITERATIONS,
+            "FAKE_RECIPE_SLEEP_S": 0.5}
+
+
+def _roots(clone):
+    return ["--results-dir", clone / "results", "--artifacts-dir", clone / "artifacts"]
+
+
+def _record(clone, study_id):
+    path = clone / "results" / "studies" / study_id / "study.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _checkpoint_in_store(server, run_id):
+    """Whether the store's index of run `run_id` lists a checkpoint."""
+    index = f"{server.bucket}/lab/{run_helpers.FAKE}/{run_id}/results/{records.REMOTE_ARTIFACTS_FILE}"
+    try:
+        with s3_server.reader(server).open_input_stream(index) as stream:
+            files = json.loads(stream.read())["files"]
+    except (OSError, ValueError):
+        return False
+    return any(entry["local"].startswith(f"artifacts/{records.CHECKPOINTS_DIR}/") for entry in files)
+
+
+def _kill_with_everything_it_started(process):
+    """SIGKILL to the study's command; waits until every process it had started (Ray's, the members' runs) ended."""
+    noted = {pid: process_start_ticks(pid) for pid in reaper.descendants(process.pid)}
+    try:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        run_helpers.wait_for(lambda: not [pid for pid, ticks in noted.items() if process_start_ticks(pid) == ticks],
+                             90, "every process of the killed study to end (the members drain to the store)")
+    finally:
+        for pid, ticks in noted.items():
+            if process_start_ticks(pid) == ticks:
+                os.kill(pid, signal.SIGKILL)
+        run_helpers.stop_group(process)
+
+
+@pytest.mark.slow
+def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh_clone(server, tmp_path):
+    lost = _clone(tmp_path, "lost")
+    process = run_helpers.start_cli(["study", STUDY, "--study-id", "homeless", *_roots(lost)], cwd=lost,
+                                    **_knobs(server, lost))
+    midway = {}
+    try:
+        def one_finished_one_midway():  # midway: a checkpoint of it in the store, far from its end
+            members = (_record(lost, "homeless") or {}).get("members", [])
+            for member in members:
+                if (member["status"] == "running" and _checkpoint_in_store(server, member["runs"][-1])
+                        and len(records.read_run_rows(lost / "artifacts" / member["runs"][-1])) <= ITERATIONS // 2):
+                    midway.update(member)
+            return "completed" in [member["status"] for member in members] and midway
+
+        run_helpers.wait_for(one_finished_one_midway, 240, "a finished member and one midway")
+        _kill_with_everything_it_started(process)
+    finally:
+        run_helpers.stop_group(process)
+    started = _record(lost, "homeless")
+    assert started["code"]["library"]["root"] == os.path.realpath(lost)  # the clone's code ran, not this checkout's
+    before = {(member["agent"], member["seed"]): member for member in started["members"]}
+    shutil.rmtree(lost)  # the machine is gone: only the store holds the study
+
+    fresh = _clone(tmp_path, "fresh", started["code"]["library"]["commit"])  # at the study's commit
+    code, stdout, stderr = run_helpers.run_cli(["study", STUDY, "--resume", "homeless", *_roots(fresh)], timeout=300,
+                                               cwd=fresh, **_knobs(server, fresh))
+    logs = sorted((fresh / "artifacts" / "studies" / "homeless" / "logs").glob("*.log"))
+    assert code == 0, (stdout + stderr)[-3000:] + "".join(log.read_text()[-1500:] for log in logs)
+    assert "study homeless is not on this machine: fetched its record" in stderr
+    record = _record(fresh, "homeless")
+    assert record["status"] == "completed" and {member["status"] for member in record["members"]} == {"completed"}
+    for member in record["members"]:
+        if before[(member["agent"], member["seed"])]["status"] == "completed":
+            assert member["runs"] == before[(member["agent"], member["seed"])]["runs"]  # not run again
+    resumed = next(member for member in record["members"] if (member["agent"], member["seed"]) == (midway["agent"],
+                                                                                                   midway["seed"]))
+    if resumed["runs"] != midway["runs"]:  # unless it completed as it was stopped: continued from its checkpoint
+        assert resumed["runs"][:-1] == midway["runs"]
+        manifest = json.loads((fresh / "results" / resumed["runs"][-1] / records.MANIFEST_FILE).read_text())
+        assert manifest["parent_run"]["parent_run_id"] == midway["runs"][-1]
+
+    # Every member's curve, fetched from the store into a third folder, holds each iteration's row once.
+    elsewhere = tmp_path / "elsewhere"
+    code, stdout, stderr = run_helpers.run_cli(["fetch", "homeless", *_roots(elsewhere)], cwd=fresh,
+                                               **_knobs(server, fresh))
+    assert code == 0, stderr[-3000:]
+    assert "study homeless:" in stdout and "member runs fetched and verified by sha256" in stdout
+    found = json.loads((elsewhere / "results" / "studies" / "homeless" / summary.SUMMARY_JSON).read_text())
+    assert found == json.loads((fresh / "results" / "studies" / "homeless" / summary.SUMMARY_JSON).read_text())
+    assert (found["members"], found["completed"]) == (4, 4)
+    assert found["without_curve"] == []  # the driver drew every member's curve from the store's metrics
+    for member in record["members"]:
+        rows = records.read_run_rows(elsewhere / "artifacts" / member["runs"][-1])  # its lineage's, then its own
+        assert [row["training_iteration"] for row in rows] == list(range(1, ITERATIONS + 1)), member
+        scores = found["agents"][member["agent"]]["scores"]
+        assert scores["iterations"]["values"][str(member["seed"])] == ITERATIONS
+        assert scores["last loss"]["values"][str(member["seed"])] == pytest.approx(rows[-1]["fake/loss"])
