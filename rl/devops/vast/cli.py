@@ -194,7 +194,7 @@ def _up(args: argparse.Namespace) -> int:
     print(f"launch {launch_id}: {plan.describe()}")
     for job, scored in zip(plan.jobs, plan.choice.ranked):
         print(f"  {job.target} seed {job.seed} -> offer {scored.offer['id']} (machine {scored.offer['machine_id']}, "
-              f"{scored.offer.get('gpu_name')}, ${scored.offer['dph_total']:.3f}/h, score {scored.score:.1f})")
+              f"{scored.offer.get('gpu_name')}, ${scored.price:.3f}/h, score {scored.score:.1f})")
     if args.budget is not None and plan.estimate() > args.budget:
         raise redact.DevopsError(f"the estimate ${plan.estimate():.2f} exceeds --budget ${args.budget:.2f}; "
                                  "lower --hours, the number of jobs or --max-dph, or raise the budget")
@@ -257,7 +257,7 @@ def _run(args: argparse.Namespace) -> int:
         for scored in choice.ranked[:args.show]:
             o = scored.offer
             print(f"offer {o['id']}  machine {o['machine_id']}  {o.get('num_gpus')}x {o.get('gpu_name')}  "
-                  f"${o['dph_total']:.3f}/h  reliability {o['reliability']:.3f}  dlperf {o['dlperf']:.1f}  "
+                  f"${scored.price:.3f}/h  reliability {o['reliability']:.3f}  dlperf {o['dlperf']:.1f}  "
                   f"score {scored.score:.1f}")
     elif args.command == "status":
         print("\n".join(fl.status(include_ended=args.all)))

@@ -76,7 +76,8 @@ def _damaged_file(folder: pathlib.Path) -> Optional[str]:
 
 
 def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
-    """`--resume-from VALUE`: an existing path is a checkpoint, else a run id under `results_root`.
+    """`--resume-from VALUE`: an existing path is a checkpoint, else a run id under `results_root` (its records
+    fetched from the configured store when they are not here: a fresh machine resumes a run from the store alone).
 
     A checkpoint outside both roots is named in one log line: it is code (pickles), loaded as this user.
     """
@@ -85,6 +86,11 @@ def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathl
         return _noted(checkpoint_source(path.resolve()), results_root, artifacts_root)
     if run_id_problem(value) is None:
         run_dir = RunLayout.find(results_root, value)
+        if run_dir is None:
+            run_dir = transfer.fetch_records(results_root, artifacts_root, value)
+            if run_dir is not None:
+                logging.info("run %s is not on this machine: fetched its records from the store into %s, verified",
+                             value, run_dir)
         if run_dir is not None:
             return _noted(_resume_from_run(value, run_dir, artifacts_root), results_root, artifacts_root)
     raise UsageError(f"--resume-from {value!r} is neither a checkpoint folder nor a run under {results_root};"

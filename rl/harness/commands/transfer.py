@@ -92,6 +92,20 @@ def list_store(connect_store: Callable = stores.open_store) -> list[str]:
     return lines + [f"{len(runs)} runs in {store.config.url}"]
 
 
+def fetch_records(results_root: pathlib.Path, artifacts_root: pathlib.Path, run_id: str) -> Optional[pathlib.Path]:
+    """The results folder of run `run_id` fetched from the configured store into `results_root` (verified), or None
+    when no store is configured or it holds no such run: what `--resume-from <run-id>` needs on a fresh machine."""
+    if stores.load() is None:
+        return None
+    store = configured_store(write=False)
+    remote = next((run for run in RemoteRun.find_all(store) if run.run_id == run_id), None)
+    if remote is None:
+        return None
+    layout = RunLayout(results_root, artifacts_root, run_id, remote.smoke)
+    remote.fetch(layout, only="results/")
+    return layout.results_dir
+
+
 def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> Optional[pathlib.Path]:
     """`checkpoint` (a path inside the run's artifacts folder) fetched from the configured store into `layout`'s
     artifacts folder, or None when no store is configured; UsageError when the store lacks it."""
