@@ -165,7 +165,10 @@ if [ -w /proc/1/fd/1 ]; then log_sink=/proc/1/fd/1; fi  # the container log that
 # and the container log: every secret this script was given, read from the environment (literal,
 # no escapes), as the harness's redaction layer masks them in records.
 mask_secrets() {{
-  awk 'BEGIN {{ n = split("{secret_variables}", names, " ")
+  local line_buffered=()
+  # mawk (Debian's awk) reads its input in blocks unless told not to: the log would lag, and lose its tail.
+  if awk -W version 2>/dev/null | grep -q mawk; then line_buffered=(-W interactive); fi
+  awk "${{line_buffered[@]}}" 'BEGIN {{ n = split("{secret_variables}", names, " ")
                for (i = 1; i <= n; i++) if (length(ENVIRON[names[i]]) >= 8) secrets[i] = ENVIRON[names[i]] }}
        {{ for (i in secrets) while ((at = index($0, secrets[i])) > 0)
             $0 = substr($0, 1, at - 1) "[REDACTED]" substr($0, at + length(secrets[i]))

@@ -38,7 +38,7 @@ from rl.devops.vast.store_runs import StoreRuns
 ACTIVE = "active"         # its run goes on (an instance is rented or about to be)
 COMPLETED = "completed"   # its run completed; everything is in the store
 FAILED = "failed"         # its run failed twice with the same error (the share's `note`)
-STOPPED = "stopped"       # not continued: the budget, or no instance lasted (`note` says which)
+STOPPED = "stopped"       # not continued: the budget, --max-hours, or no instance lasted (`note` says which)
 # Run statuses (the harness's manifest) that end a run with an error.
 _FAILED_RUN = frozenset({"failed", "crashed"})
 
@@ -153,7 +153,7 @@ def instance_hour_floor(gates: offers.Gates, choice: offers.Choice, budget: Opti
         return
     cheapest = min(scored.price for scored in choice.ranked)
     if budget < cheapest:
-        raise redact.DevopsError(f"--budget ${budget:.2f} is below one instance-hour of the cheapest offer that passes"
+        raise redact.BadInput(f"--budget ${budget:.2f} is below one instance-hour of the cheapest offer that passes"
                                  f" the gates (${cheapest:.3f}/h); raise the budget or relax --max-dph")
 
 
@@ -216,6 +216,13 @@ class Watcher:
         if run is not None and run.status == "completed" and run.remote_complete:
             self._end(record, "its run completed; everything is in the store")
             self._set_share(share.index, status=COMPLETED)
+            return
+        # Stopped by its --max-hours (a preempted container is stopped too, earlier: that one is replaced).
+        max_s = launch.bootstrap().max_hours * 3600
+        if run is not None and run.status == "interrupted" and now >= (record.created_at or now) + max_s:
+            self._end(record, "its run stopped at --max-hours, checkpointed; everything is in the store")
+            self._set_share(share.index, status=STOPPED, note=f"its run reached --max-hours; continue it with"
+                                                              f" --resume-from {record.run_id}")
             return
         if record.instance_id is None:  # claimed; its create call has not answered (here or in another watcher)
             if now - (record.claimed_at or now) > launch.boot_timeout_s:
