@@ -4,6 +4,7 @@ and a real harness run) and a real S3-compatible server (moto's) as the store: r
 import io
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import threading
@@ -363,7 +364,7 @@ def test_a_commit_not_pushed_is_refused(cli_run, fake, store_env, instance_store
     assert line.endswith("push it (git push) or pin a pushed commit") and fake.calls("PUT", r"/asks/") == []
 
 
-def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instance_store_file):
+def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instance_store_file, capsys):
     code, output = cli_run("--sink", "store", "--interruptible", "--instance-store-file", instance_store_file,
                            "--budget", "20")   # 3 bids of about $0.22/h for 12 h + 10 min
     assert code == 0, output
@@ -373,3 +374,18 @@ def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instan
     assert "end_self deadline" in onstart and "--upload-artifacts" in onstart
     env = fake.calls("PUT", r"/asks/")[0].body["env"]
     assert env[settings.STORE_ENV] == store_env[settings.STORE_ENV] and settings.S3_KEY_ENV in env
+    launch_id = next(line.split()[1] for line in output.splitlines() if line.startswith("launch "))
+
+    def command(*argv):
+        code = cli.main(["--server-url", fake.url, "--state-dir", "state", "--request-timeout", "2",
+                         "--poll-interval", "0.05", *argv])
+        out, err = capsys.readouterr()
+        return code, out + err
+
+    code, output = command("status")
+    assert code == 0 and f"launch {launch_id}: spent $0.00 so far, projected $" in output and "cap $20.00" in output
+    code, output = command("watch", launch_id, "--budget", "1", "--hours", "0.0003",
+                           "--instance-store-file", instance_store_file)
+    assert code == 1 and "cap $1.00" in output
+    assert len(re.findall(r": stopped, 1 instances, run \S+ \(budget \$1\.00; resume with --resume-from", output)) == 3
+    assert fake.instances == {}        # a cap below what one instance costs to its deadline stops every job
