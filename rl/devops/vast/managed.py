@@ -306,7 +306,8 @@ class Watcher:
         launch = launch_of(current, self.launch_id)
         share = launch.shares[index]
         if len(share.run_ids) >= launch.max_instances:
-            self._set_share(index, status=STOPPED, note=f"{len(share.run_ids)} instances were rented or tried (--max-instances); not renting more")
+            self._set_share(index, status=STOPPED, note=f"{len(share.run_ids)} instances were rented or tried"
+                                                        " (--max-instances); not renting more")
             return
         gates = launch.offer_gates()
         ours = {record.machine_id for record in current.live()}

@@ -76,8 +76,7 @@ def _damaged_file(folder: pathlib.Path) -> Optional[str]:
 
 
 def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
-    """`--resume-from VALUE`: an existing path is a checkpoint, else a run id under `results_root` (its records
-    fetched from the configured store when they are not here: a fresh machine resumes a run from the store alone).
+    """`--resume-from VALUE`: an existing path is a checkpoint, else a run id under `results_root`.
 
     A checkpoint outside both roots is named in one log line: it is code (pickles), loaded as this user.
     """
@@ -85,16 +84,20 @@ def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathl
     if path.exists():
         return _noted(checkpoint_source(path.resolve()), results_root, artifacts_root)
     if run_id_problem(value) is None:
-        run_dir = RunLayout.find(results_root, value)
-        if run_dir is None:
-            run_dir = transfer.fetch_records(results_root, artifacts_root, value)
-            if run_dir is not None:
-                logging.info("run %s is not on this machine: fetched its records from the store into %s, verified",
-                             value, run_dir)
+        run_dir = RunLayout.find(results_root, value) or _fetched_records(value, results_root, artifacts_root)
         if run_dir is not None:
             return _noted(_resume_from_run(value, run_dir, artifacts_root), results_root, artifacts_root)
     raise UsageError(f"--resume-from {value!r} is neither a checkpoint folder nor a run under {results_root};"
                      f" pass a checkpoint path or the id of a run listed by `{buildinfo.harness_command('runs')}`")
+
+
+def _fetched_records(run_id: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> Optional[pathlib.Path]:
+    """Run `run_id`'s records fetched from the configured store (a run of another machine), or None."""
+    run_dir = transfer.fetch_run_records(run_id, results_root, artifacts_root)
+    if run_dir is not None:
+        logging.info("run %s is not on this machine: fetched its records from the store into %s, verified", run_id,
+                     run_dir)
+    return run_dir
 
 
 def _noted(source: ResumeSource, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:

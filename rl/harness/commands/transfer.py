@@ -4,6 +4,7 @@
     exit_code = transfer.sync(run, artifacts_root=None, connect_store=stores.open_store)   # a finder.Run
     exit_code = transfer.fetch("20261201T011500Z-3f9a2c", results_dir=None, artifacts_dir=None, records_only=False)
     lines = transfer.list_store()
+    run_dir = transfer.fetch_run_records("20261201T011500Z-3f9a2c", results_root, artifacts_root)  # --resume-from elsewhere
 
 The store is the one configured (docs/artifact_storage.md), checked as a run checks it at start. A
 run prefix that holds another run's records (another run id, or the same id started at another
@@ -25,6 +26,9 @@ from rl.harness.remote.store import Store, UploadError
 from rl.harness.run import records
 from rl.harness.run.finder import Run
 from rl.harness.run.layout import RunLayout
+
+# What a summary or a resume reads of a run: its records and its metrics rows (not its checkpoints).
+RUN_RECORDS = ("results/", f"artifacts/{records.LINEAGE_METRICS_FILE}", f"artifacts/{records.METRICS_FILE}")
 
 
 def configured_store(connect_store: Callable = stores.open_store, *, write: bool = True) -> Store:
@@ -92,20 +96,6 @@ def list_store(connect_store: Callable = stores.open_store) -> list[str]:
     return lines + [f"{len(runs)} runs in {store.config.url}"]
 
 
-def fetch_records(results_root: pathlib.Path, artifacts_root: pathlib.Path, run_id: str) -> Optional[pathlib.Path]:
-    """The results folder of run `run_id` fetched from the configured store into `results_root` (verified), or None
-    when no store is configured or it holds no such run: what `--resume-from <run-id>` needs on a fresh machine."""
-    if stores.load() is None:
-        return None
-    store = configured_store(write=False)
-    remote = next((run for run in RemoteRun.find_all(store) if run.run_id == run_id), None)
-    if remote is None:
-        return None
-    layout = RunLayout(results_root, artifacts_root, run_id, remote.smoke)
-    remote.fetch(layout, only="results/")
-    return layout.results_dir
-
-
 def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> Optional[pathlib.Path]:
     """`checkpoint` (a path inside the run's artifacts folder) fetched from the configured store into `layout`'s
     artifacts folder, or None when no store is configured; UsageError when the store lacks it."""
@@ -118,3 +108,18 @@ def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> Optional[pathlib.Pat
         raise UsageError(f"checkpoint {checkpoint} of run {layout.run_id} is neither here nor in {store.config.url};"
                          f" run `rl-harness sync {layout.run_id}` where the run is")
     return folder
+
+
+def fetch_run_records(run_id: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> Optional[pathlib.Path]:
+    """Run `run_id`'s records and metrics rows (RUN_RECORDS) from the configured store into the roots, verified: its
+    results folder here, or None when no store is configured or it holds no such run."""
+    if stores.load() is None:
+        return None
+    store = configured_store(write=False)
+    if not any(run.run_id == run_id for run in RemoteRun.find_all(store)):
+        return None
+    remote = RemoteRun.find(store, run_id)
+    layout = RunLayout(results_root, artifacts_root, run_id, remote.smoke)
+    for only in RUN_RECORDS:
+        remote.fetch(layout, only=only)
+    return layout.results_dir

@@ -282,18 +282,3 @@ def test_a_file_changed_in_the_store_is_not_kept(server, tmp_path, monkeypatch, 
     assert cli.main(["rl-harness", "fetch", "tampered", *_roots(tmp_path / "here")]) == 3
     assert f"artifacts/{records.METRICS_FILE} in the store does not match its index" in capsys.readouterr().err
     assert not (tmp_path / "here" / "a" / "tampered" / records.METRICS_FILE).exists()
-
-
-@pytest.mark.slow
-def test_a_run_is_resumed_on_a_machine_that_has_nothing_of_it(server, tmp_path, monkeypatch, caplog):
-    _environment(monkeypatch, server)
-    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
-    assert _run(tmp_path / "lost", "gone", "--upload-artifacts") == 0
-    here = tmp_path / "fresh"  # a fresh machine: no records, no artifacts of the run
-    monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "6")
-    with caplog.at_level(logging.INFO):
-        assert cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "onward", "--resume-from", "gone",
-                         "--no-upload-artifacts", *_roots(here)]) == 0
-    assert "run gone is not on this machine: fetched its records from the store" in caplog.text
-    assert run_helpers.manifest(here / "r" / "onward")["parent_run"]["parent_run_id"] == "gone"
-    assert [row["training_iteration"] for row in run_helpers.metrics_rows(here / "a")] == [5, 6]  # joins at 4
