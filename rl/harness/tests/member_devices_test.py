@@ -65,3 +65,11 @@ def test_members_placed_by_ray_see_only_the_device_they_were_given(monkeypatch):
     ids, ray_variable, seen = without
     assert ids == [] and ray_variable is None                        # Ray leaves a no-GPU task's variable unset ...
     assert seen == ""                                                # ... so the member is shown no GPU explicitly
+
+
+def test_a_study_on_a_cluster_shares_its_gpus_among_the_members_running_at_once():
+    share = member_devices.cluster_gpu_share
+    assert share({"CPU": 16.0, "GPU": 1.0}, members=10, cpus_per_member=1, max_concurrent=None) == pytest.approx(0.1)
+    assert share({"CPU": 16.0, "GPU": 1.0}, members=10, cpus_per_member=4, max_concurrent=None) == 0.25  # 4 at once
+    assert share({"CPU": 16.0, "GPU": 2.0}, members=10, cpus_per_member=1, max_concurrent=2) == 1.0
+    assert share({"CPU": 2.0}, members=10, cpus_per_member=1, max_concurrent=None) == 0.0             # no GPU

@@ -1,6 +1,8 @@
 """Which GPU a study member sees: what each Tune trial asks for, and the devices its run is shown.
 
     share = member_devices.gpu_share(gpu_count=1, members_at_once=4)        # 0.25: four members per GPU
+    share = member_devices.cluster_gpu_share(ray.cluster_resources(), members=10, cpus_per_member=1,
+                                             max_concurrent=None)         # the same, from what Ray has
     tune.with_resources(trainable, member_devices.trial_resources(cpus=1, gpus=share))
     # in the trial, before it starts the member's run:
     env = {**env, **member_devices.visible_devices(ray.get_gpu_ids())}    # {"CUDA_VISIBLE_DEVICES": "0"}
@@ -15,7 +17,7 @@ none when it was given none.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, Mapping, Optional
 
 VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
 
@@ -28,6 +30,14 @@ def gpu_share(*, gpu_count: int, members_at_once: int) -> float:
     if gpu_count == 0:
         return 0.0
     return 1.0 / math.ceil(members_at_once / gpu_count) if members_at_once > gpu_count else 1.0
+
+
+def cluster_gpu_share(resources: Mapping[str, float], *, members: int, cpus_per_member: float,
+                      max_concurrent: Optional[int]) -> float:
+    """`gpu_share` for `members` on a Ray cluster with `resources` (`ray.cluster_resources()`): as many run at
+    once as its CPUs (and `max_concurrent`) allow."""
+    at_once = min(members, max_concurrent or members, max(1, int(resources.get("CPU", 1) // cpus_per_member)))
+    return gpu_share(gpu_count=int(resources.get("GPU", 0)), members_at_once=at_once)
 
 
 def trial_resources(*, cpus: float, gpus: float) -> dict[str, float]:
