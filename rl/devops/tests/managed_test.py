@@ -1,6 +1,7 @@
 """Managed launches against the fake API, fake instances (local processes running the real bootstrap
 and a real harness run) and a real S3-compatible server (moto's) as the store: recovery, caps, self-ending."""
 
+import datetime
 import io
 import json
 import pathlib
@@ -114,6 +115,13 @@ def _metrics(hosts, instance_id, run_id):
     return [json.loads(line)["training_iteration"] for line in path.read_text().splitlines() if line.strip()]
 
 
+def _first_row_at(hosts, record):
+    """When the instance's run logged its first training row (epoch seconds), or None."""
+    path = hosts.folder(record.instance_id) / "work" / "out" / "artifacts" / record.run_id / "metrics.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return datetime.datetime.fromisoformat(json.loads(lines[0])["harness/logged_at"]).timestamp() if lines else None
+
+
 def _until(condition, timeout_s, what, tick=None):
     deadline = time.time() + timeout_s
     while time.time() < deadline:
@@ -162,7 +170,10 @@ def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl,
     assert fake.instances == {} and hosts.running() == []        # nothing left running (each ended itself)
     spent = managed.spend(fl.store.read(), "ab12cd", time.time())
     assert spent == pytest.approx(fake.bill(), rel=0.05)         # accounted against the fake API's bill
-    print(f"redone {redone}/{ITERATIONS}; spend ${spent:.5f} against the bill ${fake.bill():.5f}")
+    to_training = sorted(_first_row_at(hosts, record) - record.created_at for record in fl.store.read().records.values()
+                         if record.instance_id in hosts.started_at and _first_row_at(hosts, record) is not None)
+    print(f"redone {redone}/{ITERATIONS}; spend ${spent:.5f} against the bill ${fake.bill():.5f}; rented to training"
+          f" {', '.join(f'{seconds:.1f}' for seconds in to_training)} s")
 
 
 # ---- the watcher's decisions, with runs written into the store by hand (no instance process) -----------------
