@@ -214,15 +214,15 @@ class Watcher:
     def _check(self, launch: Launch, share: Share, record: state.Record, run) -> None:
         now = self._clock()
         if run is not None and run.status == "completed" and run.remote_complete:
-            self._end(record, "its run completed; everything is in the store")
-            self._set_share(share.index, status=COMPLETED)
+            if self._end(record, "its run completed; everything is in the store"):
+                self._set_share(share.index, status=COMPLETED)
             return
         # Stopped by its --max-hours (a preempted container is stopped too, earlier: that one is replaced).
         max_s = launch.bootstrap().max_hours * 3600
         if run is not None and run.status == "interrupted" and now >= (record.created_at or now) + max_s:
-            self._end(record, "its run stopped at --max-hours, checkpointed; everything is in the store")
-            self._set_share(share.index, status=STOPPED, note=f"its run reached --max-hours; continue it with"
-                                                              f" --resume-from {record.run_id}")
+            if self._end(record, "its run stopped at --max-hours, checkpointed; everything is in the store"):
+                self._set_share(share.index, status=STOPPED, note=f"its run reached --max-hours; continue it with"
+                                                                  f" --resume-from {record.run_id}")
             return
         if record.instance_id is None:  # claimed; its create call has not answered (here or in another watcher)
             if now - (record.claimed_at or now) > launch.boot_timeout_s:
@@ -264,8 +264,11 @@ class Watcher:
             errors = [line for line in log.splitlines() if "error" in line.lower()]
             self._failed(share, record, errors[-1].strip() if errors else f"exit code {code}")
 
-    def _end(self, record: state.Record, note: str) -> None:
-        """Destroys what is left of `record`'s instance; one that ended itself is billed until last seen."""
+    def _end(self, record: state.Record, note: str) -> bool:
+        """Destroys what is left of `record`'s instance; one that ended itself is billed until last seen.
+        False when another watcher ended it first (then that one also decides what follows)."""
+        if self.fleet.store.read().records[record.label].status not in state.LIVE_STATUSES:
+            return False
         ended_at = self._clock()
         if record.instance_id is not None:
             try:
@@ -273,10 +276,11 @@ class Watcher:
             except redact.DevopsError as error:
                 if self.fleet.account.instance(record.instance_id) is not None:
                     self.fleet.store.set(record.label, note=f"{note}; destroy failed ({error}): run `destroy`")
-                    return
+                    return False
                 ended_at = record.seen_at or ended_at
         self.fleet.store.set(record.label, status=state.DESTROYED, ended_at=ended_at, note=note)
         self._progress(f"{record.label}: {note}; ended")
+        return True
 
     def _lost(self, record: state.Record, reason: str, *, destroy: bool = True) -> None:
         """The instance is lost: what its run mirrored is in the store, the rest is lost with it anyway."""
@@ -292,7 +296,8 @@ class Watcher:
                                  note=f"lost: {reason}")
 
     def _failed(self, share: Share, record: state.Record, error: str) -> None:
-        self._end(record, f"its run failed: {error}")
+        if not self._end(record, f"its run failed: {error}"):
+            return
         if share.failures and share.failures[-1] == redact.redact(error):
             self._set_share(share.index, status=FAILED, note=f"failed twice the same way: {error}")
         else:
@@ -361,8 +366,9 @@ class Watcher:
     # ---- the cap ---------------------------------------------------------------------------------------
 
     def _hold_budget(self) -> None:
-        """Stops the least-advanced active shares until the projected total is within the budget."""
-        while True:
+        """Stops the least-advanced active shares until the projected total is within the budget (at most one
+        pass per share: an instance whose destroy failed is tried again at the next pass)."""
+        for _ in range(len(launch_of(self.fleet.store.read(), self.launch_id).shares)):
             current = self.fleet.store.read()
             launch = launch_of(current, self.launch_id)
             now = self._clock()
@@ -377,6 +383,6 @@ class Watcher:
             progress = {share.index: getattr(seen.get(share.run_ids[-1]), "checkpoint_iteration", None) or 0
                         for share in active}
             least = min(active, key=lambda share: (progress[share.index], share.index))
-            self._end(live[least.index], f"stopped: the projected total passed the budget ${launch.budget:.2f}")
-            self._set_share(least.index, status=STOPPED,
-                            note=f"budget ${launch.budget:.2f}; resume with --resume-from {least.run_ids[-1]}")
+            if self._end(live[least.index], f"stopped: the projected total passed the budget ${launch.budget:.2f}"):
+                self._set_share(least.index, status=STOPPED,
+                                note=f"budget ${launch.budget:.2f}; resume with --resume-from {least.run_ids[-1]}")
