@@ -1,21 +1,50 @@
 """The CLI against the fake API: the commands, progress output, exit codes, and redaction on every error path."""
 
+import subprocess
+
 import pytest
 
 from rl.devops.vast import api, cli, fleet
 from rl.devops.vast.testing import fake_api
 from rl.devops.vast.testing.leaks import assert_no_secret
 
-COMMIT = "d" * 40
+# Stand-ins for the commits of the fixture's repositories, which `up` checks the instances can fetch.
+COMMIT = "<pushed commit>"
+LIBRARY_COMMIT = "<pushed library commit>"
+
+
+def _git(*args, cwd):
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _repository(path):
+    """A repository with one commit, at `path`; returns the commit."""
+    path.mkdir(parents=True)
+    _git("init", "-q", cwd=path)
+    _git("commit", "-q", "--allow-empty", "-m", "first", cwd=path)
+    return _git("rev-parse", "HEAD", cwd=path)
 
 
 @pytest.fixture
-def run(fake, api_key, tmp_path, monkeypatch, capsys):
+def pushed(tmp_path, monkeypatch):
+    """https://example.com/<name> served from local repositories; {stand-in: commit}."""
+    commits = {COMMIT: _repository(tmp_path / "git" / "r.git"),
+               LIBRARY_COMMIT: _repository(tmp_path / "git" / "rl-harness.git")}
+    for name, value in (("GIT_CONFIG_COUNT", "1"), ("GIT_CONFIG_KEY_0", f"url.{tmp_path / 'git'}/.insteadOf"),
+                        ("GIT_CONFIG_VALUE_0", "https://example.com/")):
+        monkeypatch.setenv(name, value)
+    return commits
+
+
+@pytest.fixture
+def run(fake, api_key, tmp_path, monkeypatch, capsys, pushed):
     """cli.main with the fake server, a temporary state dir and fast timings; returns (exit code, output)."""
     monkeypatch.setenv(api.API_KEY_ENV, api_key)
     monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))
 
     def run_cli(*argv, debug=False):
+        argv = [pushed.get(argument, argument) for argument in argv]
         code = cli.main(["--server-url", fake.url, "--state-dir", "state", "--request-timeout", "1",
                          "--retries", "1", "--poll-interval", "0.02", *(["--debug"] if debug else []), *argv])
         out, err = capsys.readouterr()
@@ -69,11 +98,12 @@ def test_up_status_logs_destroy(run, fake, tmp_path):
     assert code == 0 and fake.instances == {}
 
 
-def test_a_library_pin_is_checked_out_and_replaces_the_workspace_one(run, fake):
-    code, output = run(*_up("--yes", "--library", "https://example.com/rl-harness.git", "--library-commit", "e" * 40))
+def test_a_library_pin_is_checked_out_and_replaces_the_workspace_one(run, fake, pushed):
+    code, output = run(*_up("--yes", "--library", "https://example.com/rl-harness.git", "--library-commit",
+                            LIBRARY_COMMIT))
     assert code == 0, output
     onstart = fake.calls("PUT", r"/asks/")[0].body["onstart"]
-    assert f'checkout https://example.com/rl-harness.git {"e" * 40} "$WORK/library"' in onstart
+    assert f'checkout https://example.com/rl-harness.git {pushed[LIBRARY_COMMIT]} "$WORK/library"' in onstart
     assert 'export RL_HARNESS_LOCAL_PATH="$WORK/library"' in onstart and "--override_repository" not in onstart
 
 

@@ -260,7 +260,7 @@ def test_a_launch_key_cannot_delete_nor_reach_other_runs(simulated):
 def test_sink_specs_are_checked():
     with pytest.raises(redact.DevopsError, match="a b2 sink names its bucket"):
         durability.SinkSpec(kind="b2", dest="d", remote_out="/o")
-    with pytest.raises(redact.DevopsError, match="use 'copy' or 'b2'"):
+    with pytest.raises(redact.DevopsError, match="use 'copy', 'b2' or 'store'"):
         durability.SinkSpec(kind="s3", dest="d", remote_out="/o")
 
 

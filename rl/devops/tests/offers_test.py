@@ -71,8 +71,8 @@ def test_gpu_names_gate_only_when_given():
 
 def test_score_is_reliability_times_dlperf_per_dollar():
     # Hand-computed: 0.99 * 80 / 0.40 = 198.0 and 0.90 * 50 / 0.25 = 180.0.
-    assert offers.score({"reliability": 0.99, "dlperf": 80.0, "dph_total": 0.40}) == pytest.approx(198.0)
-    assert offers.score({"reliability": 0.90, "dlperf": 50.0, "dph_total": 0.25}) == pytest.approx(180.0)
+    assert offers.score({"reliability": 0.99, "dlperf": 80.0}, 0.40) == pytest.approx(198.0)
+    assert offers.score({"reliability": 0.90, "dlperf": 50.0}, 0.25) == pytest.approx(180.0)
 
 
 def test_rank_orders_by_score_then_price_then_id_and_counts_rejections():

@@ -136,14 +136,17 @@ class VastAccount:
                 time.sleep(self._retry_backoff_s * attempt)
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def search_offers(self, query: dict, *, order: str, limit: int, disk_gb: float) -> list[dict]:
-        """Offers matching `query` (a parsed filter dict, no SDK defaults), priced for `disk_gb` of disk."""
+    def search_offers(self, query: dict, *, order: str, limit: int, disk_gb: float,
+                      offer_type: str = "on-demand") -> list[dict]:
+        """Offers matching `query` (a parsed filter dict, no SDK defaults), priced for `disk_gb` of disk;
+        `offer_type` "bid" for interruptible ones."""
         return self._call("search offers", lambda: self._sdk.search_offers(
-            query=query, order=order, limit=limit, storage=disk_gb, no_default=True), idempotent=True)
+            query=query, type=offer_type, order=order, limit=limit, storage=disk_gb, no_default=True), idempotent=True)
 
     def create_instance(self, offer_id: int, *, image: str, disk_gb: float, label: str, onstart: str,
-                        env: dict[str, str]) -> Created:
+                        env: dict[str, str], bid: Optional[float] = None) -> Created:
         """Rents offer `offer_id` as instance `label` (unique per instance); never rents it twice.
+        `bid` ($/h) rents it as an interruptible instance at that price.
 
         A transient failure (429, 5xx, timeout) is retried only after no
         instance with `label` was found; one found is adopted. Raises
@@ -158,7 +161,7 @@ class VastAccount:
                     try:
                         response = self._create_sdk.create_instance(
                             id=offer_id, image=image, disk=disk_gb, label=label, onstart_cmd=onstart, env=env,
-                            ssh=True, direct=True, cancel_unavail=True)
+                            price=bid, ssh=True, direct=True, cancel_unavail=True)
                     except Exception as error:  # noqa: BLE001 - classified here, redacted by `guarded`
                         retryable, retry_after_s = _create_may_succeed_later(error), _retry_after_s(error)
                         raise

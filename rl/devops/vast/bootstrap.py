@@ -52,6 +52,7 @@ GIT_TOKEN_ENV = "RLH_GIT_TOKEN"
 # (experiments_template/tools/rl_library.bzl); the rule then records the checkout in the build identity.
 LIBRARY_CHECKOUT_ENV = "RL_HARNESS_LOCAL_PATH"
 DONE_MARKER = "RLH_DONE"
+END_MARKER = "RLH_END"  # the instance ends itself: "RLH_END completed|failed|deadline"
 PHASE_MARKER = "RLH_PHASE"
 DEFAULT_WORKDIR = "/workspace/rlh"
 # Every offer rented has a GPU (offers.Gates.num_gpus >= 1): build the venv from the CUDA lock.
@@ -102,15 +103,17 @@ class Job:
     seed: int
     run_id: str
     extra_args: tuple[str, ...] = ()
+    resume_from: Optional[str] = None  # a previous run of this job, resumed from its newest checkpoint in the store
 
     def __post_init__(self):
         if not _TARGET.fullmatch(self.target):
             raise redact.DevopsError(f"target {self.target!r} is not a Bazel label like //experiments/x:y")
         if self.seed < 0:
             raise redact.DevopsError(f"seed {self.seed} must be >= 0")
-        problem = status.run_id_problem(self.run_id)
-        if problem:
-            raise redact.DevopsError(problem)
+        for run_id in (self.run_id, self.resume_from):
+            problem = run_id and status.run_id_problem(run_id)
+            if problem:
+                raise redact.DevopsError(problem)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,16 +125,28 @@ class Bootstrap:
     upload_artifacts: bool = False
     max_hours: float = 12.0
     workdir: str = DEFAULT_WORKDIR
+    # The instance destroys itself (vast.ai's key for the container, limited to it) once its run has ended
+    # and at its deadline: only where its results live in a store, so nothing is lost with its disk.
+    self_end: bool = False
+    end_grace_s: float = 600.0       # after max_hours: the run's own stop (SIGTERM, checkpoint, mirror drain)
+    failed_linger_s: float = 1800.0  # a failed run's instance waits this long, so a watcher reads its error
 
     def __post_init__(self):
         if self.max_hours <= 0:
             raise redact.DevopsError(f"max_hours={self.max_hours} must be > 0")
+        if self.end_grace_s <= 0 or self.failed_linger_s <= 0:
+            raise redact.DevopsError(f"end_grace_s={self.end_grace_s} and failed_linger_s={self.failed_linger_s}"
+                                     " must be > 0")
         if not self.workdir.startswith("/"):
             raise redact.DevopsError(f"workdir {self.workdir!r} must be an absolute path")
 
     def out_dir(self) -> str:
         """Where results/, artifacts/ and vast/<run-id>/ live on the instance (the copy-back source)."""
         return f"{self.workdir}/out"
+
+    def deadline_s(self) -> float:
+        """Seconds from the script's start to the instance's end, whatever the run does."""
+        return self.max_hours * 3600 + self.end_grace_s
 
 
 _TEMPLATE = """\
@@ -150,7 +165,10 @@ if [ -w /proc/1/fd/1 ]; then log_sink=/proc/1/fd/1; fi  # the container log that
 # and the container log: every secret this script was given, read from the environment (literal,
 # no escapes), as the harness's redaction layer masks them in records.
 mask_secrets() {{
-  awk 'BEGIN {{ n = split("{secret_variables}", names, " ")
+  local line_buffered=()
+  # mawk (Debian's awk) reads its input in blocks unless told not to: the log would lag, and lose its tail.
+  if awk -W version 2>/dev/null | grep -q mawk; then line_buffered=(-W interactive); fi
+  awk "${{line_buffered[@]}}" 'BEGIN {{ n = split("{secret_variables}", names, " ")
                for (i = 1; i <= n; i++) if (length(ENVIRON[names[i]]) >= 8) secrets[i] = ENVIRON[names[i]] }}
        {{ for (i in secrets) while ((at = index($0, secrets[i])) > 0)
             $0 = substr($0, 1, at - 1) "[REDACTED]" substr($0, at + length(secrets[i]))
@@ -167,14 +185,14 @@ finish() {{
   (cd "$OUT" && find results artifacts -type f -print0 | sort -z | xargs -0 -r sha256sum) >"$RECORD/SHA256SUMS.tmp" \\
     && mv "$RECORD/SHA256SUMS.tmp" "$RECORD/SHA256SUMS"
   echo "{done_marker} exit_code=$code run_id=$RUN_ID"
-  exec >&- 2>&-
+{end_when_done}  exec >&- 2>&-
   wait "$tee_pid"  # the log file is complete when the script ends
 }}
 trap finish EXIT
-
+{deadline_timer}
 phase install
 missing=()
-for tool in git rsync zip python3.11; do
+for tool in git rsync zip curl python3.11; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 command -v bazel >/dev/null || missing+=(bazel)
@@ -231,6 +249,33 @@ exit "$run_code"
 """
 
 
+# Self-ending (Bootstrap.self_end). vast.ai gives every container CONTAINER_ID and CONTAINER_API_KEY, a key
+# limited to that instance; destroying it ends the whole bill (a stopped instance still bills its disk).
+# The key reaches curl through its config on stdin, never its argv.
+_END_SELF = """\
+end_self() {{  # end_self REASON: destroys this instance (bounded retries)
+  local url="${{RLH_VAST_URL:-https://console.vast.ai}}" attempt
+  echo "{end_marker} $1"
+  for attempt in 1 2 3 4 5; do
+    if printf 'header = "Authorization: Bearer %s"\\n' "${{CONTAINER_API_KEY:-}}" \\
+        | curl -fsS -K - -X DELETE "$url/api/v0/instances/${{CONTAINER_ID:-none}}/" >/dev/null; then
+      return 0
+    fi
+    sleep $((attempt * 5))
+  done
+  echo "{end_marker} failed: the instance bills until \\`destroy\\` or \\`reap\\` ends it"
+}}
+"""
+# The deadline holds even if the run, the script or the operator's machine hangs: a process of its own.
+_DEADLINE_TIMER = """\
+(sleep {deadline_s}; end_self deadline) &
+"""
+# A run that ended: its instance has nothing left. A failed one waits, so a watcher reads its error first.
+_END_WHEN_DONE = """\
+  if [ "$code" -eq 0 ]; then end_self completed; else sleep {failed_linger_s}; end_self failed; fi
+"""
+
+
 def render(plan: Bootstrap, job: Job) -> str:
     """The onstart script for `job` under `plan` (bash; see the module docstring)."""
     library_checkout = ""
@@ -244,8 +289,16 @@ def render(plan: Bootstrap, job: Job) -> str:
                 "--results-dir", '"$OUT/results"', "--artifacts-dir", '"$OUT/artifacts"']
     if plan.upload_artifacts:
         run_args.append("--upload-artifacts")
+    if job.resume_from:
+        run_args += ["--resume-from", shlex.quote(job.resume_from)]
     run_args += [shlex.quote(argument) for argument in job.extra_args]
+    end_when_done = deadline_timer = ""
+    if plan.self_end:
+        end_when_done = _END_WHEN_DONE.format(failed_linger_s=int(plan.failed_linger_s))
+        deadline_timer = (_END_SELF.format(end_marker=END_MARKER)
+                          + _DEADLINE_TIMER.format(deadline_s=int(plan.deadline_s())))
     return _TEMPLATE.format(
+        end_when_done=end_when_done, deadline_timer=deadline_timer,
         workdir=shlex.quote(plan.workdir), out_dir=shlex.quote(plan.out_dir()), run_id=shlex.quote(job.run_id),
         phase_marker=PHASE_MARKER, done_marker=DONE_MARKER, git_token_env=GIT_TOKEN_ENV,
         secret_variables=" ".join((GIT_TOKEN_ENV, *env_vars.SECRET_VARIABLES)),

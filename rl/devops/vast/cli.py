@@ -1,8 +1,9 @@
-"""The vast.ai command line: search, up, status, logs, destroy, reap, quarantine.
+"""The vast.ai command line: search, up, watch, status, logs, destroy, reap, quarantine.
 
     bazel run //rl/devops:vast_cli -- search --max-dph 0.8
     bazel run //rl/devops:vast_cli -- up --repo https://github.com/me/research.git --commit <sha> \\
         --target //experiments/mess3:reward_only --seeds 0-3 --hours 3 --dest vast_results --yes --wait
+    bazel run //rl/devops:vast_cli -- watch ab12cd       # a managed launch (--sink store): managed_cli.py
     bazel run //rl/devops:vast_cli -- status
     bazel run //rl/devops:vast_cli -- logs rlh-ab12cd-000-1 --tail 100
     bazel run //rl/devops:vast_cli -- destroy --launch ab12cd      # secures results first
@@ -11,7 +12,7 @@
 
 The API key comes from $VAST_API_KEY or --api-key-file (never a flag value,
 which `ps` would show). Progress goes to stderr, results to stdout. Exit
-status: 0 done, 1 error, 2 bad usage, 3 some instance was kept (its results
+status: 0 done, 1 error, 2 bad usage or input (nothing rented), 3 some instance was kept (its results
 are not secured yet, or its run has not finished). docs/vast.md has the guide.
 """
 
@@ -26,7 +27,7 @@ import time
 import traceback
 from typing import Optional, Sequence
 
-from rl.devops.vast import api, bootstrap, durability, fleet, offers, redact, state
+from rl.devops.vast import api, bootstrap, durability, fleet, managed, managed_cli, offers, preflight, redact, state
 
 EXIT_KEPT = 3
 
@@ -71,6 +72,9 @@ def _gate_arguments() -> argparse.ArgumentParser:
     group.add_argument("--min-cpu-cores", type=float, default=defaults.min_cpu_cores)
     group.add_argument("--max-dph", type=float, default=defaults.max_dph, help="price cap, $ per hour per instance")
     group.add_argument("--exclude-machine", type=int, action="append", default=[], help="machine id never to rent")
+    group.add_argument("--interruptible", action="store_true",
+                       help="bid offers (cheaper; an instance may be stopped when outbid), bidding at most --max-dph;"
+                            " `up` needs --sink store, whose runs resume on a replacement")
     return parser
 
 
@@ -78,15 +82,17 @@ def _gates(args: argparse.Namespace) -> offers.Gates:
     return offers.Gates(
         num_gpus=args.num_gpus, gpu_names=tuple(args.gpu_name), min_reliability=args.min_reliability,
         require_verified=not args.allow_unverified, min_cuda=args.min_cuda, disk_gb=args.disk_gb,
-        min_cpu_cores=args.min_cpu_cores, max_dph=args.max_dph, excluded_machines=frozenset(args.exclude_machine))
+        min_cpu_cores=args.min_cpu_cores, max_dph=args.max_dph, excluded_machines=frozenset(args.exclude_machine),
+        interruptible=args.interruptible)
 
 
 def _sink_arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
     group = parser.add_argument_group("where results go before an instance is destroyed")
-    group.add_argument("--sink", choices=(durability.COPY, durability.B2), default=durability.COPY,
+    group.add_argument("--sink", choices=(durability.COPY, durability.B2, durability.STORE), default=durability.COPY,
                        help="copy: rsync everything back over SSH; b2: copy results/, verify artifacts in B2 "
-                            "(the harness uploads them with its B2 credentials from this machine)")
+                            "(the harness uploads them with its B2 credentials from this machine); store: a managed "
+                            "launch, its runs mirrored to the configured store, lost instances replaced")
     group.add_argument("--dest", default="vast_results", help="local folder for copied results (<dest>/<run-id>/)")
     return parser
 
@@ -123,13 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--image", default="python:3.11-bookworm", help="Docker image (Debian-based, Python 3.11)")
     up.add_argument("--hours", type=float, required=True, help="expected run time, for the cost estimate")
     up.add_argument("--max-hours", type=float, default=12.0, help="the run is stopped (SIGTERM) after this")
-    up.add_argument("--budget", type=float, help="refuse to launch when the estimate exceeds this many dollars")
+    up.add_argument("--budget", type=float, help="refuse to launch when the estimate exceeds this many dollars (a "
+                    "managed launch: also never pass it while running, spent + projected to the deadlines)")
     up.add_argument("--boot-timeout", type=float, default=900.0, help="seconds before a machine counts as dead")
     up.add_argument("--quarantine-hours", type=float, default=24.0, help="how long a dead machine is avoided")
     up.add_argument("--parallel", type=int, default=8, help="instances launched at once")
     up.add_argument("--yes", action="store_true", help="launch (without it: print the plan and cost only)")
     up.add_argument("--wait", action="store_true", help="then wait for the runs, secure results, destroy")
     up.add_argument("run_args", nargs="*", help="after --: extra arguments for every run")
+    managed_cli.add_arguments(up, commands)
 
     status = commands.add_parser("status", formatter_class=formatter, help="instances, phases and spend")
     status.add_argument("--all", action="store_true", help="include destroyed and failed records")
@@ -180,10 +188,15 @@ def _pin(url: Optional[str], commit: Optional[str], what: str) -> Optional[boots
 
 def _up(args: argparse.Namespace) -> int:
     fleet_config = fleet.FleetConfig(boot_timeout_s=args.boot_timeout, poll_interval_s=args.poll_interval,
-                              quarantine_hours=args.quarantine_hours, parallelism=args.parallel)
+                                     quarantine_hours=args.quarantine_hours, parallelism=args.parallel)
     setup = bootstrap.Bootstrap(repo=bootstrap.GitPin(args.repo, args.commit),
                                 library=_pin(args.library, args.library_commit, "library"),
                                 upload_artifacts=args.sink == durability.B2, max_hours=args.max_hours)
+    if args.sink == durability.STORE or args.interruptible:
+        launch_id = fleet.new_launch_id()
+        jobs = fleet.make_jobs(args.target, args.seeds, launch_id=launch_id, extra_args=tuple(args.run_args))
+        path = _path(args.instance_store_file) if args.instance_store_file else None
+        return managed_cli.up(args, _fleet(args, fleet_config), _gates(args), setup, jobs, launch_id, path)
     bucket = durability.b2_credentials().bucket if args.sink == durability.B2 else None
     spec = durability.SinkSpec(kind=args.sink, dest=str(_path(args.dest)), remote_out=setup.out_dir(),
                                b2_bucket=bucket)
@@ -194,13 +207,16 @@ def _up(args: argparse.Namespace) -> int:
     print(f"launch {launch_id}: {plan.describe()}")
     for job, scored in zip(plan.jobs, plan.choice.ranked):
         print(f"  {job.target} seed {job.seed} -> offer {scored.offer['id']} (machine {scored.offer['machine_id']}, "
-              f"{scored.offer.get('gpu_name')}, ${scored.offer['dph_total']:.3f}/h, score {scored.score:.1f})")
+              f"{scored.offer.get('gpu_name')}, ${scored.price:.3f}/h, score {scored.score:.1f})")
     if args.budget is not None and plan.estimate() > args.budget:
         raise redact.DevopsError(f"the estimate ${plan.estimate():.2f} exceeds --budget ${args.budget:.2f}; "
                                  "lower --hours, the number of jobs or --max-dph, or raise the budget")
     if not args.yes:
         print("nothing launched: add --yes to launch")
         return 0
+    for pin in (setup.repo, setup.library):
+        if pin is not None:
+            preflight.check_pushed(pin)
     token = os.environ.get(bootstrap.GIT_TOKEN_ENV, "")
     if token:
         redact.register_secret(token)
@@ -257,10 +273,18 @@ def _run(args: argparse.Namespace) -> int:
         for scored in choice.ranked[:args.show]:
             o = scored.offer
             print(f"offer {o['id']}  machine {o['machine_id']}  {o.get('num_gpus')}x {o.get('gpu_name')}  "
-                  f"${o['dph_total']:.3f}/h  reliability {o['reliability']:.3f}  dlperf {o['dlperf']:.1f}  "
+                  f"${scored.price:.3f}/h  reliability {o['reliability']:.3f}  dlperf {o['dlperf']:.1f}  "
                   f"score {scored.score:.1f}")
     elif args.command == "status":
         print("\n".join(fl.status(include_ended=args.all)))
+        current = fl.store.read()
+        for launch_id in sorted(current.launches):
+            shares = managed.launch_of(current, launch_id).shares
+            if args.all or any(share.status == managed.ACTIVE for share in shares):
+                print("\n".join(managed.describe(current, launch_id, time.time())))
+    elif args.command == "watch":
+        path = _path(args.instance_store_file) if args.instance_store_file else None
+        return managed_cli.watch(args, fl, path)
     elif args.command == "logs":
         print(fl.logs(args.label, tail=args.tail), end="")
     elif args.command == "reap":
@@ -283,7 +307,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(redact.redact("".join(traceback.format_exception(error))), file=sys.stderr)
         message = str(error) if isinstance(error, redact.DevopsError) else redact.describe(error)
         print(f"error: {message}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, redact.BadInput) else 1
 
 
 if __name__ == "__main__":

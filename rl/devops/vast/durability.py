@@ -350,6 +350,7 @@ class B2Mirror:
 
 COPY = "copy"
 B2 = "b2"
+STORE = "store"  # a managed launch: the runs mirror to the harness's store (store_runs.StoreSink)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,8 +363,8 @@ class SinkSpec:
     b2_bucket: Optional[str] = None
 
     def __post_init__(self):
-        if self.kind not in (COPY, B2):
-            raise redact.DevopsError(f"sink {self.kind!r}: use {COPY!r} or {B2!r}")
+        if self.kind not in (COPY, B2, STORE):
+            raise redact.DevopsError(f"sink {self.kind!r}: use {COPY!r}, {B2!r} or {STORE!r}")
         if (self.kind == B2) != bool(self.b2_bucket):
             raise redact.DevopsError("a b2 sink names its bucket, and only a b2 sink does")
 
@@ -374,6 +375,9 @@ class SinkSpec:
 
 def build_sink(spec: SinkSpec, *, known_hosts_dir: pathlib.Path, runner: CommandRunner = run_command) -> ResultsSink:
     """The real sink for `spec`: CopyBack, or B2Mirror over the harness's bucket opened with this machine's key."""
+    if spec.kind == STORE:
+        from rl.devops.vast import store_runs  # it reads the harness's store, which the other sinks never open
+        return store_runs.StoreSink.configured()
     copy = CopyBack(dest=pathlib.Path(spec.dest), remote_out=spec.remote_out, known_hosts_dir=known_hosts_dir,
                     include_artifacts=spec.kind == COPY, runner=runner)
     if spec.kind == COPY:

@@ -83,13 +83,18 @@ class Plan:
     choice: offers.Choice
     hours: float
     disk_gb: float
+    interruptible: bool = False  # bid on the offers (Gates.interruptible)
+
+    def rate(self) -> float:
+        """$/h of the offers the jobs would rent first, together."""
+        return sum(scored.price for scored in self.choice.ranked[:len(self.jobs)])
 
     def estimate(self) -> float:
         """Dollars: the price of the offers the jobs would rent first, times the expected hours."""
-        return self.hours * sum(scored.offer["dph_total"] for scored in self.choice.ranked[:len(self.jobs)])
+        return self.hours * self.rate()
 
     def describe(self) -> str:
-        rate = sum(scored.offer["dph_total"] for scored in self.choice.ranked[:len(self.jobs)])
+        rate = self.rate()
         return (f"{len(self.jobs)} instances at ${rate:.3f}/h together; {self.hours:g} h expected: "
                 f"about ${self.estimate():.2f} (plus boot time; billing stops only at destroy)")
 
@@ -127,9 +132,9 @@ class _OfferPool:
         self._ranked = list(ranked)
         self._lock = threading.Lock()
 
-    def take(self) -> Optional[dict]:
+    def take(self) -> Optional[offers.ScoredOffer]:
         with self._lock:
-            return self._ranked.pop(0).offer if self._ranked else None
+            return self._ranked.pop(0) if self._ranked else None
 
 
 class Fleet:
@@ -163,7 +168,8 @@ class Fleet:
             raise redact.DevopsError(
                 f"{len(jobs)} jobs but only {len(choice.ranked)} offers pass the gates ({choice.summary()}); "
                 "relax a gate (e.g. --max-dph, --min-reliability) or launch fewer jobs")
-        return Plan(launch_id=launch_id, jobs=jobs, choice=choice, hours=hours, disk_gb=gates.disk_gb)
+        return Plan(launch_id=launch_id, jobs=jobs, choice=choice, hours=hours, disk_gb=gates.disk_gb,
+                    interruptible=gates.interruptible)
 
     def launch(self, plan: Plan, setup: bootstrap.Bootstrap, spec: durability.SinkSpec, *, image: str,
                extra_env: Optional[dict[str, str]] = None) -> list[state.Record]:
@@ -183,44 +189,47 @@ class Fleet:
         workers = max(1, min(self.config.parallelism, len(plan.jobs)))
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as executor:
             futures = [executor.submit(self._launch_job, plan.launch_id, index, job, pool, setup, spec, image,
-                                       plan.disk_gb, env)
+                                       plan.disk_gb, env, plan.interruptible)
                        for index, job in enumerate(plan.jobs)]
             return [future.result() for future in futures]
 
     def _launch_job(self, launch_id: str, index: int, job: bootstrap.Job, pool: _OfferPool,
                     setup: bootstrap.Bootstrap, spec: durability.SinkSpec, image: str, disk_gb: float,
-                    env: dict[str, str]) -> state.Record:
+                    env: dict[str, str], interruptible: bool) -> state.Record:
         onstart = bootstrap.render(setup, job)
         for attempt in range(1, self.config.max_attempts + 1):
             label = f"{LABEL_PREFIX}{launch_id}-{index:03d}-{attempt}"
             record = state.Record(label=label, launch_id=launch_id, target=job.target, seed=job.seed,
                                   run_id=job.run_id, sink=spec.kind, dest=spec.dest, remote_out=spec.remote_out,
                                   b2_bucket=spec.b2_bucket, attempts=attempt)
-            offer = pool.take()
-            if offer is None:
+            scored = pool.take()
+            if scored is None:
                 record = dataclasses.replace(record, status=state.FAILED, note="no offer left that passes the gates")
             else:
-                record = dataclasses.replace(record, offer_id=offer["id"], machine_id=offer.get("machine_id"),
-                                             dph_total=offer["dph_total"])
+                record = dataclasses.replace(record, offer_id=scored.offer["id"],
+                                             machine_id=scored.offer.get("machine_id"), dph_total=scored.price)
             with self.store.update() as current:
                 current.records[label] = record
-            if offer is None:
+            if scored is None:
                 self.progress(f"{label}: {record.note}; job {job.run_id} not launched")
                 return record
-            record = self._create(record, offer, image, disk_gb, onstart, env)
+            record = self.create(record, scored.offer, image, disk_gb, onstart, env,
+                                 bid=scored.price if interruptible else None)
             if record.status == state.BOOTING:
                 record = self._await_boot(record)
             if record.status == state.RUNNING:
                 return record
         return record
 
-    def _create(self, record: state.Record, offer: dict, image: str, disk_gb: float, onstart: str,
-                env: dict[str, str]) -> state.Record:
+    def create(self, record: state.Record, offer: dict, image: str, disk_gb: float, onstart: str,
+               env: dict[str, str], *, bid: Optional[float] = None) -> state.Record:
+        """Rents `offer` for `record` (already in the state file); the record after the create call."""
+        kind = f"bid ${bid:.3f}/h" if bid is not None else f"${offer['dph_total']:.3f}/h"
         self.progress(f"{record.label}: renting offer {offer['id']} (machine {offer.get('machine_id')}, "
-                      f"${offer['dph_total']:.3f}/h) for {record.target} seed {record.seed}")
+                      f"{kind}) for {record.target} seed {record.seed}")
         try:
             created = self.account.create_instance(offer["id"], image=image, disk_gb=disk_gb, label=record.label,
-                                                   onstart=onstart, env=env)
+                                                   onstart=onstart, env=env, bid=bid)
         except CreateOutcomeUnknown as error:
             # Left `launching` without an instance id: `reap` adopts an instance with its label, or fails it.
             self.progress(f"{record.label}: {error}; trying the next offer")

@@ -16,10 +16,11 @@ assumed reliable.
 
 Score (higher is better), the expected deep-learning work per dollar:
 
-    score = reliability * dlperf / dph_total
+    score = reliability * dlperf / price
 
-`dlperf` is vast.ai's DL-performance figure of the offer, `dph_total` its
-total price per hour *including the disk we rent*, and `reliability` (0..1)
+`dlperf` is vast.ai's DL-performance figure of the offer, `price` what we
+would pay per hour: its `dph_total` *including the disk we rent*, or for an
+interruptible rental (`Gates(interruptible=True)`) our bid, and `reliability` (0..1)
 discounts machines likely to fail mid-run: a run lost at random wastes its
 cost, so expected completed work per dollar scales with it. Ties: lower
 price, then lower offer id (deterministic).
@@ -40,6 +41,9 @@ LOCKED_TORCH_CUDA = 13.0
 # table "CUDA Toolkit 11.x, 12.x, and 13.x Driver Version Ranges":
 # https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html
 MIN_DRIVER_FOR_CUDA_MAJOR = {11: 450, 12: 525, 13: 580}
+# An interruptible rental bids this much above the offer's lowest winning bid (`min_bid`), at most `max_dph`:
+# a bid at the minimum is the first one outbid.
+BID_MARGIN = 0.10
 
 
 def min_driver_for(cuda: float) -> int:
@@ -70,8 +74,9 @@ class Gates:
     min_cuda: float = LOCKED_TORCH_CUDA  # the host driver's CUDA (cuda_max_good) must run the locked torch
     disk_gb: float = 40.0
     min_cpu_cores: float = 8.0
-    max_dph: float = 1.0
+    max_dph: float = 1.0  # the price cap, $/h per instance: on-demand price, or the bid when interruptible
     excluded_machines: frozenset[int] = frozenset()
+    interruptible: bool = False  # bid offers: cheaper, and an instance may be stopped when outbid
 
     def __post_init__(self):
         problems = []
@@ -96,8 +101,8 @@ class Gates:
             "cuda_max_good": {"gte": self.min_cuda},
             "disk_space": {"gte": self.disk_gb},
             "cpu_cores_effective": {"gte": self.min_cpu_cores},
-            "dph_total": {"lte": self.max_dph},
         }
+        query["min_bid" if self.interruptible else "dph_total"] = {"lte": self.max_dph}
         if self.require_verified:
             query["verified"] = {"eq": True}
         if self.gpu_names:
@@ -136,9 +141,10 @@ class Gates:
                                      f"needs driver >= {needed}"))
         at_least("disk_gb", "disk_space", self.disk_gb)
         at_least("min_cpu_cores", "cpu_cores_effective", self.min_cpu_cores)
-        price = offer.get("dph_total")
+        field = "min_bid" if self.interruptible else "dph_total"
+        price = offer.get(field)
         if not isinstance(price, (int, float)) or not 0 < price <= self.max_dph:
-            failed.append(("max_dph", f"dph_total={price!r} not in (0, {self.max_dph}]"))
+            failed.append(("max_dph", f"{field}={price!r} not in (0, {self.max_dph}]"))
         if not isinstance(offer.get("dlperf"), (int, float)) or offer["dlperf"] <= 0:
             failed.append(("scorable", f"dlperf={offer.get('dlperf')!r} cannot be scored"))
         machine = offer.get("machine_id")
@@ -151,15 +157,27 @@ class Gates:
         return failed
 
 
-def score(offer: Mapping) -> float:
-    """reliability * dlperf / dph_total (see the module docstring); only for offers that pass the gates."""
-    return offer["reliability"] * offer["dlperf"] / offer["dph_total"]
+    def price(self, offer: Mapping) -> float:
+        """$/h we would pay for `offer` (one that passes the gates): its price, or our bid when interruptible."""
+        if self.interruptible:
+            return round(min(self.max_dph, offer["min_bid"] * (1 + BID_MARGIN)), 4)
+        return offer["dph_total"]
+
+    def offer_type(self) -> str:
+        """The offer kind searched for (vast.ai's search `type`)."""
+        return "bid" if self.interruptible else "on-demand"
+
+
+def score(offer: Mapping, price: float) -> float:
+    """reliability * dlperf / price (see the module docstring); only for offers that pass the gates."""
+    return offer["reliability"] * offer["dlperf"] / price
 
 
 @dataclasses.dataclass(frozen=True)
 class ScoredOffer:
     offer: dict
     score: float
+    price: float  # $/h this rental would bill (Gates.price)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,8 +202,9 @@ def rank(candidates: list[dict], gates: Gates, quarantined: Mapping[int, str]) -
         if failures:
             rejected.update({gate for gate, _ in failures})
         else:
-            passing.append(ScoredOffer(offer=offer, score=score(offer)))
-    passing.sort(key=lambda scored: (-scored.score, scored.offer["dph_total"], scored.offer["id"]))
+            price = gates.price(offer)
+            passing.append(ScoredOffer(offer=offer, score=score(offer, price), price=price))
+    passing.sort(key=lambda scored: (-scored.score, scored.price, scored.offer["id"]))
     return Choice(ranked=passing, rejected=dict(rejected), seen=len(candidates))
 
 
@@ -194,9 +213,10 @@ def search(account, gates: Gates, quarantined: Mapping[int, str], *, limit: int 
 
     `account` is an `api.VastAccount`. The server is asked for the `limit` best
     offers by its own value-for-money order (`dlperf_per_dphtotal`), which is
-    close to our score, so the best-scoring offers are within the page. Only
-    on-demand offers: an interruptible (bid) instance can be stopped mid-run.
+    close to our score, so the best-scoring offers are within the page. On-demand
+    offers unless `gates.interruptible`: an interruptible (bid) instance can be
+    stopped mid-run, so only a launch whose runs resume from a store rents them.
     """
     candidates = account.search_offers(gates.query(quarantined), order="dlperf_per_dphtotal-", limit=limit,
-                                       disk_gb=gates.disk_gb)
+                                       disk_gb=gates.disk_gb, offer_type=gates.offer_type())
     return rank(candidates, gates, quarantined)

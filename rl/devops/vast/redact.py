@@ -35,6 +35,10 @@ class DevopsError(RuntimeError):
         super().__init__(redact(message))
 
 
+class BadInput(DevopsError):
+    """A launch asked for something it cannot have (found before anything is rented): exit status 2."""
+
+
 def register_secret(value: str) -> None:
     """Adds `value` to the strings `redact` masks; DevopsError for a value too short to mask safely."""
     try:

@@ -68,6 +68,14 @@ class Record:
     ended_at: Optional[float] = None
     attempts: int = 0
     note: str = ""
+    claimed_at: Optional[float] = None  # when a watcher claimed this label, before its create call
+    seen_at: Optional[float] = None     # when a watcher last saw the instance exist (its end, if it ended itself)
+
+    @property
+    def share(self) -> Optional[int]:
+        """The job (share) index in the label `rlh-<launch>-<share>-<attempt>`, or None for another label."""
+        parts = self.label.split("-")
+        return int(parts[2]) if len(parts) == 4 and parts[2].isdigit() else None
 
     def hours(self, now: float) -> float:
         """Hours billed so far: from creation to destruction (or to `now` while live)."""
@@ -84,6 +92,8 @@ class Record:
 class State:
     records: dict[str, Record] = dataclasses.field(default_factory=dict)
     quarantine: dict[int, dict] = dataclasses.field(default_factory=dict)
+    # Managed launches by id, as `managed.Launch.to_json()` writes them (what a watcher needs to go on).
+    launches: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def live(self) -> list[Record]:
         return [record for record in self.records.values() if record.status in LIVE_STATUSES]
@@ -106,6 +116,7 @@ class State:
             "schema": SCHEMA_VERSION,
             "records": {label: dataclasses.asdict(record) for label, record in sorted(self.records.items())},
             "quarantine": {str(machine): entry for machine, entry in sorted(self.quarantine.items())},
+            "launches": dict(sorted(self.launches.items())),
         }
 
     @classmethod
@@ -115,6 +126,7 @@ class State:
         return cls(
             records={label: Record(**fields) for label, fields in document["records"].items()},
             quarantine={int(machine): entry for machine, entry in document["quarantine"].items()},
+            launches=dict(document.get("launches", {})),
         )
 
 

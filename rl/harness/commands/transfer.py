@@ -5,6 +5,7 @@ not here.
     exit_code = transfer.sync(run, artifacts_root=None, connect_store=stores.open_store)   # a finder.Run
     exit_code = transfer.fetch("20261201T011500Z-3f9a2c", results_dir=None, artifacts_dir=None, records_only=False)
     lines = transfer.list_store()
+    run_dir = transfer.fetch_records("20261201T011500Z-3f9a2c", results_root, artifacts_root)  # --resume-from elsewhere
 
 The store is the one configured (docs/artifact_storage.md), checked as a run checks it at start. A
 run prefix that holds another run's records (another run id, or the same id started at another

@@ -35,7 +35,7 @@ from typing import Callable, Mapping, Optional
 import ray
 from ray import tune
 
-from rl.harness.training import lifecycle
+from rl.harness.training import lifecycle, member_devices
 
 POLL_S = 0.5  # how often a trial looks at its child and at the stop flag
 WORKER_NICENESS_ENV = "RAY_worker_niceness"  # Ray's override of its RayConfig value
@@ -86,7 +86,7 @@ def _run_member(config: dict, *, trials: Mapping[str, MemberTrial], env: Mapping
     if ray.get(flag.get.remote()) is not None:
         tune.report({"exit_code": None, "skipped": True})
         return
-    child = _start_member(trials[config["run_id"]], env)
+    child = _start_member(trials[config["run_id"]], {**env, **member_devices.visible_devices(ray.get_gpu_ids())})
     asked = False
     while child.poll() is None:
         if not asked and ray.get(flag.get.remote()) is not None:
@@ -162,8 +162,11 @@ def run_trials(trials: list[MemberTrial], *, ray_address: Optional[str], num_cpu
         # The grid is the run ids alone (what Tune shows and logs); the command lines travel as parameters.
         trainable = tune.with_parameters(_run_member, trials={trial.run_id: trial for trial in trials},
                                          env=dict(env), stop_flag=flag_name)
+        # On GPUs, each member gets a share of one, and its run sees that device only (member_devices.py).
+        gpus_per_trial = member_devices.cluster_gpu_share(ray.cluster_resources(), members=len(trials),
+                                                          cpus_per_member=cpus_per_trial, max_concurrent=max_concurrent)
         tuner = tune.Tuner(
-            tune.with_resources(trainable, {"cpu": cpus_per_trial}),
+            tune.with_resources(trainable, member_devices.trial_resources(cpus=cpus_per_trial, gpus=gpus_per_trial)),
             param_space={"run_id": tune.grid_search([trial.run_id for trial in trials])},
             tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=True,
                                         trial_name_creator=lambda trial: trial.config["run_id"],

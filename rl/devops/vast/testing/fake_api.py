@@ -19,6 +19,15 @@ Endpoints (paths as the SDK 1.9 builds them, see vastai/api/{offers,instances}.p
 | show_instances | GET /api/v1/instances/?select_filters&order_by&limit[&after_token] | {"instances": page, "next_token": ...} |
 | destroy_instance | DELETE /api/v0/instances/<id>/ | {"success": true}; unknown: 404 |
 | logs | PUT /api/v0/instances/request_logs/<id>/ {"tail"} | {"result_url": <url>}; GET <url> gives the text |
+| (an instance ending itself) | DELETE /api/v0/instances/<its id>/ with its CONTAINER_API_KEY | as destroy_instance; any other request with that key: 401 |
+
+A create with `price` rents the offer as an interruptible instance at that bid (at least the
+offer's `min_bid`, else 400). Each instance gets a key of its own (`container_key(id)`), which vast.ai
+gives the container as CONTAINER_API_KEY; it may destroy that instance and do nothing else.
+`preempt(id)` stops an instance as an outbid one is stopped, and `bill()` is what the account was
+charged: each instance's price from its creation until it was destroyed (a stopped one bills on, as
+vast.ai bills its disk, at its full price here: an upper bound). `hosts` are told of each create,
+stop and destroy (`testing/fake_hosts.py` runs each instance as a local process).
 
 Every /api call needs `Authorization: Bearer <api_key>` (else 401). An instance
 is "loading" until `boot_delay_s` has passed, then "running" — except on a
@@ -42,7 +51,9 @@ import dataclasses
 import http.server
 import itertools
 import json
+import pathlib
 import re
+import secrets
 import threading
 import time
 import urllib.parse
@@ -73,6 +84,7 @@ def offer(offer_id: int, **fields) -> dict:
         "cpu_cores_effective": 16.0, "cpu_ram": 64000, "dlperf": 60.0, "dph_total": 0.40, "geolocation": "XX",
     }
     row.update(fields)
+    row.setdefault("min_bid", round(row["dph_total"] / 2, 3))
     return row
 
 
@@ -140,6 +152,11 @@ class FakeVastApi:
         self._statuses: dict[int, str] = {}
         self._log_urls: dict[str, tuple[int, Optional[int]]] = {}
         self._ids = itertools.count(70001)
+        self._container_keys: dict[int, str] = {}
+        self.offers_of: dict[int, int] = {}   # instance id: the offer it rented (rentable again once destroyed)
+        self._billed: dict[int, list] = {}   # id: [price per hour, created at, destroyed at or None]
+        self.log_files: dict[int, pathlib.Path] = {}   # an instance's log read from a file (a fake host's)
+        self.hosts: list = []   # objects with created(row), stopped(id), destroyed(id)
         self._lock = threading.RLock()
         self._server: Optional[http.server.ThreadingHTTPServer] = None
         self._watchdog: Optional[threading.Timer] = None
@@ -192,6 +209,22 @@ class FakeVastApi:
         with self._lock:
             self._statuses[instance_id] = actual_status
 
+    def preempt(self, instance_id: int) -> None:
+        """The instance is stopped, as an outbid interruptible one is; its hosts stop its process (SIGKILL)."""
+        self.set_status(instance_id, "stopped")
+        for host in self.hosts:
+            host.stopped(instance_id)
+
+    def container_key(self, instance_id: int) -> str:
+        with self._lock:
+            return self._container_keys[instance_id]
+
+    def bill(self, now: Optional[float] = None) -> float:
+        """Dollars charged so far: each instance's price per hour over its life (creation to destruction)."""
+        now = time.time() if now is None else now
+        with self._lock:
+            return sum(price * ((ended or now) - created) / 3600 for price, created, ended in self._billed.values())
+
     def calls(self, method: str, path_pattern: str) -> list[RecordedRequest]:
         with self._lock:
             return [r for r in self.requests if r.method == method and re.search(path_pattern, r.path)]
@@ -227,8 +260,12 @@ class FakeVastApi:
     def _answer(self, method: str, path: str, query: dict, headers: dict, body: Any) -> tuple[int, Any, dict]:
         if path.startswith("/fake-logs/"):
             return self._serve_log(path.rsplit("/", 1)[1])
-        if headers.get("authorization") != f"Bearer {self.api_key}":
-            return 401, {"success": False, "error": "invalid_api_key", "msg": "bad or missing API key"}, {}
+        authorization = headers.get("authorization")
+        if authorization != f"Bearer {self.api_key}":
+            with self._lock:
+                own = next((i for i, key in self._container_keys.items() if authorization == f"Bearer {key}"), None)
+            if own is None or (method, path) != ("DELETE", f"/api/v0/instances/{own}/"):
+                return 401, {"success": False, "error": "invalid_api_key", "msg": "bad or missing API key"}, {}
         fault = self._take_fault(method, path)
         if fault is not None:
             if fault.kind == "delay":
@@ -279,17 +316,27 @@ class FakeVastApi:
             ask = self.offers.get(offer_id)
             if ask is None or ask["rented"]:
                 return 404, {"success": False, "error": "no_such_ask", "msg": f"offer {offer_id} is not available"}, {}
+            bid = body.get("price")
+            if bid is not None and bid < ask["min_bid"]:
+                return 400, {"success": False, "error": "bid_too_low", "msg": f"bid {bid} < min_bid {ask['min_bid']}"}, {}
             ask["rented"] = True
             instance_id = next(self._ids)
+            price = ask["dph_total"] if bid is None else bid
+            self._billed[instance_id] = [price, time.time(), None]
+            self._container_keys[instance_id] = secrets.token_hex(16)
+            self.offers_of[instance_id] = offer_id
             self.instances[instance_id] = {
                 "id": instance_id, "machine_id": ask["machine_id"], "host_id": ask["host_id"],
                 "label": body.get("label"), "image_uuid": body.get("image"), "onstart": body.get("onstart"),
                 "image_runtype": body.get("runtype"), "extra_env": [[k, v] for k, v in (body.get("env") or {}).items()],
-                "disk_space": body.get("disk"), "start_date": time.time(), "dph_total": ask["dph_total"],
+                "disk_space": body.get("disk"), "start_date": time.time(), "dph_total": price, "is_bid": bid is not None,
                 "num_gpus": ask["num_gpus"], "gpu_name": ask["gpu_name"], "cur_state": "running",
                 "intended_status": "running", "ssh_host": LOOPBACK, "ssh_port": 20000 + instance_id % 10000,
                 "public_ipaddr": LOOPBACK,
             }
+            row = dict(self.instances[instance_id])
+        for host in self.hosts:
+            host.created(row)
         return 200, {"success": True, "new_contract": instance_id}, {}
 
     def _show(self, instance_id: int, *, query: dict, body: Any) -> tuple[int, Any, dict]:
@@ -310,6 +357,11 @@ class FakeVastApi:
         with self._lock:
             if self.instances.pop(instance_id, None) is None:
                 return 404, {"success": False, "error": "no_such_instance", "msg": f"no instance {instance_id}"}, {}
+            self._billed[instance_id][2] = time.time()
+            if instance_id in self.offers_of:
+                self.offers[self.offers_of.pop(instance_id)]["rented"] = False
+        for host in self.hosts:
+            host.destroyed(instance_id)
         return 200, {"success": True}, {}
 
     def _request_logs(self, instance_id: int, *, query: dict, body: dict) -> tuple[int, Any, dict]:
@@ -326,7 +378,9 @@ class FakeVastApi:
             if token not in self._log_urls:
                 return 404, "no such log", {}
             instance_id, tail = self._log_urls[token]
-            lines = self._logs.get(instance_id, "").splitlines(keepends=True)
+            path = self.log_files.get(instance_id)
+            text = path.read_text(errors="replace") if path is not None and path.exists() else self._logs.get(instance_id, "")
+            lines = text.splitlines(keepends=True)
         return 200, "".join(lines[-tail:] if tail else lines), {}
 
 

@@ -1,0 +1,402 @@
+"""Managed launches against the fake API, fake instances (local processes running the real bootstrap
+and a real harness run) and a real S3-compatible server (moto's) as the store: recovery, caps, self-ending."""
+
+import datetime
+import io
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from rl.devops.vast import api, bootstrap, cli, fleet, managed, offers, state, store_runs
+from rl.devops.vast.testing import fake_api, fake_hosts
+from rl.harness import env_vars
+from rl.harness.tests import s3_server
+
+REMOTE = "https://git.example.com/"
+ITERATIONS = 30
+FAST = fleet.FleetConfig(boot_timeout_s=2.0, poll_interval_s=0.2, quarantine_hours=24, log_tail=50)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with s3_server.S3Server() as running:
+        yield running
+
+
+@pytest.fixture
+def fake(api_key):
+    """Four good offers (ids 1-4; offer 1 scores best), for as long as a few real runs take."""
+    offers_ = [fake_api.offer(i, dph_total=round(0.30 + 0.05 * i, 2)) for i in range(1, 5)]
+    with fake_api.FakeVastApi(api_key, offers_, lifetime_s=400, boot_delay_s=0.3) as server:
+        yield server
+
+
+@pytest.fixture
+def store_env(server, monkeypatch):
+    """The store on this machine and on the instances: moto's bucket, the read-write key."""
+    key_id, key = server.read_write
+    variables = {env_vars.STORE_ENV: f"s3://{server.bucket}/managed-{time.time_ns()}",
+                 env_vars.STORE_ENDPOINT_ENV: server.endpoint, env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: key}
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    return variables
+
+
+def _git(*args, cwd):
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def pin(tmp_path):
+    """A pushed commit of an experiment repository, served from a local folder under an https:// name."""
+    source = tmp_path / "git" / "src"
+    source.mkdir(parents=True)
+    _git("init", "-q", cwd=source)
+    (source / "BUILD").write_text("# experiment\n")
+    _git("add", "BUILD", cwd=source)
+    _git("commit", "-q", "-m", "first", cwd=source)
+    return bootstrap.GitPin(REMOTE + "src", _git("rev-parse", "HEAD", cwd=source))
+
+
+@pytest.fixture
+def git_env(tmp_path):
+    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{tmp_path / 'git'}/.insteadOf",
+            "GIT_CONFIG_VALUE_0": REMOTE}
+
+
+@pytest.fixture
+def hosts(fake, tmp_path, git_env):
+    repo_root = pathlib.Path(__file__).resolve().parents[3]
+    environment = {**git_env, "RLH_FAKE_PYTHON": sys.executable, "RLH_FAKE_RECIPE": "rl.harness.tests.fake_recipe",
+                   "PYTHONPATH": str(repo_root), "OMP_NUM_THREADS": "1", "FAKE_RECIPE_ITERATIONS": str(ITERATIONS),
+                   "FAKE_RECIPE_SLEEP_S": "0.5", env_vars.MIRROR_INTERVAL_ENV: "0.2"}
+    running = fake_hosts.FakeHosts(fake, tmp_path / "hosts", workdir=bootstrap.DEFAULT_WORKDIR,
+                                   environment=environment)
+    fake.hosts.append(running)
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def progress():
+    return io.StringIO()
+
+
+@pytest.fixture
+def fl(tmp_path, account, progress):
+    return fleet.Fleet(account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), FAST)
+
+
+def _launch(fl, pin, seeds, *, budget=None, max_hours=1.0, **setup_fields):
+    setup = bootstrap.Bootstrap(repo=pin, upload_artifacts=True, max_hours=max_hours, self_end=True,
+                                end_grace_s=setup_fields.pop("end_grace_s", 5), failed_linger_s=1, **setup_fields)
+    jobs = fleet.make_jobs(["//experiments/x:y"], seeds, launch_id="ab12cd")
+    launch = managed.Launch.new("ab12cd", jobs, setup, offers.Gates(max_dph=0.8, interruptible=True),
+                                image="python:3.11-bookworm", budget=budget, boot_timeout_s=FAST.boot_timeout_s,
+                                silence_s=20.0, start_timeout_s=60.0)
+    managed.record_launch(fl.store, launch)
+    return launch
+
+
+def _watcher(fl, store_env):
+    return managed.Watcher(fl, store_runs.StoreRuns(store_runs.open_configured()), "ab12cd",
+                           instance_env=dict(store_env))
+
+
+def _metrics(hosts, instance_id, run_id):
+    path = hosts.folder(instance_id) / "work" / "out" / "artifacts" / run_id / "metrics.jsonl"
+    return [json.loads(line)["training_iteration"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def _first_row_at(hosts, record):
+    """When the instance's run logged its first training row (epoch seconds), or None."""
+    path = hosts.folder(record.instance_id) / "work" / "out" / "artifacts" / record.run_id / "metrics.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return datetime.datetime.fromisoformat(json.loads(lines[0])["harness/logged_at"]).timestamp() if lines else None
+
+
+def _until(condition, timeout_s, what, tick=None):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if tick is not None:
+            tick()
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl, fake, hosts, pin, store_env,
+                                                                              progress):
+    fake.never_boot_machines.add(1001)   # the best offer's machine: its instance never boots
+    _launch(fl, pin, [0, 1])
+    watcher = _watcher(fl, store_env)
+    runs = watcher.runs
+
+    def share0():
+        return managed.launch_of(fl.store.read(), "ab12cd").shares[0]
+
+    def checkpointed():
+        run_ids = share0().run_ids
+        seen = runs.look(run_ids[-1:]) if run_ids else {}
+        iteration = seen[run_ids[-1]].checkpoint_iteration if seen else None
+        return iteration is not None and iteration >= 6
+
+    _until(checkpointed, 120, "share 0's run to mirror a checkpoint past iteration 6", tick=watcher.tick)
+    (victim,) = [r for r in fl.store.read().live() if r.share == 0]
+    fake.preempt(victim.instance_id)                     # outbid: stopped, its process killed with SIGKILL
+    killed_at = _metrics(hosts, victim.instance_id, victim.run_id)[-1]
+    final = watcher.watch(time.time() + 180)
+
+    assert [share.status for share in final.shares] == [managed.COMPLETED] * 2, progress.getvalue()
+    first, *_ = [r for r in fl.store.read().records.values() if r.share == 0]
+    assert "never booted" in fl.store.read().records["rlh-ab12cd-000-1"].note
+    assert 1001 in fl.store.read().quarantined() and victim.machine_id in fl.store.read().quarantined()
+    resumed = fl.store.read().records[f"rlh-ab12cd-000-{victim.attempts + 1}"]
+    assert f"resuming run {victim.run_id} from its newest checkpoint" in progress.getvalue()
+    rows = _metrics(hosts, resumed.instance_id, resumed.run_id)
+    assert rows == list(range(rows[0], ITERATIONS + 1))          # the curve goes on to the end ...
+    assert rows[0] <= killed_at + 1                              # ... without a gap
+    redone = killed_at - (rows[0] - 1)
+    assert 0 <= redone <= ITERATIONS / 10, (killed_at, rows[0])  # at most a tenth redone
+    assert fake.instances == {} and hosts.running() == []        # nothing left running (each ended itself)
+    spent = managed.spend(fl.store.read(), "ab12cd", time.time())
+    assert spent == pytest.approx(fake.bill(), rel=0.05)         # accounted against the fake API's bill
+    to_training = sorted(_first_row_at(hosts, record) - record.created_at for record in fl.store.read().records.values()
+                         if record.instance_id in hosts.started_at and _first_row_at(hosts, record) is not None)
+    print(f"redone {redone}/{ITERATIONS}; spend ${spent:.5f} against the bill ${fake.bill():.5f}; rented to training"
+          f" {', '.join(f'{seconds:.1f}' for seconds in to_training)} s")
+
+
+# ---- the watcher's decisions, with runs written into the store by hand (no instance process) -----------------
+
+def _put_run(run_id, *, status="running", checkpoint=None, error=None, heartbeat_age_s=0.0):
+    """A run's manifest in the store, as a run on an instance mirrors it (and its checkpoint's state file)."""
+    store = store_runs.open_configured(write=True)
+    prefix = f"{store.config.prefix}/x/{run_id}"
+    at = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - heartbeat_age_s))
+    manifest = {"run_id": run_id, "status": status, "heartbeat": {"at": at},
+                "error": {"type": "RuntimeError", "message": error} if error else None,
+                "checkpoints": [{"path": f"checkpoints/iter_{checkpoint:06d}", "iteration": checkpoint}] if checkpoint
+                else []}
+    store.put_bytes(json.dumps(manifest).encode(), f"{prefix}/results/run_manifest.json")
+    if checkpoint:
+        store.put_bytes(b"{}", f"{prefix}/artifacts/checkpoints/iter_{checkpoint:06d}/harness_checkpoint.json")
+
+
+def _live(fl, share):
+    (record,) = [r for r in fl.store.read().live() if r.share == share]
+    return record
+
+
+def _shares(fl):
+    return managed.launch_of(fl.store.read(), "ab12cd").shares
+
+
+def test_two_watchers_at_once_never_rent_twice_for_one_share(fl, fake, pin, store_env, tmp_path, progress):
+    _launch(fl, pin, [0, 1, 2])
+    others = [fleet.Fleet(fl.account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), FAST)
+              for _ in range(2)]
+    watchers = [_watcher(other, store_env) for other in others]
+    barrier = threading.Barrier(len(watchers))
+
+    def watch(watcher):
+        barrier.wait()
+        for _ in range(3):
+            watcher.tick()
+
+    threads = [threading.Thread(target=watch, args=(watcher,)) for watcher in watchers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    creates = [request.body["label"] for request in fake.calls("PUT", r"/asks/")]
+    assert sorted(creates) == ["rlh-ab12cd-000-1", "rlh-ab12cd-001-1", "rlh-ab12cd-002-1"]
+    assert len(fake.instances) == 3 and [len(share.run_ids) for share in _shares(fl)] == [1, 1, 1]
+
+
+def test_a_run_that_fails_twice_the_same_way_is_recorded_failed(fl, fake, pin, store_env, progress):
+    _launch(fl, pin, [0])
+    watcher = _watcher(fl, store_env)
+    watcher.tick()
+    first = _live(fl, 0)
+    _put_run(first.run_id, status="failed", checkpoint=4, error="loss is nan at iteration 5")
+    _until(lambda: not watcher.tick() or len(_shares(fl)[0].run_ids) == 2, 30, "a second instance")
+    assert first.instance_id not in fake.instances
+    assert _shares(fl)[0].failures == ("RuntimeError: loss is nan at iteration 5",)
+    assert f"resuming run {first.run_id} from its newest checkpoint" in progress.getvalue()
+    second = _live(fl, 0)
+    _put_run(second.run_id, status="failed", error="loss is nan at iteration 5")
+    _until(lambda: not watcher.tick(), 30, "the share to end")
+    (share,) = _shares(fl)
+    assert share.status == managed.FAILED and share.note == ("failed twice the same way: RuntimeError: loss is nan at"
+                                                             " iteration 5")
+    assert fake.instances == {} and len(fake.calls("PUT", r"/asks/")) == 2
+
+
+def test_a_silent_run_counts_as_lost_and_is_replaced(fl, fake, pin, store_env, progress):
+    _launch(fl, pin, [0])
+    watcher = _watcher(fl, store_env)
+    _until(lambda: fl.store.read().live() and _live(fl, 0).status == state.RUNNING, 30, "a running instance",
+           tick=watcher.tick)
+    silent = _live(fl, 0)
+    _put_run(silent.run_id, checkpoint=8, heartbeat_age_s=3600)
+    watcher.tick()
+    assert silent.instance_id not in fake.instances and silent.machine_id in fl.store.read().quarantined()
+    assert "its run has been silent for over 20 s" in fl.store.read().records[silent.label].note
+    watcher.tick()
+    assert _live(fl, 0).label == "rlh-ab12cd-000-2" and f"resuming run {silent.run_id}" in progress.getvalue()
+
+
+def test_no_instance_is_rented_that_would_pass_the_budget(fl, fake, pin, store_env, progress):
+    # Bids: offer 1 at 0.1925 $/h, offer 2 at 0.22 $/h; an instance may live 1 h + 5 s.
+    _launch(fl, pin, [0, 1], budget=0.30)
+    watcher = _watcher(fl, store_env)
+    watcher.tick()
+    assert [share.status for share in _shares(fl)] == [managed.ACTIVE, managed.STOPPED]
+    assert "would pass the budget $0.30" in _shares(fl)[1].note
+    assert [request.body["price"] for request in fake.calls("PUT", r"/asks/")] == [0.1925]
+    lines = managed.describe(fl.store.read(), "ab12cd", time.time())
+    assert lines[0].startswith("launch ab12cd: spent $0.00 so far, projected $0.19 to the deadlines, cap $0.30")
+
+
+def test_a_cap_passed_while_running_stops_the_least_advanced_share(fl, fake, pin, store_env, progress):
+    _launch(fl, pin, [0, 1])
+    watcher = _watcher(fl, store_env)
+    watcher.tick()
+    ahead, behind = _live(fl, 0), _live(fl, 1)
+    _put_run(ahead.run_id, checkpoint=10)
+    _put_run(behind.run_id, checkpoint=4)
+    with fl.store.update() as current:          # what `watch --budget 0.25` does
+        current.launches["ab12cd"]["budget"] = 0.25
+    watcher.tick()
+    assert [share.status for share in _shares(fl)] == [managed.ACTIVE, managed.STOPPED]
+    assert _shares(fl)[1].note == f"budget $0.25; resume with --resume-from {behind.run_id}"
+    assert behind.instance_id not in fake.instances and ahead.instance_id in fake.instances
+    assert managed.projection(fl.store.read(), managed.launch_of(fl.store.read(), "ab12cd"), time.time()) <= 0.25
+
+
+@pytest.mark.slow
+def test_an_instance_ends_itself_at_its_deadline_with_no_watcher(fl, fake, hosts, pin, store_env, tmp_path):
+    hung = tmp_path / "hung-run"       # a run that hangs and ignores its stop (SIGTERM), e.g. in a stuck call
+    hung.write_text("#!/bin/bash\ntrap '' TERM\nsleep 120\n")
+    hung.chmod(0o755)
+    hosts.environment["RLH_FAKE_PYTHON"] = str(hung)
+    _launch(fl, pin, [0], max_hours=0.002, end_grace_s=3)                # SIGTERM at 7.2 s; the end at 10.2 s
+    _watcher(fl, store_env).tick()                                        # rented; then no watcher at all
+    (record,) = fl.store.read().live()
+    _until(lambda: record.instance_id not in fake.instances, 90, "the instance to end itself")
+    (deleted,) = fake.calls("DELETE", rf"/instances/{record.instance_id}/$")
+    assert deleted.headers["authorization"] == f"Bearer {fake.container_key(record.instance_id)}"   # its own key
+    assert "RLH_END deadline" in fake.log_files[record.instance_id].read_text()
+    assert hosts.running() == []
+
+
+# ---- bad input: one line each, exit 2, nothing rented ---------------------------------------------------------
+
+@pytest.fixture
+def cli_run(fake, api_key, tmp_path, monkeypatch, capsys, git_env, pin):
+    """cli.main against the fake API, pins fetched from the local repository; returns (exit code, output)."""
+    monkeypatch.setenv(api.API_KEY_ENV, api_key)
+    monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))
+    for name, value in git_env.items():
+        monkeypatch.setenv(name, value)
+
+    def run_cli(*argv, commit=pin.commit):
+        code = cli.main(["--server-url", fake.url, "--state-dir", "state", "--request-timeout", "2",
+                         "--poll-interval", "0.05", "up", "--repo", pin.url, "--commit", commit,
+                         "--target", "//experiments/x:y", "--seeds", "0-2", "--hours", "1", "--yes", *argv])
+        out, err = capsys.readouterr()
+        return code, out + err
+
+    return run_cli
+
+
+@pytest.fixture
+def instance_store_file(tmp_path, store_env):
+    path = tmp_path / "instances.json"
+    path.write_text(json.dumps({"url": store_env[env_vars.STORE_ENV], "endpoint": store_env[env_vars.STORE_ENDPOINT_ENV],
+                                "key_id": store_env[env_vars.S3_KEY_ID_ENV], "key": store_env[env_vars.S3_KEY_ENV]}))
+    path.chmod(0o600)
+    return str(path)
+
+
+def _no_store(monkeypatch, tmp_path):
+    for name in (env_vars.STORE_ENV, env_vars.STORE_FILE_ENV, env_vars.B2_KEY_ID_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))     # no ~/.config/rl-harness/store.json either
+
+
+def _error_line(output):
+    (line,) = [line for line in output.splitlines() if line.startswith("error: ")]
+    return line
+
+
+def test_several_instances_without_a_store_are_refused(cli_run, fake, monkeypatch, tmp_path):
+    _no_store(monkeypatch, tmp_path)
+    code, output = cli_run("--sink", "store")
+    assert code == 2 and "3 instances meet only in the store, and no store is configured" in _error_line(output)
+    assert fake.calls("PUT", r"/asks/") == []
+
+
+def test_interruptible_without_a_store_is_refused(cli_run, fake, monkeypatch, tmp_path):
+    _no_store(monkeypatch, tmp_path)
+    code, output = cli_run("--interruptible")
+    assert code == 2 and "resumed only from a store" in _error_line(output) and "no store is configured" in output
+    assert fake.calls("PUT", r"/asks/") == []
+
+
+def test_interruptible_with_a_store_still_needs_the_store_sink(cli_run, fake, store_env):
+    code, output = cli_run("--interruptible")
+    assert code == 2 and _error_line(output).endswith("add --sink store") and fake.calls("PUT", r"/asks/") == []
+
+
+def test_a_budget_below_one_instance_hour_is_refused(cli_run, fake, store_env, instance_store_file):
+    code, output = cli_run("--sink", "store", "--interruptible", "--instance-store-file", instance_store_file,
+                           "--budget", "0.15")
+    assert code == 2 and _error_line(output) == (
+        "error: --budget $0.15 is below one instance-hour of the cheapest offer that passes the gates ($0.193/h);"
+        " raise the budget or relax --max-dph")
+    assert fake.calls("PUT", r"/asks/") == []
+
+
+def test_a_commit_not_pushed_is_refused(cli_run, fake, store_env, instance_store_file):
+    code, output = cli_run("--sink", "store", "--instance-store-file", instance_store_file, commit="f" * 40)
+    line = _error_line(output)
+    assert code == 2 and f"commit {'f' * 40} cannot be fetched from https://git.example.com/src" in line
+    assert line.endswith("push it (git push) or pin a pushed commit") and fake.calls("PUT", r"/asks/") == []
+
+
+def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instance_store_file, capsys):
+    code, output = cli_run("--sink", "store", "--interruptible", "--instance-store-file", instance_store_file,
+                           "--budget", "20")   # 3 bids of about $0.22/h for 12 h + 10 min
+    assert code == 0, output
+    assert "(managed): 3 instances" in output and "launched; keep it going with `watch " in output
+    assert sorted(request.body["price"] for request in fake.calls("PUT", r"/asks/")) == [0.1925, 0.22, 0.2475]
+    onstart = fake.calls("PUT", r"/asks/")[0].body["onstart"]
+    assert "end_self deadline" in onstart and "--upload-artifacts" in onstart
+    env = fake.calls("PUT", r"/asks/")[0].body["env"]
+    assert env[env_vars.STORE_ENV] == store_env[env_vars.STORE_ENV] and env_vars.S3_KEY_ENV in env
+    launch_id = next(line.split()[1] for line in output.splitlines() if line.startswith("launch "))
+
+    def command(*argv):
+        code = cli.main(["--server-url", fake.url, "--state-dir", "state", "--request-timeout", "2",
+                         "--poll-interval", "0.05", *argv])
+        out, err = capsys.readouterr()
+        return code, out + err
+
+    code, output = command("status")
+    assert code == 0 and f"launch {launch_id}: spent $0.00 so far, projected $" in output and "cap $20.00" in output
+    code, output = command("watch", launch_id, "--budget", "1", "--hours", "0.0003",
+                           "--instance-store-file", instance_store_file)
+    assert code == 1 and "cap $1.00" in output
+    assert len(re.findall(r": stopped, 1 instances, run \S+ \(budget \$1\.00; resume with --resume-from", output)) == 3
+    assert fake.instances == {}        # a cap below what one instance costs to its deadline stops every job
