@@ -31,7 +31,7 @@ from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, WEIGHTS_SEQ_NO
 
 from experiments.mess3.benchmarks.bench_sampling import STEPS_PER_SAMPLE, WARMUP_SAMPLES, build_runner
-from rl.learners.models.base import CRITIC_EMBEDDINGS
+from rl.learners.models import CRITIC_EMBEDDINGS
 
 RUNNER_SIDE = ("sample", "pickle_episodes", "weights_in")
 DRIVER_SIDE = ("unpickle_episodes", "update_pipelined", "weights_out")

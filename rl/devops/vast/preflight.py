@@ -17,8 +17,8 @@ from typing import Optional
 
 from rl.devops.vast import bootstrap, durability, redact
 from rl.harness import env_vars
+from rl.harness.remote import store as remote_store
 from rl.harness.remote import stores
-from rl.harness.remote.store import StoreConfig
 
 FETCH_TIMEOUT_S = 120.0
 
@@ -42,7 +42,7 @@ def check_pushed(pin: bootstrap.GitPin) -> None:
                 " push it (git push) or pin a pushed commit")
 
 
-def store_for(*, sink: str, interruptible: bool, instances: int) -> Optional[StoreConfig]:
+def store_for(*, sink: str, interruptible: bool, instances: int) -> Optional[remote_store.StoreConfig]:
     """The configured store when the launch needs one (DevopsError naming the fix when there is none)."""
     needs = []
     if sink == durability.STORE:
@@ -62,7 +62,7 @@ def store_for(*, sink: str, interruptible: bool, instances: int) -> Optional[Sto
     return config
 
 
-def instance_store_env(config: StoreConfig, path: Optional[pathlib.Path]) -> dict[str, str]:
+def instance_store_env(config: remote_store.StoreConfig, path: Optional[pathlib.Path]) -> dict[str, str]:
     """The environment an instance reaches the store with: the key of the store file `path`, which must name
     the same store as this machine's. That key goes to a rented machine: make it one that may only list,
     read and write the store's prefix (this machine's own key never leaves it)."""
