@@ -145,8 +145,9 @@ class AddChunkStartStates(AddStatesFromEpisodesToBatch):
             # STATE_IN never reads the last step's STATE_OUT (AddBootstrapStep leaves the bootstrap step's out).
             if has_states:
                 state_outs = episode.get_extra_model_outputs(key=Columns.STATE_OUT)
+                last = len(episode) - 1
                 chunk_states = _map_states(
-                    lambda first, outs, step=max_seq_len, end=len(episode) - 1: np.concatenate(
+                    lambda first, outs, step=max_seq_len, end=last: np.concatenate(
                         [first[None], outs[step - 1 : end : step]]
                     ),
                     look_back_state,

@@ -12,6 +12,7 @@ learning_curves.png.
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from experiments.mess3.task import controlled_mess3 as task
@@ -36,7 +37,7 @@ def _train(context, parallel_envs: int, seed: int, trial: str) -> list[list[floa
             context, algo, BUDGET[context.smoke], trial=trial, tags={"parallel_envs": parallel_envs}
         ):
             episode_return = row.get(metric_keys.RETURN)
-            if episode_return is not None and episode_return == episode_return:  # no episode ended yet: None/NaN
+            if episode_return is not None and not math.isnan(episode_return):  # no episode ended yet: None/NaN
                 curve.append([row[metric_keys.ENV_STEPS], episode_return])
     finally:
         algo.stop()

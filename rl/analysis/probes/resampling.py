@@ -36,7 +36,7 @@ def split_by_group(groups: np.ndarray, *, test_fraction: float, rng: np.random.G
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
     unique = np.unique(groups)
-    num_test = int(round(test_fraction * len(unique)))
+    num_test = int(round(test_fraction * len(unique)))  # noqa: RUF046 - a numpy float rounds to a float
     if min(num_test, len(unique) - num_test) < MIN_GROUPS_PER_SIDE:
         raise ValueError(
             f"{len(unique)} groups (episodes / context trees) split {len(unique) - num_test}:{num_test} at "

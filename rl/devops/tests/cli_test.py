@@ -208,7 +208,7 @@ def test_an_unexpected_exception_is_redacted_with_its_traceback(run, api_key, mo
 def test_the_destroy_and_logs_paths_are_redacted(run, fake, api_key, tmp_path):
     code, output = run(*_up("--yes"))
     assert code == 0, output
-    label = [line.split()[0] for line in output.splitlines() if line.startswith("rlh-")][0]
+    label = next(line.split()[0] for line in output.splitlines() if line.startswith("rlh-"))
     fake.add_fault("PUT", r"/request_logs/", fake_api.Fault.echo_credentials(), times=100)
     fake.add_fault("GET", r"/v0/instances/", fake_api.Fault.echo_credentials(), times=100)
     for argv in (("logs", label), ("destroy", label), ("status",)):

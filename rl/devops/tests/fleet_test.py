@@ -237,7 +237,7 @@ def test_host_keys_are_kept_per_instance_even_on_a_reused_host_and_port(fl, fake
         _finish(fake, disks, record)
         assert fl.destroy(record.label).destroyed
     ssh_options = [call[call.index("-e") + 1] for call in rsync.calls]
-    assert len(set(option.split()[2] for option in ssh_options)) == 1  # the same port, twice
+    assert len({option.split()[2] for option in ssh_options}) == 1  # the same port, twice
     known_hosts = [option.split("UserKnownHostsFile=")[1].split()[0] for option in ssh_options]
     assert known_hosts == [str(fl.store.known_hosts_dir / f"instance-{r.instance_id}") for r in records]
     assert fl.store.known_hosts_dir.is_dir() and (fl.store.known_hosts_dir.stat().st_mode & 0o077) == 0

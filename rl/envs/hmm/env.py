@@ -23,6 +23,7 @@ Episodes never terminate; they truncate after `episode_length` steps.
 from __future__ import annotations
 
 import collections
+from typing import ClassVar
 
 import gymnasium
 import numpy as np
@@ -37,7 +38,7 @@ OBSERVATION_PARTS = ("tokens", "previous_action", "belief", "state")
 class HMMEnv(gymnasium.Env):
     """A finite HMM as an RL environment; see the module docstring for observations and dynamics."""
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict] = {"render_modes": []}
 
     def __init__(
         self,

@@ -18,6 +18,8 @@ truncate after `episode_length` steps.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import gymnasium
 import numpy as np
 
@@ -28,7 +30,7 @@ from rl.envs.pomdp.model import FinitePOMDP
 class POMDPEnv(gymnasium.Env):
     """Simulates a FinitePOMDP and tracks its exact belief; subclasses may add observation modes."""
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict] = {"render_modes": []}
     OBSERVATION_MODES: tuple[str, ...] = ("symbol", "belief", "state")
 
     def __init__(self, pomdp: FinitePOMDP, *, episode_length: int, observation: str = "symbol"):

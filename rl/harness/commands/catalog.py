@@ -253,7 +253,7 @@ def final_metrics(summary: dict) -> dict[str, Any]:
     for key, entry in sorted((summary.get("metrics") or {}).items()):
         value = entry.get("last")
         if value is None:
-            finite = [y for _, y in entry.get("curve") or [] if isinstance(y, (int, float)) and y == y]
+            finite = [y for _, y in entry.get("curve") or [] if isinstance(y, (int, float)) and not math.isnan(y)]
             value = finite[-1] if finite else None
         finals[key] = value
     return finals

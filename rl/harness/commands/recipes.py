@@ -106,9 +106,13 @@ def _look_in_workspace(module_name: str, workspace: str) -> None:
     for depth in range(1, len(parts)):
         package = sys.modules.get(".".join(parts[:depth]))
         folder = os.path.join(workspace, *parts[:depth])
-        if package is not None and hasattr(package, "__path__") and os.path.isdir(folder):
-            if folder not in package.__path__:
-                package.__path__.append(folder)
+        if (
+            package is not None
+            and hasattr(package, "__path__")
+            and os.path.isdir(folder)
+            and folder not in package.__path__
+        ):
+            package.__path__.append(folder)
     importlib.invalidate_caches()
 
 

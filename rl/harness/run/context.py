@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 from collections.abc import Mapping
-from typing import Any, ContextManager, Protocol
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from rl.harness.errors import NothingToDo
 from rl.harness.run import records, seeding
@@ -57,7 +58,7 @@ class Recorder(Protocol):
 
     def checkpoint(
         self, *, iteration: int, env_steps: int | None, trial: str | None = None, **kwargs: Any
-    ) -> ContextManager[pathlib.Path]: ...
+    ) -> AbstractContextManager[pathlib.Path]: ...
 
     def record_runner(self, runner: RunnerRecord) -> None: ...
 

@@ -89,7 +89,7 @@ def _results_folders(root: str) -> Iterable[str]:
         subfolders[:] = sorted(
             name
             for name in subfolders
-            if not (name.startswith(".") or name.startswith("bazel-") or name in _SKIPPED) and depth < _MAX_DEPTH
+            if not (name.startswith((".", "bazel-")) or name in _SKIPPED) and depth < _MAX_DEPTH
         )
         if os.path.basename(folder) == "results" or any(layout.iter_run_dirs(folder)):
             subfolders[:] = []

@@ -30,7 +30,7 @@ import os
 import pathlib
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 from rl.harness.run import records
 from rl.harness.run import status as run_status
@@ -239,7 +239,7 @@ class OwnLoopRunnerRecord:
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
-RunnerRecord = Union[DirectRunnerRecord, TuneRunnerRecord, AgentsInTurnRunnerRecord, OwnLoopRunnerRecord]
+RunnerRecord = DirectRunnerRecord | TuneRunnerRecord | AgentsInTurnRunnerRecord | OwnLoopRunnerRecord
 _TYPED_RUNNERS = {runner.KIND: runner for runner in (DirectRunnerRecord, TuneRunnerRecord, AgentsInTurnRunnerRecord)}
 
 

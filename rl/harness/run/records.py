@@ -178,7 +178,7 @@ class JsonLinesWriter:
 
     def __init__(self, path: str):
         self.path = path
-        self._stream = open(path, "a", buffering=1)
+        self._stream = open(path, "a", buffering=1)  # noqa: SIM115 - open while the writer is; close() closes it
 
     def append(self, row: dict) -> None:
         self._stream.write(json.dumps(_json_ready(row), sort_keys=True) + "\n")

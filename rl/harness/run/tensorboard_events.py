@@ -297,7 +297,9 @@ class ScalarEvents:
             folder = self.folder / trial if trial else self.folder
             folder.mkdir(parents=True, exist_ok=True)
             # TensorBoard reads a folder's files in name order: nanoseconds put a resumed run's after its parent's.
-            stream = open(folder / f"events.out.tfevents.{time.time_ns():020d}.{self._run_id}", "ab")
+            stream = open(  # noqa: SIM115 - open while the writer is; close() closes it
+                folder / f"events.out.tfevents.{time.time_ns():020d}.{self._run_id}", "ab"
+            )
             # The version record TensorBoard expects first: version 2 keeps out-of-order steps (no purge).
             version = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
             stream.write(tf_record(version.SerializeToString()))

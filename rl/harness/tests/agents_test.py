@@ -7,6 +7,7 @@ import contextlib
 import json
 import pathlib
 import signal
+from typing import ClassVar
 
 import pytest
 from ray.rllib.algorithms.ppo import PPOConfig
@@ -50,7 +51,7 @@ class _StandInAlgorithm:
 
 
 class _StandInConfig(PPOConfig):
-    built = []
+    built: ClassVar[list] = []
 
     def build_algo(self):
         algo = _StandInAlgorithm(self)
@@ -138,9 +139,11 @@ def test_a_stop_request_ends_the_agent_in_training_and_trains_no_further_agent(t
 
 
 def test_a_resumed_run_is_refused_naming_the_fix(tmp_path):
-    with _run(tmp_path, resume=ResumeSource(checkpoint=tmp_path)) as context:
-        with pytest.raises(lifecycle.ResumeRefused, match="does not resume; start a new run") as refused:
-            next(agents.train_in_turn(context, {"a": _config()}, stop=runners.StopRule(training_iterations=1)))
+    with (
+        _run(tmp_path, resume=ResumeSource(checkpoint=tmp_path)) as context,
+        pytest.raises(lifecycle.ResumeRefused, match="does not resume; start a new run") as refused,
+    ):
+        next(agents.train_in_turn(context, {"a": _config()}, stop=runners.StopRule(training_iterations=1)))
     assert refused.value.exit_status == 2  # a usage error: one line, exit 2
 
 

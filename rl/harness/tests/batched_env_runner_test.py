@@ -1,6 +1,7 @@
 """The batched EnvRunner returns RLlib's episodes and metrics, and the Learner builds the same batch from them."""
 
 import copy
+import itertools
 
 import gymnasium as gym
 import numpy as np
@@ -130,7 +131,7 @@ def test_the_learner_builds_the_same_batch():
     learner = config.build_learner(env=gym.make("CartPole-v1"))
     batches = []
     for runner_class in (SingleAgentEnvRunner, BatchedEnvRunner):
-        episodes = sum(sample_with(runner_class, config)[0], [])
+        episodes = list(itertools.chain.from_iterable(sample_with(runner_class, config)[0]))
         pipeline = config.build_learner_connector(input_observation_space=None, input_action_space=None)
         with torch.no_grad():
             batches.append(

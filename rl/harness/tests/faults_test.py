@@ -145,9 +145,9 @@ def test_a_claim_that_finds_the_artifacts_folder_taken_leaves_no_results_folder(
 
 def test_a_claim_that_cannot_create_a_folder_names_it_and_leaves_nothing(tmp_path):
     layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "r1", smoke=True)
-    with mounts.read_only(tmp_path / "artifacts"):  # gone read-only after the request was checked
-        with pytest.raises(RunFolderError) as raised:
-            layout.claim()
+    # the artifacts folder gone read-only after the request was checked
+    with mounts.read_only(tmp_path / "artifacts"), pytest.raises(RunFolderError) as raised:
+        layout.claim()
     assert str(raised.value) == (
         f"cannot create {tmp_path / 'artifacts' / 'smoke'}: Read-only file system; pass a"
         " writable --results-dir and --artifacts-dir"

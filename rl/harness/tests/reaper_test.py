@@ -1,6 +1,7 @@
 """Ray's processes end with the run's driver, even when it is killed with SIGKILL (training/reaper.py)."""
 
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -80,7 +81,11 @@ def test_kill_9_of_a_training_run_leaves_no_ray_process_behind(tmp_path):
     try:
         run_helpers.wait_for(lambda: run_helpers.metrics_rows(tmp_path / "a"), 240, "a first metrics row")
         noted = {pid: process_start_ticks(pid) for pid in reaper.descendants(process.pid)}
-        names = {open(f"/proc/{pid}/cmdline").read().replace("\0", " ") for pid in noted if _alive(pid, noted[pid])}
+        names = {
+            pathlib.Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+            for pid in noted
+            if _alive(pid, noted[pid])
+        }
         assert any("raylet" in name for name in names) and any(
             "dashboard" in name or "agent" in name for name in names
         ), names

@@ -39,7 +39,7 @@ def tools_python() -> str:
         return handle.read().strip()
 
 
-def reader(server: S3Server, key: tuple[str, str] = None):
+def reader(server: S3Server, key: tuple[str, str] | None = None):
     """Another client of `server` (pyarrow's), with `key` (default: the read-only one)."""
     from pyarrow import fs
 

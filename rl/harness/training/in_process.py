@@ -38,7 +38,8 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import Any
 
 import torch  # noqa: F401 - imported before apply_process_settings, which sets the threads of a loaded torch
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -109,7 +110,7 @@ class Trainer:
         self,
         stop: StopRule,
         *,
-        around_update: Callable[[], ContextManager] | None = None,
+        around_update: Callable[[], AbstractContextManager] | None = None,
     ) -> Iterator[Update]:
         """Yields each iteration's Update until `stop` is reached.
 
@@ -168,7 +169,7 @@ class InProcessRunner(lifecycle.Runner):
             )
         }
 
-    def start(self, context: RunContext) -> ContextManager[HardwareProfile]:
+    def start(self, context: RunContext) -> AbstractContextManager[HardwareProfile]:
         return contextlib.nullcontext(context.hardware)
 
     def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> OwnLoopRunnerRecord:

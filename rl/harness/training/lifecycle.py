@@ -35,7 +35,8 @@ import gc
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import Any
 
 import ray
 from absl import logging
@@ -76,7 +77,7 @@ class Runner(abc.ABC):
         """The configs it trains, by name (MAIN when one), for the lifecycle to prepare; first the runner's own
         checks that need nothing started (what it resumes), each raising an error that names the fix."""
 
-    def start(self, context: RunContext) -> ContextManager[HardwareProfile]:
+    def start(self, context: RunContext) -> AbstractContextManager[HardwareProfile]:
         """The compute to train on; yields the profile that places work (Ray, local or a cluster)."""
         return ray_cluster(context)
 
@@ -357,16 +358,17 @@ class AlgorithmTraining:
         started_at = saved_at = row[ITERATION]
         recorder = context.session
         recorder.rolling_restart(self.stop.progress(row), trial=self.trial)
+        last = row
         with long_lived_objects_frozen():  # after a restore, whose replaced objects must stay collectable
-            for row in train_rows(context, algo, self.stop, row=row, trial=self.trial, tags=self.tags):
-                if self.schedule is not None and self.schedule(row[ITERATION]):
-                    self._save(context, algo, row)
-                    saved_at = row[ITERATION]
-                elif not self.stop.reached(row) and recorder.rolling_due(self.stop.progress(row), trial=self.trial):
-                    self._save(context, algo, row, rolling=True)
-        if saved_at != row[ITERATION]:  # the last iteration, also after a stop request
-            self._save(context, algo, row)
-        return row if row[ITERATION] != started_at else None
+            for last in train_rows(context, algo, self.stop, row=row, trial=self.trial, tags=self.tags):
+                if self.schedule is not None and self.schedule(last[ITERATION]):
+                    self._save(context, algo, last)
+                    saved_at = last[ITERATION]
+                elif not self.stop.reached(last) and recorder.rolling_due(self.stop.progress(last), trial=self.trial):
+                    self._save(context, algo, last, rolling=True)
+        if saved_at != last[ITERATION]:  # the last iteration, also after a stop request
+            self._save(context, algo, last)
+        return last if last[ITERATION] != started_at else None
 
     def _save(self, context: RunContext, algo, row: dict, *, rolling: bool = False) -> None:
         recorder = context.session

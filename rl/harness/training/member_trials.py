@@ -82,7 +82,7 @@ def _start_member(trial: MemberTrial, env: Mapping[str, str]) -> subprocess.Pope
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
-            preexec_fn=_terminate_with_parent,
+            preexec_fn=_terminate_with_parent,  # noqa: PLW1509 - one prctl call, safe after fork
         )
 
 

@@ -2,6 +2,7 @@
 values from the critic's embeddings of sampling equal the value pass's."""
 
 import copy
+from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -81,7 +82,7 @@ def test_episode_chunks_equal_rllibs_split_and_zero_pad(lens):
 
 def test_the_pipeline_piece_is_replaced_keeping_its_parameters():
     class Pipeline:
-        connectors = [GeneralAdvantageEstimation(gamma=0.9, lambda_=0.8)]
+        connectors: ClassVar[list] = [GeneralAdvantageEstimation(gamma=0.9, lambda_=0.8)]
 
     use_batched_advantages(Pipeline)
     [piece] = Pipeline.connectors

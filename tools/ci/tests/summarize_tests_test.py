@@ -10,11 +10,11 @@ INFO: Build completed, 1 test FAILED, 9 total actions
 
 
 def _xml(path, passed, failed, skipped=0):
-    cases = ["<testcase name='p%d'/>" % i for i in range(passed)]
-    cases += ["<testcase name='f%d'><failure message='x'/></testcase>" % i for i in range(failed)]
-    cases += ["<testcase name='s%d'><skipped/></testcase>" % i for i in range(skipped)]
+    cases = [f"<testcase name='p{i}'/>" for i in range(passed)]
+    cases += [f"<testcase name='f{i}'><failure message='x'/></testcase>" for i in range(failed)]
+    cases += [f"<testcase name='s{i}'><skipped/></testcase>" for i in range(skipped)]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("<testsuites><testsuite>%s</testsuite></testsuites>" % "".join(cases))
+    path.write_text(f"<testsuites><testsuite>{''.join(cases)}</testsuite></testsuites>")
 
 
 def test_status_lines_are_parsed_with_cached_and_build_failures():

@@ -8,10 +8,11 @@ assert_no_secret(api_key, captured_output, caught_error, state_dir / "state.json
 from __future__ import annotations
 
 import os
+import pathlib
 
 
 def assert_no_secret(secret: str, *places: object) -> None:
     """Asserts `secret` occurs in none of `places` (text, exceptions, or paths whose content is read)."""
     for place in places:
-        content = open(place).read() if isinstance(place, os.PathLike) else str(place)
+        content = pathlib.Path(place).read_text() if isinstance(place, os.PathLike) else str(place)
         assert secret not in content, f"the secret leaked into: {content[:300]!r}"
