@@ -22,7 +22,8 @@ from experiments.mess3.task import belief_geometry, control_scores
 from experiments.mess3.task import controlled_mess3 as task
 from rl.analysis import PROBE_COMMAND
 from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS
-from rl.harness import LogSpaced, Score, StopRule, run_direct
+from rl.harness import LogSpaced, Score, StopRule
+from rl.harness.training import runners  # by module: editors and call walkers follow it into training
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +76,7 @@ def block_1_probe_scores(encoder: str | None = None) -> tuple[Score, ...]:
 
 def train(context, config, *, env_steps: int) -> dict:
     """PPO (or the config's algorithm) with step-0 and log-spaced checkpoints, at the task's parallel envs."""
-    return run_direct(
+    return runners.run_direct(
         context,
         config,
         stop=StopRule(env_steps=env_steps),

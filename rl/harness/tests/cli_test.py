@@ -369,6 +369,12 @@ def test_a_recipes_help_lists_its_set_keys_with_types_defaults_and_ranges(argv, 
     ]
 
 
+def test_a_recipe_that_cannot_load_still_gets_its_help_naming_why(capsys):
+    with pytest.raises(SystemExit, match="0"):
+        cli.parse(["rl-harness", "rl.harness.tests.no_such_recipe", "--help"], None)
+    assert "--set keys of rl.harness.tests.no_such_recipe: cannot load the recipe (" in capsys.readouterr().out
+
+
 def test_runs_searches_the_workspace_by_default(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BUILD_WORKSPACE_DIRECTORY", str(tmp_path))
     assert cli.main(["rl-harness", FAKE, "--run-id", "found"]) == 0
