@@ -251,17 +251,8 @@ def _up(args: argparse.Namespace) -> int:
             f"  {job.target} seed {job.seed} -> offer {scored.offer['id']} (machine {scored.offer['machine_id']}, "
             f"{scored.offer.get('gpu_name')}, ${scored.price:.3f}/h, score {scored.score:.1f})"
         )
-    if args.budget is not None and plan.estimate() > args.budget:
-        raise redact.DevopsError(
-            f"the estimate ${plan.estimate():.2f} exceeds --budget ${args.budget:.2f}; "
-            "lower --hours, the number of jobs or --max-dph, or raise the budget"
-        )
-    if not args.yes:
-        print("nothing launched: add --yes to launch")
+    if not preflight.ready_to_launch(plan.estimate(), budget=args.budget, confirmed=args.yes, setup=setup):
         return 0
-    for pin in (setup.repo, setup.library):
-        if pin is not None:
-            preflight.check_pushed(pin)
     token = os.environ.get(bootstrap.GIT_TOKEN_ENV, "")
     if token:
         redact.register_secret(token)

@@ -84,17 +84,8 @@ def up(
     plan = fl.plan(gates, jobs, launch_id=launch_id, hours=args.hours)
     print(f"launch {launch_id} (managed): {plan.describe()}")
     managed.instance_hour_floor(gates, plan.choice, args.budget)
-    if args.budget is not None and plan.estimate() > args.budget:
-        raise redact.DevopsError(
-            f"the estimate ${plan.estimate():.2f} exceeds --budget ${args.budget:.2f}; "
-            "lower --hours, the number of jobs or --max-dph, or raise the budget"
-        )
-    if not args.yes:
-        print("nothing launched: add --yes to launch")
+    if not preflight.ready_to_launch(plan.estimate(), budget=args.budget, confirmed=args.yes, setup=setup):
         return 0
-    for pin in (setup.repo, setup.library):
-        if pin is not None:
-            preflight.check_pushed(pin)
     setup = dataclasses.replace(setup, upload_artifacts=True, self_end=True)
     launch = managed.Launch.new(
         launch_id,

@@ -90,3 +90,20 @@ def instance_store_env(config: remote_store.StoreConfig, path: pathlib.Path | No
     if instance.endpoint:
         env[env_vars.STORE_ENDPOINT_ENV] = instance.endpoint
     return env
+
+
+def ready_to_launch(estimate: float, *, budget: float | None, confirmed: bool, setup: bootstrap.Bootstrap) -> bool:
+    """True when a launch may rent: `estimate` (dollars) within `budget`, `confirmed` (--yes; else it prints
+    how), and every pinned commit pushed where the instances fetch it; DevopsError naming the fix otherwise."""
+    if budget is not None and estimate > budget:
+        raise redact.DevopsError(
+            f"the estimate ${estimate:.2f} exceeds --budget ${budget:.2f}; "
+            "lower --hours, the number of jobs or --max-dph, or raise the budget"
+        )
+    if not confirmed:
+        print("nothing launched: add --yes to launch")
+        return False
+    for pin in (setup.repo, setup.library):
+        if pin is not None:
+            check_pushed(pin)
+    return True
