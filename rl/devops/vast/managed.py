@@ -179,7 +179,7 @@ class Watcher:
     def watch(self, deadline: float) -> Launch:
         """Passes every poll interval until no share is active, or `deadline`; the launch as it ended."""
         while self.tick() and self._clock() < deadline:
-            self._sleep(self.fleet.settings.poll_interval_s)
+            self._sleep(self.fleet.config.poll_interval_s)
         return launch_of(self.fleet.store.read(), self.launch_id)
 
     def tick(self) -> bool:
@@ -258,7 +258,7 @@ class Watcher:
 
     def _read_failure(self, share: Share, record: state.Record) -> None:
         """A run that ended with an error before its manifest said so (the build, the checkout): from the log."""
-        log = self.fleet.account.logs(record.instance_id, tail=self.fleet.settings.log_tail)
+        log = self.fleet.account.logs(record.instance_id, tail=self.fleet.config.log_tail)
         code = bootstrap.parse_done(log)
         if code:
             errors = [line for line in log.splitlines() if "error" in line.lower()]
@@ -285,9 +285,9 @@ class Watcher:
     def _lost(self, record: state.Record, reason: str, *, destroy: bool = True) -> None:
         """The instance is lost: what its run mirrored is in the store, the rest is lost with it anyway."""
         self._progress(f"{record.label}: {reason}; machine {record.machine_id} quarantined for "
-                       f"{self.fleet.settings.quarantine_hours:g} h")
+                       f"{self.fleet.config.quarantine_hours:g} h")
         with self.fleet.store.update() as current:
-            current.quarantine_machine(record.machine_id, reason, hours=self.fleet.settings.quarantine_hours,
+            current.quarantine_machine(record.machine_id, reason, hours=self.fleet.config.quarantine_hours,
                                        now=self._clock())
         if destroy:
             self._end(record, f"lost: {reason}")
