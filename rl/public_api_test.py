@@ -5,6 +5,7 @@ The snippets are the `from rl...` / `import rl...` statements of the Python code
 README.md, docs/*.md and rl/*/README.md, plus the seed project's documented imports.
 """
 
+import importlib
 import os
 import pathlib
 import re
@@ -18,8 +19,8 @@ SEED_PROJECT_IMPORTS = (
     "from rl.learners.models import PPGAuxiliaryValueHead, TransformerModel",
     "from rl.learners.models import IQNValueMixin, QRValueMixin",
 )
-_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
-_IMPORT = re.compile(r"^(from rl[\w.]* import [^\n(]+|from rl[\w.]* import \([^)]*\)|import rl[\w.]*)", re.M)
+_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+_IMPORT = re.compile(r"^(from rl[\w.]* import [^\n(]+|from rl[\w.]* import \([^)]*\)|import rl[\w.]*)", re.MULTILINE)
 
 
 def _documents() -> list[pathlib.Path]:
@@ -58,3 +59,10 @@ def test_every_name_of_the_harness_face_imports_without_ray_or_torch():
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     shown = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True)
     assert shown.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("face", ["rl.learners", "rl.analysis"])
+def test_a_lazy_face_lists_exactly_what_it_loads_and_every_name_loads(face):
+    module = importlib.import_module(face)
+    assert sorted(module.__all__) == sorted(module._EXPORTS), f"{face}: __all__ and _EXPORTS name other things"
+    assert [name for name in module.__all__ if getattr(module, name, None) is None] == []

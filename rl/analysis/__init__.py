@@ -80,26 +80,89 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:  # what editors, type checkers and call walkers follow; never run
-    from rl.analysis.activations import (ACTION_DIST_INPUTS, POLICY_ENCODER, RESIDUAL_STREAM, split_layer,
-                                         VALUES)
+    from rl.analysis.activations import ACTION_DIST_INPUTS, POLICY_ENCODER, RESIDUAL_STREAM, VALUES, split_layer
     from rl.analysis.adapters import ContextAdapter, ContextProbing, EnvAdapter, ProbePlan, RolloutProbing
     from rl.analysis.baselines import probe_random_networks, random_network
     from rl.analysis.checkpoints import find_checkpoints, from_context, load_rl_module
     from rl.analysis.modules import AnalysisView
     from rl.analysis.plots import belief_simplex_figure, learning_curves_figure, probe_r2_figure, save_figure
     from rl.analysis.portable import export_portable_module, load_portable_module
-    from rl.analysis.probes import (probe_layers, ProbeDataset, ProbeOptions, ProbeReport, PROCESS_ROLLOUTS,
-                                    SamplingDistribution, UNIFORM_CONTEXTS)
-    from rl.analysis.probing import (best_layer_simplex, CheckpointProbes, probe_checkpoints, PROBE_COMMAND,
-                                     probe_outputs, probe_seed)
+    from rl.analysis.probes import (
+        PROCESS_ROLLOUTS,
+        UNIFORM_CONTEXTS,
+        ProbeDataset,
+        ProbeOptions,
+        ProbeReport,
+        SamplingDistribution,
+        probe_layers,
+    )
+    from rl.analysis.probing import (
+        PROBE_COMMAND,
+        CheckpointProbes,
+        best_layer_simplex,
+        probe_checkpoints,
+        probe_outputs,
+        probe_seed,
+    )
     from rl.analysis.progress import ProgressBar
     from rl.analysis.rollouts import collect_rollouts, context_dataset
-    from rl.analysis.scores import (discounted_returns, mean_interval, mean_interval_or_point,
-                                    normalised_interval, ScoreScale)
+    from rl.analysis.scores import (
+        ScoreScale,
+        discounted_returns,
+        mean_interval,
+        mean_interval_or_point,
+        normalised_interval,
+    )
     from rl.analysis.seeds import child_stream
     from rl.analysis.token_contexts import enumerate_contexts
 
-__all__ = sorted(_EXPORTS)
+__all__ = [  # the names of _EXPORTS, literal so that tools read them
+    "ACTION_DIST_INPUTS",
+    "POLICY_ENCODER",
+    "PROBE_COMMAND",
+    "PROCESS_ROLLOUTS",
+    "RESIDUAL_STREAM",
+    "UNIFORM_CONTEXTS",
+    "VALUES",
+    "AnalysisView",
+    "CheckpointProbes",
+    "ContextAdapter",
+    "ContextProbing",
+    "EnvAdapter",
+    "ProbeDataset",
+    "ProbeOptions",
+    "ProbePlan",
+    "ProbeReport",
+    "ProgressBar",
+    "RolloutProbing",
+    "SamplingDistribution",
+    "ScoreScale",
+    "belief_simplex_figure",
+    "best_layer_simplex",
+    "child_stream",
+    "collect_rollouts",
+    "context_dataset",
+    "discounted_returns",
+    "enumerate_contexts",
+    "export_portable_module",
+    "find_checkpoints",
+    "from_context",
+    "learning_curves_figure",
+    "load_portable_module",
+    "load_rl_module",
+    "mean_interval",
+    "mean_interval_or_point",
+    "normalised_interval",
+    "probe_checkpoints",
+    "probe_layers",
+    "probe_outputs",
+    "probe_r2_figure",
+    "probe_random_networks",
+    "probe_seed",
+    "random_network",
+    "save_figure",
+    "split_layer",
+]
 
 
 def __getattr__(name: str) -> Any:

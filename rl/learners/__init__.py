@@ -41,15 +41,31 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:  # what editors, type checkers and call walkers follow; never run
-    from rl.learners.aux_prediction import (NextTokenAuxLoss, NextTokenAuxPPOLearner, StateAuxLoss,
-                                            StateAuxPPOLearner)
+    from rl.learners.aux_prediction import NextTokenAuxLoss, NextTokenAuxPPOLearner, StateAuxLoss, StateAuxPPOLearner
     from rl.learners.next_token import NextTokenModel, NextTokenTraining, train_next_token
+    from rl.learners.pipelined import PipelinedPPO, PipelinedPPOConfig
     from rl.learners.ppg.config import PPG, PPGConfig
     from rl.learners.ppg.learner import PPGTorchLearner
     from rl.learners.ppo.learner import ActorCriticPPOTorchLearner
     from rl.learners.quantile_critic.learner import IQNPPOTorchLearner, QRPPOTorchLearner
 
-__all__ = sorted(_EXPORTS)
+__all__ = [  # the names of _EXPORTS, literal so that tools read them
+    "PPG",
+    "ActorCriticPPOTorchLearner",
+    "IQNPPOTorchLearner",
+    "NextTokenAuxLoss",
+    "NextTokenAuxPPOLearner",
+    "NextTokenModel",
+    "NextTokenTraining",
+    "PPGConfig",
+    "PPGTorchLearner",
+    "PipelinedPPO",
+    "PipelinedPPOConfig",
+    "QRPPOTorchLearner",
+    "StateAuxLoss",
+    "StateAuxPPOLearner",
+    "train_next_token",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -147,15 +147,15 @@ class AddChunkStartStates(AddStatesFromEpisodesToBatch):
             if has_states:
                 state_outs = episode.get_extra_model_outputs(key=Columns.STATE_OUT)
                 chunk_states = _map_states(
-                    lambda first, outs: np.concatenate(
-                        [first[None], outs[max_seq_len - 1 : len(episode) - 1 : max_seq_len]]
+                    lambda first, outs, step=max_seq_len, end=len(episode) - 1: np.concatenate(
+                        [first[None], outs[step - 1 : end : step]]
                     ),
                     look_back_state,
                     state_outs,
                 )
             else:
                 state_outs = None
-                chunk_states = _map_states(lambda first: np.repeat(first[None], chunks, axis=0), look_back_state)
+                chunk_states = _map_states(lambda first, chunks=chunks: np.repeat(first[None], chunks, axis=0), look_back_state)
             self.add_n_batch_items(batch, Columns.STATE_IN, chunk_states, chunks, episode)
             if Columns.NEXT_OBS in batch:
                 # RLlib: the STATE_OUT of every chunk's first step; a bootstrap step's is the last step's again.
@@ -163,7 +163,7 @@ class AddChunkStartStates(AddStatesFromEpisodesToBatch):
                 next_states = (
                     chunk_states
                     if state_outs is None
-                    else _map_states(lambda outs: outs[np.minimum(firsts, len(outs) - 1)], state_outs)
+                    else _map_states(lambda outs, firsts=firsts: outs[np.minimum(firsts, len(outs) - 1)], state_outs)
                 )
                 self.add_n_batch_items(batch, Columns.NEXT_STATE_IN, next_states, chunks, episode)
         return batch

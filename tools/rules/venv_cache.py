@@ -49,7 +49,7 @@ def venv_folder(cache_root: pathlib.Path, lock: pathlib.Path, key: str) -> pathl
 
 
 def _run(command: list[str], what: str, fix: str) -> None:
-    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     if result.returncode != 0:
         sys.exit(f"rl_python: {what} failed (exit {result.returncode}).\n{result.stdout}\nFix: {fix}")
 

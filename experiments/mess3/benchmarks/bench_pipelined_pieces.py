@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import pickle
 import statistics
@@ -31,7 +32,7 @@ from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, WEIGHTS_SEQ_NO
 
 from experiments.mess3.benchmarks.bench_sampling import STEPS_PER_SAMPLE, WARMUP_SAMPLES, build_runner
-from rl.learners.models.base import CRITIC_EMBEDDINGS
+from rl.learners.models import CRITIC_EMBEDDINGS
 
 RUNNER_SIDE = ("sample", "pickle_episodes", "weights_in")
 DRIVER_SIDE = ("unpickle_episodes", "update_pipelined", "weights_out")
@@ -65,16 +66,16 @@ def measure(repeats: int) -> dict:
     for _ in range(repeats):
         episodes, seconds_taken = _cpu_seconds(lambda: runner.sample(num_timesteps=STEPS_PER_SAMPLE))
         timed = {"sample": seconds_taken}
-        pickled, timed["pickle_episodes"] = _cpu_seconds(lambda: cloudpickle.dumps(episodes))
-        handed_over, timed["unpickle_episodes"] = _cpu_seconds(lambda: pickle.loads(pickled))
+        pickled, timed["pickle_episodes"] = _cpu_seconds(functools.partial(cloudpickle.dumps, episodes))
+        handed_over, timed["unpickle_episodes"] = _cpu_seconds(functools.partial(pickle.loads, pickled))
         pipelined_learner.set_state(learner.get_state())  # both updates start from the same weights
         sequential = copy.deepcopy(episodes)  # the Learner connector changes episodes in place
-        _, timed["update"] = _cpu_seconds(lambda: update(sequential))
+        _, timed["update"] = _cpu_seconds(functools.partial(update, sequential))
         for episode in handed_over:
             episode.extra_model_outputs.pop(CRITIC_EMBEDDINGS, None)
-        _, timed["update_pipelined"] = _cpu_seconds(lambda: update(handed_over, pipelined_learner))
+        _, timed["update_pipelined"] = _cpu_seconds(functools.partial(update, handed_over, pipelined_learner))
         sent, timed["weights_out"] = _cpu_seconds(lambda: cloudpickle.dumps(weights()))
-        _, timed["weights_in"] = _cpu_seconds(lambda: runner.set_state(pickle.loads(sent)))
+        _, timed["weights_in"] = _cpu_seconds(lambda sent=sent: runner.set_state(pickle.loads(sent)))
         runner.module.set_state(weights()[COMPONENT_RL_MODULE])  # RLlib's set_state skips a weights number it has
         for name, value in timed.items():
             seconds.setdefault(name, []).append(value)

@@ -22,9 +22,8 @@ import numpy as np
 
 from rl.harness import env_vars
 from rl.harness.run import metric_keys
-from rl.harness.run.layout import RunLayout
-from rl.harness.study import statistics
-from rl.harness.study.record import study_folder
+from rl.harness.run import layout
+from rl.harness.study import statistics, study_folder
 
 REFERENCE_STUDY = "20261205T141746Z-398cbb"
 REFERENCE_AGENT = "reward_only"
@@ -43,7 +42,7 @@ def _study_agent(results_root: pathlib.Path, study_id: str, agent: str) -> dict:
 
 
 def _curve(results_root: pathlib.Path, run_id: str) -> dict[int, float]:
-    folder = RunLayout.find(results_root, run_id)
+    folder = layout.RunLayout.find(results_root, run_id)
     if folder is None:
         raise SystemExit(f"run {run_id} is not under {results_root}: fetch it (`rl-harness fetch {run_id}`) or pass"
                          " --results-dir")

@@ -167,7 +167,7 @@ def score_run(context, rows: list[dict], env_config: dict) -> dict:
         "references": references_record(),
         "checkpoint": found.checkpoints[-1].name,
         "training": training_curve(rows, return_scale),
-        "evaluation": {mode: _scored(found.checkpoints[-1].name, mode, episodes, lambda: evaluate(
+        "evaluation": {mode: _scored(found.checkpoints[-1].name, mode, episodes, lambda mode=mode: evaluate(
                            module, num_episodes=episodes, seed=seed, stochastic=mode == "sampled", env_config=env_config,
                            show_progress=True)) for mode in ("sampled", "greedy")},
     }

@@ -4,10 +4,10 @@ and a real harness run) and a real S3-compatible server (moto's) as the store: r
 import datetime
 import io
 import json
+import os
 import pathlib
 import re
 import subprocess
-import sys
 import threading
 import time
 
@@ -71,10 +71,15 @@ def git_env(tmp_path):
             "GIT_CONFIG_VALUE_0": REMOTE}
 
 
+def runtime_python() -> str:
+    """The runtime venv's python (a harness run trains with it; this test runs in the operator's venv)."""
+    return json.loads(pathlib.Path(os.environ["RL_RUNTIME_IDENTITY_FILE"]).read_text())["venv_python"]
+
+
 @pytest.fixture
 def hosts(fake, tmp_path, git_env):
     repo_root = pathlib.Path(__file__).resolve().parents[3]
-    environment = {**git_env, "RLH_FAKE_PYTHON": sys.executable, "RLH_FAKE_RECIPE": "rl.harness.tests.fake_recipe",
+    environment = {**git_env, "RLH_FAKE_PYTHON": runtime_python(), "RLH_FAKE_RECIPE": "rl.harness.tests.fake_recipe",
                    "PYTHONPATH": str(repo_root), "OMP_NUM_THREADS": "1", "FAKE_RECIPE_ITERATIONS": str(ITERATIONS),
                    "FAKE_RECIPE_SLEEP_S": "0.5", env_vars.MIRROR_INTERVAL_ENV: "0.2"}
     running = fake_hosts.FakeHosts(fake, tmp_path / "hosts", workdir=bootstrap.DEFAULT_WORKDIR,

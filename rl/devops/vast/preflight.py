@@ -18,8 +18,8 @@ from typing import Optional
 
 from rl.devops.vast import bootstrap, durability, redact
 from rl.harness import env_vars
+from rl.harness.remote import store as remote_store
 from rl.harness.remote import stores
-from rl.harness.remote.store import StoreConfig
 
 FETCH_TIMEOUT_S = 120.0
 
@@ -35,7 +35,7 @@ def check_pushed(pin: bootstrap.GitPin) -> None:
         with redact.guarded(f"check that {pin.url} has commit {pin.commit}"):
             subprocess.run(["git", "init", "-q", folder], check=True, capture_output=True, timeout=30)
             fetched = subprocess.run(["git", "-C", folder, "fetch", "-q", "--depth", "1", "--", pin.url, pin.commit],
-                                     capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, env=env)
+                                     capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, env=env, check=False)
         if fetched.returncode != 0:
             raise redact.BadInput(
                 f"commit {pin.commit} cannot be fetched from {pin.url}, which the instances fetch it from "
@@ -52,7 +52,7 @@ def check_study(study: str, *, seeds: Optional[list[int]], instances: int) -> No
         raise redact.BadInput(f"--instances {instances}: a study needs at least one instance")
 
 
-def store_for(*, sink: str, interruptible: bool, instances: int, study: bool = False) -> Optional[StoreConfig]:
+def store_for(*, sink: str, interruptible: bool, instances: int, study: bool = False) -> Optional[remote_store.StoreConfig]:
     """The configured store when the launch needs one (DevopsError naming the fix when there is none).
 
     `study`: the instances share one study, whose members' records and checkpoints meet in the store.
@@ -77,7 +77,7 @@ def store_for(*, sink: str, interruptible: bool, instances: int, study: bool = F
     return config
 
 
-def instance_store_env(config: StoreConfig, path: Optional[pathlib.Path]) -> dict[str, str]:
+def instance_store_env(config: remote_store.StoreConfig, path: Optional[pathlib.Path]) -> dict[str, str]:
     """The environment an instance reaches the store with: the key of the store file `path`, which must name
     the same store as this machine's. That key goes to a rented machine: make it one that may only list,
     read and write the store's prefix (this machine's own key never leaves it)."""

@@ -22,8 +22,8 @@ from typing import Iterable, Optional
 
 from rl.devops.vast import redact
 from rl.devops.vast.durability import DurabilityError, Secured
+from rl.harness.remote import store as remote_store
 from rl.harness.remote import stores
-from rl.harness.remote.store import Store
 from rl.harness.run import records
 
 
@@ -59,7 +59,7 @@ def _from_manifest(run_id: str, manifest: dict, index: dict, run_prefix: str, ke
 
 
 class StoreRuns:
-    def __init__(self, store: Store):
+    def __init__(self, store: remote_store.Store):
         self.store = store
 
     def look(self, run_ids: Iterable[str]) -> dict[str, RunInStore]:
@@ -94,7 +94,7 @@ class StoreRuns:
                 return {}
 
 
-def open_configured(*, write: bool = False) -> Store:
+def open_configured(*, write: bool = False) -> remote_store.Store:
     """The store configured on this machine (rl.harness.remote.stores), checked; DevopsError naming the fix."""
     with redact.guarded("open the store"):
         config = stores.load()

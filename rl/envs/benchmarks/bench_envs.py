@@ -63,7 +63,7 @@ def _mess3() -> dict:
         beliefs = np.tile(single, (batch, 1))
         batch_tokens = np.random.default_rng(2).integers(0, 3, size=(20, batch))
 
-        def batched_updates():
+        def batched_updates(beliefs=beliefs, batch_tokens=batch_tokens):
             updated = beliefs
             for step_tokens in batch_tokens:
                 updated = belief_step(model, updated, step_tokens)

@@ -97,7 +97,7 @@ def _solve_collection_file(path: pathlib.Path, budget: float, episodes: int, max
     started = time.perf_counter()
     try:
         pomdp = load_pomdp(path)
-    except Exception as error:  # any reader error is a figure of the collection, not a crash of the benchmark
+    except Exception as error:  # noqa: BLE001 - any reader error is a figure of the collection, not a crash of the benchmark
         return {"error": f"{type(error).__name__}: {error}"}
     figures = {
         "states": pomdp.num_states,

@@ -35,7 +35,7 @@ class CheckoutError(UsageError):
 
 
 def _run(command: list[str], cwd: str, what: str, **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, **kwargs)
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, **kwargs, check=False)
     if done.returncode != 0:
         detail = (done.stderr.strip() or done.stdout.strip()).splitlines()
         raise CheckoutError(f"{what} failed: {detail[-1] if detail else f'exit {done.returncode}'}")
@@ -54,15 +54,15 @@ def check_out(repo_root: str, commit: str, owner: str, worktree: str) -> None:
     """`worktree` at `commit` (detached, clean); CheckoutError naming `owner` (e.g. "run <id>") when the repository
     lacks the commit."""
     if subprocess.run(["git", "-C", repo_root, "cat-file", "-e", f"{commit}^{{commit}}"],
-                      capture_output=True).returncode != 0:
+                      capture_output=True, check=False).returncode != 0:
         raise CheckoutError(f"commit {commit} of {owner} is not in {repo_root}; fetch it"
                             f" (`git fetch origin {commit}`) or work in a clone that has it")
     if os.path.isdir(worktree):
-        subprocess.run(["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True)
+        subprocess.run(["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True, check=False)
     if os.path.lexists(worktree):  # left by an interrupted use, or not a worktree: only a scratch copy
         logging.warning("replacing the stale scratch folder %s", worktree)
         shutil.rmtree(worktree) if os.path.isdir(worktree) and not os.path.islink(worktree) else os.remove(worktree)
-    subprocess.run(["git", "-C", repo_root, "worktree", "prune"], capture_output=True)
+    subprocess.run(["git", "-C", repo_root, "worktree", "prune"], capture_output=True, check=False)
     os.makedirs(os.path.dirname(worktree), exist_ok=True)
     _run(["git", "-C", repo_root, "worktree", "add", "--detach", "--force", worktree, commit], repo_root,
          f"creating a scratch worktree at {worktree}")
@@ -76,10 +76,10 @@ def release(repo_root: str, worktree: str) -> None:
     """
     if os.path.isdir(worktree):
         try:
-            subprocess.run([*bazel(worktree), "shutdown"], cwd=worktree, capture_output=True, timeout=300)
+            subprocess.run([*bazel(worktree), "shutdown"], cwd=worktree, capture_output=True, timeout=300, check=False)
         except (OSError, subprocess.TimeoutExpired) as error:  # no Bazel there, so no server either; or a hung one
             logging.warning("could not stop the Bazel server of %s (%s)", worktree, error)
-    subprocess.run(["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True)
+    subprocess.run(["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True, check=False)
 
 
 def _target_path(target: str) -> tuple[str, str]:

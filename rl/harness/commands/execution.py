@@ -214,7 +214,7 @@ def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
         raise NothingToDo(f"{nothing} (run {layout.run_id} was not kept)") from None
     except KeyboardInterrupt as interrupt:
         status, error = INTERRUPTED, interrupt
-    except BaseException as failure:  # noqa: B902 - SystemExit from a library is a failure too
+    except BaseException as failure:  # noqa: BLE001 - SystemExit from a library is a failure too
         status, error = (INTERRUPTED if run.stop_signal else FAILED), failure
         full = disk_full(failure, layout)
         described = redaction.redact(traceback.format_exc())

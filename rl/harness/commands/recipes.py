@@ -91,7 +91,7 @@ def _import_recipe(module_name: str):
         if error.name and (module_name == error.name or module_name.startswith(error.name + ".")):
             return None
         raise UsageError(f"importing {module_name} failed: {error}; install or add that dependency") from None
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - a recipe's import may raise anything; one line names it
         raise UsageError(f"importing {module_name} failed: {type(error).__name__}: {error}") from None
 
 

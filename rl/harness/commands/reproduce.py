@@ -199,7 +199,7 @@ def compare_outcome(original: finder.Run, original_rows: Optional[list[dict]], r
 def apply_patch(worktree: str, patch_path: str, run_id: str, commit: str) -> None:
     if os.path.getsize(patch_path) == 0:
         return
-    done = subprocess.run(["git", "-C", worktree, "apply", "--binary", patch_path], capture_output=True, text=True)
+    done = subprocess.run(["git", "-C", worktree, "apply", "--binary", patch_path], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or ["git apply failed"])[0]
         raise ReproduceError(f"the saved patch of run {run_id} ({patch_path}) no longer applies to commit"
@@ -285,7 +285,7 @@ def patch_files(patch: str) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="rl-harness-patch-") as empty:
         environment = {**os.environ, "GIT_CEILING_DIRECTORIES": os.path.dirname(empty)}
         listed = subprocess.run(["git", "apply", "--numstat", "-z", os.path.abspath(patch)], cwd=empty,
-                                env=environment, capture_output=True, timeout=60)
+                                env=environment, capture_output=True, timeout=60, check=False)
     if listed.returncode != 0:
         reason = (listed.stderr.decode(errors="replace").strip().splitlines() or ["git apply failed"])[0]
         raise ReproduceError(f"the recorded patch {patch} is not a patch git can read ({reason}); restore it from git or B2")

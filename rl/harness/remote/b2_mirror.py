@@ -107,16 +107,16 @@ class B2Store(Store):
         if self._bucket is None:
             try:
                 self._api.authorize_account("production", self.config.key_id, self.config.key)
-            except Exception as error:  # b2sdk raises many types; none may leak a secret
+            except Exception as error:  # noqa: BLE001 - b2sdk raises many types; none may leak a secret
                 fault = _fault(error, self.config)
                 raise StoreFault("unreachable" if fault.kind == "unreachable" else "credentials", str(fault)) from None
             try:
                 self._bucket = self._api.get_bucket_by_name(self.config.bucket)
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - as above: every b2sdk error becomes a redacted StoreFault
                 raise _fault(error, self.config) from None
         try:
             return operation(self._bucket)
-        except Exception as error:  # b2sdk's errors share no useful base with OSError
+        except Exception as error:  # noqa: BLE001 - b2sdk's errors share no useful base with OSError
             raise _fault(error, self.config) from None
 
     def _put_file(self, path: str, key: str, sha256: str, size: int) -> Optional[str]:

@@ -283,7 +283,7 @@ def uncommitted_change(root: str, cap_bytes: int = env_vars.DEFAULT_PATCH_CAP_BY
     for name in sorted(sizes, key=lambda name: (sizes[name], name)):
         # `--no-index` exits 1 when the files differ, which they always do here.
         addition = subprocess.run(["git", "-C", root, "diff", "--no-index", "--binary", "--", os.devnull, name],
-                                  capture_output=True, timeout=_GIT_TIMEOUT_S).stdout
+                                  capture_output=True, timeout=_GIT_TIMEOUT_S, check=False).stdout
         if len(patch) + len(addition) > cap_bytes:
             omitted.append(name)
         else:

@@ -10,6 +10,6 @@ from rl.harness.study.declaration import Member, Score, Study
 from rl.harness.study.record import COMPLETED, StudyRecord, find_study, study_folder
 from rl.harness.study.statistics import mean_interval, mean_interval_or_point
 
-# `summary` (a study's summary and figures) is imported by its name; nothing else here loads it.
+# `summary` (a study's summary and figures) and `statistics` are imported by their names.
 __all__ = ["COMPLETED", "Member", "Score", "Study", "StudyRecord", "find_study", "mean_interval", "mean_interval_or_point",
-           "study_folder", "summary"]
+           "statistics", "study_folder", "summary"]

@@ -117,7 +117,7 @@ def check_address(address: str, timeout_s: Optional[float] = None) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     try:
         probe = subprocess.run([sys.executable, "-m", __name__, address], capture_output=True, text=True, env=env,
-                               timeout=timeout_s)
+                               timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         raise ClusterError(f"--ray-address {address}: no Ray cluster answered within {timeout_s:g} s (is it the"
                            f" head's GCS port, and is the cluster up?); {_HOW_TO_START}") from None
@@ -214,7 +214,7 @@ def _probe(address: str) -> dict:
 
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-    except Exception as error:  # Ray's own version check and connection errors: reported, one line
+    except Exception as error:  # noqa: BLE001 - Ray's own version check and connection errors: reported, one line
         return {"error": " ".join(f"{type(error).__name__}: {error}".split())}
     try:
         return {"cluster": describe(address)}

@@ -37,17 +37,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any, Callable, ContextManager, Iterator, Mapping, Optional
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ContextManager
 
-import torch  # before apply_process_settings, which sets the threads of a loaded torch
+import torch  # noqa: F401 - imported before apply_process_settings, which sets the threads of a loaded torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 from rl.harness.run.context import RunContext
+from rl.harness.run.machine import HardwareProfile
 from rl.harness.run.manifest import OwnLoopRunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
-from rl.harness.run.machine import HardwareProfile
 from rl.harness.training import configs, hardware, lifecycle
 from rl.harness.training.configs import ConfigRequest, PreparedConfig
 from rl.harness.training.runners import StopRule
@@ -82,13 +83,13 @@ class Trainer:
     Counters continue over several `train` calls.
     """
 
-    def __init__(self, config, *, env, seed: int, parallel_envs: int, profile: Optional[HardwareProfile] = None):
+    def __init__(self, config, *, env, seed: int, parallel_envs: int, profile: HardwareProfile | None = None):
         profile = profile or default_profile()
         self._build(configs.prepare_config(config, seed=seed, profile=profile, parallel_envs=parallel_envs,
                                            in_process=True), env, profile)
 
     @classmethod
-    def of_prepared(cls, config, *, env, profile: HardwareProfile) -> "Trainer":
+    def of_prepared(cls, config, *, env, profile: HardwareProfile) -> Trainer:
         """A Trainer of a config already prepared for it (the lifecycle's `ConfigRequest(..., in_process=True)`)."""
         trainer = cls.__new__(cls)
         trainer._build(config, env, profile)
@@ -101,7 +102,7 @@ class Trainer:
         self.env_runner = SingleAgentEnvRunner(config=config)
         self.row = {ITERATION: 0, ENV_STEPS: 0}
 
-    def train(self, stop: StopRule, *, around_update: Optional[Callable[[], ContextManager]] = None,
+    def train(self, stop: StopRule, *, around_update: Callable[[], ContextManager] | None = None,
               ) -> Iterator[Update]:
         """Yields each iteration's Update until `stop` is reached.
 
@@ -132,7 +133,7 @@ class Trainer:
         """Closes the EnvRunner's envs."""
         self.env_runner.stop()
 
-    def __enter__(self) -> "Trainer":
+    def __enter__(self) -> Trainer:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -147,7 +148,7 @@ class InProcessRunner(lifecycle.Runner):
     env: Any
     stop: StopRule
     parallel_envs: int
-    trainer: Optional[Trainer] = None
+    trainer: Trainer | None = None
 
     def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, context.seeds.integer("rllib"),

@@ -133,7 +133,7 @@ def probe(environment: Mapping[str, str]) -> platform.NumericPlatform:
     """The record a fresh process with `environment` gathers (this interpreter, this harness)."""
     python_path = os.pathsep.join(filter(None, [_package_root(), environment.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, "-m", __name__], env={**environment, "PYTHONPATH": python_path},
-                          capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S)
+                          capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, check=False)
     if done.returncode != 0:
         detail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         raise PlatformProbeError(f"probing the numeric platform failed ({detail}); run"

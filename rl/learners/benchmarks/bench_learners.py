@@ -180,7 +180,7 @@ class PlainTorchUpdate:
         order = torch.cat([torch.randperm(self.rows) for _ in range(NUM_EPOCHS)])
         for start in range(0, len(order), rows_per_minibatch):
             rows = order[start : start + rows_per_minibatch]
-            minibatch = map_tensors(lambda tensor: tensor[rows], self.batch)
+            minibatch = map_tensors(lambda tensor, rows=rows: tensor[rows], self.batch)
             fwd_out = self.module.forward_train(minibatch)
             loss, _ = categorical_ppo_loss(
                 self.module, minibatch, fwd_out, config=self.config,

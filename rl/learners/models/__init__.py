@@ -24,7 +24,7 @@ from rl.learners.models.aux_heads import (
     StateAuxConfig,
     StateAuxTransformerModel,
 )
-from rl.learners.models.base import ACTOR_ENCODER, CRITIC_ENCODER, ActorCriticModule, observation_dim
+from rl.learners.models.base import ACTOR_ENCODER, CRITIC_EMBEDDINGS, CRITIC_ENCODER, ActorCriticModule, observation_dim
 from rl.learners.models.config import ActorCriticConfig, MLPConfig, ConfigError, TransformerConfig
 from rl.learners.models.mlp import MLPModel
 from rl.learners.models.transformer import ResidualStream, TransformerModel
@@ -38,6 +38,7 @@ _FEATURE_FOLDER_EXPORTS = {
 
 __all__ = [
     "ACTOR_ENCODER",
+    "CRITIC_EMBEDDINGS",
     "CRITIC_ENCODER",
     "observation_dim",
     "ActorCriticModule",

@@ -167,7 +167,7 @@ class PPGTorchLearner(ActorCriticPPOTorchLearner):
                     on_device = map_tensors(lambda tensor: tensor.to(self._device), columns)
                     for rows in minibatch_rows(on_device, config.aux_minibatch_size, self._aux_rng):
                         rows = rows.to(self._device)
-                        minibatch = map_tensors(lambda tensor: tensor[rows], on_device)
+                        minibatch = map_tensors(lambda tensor, rows=rows: tensor[rows], on_device)
                         terms = self._auxiliary_step(module_id, minibatch)
                         for name, value in terms.items():
                             sums.setdefault(module_id, {}).setdefault(name, []).append(value)

@@ -44,7 +44,7 @@ def _runfiles(tmp_path, checkout):
 
 def _guard(action, checkout, state):
     return subprocess.run([sys.executable, source_guard.__file__, action, str(state), "--root", str(checkout)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
 
 
 def _guarded(checkout, state, build):
