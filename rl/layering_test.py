@@ -60,14 +60,19 @@ def test_pytest_only_in_tests(tmp_path):
 
 
 def test_only_entry_points_import_the_cli(tmp_path):
-    _write(tmp_path, "rl/analysis/a.py", "from rl.harness.commands import cli\nfrom rl.harness.commands import recipes\n")
+    _write(
+        tmp_path, "rl/analysis/a.py", "from rl.harness.commands import cli\nfrom rl.harness.commands import recipes\n"
+    )
     _write(tmp_path, "rl/harness/b.py", "import rl.harness.commands.cli\n")
     _write(tmp_path, "rl/harness/commands/c.py", "from . import cli\n")
     _write(tmp_path, "rl/harness/commands/main.py", "from rl.harness.commands import cli\n")
     _write(tmp_path, "rl/harness/tests/cli_test.py", "from rl.harness.commands.cli import main\n")
     violations = check_imports.find_violations(tmp_path)
-    assert [(v.path, v.line) for v in violations] == [("rl/analysis/a.py", 1), ("rl/harness/b.py", 1),
-                                                      ("rl/harness/commands/c.py", 1)]
+    assert [(v.path, v.line) for v in violations] == [
+        ("rl/analysis/a.py", 1),
+        ("rl/harness/b.py", 1),
+        ("rl/harness/commands/c.py", 1),
+    ]
     assert "entry points" in violations[0].reason
 
 
@@ -77,9 +82,11 @@ def test_ray_and_torch_only_under_harness_training(tmp_path):
     _write(tmp_path, "rl/harness/training/runners.py", "import ray\nimport torch\n")
     _write(tmp_path, "rl/harness/tests/runners_test.py", "import ray\n")
     violations = check_imports.find_violations(tmp_path)
-    assert [(v.path, v.line) for v in violations] == [("rl/harness/commands/cli.py", 2),
-                                                      ("rl/harness/run/records.py", 1),
-                                                      ("rl/harness/run/records.py", 2)]
+    assert [(v.path, v.line) for v in violations] == [
+        ("rl/harness/commands/cli.py", 2),
+        ("rl/harness/run/records.py", 1),
+        ("rl/harness/run/records.py", 2),
+    ]
     assert "confined to rl/harness/training/" in violations[0].reason
 
 
@@ -99,7 +106,11 @@ def test_an_import_cycle_is_found_and_lazy_imports_are_not_edges(tmp_path):
 
 def test_a_type_only_import_closes_a_cycle(tmp_path):
     _write(tmp_path, "rl/harness/__init__.py", "")
-    _write(tmp_path, "rl/harness/low.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rl.harness.high import T\n")
+    _write(
+        tmp_path,
+        "rl/harness/low.py",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rl.harness.high import T\n",
+    )
     _write(tmp_path, "rl/harness/high.py", "from rl.harness import low\n")
     assert check_imports.find_import_cycles(tmp_path) == [["rl.harness.high", "rl.harness.low"]]
 
@@ -110,16 +121,22 @@ def test_the_tree_imports_the_library_through_its_faces():
 
 
 def _library(root: pathlib.Path) -> None:
-    _write(root, "rl/analysis/__init__.py", '_EXPORTS = {"save_figure": "rl.analysis.plots"}\n__all__ = sorted(_EXPORTS)\n')
+    _write(
+        root, "rl/analysis/__init__.py", '_EXPORTS = {"save_figure": "rl.analysis.plots"}\n__all__ = sorted(_EXPORTS)\n'
+    )
     _write(root, "rl/analysis/plots/__init__.py", '__all__ = ["save_figure"]\n')
     _write(root, "rl/analysis/plots/save.py", "def save_figure(): ...\ndef helper(): ...\n")
 
 
 def test_a_module_past_a_face_and_an_unlisted_name_are_caught(tmp_path):
     _library(tmp_path)
-    _write(tmp_path, "experiments/x/recipe.py", "from rl.analysis.plots.save import save_figure\n"
-                                                "from rl.analysis.plots import helper\n"
-                                                "import rl.analysis.plots.save\n")
+    _write(
+        tmp_path,
+        "experiments/x/recipe.py",
+        "from rl.analysis.plots.save import save_figure\n"
+        "from rl.analysis.plots import helper\n"
+        "import rl.analysis.plots.save\n",
+    )
     found = faces.find_face_violations(tmp_path)
     assert [line.split(":")[1] for line in found] == ["1", "2", "3"]
     assert "a module past its face" in found[0] and "helper from rl.analysis.plots" in found[1]
@@ -127,7 +144,11 @@ def test_a_module_past_a_face_and_an_unlisted_name_are_caught(tmp_path):
 
 def test_faces_the_package_itself_and_tests_may_pass(tmp_path):
     _library(tmp_path)
-    _write(tmp_path, "experiments/x/recipe.py", "from rl.analysis import save_figure\nfrom rl.analysis.plots import save_figure\n")
+    _write(
+        tmp_path,
+        "experiments/x/recipe.py",
+        "from rl.analysis import save_figure\nfrom rl.analysis.plots import save_figure\n",
+    )
     _write(tmp_path, "rl/analysis/probing.py", "from rl.analysis.plots.save import helper\n")
     _write(tmp_path, "experiments/x/tests/recipe_test.py", "from rl.analysis.plots.save import helper\n")
     assert faces.find_face_violations(tmp_path) == []

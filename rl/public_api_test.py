@@ -44,7 +44,9 @@ def test_the_docs_show_imports_to_check():
     assert len(documented_imports()) >= 10
 
 
-@pytest.mark.parametrize("where,statement", [*documented_imports(), *(("seed README", s) for s in SEED_PROJECT_IMPORTS)])
+@pytest.mark.parametrize(
+    "where,statement", [*documented_imports(), *(("seed README", s) for s in SEED_PROJECT_IMPORTS)]
+)
 def test_a_documented_import_works_as_written(where, statement):
     namespace: dict = {}
     exec(statement, namespace)  # noqa: S102 - the statement is a documented import, run as written
@@ -52,10 +54,11 @@ def test_a_documented_import_works_as_written(where, statement):
     assert imported, f"{where}: `{statement}` imported nothing"
 
 
-
 def test_every_name_of_the_harness_face_imports_without_ray_or_torch():
-    code = ("import sys\nimport rl.harness\nloaded = {'ray', 'torch'} & set(sys.modules)\n"
-            "[getattr(rl.harness, name) for name in rl.harness.__all__]\nprint(sorted(loaded))")
+    code = (
+        "import sys\nimport rl.harness\nloaded = {'ray', 'torch'} & set(sys.modules)\n"
+        "[getattr(rl.harness, name) for name in rl.harness.__all__]\nprint(sorted(loaded))"
+    )
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     shown = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True)
     assert shown.stdout.strip() == "[]"

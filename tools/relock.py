@@ -83,10 +83,23 @@ def resolve(requirements_in: pathlib.Path, *, constraints: list[str] = (), cuda:
             empty.mkdir()
             env["PIP_FIND_LINKS"] = str(empty)
         subprocess.run(
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-             "--dry-run", "--ignore-installed", "--report", str(report),
-             "-r", str(requirements_in), "-c", str(constraints_file)],
-            check=True, env=env,
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--dry-run",
+                "--ignore-installed",
+                "--report",
+                str(report),
+                "-r",
+                str(requirements_in),
+                "-c",
+                str(constraints_file),
+            ],
+            check=True,
+            env=env,
         )
         return json.loads(report.read_text())["install"]
 
@@ -104,8 +117,7 @@ def pypi_hashes(name: str, version: str, *, cuda: bool = False) -> set[str]:
         with urllib.request.urlopen(request, timeout=60) as response:
             files = json.load(response)["files"]
     except (urllib.error.URLError, TimeoutError) as error:
-        print(f"relock: PyPI unreachable for {name} ({error}); "
-              "keeping only the local hash", file=sys.stderr)
+        print(f"relock: PyPI unreachable for {name} ({error}); keeping only the local hash", file=sys.stderr)
         return set()
     hashes = set()
     fragments = (CUDA_ONLY_FILES if cuda else EXCLUDED_FILES).get(normalise(name), ())
@@ -124,7 +136,7 @@ def _file_version(filename: str, name: str) -> str | None:
     prefix = normalise(name) + "-"
     if not stem.startswith(prefix):
         return None
-    rest = filename[len(prefix):]
+    rest = filename[len(prefix) :]
     for suffix in (".tar.gz", ".zip"):
         if rest.endswith(suffix):
             return rest[: -len(suffix)]
@@ -174,10 +186,12 @@ def cuda_header(entries: list[dict], cpu_pins: dict[str, str]) -> list[str]:
         raise SystemExit(
             f"relock: the CUDA lock resolved torch {torch['metadata']['version']} from "
             f"{torch['download_info']['url']}, which is not a CUDA build with {CUDA_RUNTIME_PACKAGE}; "
-            "unset PIP_EXTRA_INDEX_URL/PIP_INDEX_URL if they point at PyTorch's CPU index, then rerun")
+            "unset PIP_EXTRA_INDEX_URL/PIP_INDEX_URL if they point at PyTorch's CPU index, then rerun"
+        )
     closure = sorted(set(by_name) - set(cpu_pins) | {"torch"})
-    requirements = {name: [Requirement(text) for text in by_name[name]["metadata"].get("requires_dist", [])]
-                    for name in closure}
+    requirements = {
+        name: [Requirement(text) for text in by_name[name]["metadata"].get("requires_dist", [])] for name in closure
+    }
     extras = {name: {""} for name in closure}
 
     def applies(name, requirement):
@@ -185,8 +199,13 @@ def cuda_header(entries: list[dict], cpu_pins: dict[str, str]) -> list[str]:
         return marker is None or any(marker.evaluate({"extra": extra}) for extra in extras[name])
 
     for _ in closure:  # an extra asked for can switch on requirements that ask for more extras
-        asked = {(normalise(r.name), extra) for name in closure for r in requirements[name]
-                 if r.extras and applies(name, r) for extra in r.extras}
+        asked = {
+            (normalise(r.name), extra)
+            for name in closure
+            for r in requirements[name]
+            if r.extras and applies(name, r)
+            for extra in r.extras
+        }
         grown = [(name, extra) for name, extra in asked if extra not in extras.setdefault(name, {""})]
         if not grown:
             break
@@ -195,8 +214,11 @@ def cuda_header(entries: list[dict], cpu_pins: dict[str, str]) -> list[str]:
     cuda_version = ".".join(by_name[CUDA_RUNTIME_PACKAGE]["metadata"]["version"].split(".")[:2])
     lines = [f"# torch-cuda: {cuda_version}"]
     for name in closure:
-        applying = {str(Requirement(f"{r.name}{'[' + ','.join(sorted(r.extras)) + ']' if r.extras else ''}"
-                                    f"{r.specifier}")) for r in requirements[name] if applies(name, r)}
+        applying = {
+            str(Requirement(f"{r.name}{'[' + ','.join(sorted(r.extras)) + ']' if r.extras else ''}{r.specifier}"))
+            for r in requirements[name]
+            if applies(name, r)
+        }
         lines.extend(f"# requires: {name} -> {text}" for text in sorted(applying))
     return lines
 
@@ -209,20 +231,28 @@ def write_lock(path: pathlib.Path, header: list[str], lines: list[str], source: 
 def write_side_lock(requirements: pathlib.Path, lock: pathlib.Path, unconstrained: frozenset[str]) -> None:
     """A lock of tools that run in a venv of their own: every package the CPU lock pins is held at its
     version, except `unconstrained`."""
-    constraints = [f"{name}=={version}" for name, version in locked_versions(CPU_LOCK).items()
-                   if name not in unconstrained]
+    constraints = [
+        f"{name}=={version}" for name, version in locked_versions(CPU_LOCK).items() if name not in unconstrained
+    ]
     write_lock(lock, [], lock_lines(resolve(requirements, constraints=constraints)), requirements.name)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requirements", default=ROOT / "requirements.in", type=pathlib.Path)
-    parser.add_argument("--keep-cpu-lock", action="store_true",
-                        help="write only the CUDA lock, constrained to the committed CPU lock")
-    parser.add_argument("--test-lock", action="store_true",
-                        help="write only the test tools' lock, constrained to the committed CPU lock")
-    parser.add_argument("--devops-lock", action="store_true",
-                        help="write only the operator's tools' lock, constrained to the committed CPU lock")
+    parser.add_argument(
+        "--keep-cpu-lock", action="store_true", help="write only the CUDA lock, constrained to the committed CPU lock"
+    )
+    parser.add_argument(
+        "--test-lock",
+        action="store_true",
+        help="write only the test tools' lock, constrained to the committed CPU lock",
+    )
+    parser.add_argument(
+        "--devops-lock",
+        action="store_true",
+        help="write only the operator's tools' lock, constrained to the committed CPU lock",
+    )
     args = parser.parse_args()
     if sys.platform != "linux" or platform.machine() != "x86_64":
         raise SystemExit("relock: run on Linux x86_64: the CUDA lock pins the wheels pip picks there")

@@ -16,14 +16,12 @@ results/<run-id>/solver_comparison.json.
 
 import pathlib
 
+from experiments.cassandra_machine.task import agents
 from rl.analysis.checkpoints import load_rl_module
 from rl.envs.cassandra_machine import machine_pomdp
 from rl.envs.solvers import qmdp, solve_fully_observable, solve_point_based
 from rl.harness import StopRule, train_in_turn
-from rl.harness.run import records
-from rl.harness.run import metric_keys
-
-from experiments.cassandra_machine.task import agents
+from rl.harness.run import metric_keys, records
 
 BUDGET = {True: StopRule(training_iterations=1), False: StopRule(env_steps=400_000)}
 EVALUATION = {True: {"episodes": 4, "horizon": 200}, False: {"episodes": 64, "horizon": 3000}}
@@ -48,15 +46,21 @@ def run(context):
     for trained in train_in_turn(context, configs, stop=BUDGET[context.smoke]):
         agent = agents.AGENTS[trained.name]
         module = load_rl_module(trained.checkpoint)
-        value = agents.discounted_value(module, agent, solution, seed=context.seeds.integer(f"eval/{agent.name}"),
-                                        **EVALUATION[context.smoke])
+        value = agents.discounted_value(
+            module, agent, solution, seed=context.seeds.integer(f"eval/{agent.name}"), **EVALUATION[context.smoke]
+        )
         row = trained.row
-        results[agent.name] = {"env_steps": row[metric_keys.ENV_STEPS], "iterations": row[metric_keys.ITERATION],
-                               "undiscounted_return_mean_last": row.get(metric_keys.RETURN),
-                               "discounted_value": value,
-                               "fraction_of_solver": value["mean"] / references["point_based_start_value"]}
-        print(f"{agent.name}: discounted value {value['mean']:.1f} +- {value['standard_error']:.1f} "
-              f"(solver {references['point_based_start_value']:.2f}, MDP bound {references['mdp_upper_bound']:.2f})")
+        results[agent.name] = {
+            "env_steps": row[metric_keys.ENV_STEPS],
+            "iterations": row[metric_keys.ITERATION],
+            "undiscounted_return_mean_last": row.get(metric_keys.RETURN),
+            "discounted_value": value,
+            "fraction_of_solver": value["mean"] / references["point_based_start_value"],
+        }
+        print(
+            f"{agent.name}: discounted value {value['mean']:.1f} +- {value['standard_error']:.1f} "
+            f"(solver {references['point_based_start_value']:.2f}, MDP bound {references['mdp_upper_bound']:.2f})"
+        )
     comparison = {"references": references, "agents": results, "smoke": context.smoke}
     records.write_json_atomically(str(pathlib.Path(context.results_dir) / COMPARISON_FILE), comparison)
     print(f"results: {context.results_dir}")

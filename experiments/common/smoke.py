@@ -44,30 +44,41 @@ class SmokeRun:
         return [json.loads(line) for line in lines if line.strip()]
 
 
-def _run_binary(binary: str, module_command: list[str], tmp_path: pathlib.Path, options: list[str], *,
-                timeout: float) -> tuple[subprocess.CompletedProcess, bool]:
+def _run_binary(
+    binary: str, module_command: list[str], tmp_path: pathlib.Path, options: list[str], *, timeout: float
+) -> tuple[subprocess.CompletedProcess, bool]:
     """Runs `binary` (a runfiles path) under Bazel, else `python -m rl.harness.commands.cli <module_command>`,
     with `options` and records under tmp_path; asserts exit 0. Returns the process and whether Bazel's binary ran."""
     executable = pathlib.Path(binary)
     under_bazel = "TEST_SRCDIR" in os.environ and executable.exists()
-    command = ([str(executable.resolve())] if under_bazel
-               else [sys.executable, "-m", "rl.harness.commands.cli", *module_command])
+    command = (
+        [str(executable.resolve())]
+        if under_bazel
+        else [sys.executable, "-m", "rl.harness.commands.cli", *module_command]
+    )
     command += [*options, "--results-dir", str(tmp_path / "results"), "--artifacts-dir", str(tmp_path / "artifacts")]
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1",
-                   # RLlib's Algorithm logs under ~/ray_results, read-only in Bazel's sandbox.
-                   "HOME": str(tmp_path)}
-    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=timeout,
-                          start_new_session=True, check=False)
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "OMP_NUM_THREADS": "1",
+        # RLlib's Algorithm logs under ~/ray_results, read-only in Bazel's sandbox.
+        "HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        command, env=environment, capture_output=True, text=True, timeout=timeout, start_new_session=True, check=False
+    )
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-6000:]}"
     return done, under_bazel
 
 
-def run_smoke(binary: str, module: str, tmp_path: pathlib.Path, *, timeout: float = 600,
-              options: tuple[str, ...] = ()) -> SmokeRun:
+def run_smoke(
+    binary: str, module: str, tmp_path: pathlib.Path, *, timeout: float = 600, options: tuple[str, ...] = ()
+) -> SmokeRun:
     """Runs `binary` (runfiles path of the rl_experiment) or else `module` with --smoke and `options`
     (e.g. ("--set", "training/pipelined=true")); asserts it completed."""
-    done, under_bazel = _run_binary(binary, [module], tmp_path, ["--smoke", "--run-id", RUN_ID, *options],
-                                    timeout=timeout)
+    done, under_bazel = _run_binary(
+        binary, [module], tmp_path, ["--smoke", "--run-id", RUN_ID, *options], timeout=timeout
+    )
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
     layout = RunLayout(results, artifacts, RUN_ID, smoke=True)
     results_dir = layout.results_dir
@@ -102,10 +113,17 @@ class SmokeStudy:
 def run_study_smoke(binary: str, module: str, tmp_path: pathlib.Path, *, timeout: float = 3000) -> SmokeStudy:
     """Runs the rl_study `binary` (runfiles path) or else `study <module>` with --smoke; asserts it exited 0
     (every member completed)."""
-    done, under_bazel = _run_binary(binary, ["study", module], tmp_path, ["--smoke", "--study-id", STUDY_ID],
-                                    timeout=timeout)
+    done, under_bazel = _run_binary(
+        binary, ["study", module], tmp_path, ["--smoke", "--study-id", STUDY_ID], timeout=timeout
+    )
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
     folder = study_folder(results, STUDY_ID, smoke=True)
-    return SmokeStudy(folder=folder, record=json.loads((folder / "study.json").read_text()),
-                      summary=json.loads((folder / "summary.json").read_text()), stdout=done.stdout,
-                      built_with_bazel=under_bazel, _results_root=results, _artifacts_root=artifacts)
+    return SmokeStudy(
+        folder=folder,
+        record=json.loads((folder / "study.json").read_text()),
+        summary=json.loads((folder / "summary.json").read_text()),
+        stdout=done.stdout,
+        built_with_bazel=under_bazel,
+        _results_root=results,
+        _artifacts_root=artifacts,
+    )

@@ -28,7 +28,10 @@ STUDY = Study(
         "ppg": "experiments.mess3.ppg",
     },
     seeds=tuple(range(10)),
-    scores=(stages.CONTROL_SCORES + stages.block_1_probe_scores("policy_encoder")
-            + stages.block_1_probe_scores("critic_encoder")),
+    scores=(
+        stages.CONTROL_SCORES
+        + stages.block_1_probe_scores("policy_encoder")
+        + stages.block_1_probe_scores("critic_encoder")
+    ),
     pairs=(("separate_critic", "reward_only"), ("ppg", "reward_only")),
 )

@@ -30,13 +30,24 @@ class IQNTransformerModel(IQNValueMixin, TransformerModel):
 
 
 def run(context):
-    config = task.ppo_config(smoke=context.smoke, module_class=IQNTransformerModel, model_config=MODEL_CONFIG,
-                             learner_class=IQNPPOTorchLearner, learner_config=LEARNER_CONFIG,
-                             vf_loss_coeff=0.0)  # the quantile loss replaces PPO's value loss
+    config = task.ppo_config(
+        smoke=context.smoke,
+        module_class=IQNTransformerModel,
+        model_config=MODEL_CONFIG,
+        learner_class=IQNPPOTorchLearner,
+        learner_config=LEARNER_CONFIG,
+        vf_loss_coeff=0.0,
+    )  # the quantile loss replaces PPO's value loss
     metrics = f"learners/default_policy/{IQN_NAMESPACE}"
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/quantile_spread", f"{metrics}/crossing_fraction")
-    return stages.run(context, config, budget=BUDGET,
-                      random_network=lambda seed: task.build_random_network(seed, module_class=IQNTransformerModel, model_config=MODEL_CONFIG))
+    return stages.run(
+        context,
+        config,
+        budget=BUDGET,
+        random_network=lambda seed: task.build_random_network(
+            seed, module_class=IQNTransformerModel, model_config=MODEL_CONFIG
+        ),
+    )
 
 
 def probe_plan(smoke: bool):

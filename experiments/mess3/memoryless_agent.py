@@ -19,6 +19,10 @@ HYPERPARAMETERS = Hyperparameters(task.PPO_HYPERPARAMETERS, ranges=task.HYPERPAR
 
 
 def run(context):
-    config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=task.MLP_MODEL_CONFIG,
-                             hyperparameters=context.hyperparameters)
+    config = task.ppo_config(
+        smoke=context.smoke,
+        module_class=MLPModel,
+        model_config=task.MLP_MODEL_CONFIG,
+        hyperparameters=context.hyperparameters,
+    )
     return stages.run(context, config, budget=stages.MAIN_JOB, random_network=None)

@@ -22,9 +22,11 @@ from rl.harness import Hyperparameters
 from rl.learners import NextTokenAuxPPOLearner
 from rl.learners.models import NextTokenAuxHead, NextTokenAuxTransformerModel
 
-HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
-                                  check=task.check_transformer_hyperparameters,
-                                  ranges=task.HYPERPARAMETER_RANGES)  # what --set may change
+HYPERPARAMETERS = Hyperparameters(
+    {**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
+    check=task.check_transformer_hyperparameters,
+    ranges=task.HYPERPARAMETER_RANGES,
+)  # what --set may change
 
 NAMESPACE = NextTokenAuxHead.model_config_section
 MODEL_CONFIG = {**task.MODEL_CONFIG, NAMESPACE: {"num_tokens": 3}}  # Mess3's alphabet
@@ -35,19 +37,26 @@ LEARNER_CONFIG = {f"{NAMESPACE}/loss_coefficient": 0.5}
 
 def random_network(seed: int, model_config=None):
     """An untrained module of the trained class: its encoder is drawn before the head, as TransformerModel's."""
-    return task.build_random_network(seed, module_class=NextTokenAuxTransformerModel,
-                                     model_config=model_config or MODEL_CONFIG)
+    return task.build_random_network(
+        seed, module_class=NextTokenAuxTransformerModel, model_config=model_config or MODEL_CONFIG
+    )
 
 
 def run(context):
     model_config = task.transformer_config(context.hyperparameters, MODEL_CONFIG)
-    config = task.ppo_config(smoke=context.smoke, module_class=NextTokenAuxTransformerModel, model_config=model_config,
-                             learner_class=NextTokenAuxPPOLearner, learner_config=LEARNER_CONFIG,
-                             hyperparameters=context.hyperparameters)
+    config = task.ppo_config(
+        smoke=context.smoke,
+        module_class=NextTokenAuxTransformerModel,
+        model_config=model_config,
+        learner_class=NextTokenAuxPPOLearner,
+        learner_config=LEARNER_CONFIG,
+        hyperparameters=context.hyperparameters,
+    )
     metrics = f"learners/default_policy/{NAMESPACE}"
     context.recorder.summarize(f"{metrics}/loss", f"{metrics}/accuracy")
-    return stages.run(context, config, budget=stages.MAIN_JOB,
-                      random_network=lambda seed: random_network(seed, model_config))
+    return stages.run(
+        context, config, budget=stages.MAIN_JOB, random_network=lambda seed: random_network(seed, model_config)
+    )
 
 
 def probe_plan(smoke: bool):

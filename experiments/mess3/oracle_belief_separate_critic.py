@@ -23,12 +23,18 @@ from rl.harness import Hyperparameters
 from rl.learners.models import MLPModel
 
 SHARE_LAYERS = "model/vf_share_layers"
-HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, SHARE_LAYERS: False},
-                                  ranges=task.HYPERPARAMETER_RANGES)  # what --set may change
+HYPERPARAMETERS = Hyperparameters(
+    {**task.PPO_HYPERPARAMETERS, SHARE_LAYERS: False}, ranges=task.HYPERPARAMETER_RANGES
+)  # what --set may change
 
 
 def run(context):
     model_config = {**task.MLP_MODEL_CONFIG, "vf_share_layers": context.hyperparameters[SHARE_LAYERS]}
-    config = task.ppo_config(smoke=context.smoke, module_class=MLPModel, model_config=model_config,
-                             observation=task.BELIEF_OBSERVATION, hyperparameters=context.hyperparameters)
+    config = task.ppo_config(
+        smoke=context.smoke,
+        module_class=MLPModel,
+        model_config=model_config,
+        observation=task.BELIEF_OBSERVATION,
+        hyperparameters=context.hyperparameters,
+    )
     return stages.run(context, config, budget=stages.MAIN_JOB, random_network=None)

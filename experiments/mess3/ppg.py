@@ -29,31 +29,49 @@ from rl.learners.ppg import PPGTransformerModel
 # ppg_tuning's best greedy normalised value, 0.48 [0.24, 0.72] over 3 seeds at 2^18 env steps
 # (study 20261205T133213Z-5849fa in checks/results/studies/; the paper's 1 and 1 gave 0.44 [-0.12, 1.00]).
 PPG_HYPERPARAMETERS = {"ppg/beta_clone": 3.0, "ppg/value_coefficient": 0.1}
-HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS,
-                                   **PPG_HYPERPARAMETERS}, check=task.check_transformer_hyperparameters,
-                                  ranges={**task.HYPERPARAMETER_RANGES, **{key: Range(0) for key in PPG_HYPERPARAMETERS}})
+HYPERPARAMETERS = Hyperparameters(
+    {**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS, **PPG_HYPERPARAMETERS},
+    check=task.check_transformer_hyperparameters,
+    ranges={**task.HYPERPARAMETER_RANGES, **{key: Range(0) for key in PPG_HYPERPARAMETERS}},
+)
 
 # Smoke: three updates, the auxiliary phase runs after the second. Full: reward_only's 512
 # updates, an auxiliary phase every 16 (the paper's N_pi is 32 on far longer runs).
-PPG_SCHEDULE = {True: {"policy_iterations_per_aux": 2, "aux_epochs": 2, "aux_minibatch_size": 512},
-                False: {"policy_iterations_per_aux": 16, "aux_epochs": 6, "aux_minibatch_size": 1024}}
+PPG_SCHEDULE = {
+    True: {"policy_iterations_per_aux": 2, "aux_epochs": 2, "aux_minibatch_size": 512},
+    False: {"policy_iterations_per_aux": 16, "aux_epochs": 6, "aux_minibatch_size": 1024},
+}
 
 
 def ppg_training(hyperparameters, *, smoke: bool) -> dict:
     """The PPGConfig.training arguments of a run: the phase schedule and the --set coefficients."""
     coefficient = hyperparameters["ppg/value_coefficient"]
-    return {**PPG_SCHEDULE[smoke], "beta_clone": hyperparameters["ppg/beta_clone"],
-            "aux_value_loss_coeff": coefficient, "aux_true_value_loss_coeff": coefficient}
+    return {
+        **PPG_SCHEDULE[smoke],
+        "beta_clone": hyperparameters["ppg/beta_clone"],
+        "aux_value_loss_coeff": coefficient,
+        "aux_true_value_loss_coeff": coefficient,
+    }
 
 
 def run(context):
     model_config = task.transformer_config(context.hyperparameters)
-    config = task.ppo_config(smoke=context.smoke, algorithm=PPGConfig, module_class=PPGTransformerModel,
-                             model_config=model_config, learner_class=None, hyperparameters=context.hyperparameters,
-                             ).training(**ppg_training(context.hyperparameters, smoke=context.smoke))
-    return stages.run(context, config, budget=stages.MAIN_JOB,
-                      random_network=lambda seed: task.build_random_network(seed, module_class=PPGTransformerModel,
-                                                                            model_config=model_config))
+    config = task.ppo_config(
+        smoke=context.smoke,
+        algorithm=PPGConfig,
+        module_class=PPGTransformerModel,
+        model_config=model_config,
+        learner_class=None,
+        hyperparameters=context.hyperparameters,
+    ).training(**ppg_training(context.hyperparameters, smoke=context.smoke))
+    return stages.run(
+        context,
+        config,
+        budget=stages.MAIN_JOB,
+        random_network=lambda seed: task.build_random_network(
+            seed, module_class=PPGTransformerModel, model_config=model_config
+        ),
+    )
 
 
 def probe_plan(smoke: bool):

@@ -15,16 +15,20 @@ from experiments.mess3.task import controlled_mess3 as task
 from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 
-HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRAINING_HYPERPARAMETERS,
-                                   **task.TRANSFORMER_HYPERPARAMETERS},
-                                  check=task.check_transformer_hyperparameters,
-                                  ranges=task.HYPERPARAMETER_RANGES)
+HYPERPARAMETERS = Hyperparameters(
+    {**task.PPO_HYPERPARAMETERS, **task.TRAINING_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
+    check=task.check_transformer_hyperparameters,
+    ranges=task.HYPERPARAMETER_RANGES,
+)
 
 
 def ppo_config(context):
     """The recipe's PPO config with the run's --set hyperparameters applied."""
-    return task.ppo_config(smoke=context.smoke, model_config=task.transformer_config(context.hyperparameters),
-                           hyperparameters=context.hyperparameters)
+    return task.ppo_config(
+        smoke=context.smoke,
+        model_config=task.transformer_config(context.hyperparameters),
+        hyperparameters=context.hyperparameters,
+    )
 
 
 def train(context, *, env_steps: int) -> dict:
@@ -34,8 +38,12 @@ def train(context, *, env_steps: int) -> dict:
 
 def run(context):
     model_config = task.transformer_config(context.hyperparameters)
-    return stages.run(context, ppo_config(context), budget=stages.MAIN_JOB,
-                      random_network=lambda seed: task.build_random_network(seed, model_config=model_config))
+    return stages.run(
+        context,
+        ppo_config(context),
+        budget=stages.MAIN_JOB,
+        random_network=lambda seed: task.build_random_network(seed, model_config=model_config),
+    )
 
 
 def probe_plan(smoke: bool):

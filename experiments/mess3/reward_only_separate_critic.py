@@ -17,9 +17,11 @@ from experiments.mess3.task import controlled_mess3 as task
 from experiments.mess3.task import stages
 from rl.harness import Hyperparameters
 
-HYPERPARAMETERS = Hyperparameters({**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
-                                  check=task.check_transformer_hyperparameters,
-                                  ranges=task.HYPERPARAMETER_RANGES)  # what --set may change
+HYPERPARAMETERS = Hyperparameters(
+    {**task.PPO_HYPERPARAMETERS, **task.TRANSFORMER_HYPERPARAMETERS},
+    check=task.check_transformer_hyperparameters,
+    ranges=task.HYPERPARAMETER_RANGES,
+)  # what --set may change
 
 MODEL_CONFIG = {**task.MODEL_CONFIG, "vf_share_layers": False}
 
@@ -27,8 +29,12 @@ MODEL_CONFIG = {**task.MODEL_CONFIG, "vf_share_layers": False}
 def run(context):
     model_config = task.transformer_config(context.hyperparameters, MODEL_CONFIG)
     config = task.ppo_config(smoke=context.smoke, model_config=model_config, hyperparameters=context.hyperparameters)
-    return stages.run(context, config, budget=stages.MAIN_JOB,
-                      random_network=lambda seed: task.build_random_network(seed, model_config=model_config))
+    return stages.run(
+        context,
+        config,
+        budget=stages.MAIN_JOB,
+        random_network=lambda seed: task.build_random_network(seed, model_config=model_config),
+    )
 
 
 def probe_plan(smoke: bool):

@@ -24,7 +24,7 @@ every probe report and table names the encoder it read:
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -49,7 +49,7 @@ def residual_streams(outputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Ten
         if key == RESIDUAL_STREAM:
             streams = {POLICY_ENCODER: stream, **streams}
         elif key.startswith(RESIDUAL_STREAM + _SEPARATOR):
-            streams[key[len(RESIDUAL_STREAM + _SEPARATOR):]] = stream
+            streams[key[len(RESIDUAL_STREAM + _SEPARATOR) :]] = stream
     return streams
 
 

@@ -26,7 +26,8 @@ adapters and sample sizes.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 import gymnasium
 import numpy as np
@@ -86,14 +87,14 @@ class RolloutProbing:
 class ProbePlan:
     """What an experiment's `probe_plan(smoke)` returns for the probe command (at least one distribution).
 
-        def probe_plan(smoke: bool) -> ProbePlan:   # in the recipe module, beside run(context)
-            return ProbePlan(contexts=ContextProbing(Mess3Contexts(), max_length=10, group_prefix_length=4),
-                             rollouts=RolloutProbing(ControlledMess3Env(), target="belief",
-                                                     num_episodes=256, max_steps=64))
+    def probe_plan(smoke: bool) -> ProbePlan:   # in the recipe module, beside run(context)
+        return ProbePlan(contexts=ContextProbing(Mess3Contexts(), max_length=10, group_prefix_length=4),
+                         rollouts=RolloutProbing(ControlledMess3Env(), target="belief",
+                                                 num_episodes=256, max_steps=64))
     """
 
-    contexts: Optional[ContextProbing] = None
-    rollouts: Optional[RolloutProbing] = None
+    contexts: ContextProbing | None = None
+    rollouts: RolloutProbing | None = None
     options: ProbeOptions = ProbeOptions()
 
     def __post_init__(self):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -37,14 +37,26 @@ def random_network(build: Callable[[], torch.nn.Module], seed: int) -> torch.nn.
     return module.eval()
 
 
-def probe_random_networks(found: RunArtifacts, plan: ProbePlan, networks: Sequence, *, folder: pathlib.Path,
-                          seed: np.random.SeedSequence, module_id: str = "default_policy",
-                          show_progress: bool = True) -> list[probing.CheckpointProbes]:
+def probe_random_networks(
+    found: RunArtifacts,
+    plan: ProbePlan,
+    networks: Sequence,
+    *,
+    folder: pathlib.Path,
+    seed: np.random.SeedSequence,
+    module_id: str = "default_policy",
+    show_progress: bool = True,
+) -> list[probing.CheckpointProbes]:
     """Probes of each network in `networks` (RLModules), saved under `folder`, with the run's probe seed."""
     checkpoints = []
     for index, module in enumerate(networks):
         path = pathlib.Path(folder) / f"random_init_{index}"
         module.save_to_path(str(path))
         checkpoints.append(RunCheckpoint(path, iteration=None, env_steps=None))
-    return probing.probe_checkpoints(dataclasses.replace(found, checkpoints=checkpoints), plan,
-                                     seed=seed, module_id=module_id, show_progress=show_progress)
+    return probing.probe_checkpoints(
+        dataclasses.replace(found, checkpoints=checkpoints),
+        plan,
+        seed=seed,
+        module_id=module_id,
+        show_progress=show_progress,
+    )

@@ -31,7 +31,8 @@ import os
 import pathlib
 import shutil
 import tempfile
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -76,7 +77,7 @@ class PortableModule:
     @property
     def weights(self) -> dict[str, torch.Tensor]:
         """The RLModule's state_dict (what `module.load_state_dict` takes)."""
-        return {key[len(_MODULE_PREFIX):]: value for key, value in self.program.state_dict.items()}
+        return {key[len(_MODULE_PREFIX) :]: value for key, value in self.program.state_dict.items()}
 
 
 def load_portable_module(folder: str) -> PortableModule:
@@ -86,8 +87,7 @@ def load_portable_module(folder: str) -> PortableModule:
             manifest = json.load(handle)
     except (OSError, json.JSONDecodeError) as error:
         raise PortableModuleError(
-            f"{folder} is not a portable module ({error}); export one with "
-            "rl.analysis.portable.export_portable_module"
+            f"{folder} is not a portable module ({error}); export one with rl.analysis.portable.export_portable_module"
         ) from error
     if manifest.get("format") != FORMAT or manifest.get("schema_version") != SCHEMA_VERSION:
         raise PortableModuleError(
@@ -102,8 +102,7 @@ def export_portable_module(module, folder: str, *, provenance: Mapping[str, Any]
     # Imported here so that reading a portable module never imports Ray or rl.learners.
     from rl.analysis.activations import layer_names, residual_streams
     from rl.analysis.modules import AnalysisView
-    from rl.harness.run import buildinfo, records
-    from rl.harness.run import status
+    from rl.harness.run import buildinfo, records, status
     from rl.learners.models import observation_dim
 
     folder = pathlib.Path(folder)
@@ -125,8 +124,9 @@ def export_portable_module(module, folder: str, *, provenance: Mapping[str, Any]
         "action_space": repr(module.action_space),
         "obs_dim": obs_dim,
         "outputs": sorted(outputs),
-        "layers": [name for encoder, stream in residual_streams(outputs).items()
-                   for name in layer_names(len(stream), encoder)],
+        "layers": [
+            name for encoder, stream in residual_streams(outputs).items() for name in layer_names(len(stream), encoder)
+        ],
         "torch_version": torch.__version__,
         "provenance": {**provenance, "exported_at": status.utc_now(), "build": buildinfo.current().as_dict()},
     }

@@ -31,16 +31,14 @@ import dataclasses
 import os
 import signal
 import sys
-from typing import Optional
 
 import numpy as np
 
 from rl.analysis import probing
 from rl.analysis.adapters import ProbePlan
 from rl.analysis.checkpoints import RunArtifacts, find_checkpoints
-from rl.harness import env_vars
+from rl.harness import HarnessError, UsageError, env_vars
 from rl.harness.commands import recipes
-from rl.harness import HarnessError, UsageError
 from rl.harness.run import records
 from rl.harness.training import hardware
 
@@ -82,16 +80,21 @@ def load_probe_plan(module_name: str, *, smoke: bool) -> ProbePlan:
     try:
         plan = make_plan(smoke=smoke)
     except TypeError as error:
-        raise UsageError(f"{module_name}.probe_plan could not be called as probe_plan(smoke={smoke}) ({error}):"
-                         " it takes whether the run was a smoke run; define `def probe_plan(smoke: bool)`") from None
+        raise UsageError(
+            f"{module_name}.probe_plan could not be called as probe_plan(smoke={smoke}) ({error}):"
+            " it takes whether the run was a smoke run; define `def probe_plan(smoke: bool)`"
+        ) from None
     if not isinstance(plan, ProbePlan):
         raise UsageError(f"{module_name}.probe_plan() returned {type(plan).__name__}, not a ProbePlan")
     return plan
 
 
 def _rerun_from_source(workspace: str, module_name: str) -> None:
-    print(f"{module_name} is not part of this binary; probing with the source tree {workspace} "
-          "(the experiment's code is not covered by the build hash)", file=sys.stderr)
+    print(
+        f"{module_name} is not part of this binary; probing with the source tree {workspace} "
+        "(the experiment's code is not covered by the build hash)",
+        file=sys.stderr,
+    )
     search_path = os.pathsep.join(filter(None, [workspace, os.environ.get("PYTHONPATH")]))
     environment = {**os.environ, "PYTHONPATH": search_path, FROM_SOURCE_ENV: "1"}
     for name in (env_vars.BUILD_INFO_ENV, env_vars.BUILD_STAMP_ENV):
@@ -104,9 +107,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="probe", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_id")
     parser.add_argument("--checkpoints", choices=("all", "last"), default="all")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="entropy of the probe's seed sequence (default: the run's own probe stream, which"
-                             " repeats its in-run probes; recorded)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="entropy of the probe's seed sequence (default: the run's own probe stream, which"
+        " repeats its in-run probes; recorded)",
+    )
     parser.add_argument("--results-dir", help="where to look for results/<run-id> (default: the workspace)")
     parser.add_argument("--artifacts-dir", help="an artifacts root holding <run-id>/ if not where recorded")
     parser.add_argument("--module-id", default="default_policy", help="the RLModule to probe in each checkpoint")
@@ -114,18 +121,22 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     options = parse(sys.argv[1:] if argv is None else argv)
     # `bazel run` starts binaries in their runfiles: relative paths mean the caller's folder.
     caller = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
-    results_dir, artifacts_dir = (os.path.join(caller, path) if path else None
-                                  for path in (options.results_dir, options.artifacts_dir))
+    results_dir, artifacts_dir = (
+        os.path.join(caller, path) if path else None for path in (options.results_dir, options.artifacts_dir)
+    )
     roots = [results_dir or os.environ.get("BUILD_WORKSPACE_DIRECTORY") or caller]
     try:
         found = find_checkpoints(options.run_id, roots=roots, artifacts_root=artifacts_dir)
         plan = load_probe_plan(found.run.manifest.experiment.module or "", smoke=found.run.manifest.smoke)
-        seed = (probing.recorded_probe_seed(found.run.manifest) if options.seed is None
-                else np.random.SeedSequence(options.seed))
+        seed = (
+            probing.recorded_probe_seed(found.run.manifest)
+            if options.seed is None
+            else np.random.SeedSequence(options.seed)
+        )
     except HarnessError as error:
         print(f"probe: error: {error}", file=sys.stderr)
         return error.exit_status
@@ -138,16 +149,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     def stop(number, frame):  # SIGTERM as Ctrl-C: end at once, before any file is written
         stopped_by["signal"] = number
         raise KeyboardInterrupt
+
     signal.signal(signal.SIGTERM, stop)
     try:
-        results = probing.probe_checkpoints(found, plan, seed=seed, module_id=options.module_id,
-                                            show_progress=not options.no_progress)
-        outputs = probing.probe_outputs(found, results, seed, rows=probing.metrics_rows(found),
-                                        from_source=bool(os.environ.get(FROM_SOURCE_ENV)))
+        results = probing.probe_checkpoints(
+            found, plan, seed=seed, module_id=options.module_id, show_progress=not options.no_progress
+        )
+        outputs = probing.probe_outputs(
+            found, results, seed, rows=probing.metrics_rows(found), from_source=bool(os.environ.get(FROM_SOURCE_ENV))
+        )
     except KeyboardInterrupt:
         number = stopped_by.get("signal", signal.SIGINT)
-        print(f"probe: {signal.Signals(number).name}: stopped before writing anything; run {options.run_id} is as it"
-              " was; probe it again to finish", file=sys.stderr)
+        print(
+            f"probe: {signal.Signals(number).name}: stopped before writing anything; run {options.run_id} is as it"
+            " was; probe it again to finish",
+            file=sys.stderr,
+        )
         return 128 + number
     for path in write_outputs(found, outputs):  # each file atomically: a signal here leaves whole files only
         print(f"wrote {path}")

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Optional
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -42,8 +41,7 @@ from rl.analysis.progress import ProgressBar
 from rl.analysis.rollouts import collect_rollouts, context_dataset
 from rl.analysis.seeds import child_stream
 from rl.harness import RunManifest
-from rl.harness.run import buildinfo, metric_keys, metrics_stream, records, seeding
-from rl.harness.run import status
+from rl.harness.run import buildinfo, metric_keys, metrics_stream, records, seeding, status
 
 REPORT_FILE = "probe_report.json"
 LEARNING_CURVES_FILE = "learning_curves.png"
@@ -98,52 +96,81 @@ def probe_checkpoints(
     streams = _uses(seed)
     results = []
     # Counts the stage; its line is printed after each checkpoint, between the collections' own bars.
-    stage = ProgressBar(total=max(1, len(found.checkpoints)), enabled=False,
-                        label=f"probing {len(found.checkpoints)} checkpoint(s) of {found.run.run_id}")
+    stage = ProgressBar(
+        total=max(1, len(found.checkpoints)),
+        enabled=False,
+        label=f"probing {len(found.checkpoints)} checkpoint(s) of {found.run.run_id}",
+    )
 
     def stop_if_asked() -> None:
         """Raises ProbingStopped once the running run got SIGINT/SIGTERM (checked between checkpoints, stages, layers)."""
         signal_name = found.stop_signal()
         if signal_name is not None:
-            message = (f"{signal_name}: probing stopped after {len(results)} of {len(found.checkpoints)} checkpoints,"
-                       f" the rest skipped; probe them later with `{PROBE_COMMAND.format(run_id=found.run.run_id)}`")
+            message = (
+                f"{signal_name}: probing stopped after {len(results)} of {len(found.checkpoints)} checkpoints,"
+                f" the rest skipped; probe them later with `{PROBE_COMMAND.format(run_id=found.run.run_id)}`"
+            )
             print(message, flush=True)
             raise ProbingStopped(message)
 
     for checkpoint in found.checkpoints:
         stop_if_asked()
         module = load_rl_module(checkpoint.path, module_id)
-        provenance = {"run_id": found.run.run_id, "checkpoint": checkpoint.name, "iteration": checkpoint.iteration,
-                      "env_steps": checkpoint.env_steps}
+        provenance = {
+            "run_id": found.run.run_id,
+            "checkpoint": checkpoint.name,
+            "iteration": checkpoint.iteration,
+            "env_steps": checkpoint.env_steps,
+        }
         datasets, reports = {}, {}
         if plan.contexts:
-            dataset = context_dataset(AnalysisView(module), plan.contexts.adapter,
-                                      max_length=plan.contexts.max_length,
-                                      group_prefix_length=plan.contexts.group_prefix_length,
-                                      batch_size=plan.contexts.batch_size, show_progress=show_progress)
+            dataset = context_dataset(
+                AnalysisView(module),
+                plan.contexts.adapter,
+                max_length=plan.contexts.max_length,
+                group_prefix_length=plan.contexts.group_prefix_length,
+                batch_size=plan.contexts.batch_size,
+                show_progress=show_progress,
+            )
             datasets[dataset.distribution.kind] = dataset
-            reports[dataset.distribution.kind] = probe_layers(dataset, seed=streams["contexts"],
-                                                              options=plan.options, provenance=provenance,
-                                                              before_each_layer=stop_if_asked)
+            reports[dataset.distribution.kind] = probe_layers(
+                dataset,
+                seed=streams["contexts"],
+                options=plan.options,
+                provenance=provenance,
+                before_each_layer=stop_if_asked,
+            )
         if plan.rollouts:
             stop_if_asked()
-            rollouts = collect_rollouts(module, plan.rollouts.adapter, num_episodes=plan.rollouts.num_episodes,
-                                        max_steps=plan.rollouts.max_steps, seed=streams["rollouts"],
-                                        batch_size=plan.rollouts.batch_size, stochastic=plan.rollouts.stochastic,
-                                        policy=f"run {found.run.run_id} {checkpoint.name}",
-                                        show_progress=show_progress)
+            rollouts = collect_rollouts(
+                module,
+                plan.rollouts.adapter,
+                num_episodes=plan.rollouts.num_episodes,
+                max_steps=plan.rollouts.max_steps,
+                seed=streams["rollouts"],
+                batch_size=plan.rollouts.batch_size,
+                stochastic=plan.rollouts.stochastic,
+                policy=f"run {found.run.run_id} {checkpoint.name}",
+                show_progress=show_progress,
+            )
             dataset = rollouts.probe_dataset(plan.rollouts.target)
             datasets[dataset.distribution.kind] = dataset
-            reports[dataset.distribution.kind] = probe_layers(dataset, seed=streams["rollout_probes"],
-                                                              options=plan.options, provenance=provenance,
-                                                              before_each_layer=stop_if_asked)
+            reports[dataset.distribution.kind] = probe_layers(
+                dataset,
+                seed=streams["rollout_probes"],
+                options=plan.options,
+                provenance=provenance,
+                before_each_layer=stop_if_asked,
+            )
         results.append(CheckpointProbes(checkpoint, reports, datasets))
         for kind, report in reports.items():
             best = max(report.layers, key=lambda layer: layer.test.r2)
             low, high = best.bootstrap["r2"]
-            print(f"{checkpoint.name} {kind}: best {best.layer} R^2 {best.test.r2:.4f} [{low:.4f}, {high:.4f}]"
-                  f" (baseline {best.baseline.r2:.4f}, shuffled {best.shuffle_control.r2:.4f},"
-                  f" null p {best.permutation_null['p_value']:.3g})")
+            print(
+                f"{checkpoint.name} {kind}: best {best.layer} R^2 {best.test.r2:.4f} [{low:.4f}, {high:.4f}]"
+                f" (baseline {best.baseline.r2:.4f}, shuffled {best.shuffle_control.r2:.4f},"
+                f" null p {best.permutation_null['p_value']:.3g})"
+            )
         stage.advance()
         if show_progress:
             print(stage.line(), file=sys.stderr, flush=True)
@@ -155,33 +182,48 @@ def _seed_record(seed: np.random.SeedSequence) -> dict:
     record = {"seed": int(seed.entropy)}
     if seed.spawn_key:
         record["seed_spawn_key"] = [int(word) for word in seed.spawn_key]
-    record["seed_streams"] = {f"probe/{name}": {"kind": "sequence", "spawn_key": [int(w) for w in child.spawn_key]}
-                              for name, child in _uses(seed).items()}
+    record["seed_streams"] = {
+        f"probe/{name}": {"kind": "sequence", "spawn_key": [int(w) for w in child.spawn_key]}
+        for name, child in _uses(seed).items()
+    }
     return record
 
 
-def probe_outputs(found: RunArtifacts, results: list[CheckpointProbes], seed: np.random.SeedSequence, *,
-                  rows: list[dict], from_source: bool) -> dict[str, object]:
+def probe_outputs(
+    found: RunArtifacts,
+    results: list[CheckpointProbes],
+    seed: np.random.SeedSequence,
+    *,
+    rows: list[dict],
+    from_source: bool,
+) -> dict[str, object]:
     """What a probe of `found` writes: name -> JSON document or PNG bytes (see the module docstring).
 
     `rows` are the run's metrics rows (RunContext.metrics(), or its metrics.jsonl) for the learning curves.
     """
-    outputs: dict[str, object] = {REPORT_FILE: {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": found.run.run_id,
-        "experiment": found.run.manifest.experiment.module,
-        "run_status": found.run.status,
-        "created_at": status.utc_now(),
-        "command_line": list(getattr(sys, "orig_argv", sys.argv)),
-        "build": buildinfo.current().as_dict(),
-        "experiment_code_from_source_tree": from_source,
-        **_seed_record(seed),
-        "checkpoints": [
-            {"name": r.checkpoint.name, "path": str(r.checkpoint.path), "iteration": r.checkpoint.iteration,
-             "env_steps": r.checkpoint.env_steps, "reports": {k: v.as_dict() for k, v in r.reports.items()}}
-            for r in results
-        ],
-    }}
+    outputs: dict[str, object] = {
+        REPORT_FILE: {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": found.run.run_id,
+            "experiment": found.run.manifest.experiment.module,
+            "run_status": found.run.status,
+            "created_at": status.utc_now(),
+            "command_line": list(getattr(sys, "orig_argv", sys.argv)),
+            "build": buildinfo.current().as_dict(),
+            "experiment_code_from_source_tree": from_source,
+            **_seed_record(seed),
+            "checkpoints": [
+                {
+                    "name": r.checkpoint.name,
+                    "path": str(r.checkpoint.path),
+                    "iteration": r.checkpoint.iteration,
+                    "env_steps": r.checkpoint.env_steps,
+                    "reports": {k: v.as_dict() for k, v in r.reports.items()},
+                }
+                for r in results
+            ],
+        }
+    }
     last = results[-1]
     for kind in last.reports:
         steps = [(_step(r.checkpoint), r.reports[kind]) for r in results]
@@ -196,7 +238,7 @@ def probe_outputs(found: RunArtifacts, results: list[CheckpointProbes], seed: np
     return outputs
 
 
-def best_layer_simplex(probes: CheckpointProbes, kind: str, *, label: str) -> Optional[Figure]:
+def best_layer_simplex(probes: CheckpointProbes, kind: str, *, label: str) -> Figure | None:
     """True vs predicted belief at the layer with the best held-out R^2, for a 3-state belief; else None."""
     dataset, report = probes.datasets[kind], probes.reports[kind]
     if dataset.targets.shape[1] != 3:
@@ -211,11 +253,13 @@ def _step(checkpoint: RunCheckpoint) -> float:
     return checkpoint.env_steps if checkpoint.env_steps is not None else (checkpoint.iteration or 0)
 
 
-def learning_curves(rows: list[dict], *, title: str) -> Optional[Figure]:
+def learning_curves(rows: list[dict], *, title: str) -> Figure | None:
     """The harness's summary curves against env steps (or iterations), or None when the rows have none."""
     present = {key for row in rows for key in row}
     x = metric_keys.ENV_STEPS if metric_keys.ENV_STEPS in present else metric_keys.ITERATION
-    ys = [key for key in metrics_stream.DEFAULT_SUMMARY_KEYS if key in present and key not in (x, metric_keys.ENV_STEPS)]
+    ys = [
+        key for key in metrics_stream.DEFAULT_SUMMARY_KEYS if key in present and key not in (x, metric_keys.ENV_STEPS)
+    ]
     if x not in present or not ys:
         print(f"no learning curves: no metrics row has {x} and any of {metrics_stream.DEFAULT_SUMMARY_KEYS}")
         return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, Optional
+from typing import IO
 
 _WIDTH = 30
 _REDRAW_EVERY_S = 0.2
@@ -24,7 +24,7 @@ LOG_EVERY_S = 30.0  # in a log: the least time between two lines of one unfinish
 
 
 class ProgressBar:
-    def __init__(self, *, total: int, label: str, enabled: bool = True, stream: Optional[IO[str]] = None):
+    def __init__(self, *, total: int, label: str, enabled: bool = True, stream: IO[str] | None = None):
         if total < 1:
             raise ValueError(f"a progress bar needs total >= 1, got {total}")
         self.total, self.label = total, label
@@ -69,7 +69,7 @@ class ProgressBar:
             f"{self.done}/{self.total} {elapsed:.1f} s elapsed, {remaining:.1f} s left"
         )
 
-    def __enter__(self) -> "ProgressBar":
+    def __enter__(self) -> ProgressBar:
         return self
 
     def __exit__(self, *exc) -> None:

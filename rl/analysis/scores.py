@@ -38,8 +38,10 @@ class ScoreScale:
         if not (math.isfinite(self.zero) and math.isfinite(self.one)):
             raise ValueError(f"ScoreScale references must be finite, got zero={self.zero}, one={self.one}")
         if self.one == self.zero:
-            raise ValueError(f"ScoreScale: {self.zero_name!r} and {self.one_name!r} both score {self.one}, so a "
-                             "normalised score is undefined; choose references (or a task) where they differ")
+            raise ValueError(
+                f"ScoreScale: {self.zero_name!r} and {self.one_name!r} both score {self.one}, so a "
+                "normalised score is undefined; choose references (or a task) where they differ"
+            )
 
     def normalise(self, value):
         """`value` (a number or an array) on the scale; intervals map endpoint by endpoint."""
@@ -64,5 +66,10 @@ def discounted_returns(rewards: np.ndarray, valid: np.ndarray, *, gamma: float) 
 def normalised_interval(interval: dict, scale: ScoreScale) -> dict:
     """`mean_interval`'s figures on `scale` (the map is affine and increasing when one > zero)."""
     low, high = sorted((scale.normalise(interval["low"]), scale.normalise(interval["high"])))
-    return {**interval, "mean": scale.normalise(interval["mean"]), "low": low, "high": high,
-            "stderr": interval["stderr"] / abs(scale.one - scale.zero)}
+    return {
+        **interval,
+        "mean": scale.normalise(interval["mean"]),
+        "low": low,
+        "high": high,
+        "stderr": interval["stderr"] / abs(scale.one - scale.zero),
+    }

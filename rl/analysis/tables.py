@@ -15,28 +15,29 @@ columns). pandas is imported inside the loaders only: it is slow to import, and 
 from __future__ import annotations
 
 import pathlib
-from typing import TYPE_CHECKING, Optional, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rl.harness import RecordError, scan_runs
 from rl.harness.commands import catalog
-from rl.harness.study import summary
-from rl.harness.study import COMPLETED, Study, StudyRecord, find_study
+from rl.harness.study import COMPLETED, Study, StudyRecord, find_study, summary
 
 if TYPE_CHECKING:
     import pandas
 
 
-def runs(roots: Sequence[str], *, experiment: Optional[str] = None, status: Optional[str] = None) -> "pandas.DataFrame":
+def runs(roots: Sequence[str], *, experiment: str | None = None, status: str | None = None) -> pandas.DataFrame:
     """Every run under `roots` (results folders, or a workspace), oldest start first; filters as `runs` has them.
     A damaged run is a row with its `problem`."""
     import pandas
 
-    columns, rows = catalog.flat_rows(catalog.run_rows(*catalog.select_runs(*scan_runs(list(roots)),
-                                                                            recipe=experiment, status=status)))
+    columns, rows = catalog.flat_rows(
+        catalog.run_rows(*catalog.select_runs(*scan_runs(list(roots)), recipe=experiment, status=status))
+    )
     return pandas.DataFrame(rows, columns=columns)
 
 
-def study_members(results_root: str | pathlib.Path, study_id: str) -> "pandas.DataFrame":
+def study_members(results_root: str | pathlib.Path, study_id: str) -> pandas.DataFrame:
     """A row per member of study `study_id` under `results_root`: agent, variant (the agent with its setting),
     seed, status, its runs, the first run's start and the last one's end, the compute time of its runs, and
     each of the study's scores (missing where the member did not complete or its run did not report one).
@@ -52,11 +53,20 @@ def study_members(results_root: str | pathlib.Path, study_id: str) -> "pandas.Da
     for member in record.members:
         result = summary.load_member(pathlib.Path(results_root), member)
         outcome = result.outcome() if result.status == COMPLETED else {}
-        rows.append({"study_id": record.study_id, "agent": member.agent, "variant": member.member.variant,
-                     "seed": member.seed, **{f"setting.{key}": value for key, value in member.setting},
-                     "status": result.status, "run_id": member.last_run, "runs": list(member.runs),
-                     "started_at": result.manifests[0].started_at if result.manifests else None,
-                     "ended_at": result.last.ended_at if result.last is not None else None,
-                     "duration_s": result.duration_seconds,
-                     **{score.name: score.read(outcome) for score in study.scores}})
+        rows.append(
+            {
+                "study_id": record.study_id,
+                "agent": member.agent,
+                "variant": member.member.variant,
+                "seed": member.seed,
+                **{f"setting.{key}": value for key, value in member.setting},
+                "status": result.status,
+                "run_id": member.last_run,
+                "runs": list(member.runs),
+                "started_at": result.manifests[0].started_at if result.manifests else None,
+                "ended_at": result.last.ended_at if result.last is not None else None,
+                "duration_s": result.duration_seconds,
+                **{score.name: score.read(outcome) for score in study.scores},
+            }
+        )
     return pandas.DataFrame(rows)

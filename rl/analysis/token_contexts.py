@@ -16,7 +16,7 @@ subtree) together in one more group.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -47,7 +47,9 @@ def context_groups(contexts: np.ndarray, *, num_tokens: int, group_prefix_length
         raise ValueError(f"group_prefix_length must be >= 1, got {group_prefix_length}")
     if contexts.shape[1] < group_prefix_length:
         return np.full(len(contexts), num_tokens**group_prefix_length, dtype=np.int64)
-    return contexts[:, :group_prefix_length] @ (num_tokens ** np.arange(group_prefix_length - 1, -1, -1, dtype=np.int64))
+    return contexts[:, :group_prefix_length] @ (
+        num_tokens ** np.arange(group_prefix_length - 1, -1, -1, dtype=np.int64)
+    )
 
 
 def _check(num_tokens: int, max_length: int, min_length: int) -> None:

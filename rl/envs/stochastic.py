@@ -1,9 +1,9 @@
 """Checks, normalisation and sampling for the stochastic arrays every model in rl.envs is built from.
 
-    require_stochastic(matrix, name="transition", sum_axes=(1,))        # rows of a (S, S) matrix
-    sampler = RowSampler(matrix)                                       # inverse-CDF sampling per row
-    next_state = sampler.sample(row=state, uniform=rng.random())
-    belief = normalize(belief @ matrix, impossible=lambda row: "observation 3 after action 1")
+require_stochastic(matrix, name="transition", sum_axes=(1,))        # rows of a (S, S) matrix
+sampler = RowSampler(matrix)                                       # inverse-CDF sampling per row
+next_state = sampler.sample(row=state, uniform=rng.random())
+belief = normalize(belief @ matrix, impossible=lambda row: "observation 3 after action 1")
 """
 
 from __future__ import annotations

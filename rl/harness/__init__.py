@@ -65,44 +65,44 @@ if TYPE_CHECKING:  # what editors, type checkers and call walkers follow; never 
     from rl.harness.training.runners import Every, LogSpaced, StopRule, run_direct, run_tune
 
 __all__ = [
-    # errors, and the environment variables the harness reads
-    "HarnessError",
-    "UsageError",
-    "env_vars",
-    "errors",
     # a run's context and records
     "CheckpointEntry",
+    # finding recorded runs
+    "DamagedRun",
+    # training: the runners a recipe calls
+    "Every",
     "HardwareProfile",
+    # errors, and the environment variables the harness reads
+    "HarnessError",
     "Hyperparameters",
+    "LogSpaced",
     "OutputEntry",
     "Range",
     "RecordError",
     "ResumeSource",
+    "Run",
     "RunContext",
     "RunLayout",
     "RunManifest",
-    "RunSession",
-    "SeedStreams",
-    "read_manifest",
-    # finding recorded runs
-    "DamagedRun",
-    "Run",
     "RunNotFound",
-    "find_run",
-    "find_runs",
-    "scan_runs",
-    # training: the runners a recipe calls
-    "Every",
-    "LogSpaced",
-    "StopRule",
-    "TrainedAgent",
-    "Trainer",
-    "run_direct",
-    "run_tune",
-    "train_in_turn",
+    "RunSession",
     # studies: agents x seeds
     "Score",
+    "SeedStreams",
+    "StopRule",
     "Study",
+    "TrainedAgent",
+    "Trainer",
+    "UsageError",
+    "env_vars",
+    "errors",
+    "find_run",
+    "find_runs",
+    "read_manifest",
+    "run_direct",
+    "run_tune",
+    "scan_runs",
+    "train_in_turn",
 ]
 
 

@@ -18,13 +18,14 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from rl.harness.errors import UsageError
 
 
 class EnvVarError(UsageError, ValueError):
     """An environment variable the harness reads holds a value it cannot use: the message names it and the fix."""
+
 
 # -- the run's records ------------------------------------------------------------------------
 HEARTBEAT_ENV = "RL_HARNESS_HEARTBEAT_S"
@@ -57,9 +58,17 @@ CPU_SHARE_ENV = "RL_HARNESS_CPUS"
 # -- the numeric platform: which kernels torch, MKL, oneDNN, OpenBLAS and numpy dispatch to -------
 # Each library reads its variable once, when it loads (numpy, OpenBLAS) or on first use (ATen,
 # MKL, oneDNN): the `cpu-portable` profile sets them before the run's process imports either.
-KERNEL_DISPATCH_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA",
-                             "DNNL_MAX_CPU_ISA", "OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES",
-                             "NPY_ENABLE_CPU_FEATURES", "CUBLAS_WORKSPACE_CONFIG")
+KERNEL_DISPATCH_VARIABLES = (
+    "ATEN_CPU_CAPABILITY",
+    "MKL_CBWR",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "OPENBLAS_CORETYPE",
+    "NPY_DISABLE_CPU_FEATURES",
+    "NPY_ENABLE_CPU_FEATURES",
+    "CUBLAS_WORKSPACE_CONFIG",
+)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 # -- reproduce ---------------------------------------------------------------------------------
@@ -79,10 +88,10 @@ B2_CREDENTIALS_FILE_ENV = "RL_HARNESS_B2_CREDENTIALS_FILE"
 B2_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV, B2_BUCKET_ENV, B2_PREFIX_ENV, B2_CREDENTIALS_FILE_ENV)
 
 # -- the object store of runs (remote/stores.py): a URL, an S3 endpoint, the key, or a file ------
-STORE_ENV = "RL_HARNESS_STORE"                    # b2://bucket/prefix or s3://bucket/prefix
+STORE_ENV = "RL_HARNESS_STORE"  # b2://bucket/prefix or s3://bucket/prefix
 STORE_ENDPOINT_ENV = "RL_HARNESS_STORE_ENDPOINT"  # s3 only, e.g. http://127.0.0.1:9000
 STORE_FILE_ENV = "RL_HARNESS_STORE_FILE"
-S3_KEY_ID_ENV = "AWS_ACCESS_KEY_ID"               # the names every S3 client reads
+S3_KEY_ID_ENV = "AWS_ACCESS_KEY_ID"  # the names every S3 client reads
 S3_KEY_ENV = "AWS_SECRET_ACCESS_KEY"
 # How often a run's mirror looks for what changed, and how long a finished run waits for it to drain.
 MIRROR_INTERVAL_ENV = "RL_HARNESS_MIRROR_INTERVAL_S"
@@ -98,11 +107,11 @@ SECRET_VARIABLE = re.compile(r"(?i).*(_KEY|_TOKEN|_PAT|SECRET.*|PASSWORD.*|PASSW
 SECRET_VARIABLES = (B2_KEY_ID_ENV, B2_KEY_ENV, S3_KEY_ID_ENV, S3_KEY_ENV)
 
 
-def _environ(environ: Optional[Mapping[str, str]]) -> Mapping[str, str]:
+def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if environ is None else environ
 
 
-def positive_seconds(name: str, default: float, environ: Optional[Mapping[str, str]] = None) -> float:
+def positive_seconds(name: str, default: float, environ: Mapping[str, str] | None = None) -> float:
     """$`name` as a positive number of seconds, `default` if unset; ValueError naming the fix otherwise."""
     value = _environ(environ).get(name)
     if value is None:
@@ -116,31 +125,32 @@ def positive_seconds(name: str, default: float, environ: Optional[Mapping[str, s
     return seconds
 
 
-def heartbeat_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
+def heartbeat_seconds(environ: Mapping[str, str] | None = None) -> float:
     return positive_seconds(HEARTBEAT_ENV, DEFAULT_HEARTBEAT_S, environ)
 
 
-def ray_connect_timeout_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
+def ray_connect_timeout_seconds(environ: Mapping[str, str] | None = None) -> float:
     return positive_seconds(RAY_CONNECT_TIMEOUT_ENV, DEFAULT_RAY_CONNECT_TIMEOUT_S, environ)
 
 
-def mirror_seconds(environ: Optional[Mapping[str, str]] = None) -> tuple[float, float]:
+def mirror_seconds(environ: Mapping[str, str] | None = None) -> tuple[float, float]:
     """($RL_HARNESS_MIRROR_INTERVAL_S, default 10 s, at most 60; $RL_HARNESS_MIRROR_DRAIN_S, default 300 s)."""
     interval_s = positive_seconds(MIRROR_INTERVAL_ENV, DEFAULT_MIRROR_INTERVAL_S, environ)
     if interval_s > 60:
-        raise EnvVarError(f"${MIRROR_INTERVAL_ENV}={interval_s:g} lets the store fall more than a minute behind;"
-                           " set it to 60 or less")
+        raise EnvVarError(
+            f"${MIRROR_INTERVAL_ENV}={interval_s:g} lets the store fall more than a minute behind; set it to 60 or less"
+        )
     return interval_s, positive_seconds(MIRROR_DRAIN_ENV, DEFAULT_MIRROR_DRAIN_S, environ)
 
 
-def patch_cap_bytes(environ: Optional[Mapping[str, str]] = None) -> int:
+def patch_cap_bytes(environ: Mapping[str, str] | None = None) -> int:
     value = _environ(environ).get(PATCH_CAP_ENV, str(DEFAULT_PATCH_CAP_BYTES))
     if not value.isdigit():
         raise EnvVarError(f"${PATCH_CAP_ENV}={value!r} is not a whole number of bytes; unset it or fix it")
     return int(value)
 
 
-def cpu_share(environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
+def cpu_share(environ: Mapping[str, str] | None = None) -> int | None:
     """$RL_HARNESS_CPUS as a positive whole number of CPUs, None if unset; EnvVarError naming the fix otherwise."""
     value = _environ(environ).get(CPU_SHARE_ENV)
     if value is None:
@@ -150,52 +160,52 @@ def cpu_share(environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
     return int(value)
 
 
-def kernel_dispatch_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def kernel_dispatch_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The kernel-dispatch variables that are set (KERNEL_DISPATCH_VARIABLES): {name: value}."""
     environ = _environ(environ)
     return {name: environ[name] for name in KERNEL_DISPATCH_VARIABLES if name in environ}
 
 
-def thread_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def thread_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The thread-count variables that are set (THREAD_VARIABLES): {name: value}."""
     environ = _environ(environ)
     return {name: environ[name] for name in THREAD_VARIABLES if name in environ}
 
 
-def build_info_path(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+def build_info_path(environ: Mapping[str, str] | None = None) -> str | None:
     return _environ(environ).get(BUILD_INFO_ENV) or None
 
 
-def build_stamp_path(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+def build_stamp_path(environ: Mapping[str, str] | None = None) -> str | None:
     return _environ(environ).get(BUILD_STAMP_ENV) or None
 
 
-def workspace_directory(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+def workspace_directory(environ: Mapping[str, str] | None = None) -> str | None:
     """The source root under `bazel run`, else None."""
     return _environ(environ).get(WORKSPACE_ENV) or None
 
 
-def working_directory(environ: Optional[Mapping[str, str]] = None) -> str:
+def working_directory(environ: Mapping[str, str] | None = None) -> str:
     """Where the user typed the command: $BUILD_WORKING_DIRECTORY under `bazel run`, else the current folder."""
     return _environ(environ).get(WORKING_DIRECTORY_ENV) or os.getcwd()
 
 
-def reproduce_scratch_dir(environ: Optional[Mapping[str, str]] = None) -> str:
+def reproduce_scratch_dir(environ: Mapping[str, str] | None = None) -> str:
     return os.path.expanduser(_environ(environ).get(REPRODUCE_SCRATCH_ENV, DEFAULT_REPRODUCE_SCRATCH))
 
 
-def at_study_commit(environ: Optional[Mapping[str, str]] = None) -> bool:
+def at_study_commit(environ: Mapping[str, str] | None = None) -> bool:
     """Whether this process is a study's commit's own build, started by `study --resume` from another checkout."""
     return _environ(environ).get(AT_STUDY_COMMIT_ENV) == "1"
 
 
-def bazel_command(environ: Optional[Mapping[str, str]] = None) -> Optional[list[str]]:
+def bazel_command(environ: Mapping[str, str] | None = None) -> list[str] | None:
     """$RL_HARNESS_BAZEL split into words (a Bazel to use instead of the worktree's), or None."""
     explicit = _environ(environ).get(BAZEL_ENV)
     return explicit.split() if explicit else None
 
 
-def store_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def store_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The store's variables (B2's included) that are set and not empty, plus $HOME (where the default
     credentials files are)."""
     environ = _environ(environ)
@@ -205,14 +215,17 @@ def store_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, st
     return present
 
 
-def secret_variables(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def secret_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """{name: value} of the set variables that hold secrets: the store's keys and every name `SECRET_VARIABLE` matches
     (`*_KEY`, `*_TOKEN`, `*_PAT`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`)."""
-    return {name: value for name, value in _environ(environ).items()
-            if value and (name in SECRET_VARIABLES or SECRET_VARIABLE.fullmatch(name))}
+    return {
+        name: value
+        for name, value in _environ(environ).items()
+        if value and (name in SECRET_VARIABLES or SECRET_VARIABLE.fullmatch(name))
+    }
 
 
-def ray_auth(environ: Optional[Mapping[str, str]] = None) -> tuple[Optional[str], Optional[str]]:
+def ray_auth(environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
     """($RAY_AUTH_MODE, $RAY_AUTH_TOKEN), each None when unset or empty."""
     environ = _environ(environ)
     return environ.get(RAY_AUTH_MODE_ENV) or None, environ.get(RAY_AUTH_TOKEN_ENV) or None

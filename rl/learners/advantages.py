@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from ray.rllib.connectors.common.numpy_to_tensor import NumpyToTensor
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
@@ -45,8 +44,16 @@ from rl.learners.minibatches import select_rows
 from rl.learners.models.base import CRITIC_EMBEDDINGS, ActorCriticModule
 
 
-def value_targets(values: np.ndarray, rewards: np.ndarray, terminateds: np.ndarray, truncateds: np.ndarray, *,
-                  episode_lens: list[int], gamma: float, lambda_: float) -> np.ndarray:
+def value_targets(
+    values: np.ndarray,
+    rewards: np.ndarray,
+    terminateds: np.ndarray,
+    truncateds: np.ndarray,
+    *,
+    episode_lens: list[int],
+    gamma: float,
+    lambda_: float,
+) -> np.ndarray:
     """RLlib's `compute_value_targets` over concatenated episodes of `episode_lens` steps (flat arrays, float32 out).
 
     Example:
@@ -74,8 +81,9 @@ def value_targets(values: np.ndarray, rewards: np.ndarray, terminateds: np.ndarr
     return (running_block.astype(np.float32)[rows, columns] + values).astype(np.float32)
 
 
-def _carry_across_episodes(running_block: np.ndarray, block: np.ndarray, carry: np.ndarray, lengths: np.ndarray,
-                           decay: float) -> None:
+def _carry_across_episodes(
+    running_block: np.ndarray, block: np.ndarray, carry: np.ndarray, lengths: np.ndarray, decay: float
+) -> None:
     """Where an episode's last step does not stop the recursion, RLlib's flat recursion carries the next
     episode's first advantage into it: AddOneTsToEpisodesAndTruncate's bootstrap step has neither flag.
     Redoes those tails, from the last episode back, up to the first step that stops the recursion."""
@@ -129,8 +137,13 @@ def batch_values(module: Any, module_batch: dict[str, Any], episode_lens: list[i
     """
     embeddings = module_batch.pop(CRITIC_EMBEDDINGS, None)
     mask = module_batch.get(Columns.LOSS_MASK)
-    if (embeddings is None or mask is None or not bool(mask.any()) or not isinstance(module, ActorCriticModule)
-            or embeddings.shape[-1] != module.embedding_dim):
+    if (
+        embeddings is None
+        or mask is None
+        or not bool(mask.any())
+        or not isinstance(module, ActorCriticModule)
+        or embeddings.shape[-1] != module.embedding_dim
+    ):
         return module.compute_values(module_batch)  # no embeddings, or from another module
     values = module.compute_values(module_batch, embeddings=embeddings)
     last_steps = np.cumsum(episode_lens) - 1  # each episode's bootstrap step, in the flat layout
@@ -143,16 +156,20 @@ def batch_values(module: Any, module_batch: dict[str, Any], episode_lens: list[i
         inputs = [Columns.OBS]
     check_row = int(mask.reshape(len(mask), -1).any(dim=1).nonzero()[0, 0])
     encoded_rows = np.unique(np.append(rows, check_row))
-    encoded = module.compute_values(select_rows({key: module_batch[key] for key in inputs if key in module_batch},
-                                                torch.as_tensor(encoded_rows)))
+    encoded = module.compute_values(
+        select_rows({key: module_batch[key] for key in inputs if key in module_batch}, torch.as_tensor(encoded_rows))
+    )
     # Step-by-step and chunked attention add in different orders (~1e-6 relative); the weights
     # of one SGD step earlier differ by far more.
     checked = mask[check_row]
     sampled, again = values[check_row][checked], encoded[int(np.searchsorted(encoded_rows, check_row))][checked]
     if not torch.allclose(sampled, again, rtol=1e-4, atol=1e-4):
-        warnings.warn("GAE: the critic's embeddings from sampling do not match this Learner's weights (EnvRunners "
-                      "not synced since the last update?); encoding the whole batch for its values instead, which "
-                      "is correct but slower.", RuntimeWarning)
+        warnings.warn(
+            "GAE: the critic's embeddings from sampling do not match this Learner's weights (EnvRunners "
+            "not synced since the last update?); encoding the whole batch for its values instead, which "
+            "is correct but slower.",
+            RuntimeWarning,
+        )
         return module.compute_values(module_batch)
     positions = torch.as_tensor(np.searchsorted(encoded_rows, rows))
     rows = torch.as_tensor(rows)
@@ -178,20 +195,24 @@ class BatchedGeneralAdvantageEstimation(GeneralAdvantageEstimation):
             predictions = batch_values(module, module_batch, lens)
             device = predictions.device
             values = unpad_data_if_necessary(lens, convert_to_numpy(predictions))
-            columns = [unpad_data_if_necessary(lens, convert_to_numpy(module_batch[column]))
-                       for column in (Columns.REWARDS, Columns.TERMINATEDS, Columns.TRUNCATEDS)]
+            columns = [
+                unpad_data_if_necessary(lens, convert_to_numpy(module_batch[column]))
+                for column in (Columns.REWARDS, Columns.TERMINATEDS, Columns.TRUNCATEDS)
+            ]
             targets = value_targets(values, *columns, episode_lens=lens, gamma=self.gamma, lambda_=self.lambda_)
             advantages = targets - values
             advantages = (advantages - advantages.mean()) / max(1e-4, advantages.std())
             if module.is_stateful():
                 max_seq_len = module.model_config["max_seq_len"]
-                advantages, targets = (zero_padded_episode_chunks(column, lens, max_seq_len)
-                                       for column in (advantages, targets))
+                advantages, targets = (
+                    zero_padded_episode_chunks(column, lens, max_seq_len) for column in (advantages, targets)
+                )
             results[module_id] = {Postprocessing.ADVANTAGES: advantages, Postprocessing.VALUE_TARGETS: targets}
         if self._numpy_to_tensor_connector is None:
             self._numpy_to_tensor_connector = NumpyToTensor(as_learner_connector=True, device=device)
-        for module_id, tensors in self._numpy_to_tensor_connector(rl_module=rl_module, batch=results,
-                                                                   episodes=episodes).items():
+        for module_id, tensors in self._numpy_to_tensor_connector(
+            rl_module=rl_module, batch=results, episodes=episodes
+        ).items():
             batch[module_id].update(tensors)
         return batch
 
@@ -200,6 +221,7 @@ def use_batched_advantages(learner_pipeline: ConnectorPipelineV2) -> None:
     """Replaces RLlib's GeneralAdvantageEstimation in a Learner connector pipeline by the batched one, in place."""
     for index, piece in enumerate(learner_pipeline.connectors):
         if type(piece) is GeneralAdvantageEstimation:
-            replacement = BatchedGeneralAdvantageEstimation(piece.input_observation_space, piece.input_action_space,
-                                                            gamma=piece.gamma, lambda_=piece.lambda_)
+            replacement = BatchedGeneralAdvantageEstimation(
+                piece.input_observation_space, piece.input_action_space, gamma=piece.gamma, lambda_=piece.lambda_
+            )
             learner_pipeline.connectors[index] = replacement

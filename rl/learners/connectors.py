@@ -26,7 +26,6 @@ import math
 from typing import Any
 
 import numpy as np
-
 from ray.rllib.connectors.common.add_states_from_episodes_to_batch import AddStatesFromEpisodesToBatch
 from ray.rllib.connectors.common.add_time_dim_to_batch_and_zero_pad import AddTimeDimToBatchAndZeroPad
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
@@ -155,7 +154,9 @@ class AddChunkStartStates(AddStatesFromEpisodesToBatch):
                 )
             else:
                 state_outs = None
-                chunk_states = _map_states(lambda first, chunks=chunks: np.repeat(first[None], chunks, axis=0), look_back_state)
+                chunk_states = _map_states(
+                    lambda first, chunks=chunks: np.repeat(first[None], chunks, axis=0), look_back_state
+                )
             self.add_n_batch_items(batch, Columns.STATE_IN, chunk_states, chunks, episode)
             if Columns.NEXT_OBS in batch:
                 # RLlib: the STATE_OUT of every chunk's first step; a bootstrap step's is the last step's again.
@@ -191,7 +192,9 @@ class AddInfoColumn(ConnectorV2):
     ):
         super().__init__(input_observation_space, input_action_space, **kwargs)
         if offset not in (0, 1):
-            raise ValueError(f"offset must be 0 (the info with observation t) or 1 (the info after action t), got {offset!r}.")
+            raise ValueError(
+                f"offset must be 0 (the info with observation t) or 1 (the info after action t), got {offset!r}."
+            )
         self.info_key, self.offset, self.column, self.info_source = info_key, offset, column, info_source
 
     @override(ConnectorV2)
@@ -225,8 +228,9 @@ class AddBootstrapStep(AddOneTsToEpisodesAndTruncate):
     @override(AddOneTsToEpisodesAndTruncate)
     def __call__(self, *, rl_module, batch: dict[str, Any], episodes, explore=None, shared_data=None, **kwargs):
         if episodes and isinstance(episodes[0], MultiAgentEpisode):
-            return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, explore=explore,
-                                    shared_data=shared_data, **kwargs)
+            return super().__call__(
+                rl_module=rl_module, batch=batch, episodes=episodes, explore=explore, shared_data=shared_data, **kwargs
+            )
         single_agent_episodes = list(self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False))
         numpy_episodes = all(episode.is_numpy for episode in single_agent_episodes)
         for index, episode in enumerate(single_agent_episodes):
@@ -244,8 +248,11 @@ class AddBootstrapStep(AddOneTsToEpisodesAndTruncate):
             terminateds, truncateds = np.zeros(length + 1, dtype=bool), np.zeros(length + 1, dtype=bool)
             terminateds[length - 1] = bool(episode.is_terminated)  # the last real step ends the episode or its chunk
             truncateds[length - 1] = bool(episode.is_truncated)
-            for column, values in ((Columns.LOSS_MASK, loss_mask), (Columns.TERMINATEDS, terminateds),
-                                   (Columns.TRUNCATEDS, truncateds)):
+            for column, values in (
+                (Columns.LOSS_MASK, loss_mask),
+                (Columns.TERMINATEDS, terminateds),
+                (Columns.TRUNCATEDS, truncateds),
+            ):
                 self.add_n_batch_items(batch, column, values, length + 1, episode)
         shared_data["_added_loss_mask_for_valid_episode_ts"] = True
         return batch
@@ -265,8 +272,11 @@ def insert_before_chunking(learner_pipeline: ConnectorPipelineV2, piece: Connect
 
 def use_fast_chunking(learner_pipeline: ConnectorPipelineV2) -> None:
     """Replaces RLlib's chunking pieces (and its bootstrap step's) in a Learner connector pipeline by the ones above, in place."""
-    replacements = {AddTimeDimToBatchAndZeroPad: ZeroPadToChunks, AddStatesFromEpisodesToBatch: AddChunkStartStates,
-                    AddOneTsToEpisodesAndTruncate: AddBootstrapStep}
+    replacements = {
+        AddTimeDimToBatchAndZeroPad: ZeroPadToChunks,
+        AddStatesFromEpisodesToBatch: AddChunkStartStates,
+        AddOneTsToEpisodesAndTruncate: AddBootstrapStep,
+    }
     for index, piece in enumerate(learner_pipeline.connectors):
         if type(piece) in replacements:
             learner_pipeline.connectors[index] = replacements[type(piece)](

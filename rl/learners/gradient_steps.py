@@ -23,10 +23,10 @@ only when a module clips or logs them (`postprocess_gradients`).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
-
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.utils.annotations import override
 
@@ -117,4 +117,3 @@ class FusedGradientStepMixin:
         for module_id in self._module_optimizers:
             for _, optimizer in self.get_optimizers_for_module(module_id):
                 optimizer.step()
-

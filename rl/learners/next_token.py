@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import numpy as np
 import torch
@@ -102,8 +102,12 @@ def train_next_token(
     snapshot_seconds = 0.0  # left out of the logged training time
 
     def log_row() -> dict[str, float]:
-        logged = {"step": done, "loss": float(np.mean(losses)), "learning_rate": training.learning_rate_at(done - 1),
-                  "seconds": time.perf_counter() - started - snapshot_seconds}
+        logged = {
+            "step": done,
+            "loss": float(np.mean(losses)),
+            "learning_rate": training.learning_rate_at(done - 1),
+            "seconds": time.perf_counter() - started - snapshot_seconds,
+        }
         log(logged)
         losses.clear()
         return logged

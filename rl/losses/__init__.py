@@ -1,8 +1,8 @@
 """rl.losses: pure, shape-checked torch losses and composable Learner loss mixins.
 
-    from rl.losses import masked_mean, quantile_huber_loss, midpoint_taus, LossTermMixin
-    from rl.losses import categorical_prediction_loss, categorical_accuracy   # auxiliary prediction heads
-    from rl.losses import clipped_surrogate, categorical_entropy, categorical_kl_terms   # PPO's per-step terms
+from rl.losses import masked_mean, quantile_huber_loss, midpoint_taus, LossTermMixin
+from rl.losses import categorical_prediction_loss, categorical_accuracy   # auxiliary prediction heads
+from rl.losses import clipped_surrogate, categorical_entropy, categorical_kl_terms   # PPO's per-step terms
 """
 
 from rl.losses.divergence import categorical_kl, categorical_kl_terms

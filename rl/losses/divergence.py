@@ -1,9 +1,9 @@
 """Divergences between action distributions.
 
-    # Behavioural cloning towards a frozen policy (PPG's auxiliary phase):
-    kl = categorical_kl(frozen_logits, logits, mask=loss_mask)
-    # Per step, from log-probabilities and probabilities already at hand (PPO's KL term):
-    per_step = categorical_kl_terms(old_log_probs, old_probs, log_probs, probs)
+# Behavioural cloning towards a frozen policy (PPG's auxiliary phase):
+kl = categorical_kl(frozen_logits, logits, mask=loss_mask)
+# Per step, from log-probabilities and probabilities already at hand (PPO's KL term):
+per_step = categorical_kl_terms(old_log_probs, old_probs, log_probs, probs)
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import torch
 from rl.losses.masking import check_shapes, masked_mean
 
 
-def categorical_kl_terms(reference_log_probs: torch.Tensor, reference_probs: torch.Tensor,
-                         log_probs: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+def categorical_kl_terms(
+    reference_log_probs: torch.Tensor, reference_probs: torch.Tensor, log_probs: torch.Tensor, probs: torch.Tensor
+) -> torch.Tensor:
     """`KL(reference || policy)` per step over the last axis, as torch's kl_divergence of two Categoricals:
     inf where only the policy's probability is 0, nothing where the reference's is 0.
 
@@ -42,5 +43,6 @@ def categorical_kl(
     check_shapes("logits", logits, reference_logits.shape, "reference_logits.shape")
     reference_log_probs = torch.log_softmax(reference_logits.detach(), dim=-1)
     log_probs = torch.log_softmax(logits, dim=-1)
-    return masked_mean(categorical_kl_terms(reference_log_probs, reference_log_probs.exp(), log_probs, log_probs.exp()),
-                       mask)
+    return masked_mean(
+        categorical_kl_terms(reference_log_probs, reference_log_probs.exp(), log_probs, log_probs.exp()), mask
+    )

@@ -25,8 +25,14 @@ def categorical_entropy(log_probs: torch.Tensor, probs: torch.Tensor) -> torch.T
     return -(log_probs.clamp(min=torch.finfo(log_probs.dtype).min) * probs).sum(dim=-1)
 
 
-def clipped_surrogate(log_probs: torch.Tensor, actions: torch.Tensor, old_action_log_probs: torch.Tensor,
-                      advantages: torch.Tensor, *, clip: float) -> torch.Tensor:
+def clipped_surrogate(
+    log_probs: torch.Tensor,
+    actions: torch.Tensor,
+    old_action_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    clip: float,
+) -> torch.Tensor:
     """PPO's clipped surrogate objective per step (to maximise): min(A r, A clip(r, 1 - clip, 1 + clip)).
 
     `log_probs` (*batch, A) of the current policy, `actions` (*batch) integer, `old_action_log_probs`

@@ -1,7 +1,7 @@
 """Losses of auxiliary prediction heads: cross-entropy against integer class targets.
 
-    loss = categorical_prediction_loss(logits, targets, mask=loss_mask)   # logits (..., C), targets (...)
-    accuracy = categorical_accuracy(logits, targets, mask=loss_mask)
+loss = categorical_prediction_loss(logits, targets, mask=loss_mask)   # logits (..., C), targets (...)
+accuracy = categorical_accuracy(logits, targets, mask=loss_mask)
 """
 
 from __future__ import annotations

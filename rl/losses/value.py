@@ -1,6 +1,6 @@
 """Value-function regression losses.
 
-    loss = clipped_value_loss(values, old_values, value_targets, clip=10.0, mask=loss_mask)
+loss = clipped_value_loss(values, old_values, value_targets, clip=10.0, mask=loss_mask)
 """
 
 from __future__ import annotations

@@ -40,8 +40,7 @@ def sources_hash(sources: list[tuple[str, str]]) -> str:
 def build_hash(identity: dict, lock_sha256: str, sources_sha256: str) -> str:
     """The build hash: interpreter identity + Bazel version + lock + first-party sources."""
     toolchain = {
-        key: identity.get(key)
-        for key in ("version", "executable_sha256", "libpython_sha256", "bazel_version")
+        key: identity.get(key) for key in ("version", "executable_sha256", "libpython_sha256", "bazel_version")
     }
     payload = json.dumps(
         {"toolchain": toolchain, "lock_sha256": lock_sha256, "sources_sha256": sources_sha256},
@@ -77,8 +76,9 @@ def library_record(revision_path: str | None) -> dict:
         return dict(json.load(handle), external=True)
 
 
-def build_info_record(target: str, manifest: str, identity_path: str, lock_path: str,
-                      library_revision: str | None = None) -> dict:
+def build_info_record(
+    target: str, manifest: str, identity_path: str, lock_path: str, library_revision: str | None = None
+) -> dict:
     with open(identity_path) as handle:
         identity = json.load(handle)
     sources = read_manifest(manifest)
@@ -97,8 +97,7 @@ def build_info_record(target: str, manifest: str, identity_path: str, lock_path:
         "library": library_record(library_revision),
         "interpreter": {
             key: identity.get(key)
-            for key in ("version", "implementation", "executable", "executable_sha256",
-                        "libpython", "libpython_sha256")
+            for key in ("version", "implementation", "executable", "executable_sha256", "libpython", "libpython_sha256")
         },
     }
 
@@ -128,8 +127,7 @@ def main(argv: list[str]) -> None:
     if args.stamp_from:
         record = stamp_record(args.stamp_from)
     else:
-        record = build_info_record(args.target, args.manifest, args.identity, args.lock,
-                                   args.library_revision)
+        record = build_info_record(args.target, args.manifest, args.identity, args.lock, args.library_revision)
     write_json_atomically(args.output, record)
 
 

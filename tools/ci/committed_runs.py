@@ -36,13 +36,20 @@ def problems(root: str) -> list[str]:
         size = os.lstat(os.path.join(root, name)).st_size if os.path.lexists(os.path.join(root, name)) else 0
         totals[run] = totals.get(run, 0) + size
         if name.lower().endswith(FIGURE_SUFFIXES):
-            found.append(f"{name}: a figure in a committed run; write it with the artifacts"
-                         " (context.write_output puts figures there) and `git rm --cached` it")
+            found.append(
+                f"{name}: a figure in a committed run; write it with the artifacts"
+                " (context.write_output puts figures there) and `git rm --cached` it"
+            )
         elif size > MAX_FILE_BYTES:
-            found.append(f"{name}: {size} bytes, over {MAX_FILE_BYTES} for one file of a committed run;"
-                         " keep it with the artifacts")
-    found += [f"{run}/: {total} bytes, over {MAX_RUN_BYTES} for a committed run" for run, total in sorted(totals.items())
-              if total > MAX_RUN_BYTES]
+            found.append(
+                f"{name}: {size} bytes, over {MAX_FILE_BYTES} for one file of a committed run;"
+                " keep it with the artifacts"
+            )
+    found += [
+        f"{run}/: {total} bytes, over {MAX_RUN_BYTES} for a committed run"
+        for run, total in sorted(totals.items())
+        if total > MAX_RUN_BYTES
+    ]
     return found
 
 

@@ -23,7 +23,9 @@ _CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 def _listed_files(root: str) -> list[str]:
     listed = subprocess.run(
         ["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        check=True, capture_output=True).stdout
+        check=True,
+        capture_output=True,
+    ).stdout
     return sorted({name for name in listed.decode().split("\0") if name})
 
 
@@ -39,8 +41,13 @@ def _state(path: str) -> dict | None:
         with open(path, "rb") as stream:
             for block in iter(lambda: stream.read(1 << 20), b""):
                 digest.update(block)
-    return {"sha256": digest.hexdigest(), "size": status.st_size, "mode": status.st_mode,
-            "inode": status.st_ino, "mtime_ns": status.st_mtime_ns}
+    return {
+        "sha256": digest.hexdigest(),
+        "size": status.st_size,
+        "mode": status.st_mode,
+        "inode": status.st_ino,
+        "mtime_ns": status.st_mtime_ns,
+    }
 
 
 def snapshot(root: str) -> dict[str, dict | None]:
@@ -80,8 +87,11 @@ def main(argv: list[str]) -> int:
         with open(args.state_file) as stream:
             before = json.load(stream)
     except (OSError, ValueError) as error:
-        print(f"source_guard: cannot read the snapshot {args.state_file} ({error}): "
-              "run `source_guard.py snapshot` before the build", file=sys.stderr)
+        print(
+            f"source_guard: cannot read the snapshot {args.state_file} ({error}): "
+            "run `source_guard.py snapshot` before the build",
+            file=sys.stderr,
+        )
         return 2
     lines = touched(before, snapshot(args.root))
     for line in lines:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pathlib
 import re
 import sys
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 STATUS_LINE = re.compile(
     r"^(//\S+)\s+(?:\(cached\)\s+)?(FAILED TO BUILD|PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|SKIPPED)\b"

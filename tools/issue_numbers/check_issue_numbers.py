@@ -42,7 +42,9 @@ def tracked_text_files(root: pathlib.Path) -> list[str]:
     try:
         listing = subprocess.run(
             ["git", "-C", str(root), "ls-files", "-z", "--", *SCANNED_FOLDERS],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
     except (OSError, subprocess.CalledProcessError) as error:
         detail = getattr(error, "stderr", "") or str(error)

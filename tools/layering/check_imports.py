@@ -12,7 +12,7 @@ import ast
 import dataclasses
 import pathlib
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 from tools.layering import rules
 
@@ -94,9 +94,16 @@ def check_file(path: pathlib.Path, root: pathlib.Path) -> list[Violation]:
             reason = f"third-party '{top}' is not allowed in rl/{layer} (allowed: {sorted(allowed_third_party)})"
         violations.append(Violation(str(relative), line, module, reason))
     if not is_test and str(relative) not in rules.CLI_ENTRY_POINTS:
-        violations += [Violation(str(relative), line, rules.CLI_MODULE,
-                                 "only the CLI's entry points import it; use rl.harness.commands.recipes, errors, metric_keys"
-                                 " or layout instead") for line in _cli_imports(tree, package)]
+        violations += [
+            Violation(
+                str(relative),
+                line,
+                rules.CLI_MODULE,
+                "only the CLI's entry points import it; use rl.harness.commands.recipes, errors, metric_keys"
+                " or layout instead",
+            )
+            for line in _cli_imports(tree, package)
+        ]
     return violations
 
 
@@ -143,7 +150,9 @@ def find_import_cycles(root: pathlib.Path) -> list[list[str]]:
     for module, path in sources.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         tree = ast.parse(path.read_text(), filename=str(path))
-        graph[module] = {name for name in _module_level_imports(tree, package, sources) if name in sources and name != module}
+        graph[module] = {
+            name for name in _module_level_imports(tree, package, sources) if name in sources and name != module
+        }
     return _strongly_connected(graph)
 
 

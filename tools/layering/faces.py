@@ -35,7 +35,9 @@ def public_names(init: pathlib.Path) -> frozenset[str] | None:
     literals: dict[str, ast.expr] = {}
     value = None
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         for target in targets:
             if isinstance(target, ast.Name):
                 literals[target.id] = node.value
@@ -82,16 +84,20 @@ def find_face_violations(root: pathlib.Path) -> list[str]:
                         continue
                     init = root / module.replace(".", "/") / "__init__.py"
                     if not init.exists():
-                        found.append(f"{relative}:{node.lineno}: imports {module}, a module past its face;"
-                                     f" import from {module.rpartition('.')[0]} (add the name to its __all__)")
+                        found.append(
+                            f"{relative}:{node.lineno}: imports {module}, a module past its face;"
+                            f" import from {module.rpartition('.')[0]} (add the name to its __all__)"
+                        )
                         continue
                     if module not in names_cache:
                         names_cache[module] = public_names(init)
                     public = names_cache[module]
                     missing = [name for name in names if public is None or name not in public]
                     if missing:
-                        found.append(f"{relative}:{node.lineno}: imports {', '.join(missing)} from {module},"
-                                     f" which its face does not list in __all__; list it there or import what it lists")
+                        found.append(
+                            f"{relative}:{node.lineno}: imports {', '.join(missing)} from {module},"
+                            f" which its face does not list in __all__; list it there or import what it lists"
+                        )
     return found
 
 

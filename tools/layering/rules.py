@@ -20,8 +20,22 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "learners": (frozenset({"losses"}), frozenset({"torch", "ray", "numpy", "gymnasium"})),
     "harness": (
         frozenset(),
-        frozenset({"absl", "ray", "numpy", "torch", "b2sdk", "pyarrow", "scipy", "matplotlib", "tensorboard",
-                   "google_crc32c", "gymnasium", "mlflow"}),
+        frozenset(
+            {
+                "absl",
+                "ray",
+                "numpy",
+                "torch",
+                "b2sdk",
+                "pyarrow",
+                "scipy",
+                "matplotlib",
+                "tensorboard",
+                "google_crc32c",
+                "gymnasium",
+                "mlflow",
+            }
+        ),
     ),
     "analysis": (
         frozenset({"learners", "harness"}),
@@ -56,7 +70,10 @@ CONFINED: dict[tuple[str, str], tuple[str, ...]] = {
     # A run's metrics as TensorBoard events, a study's HParams view, and the server over them (docs/architecture.md).
     # `export --to mlflow`'s writer, run by a python that has MLflow (never the harness's venv: not in its lock).
     ("harness", "mlflow"): ("rl/harness/commands/mlflow_writer.py",),
-    ("harness", "tensorboard"): ("rl/harness/run/tensorboard_events.py", "rl/harness/study/hparams.py",
-                                 "rl/harness/commands/tensorboard_view.py"),
+    ("harness", "tensorboard"): (
+        "rl/harness/run/tensorboard_events.py",
+        "rl/harness/study/hparams.py",
+        "rl/harness/commands/tensorboard_view.py",
+    ),
     ("harness", "google_crc32c"): ("rl/harness/run/tensorboard_events.py",),  # the events' record checksums
 }

@@ -33,21 +33,27 @@ def main():
     libpython = libpython_path()
     lock_path = sys.argv[1]
     try:
-        import venv  # noqa: F401  (Debian splits it into python3-venv)
         import ensurepip  # noqa: F401
+        import venv  # noqa: F401  (Debian splits it into python3-venv)
+
         has_venv = True
     except ImportError:
         has_venv = False
-    print(json.dumps({
-        "version": "%d.%d.%d" % sys.version_info[:3],
-        "implementation": sys.implementation.name,
-        "executable": executable,
-        "executable_sha256": sha256_of(executable),
-        "libpython": libpython,
-        "libpython_sha256": sha256_of(libpython) if libpython else None,
-        "lock_sha256": sha256_of(lock_path),
-        "has_venv": has_venv,
-    }, sort_keys=True))
+    print(
+        json.dumps(
+            {
+                "version": "%d.%d.%d" % sys.version_info[:3],
+                "implementation": sys.implementation.name,
+                "executable": executable,
+                "executable_sha256": sha256_of(executable),
+                "libpython": libpython,
+                "libpython_sha256": sha256_of(libpython) if libpython else None,
+                "lock_sha256": sha256_of(lock_path),
+                "has_venv": has_venv,
+            },
+            sort_keys=True,
+        )
+    )
 
 
 main()

@@ -57,18 +57,38 @@ def _run(command: list[str], what: str, fix: str) -> None:
 def build(folder: pathlib.Path, lock: pathlib.Path) -> None:
     """A venv in the (absent) `folder` from the hashed lock, byte-compiled and `pip check`ed."""
     relock = f"relock with `python{sys.version_info[0]}.{sys.version_info[1]} tools/relock.py`"
-    _run([sys.executable, "-m", "venv", str(folder)], "`python -m venv`",
-         "install the interpreter's venv module (Debian: python3.11-venv)")
+    _run(
+        [sys.executable, "-m", "venv", str(folder)],
+        "`python -m venv`",
+        "install the interpreter's venv module (Debian: python3.11-venv)",
+    )
     python = str(folder / "bin" / "python3")
     # --compile: read-only sandboxes never recompile torch (240 s vs 37 s a test, docs/building.md).
-    _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location",
-          "--require-hashes", "--no-deps", "--compile", "-r", str(lock)],
-         f"installing {lock.name}",
-         f"check network access to the package index; if the lock is stale, {relock}")
+    _run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-warn-script-location",
+            "--require-hashes",
+            "--no-deps",
+            "--compile",
+            "-r",
+            str(lock),
+        ],
+        f"installing {lock.name}",
+        f"check network access to the package index; if the lock is stale, {relock}",
+    )
     # --no-deps trusts the lock to be complete; `pip check` proves it (e.g. a CUDA torch build
     # picked without its NVIDIA packages fails here, not at import time).
-    _run([python, "-m", "pip", "check", "--disable-pip-version-check"],
-         f"`pip check` of the venv from {lock.name}", f"{relock} (docs/building.md explains torch's CPU wheel)")
+    _run(
+        [python, "-m", "pip", "check", "--disable-pip-version-check"],
+        f"`pip check` of the venv from {lock.name}",
+        f"{relock} (docs/building.md explains torch's CPU wheel)",
+    )
     (folder / COMPLETE_MARKER).write_text(f"{lock.name}\n")
 
 

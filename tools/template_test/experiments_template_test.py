@@ -19,8 +19,9 @@ TMP = pathlib.Path(os.environ["TEST_TMPDIR"])
 
 
 def _git(*args):
-    return subprocess.run(["git", "-C", str(CHECKOUT), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(CHECKOUT), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def _interpreter():
@@ -34,8 +35,11 @@ def test_template_builds_against_this_checkout_and_records_the_library_revision(
     shutil.copytree(CHECKOUT / "experiments_template", workspace, symlinks=True)
     # A clean environment, as a user's shell would have: the outer test's PYTHONPATH and
     # runfiles variables would make the nested binary import this test's copy of the library.
-    env = {name: value for name, value in os.environ.items()
-           if name in ("PATH", "LANG", "USER", "OMP_NUM_THREADS") or name.startswith("PIP_")}
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in ("PATH", "LANG", "USER", "OMP_NUM_THREADS") or name.startswith("PIP_")
+    }
     env.update(
         RL_HARNESS_LOCAL_PATH=str(CHECKOUT),
         RL_PYTHON=_interpreter(),
@@ -46,11 +50,24 @@ def test_template_builds_against_this_checkout_and_records_the_library_revision(
     try:
         completed = subprocess.run(
             [*bazel, "run", "//my_experiments/belief_control:ppo", "--", "--smoke"],
-            cwd=workspace, env=env, capture_output=True, text=True, timeout=1500, check=False)
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1500,
+            check=False,
+        )
         assert completed.returncode == 0, completed.stderr[-6000:]
         # The README's test command: the template ships a test of its own.
-        tested = subprocess.run([*bazel, "test", "//my_experiments/..."], cwd=workspace, env=env,
-                                capture_output=True, text=True, timeout=900, check=False)
+        tested = subprocess.run(
+            [*bazel, "test", "//my_experiments/..."],
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         assert tested.returncode == 0 and "1 test passes" in tested.stdout + tested.stderr, tested.stderr[-6000:]
     finally:
         subprocess.run([*bazel, "shutdown"], cwd=workspace, env=env, capture_output=True, timeout=120, check=False)

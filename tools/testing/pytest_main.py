@@ -22,7 +22,7 @@ if _PYTHON_FILE and __name__ == "__main__":
         _PYTHON = _handle.read().strip()
     os.execv(_PYTHON, [_PYTHON, os.path.abspath(__file__), *sys.argv[1:]])
 
-import pytest  # noqa: E402 - after the hand-over, from the venv that runs the test
+import pytest
 
 
 def _source_root(runfile: str, relative: str) -> str | None:
@@ -56,8 +56,9 @@ def undeclared_package_inits(runfiles_root: str, script: str) -> list[str]:
                 package = os.path.dirname(relative)
                 while package:
                     init = os.path.join(package, "__init__.py")
-                    if (os.path.isfile(os.path.join(source_root, init))
-                            and not os.path.exists(os.path.join(repository_root, init))):
+                    if os.path.isfile(os.path.join(source_root, init)) and not os.path.exists(
+                        os.path.join(repository_root, init)
+                    ):
                         missing.add(os.path.join(repository, init))
                     package = os.path.dirname(package)
     return sorted(missing)
@@ -66,12 +67,22 @@ def undeclared_package_inits(runfiles_root: str, script: str) -> list[str]:
 def main() -> int:
     missing = undeclared_package_inits(os.environ["TEST_SRCDIR"], __file__) if "TEST_SRCDIR" in os.environ else []
     if missing:
-        print(f"pytest_main: {', '.join(missing)} missing from this test's runfiles (Bazel adds no "
-              "__init__.py): add the py_library that holds each to the test's deps", file=sys.stderr)
+        print(
+            f"pytest_main: {', '.join(missing)} missing from this test's runfiles (Bazel adds no "
+            "__init__.py): add the py_library that holds each to the test's deps",
+            file=sys.stderr,
+        )
         return 2
-    args = [*sys.argv[1:], "-p", "no:cacheprovider", "-q", "-ra",
-            # Tests that train or start Ray carry it (their Bazel targets are tagged `slow` too).
-            "-o", "markers=slow: trains agents or starts Ray; minutes, not seconds"]
+    args = [
+        *sys.argv[1:],
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-ra",
+        # Tests that train or start Ray carry it (their Bazel targets are tagged `slow` too).
+        "-o",
+        "markers=slow: trains agents or starts Ray; minutes, not seconds",
+    ]
     if "TEST_TMPDIR" in os.environ:
         # tmp_path under the test's own temporary folder, which Bazel empties and no other test
         # shares, not under the system temp folder.

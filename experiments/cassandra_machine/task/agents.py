@@ -74,12 +74,30 @@ class Agent:
 
 
 AGENTS = {
-    "mlp_belief": Agent("mlp_belief", "experiments.cassandra_machine/belief", make_belief_env, MLPModel,
-                        {"hidden_sizes": [128, 64], "activation": "tanh", "vf_share_layers": False}, 500),
-    "transformer_symbol": Agent("transformer_symbol", "experiments.cassandra_machine/symbol", make_symbol_env,
-                                TransformerModel,
-                                {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 64,
-                                 "memory_len": 32, "max_seq_len": 32, "vf_share_layers": True}, 512),
+    "mlp_belief": Agent(
+        "mlp_belief",
+        "experiments.cassandra_machine/belief",
+        make_belief_env,
+        MLPModel,
+        {"hidden_sizes": [128, 64], "activation": "tanh", "vf_share_layers": False},
+        500,
+    ),
+    "transformer_symbol": Agent(
+        "transformer_symbol",
+        "experiments.cassandra_machine/symbol",
+        make_symbol_env,
+        TransformerModel,
+        {
+            "d_model": 32,
+            "n_heads": 2,
+            "n_layers": 2,
+            "feedforward_dim": 64,
+            "memory_len": 32,
+            "max_seq_len": 32,
+            "vf_share_layers": True,
+        },
+        512,
+    ),
 }
 for _agent in AGENTS.values():
     register_env(_agent.env_name, _agent.make_env)
@@ -127,10 +145,15 @@ def discounted_value(module, agent: Agent, solution, *, episodes: int, horizon: 
         state = out.get(Columns.STATE_OUT, {})
         for index, env in enumerate(envs):
             observations[index], reward, _, _, info = env.step(int(actions[index]))
-            returns[index] += discount ** step * reward
+            returns[index] += discount**step * reward
             beliefs[index] = info["belief"]
-    tails = np.array([discount ** horizon * solution.value(belief) for belief in beliefs])
+    tails = np.array([discount**horizon * solution.value(belief) for belief in beliefs])
     values = returns + tails
-    return {"mean": float(values.mean()), "standard_error": float(values.std(ddof=1) / np.sqrt(episodes)),
-            "episodes": episodes, "horizon": horizon, "tail_share": float(discount ** horizon),
-            "policy": "greedy"}
+    return {
+        "mean": float(values.mean()),
+        "standard_error": float(values.std(ddof=1) / np.sqrt(episodes)),
+        "episodes": episodes,
+        "horizon": horizon,
+        "tail_share": float(discount**horizon),
+        "policy": "greedy",
+    }

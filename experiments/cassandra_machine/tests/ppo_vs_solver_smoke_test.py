@@ -11,8 +11,9 @@ AGENTS = ["mlp_belief", "transformer_symbol"]
 
 
 def test_the_smoke_run_compares_both_agents_with_the_solver(tmp_path):
-    run = smoke.run_smoke("experiments/cassandra_machine/ppo_vs_solver", "experiments.cassandra_machine.ppo_vs_solver",
-                          tmp_path)
+    run = smoke.run_smoke(
+        "experiments/cassandra_machine/ppo_vs_solver", "experiments.cassandra_machine.ppo_vs_solver", tmp_path
+    )
 
     assert run.manifest["status"] == "completed"
     if run.built_with_bazel:

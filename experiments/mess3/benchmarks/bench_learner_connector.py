@@ -23,7 +23,6 @@ import statistics
 import time
 
 import torch
-
 from ray.rllib.connectors.learner.add_one_ts_to_episodes_and_truncate import AddOneTsToEpisodesAndTruncate
 from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -51,8 +50,11 @@ def measure(repeats: int) -> dict:
         runner.module.set_state(learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True))
     harness_pieces = list(learner._learner_connector.connectors)  # the Learner's pipeline, as built
     advantages = harness_pieces[-1]
-    rllib_pieces = ([AddOneTsToEpisodesAndTruncate()] + harness_pieces[1:-1]
-                    + [GeneralAdvantageEstimation(gamma=advantages.gamma, lambda_=advantages.lambda_)])
+    rllib_pieces = (
+        [AddOneTsToEpisodesAndTruncate()]
+        + harness_pieces[1:-1]
+        + [GeneralAdvantageEstimation(gamma=advantages.gamma, lambda_=advantages.lambda_)]
+    )
     figures = {}
     for name, runner, pieces in (("rllib", rllib, rllib_pieces), ("harness", batched, harness_pieces)):
         for _ in range(WARMUP_SAMPLES):

@@ -26,8 +26,8 @@ import pickle
 import statistics
 import time
 
-import ray.cloudpickle as cloudpickle
 import torch
+from ray import cloudpickle
 from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, WEIGHTS_SEQ_NO
 
@@ -52,12 +52,19 @@ def measure(repeats: int) -> dict:
     pipelined_learner = pipelined_config.build_learner(env=runner.env.unwrapped)
 
     def weights() -> dict:
-        return {COMPONENT_RL_MODULE: learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True), WEIGHTS_SEQ_NO: 0}
+        return {
+            COMPONENT_RL_MODULE: learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True),
+            WEIGHTS_SEQ_NO: 0,
+        }
 
     def update(episodes, learner=learner) -> None:
-        learner.update(episodes=episodes, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: STEPS_PER_SAMPLE},
-                       num_epochs=runner.config.num_epochs, minibatch_size=runner.config.minibatch_size,
-                       shuffle_batch_per_epoch=True)
+        learner.update(
+            episodes=episodes,
+            timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: STEPS_PER_SAMPLE},
+            num_epochs=runner.config.num_epochs,
+            minibatch_size=runner.config.minibatch_size,
+            shuffle_batch_per_epoch=True,
+        )
 
     runner.module.set_state(weights()[COMPONENT_RL_MODULE])
     for _ in range(WARMUP_SAMPLES):
@@ -80,12 +87,17 @@ def measure(repeats: int) -> dict:
         for name, value in timed.items():
             seconds.setdefault(name, []).append(value)
     ms = {name: statistics.median(values) * 1e3 for name, values in seconds.items()}
-    sides = {"runner": sum(ms[name] for name in RUNNER_SIDE), "driver": sum(ms[name] for name in DRIVER_SIDE),
-             "sequential": ms["sample"] + ms["update"]}
-    return {"ms": {name: round(value, 2) for name, value in ms.items()},
-            "episodes_mib": round(len(pickled) / 2**20, 2),
-            "iteration_ms": {name: round(value, 1) for name, value in sides.items()},
-            "bound": round(sides["sequential"] / max(sides["runner"], sides["driver"]), 3)}
+    sides = {
+        "runner": sum(ms[name] for name in RUNNER_SIDE),
+        "driver": sum(ms[name] for name in DRIVER_SIDE),
+        "sequential": ms["sample"] + ms["update"],
+    }
+    return {
+        "ms": {name: round(value, 2) for name, value in ms.items()},
+        "episodes_mib": round(len(pickled) / 2**20, 2),
+        "iteration_ms": {name: round(value, 1) for name, value in sides.items()},
+        "bound": round(sides["sequential"] / max(sides["runner"], sides["driver"]), 3),
+    }
 
 
 def main() -> None:

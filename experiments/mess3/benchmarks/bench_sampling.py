@@ -28,13 +28,11 @@ import statistics
 import time
 
 import torch
-
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from experiments.mess3.benchmarks import torch_reference
 from experiments.mess3.task import controlled_mess3 as task
-from rl.harness.training import configs, hardware
-from rl.harness.training import batched_env_runner
+from rl.harness.training import batched_env_runner, configs, hardware
 from rl.learners.models import TransformerModel
 
 STEPS_PER_SAMPLE = 2048
@@ -58,8 +56,9 @@ class _Timed:
 def build_runner(variant: str) -> SingleAgentEnvRunner:
     config = task.ppo_config(smoke=False)
     if variant == "rllib":
-        return SingleAgentEnvRunner(config=config.env_runners(num_env_runners=0,
-                                                               num_envs_per_env_runner=task.PARALLEL_ENVS).debugging(seed=0))
+        return SingleAgentEnvRunner(
+            config=config.env_runners(num_env_runners=0, num_envs_per_env_runner=task.PARALLEL_ENVS).debugging(seed=0)
+        )
     env_runner = hardware.RLLIB_ENV_RUNNER if variant == "harness_rllib_runner" else hardware.BATCHED_ENV_RUNNER
     profile = hardware.choose_profile("cpu", hardware.detect_machine(), env_runner)
     local = hardware.SamplingPlan(task.PARALLEL_ENVS, 0, task.PARALLEL_ENVS, "local", "bench_sampling")
@@ -76,8 +75,11 @@ class _Sampler:
         self.parts = collections.defaultdict(float)
         if variant == "plain":
             env = task.make_env()
-            module = TransformerModel(observation_space=env.observation_space, action_space=env.action_space,
-                                      model_config=dict(task.MODEL_CONFIG))
+            module = TransformerModel(
+                observation_space=env.observation_space,
+                action_space=env.action_space,
+                model_config=dict(task.MODEL_CONFIG),
+            )
             self.plain = torch_reference.Sampler(module, task.PARALLEL_ENVS, seed=0)
             self.sample = lambda: self.plain.sample(STEPS_PER_SAMPLE // task.PARALLEL_ENVS)
             return
@@ -118,8 +120,11 @@ def measure(rounds: int, samples: int) -> dict:
     figures = {}
     for variant, sampler in samplers.items():
         sample_ms = statistics.median(times[variant])
-        figures[variant] = {"sample_ms": round(sample_ms, 2), "sample_ms_rounds": [round(t, 2) for t in times[variant]],
-                            "env_steps_per_s": round(STEPS_PER_SAMPLE / sample_ms * 1e3, 1)}
+        figures[variant] = {
+            "sample_ms": round(sample_ms, 2),
+            "sample_ms_rounds": [round(t, 2) for t in times[variant]],
+            "env_steps_per_s": round(STEPS_PER_SAMPLE / sample_ms * 1e3, 1),
+        }
         if sampler.parts:
             parts = {name: round(seconds / (rounds * samples) * 1e3, 2) for name, seconds in sampler.parts.items()}
             parts["other"] = round(statistics.mean(times[variant]) - sum(parts.values()), 2)
@@ -127,8 +132,10 @@ def measure(rounds: int, samples: int) -> dict:
     ratios = [harness / plain for harness, plain in zip(times["harness"], times["plain"])]
     figures["harness_to_plain"] = round(statistics.median(ratios), 3)
     figures["harness_to_plain_rounds"] = [round(ratio, 3) for ratio in ratios]
-    figures["harness_to_rllib_runner"] = round(statistics.median(
-        [harness / rllib for harness, rllib in zip(times["harness"], times["harness_rllib_runner"])]), 3)
+    figures["harness_to_rllib_runner"] = round(
+        statistics.median([harness / rllib for harness, rllib in zip(times["harness"], times["harness_rllib_runner"])]),
+        3,
+    )
     figures["rllib_to_harness"] = round(figures["rllib"]["sample_ms"] / figures["harness"]["sample_ms"], 3)
     return figures
 
@@ -139,8 +146,13 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4, help="sample() calls per variant and round")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    figures = {"env_steps_per_sample": STEPS_PER_SAMPLE, "parallel_envs": task.PARALLEL_ENVS, "rounds": args.rounds,
-               "samples": args.samples, **measure(args.rounds, args.samples)}
+    figures = {
+        "env_steps_per_sample": STEPS_PER_SAMPLE,
+        "parallel_envs": task.PARALLEL_ENVS,
+        "rounds": args.rounds,
+        "samples": args.samples,
+        **measure(args.rounds, args.samples),
+    }
     print(json.dumps(figures, indent=2))
 
 

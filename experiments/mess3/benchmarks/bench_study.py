@@ -25,8 +25,10 @@ import time
 
 from rl.harness import Study
 
-STUDY = Study(agents={"memoryless": "experiments.mess3.memoryless_agent", "reward_only": "experiments.mess3.reward_only"},
-              seeds=(0, 1))
+STUDY = Study(
+    agents={"memoryless": "experiments.mess3.memoryless_agent", "reward_only": "experiments.mess3.reward_only"},
+    seeds=(0, 1),
+)
 _CLI = (sys.executable, "-m", "rl.harness.commands.cli")
 _THIS_STUDY = "experiments.mess3.benchmarks.bench_study"  # by name: run as a binary, this file is __main__
 
@@ -49,15 +51,31 @@ def main() -> None:
         budget, name = ["--stop-at-env-steps", str(args.env_steps)], f"full, capped at {args.env_steps} env steps"
     else:
         budget, name = ([], "full") if args.full else (["--smoke"], "smoke")
-    figures = {"members": len(STUDY.members()), "budget": name, "cpus": len(os.sched_getaffinity(0)),
-               "load_average_1min_before": round(os.getloadavg()[0], 2)}
+    figures = {
+        "members": len(STUDY.members()),
+        "budget": name,
+        "cpus": len(os.sched_getaffinity(0)),
+        "load_average_1min_before": round(os.getloadavg()[0], 2),
+    }
     with tempfile.TemporaryDirectory() as scratch:
+
         def roots(name):
-            return ["--results-dir", os.path.join(scratch, name, "results"),
-                    "--artifacts-dir", os.path.join(scratch, name, "artifacts")]
-        figures["sequential_s"] = round(_timed(
-            [[*_CLI, STUDY.agents[member.agent], "--seed", str(member.seed), *budget, *roots("sequential")]
-             for member in STUDY.members()]), 1)
+            return [
+                "--results-dir",
+                os.path.join(scratch, name, "results"),
+                "--artifacts-dir",
+                os.path.join(scratch, name, "artifacts"),
+            ]
+
+        figures["sequential_s"] = round(
+            _timed(
+                [
+                    [*_CLI, STUDY.agents[member.agent], "--seed", str(member.seed), *budget, *roots("sequential")]
+                    for member in STUDY.members()
+                ]
+            ),
+            1,
+        )
         figures["study_s"] = round(_timed([[*_CLI, "study", _THIS_STUDY, *budget, *roots("study")]]), 1)
     figures["speedup"] = round(figures["sequential_s"] / figures["study_s"], 3)
     print(json.dumps(figures))

@@ -61,15 +61,24 @@ from experiments.mess3.reward_only import HYPERPARAMETERS  # noqa: F401
 
 PARTS = ("harness", "harness_pipelined", "rllib_default", "rllib_split", "torch_reference")
 # The reported ratios (medians of each round's): name, part, yardstick, figure.
-RATIOS = [*((f"ratio_vs_{peer}", "harness", peer, "env_steps_per_s")
-            for peer in ("rllib_default", "rllib_split", "torch_reference")),
-          ("pipelined_ratio_vs_torch_reference", "harness_pipelined", "torch_reference", "env_steps_per_s"),
-          ("pipelined_ratio_vs_harness", "harness_pipelined", "harness", "env_steps_per_s"),
-          ("pipelined_memory_vs_harness", "harness_pipelined", "harness", "peak_tree_rss_mib")]
+RATIOS = [
+    *(
+        (f"ratio_vs_{peer}", "harness", peer, "env_steps_per_s")
+        for peer in ("rllib_default", "rllib_split", "torch_reference")
+    ),
+    ("pipelined_ratio_vs_torch_reference", "harness_pipelined", "torch_reference", "env_steps_per_s"),
+    ("pipelined_ratio_vs_harness", "harness_pipelined", "harness", "env_steps_per_s"),
+    ("pipelined_memory_vs_harness", "harness_pipelined", "harness", "peak_tree_rss_mib"),
+]
 PIPELINED = {"training/pipelined": "true"}
 # The throughput targets (docs/performance.md): against bare RLlib, against the plain PyTorch loop, and the seed-size rate.
-TARGETS = {"ratio_vs_rllib_default": 8.0, "ratio_vs_torch_reference": 0.95, "harness_env_steps_per_s": 3000.0,
-           "pipelined_ratio_vs_torch_reference": 1.5, "pipelined_memory_vs_harness (at most)": 1.3}
+TARGETS = {
+    "ratio_vs_rllib_default": 8.0,
+    "ratio_vs_torch_reference": 0.95,
+    "harness_env_steps_per_s": 3000.0,
+    "pipelined_ratio_vs_torch_reference": 1.5,
+    "pipelined_memory_vs_harness (at most)": 1.3,
+}
 SEED_SIZE_TARGETS = {"harness_env_steps_per_s": 4000.0}
 _ITERATIONS_ENV = "BENCH_THROUGHPUT_ITERATIONS"
 
@@ -105,10 +114,14 @@ class _PhaseTimer:
                 return function(*args, **kwargs)
             finally:
                 seconds.append(time.perf_counter() - start)
+
         return timed
 
     def split(self, warmup: int) -> dict:
-        return {"sample_s": statistics.fmean(self.sample_s[warmup:]), "learn_s": statistics.fmean(self.learn_s[warmup:])}
+        return {
+            "sample_s": statistics.fmean(self.sample_s[warmup:]),
+            "learn_s": statistics.fmean(self.learn_s[warmup:]),
+        }
 
 
 def _peak_rss_mib() -> float:
@@ -116,18 +129,30 @@ def _peak_rss_mib() -> float:
 
 
 def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str, pipelined: bool = False) -> dict:
-    from rl.harness.commands import cli
     from rl.harness import read_manifest
-    from rl.harness.run import records, status as run_status
+    from rl.harness.commands import cli
+    from rl.harness.run import records
+    from rl.harness.run import status as run_status
 
     os.environ[_ITERATIONS_ENV] = str(warmup + iterations)
     phases = _PhaseTimer()
     with tempfile.TemporaryDirectory() as folder:
-        status = cli.main(["bench", "experiments.mess3.benchmarks.bench_throughput",
-                           "--hardware-profile", profile, "--no-upload-artifacts", "--run-id", "bench",
-                           "--results-dir", os.path.join(folder, "results"),
-                           "--artifacts-dir", os.path.join(folder, "artifacts"),
-                           *[f"--set={name}={value}" for name, value in {**sizes, **(PIPELINED if pipelined else {})}.items()]])
+        status = cli.main(
+            [
+                "bench",
+                "experiments.mess3.benchmarks.bench_throughput",
+                "--hardware-profile",
+                profile,
+                "--no-upload-artifacts",
+                "--run-id",
+                "bench",
+                "--results-dir",
+                os.path.join(folder, "results"),
+                "--artifacts-dir",
+                os.path.join(folder, "artifacts"),
+                *[f"--set={name}={value}" for name, value in {**sizes, **(PIPELINED if pipelined else {})}.items()],
+            ]
+        )
         if status != 0:
             raise RuntimeError(f"the harness run failed with status {status}")
         manifest = read_manifest(os.path.join(folder, "results", "bench"))
@@ -166,19 +191,26 @@ def _bare_rllib(iterations: int, warmup: int, sizes: dict, *, split: bool) -> di
     return {
         "env_steps_per_s": sum(steps[warmup:]) / sum(seconds[warmup:]),
         **phases.split(warmup),
-        "sampling": {"num_env_runners": config.num_env_runners,
-                     "num_envs_per_env_runner": config.num_envs_per_env_runner},
+        "sampling": {
+            "num_env_runners": config.num_env_runners,
+            "num_envs_per_env_runner": config.num_envs_per_env_runner,
+        },
         "peak_rss_mib": _peak_rss_mib(),
     }
 
 
 def _torch_reference(iterations: int, warmup: int, sizes: dict) -> dict:
-    from experiments.mess3.task import controlled_mess3 as task
     from experiments.mess3.benchmarks import torch_reference
+    from experiments.mess3.task import controlled_mess3 as task
 
-    result = torch_reference.run(iterations=warmup + iterations, warmup=warmup, num_envs=task.PARALLEL_ENVS,
-                                 train_batch=task.ppo_config(smoke=False).total_train_batch_size, seed=0,
-                                 model_config=task.transformer_config(sizes))
+    result = torch_reference.run(
+        iterations=warmup + iterations,
+        warmup=warmup,
+        num_envs=task.PARALLEL_ENVS,
+        train_batch=task.ppo_config(smoke=False).total_train_batch_size,
+        seed=0,
+        model_config=task.transformer_config(sizes),
+    )
     return {
         "env_steps_per_s": result["env_steps_per_s"],
         "sample_s": statistics.fmean(result["sample_s"][warmup:]),
@@ -192,10 +224,13 @@ def _measure(part: str, iterations: int, warmup: int, sizes: dict, profile: str)
     import torch
 
     torch.set_num_threads(1)
-    measure = {"harness": functools.partial(_harness, profile=profile),
-               "harness_pipelined": functools.partial(_harness, profile=profile, pipelined=True),
-               "rllib_default": functools.partial(_bare_rllib, split=False),
-               "rllib_split": functools.partial(_bare_rllib, split=True), "torch_reference": _torch_reference}[part]
+    measure = {
+        "harness": functools.partial(_harness, profile=profile),
+        "harness_pipelined": functools.partial(_harness, profile=profile, pipelined=True),
+        "rllib_default": functools.partial(_bare_rllib, split=False),
+        "rllib_split": functools.partial(_bare_rllib, split=True),
+        "torch_reference": _torch_reference,
+    }[part]
     with process_memory.TreeMemory() as memory:
         figures = measure(iterations, warmup, sizes)
     return {**figures, "peak_tree_rss_mib": memory.peak_mib}
@@ -206,10 +241,16 @@ def main(argv=None) -> None:
     parser.add_argument("--iterations", type=int, default=6, help="timed training iterations (>= 5)")
     parser.add_argument("--warmup", type=int, default=2, help="iterations dropped first (>= 1)")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
-    parser.add_argument("--seed-size", action="store_true", help="the seed project's Transformer (d96, 4 heads, 3 blocks)")
+    parser.add_argument(
+        "--seed-size", action="store_true", help="the seed project's Transformer (d96, 4 heads, 3 blocks)"
+    )
     parser.add_argument("--rounds", type=int, default=1, help="run the parts in turn this many times; report medians")
-    parser.add_argument("--hardware-profile", choices=("cpu", "cpu-portable"), default="cpu",
-                        help="cpu-portable: every part with the portable profile's pinned kernel dispatch")
+    parser.add_argument(
+        "--hardware-profile",
+        choices=("cpu", "cpu-portable"),
+        default="cpu",
+        help="cpu-portable: every part with the portable profile's pinned kernel dispatch",
+    )
     options = parser.parse_args(argv)
     if options.iterations < 5 or options.warmup < 1:
         parser.error("steady state needs --iterations >= 5 and --warmup >= 1")
@@ -227,11 +268,15 @@ def main(argv=None) -> None:
     spawn = multiprocessing.get_context("spawn")
     for round_index in range(options.rounds):
         for part in options.parts:
-            print(f"bench_throughput: round {round_index + 1}/{options.rounds}, {part} "
-                  f"({options.warmup} + {options.iterations} iterations)...", file=sys.stderr)
+            print(
+                f"bench_throughput: round {round_index + 1}/{options.rounds}, {part} "
+                f"({options.warmup} + {options.iterations} iterations)...",
+                file=sys.stderr,
+            )
             with spawn.Pool(1) as pool:  # a fresh process per part: its own peak RSS, no state shared
-                rounds[part].append(pool.apply(_measure, (part, options.iterations, options.warmup, sizes,
-                                                          options.hardware_profile)))
+                rounds[part].append(
+                    pool.apply(_measure, (part, options.iterations, options.warmup, sizes, options.hardware_profile))
+                )
     figures = {part: _median_figures(measured) for part, measured in rounds.items()}
     rate = {part: figure["env_steps_per_s"] for part, figure in figures.items()}
     batch = task.ppo_config(smoke=False).total_train_batch_size
@@ -244,8 +289,10 @@ def main(argv=None) -> None:
         "iterations": {"warmup": options.warmup, "timed": options.iterations},
         "env_steps_per_s": {part: round(value, 1) for part, value in rate.items()},
         "learner_samples_per_s": {part: round(batch / figure["learn_s"], 1) for part, figure in figures.items()},
-        "seconds_per_iteration": {part: {"sample": round(figure["sample_s"], 4), "learn": round(figure["learn_s"], 4)}
-                                  for part, figure in figures.items()},
+        "seconds_per_iteration": {
+            part: {"sample": round(figure["sample_s"], 4), "learn": round(figure["learn_s"], 4)}
+            for part, figure in figures.items()
+        },
         "peak_rss_mib": {part: round(figure["peak_rss_mib"], 1) for part, figure in figures.items()},
         "peak_tree_rss_mib": {part: round(figure["peak_tree_rss_mib"], 1) for part, figure in figures.items()},
         "sampling": {part: figure["sampling"] for part, figure in figures.items()},

@@ -33,8 +33,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from ray.rllib.core.columns import Columns
 
 from experiments.mess3.task import controlled_mess3
-from rl.learners.models import TransformerModel
-from rl.learners.models import ACTOR_ENCODER
+from rl.learners.models import ACTOR_ENCODER, TransformerModel
 
 
 @dataclasses.dataclass
@@ -94,10 +93,21 @@ class Sampler:
             self.returns[dones] = 0.0
             # New tensors, not in-place edits: `states` keeps the earlier ones for training.
             reset = torch.as_tensor(dones)
-            self.state = {k: torch.where(reset.view(-1, *[1] * (v.dim() - 1)), self.initial[k], v)
-                          for k, v in state_out.items()}
-            for name, value in zip(columns, (self.obs, actions, logits, module.values_from_embeddings(embeddings),
-                                             torch.as_tensor(rewards, dtype=torch.float32), reset, bootstrap)):
+            self.state = {
+                k: torch.where(reset.view(-1, *[1] * (v.dim() - 1)), self.initial[k], v) for k, v in state_out.items()
+            }
+            for name, value in zip(
+                columns,
+                (
+                    self.obs,
+                    actions,
+                    logits,
+                    module.values_from_embeddings(embeddings),
+                    torch.as_tensor(rewards, dtype=torch.float32),
+                    reset,
+                    bootstrap,
+                ),
+            ):
                 columns[name].append(value)
             self.obs = torch.as_tensor(obs)
         last_values = module.values_from_embeddings(self._encode(self.obs, self.state)[0])
@@ -142,7 +152,9 @@ def chunk(rollout: Rollout, columns: dict[str, torch.Tensor], max_seq_len: int) 
 
     chunks = {name: pack(column) for name, column in columns.items()}
     chunks["mask"] = pack(torch.ones(num_envs, steps, dtype=torch.bool))
-    chunks[Columns.STATE_IN] = {k: v.reshape(num_envs * steps, *v.shape[2:])[starts] for k, v in rollout.state_in.items()}
+    chunks[Columns.STATE_IN] = {
+        k: v.reshape(num_envs * steps, *v.shape[2:])[starts] for k, v in rollout.state_in.items()
+    }
     return chunks
 
 
@@ -165,8 +177,16 @@ def ppo_loss(module: TransformerModel, minibatch: dict, hp, kl_coeff: float) -> 
     return (loss + kl_coeff * kl if hp.use_kl_loss else loss), kl.detach()
 
 
-def run(iterations: int, *, warmup: int = 1, num_envs: int = 64, train_batch: int | None = None,
-        minibatch: int | None = None, seed: int = 0, model_config: dict | None = None) -> dict:
+def run(
+    iterations: int,
+    *,
+    warmup: int = 1,
+    num_envs: int = 64,
+    train_batch: int | None = None,
+    minibatch: int | None = None,
+    seed: int = 0,
+    model_config: dict | None = None,
+) -> dict:
     """Trains for `iterations` PPO iterations; see the module docstring for the result's keys.
 
     `train_batch` and `minibatch` default to controlled_mess3.ppo_config(smoke=False)'s (2048, 256),
@@ -178,17 +198,24 @@ def run(iterations: int, *, warmup: int = 1, num_envs: int = 64, train_batch: in
     minibatch = minibatch or hp.minibatch_size
     max_seq_len = model_config["max_seq_len"]
     if train_batch % num_envs:
-        raise ValueError(f"train_batch ({train_batch}) must be a multiple of num_envs ({num_envs}): every env "
-                         f"steps train_batch / num_envs times; pick e.g. train_batch={train_batch // num_envs * num_envs}.")
+        raise ValueError(
+            f"train_batch ({train_batch}) must be a multiple of num_envs ({num_envs}): every env "
+            f"steps train_batch / num_envs times; pick e.g. train_batch={train_batch // num_envs * num_envs}."
+        )
     if minibatch % max_seq_len:
-        raise ValueError(f"minibatch ({minibatch}) must be a multiple of max_seq_len ({max_seq_len}): minibatches "
-                         f"hold whole chunks; pick e.g. minibatch={max(1, minibatch // max_seq_len) * max_seq_len}.")
+        raise ValueError(
+            f"minibatch ({minibatch}) must be a multiple of max_seq_len ({max_seq_len}): minibatches "
+            f"hold whole chunks; pick e.g. minibatch={max(1, minibatch // max_seq_len) * max_seq_len}."
+        )
     if not 0 <= warmup < iterations:
-        raise ValueError(f"warmup ({warmup}) must be in [0, iterations={iterations}) to leave steady iterations to time.")
+        raise ValueError(
+            f"warmup ({warmup}) must be in [0, iterations={iterations}) to leave steady iterations to time."
+        )
     torch.manual_seed(seed)
     env = controlled_mess3.make_env()
-    module = TransformerModel(observation_space=env.observation_space, action_space=env.action_space,
-                              model_config=model_config)
+    module = TransformerModel(
+        observation_space=env.observation_space, action_space=env.action_space, model_config=model_config
+    )
     optimizer = torch.optim.Adam(module.parameters(), lr=hp.lr)
     sampler = Sampler(module, num_envs, seed)
     kl_coeff = hp.kl_coeff
@@ -198,8 +225,17 @@ def run(iterations: int, *, warmup: int = 1, num_envs: int = 64, train_batch: in
         rollout = sampler.sample(train_batch // num_envs)
         sampled = time.perf_counter()
         advantage, targets = advantages(rollout, hp.gamma, hp.lambda_)
-        chunks = chunk(rollout, {"obs": rollout.obs, "actions": rollout.actions, "logits": rollout.logits,
-                                 "advantages": advantage, "targets": targets}, max_seq_len)
+        chunks = chunk(
+            rollout,
+            {
+                "obs": rollout.obs,
+                "actions": rollout.actions,
+                "logits": rollout.logits,
+                "advantages": advantage,
+                "targets": targets,
+            },
+            max_seq_len,
+        )
         num_chunks = len(chunks["mask"])
         for _ in range(hp.num_epochs):
             for rows in torch.randperm(num_chunks).split(minibatch // max_seq_len):
@@ -212,8 +248,9 @@ def run(iterations: int, *, warmup: int = 1, num_envs: int = 64, train_batch: in
         learned = time.perf_counter()
         result["sample_s"].append(sampled - started)
         result["learn_s"].append(learned - sampled)
-        result["episode_return_mean"].append(float(np.mean(rollout.episode_returns)) if rollout.episode_returns
-                                             else float("nan"))
+        result["episode_return_mean"].append(
+            float(np.mean(rollout.episode_returns)) if rollout.episode_returns else float("nan")
+        )
     steady_s = sum(result["sample_s"][warmup:]) + sum(result["learn_s"][warmup:])
     result["env_steps_per_s"] = (iterations - warmup) * train_batch / steady_s
     result["env_steps"] = iterations * train_batch

@@ -32,14 +32,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     for run_id in args.run_ids:
         found, module = control_scores.final_policy(run_id, [args.results_dir])
-        scores = control_scores.evaluate(module, num_episodes=args.episodes, seed=np.random.SeedSequence(0),
-                                         stochastic=False)
-        print(json.dumps({"run_id": run_id, "recipe": found.run.manifest.experiment.module,
-                          "checkpoint": found.checkpoints[-1].name, "tilt_fraction": round(scores["tilt_fraction"], 4),
-                          "memory_use": {k: round(v, 4) for k, v in scores["memory_use"].items()},
-                          "normalised_value": round(scores["normalised_value"]["mean"], 3),
-                          "normalised_episode_return": round(scores["normalised_episode_return"]["mean"], 3)}),
-              flush=True)
+        scores = control_scores.evaluate(
+            module, num_episodes=args.episodes, seed=np.random.SeedSequence(0), stochastic=False
+        )
+        print(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "recipe": found.run.manifest.experiment.module,
+                    "checkpoint": found.checkpoints[-1].name,
+                    "tilt_fraction": round(scores["tilt_fraction"], 4),
+                    "memory_use": {k: round(v, 4) for k, v in scores["memory_use"].items()},
+                    "normalised_value": round(scores["normalised_value"]["mean"], 3),
+                    "normalised_episode_return": round(scores["normalised_episode_return"]["mean"], 3),
+                }
+            ),
+            flush=True,
+        )
     return 0
 
 

@@ -42,14 +42,15 @@ from rl.envs.hmm import FiniteHMM, belief_after, next_token_probabilities
 from rl.envs.hmm.sequences import next_token_entropies, sample_sequences, sequence_probabilities
 from rl.envs.mess3 import mess3_process
 from rl.harness.run import records
-from rl.learners.models import TransformerConfig
 from rl.learners import NextTokenModel, NextTokenTraining, train_next_token
+from rl.learners.models import TransformerConfig
 
 CONTEXT_LENGTH = 10  # Shai et al.'s context window
 # The paper's scale: residual stream 64, 4 blocks, 1 head, MLP 4 x 64. Each step sees the
 # whole context (memory_len >= CONTEXT_LENGTH - 1); max_seq_len is RLlib's chunking, unused here.
-MODEL = TransformerConfig(d_model=64, n_heads=1, n_layers=4, feedforward_dim=256, memory_len=CONTEXT_LENGTH,
-                            max_seq_len=CONTEXT_LENGTH)
+MODEL = TransformerConfig(
+    d_model=64, n_heads=1, n_layers=4, feedforward_dim=256, memory_len=CONTEXT_LENGTH, max_seq_len=CONTEXT_LENGTH
+)
 # 8000 minibatches of 128 sequences of 11 tokens (10 predictions each): ~10M predicted tokens,
 # (wall time: README.md); 3e-3 reached R^2 0.993 in 2000 steps where 1e-3 was still at 0.96.
 TRAINING = {
@@ -69,8 +70,9 @@ class Probing:
 
 # The Mess3 experiments' protocol (controlled_mess3.probe_plan_for), on all 88572 contexts up to 10.
 PROBING = {
-    False: Probing(max_length=CONTEXT_LENGTH, group_prefix_length=4,
-                   options=ProbeOptions(num_bootstrap=1000, num_permutations=100)),
+    False: Probing(
+        max_length=CONTEXT_LENGTH, group_prefix_length=4, options=ProbeOptions(num_bootstrap=1000, num_permutations=100)
+    ),
     True: Probing(max_length=6, group_prefix_length=4, options=ProbeOptions(num_bootstrap=200, num_permutations=20)),
 }
 REFERENCE_FILE = "next_token_reference.json"
@@ -95,8 +97,9 @@ class TokenContexts:
         return belief_after(self._process, contexts)
 
 
-def exact_cross_entropies(next_token_logits, process: FiniteHMM, *, max_length: int,
-                          batch_size: int = 4096) -> np.ndarray:
+def exact_cross_entropies(
+    next_token_logits, process: FiniteHMM, *, max_length: int, batch_size: int = 4096
+) -> np.ndarray:
     """(max_length,) nats: entry t - 1 is E[-log q(X_{t+1} | X_1..X_t)] over every context of t tokens
     weighted by its probability, for `next_token_logits` ((B, t) tokens -> (B, num_tokens) logits).
 
@@ -121,39 +124,61 @@ def run(context):
     snapshots, rows = [], []
 
     def probe(step: int) -> None:
-        dataset = context_dataset(lambda obs: {RESIDUAL_STREAM: model.residual_stream(obs).activations}, adapter,
-                                  max_length=probing.max_length, group_prefix_length=probing.group_prefix_length,
-                                  batch_size=probing.batch_size, show_progress=not smoke)
-        report = probe_layers(dataset, seed=probe_seed, options=probing.options,
-                              provenance={"run_id": context.run_id, "training_step": step})
+        dataset = context_dataset(
+            lambda obs: {RESIDUAL_STREAM: model.residual_stream(obs).activations},
+            adapter,
+            max_length=probing.max_length,
+            group_prefix_length=probing.group_prefix_length,
+            batch_size=probing.batch_size,
+            show_progress=not smoke,
+        )
+        report = probe_layers(
+            dataset,
+            seed=probe_seed,
+            options=probing.options,
+            provenance={"run_id": context.run_id, "training_step": step},
+        )
         snapshots.append((step, report, dataset))
         with context.recorder.checkpoint(iteration=step, env_steps=None) as folder:
             torch.save(model.state_dict(), folder / "next_token_model.pt")
         last = report.layers[-1]
-        print(f"step {step}: {last.layer} held-out R^2 {last.test.r2:.4f} "
-              f"[{last.bootstrap['r2'][0]:.4f}, {last.bootstrap['r2'][1]:.4f}]", flush=True)
+        print(
+            f"step {step}: {last.layer} held-out R^2 {last.test.r2:.4f} "
+            f"[{last.bootstrap['r2'][0]:.4f}, {last.bootstrap['r2'][1]:.4f}]",
+            flush=True,
+        )
 
     def log(row) -> None:
         rows.append(context.recorder.log_metrics({"training_iteration": row["step"], "next_token": row}))
 
     context.recorder.summarize("next_token/loss")
     trained = train_next_token(
-        model, lambda batch: sample_sequences(process, num_sequences=batch, length=CONTEXT_LENGTH + 1, rng=sequences),
-        training, log=log, snapshot_steps=SNAPSHOT_STEPS[smoke], on_snapshot=probe,
-        should_stop=lambda: context.recorder.stop_requested)
+        model,
+        lambda batch: sample_sequences(process, num_sequences=batch, length=CONTEXT_LENGTH + 1, rng=sequences),
+        training,
+        log=log,
+        snapshot_steps=SNAPSHOT_STEPS[smoke],
+        on_snapshot=probe,
+        should_stop=lambda: context.recorder.stop_requested,
+    )
     if snapshots[-1][0] != trained["step"]:  # stopped early: probe what was trained
         probe(trained["step"])
 
     with torch.no_grad():
-        model_cross_entropy = exact_cross_entropies(lambda tokens: model(model.one_hot(torch.as_tensor(tokens)))[:, -1],
-                                                    process, max_length=CONTEXT_LENGTH)
+        model_cross_entropy = exact_cross_entropies(
+            lambda tokens: model(model.one_hot(torch.as_tensor(tokens)))[:, -1], process, max_length=CONTEXT_LENGTH
+        )
     optimum = next_token_entropies(process, max_context_length=CONTEXT_LENGTH)[1:]
     reference = {
         "paper": "Shai et al. 2024, arXiv 2405.15943 (Mess3 x=0.05 a=0.85, context 10)",
         "model": dataclasses.asdict(MODEL),
-        "training": {**dataclasses.asdict(training), "steps_done": trained["step"],
-                     "predicted_tokens": trained["step"] * training.batch_size * CONTEXT_LENGTH,
-                     "seconds": trained["seconds"], "final_minibatch_loss": trained["loss"]},
+        "training": {
+            **dataclasses.asdict(training),
+            "steps_done": trained["step"],
+            "predicted_tokens": trained["step"] * training.batch_size * CONTEXT_LENGTH,
+            "seconds": trained["seconds"],
+            "final_minibatch_loss": trained["loss"],
+        },
         "cross_entropy_nats": {
             "model_mean": float(model_cross_entropy.mean()),
             "optimum_mean": float(optimum.mean()),
@@ -165,15 +190,21 @@ def run(context):
     }
     folder = context.results_dir
     records.write_json_atomically(str(folder / REFERENCE_FILE), reference)
-    records.write_json_atomically(str(folder / PROBE_REPORT_FILE), {
-        "snapshots": [{"training_step": step, "report": report.as_dict()} for step, report, _ in snapshots]})
+    records.write_json_atomically(
+        str(folder / PROBE_REPORT_FILE),
+        {"snapshots": [{"training_step": step, "report": report.as_dict()} for step, report, _ in snapshots]},
+    )
     write_figures(context.artifacts_dir, snapshots, rows, optimum=float(optimum.mean()))
     print(f"results: {folder}")
     final = reference["probes"]["layers"]
-    return {"final_layer_r2": final[-1]["r2"], "final_layer_r2_interval": final[-1]["r2_interval"],
-            "cross_entropy_nats": {key: reference["cross_entropy_nats"][key]
-                                   for key in ("model_mean", "optimum_mean", "excess_mean")},
-            "training_seconds": trained["seconds"]}
+    return {
+        "final_layer_r2": final[-1]["r2"],
+        "final_layer_r2_interval": final[-1]["r2_interval"],
+        "cross_entropy_nats": {
+            key: reference["cross_entropy_nats"][key] for key in ("model_mean", "optimum_mean", "excess_mean")
+        },
+        "training_seconds": trained["seconds"],
+    }
 
 
 def probe_table(snapshots: list) -> dict:
@@ -182,23 +213,48 @@ def probe_table(snapshots: list) -> dict:
     return {
         "distribution": report.distribution.as_dict(),
         "training_step": step,
-        "layers": [{"layer": layer.layer, "r2": layer.test.r2, "r2_interval": list(layer.bootstrap["r2"]),
-                    "mse": layer.test.mse, "baseline_r2": layer.baseline.r2, "shuffle_r2": layer.shuffle_control.r2,
-                    "null_r2_max": layer.permutation_null["r2_max"], "p_value": layer.permutation_null["p_value"]}
-                   for layer in report.layers],
+        "layers": [
+            {
+                "layer": layer.layer,
+                "r2": layer.test.r2,
+                "r2_interval": list(layer.bootstrap["r2"]),
+                "mse": layer.test.mse,
+                "baseline_r2": layer.baseline.r2,
+                "shuffle_r2": layer.shuffle_control.r2,
+                "null_r2_max": layer.permutation_null["r2_max"],
+                "p_value": layer.permutation_null["p_value"],
+            }
+            for layer in report.layers
+        ],
         "r2_by_step": {str(s): {layer.layer: layer.test.r2 for layer in r.layers} for s, r, _ in snapshots},
     }
 
 
 def write_figures(folder, snapshots: list, rows: list, *, optimum: float) -> None:
     step, report, dataset = snapshots[-1]
-    save_figure(probe_r2_figure([(s, r) for s, r, _ in snapshots], x_label="training steps (minibatches)",
-                                title="next-token reference: held-out R^2 of the belief"),
-                str(folder / f"probe_r2_{report.distribution.kind}.png"))
+    save_figure(
+        probe_r2_figure(
+            [(s, r) for s, r, _ in snapshots],
+            x_label="training steps (minibatches)",
+            title="next-token reference: held-out R^2 of the belief",
+        ),
+        str(folder / f"probe_r2_{report.distribution.kind}.png"),
+    )
     final = report.layers[-1]
     low, high = final.bootstrap["r2"]
     title = f"next-token model, step {step}, {final.layer} (held-out R^2 {final.test.r2:.4f} [{low:.4f}, {high:.4f}])"
-    save_figure(belief_simplex_figure(dataset.targets, predicted=final.probe.predict(dataset.activations[final.layer]),
-                                      title=title), str(folder / f"belief_simplex_{report.distribution.kind}.png"))
-    save_figure(learning_curves_figure(rows, x="training_iteration", ys=["next_token/loss"],
-                                       title=f"minibatch cross-entropy (nats); optimum {optimum:.4f}"), str(folder / "learning_curves.png"))
+    save_figure(
+        belief_simplex_figure(
+            dataset.targets, predicted=final.probe.predict(dataset.activations[final.layer]), title=title
+        ),
+        str(folder / f"belief_simplex_{report.distribution.kind}.png"),
+    )
+    save_figure(
+        learning_curves_figure(
+            rows,
+            x="training_iteration",
+            ys=["next_token/loss"],
+            title=f"minibatch cross-entropy (nats); optimum {optimum:.4f}",
+        ),
+        str(folder / "learning_curves.png"),
+    )

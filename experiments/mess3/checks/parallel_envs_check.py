@@ -16,8 +16,7 @@ import statistics
 
 from experiments.mess3.task import controlled_mess3 as task
 from rl.analysis.plots import save_figure
-from rl.harness.run import metric_keys, records
-from rl.harness.run import manifest
+from rl.harness.run import manifest, metric_keys, records
 from rl.harness.training import configs, lifecycle, runners
 
 SEEDS = 3
@@ -27,13 +26,15 @@ RESULT_FILE = "parallel_envs_check.json"
 
 
 def _train(context, parallel_envs: int, seed: int, trial: str) -> list[list[float]]:
-    config = configs.prepare_config(task.ppo_config(smoke=context.smoke), seed=seed, profile=context.hardware,
-                                    parallel_envs=parallel_envs)
+    config = configs.prepare_config(
+        task.ppo_config(smoke=context.smoke), seed=seed, profile=context.hardware, parallel_envs=parallel_envs
+    )
     algo = config.build_algo()
     curve = []
     try:
-        for row in lifecycle.train_rows(context, algo, BUDGET[context.smoke], trial=trial,
-                                      tags={"parallel_envs": parallel_envs}):
+        for row in lifecycle.train_rows(
+            context, algo, BUDGET[context.smoke], trial=trial, tags={"parallel_envs": parallel_envs}
+        ):
             episode_return = row.get(metric_keys.RETURN)
             if episode_return is not None and episode_return == episode_return:  # no episode ended yet: None/NaN
                 curve.append([row[metric_keys.ENV_STEPS], episode_return])
@@ -63,8 +64,13 @@ def _figure(groups: dict[str, list[list[list[float]]]]):
         for curve in curves:
             axes.plot(*zip(*curve), color=color, linewidth=0.8, alpha=0.4)
         table = spread_by_env_steps(curves)
-        axes.plot([r["env_steps"] for r in table], [r["mean"] for r in table], color=color, linewidth=2.2,
-                  label=f"{label} (mean of {len(curves)} seeds)")
+        axes.plot(
+            [r["env_steps"] for r in table],
+            [r["mean"] for r in table],
+            color=color,
+            linewidth=2.2,
+            label=f"{label} (mean of {len(curves)} seeds)",
+        )
     axes.set_xlabel("env steps")
     axes.set_ylabel("episode return (mean over recent episodes)")
     axes.set_title("controlled Mess3, PPO + TransformerModel: 1 env vs parallel envs, same seeds")
@@ -77,15 +83,22 @@ def run(context):
     if context.resume is not None:
         raise ValueError("parallel_envs_check trains six short runs and does not resume; start a new run")
     seeds = context.seeds.integers("parallel_envs_check", SEEDS)
-    context.recorder.record_runner(manifest.OwnLoopRunnerRecord(kind="sequential runs", details={
-        "groups": list(GROUPS), "seeds": seeds, "stop": str(BUDGET[context.smoke])}))
+    context.recorder.record_runner(
+        manifest.OwnLoopRunnerRecord(
+            kind="sequential runs", details={"groups": list(GROUPS), "seeds": seeds, "stop": str(BUDGET[context.smoke])}
+        )
+    )
     groups: dict[str, list] = {}
     with lifecycle.ray_cluster(context):
         for parallel_envs in GROUPS:
             label = f"{parallel_envs} env{'s' if parallel_envs > 1 else ''}"
             groups[label] = [_train(context, parallel_envs, seed, f"envs{parallel_envs}-seed{seed}") for seed in seeds]
-    record = {"seeds": seeds, "groups": {label: {"curves": curves, "spread": spread_by_env_steps(curves)}
-                                         for label, curves in groups.items()}}
+    record = {
+        "seeds": seeds,
+        "groups": {
+            label: {"curves": curves, "spread": spread_by_env_steps(curves)} for label, curves in groups.items()
+        },
+    }
     records.write_json_atomically(str(context.results_dir / RESULT_FILE), record)
     save_figure(_figure(groups), str(context.artifacts_dir / "learning_curves.png"))
     final = {label: value["spread"][-1] for label, value in record["groups"].items() if value["spread"]}

@@ -21,8 +21,7 @@ import sys
 import numpy as np
 
 from rl.harness import env_vars
-from rl.harness.run import metric_keys
-from rl.harness.run import layout
+from rl.harness.run import layout, metric_keys
 from rl.harness.study import statistics, study_folder
 
 REFERENCE_STUDY = "20261205T141746Z-398cbb"
@@ -37,15 +36,18 @@ def _study_agent(results_root: pathlib.Path, study_id: str, agent: str) -> dict:
     summary = study_folder(results_root, study_id, smoke=False) / "summary.json"
     agents = json.loads(summary.read_text())["agents"]
     if agent not in agents:
-        raise SystemExit(f"study {study_id} has no agent {agent!r} (it has {sorted(agents)}): pass the pipelined study's id")
+        raise SystemExit(
+            f"study {study_id} has no agent {agent!r} (it has {sorted(agents)}): pass the pipelined study's id"
+        )
     return agents[agent]
 
 
 def _curve(results_root: pathlib.Path, run_id: str) -> dict[int, float]:
     folder = layout.RunLayout.find(results_root, run_id)
     if folder is None:
-        raise SystemExit(f"run {run_id} is not under {results_root}: fetch it (`rl-harness fetch {run_id}`) or pass"
-                         " --results-dir")
+        raise SystemExit(
+            f"run {run_id} is not under {results_root}: fetch it (`rl-harness fetch {run_id}`) or pass --results-dir"
+        )
     points = json.loads((folder / "summary.json").read_text())["metrics"][metric_keys.RETURN]["curve"]
     return {int(x): float(y) for x, y in points if y is not None}
 
@@ -56,8 +58,9 @@ def compare(results_root: pathlib.Path, study_id: str) -> dict:
     pipelined = _study_agent(results_root, study_id, PIPELINED_AGENT)
     ours, theirs = pipelined["scores"][SCORE], reference["scores"][SCORE]
     overlap = ours["low"] <= theirs["high"] and theirs["low"] <= ours["high"]
-    paired = statistics.paired_difference({int(s): v for s, v in ours["values"].items()},
-                                          {int(s): v for s, v in theirs["values"].items()})
+    paired = statistics.paired_difference(
+        {int(s): v for s, v in ours["values"].items()}, {int(s): v for s, v in theirs["values"].items()}
+    )
     reference_curves = [_curve(results_root, run_id) for run_id in reference["runs"].values()]
     pipelined_curves = {seed: _curve(results_root, run_id) for seed, run_id in pipelined["runs"].items()}
     iterations = sorted(set.intersection(*(set(curve) for curve in [*reference_curves, *pipelined_curves.values()])))
@@ -73,8 +76,12 @@ def compare(results_root: pathlib.Path, study_id: str) -> dict:
         "pipelined": {"study": study_id, "agent": PIPELINED_AGENT, SCORE: ours},
         "intervals_overlap": overlap,
         "paired_difference": paired,
-        "curve": {"iterations": len(iterations), "band_percentiles": BAND, "mean_inside": inside(mean_curve),
-                  "each_seed_inside": {seed: round(inside(curve), 3) for seed, curve in sorted(per_seed.items())}},
+        "curve": {
+            "iterations": len(iterations),
+            "band_percentiles": BAND,
+            "mean_inside": inside(mean_curve),
+            "each_seed_inside": {seed: round(inside(curve), 3) for seed, curve in sorted(per_seed.items())},
+        },
         "passed": bool(overlap and inside(mean_curve) >= CURVE_INSIDE),
     }
 
@@ -82,8 +89,12 @@ def compare(results_root: pathlib.Path, study_id: str) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--study", required=True, help="the pipelined study's id (pipelined_study's output)")
-    parser.add_argument("--results-dir", type=pathlib.Path, default=pathlib.Path("experiments/mess3/results"),
-                        help="where both studies and their runs are recorded (relative: to where you typed the command)")
+    parser.add_argument(
+        "--results-dir",
+        type=pathlib.Path,
+        default=pathlib.Path("experiments/mess3/results"),
+        help="where both studies and their runs are recorded (relative: to where you typed the command)",
+    )
     options = parser.parse_args(argv)
     result = compare(pathlib.Path(env_vars.working_directory()) / options.results_dir, options.study)
     print(json.dumps(result, indent=1, default=float))

@@ -19,13 +19,21 @@ a critic encoder of its own has its layers probed too (`critic_encoder/residual_
 from __future__ import annotations
 
 import pathlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from rl.analysis import (POLICY_ENCODER, ProbePlan, best_layer_simplex, probe_checkpoints, probe_outputs, probe_random_networks,
-                         probe_seed, split_layer)
+from rl.analysis import (
+    POLICY_ENCODER,
+    ProbePlan,
+    best_layer_simplex,
+    probe_checkpoints,
+    probe_outputs,
+    probe_random_networks,
+    probe_seed,
+    split_layer,
+)
 from rl.analysis.checkpoints import from_context
 from rl.analysis.plots import figure_png
 from rl.learners.models import CRITIC_ENCODER
@@ -35,8 +43,9 @@ RANDOM_REPORT_FILE = "random_network_probes.json"
 RANDOM_FOLDER = "random_networks"
 
 
-def analyse(context, plan: ProbePlan, *, random_networks: Sequence, rows: list[dict],
-            show_progress: bool = True) -> dict:
+def analyse(
+    context, plan: ProbePlan, *, random_networks: Sequence, rows: list[dict], show_progress: bool = True
+) -> dict:
     """Probes the run's checkpoints and `random_networks` (RLModules); returns the per-layer comparison.
 
     `rows` are the run's metrics rows (context.metrics()), for the learning-curve figure; every file
@@ -44,16 +53,22 @@ def analyse(context, plan: ProbePlan, *, random_networks: Sequence, rows: list[d
     """
     seed = probe_seed(context.seeds)
     found = from_context(context)
-    trained = probe_checkpoints(found, plan, seed=seed, module_id="default_policy",
-                               show_progress=show_progress)
+    trained = probe_checkpoints(found, plan, seed=seed, module_id="default_policy", show_progress=show_progress)
     outputs = probe_outputs(found, trained, seed, rows=rows, from_source=False)
 
-    random = probe_random_networks(found, plan, random_networks, folder=pathlib.Path(context.artifacts_dir) / RANDOM_FOLDER,
-                                   seed=seed, show_progress=show_progress)
+    random = probe_random_networks(
+        found,
+        plan,
+        random_networks,
+        folder=pathlib.Path(context.artifacts_dir) / RANDOM_FOLDER,
+        seed=seed,
+        show_progress=show_progress,
+    )
     outputs[RANDOM_REPORT_FILE] = {
         "probe_seed": int(seed.entropy),
-        "networks": [{"name": r.checkpoint.name, "reports": {k: v.as_dict() for k, v in r.reports.items()}}
-                     for r in random],
+        "networks": [
+            {"name": r.checkpoint.name, "reports": {k: v.as_dict() for k, v in r.reports.items()}} for r in random
+        ],
     }
     for kind in random[0].reports:
         simplex = best_layer_simplex(random[0], kind, label="random init")
@@ -129,8 +144,10 @@ def headline(comparison: dict) -> dict:
         for name, row in entry["layers"].items():
             encoder, layer = split_layer(name)
             encoders.setdefault(encoder, {})[layer] = {
-                "trained": round(row["trained_r2"], 4), "step0": round(row["step0_r2"], 4),
-                "random_mean": round(float(np.mean(row["random_r2"])), 4)}
+                "trained": round(row["trained_r2"], 4),
+                "step0": round(row["step0_r2"], 4),
+                "random_mean": round(float(np.mean(row["random_r2"])), 4),
+            }
         policy = encoders[POLICY_ENCODER]
         table[kind] = {**policy, "policy_encoder": policy, "critic_encoder": encoders.get(CRITIC_ENCODER, policy)}
     return table

@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Optional
 
 import numpy as np
 
 from experiments.mess3.task import controlled_mess3 as task
+from rl.analysis import ScoreScale, discounted_returns, mean_interval, mean_interval_or_point, normalised_interval
 from rl.analysis.checkpoints import find_checkpoints, from_context, load_rl_module
 from rl.analysis.plots import figure_png, learning_curves_figure
 from rl.analysis.rollouts import collect_rollouts
-from rl.analysis import ScoreScale, discounted_returns, mean_interval, mean_interval_or_point, normalised_interval
 from rl.envs.solvers import control_references
 from rl.harness.run import metric_keys
 
@@ -54,30 +53,49 @@ def references(gamma: float = GAMMA):
 
 def scales() -> dict[str, ScoreScale]:
     found = references()
-    return {measure: ScoreScale(zero=getattr(found.memoryless, measure), one=getattr(found.belief_optimal, measure),
-                                zero_name="best memoryless", one_name="belief-optimal")
-            for measure in ("value", "episode_return")}
+    return {
+        measure: ScoreScale(
+            zero=getattr(found.memoryless, measure),
+            one=getattr(found.belief_optimal, measure),
+            zero_name="best memoryless",
+            one_name="belief-optimal",
+        )
+        for measure in ("value", "episode_return")
+    }
 
 
 def return_optimal_scale() -> ScoreScale:
     """The episode return between the best memoryless and belief-optimal policies *for the return*
     (gamma 1): 35.26 and 35.91 at the defaults, where memory is worth 0.65 per episode."""
     found = references(1.0)
-    return ScoreScale(zero=found.memoryless.episode_return, one=found.belief_optimal.episode_return,
-                      zero_name="best memoryless (gamma 1)", one_name="belief-optimal (gamma 1)")
+    return ScoreScale(
+        zero=found.memoryless.episode_return,
+        one=found.belief_optimal.episode_return,
+        zero_name="best memoryless (gamma 1)",
+        one_name="belief-optimal (gamma 1)",
+    )
 
 
 def references_record() -> dict:
     found = references()
     return {
-        "gamma": GAMMA, "horizon": HORIZON, "env": task.ENV_KWARGS,
-        "policies": {name: {"value": getattr(found, name).value, "episode_return": getattr(found, name).episode_return,
-                            "seconds": getattr(found, name).seconds}
-                     for name in ("fully_observed", "belief_optimal", "memoryless", "open_loop", "passive")},
+        "gamma": GAMMA,
+        "horizon": HORIZON,
+        "env": task.ENV_KWARGS,
+        "policies": {
+            name: {
+                "value": getattr(found, name).value,
+                "episode_return": getattr(found, name).episode_return,
+                "seconds": getattr(found, name).seconds,
+            }
+            for name in ("fully_observed", "belief_optimal", "memoryless", "open_loop", "passive")
+        },
         "belief_optimal_upper_bound": found.belief_optimal.upper_bound,
         "memoryless_exhaustive": bool(found.memoryless_exhaustive),
-        "memory_gap_ratio": {"value": found.memory_gap_ratio("value"),
-                             "episode_return": found.memory_gap_ratio("episode_return")},
+        "memory_gap_ratio": {
+            "value": found.memory_gap_ratio("value"),
+            "episode_return": found.memory_gap_ratio("episode_return"),
+        },
     }
 
 
@@ -87,34 +105,68 @@ def training_curve(rows: list[dict], scale: ScoreScale) -> dict:
     Rows in which no episode ended (a run capped by --stop-at-iteration 1 before the first end) have no
     return: with none at all, the curve is empty, the final return None and `unavailable` says why.
     """
-    points = [(row[metric_keys.ENV_STEPS], row[metric_keys.RETURN]) for row in rows
-              if isinstance(row.get(metric_keys.RETURN), (int, float))]
-    curve = {"env_steps": [steps for steps, _ in points], "return": [value for _, value in points],
-             "normalised_return": [scale.normalise(value) for _, value in points]}
+    points = [
+        (row[metric_keys.ENV_STEPS], row[metric_keys.RETURN])
+        for row in rows
+        if isinstance(row.get(metric_keys.RETURN), (int, float))
+    ]
+    curve = {
+        "env_steps": [steps for steps, _ in points],
+        "return": [value for _, value in points],
+        "normalised_return": [scale.normalise(value) for _, value in points],
+    }
     if not points:
-        return {**curve, "final_return": None, "final_normalised_return": None,
-                "unavailable": f"no training return: no episode ended in the {len(rows)} training row(s)"
-                               f" ({metric_keys.RETURN} in none)"}
+        return {
+            **curve,
+            "final_return": None,
+            "final_normalised_return": None,
+            "unavailable": f"no training return: no episode ended in the {len(rows)} training row(s)"
+            f" ({metric_keys.RETURN} in none)",
+        }
     # one row (a smoke run's episodes end once): a point, not an interval
     final = mean_interval_or_point([value for _, value in points[-FINAL_ROWS:]])
     return {**curve, "final_return": final, "final_normalised_return": normalised_interval(final, scale)}
 
 
-def evaluate(module, *, num_episodes: int, seed: np.random.SeedSequence, stochastic: bool,
-             env_config: dict | None = None, show_progress: bool = False) -> dict:
+def evaluate(
+    module,
+    *,
+    num_episodes: int,
+    seed: np.random.SeedSequence,
+    stochastic: bool,
+    env_config: dict | None = None,
+    show_progress: bool = False,
+) -> dict:
     """Fresh episodes of `module` in the env of `env_config` (the run's; None: the agents' observation):
     value and episode return with 95 % intervals, raw and normalised; `show_progress`: the rollouts' bar
     (count and ETA) on stderr."""
-    played = collect_rollouts(module, task.ControlledEnv(env_config), num_episodes=num_episodes, max_steps=HORIZON, seed=seed,
-                              batch_size=256, policy="final", stochastic=stochastic, record_activations=False,
-                              show_progress=show_progress)
+    played = collect_rollouts(
+        module,
+        task.ControlledEnv(env_config),
+        num_episodes=num_episodes,
+        max_steps=HORIZON,
+        seed=seed,
+        batch_size=256,
+        policy="final",
+        stochastic=stochastic,
+        record_activations=False,
+        show_progress=show_progress,
+    )
     valid = played.valid()
     mean_rewards = expected_step_rewards(played.diagnostics["belief"], played.actions)
-    measured = {"value": discounted_returns(mean_rewards, valid, gamma=GAMMA),
-                "episode_return": discounted_returns(mean_rewards, valid, gamma=1.0)}
-    result = {"episodes": num_episodes, "tilt_fraction": float((played.actions[valid] != 0).mean()),
-              "memory_use": memory_use(played.observations[valid], played.actions[valid],
-                                       played.diagnostics["belief"][valid][:, task.ENV_KWARGS["target_state"]])}
+    measured = {
+        "value": discounted_returns(mean_rewards, valid, gamma=GAMMA),
+        "episode_return": discounted_returns(mean_rewards, valid, gamma=1.0),
+    }
+    result = {
+        "episodes": num_episodes,
+        "tilt_fraction": float((played.actions[valid] != 0).mean()),
+        "memory_use": memory_use(
+            played.observations[valid],
+            played.actions[valid],
+            played.diagnostics["belief"][valid][:, task.ENV_KWARGS["target_state"]],
+        ),
+    }
     for measure, scale in scales().items():
         interval = mean_interval(measured[measure])
         result[measure] = interval
@@ -140,8 +192,10 @@ def memory_use(observations: np.ndarray, actions: np.ndarray, target_belief: np.
         if tilts[members].any() and not tilts[members].all():
             gaps.append(target_belief[members & tilts].mean() - target_belief[members & ~tilts].mean())
             weights.append(members.sum())
-    return {"history_dependent_fraction": float(differing / len(actions)),
-            "belief_gap": float(np.average(gaps, weights=weights)) if gaps else 0.0}
+    return {
+        "history_dependent_fraction": float(differing / len(actions)),
+        "belief_gap": float(np.average(gaps, weights=weights)) if gaps else 0.0,
+    }
 
 
 def expected_step_rewards(beliefs: np.ndarray, actions: np.ndarray) -> np.ndarray:
@@ -167,16 +221,34 @@ def score_run(context, rows: list[dict], env_config: dict) -> dict:
         "references": references_record(),
         "checkpoint": found.checkpoints[-1].name,
         "training": training_curve(rows, return_scale),
-        "evaluation": {mode: _scored(found.checkpoints[-1].name, mode, episodes, lambda mode=mode: evaluate(
-                           module, num_episodes=episodes, seed=seed, stochastic=mode == "sampled", env_config=env_config,
-                           show_progress=True)) for mode in ("sampled", "greedy")},
+        "evaluation": {
+            mode: _scored(
+                found.checkpoints[-1].name,
+                mode,
+                episodes,
+                lambda mode=mode: evaluate(
+                    module,
+                    num_episodes=episodes,
+                    seed=seed,
+                    stochastic=mode == "sampled",
+                    env_config=env_config,
+                    show_progress=True,
+                ),
+            )
+            for mode in ("sampled", "greedy")
+        },
     }
     context.write_output(SCORES_FILE, scores)
     if "unavailable" in scores["training"]:  # the evaluation above needs no episode of training's
         print(f"{scores['training']['unavailable']}: no final training return and no {FIGURE_FILE}", flush=True)
         return headline(scores)
-    figure = learning_curves_figure(rows, x=metric_keys.ENV_STEPS, ys=[metric_keys.RETURN], title=context.run_id,
-                                    scales={metric_keys.RETURN: return_scale})
+    figure = learning_curves_figure(
+        rows,
+        x=metric_keys.ENV_STEPS,
+        ys=[metric_keys.RETURN],
+        title=context.run_id,
+        scales={metric_keys.RETURN: return_scale},
+    )
     context.write_output(FIGURE_FILE, figure_png(figure))
     return headline(scores)
 
@@ -193,13 +265,14 @@ def headline(scores: dict) -> dict:
     return {
         "normalised_value": {mode: _rounded(evaluation[mode]["normalised_value"]) for mode in evaluation},
         "value": {mode: _rounded(evaluation[mode]["value"]) for mode in evaluation},
-        "normalised_episode_return": {mode: _rounded(evaluation[mode]["normalised_episode_return"])
-                                      for mode in evaluation},
+        "normalised_episode_return": {
+            mode: _rounded(evaluation[mode]["normalised_episode_return"]) for mode in evaluation
+        },
         "final_training_return": _rounded(scores["training"]["final_return"]),
         "final_training_normalised_return": _rounded(scores["training"]["final_normalised_return"]),
     }
 
 
-def _rounded(interval: Optional[dict]) -> Optional[dict]:
+def _rounded(interval: dict | None) -> dict | None:
     """The interval's mean and bounds to 4 places; None (a score that could not be computed) stays None."""
     return None if interval is None else {key: round(interval[key], 4) for key in ("mean", "low", "high")}

@@ -17,7 +17,8 @@ for the belief: PPO on the reward alone.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -27,19 +28,25 @@ from ray.tune.registry import register_env
 
 from rl.analysis import ContextProbing, ProbePlan, RolloutProbing, random_network
 from rl.analysis.probes import ProbeOptions
-from rl.harness import Range
 from rl.envs.hmm import belief_after
 from rl.envs.mess3 import CONTROL_DEFAULTS, mess3_env, mess3_process
+from rl.harness import Range
 from rl.learners import ActorCriticPPOTorchLearner, PipelinedPPOConfig
-from rl.learners.models import ConfigError, TransformerModel, TransformerConfig
+from rl.learners.models import ConfigError, TransformerConfig, TransformerModel
 
 # -- environment ---------------------------------------------------------------------------------
 
 X, A = 0.05, 0.85
 # The agent sees the last token and its own previous action: the action changes the dynamics
 # the belief is filtered with, so without it the belief would not be a function of the inputs.
-ENV_KWARGS = {"x": X, "a": A, "episode_length": 64, "observation": ("tokens", "previous_action"),
-              "history_length": 1, **CONTROL_DEFAULTS}
+ENV_KWARGS = {
+    "x": X,
+    "a": A,
+    "episode_length": 64,
+    "observation": ("tokens", "previous_action"),
+    "history_length": 1,
+    **CONTROL_DEFAULTS,
+}
 # The oracle's observation (oracle_belief_separate_critic.py): the exact belief over the current
 # hidden state, all that the belief-optimal reference acts on, so memory is given rather than learned.
 BELIEF_OBSERVATION = ("belief",)
@@ -56,8 +63,10 @@ def make_env(env_config=None) -> gymnasium.Env:
     """
     changed = dict(env_config or {})
     if set(changed) - {"observation"}:
-        raise ValueError(f"env_config keys {sorted(set(changed) - {'observation'})}: only 'observation' may differ "
-                         "between this task's runs (the references are those of ENV_KWARGS)")
+        raise ValueError(
+            f"env_config keys {sorted(set(changed) - {'observation'})}: only 'observation' may differ "
+            "between this task's runs (the references are those of ENV_KWARGS)"
+        )
     return mess3_env("control", **{**ENV_KWARGS, **changed})
 
 
@@ -68,31 +77,52 @@ register_env(ENV_NAME, make_env)
 # The MLP of the memoryless and oracle agents; one encoder, as the Transformer agent.
 MLP_MODEL_CONFIG = {"hidden_sizes": (64, 64), "vf_share_layers": True}
 # Small enough to train on two CPU cores; one shared encoder (the value loss shapes it too).
-MODEL_CONFIG = {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 64, "memory_len": 16,
-                "max_seq_len": 16, "vf_share_layers": True}
+MODEL_CONFIG = {
+    "d_model": 32,
+    "n_heads": 2,
+    "n_layers": 2,
+    "feedforward_dim": 64,
+    "memory_len": 16,
+    "max_seq_len": 16,
+    "vf_share_layers": True,
+}
 
 
 # What `--set` may change in a recipe (rl/harness/run/hyperparameters.py): PPO's hyperparameters in every
 # Mess3 recipe that declares them, the Transformer's size in those with a Transformer. The scores
 # stay on the task's gamma 0.9 (control_scores) whatever ppo/gamma trains with.
-PPO_HYPERPARAMETERS = {"ppo/lr": 1e-3, "ppo/gamma": 0.9, "ppo/lambda": 0.9, "ppo/entropy_coeff": 0.01,
-                       "ppo/num_epochs": 4}
+PPO_HYPERPARAMETERS = {
+    "ppo/lr": 1e-3,
+    "ppo/gamma": 0.9,
+    "ppo/lambda": 0.9,
+    "ppo/entropy_coeff": 0.01,
+    "ppo/num_epochs": 4,
+}
 # Pipelined PPO (rl.learners.pipelined): sampling the next batch overlaps the update, one update of policy lag.
 TRAINING_HYPERPARAMETERS = {"training/pipelined": False}
-TRANSFORMER_HYPERPARAMETERS = {f"model/{key}": MODEL_CONFIG[key]
-                               for key in ("d_model", "n_heads", "n_layers", "feedforward_dim")}
+TRANSFORMER_HYPERPARAMETERS = {
+    f"model/{key}": MODEL_CONFIG[key] for key in ("d_model", "n_heads", "n_layers", "feedforward_dim")
+}
 # The values each may take (Hyperparameters(ranges=...)): --set outside them is refused before the run.
-HYPERPARAMETER_RANGES = {"ppo/lr": Range.positive(), "ppo/gamma": Range(0, 1), "ppo/lambda": Range(0, 1),
-                         "ppo/entropy_coeff": Range(0), "ppo/num_epochs": Range(1),
-                         **{key: Range(1) for key in TRANSFORMER_HYPERPARAMETERS}}
+HYPERPARAMETER_RANGES = {
+    "ppo/lr": Range.positive(),
+    "ppo/gamma": Range(0, 1),
+    "ppo/lambda": Range(0, 1),
+    "ppo/entropy_coeff": Range(0),
+    "ppo/num_epochs": Range(1),
+    **{key: Range(1) for key in TRANSFORMER_HYPERPARAMETERS},
+}
 # The seed project's Transformer, as --set values: what `bench_throughput --seed-size` times.
 SEED_PROJECT_SIZE = {"model/d_model": 96, "model/n_heads": 4, "model/n_layers": 3, "model/feedforward_dim": 384}
 
 
-def transformer_config(hyperparameters: Mapping[str, Any], base: Optional[Mapping[str, Any]] = None) -> dict:
+def transformer_config(hyperparameters: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict:
     """`base` (MODEL_CONFIG) with the model/* hyperparameters applied (the trained and the random networks')."""
-    sizes = {key: hyperparameters.get(f"model/{key}", value) for key, value in MODEL_CONFIG.items()
-             if f"model/{key}" in TRANSFORMER_HYPERPARAMETERS}
+    sizes = {
+        key: hyperparameters.get(f"model/{key}", value)
+        for key, value in MODEL_CONFIG.items()
+        if f"model/{key}" in TRANSFORMER_HYPERPARAMETERS
+    }
     return {**(base or MODEL_CONFIG), **sizes}
 
 
@@ -102,15 +132,26 @@ def check_transformer_hyperparameters(hyperparameters: Mapping[str, Any]) -> Non
     try:
         TransformerConfig(**transformer_config(hyperparameters))
     except ConfigError as error:
-        fixes = " or ".join(f"--set model/{field}={value}" for field, value in error.fixes.items()
-                            if f"model/{field}" in TRANSFORMER_HYPERPARAMETERS)
+        fixes = " or ".join(
+            f"--set model/{field}={value}"
+            for field, value in error.fixes.items()
+            if f"model/{field}" in TRANSFORMER_HYPERPARAMETERS
+        )
         raise ValueError(f"the Transformer's {error.problem}" + (f"; type e.g. {fixes}" if fixes else "")) from None
 
 
-def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerModel, model_config=None,
-               learner_class=ActorCriticPPOTorchLearner, learner_config=None, vf_loss_coeff: float = 0.5,
-               observation: tuple[str, ...] = ENV_KWARGS["observation"],
-               hyperparameters: Optional[Mapping[str, Any]] = None):
+def ppo_config(
+    *,
+    smoke: bool,
+    algorithm=PPOConfig,
+    module_class=TransformerModel,
+    model_config=None,
+    learner_class=ActorCriticPPOTorchLearner,
+    learner_config=None,
+    vf_loss_coeff: float = 0.5,
+    observation: tuple[str, ...] = ENV_KWARGS["observation"],
+    hyperparameters: Mapping[str, Any] | None = None,
+):
     """PPO (or a PPO-based `algorithm` such as PPGConfig) on ENV_NAME with a TransformerModel-based module.
 
     The variants swap parts: iqn_critic the module and learner, ppg the algorithm and module
@@ -123,13 +164,16 @@ def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerMode
         if algorithm is not PPOConfig:
             raise ValueError(f"training/pipelined applies to PPO only, not {algorithm.__name__}")
         algorithm = PipelinedPPOConfig
-    ppo = {**PPO_HYPERPARAMETERS, **{key: value for key, value in (hyperparameters or {}).items()
-                                     if key in PPO_HYPERPARAMETERS}}
+    ppo = {
+        **PPO_HYPERPARAMETERS,
+        **{key: value for key, value in (hyperparameters or {}).items() if key in PPO_HYPERPARAMETERS},
+    }
     config = (
         algorithm()
         .environment(ENV_NAME, env_config={"observation": tuple(observation)})
-        .rl_module(rl_module_spec=RLModuleSpec(module_class=module_class,
-                                               model_config=dict(model_config or MODEL_CONFIG)))
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=module_class, model_config=dict(model_config or MODEL_CONFIG))
+        )
         .training(
             lr=ppo["ppo/lr"],
             gamma=ppo["ppo/gamma"],  # 0.9: the reward is immediate; the tilt pays over the next few steps
@@ -149,8 +193,14 @@ def ppo_config(*, smoke: bool, algorithm=PPOConfig, module_class=TransformerMode
 def build_random_network(seed: int, *, module_class=TransformerModel, model_config=None):
     """A freshly initialised module of the trained architecture (torch seeded with `seed`), in eval mode."""
     env = make_env()
-    return random_network(lambda: module_class(observation_space=env.observation_space, action_space=env.action_space,
-                                               model_config=dict(model_config or MODEL_CONFIG)), seed)
+    return random_network(
+        lambda: module_class(
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            model_config=dict(model_config or MODEL_CONFIG),
+        ),
+        seed,
+    )
 
 
 # -- probes: the adapters rl.analysis reads ---------------------------------------------------------
@@ -210,13 +260,15 @@ def probe_plan_for(*, smoke: bool) -> ProbePlan:
     if smoke:
         return ProbePlan(
             contexts=ContextProbing(PassiveContexts(), max_length=6, group_prefix_length=4, batch_size=512),
-            rollouts=RolloutProbing(ControlledEnv(), target="belief", num_episodes=48,
-                                    max_steps=ENV_KWARGS["episode_length"], batch_size=48),
+            rollouts=RolloutProbing(
+                ControlledEnv(), target="belief", num_episodes=48, max_steps=ENV_KWARGS["episode_length"], batch_size=48
+            ),
             options=ProbeOptions(num_bootstrap=200, num_permutations=20),
         )
     return ProbePlan(
         contexts=ContextProbing(PassiveContexts(), max_length=9, group_prefix_length=4, batch_size=2048),
-        rollouts=RolloutProbing(ControlledEnv(), target="belief", num_episodes=256,
-                                max_steps=ENV_KWARGS["episode_length"], batch_size=64),
+        rollouts=RolloutProbing(
+            ControlledEnv(), target="belief", num_episodes=256, max_steps=ENV_KWARGS["episode_length"], batch_size=64
+        ),
         options=ProbeOptions(num_bootstrap=1000, num_permutations=100),
     )

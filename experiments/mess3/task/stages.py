@@ -16,12 +16,12 @@ a residual stream, e.g. the memoryless MLP agent). What a recipe changes is its 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from experiments.mess3.task import belief_geometry, control_scores
 from experiments.mess3.task import controlled_mess3 as task
-from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS
 from rl.analysis import PROBE_COMMAND
+from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS
 from rl.harness import LogSpaced, Score, StopRule, run_direct
 
 
@@ -57,7 +57,7 @@ CONTROL_SCORES = (
 )
 
 
-def block_1_probe_scores(encoder: Optional[str] = None) -> tuple[Score, ...]:
+def block_1_probe_scores(encoder: str | None = None) -> tuple[Score, ...]:
     """The held-out R^2 of the belief in block 1 on each distribution, trained and the random networks' mean.
 
     `encoder`: the role whose encoder the probe read ("policy_encoder" or "critic_encoder", which
@@ -75,12 +75,17 @@ def block_1_probe_scores(encoder: Optional[str] = None) -> tuple[Score, ...]:
 
 def train(context, config, *, env_steps: int) -> dict:
     """PPO (or the config's algorithm) with step-0 and log-spaced checkpoints, at the task's parallel envs."""
-    return run_direct(context, config, stop=StopRule(env_steps=env_steps),
-                              checkpoint_at=LogSpaced(2.0), checkpoint_initial=True,
-                              parallel_envs=task.PARALLEL_ENVS)
+    return run_direct(
+        context,
+        config,
+        stop=StopRule(env_steps=env_steps),
+        checkpoint_at=LogSpaced(2.0),
+        checkpoint_initial=True,
+        parallel_envs=task.PARALLEL_ENVS,
+    )
 
 
-def run(context, config, *, budget: Budget, random_network: Optional[Callable[[int], object]]) -> dict:
+def run(context, config, *, budget: Budget, random_network: Callable[[int], object] | None) -> dict:
     """All stages; returns the summary outcome (training counters, scores, probe R^2)."""
     trained = train(context, config, env_steps=budget.env_steps(context.smoke))
     # Ctrl-C or SIGTERM: end now (minutes of analysis would follow). A --stop-at-* cap is no signal:
@@ -101,13 +106,17 @@ def _probe_later(context) -> str:
     return f"probe the checkpoints later with `{PROBE_COMMAND.format(run_id=context.run_id)}`"
 
 
-def _analyse(context, config, trained: dict, *, budget: Budget, random_network: Optional[Callable[[int], object]]) -> dict:
+def _analyse(context, config, trained: dict, *, budget: Budget, random_network: Callable[[int], object] | None) -> dict:
     """The stages after training: scores against the references, then the probes."""
     rows = context.metrics()  # read once, for both stages
     outcome = {**trained, "scores": control_scores.score_run(context, rows, config.env_config)}
     if random_network is not None:
         seeds = context.seeds.integers("random_networks", budget.random_networks(context.smoke))
-        comparison = belief_geometry.analyse(context, task.probe_plan_for(smoke=context.smoke),
-                                             random_networks=[random_network(seed) for seed in seeds], rows=rows)
+        comparison = belief_geometry.analyse(
+            context,
+            task.probe_plan_for(smoke=context.smoke),
+            random_networks=[random_network(seed) for seed in seeds],
+            rows=rows,
+        )
         outcome.update(random_network_seeds=seeds, probe_r2=belief_geometry.headline(comparison))
     return outcome

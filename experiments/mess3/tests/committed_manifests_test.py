@@ -14,8 +14,11 @@ from rl.harness.run import manifest
 
 _PACKAGE = pathlib.Path(__file__).resolve().parent.parent
 _COMMITTED = sorted(_PACKAGE.glob("**/results/**/run_manifest.json"))
-_TYPED = {"direct": manifest.DirectRunnerRecord, "tune": manifest.TuneRunnerRecord,
-          "agents in turn": manifest.AgentsInTurnRunnerRecord}
+_TYPED = {
+    "direct": manifest.DirectRunnerRecord,
+    "tune": manifest.TuneRunnerRecord,
+    "agents in turn": manifest.AgentsInTurnRunnerRecord,
+}
 
 
 def test_the_committed_runs_are_here():

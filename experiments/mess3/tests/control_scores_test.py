@@ -30,25 +30,31 @@ def test_the_scales_run_from_the_best_memoryless_policy_to_the_belief_optimal_on
 
 def test_training_curve_normalises_every_row_and_averages_the_last_ten():
     scale = control_scores.scales()["episode_return"]
-    rows = [{"num_env_steps_sampled_lifetime": 2048 * i, "env_runners/episode_return_mean": float(i)}
-            for i in range(1, 13)]
+    rows = [
+        {"num_env_steps_sampled_lifetime": 2048 * i, "env_runners/episode_return_mean": float(i)} for i in range(1, 13)
+    ]
     curve = control_scores.training_curve([{"training_iteration": 0}] + rows, scale)
     assert curve["env_steps"][0] == 2048 and len(curve["return"]) == 12
     assert curve["final_return"]["mean"] == pytest.approx(np.mean(np.arange(3, 13)))  # rows 3..12
     assert curve["normalised_return"][0] == pytest.approx((1.0 - scale.zero) / (scale.one - scale.zero))
     single = control_scores.training_curve(rows[:1], scale)["final_return"]
     assert (single["low"], single["mean"], single["high"], single["n"]) == (1.0, 1.0, 1.0, 1)
-    none_ended = control_scores.training_curve([{"training_iteration": 1, "num_env_steps_sampled_lifetime": 2048}], scale)
+    none_ended = control_scores.training_curve(
+        [{"training_iteration": 1, "num_env_steps_sampled_lifetime": 2048}], scale
+    )
     assert none_ended["return"] == [] and none_ended["final_return"] is None
-    assert none_ended["unavailable"] == ("no training return: no episode ended in the 1 training row(s)"
-                                         " (env_runners/episode_return_mean in none)")
+    assert none_ended["unavailable"] == (
+        "no training return: no episode ended in the 1 training row(s) (env_runners/episode_return_mean in none)"
+    )
 
 
 def test_a_headline_without_a_training_return_says_none_and_keeps_the_evaluation():
     evaluated = {"normalised_value": {"mean": 0.5, "low": 0.4, "high": 0.6}}
     evaluated.update(value=evaluated["normalised_value"], normalised_episode_return=evaluated["normalised_value"])
-    scores = {"evaluation": {"greedy": evaluated, "sampled": evaluated},
-              "training": control_scores.training_curve([{"training_iteration": 1}], control_scores.scales()["value"])}
+    scores = {
+        "evaluation": {"greedy": evaluated, "sampled": evaluated},
+        "training": control_scores.training_curve([{"training_iteration": 1}], control_scores.scales()["value"]),
+    }
     found = control_scores.headline(scores)
     assert found["final_training_return"] is None and found["final_training_normalised_return"] is None
     assert found["normalised_value"]["greedy"] == {"mean": 0.5, "low": 0.4, "high": 0.6}

@@ -18,7 +18,8 @@ def test_the_critic_study_smoke_runs_every_member_and_names_the_encoders(tmp_pat
 
     members = study.record["members"]
     assert sorted((member["agent"], member["seed"]) for member in members) == sorted(
-        (agent, seed) for agent in critic_study.STUDY.agents for seed in critic_study.STUDY.seeds)
+        (agent, seed) for agent in critic_study.STUDY.agents for seed in critic_study.STUDY.seeds
+    )
     assert {member["status"] for member in members} == {"completed"}
     for member in members:
         run_dir = study.member_results_dir(member["runs"][-1])
@@ -39,7 +40,8 @@ def test_the_critic_study_smoke_runs_every_member_and_names_the_encoders(tmp_pat
     # Shared encoders: both roles read the same layers; the separate critic's roles read two encoders.
     for agent, same in (("reward_only", True), ("ppg", True), ("separate_critic", False)):
         scores = summary["agents"][agent]["scores"]
-        policy, critic = (scores[f"R^2 block 1, uniform contexts, {role} encoder (trained)"]["mean"]
-                          for role in ("policy", "critic"))
+        policy, critic = (
+            scores[f"R^2 block 1, uniform contexts, {role} encoder (trained)"]["mean"] for role in ("policy", "critic")
+        )
         assert (policy == critic) == same, agent
     assert "critic encoder" in (study.folder / "summary.md").read_text()

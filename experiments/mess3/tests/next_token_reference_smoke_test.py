@@ -9,7 +9,9 @@ LAYERS = ["residual_0", "residual_1", "residual_2", "residual_3", "residual_4"] 
 
 
 def test_the_smoke_run_trains_probes_and_scores_against_the_optimum(tmp_path):
-    run = smoke.run_smoke("experiments/mess3/next_token_reference", "experiments.mess3.checks.next_token_reference", tmp_path)
+    run = smoke.run_smoke(
+        "experiments/mess3/next_token_reference", "experiments.mess3.checks.next_token_reference", tmp_path
+    )
 
     assert run.manifest["status"] == "completed"
     if run.built_with_bazel:
@@ -35,8 +37,10 @@ def test_the_smoke_run_trains_probes_and_scores_against_the_optimum(tmp_path):
     entropy = reference["cross_entropy_nats"]
     assert len(entropy["model_per_context_length"]) == len(entropy["optimum_per_context_length"]) == 10
     # Cross-entropy = the optimum + a KL divergence >= 0, at every context length (1e-9: float rounding).
-    assert all(model >= optimum - 1e-9 for model, optimum in
-               zip(entropy["model_per_context_length"], entropy["optimum_per_context_length"]))
+    assert all(
+        model >= optimum - 1e-9
+        for model, optimum in zip(entropy["model_per_context_length"], entropy["optimum_per_context_length"])
+    )
     for name in ("probe_r2_uniform_contexts.png", "belief_simplex_uniform_contexts.png", "learning_curves.png"):
         assert (run.artifacts_dir / name).stat().st_size > 0, name
     assert run.summary["outcome"]["final_layer_r2"] == reference["probes"]["layers"][-1]["r2"]

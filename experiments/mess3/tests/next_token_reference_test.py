@@ -29,7 +29,10 @@ def test_uniform_guesses_cost_ln3_and_exact_predictions_reach_the_conditional_en
     np.testing.assert_allclose(uniform, [np.log(3)] * 3, rtol=1e-12)  # the context probabilities sum to 1
     exact = exact_cross_entropies(
         lambda tokens: torch.as_tensor(np.log(next_token_probabilities(PROCESS, belief_after(PROCESS, tokens)))),
-        PROCESS, max_length=3, batch_size=7)
+        PROCESS,
+        max_length=3,
+        batch_size=7,
+    )
     rest = (1 - REPEAT) / 2
     np.testing.assert_allclose(exact[0], -(REPEAT * np.log(REPEAT) + 2 * rest * np.log(rest)), rtol=1e-12)
     # Longer contexts: the tree recursion of next_token_entropies (hand-checked in rl/envs/tests/hmm_test.py).

@@ -7,7 +7,9 @@ from experiments.mess3.checks import parallel_envs_check
 
 
 def test_both_groups_train_on_the_same_seeds_with_the_recorded_sampling(tmp_path):
-    run = smoke.run_smoke("experiments/mess3/checks/parallel_envs_check", "experiments.mess3.checks.parallel_envs_check", tmp_path)
+    run = smoke.run_smoke(
+        "experiments/mess3/checks/parallel_envs_check", "experiments.mess3.checks.parallel_envs_check", tmp_path
+    )
 
     record = json.loads((run.results_dir / parallel_envs_check.RESULT_FILE).read_text())
     assert sorted(record["groups"]) == ["1 env", "32 envs"]

@@ -5,8 +5,12 @@ from experiments.common import smoke
 
 
 def test_the_pipelined_smoke_run_trains_with_a_policy_lag_of_one_and_records_it(tmp_path):
-    run = smoke.run_smoke("experiments/mess3/reward_only", "experiments.mess3.reward_only", tmp_path,
-                          options=("--set", "training/pipelined=true"))
+    run = smoke.run_smoke(
+        "experiments/mess3/reward_only",
+        "experiments.mess3.reward_only",
+        tmp_path,
+        options=("--set", "training/pipelined=true"),
+    )
 
     assert run.manifest["status"] == "completed"
     assert run.manifest["options"]["set"] == {"training/pipelined": True}

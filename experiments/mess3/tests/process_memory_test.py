@@ -11,7 +11,7 @@ CHILD_MIB = 200
 
 
 def test_the_peak_includes_a_child_process_memory():
-    child = [sys.executable, "-c", f"import time; block = b\"x\" * ({CHILD_MIB} * 2**20); time.sleep(1.5)"]
+    child = [sys.executable, "-c", f'import time; block = b"x" * ({CHILD_MIB} * 2**20); time.sleep(1.5)']
     with process_memory.TreeMemory(period_s=0.05) as memory:
         started = subprocess.Popen(child)  # the bytes are written: resident at once
         time.sleep(1.0)

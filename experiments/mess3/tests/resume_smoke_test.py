@@ -17,8 +17,18 @@ RECIPE = "experiments.mess3.reward_only"
 
 
 def _command(tmp_path, *args):
-    return [sys.executable, "-m", "rl.harness.commands.cli", RECIPE, "--smoke", "--results-dir", str(tmp_path / "results"),
-            "--artifacts-dir", str(tmp_path / "artifacts"), *args]
+    return [
+        sys.executable,
+        "-m",
+        "rl.harness.commands.cli",
+        RECIPE,
+        "--smoke",
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--artifacts-dir",
+        str(tmp_path / "artifacts"),
+        *args,
+    ]
 
 
 def _environment(tmp_path):
@@ -27,8 +37,14 @@ def _environment(tmp_path):
 
 def test_a_smoke_run_interrupted_while_probing_resumes_to_its_probes_without_training_again(tmp_path):
     parent = RunLayout(tmp_path / "results", tmp_path / "artifacts", "parent", smoke=True)
-    process = subprocess.Popen(_command(tmp_path, "--run-id", "parent"), env=_environment(tmp_path),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        _command(tmp_path, "--run-id", "parent"),
+        env=_environment(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 400
         while not (parent.results_dir / control_scores.SCORES_FILE).is_file():  # scored: probing runs next
@@ -45,8 +61,15 @@ def test_a_smoke_run_interrupted_while_probing_resumes_to_its_probes_without_tra
     stopped = read_manifest(parent.results_dir)
     assert stopped.status == "interrupted" and not (parent.results_dir / belief_geometry.COMPARISON_FILE).exists()
 
-    done = subprocess.run(_command(tmp_path, "--run-id", "child", "--resume-from", "parent"), env=_environment(tmp_path),
-                          capture_output=True, text=True, timeout=600, start_new_session=True, check=False)
+    done = subprocess.run(
+        _command(tmp_path, "--run-id", "child", "--resume-from", "parent"),
+        env=_environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     child = RunLayout(tmp_path / "results", tmp_path / "artifacts", "child", smoke=True)
     manifest = read_manifest(child.results_dir)
@@ -55,8 +78,12 @@ def test_a_smoke_run_interrupted_while_probing_resumes_to_its_probes_without_tra
     assert [entry.iteration for entry in manifest.checkpoints] == [entry.iteration for entry in stopped.checkpoints]
     assert [entry.iteration for entry in manifest.checkpoints] == [0, 1, 2, 3]
     assert (child.results_dir / belief_geometry.COMPARISON_FILE).is_file()
-    for stage in ("scoring iter_000003 (sampled actions): ", "scoring iter_000003 (greedy actions): ",
-                  "probing 4 checkpoint(s) of child [", "4/4"):  # each long stage says where it is
+    for stage in (
+        "scoring iter_000003 (sampled actions): ",
+        "scoring iter_000003 (greedy actions): ",
+        "probing 4 checkpoint(s) of child [",
+        "4/4",
+    ):  # each long stage says where it is
         assert stage in done.stderr, stage
     outcome = records.read_json(str(child.results_dir / records.SUMMARY_FILE), "summary")["outcome"]
     assert outcome["probe_r2"] and outcome["scores"]["final_training_return"] is not None  # the parent's rows

@@ -24,7 +24,10 @@ CRITIC_LAYERS = {"reward_only_separate_critic": [f"critic_encoder/{layer}" for l
 EXTRA_METRICS = {
     "reward_only": ["learners/default_policy/vf_loss"],
     "reward_only_separate_critic": ["learners/default_policy/vf_loss"],
-    "next_token_aux": ["learners/default_policy/next_token_aux/loss", "learners/default_policy/next_token_aux/accuracy"],
+    "next_token_aux": [
+        "learners/default_policy/next_token_aux/loss",
+        "learners/default_policy/next_token_aux/accuracy",
+    ],
     "iqn_critic": ["learners/default_policy/iqn_value/loss", "learners/default_policy/iqn_value/quantile_spread"],
     "ppg": ["learners/default_policy/ppg/aux_value_loss", "learners/default_policy/ppg/aux_kl"],  # one aux phase
 }
@@ -61,7 +64,7 @@ def test_the_smoke_run_trains_checkpoints_and_probes(recipe, tmp_path):
             assert [layer["layer"] for layer in layers] == probed
             # Mess3 beliefs are far from constant: any policy-encoder layer beats the mean-belief
             # baseline (a critic trained three updates on values need not keep the belief affine).
-            assert all(layer["test"]["r2"] > layer["baseline"]["r2"] for layer in layers[:len(LAYERS)])
+            assert all(layer["test"]["r2"] > layer["baseline"]["r2"] for layer in layers[: len(LAYERS)])
 
     comparison = json.loads((run.results_dir / belief_geometry.COMPARISON_FILE).read_text())
     for kind in (UNIFORM_CONTEXTS, PROCESS_ROLLOUTS):
@@ -74,9 +77,15 @@ def test_the_smoke_run_trains_checkpoints_and_probes(recipe, tmp_path):
         assert headline["critic_encoder"]["residual_1"]["trained"] == round(rows[critic]["trained_r2"], 4)
         assert headline["policy_encoder"]["residual_1"] == headline["residual_1"]
         assert headline["residual_1"]["trained"] == round(rows["residual_1"]["trained_r2"], 4)
-    for name in ("learning_curves.png", "probe_r2_uniform_contexts.png", "probe_r2_process_rollouts.png",
-                 "belief_simplex_uniform_contexts.png", "belief_simplex_process_rollouts.png",
-                 "belief_simplex_process_rollouts_random.png", "probe_r2_trained_vs_random.png"):
+    for name in (
+        "learning_curves.png",
+        "probe_r2_uniform_contexts.png",
+        "probe_r2_process_rollouts.png",
+        "belief_simplex_uniform_contexts.png",
+        "belief_simplex_process_rollouts.png",
+        "belief_simplex_process_rollouts_random.png",
+        "probe_r2_trained_vs_random.png",
+    ):
         assert (run.artifacts_dir / name).stat().st_size > 0, name  # figures are artifacts
         assert not (run.results_dir / name).exists(), name
     assert set(run.summary["outcome"]["probe_r2"]) == {UNIFORM_CONTEXTS, PROCESS_ROLLOUTS}
@@ -116,6 +125,7 @@ def _check_scores(run):
         assert normalised["mean"] == pytest.approx((value["mean"] - PASSIVE_VALUE) / span)
     training = scores["training"]
     assert training["normalised_return"][-1] == pytest.approx(
-        (training["return"][-1] - PASSIVE_RETURN) / (policies["belief_optimal"]["episode_return"] - PASSIVE_RETURN))
+        (training["return"][-1] - PASSIVE_RETURN) / (policies["belief_optimal"]["episode_return"] - PASSIVE_RETURN)
+    )
     assert (run.artifacts_dir / control_scores.FIGURE_FILE).stat().st_size > 0
     assert set(run.summary["outcome"]["scores"]["normalised_value"]) == {"sampled", "greedy"}

@@ -24,9 +24,17 @@ def test_every_agent_is_a_recipe_declaring_the_studys_settings(study):
 
 def _outcome(layers):
     """An outcome as stages.run returns it, its probe R^2s distinct per layer (trained i / 10, random i / 100)."""
-    comparison = {"distributions": {kind: {"layers": {
-        name: {"trained_r2": index / 10, "step0_r2": 0.0, "random_r2": [index / 100]} for index, name in enumerate(layers)
-    }} for kind in (UNIFORM_CONTEXTS, PROCESS_ROLLOUTS)}}
+    comparison = {
+        "distributions": {
+            kind: {
+                "layers": {
+                    name: {"trained_r2": index / 10, "step0_r2": 0.0, "random_r2": [index / 100]}
+                    for index, name in enumerate(layers)
+                }
+            }
+            for kind in (UNIFORM_CONTEXTS, PROCESS_ROLLOUTS)
+        }
+    }
     return {"probe_r2": belief_geometry.headline(comparison)}
 
 
@@ -47,8 +55,12 @@ def test_the_critic_studys_probe_scores_read_the_encoder_each_role_reads():
 
 def test_the_belief_studys_probe_scores_still_read_the_plain_layer_names():
     scores = _probe_scores(belief_study.STUDY, _outcome(LAYERS))
-    assert scores == {"R^2 block 1, uniform contexts (trained)": 0.1, "R^2 block 1, uniform contexts (random)": 0.01,
-                      "R^2 block 1, process rollouts (trained)": 0.1, "R^2 block 1, process rollouts (random)": 0.01}
+    assert scores == {
+        "R^2 block 1, uniform contexts (trained)": 0.1,
+        "R^2 block 1, uniform contexts (random)": 0.01,
+        "R^2 block 1, process rollouts (trained)": 0.1,
+        "R^2 block 1, process rollouts (random)": 0.01,
+    }
 
 
 def test_ppg_is_tuned_on_other_seeds_than_the_critic_studys():

@@ -39,9 +39,17 @@ def test_gae_bootstraps_truncations_and_fragment_ends():
     # truncates after step 1 with V(final obs) = 2, and the fragment ends with V(next obs) = 0.5.
     ones, zeros = torch.ones(1, 3), torch.zeros(1, 3)
     rollout = torch_reference.Rollout(
-        obs=None, actions=None, logits=None, values=zeros, rewards=ones,
-        dones=torch.tensor([[False, True, False]]), bootstrap=torch.tensor([[0.0, 2.0, 0.0]]),
-        last_values=torch.tensor([0.5]), state_in={}, episode_returns=[])
+        obs=None,
+        actions=None,
+        logits=None,
+        values=zeros,
+        rewards=ones,
+        dones=torch.tensor([[False, True, False]]),
+        bootstrap=torch.tensor([[0.0, 2.0, 0.0]]),
+        last_values=torch.tensor([0.5]),
+        state_in={},
+        episode_returns=[],
+    )
     advantages, targets = torch_reference.advantages(rollout, gamma=0.9, lambda_=0.9)
     step2 = 1 + 0.9 * 0.5
     step1 = 1 + 0.9 * 2.0  # no lambda carry across the episode boundary
@@ -65,8 +73,9 @@ def test_chunk_states_reproduce_the_rollout():
     # Steps 40..79 of each episode: chunks [0, 16) and [16, 24) (padded) end the episode, [24, 40) starts the next.
     rollout = sampler.sample(40)
     assert rollout.dones[:, 23].all() and rollout.dones.sum() == 2
-    chunks = torch_reference.chunk(rollout, {"obs": rollout.obs, "logits": rollout.logits,
-                                             "values": rollout.values}, MAX_SEQ_LEN)
+    chunks = torch_reference.chunk(
+        rollout, {"obs": rollout.obs, "logits": rollout.logits, "values": rollout.values}, MAX_SEQ_LEN
+    )
     assert chunks["mask"].sum(1).tolist() == [16, 8, 16] * 2
 
     batch = {Columns.OBS: chunks["obs"], Columns.STATE_IN: {ACTOR_ENCODER: chunks[Columns.STATE_IN]}}

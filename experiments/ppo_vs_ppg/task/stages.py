@@ -22,13 +22,14 @@ import dataclasses
 import resource
 import statistics
 import time
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from experiments.ppo_vs_ppg.task import tasks
-from rl.harness.run import metric_keys
 from rl.harness import Score, StopRule
+from rl.harness.run import metric_keys
 from rl.harness.training import in_process, lifecycle
 
 # Episodes per reference policy in each run (a study's mean over its seeds pools them).
@@ -49,7 +50,7 @@ SCORES = (
 )
 
 
-def run(context, task: str, algorithm: str, *, overrides: Optional[dict] = None) -> dict[str, Any]:
+def run(context, task: str, algorithm: str, *, overrides: dict | None = None) -> dict[str, Any]:
     """Trains (task, algorithm) to the task's budget in this process; returns the outcome.
 
     The outcome: `task`, `algorithm`, `settings` (tasks.settings_of), `env_steps`, `final_return`
@@ -68,8 +69,7 @@ def run(context, task: str, algorithm: str, *, overrides: Optional[dict] = None)
     overrides = dict(overrides or {})
     config = tasks.config_for(task, algorithm, smoke=context.smoke, overrides=overrides)
     budget = tasks.TASKS[task].env_steps[context.smoke]
-    training = MeasuredRunner(config, tasks.TASKS[task].make_env(), StopRule(env_steps=budget),
-                                tasks.NUM_ENVS_PER_RUN)
+    training = MeasuredRunner(config, tasks.TASKS[task].make_env(), StopRule(env_steps=budget), tasks.NUM_ENVS_PER_RUN)
     curve, buffer_bytes_per_step, aux_kl_max = [], [], []
     update_peak_rise = {"policy": [], "aux": []}  # MiB above the RSS before each Learner.update
     row = {metric_keys.ENV_STEPS: 0}
@@ -79,8 +79,9 @@ def run(context, task: str, algorithm: str, *, overrides: Optional[dict] = None)
         update_peak_rise["aux" if aux_phase else "policy"].append(training.update_peak_rises[-1])
         if aux_phase:
             cycle = result[ALL_MODULES]
-            buffer_bytes_per_step.append(in_process.scalar(cycle["ppg/buffer_bytes"])
-                                         / in_process.scalar(cycle["ppg/buffered_env_steps"]))
+            buffer_bytes_per_step.append(
+                in_process.scalar(cycle["ppg/buffer_bytes"]) / in_process.scalar(cycle["ppg/buffered_env_steps"])
+            )
             aux_kl_max.append(in_process.scalar(result[DEFAULT_MODULE_ID]["ppg/aux_kl_max"]))
         if row[metric_keys.RETURN] is not None:
             curve.append([row[metric_keys.ENV_STEPS], row[metric_keys.RETURN]])
@@ -109,10 +110,13 @@ def run(context, task: str, algorithm: str, *, overrides: Optional[dict] = None)
             outcome["aux_kl_max"] = float(f"{max(aux_kl_max):.3g}")
             outcome["aux_update_peak_rise_mib"] = max(update_peak_rise["aux"])
     if context.recorder.stop_signal is None:  # Ctrl-C or SIGTERM: end now (a --stop-at-* cap is no signal)
-        outcome["references"] = reference_returns(task, episodes=REFERENCE_EPISODES[context.smoke],
-                                                  seed=context.seeds.integer("reference_policies"))
-    print(f"{task} {algorithm}: final return {outcome['final_return']:g}, AUC {outcome['area_under_curve']:g},"
-          f" {outcome['wall_seconds']:g} s; results: {context.results_dir}")
+        outcome["references"] = reference_returns(
+            task, episodes=REFERENCE_EPISODES[context.smoke], seed=context.seeds.integer("reference_policies")
+        )
+    print(
+        f"{task} {algorithm}: final return {outcome['final_return']:g}, AUC {outcome['area_under_curve']:g},"
+        f" {outcome['wall_seconds']:g} s; results: {context.results_dir}"
+    )
     return outcome
 
 
@@ -121,8 +125,8 @@ class MeasuredRunner(in_process.InProcessRunner):
     """The in-process runner, measuring: when it was built (`built_at`, monotonic seconds) and its resident set
     then (`built_rss_mib`), and each update's peak rise (`update_peak_rises`, MiB)."""
 
-    built_at: Optional[float] = None
-    built_rss_mib: Optional[float] = None
+    built_at: float | None = None
+    built_rss_mib: float | None = None
     update_peak_rises: list = dataclasses.field(default_factory=list)
 
     def build(self, context, prepared):
@@ -187,8 +191,10 @@ def reference_returns(task: str, *, episodes: int, seed: int) -> dict[str, dict[
                 total += reward
                 done = terminated or truncated
             returns.append(total)
-        references[name] = {"mean": round(float(np.mean(returns)), 3),
-                            "standard_error": round(float(np.std(returns, ddof=1) / np.sqrt(episodes)), 3)}
+        references[name] = {
+            "mean": round(float(np.mean(returns)), 3),
+            "standard_error": round(float(np.std(returns, ddof=1) / np.sqrt(episodes)), 3),
+        }
     if tasks.TASKS[task].ceiling is not None:
         references["ceiling"] = {"mean": tasks.TASKS[task].ceiling, "standard_error": 0.0}
     if tasks.TASKS[task].score_scale is not None:

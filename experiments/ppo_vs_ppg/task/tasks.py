@@ -18,7 +18,8 @@ settings, and value coefficients tuned to the task's return scale (docs/ppg.md).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,9 @@ class Task:
     """One benchmark task: its budgets, its PPO and PPG configs, its env, and reference policies."""
 
     env_steps: dict[bool, int]  # smoke -> env-step budget
-    config: Callable[[str, bool], Any]  # (algorithm, smoke) -> PPOConfig or PPGConfig (PPO's hyperparameters plus PPG's)
+    config: Callable[
+        [str, bool], Any
+    ]  # (algorithm, smoke) -> PPOConfig or PPGConfig (PPO's hyperparameters plus PPG's)
     make_env: Callable[[], Any]  # -> a gymnasium.Env
     reference_policies: dict[str, Callable[[Any, np.random.Generator], int]]  # name -> (env, rng) -> action
     ceiling: float | None = None  # the largest return an episode can earn, when known
@@ -44,14 +47,26 @@ class Task:
 
 # -- CartPole-v1 ------------------------------------------------------------------------------------
 
-CARTPOLE_TRAINING = {"lr": 3e-4, "train_batch_size_per_learner": 4000, "minibatch_size": 128, "num_epochs": 6,
-                     "entropy_coeff": 0.0}
+CARTPOLE_TRAINING = {
+    "lr": 3e-4,
+    "train_batch_size_per_learner": 4000,
+    "minibatch_size": 128,
+    "num_epochs": 6,
+    "entropy_coeff": 0.0,
+}
 CARTPOLE_SMOKE_TRAINING = {"train_batch_size_per_learner": 512, "num_epochs": 1}
 # Returns of order 100-500: the aux value losses start near 1e3, so 0.001 keeps them of order 1 next
 # to the cloning KL; beta_clone 10 then holds the policy through each phase (ppg_tuning: with
 # beta_clone 1 returns dropped after phases, with coefficients 0.01 PPG did not learn; docs/ppg.md).
-CARTPOLE_PPG = {"policy_iterations_per_aux": 4, "aux_epochs": 6, "aux_minibatch_size": 512, "aux_lr": 3e-4,
-                "beta_clone": 10.0, "aux_value_loss_coeff": 0.001, "aux_true_value_loss_coeff": 0.001}
+CARTPOLE_PPG = {
+    "policy_iterations_per_aux": 4,
+    "aux_epochs": 6,
+    "aux_minibatch_size": 512,
+    "aux_lr": 3e-4,
+    "beta_clone": 10.0,
+    "aux_value_loss_coeff": 0.001,
+    "aux_true_value_loss_coeff": 0.001,
+}
 SMOKE_PPG = {"policy_iterations_per_aux": 2, "aux_epochs": 2}
 
 
@@ -71,15 +86,23 @@ def _cartpole(algorithm: str, smoke: bool):
         config = PPGConfig().training(**training, **(CARTPOLE_PPG | (SMOKE_PPG if smoke else {})))
         module_class, model_config = PPGMLPModel, {"hidden_sizes": [64, 64], "vf_share_layers": True}
     return config.environment("CartPole-v1").rl_module(
-        rl_module_spec=RLModuleSpec(module_class=module_class, model_config=model_config))
+        rl_module_spec=RLModuleSpec(module_class=module_class, model_config=model_config)
+    )
 
 
 # -- Mess3 occupancy control ------------------------------------------------------------------------
 
 # Returns are sums of per-step rewards in [-KL, 1] with gamma 0.9, so value targets are of order
 # 1-10: the paper's coefficient 1 keeps the value terms of order 1 next to the cloning KL.
-MESS3_PPG = {"policy_iterations_per_aux": 4, "aux_epochs": 6, "aux_minibatch_size": 1024, "aux_lr": 1e-3,
-             "beta_clone": 1.0, "aux_value_loss_coeff": 1.0, "aux_true_value_loss_coeff": 1.0}
+MESS3_PPG = {
+    "policy_iterations_per_aux": 4,
+    "aux_epochs": 6,
+    "aux_minibatch_size": 1024,
+    "aux_lr": 1e-3,
+    "beta_clone": 1.0,
+    "aux_value_loss_coeff": 1.0,
+    "aux_true_value_loss_coeff": 1.0,
+}
 
 
 def _mess3(algorithm: str, smoke: bool):
@@ -89,8 +112,9 @@ def _mess3(algorithm: str, smoke: bool):
 
     if algorithm == "PPO":
         return controlled_mess3.ppo_config(smoke=smoke)
-    return controlled_mess3.ppo_config(smoke=smoke, algorithm=PPGConfig, module_class=PPGTransformerModel,
-                                       learner_class=None).training(**(MESS3_PPG | (SMOKE_PPG if smoke else {})))
+    return controlled_mess3.ppo_config(
+        smoke=smoke, algorithm=PPGConfig, module_class=PPGTransformerModel, learner_class=None
+    ).training(**(MESS3_PPG | (SMOKE_PPG if smoke else {})))
 
 
 def _cartpole_env():
@@ -151,26 +175,43 @@ def config_for(task: str, algorithm: str, *, smoke: bool, overrides: dict | None
     return config
 
 
-SETTING_KEYS = ("lr", "gamma", "lambda_", "train_batch_size_per_learner", "minibatch_size", "num_epochs",
-                "entropy_coeff", "vf_loss_coeff", "clip_param", "policy_iterations_per_aux", "aux_epochs",
-                "aux_minibatch_size", "aux_lr", "beta_clone", "aux_value_loss_coeff", "aux_true_value_loss_coeff")
+SETTING_KEYS = (
+    "lr",
+    "gamma",
+    "lambda_",
+    "train_batch_size_per_learner",
+    "minibatch_size",
+    "num_epochs",
+    "entropy_coeff",
+    "vf_loss_coeff",
+    "clip_param",
+    "policy_iterations_per_aux",
+    "aux_epochs",
+    "aux_minibatch_size",
+    "aux_lr",
+    "beta_clone",
+    "aux_value_loss_coeff",
+    "aux_true_value_loss_coeff",
+)
 
 
 def settings_of(task: str, algorithm: str, *, smoke: bool, overrides: dict | None = None) -> dict[str, Any]:
     """What a run of (task, algorithm) trains with: budget, module, learner and the settings that differ by task."""
     config = config_for(task, algorithm, smoke=smoke, overrides=overrides)
     spec = config.rl_module_spec
-    settings = {"env_steps": TASKS[task].env_steps[smoke], "num_envs": NUM_ENVS_PER_RUN,
-                "module": _qualified_name(spec.module_class), "model_config": dict(spec.model_config or {}),
-                "learner": _qualified_name(config.learner_class)}
+    settings = {
+        "env_steps": TASKS[task].env_steps[smoke],
+        "num_envs": NUM_ENVS_PER_RUN,
+        "module": _qualified_name(spec.module_class),
+        "model_config": dict(spec.model_config or {}),
+        "learner": _qualified_name(config.learner_class),
+    }
     settings.update({key: getattr(config, key) for key in SETTING_KEYS if hasattr(config, key)})
     return settings
 
 
 def _qualified_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
-
-
 
 
 # The PPG hyperparameters a study varies (ppg_tuning), as --set hyperparameters of the PPG recipes; both
@@ -181,12 +222,17 @@ _PPG_TUNED = {"CartPole-v1": CARTPOLE_PPG, "Mess3Control": MESS3_PPG}
 def ppg_hyperparameters(task: str) -> Hyperparameters:
     """`ppg/beta_clone` and `ppg/value_coefficient`, defaulting to `task`'s tuned settings."""
     tuned = _PPG_TUNED[task]
-    return Hyperparameters({"ppg/beta_clone": tuned["beta_clone"], "ppg/value_coefficient": tuned["aux_value_loss_coeff"]},
-                           ranges={"ppg/beta_clone": Range(0), "ppg/value_coefficient": Range(0)})
+    return Hyperparameters(
+        {"ppg/beta_clone": tuned["beta_clone"], "ppg/value_coefficient": tuned["aux_value_loss_coeff"]},
+        ranges={"ppg/beta_clone": Range(0), "ppg/value_coefficient": Range(0)},
+    )
 
 
 def ppg_overrides(hyperparameters: dict[str, Any]) -> dict[str, float]:
     """The `AlgorithmConfig.training` keys that the PPG hyperparameters set."""
     coefficient = hyperparameters["ppg/value_coefficient"]
-    return {"beta_clone": hyperparameters["ppg/beta_clone"], "aux_value_loss_coeff": coefficient,
-            "aux_true_value_loss_coeff": coefficient}
+    return {
+        "beta_clone": hyperparameters["ppg/beta_clone"],
+        "aux_value_loss_coeff": coefficient,
+        "aux_true_value_loss_coeff": coefficient,
+    }

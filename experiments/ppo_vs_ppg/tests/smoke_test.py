@@ -8,8 +8,12 @@ from rl.harness.run.metric_keys import ENV_STEPS, RETURN
 
 # PPG's CPU buffer per CartPole env step: obs (4 float32) + loss mask (1 bool) + value target (1 float32).
 CARTPOLE_BUFFER_BYTES_PER_STEP = 4 * 4 + 1 + 4
-RECIPES = {"cartpole_ppo": ("CartPole-v1", "PPO"), "cartpole_ppg": ("CartPole-v1", "PPG"),
-           "mess3_ppo": ("Mess3Control", "PPO"), "mess3_ppg": ("Mess3Control", "PPG")}
+RECIPES = {
+    "cartpole_ppo": ("CartPole-v1", "PPO"),
+    "cartpole_ppg": ("CartPole-v1", "PPG"),
+    "mess3_ppo": ("Mess3Control", "PPO"),
+    "mess3_ppg": ("Mess3Control", "PPG"),
+}
 
 
 @pytest.mark.parametrize("recipe", list(RECIPES))
@@ -30,9 +34,16 @@ def test_a_smoke_run_records_its_curve_figures_and_references(recipe, tmp_path):
     curve = [[row[ENV_STEPS], row[RETURN]] for row in rows if row[RETURN] is not None]
     assert outcome["final_return"] == pytest.approx(curve[-1][1], abs=1e-4)
     assert outcome["peak_rss_mib"] >= outcome["built_rss_mib"] > 0 and outcome["policy_update_peak_rise_mib"] >= 0
-    expected_references = {"CartPole-v1": {"uniform random", "ceiling"},
-                           "Mess3Control": {"passive", "always tilt to state 0", "uniform random",
-                                            "best memoryless (exact)", "belief-optimal (exact)"}}[task]
+    expected_references = {
+        "CartPole-v1": {"uniform random", "ceiling"},
+        "Mess3Control": {
+            "passive",
+            "always tilt to state 0",
+            "uniform random",
+            "best memoryless (exact)",
+            "belief-optimal (exact)",
+        },
+    }[task]
     assert set(outcome["references"]) == expected_references
     # The exact references put the Mess3 runs on a 0-1 scale; CartPole has none.
     assert ("normalised_final_return" in outcome) == (task == "Mess3Control")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from typing import Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
 
 from rl.harness import Run, RunLayout, UsageError, find_run
 from rl.harness.run import layout as run_layout
@@ -35,9 +35,9 @@ class CheckpointNotFound(UsageError, LookupError):
 @dataclasses.dataclass(frozen=True)
 class RunCheckpoint:
     path: pathlib.Path
-    iteration: Optional[int]
-    env_steps: Optional[int]
-    trial_id: Optional[str] = None  # Tune runs
+    iteration: int | None
+    env_steps: int | None
+    trial_id: str | None = None  # Tune runs
 
     @property
     def name(self) -> str:
@@ -45,7 +45,7 @@ class RunCheckpoint:
         return f"{self.trial_id}/{self.path.name}" if self.trial_id else self.path.name
 
 
-def _no_signal() -> Optional[str]:
+def _no_signal() -> str | None:
     return None
 
 
@@ -55,7 +55,7 @@ class RunArtifacts:
     artifacts_dir: pathlib.Path
     checkpoints: list[RunCheckpoint]  # oldest first (per Tune trial)
     # The SIGINT/SIGTERM that asked the running run to stop, or None: long analyses of it stop early.
-    stop_signal: Callable[[], Optional[str]] = dataclasses.field(default=_no_signal, compare=False, repr=False)
+    stop_signal: Callable[[], str | None] = dataclasses.field(default=_no_signal, compare=False, repr=False)
 
 
 def _sorted(checkpoints: list[RunCheckpoint]) -> list[RunCheckpoint]:
@@ -69,16 +69,21 @@ def from_context(context) -> RunArtifacts:
     """
     entries = context.checkpoints()
     if not entries:
-        raise CheckpointNotFound(f"run {context.run_id} saved no checkpoint yet; analyse it after training, which"
-                                 " checkpoints at the end (rl.harness.training.runners)")
+        raise CheckpointNotFound(
+            f"run {context.run_id} saved no checkpoint yet; analyse it after training, which"
+            " checkpoints at the end (rl.harness.training.runners)"
+        )
     run = Run(run_dir=str(context.results_dir), manifest=context.recorder.manifest)
-    checkpoints = [RunCheckpoint(context.checkpoint_path(entry), entry.iteration, entry.env_steps, entry.trial_id)
-                   for entry in entries]
-    return RunArtifacts(run, pathlib.Path(context.artifacts_dir), _sorted(checkpoints),
-                        stop_signal=lambda: context.recorder.stop_signal)
+    checkpoints = [
+        RunCheckpoint(context.checkpoint_path(entry), entry.iteration, entry.env_steps, entry.trial_id)
+        for entry in entries
+    ]
+    return RunArtifacts(
+        run, pathlib.Path(context.artifacts_dir), _sorted(checkpoints), stop_signal=lambda: context.recorder.stop_signal
+    )
 
 
-def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optional[str] = None) -> RunArtifacts:
+def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: str | None = None) -> RunArtifacts:
     """The run (found by rl.harness.find_run), its artifacts folder and its recorded checkpoints.
 
     Raises CheckpointNotFound (none recorded, or not on this machine) and rl.harness.run.records.RecordError
@@ -98,8 +103,10 @@ def find_checkpoints(run_id: str, *, roots: Iterable[str], artifacts_root: Optio
     for folder in folders:
         paths = [run_layout.recorded_folder(folder, entry.path, "checkpoint") for entry in entries]
         if all(path.is_dir() for path in paths):
-            checkpoints = [RunCheckpoint(path, entry.iteration, entry.env_steps, entry.trial_id)
-                           for path, entry in zip(paths, entries)]
+            checkpoints = [
+                RunCheckpoint(path, entry.iteration, entry.env_steps, entry.trial_id)
+                for path, entry in zip(paths, entries)
+            ]
             return RunArtifacts(run, folder, _sorted(checkpoints))
     raise CheckpointNotFound(
         f"the checkpoints of run {run_id} are not on this machine (looked in {', '.join(map(str, folders))}); "

@@ -1,7 +1,7 @@
 """Plots (matplotlib Figures rendered with Agg, saved as PNG).
 
-    from rl.analysis.plots import belief_simplex_figure, save_figure
-    save_figure(belief_simplex_figure(beliefs, predicted=predicted), "simplex.png")
+from rl.analysis.plots import belief_simplex_figure, save_figure
+save_figure(belief_simplex_figure(beliefs, predicted=predicted), "simplex.png")
 """
 
 from rl.analysis.plots.curves import learning_curves_figure, probe_r2_figure
@@ -10,9 +10,9 @@ from rl.analysis.plots.simplex import belief_simplex_figure, simplex_coordinates
 
 __all__ = [
     "belief_simplex_figure",
+    "figure_png",
     "learning_curves_figure",
     "probe_r2_figure",
-    "figure_png",
     "save_figure",
     "simplex_coordinates",
 ]

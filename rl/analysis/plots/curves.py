@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -25,8 +25,14 @@ from rl.analysis.scores import ScoreScale
 from rl.harness.run import rows as metric_rows
 
 
-def learning_curves_figure(rows: Sequence[Mapping], *, x: str, ys: Sequence[str], title: str = "",
-                           scales: Mapping[str, ScoreScale] | None = None) -> Figure:
+def learning_curves_figure(
+    rows: Sequence[Mapping],
+    *,
+    x: str,
+    ys: Sequence[str],
+    title: str = "",
+    scales: Mapping[str, ScoreScale] | None = None,
+) -> Figure:
     """One panel per metric in `ys` against `x`; rows missing a value are skipped for that metric.
 
     A metric with a ScoreScale in `scales` gets its two references as dashed lines and a
@@ -78,9 +84,16 @@ def probe_r2_figure(points: Sequence[tuple[float, ProbeReport]], *, x_label: str
     axes.grid(alpha=0.3)
     distributions = {json.dumps(report.distribution.as_dict(), sort_keys=True) for report in reports}
     first = reports[0].distribution
-    axes.set_title(title or f"{first.kind} of {first.source}" + (
-        " (one distribution for all checkpoints)" if len(distributions) == 1
-        else " (each checkpoint's own distribution: compare R^2, not raw MSE)"), fontsize=8)
+    axes.set_title(
+        title
+        or f"{first.kind} of {first.source}"
+        + (
+            " (one distribution for all checkpoints)"
+            if len(distributions) == 1
+            else " (each checkpoint's own distribution: compare R^2, not raw MSE)"
+        ),
+        fontsize=8,
+    )
     figure.tight_layout()
     return figure
 
@@ -96,7 +109,9 @@ def _draw_scale(axes, scale: ScoreScale, values: Sequence[float]) -> None:
     for value, label, color in ((scale.zero, scale.zero_name, "tab:red"), (scale.one, scale.one_name, "tab:green")):
         axes.axhline(value, linestyle="--", linewidth=1, color=color, label=f"{label} ({value:.4g})")
     axes.legend(fontsize=7, loc="lower right")
-    right = axes.secondary_yaxis("right", functions=(lambda v: (v - scale.zero) / span, lambda s: scale.zero + s * span))
+    right = axes.secondary_yaxis(
+        "right", functions=(lambda v: (v - scale.zero) / span, lambda s: scale.zero + s * span)
+    )
     right.set_ylabel("normalised", fontsize=8)
 
 

@@ -12,8 +12,6 @@ as RGB (p0, p1, p2), so in the predicted panel a colour shows where a true belie
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -26,9 +24,7 @@ def simplex_coordinates(beliefs: np.ndarray) -> np.ndarray:
     return beliefs @ _CORNERS
 
 
-def belief_simplex_figure(
-    beliefs: np.ndarray, *, predicted: Optional[np.ndarray] = None, title: str = ""
-) -> Figure:
+def belief_simplex_figure(beliefs: np.ndarray, *, predicted: np.ndarray | None = None, title: str = "") -> Figure:
     """A Figure with the true beliefs and, if given, the predictions beside them (same colours)."""
     beliefs = _three_state(beliefs, "beliefs")
     panels = [("true belief", beliefs)]
@@ -47,8 +43,14 @@ def belief_simplex_figure(
         axes.plot(*np.vstack([_CORNERS, _CORNERS[:1]]).T, color="0.6", linewidth=0.8)
         axes.scatter(xy[:, 0], xy[:, 1], c=colours, s=point_size, linewidths=0, rasterized=True)
         for corner, label in zip(_CORNERS, ("state 0", "state 1", "state 2")):
-            axes.annotate(label, corner, textcoords="offset points", xytext=(0, -10 if corner[1] == 0 else 4),
-                          ha="center", fontsize=8)
+            axes.annotate(
+                label,
+                corner,
+                textcoords="offset points",
+                xytext=(0, -10 if corner[1] == 0 else 4),
+                ha="center",
+                fontsize=8,
+            )
         axes.set_title(name, fontsize=10)
         axes.set_aspect("equal")
         axes.set_axis_off()

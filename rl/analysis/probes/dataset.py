@@ -18,7 +18,7 @@ Rows of a group are kept in their collection order: the permutation null aligns 
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

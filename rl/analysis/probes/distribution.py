@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 UNIFORM_CONTEXTS = "uniform_contexts"
 PROCESS_ROLLOUTS = "process_rollouts"
@@ -52,7 +53,7 @@ class SamplingDistribution:
     @classmethod
     def uniform_contexts(
         cls, *, process: str, num_tokens: int, max_length: int, group_prefix_length: int, min_length: int = 1
-    ) -> "SamplingDistribution":
+    ) -> SamplingDistribution:
         """Every distinct token context of length min_length..max_length once (see rl.analysis.token_contexts)."""
         return cls(
             UNIFORM_CONTEXTS,
@@ -68,7 +69,7 @@ class SamplingDistribution:
     @classmethod
     def process_rollouts(
         cls, *, env: str, policy: str, num_episodes: int, max_steps: int, seed_stream: str, action_sampling: str
-    ) -> "SamplingDistribution":
+    ) -> SamplingDistribution:
         """Every step of episodes the policy played in the environment (weighted as they occur)."""
         return cls(
             PROCESS_ROLLOUTS,
@@ -86,7 +87,7 @@ class SamplingDistribution:
         return {"kind": self.kind, "source": self.source, "parameters": dict(self.parameters)}
 
     @classmethod
-    def from_dict(cls, record: Mapping[str, Any]) -> "SamplingDistribution":
+    def from_dict(cls, record: Mapping[str, Any]) -> SamplingDistribution:
         return cls(record["kind"], record["source"], dict(record["parameters"]))
 
     def describe(self) -> str:

@@ -25,7 +25,8 @@ Controls and resamples are shared across layers, so layer differences are paired
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -103,7 +104,7 @@ class LayerResult:
         }
 
     @classmethod
-    def from_dict(cls, record: Mapping[str, Any]) -> "LayerResult":
+    def from_dict(cls, record: Mapping[str, Any]) -> LayerResult:
         probe = record["probe"]
         return cls(
             layer=record["layer"],
@@ -143,7 +144,7 @@ class ProbeReport:
         }
 
     @classmethod
-    def from_dict(cls, record: Mapping[str, Any]) -> "ProbeReport":
+    def from_dict(cls, record: Mapping[str, Any]) -> ProbeReport:
         if record.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(
                 f"probe report schema {record.get('schema_version')!r} is not {SCHEMA_VERSION}; "
@@ -164,7 +165,7 @@ class ProbeReport:
         records.write_json_atomically(path, self.as_dict())
 
     @classmethod
-    def read(cls, path) -> "ProbeReport":
+    def read(cls, path) -> ProbeReport:
         return cls.from_dict(records.read_json(path, "probe report"))
 
 
@@ -173,7 +174,7 @@ def probe_layers(
     *,
     seed: np.random.SeedSequence,
     options: ProbeOptions = ProbeOptions(),
-    provenance: Optional[Mapping[str, Any]] = None,
+    provenance: Mapping[str, Any] | None = None,
     before_each_layer: Callable[[], None] = lambda: None,
 ) -> ProbeReport:
     """Fits and controls one affine probe per layer of `dataset` (see the module docstring).
@@ -199,11 +200,14 @@ def probe_layers(
         test = score_predictions(predictions, test_targets)
         # Every layer meets the same permutations and bootstrap resamples: layer differences are paired.
         null_rng = np.random.default_rng(streams["permutation_null"])
-        null_r2 = np.array([
-            score_predictions(design.fit(train_targets[permuter.draw(null_rng)]).predict(test_activations),
-                              test_targets).r2
-            for _ in range(options.num_permutations)
-        ])
+        null_r2 = np.array(
+            [
+                score_predictions(
+                    design.fit(train_targets[permuter.draw(null_rng)]).predict(test_activations), test_targets
+                ).r2
+                for _ in range(options.num_permutations)
+            ]
+        )
         sums = GroupSums.of(predictions - test_targets, test_targets, dataset.groups[split.test])
         intervals = cluster_bootstrap(
             sums,

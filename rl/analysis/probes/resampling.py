@@ -1,13 +1,13 @@
 """Group-aware splitting and resampling: episodes (or context trees) are the unit, never rows.
 
-    from rl.analysis.probes.resampling import GroupPermuter, GroupSums, cluster_bootstrap, split_by_group
+from rl.analysis.probes.resampling import GroupPermuter, GroupSums, cluster_bootstrap, split_by_group
 
-    split = split_by_group(groups, test_fraction=0.2, rng=np.random.default_rng(0))
-    permuter = GroupPermuter(groups[split.train])        # swaps whole groups of equal size
-    source_rows = permuter.draw(rng)                     # targets[split.train][source_rows]
-    permuter.permutable_fraction                         # the share of rows that can move
-    sums = GroupSums.of(predictions - targets, targets, groups[split.test])
-    intervals = cluster_bootstrap(sums, num_resamples=1000, confidence=0.95, rng=rng)
+split = split_by_group(groups, test_fraction=0.2, rng=np.random.default_rng(0))
+permuter = GroupPermuter(groups[split.train])        # swaps whole groups of equal size
+source_rows = permuter.draw(rng)                     # targets[split.train][source_rows]
+permuter.permutable_fraction                         # the share of rows that can move
+sums = GroupSums.of(predictions - targets, targets, groups[split.test])
+intervals = cluster_bootstrap(sums, num_resamples=1000, confidence=0.95, rng=rng)
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class GroupSums:
     target_squares: np.ndarray  # (groups,)
 
     @classmethod
-    def of(cls, errors: np.ndarray, targets: np.ndarray, row_groups: np.ndarray) -> "GroupSums":
+    def of(cls, errors: np.ndarray, targets: np.ndarray, row_groups: np.ndarray) -> GroupSums:
         _, index = np.unique(row_groups, return_inverse=True)
         num_groups = index.max() + 1
         target_sum = np.zeros((num_groups, targets.shape[1]))

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -93,13 +94,20 @@ def collect_rollouts(
             raise ValueError(f"{name} must be >= 1, got {value}")
     reset_seeds = child_stream(seed, "env_resets").generate_state(num_episodes).tolist()
     batches = []
-    with ProgressBar(total=-(-num_episodes // batch_size) * max_steps, label=f"rollouts in {env.name}",
-                     enabled=show_progress) as bar, torch.random.fork_rng(devices=[]):
+    with (
+        ProgressBar(
+            total=-(-num_episodes // batch_size) * max_steps, label=f"rollouts in {env.name}", enabled=show_progress
+        ) as bar,
+        torch.random.fork_rng(devices=[]),
+    ):
         # RLlib's action distributions sample from torch's global generator: seed it, restore it after.
         torch.manual_seed(int(child_stream(seed, "actions").generate_state(1)[0]))
         for start in range(0, num_episodes, batch_size):
-            batches.append(_play(module, env, reset_seeds[start : start + batch_size], max_steps, stochastic,
-                                 record_activations, bar))
+            batches.append(
+                _play(
+                    module, env, reset_seeds[start : start + batch_size], max_steps, stochastic, record_activations, bar
+                )
+            )
     return Rollouts(
         **_concatenate(batches),
         distribution=SamplingDistribution.process_rollouts(
@@ -126,8 +134,9 @@ def _play(module, adapter, seeds, max_steps, stochastic, record_activations, bar
     state = _batched(module.get_initial_state(), batch)
     active = np.ones(batch, dtype=bool)
     forward = module.forward_exploration if stochastic else module.forward_inference
-    action_distribution = (module.get_exploration_action_dist_cls() if stochastic
-                           else module.get_inference_action_dist_cls())
+    action_distribution = (
+        module.get_exploration_action_dist_cls() if stochastic else module.get_inference_action_dist_cls()
+    )
     for step in range(max_steps):
         obs = torch.as_tensor(np.stack(observations).astype(np.float32))[:, None]
         with torch.no_grad():
@@ -137,8 +146,14 @@ def _play(module, adapter, seeds, max_steps, stochastic, record_activations, bar
         if not stochastic:
             distribution = distribution.to_deterministic()
         actions = distribution.sample().numpy()
-        record.step(step, active, np.stack(observations), actions, activations,
-                    {key: np.stack([np.asarray(d[key]) for d in diagnostics]) for key in diagnostics[0]})
+        record.step(
+            step,
+            active,
+            np.stack(observations),
+            actions,
+            activations,
+            {key: np.stack([np.asarray(d[key]) for d in diagnostics]) for key in diagnostics[0]},
+        )
         for index in np.flatnonzero(active):
             obs, reward, terminated, truncated, info = envs[index].step(actions[index])
             record.rewards[index, step] = reward
@@ -174,22 +189,31 @@ class _Recorder:
         self.arrays: dict[str, dict[str, np.ndarray]] = {"main": {}, "activations": {}, "diagnostics": {}}
 
     def step(self, step, active, observations, actions, activations, diagnostics) -> None:
-        for section, values in (("main", {"observations": observations, "actions": actions}),
-                                ("activations", activations), ("diagnostics", diagnostics)):
+        for section, values in (
+            ("main", {"observations": observations, "actions": actions}),
+            ("activations", activations),
+            ("diagnostics", diagnostics),
+        ):
             for name, value in values.items():
                 if name not in self.arrays[section]:
                     self.arrays[section][name] = np.zeros((self.batch, self.max_steps, *value.shape[1:]), value.dtype)
                 self.arrays[section][name][active, step] = value[active]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"lengths": self.lengths, "rewards": self.rewards, **self.arrays["main"],
-                "activations": self.arrays["activations"], "diagnostics": self.arrays["diagnostics"]}
+        return {
+            "lengths": self.lengths,
+            "rewards": self.rewards,
+            **self.arrays["main"],
+            "activations": self.arrays["activations"],
+            "diagnostics": self.arrays["diagnostics"],
+        }
 
 
 def _concatenate(batches: list[dict]) -> dict:
     """Joins the per-batch dicts (nested dicts of arrays) along the episode axis."""
     return {
-        key: _concatenate([b[key] for b in batches]) if isinstance(value, dict)
+        key: _concatenate([b[key] for b in batches])
+        if isinstance(value, dict)
         else np.concatenate([b[key] for b in batches])
         for key, value in batches[0].items()
     }

@@ -14,16 +14,16 @@ encoder: rl.analysis.activations) and the target is the adapter's target for the
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
 
 from rl.analysis.activations import layer_activations, residual_streams
 from rl.analysis.adapters import ContextAdapter
-from rl.analysis.token_contexts import context_groups, count_contexts, enumerate_contexts
 from rl.analysis.probes import ProbeDataset, SamplingDistribution
 from rl.analysis.progress import ProgressBar
+from rl.analysis.token_contexts import context_groups, count_contexts, enumerate_contexts
 
 View = Callable[[torch.Tensor], Mapping[str, torch.Tensor]]
 

@@ -38,8 +38,14 @@ def test_random_networks_meet_the_same_probes_as_the_checkpoints(tmp_path):
     trained = probing.probe_checkpoints(found, plan, seed=seed, module_id="default_policy", show_progress=False)
     # A "random" network with the trained checkpoint's weights must give exactly its report (paired),
     # and another network a different one.
-    same, different = probe_random_networks(found, plan, [tiny_transformer(0), tiny_transformer(1)],
-                                            folder=tmp_path / "random", seed=seed, show_progress=False)
+    same, different = probe_random_networks(
+        found,
+        plan,
+        [tiny_transformer(0), tiny_transformer(1)],
+        folder=tmp_path / "random",
+        seed=seed,
+        show_progress=False,
+    )
     assert (tmp_path / "random" / "random_init_1").is_dir()
     report = trained[0].reports[UNIFORM_CONTEXTS].as_dict()
     assert same.reports[UNIFORM_CONTEXTS].as_dict()["layers"] == report["layers"]

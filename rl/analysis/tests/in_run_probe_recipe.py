@@ -14,10 +14,16 @@ CHECKPOINTS = 3
 
 def run(context):
     for iteration in range(1, CHECKPOINTS + 1):
-        context.recorder.log_metrics({"training_iteration": iteration, "num_env_steps_sampled_lifetime": 100 * iteration})
+        context.recorder.log_metrics(
+            {"training_iteration": iteration, "num_env_steps_sampled_lifetime": 100 * iteration}
+        )
         with context.recorder.checkpoint(iteration=iteration, env_steps=100 * iteration) as folder:
             save_in_checkpoint(tiny_transformer(iteration), folder)
-    probed = probing.probe_checkpoints(from_context(context), probe_recipe.probe_plan(smoke=True),
-                                       seed=probing.probe_seed(context.seeds), module_id="default_policy",
-                                       show_progress=False)
+    probed = probing.probe_checkpoints(
+        from_context(context),
+        probe_recipe.probe_plan(smoke=True),
+        seed=probing.probe_seed(context.seeds),
+        module_id="default_policy",
+        show_progress=False,
+    )
     return {"probed": len(probed)}

@@ -6,7 +6,6 @@ import os
 import numpy as np
 import pytest
 
-from rl.analysis.token_contexts import context_groups, count_contexts, enumerate_contexts
 from rl.analysis.plots import belief_simplex_figure, save_figure, simplex_coordinates
 from rl.analysis.probes import (
     DistributionMismatchError,
@@ -18,6 +17,7 @@ from rl.analysis.probes import (
     score_predictions,
 )
 from rl.analysis.tests.mess3_reference import Mess3Contexts, beliefs_after, context_probabilities
+from rl.analysis.token_contexts import context_groups, count_contexts, enumerate_contexts
 
 MAX_LENGTH, GROUP_PREFIX = 10, 4
 
@@ -33,15 +33,14 @@ def contexts():
 
 def test_reference_beliefs_from_the_domain_notes():
     np.testing.assert_allclose(beliefs_after(np.array([[0]])), [[0.85, 0.075, 0.075]], atol=1e-12)
-    np.testing.assert_allclose(beliefs_after(np.zeros((1, 60), dtype=int)), [[0.98931, 0.00534, 0.00534]],
-                               atol=1e-5)
+    np.testing.assert_allclose(beliefs_after(np.zeros((1, 60), dtype=int)), [[0.98931, 0.00534, 0.00534]], atol=1e-5)
 
 
 def test_all_contexts_up_to_length_10(contexts):
     beliefs, groups, probabilities = contexts
     assert len(beliefs) == count_contexts(num_tokens=3, max_length=MAX_LENGTH) == 88572
     # Each length's contexts are all strings of that length: their probabilities sum to 1.
-    assert probabilities[-3**10:].sum() == pytest.approx(1.0)
+    assert probabilities[-(3**10) :].sum() == pytest.approx(1.0)
     # 81 subtrees of 1093 contexts each (3**0 + ... + 3**6), plus one group of the 39 shorter contexts.
     sizes = np.unique(groups, return_counts=True)[1]
     assert sorted(sizes) == [39] + [1093] * 81
@@ -52,10 +51,14 @@ def test_random_rotation_of_the_belief_is_recovered(contexts):
     rng = np.random.default_rng(11)
     rotation, _ = np.linalg.qr(rng.normal(size=(16, 16)))  # Haar-random orthogonal map of R^16
     noise = 0.01
-    embedded = (np.hstack([beliefs, np.zeros((len(beliefs), 13))]) @ rotation + rng.normal(size=16)
-                + noise * rng.normal(size=(len(beliefs), 16)))
+    embedded = (
+        np.hstack([beliefs, np.zeros((len(beliefs), 13))]) @ rotation
+        + rng.normal(size=16)
+        + noise * rng.normal(size=(len(beliefs), 16))
+    )
     distribution = SamplingDistribution.uniform_contexts(
-        process=Mess3Contexts.name, num_tokens=3, max_length=MAX_LENGTH, group_prefix_length=GROUP_PREFIX)
+        process=Mess3Contexts.name, num_tokens=3, max_length=MAX_LENGTH, group_prefix_length=GROUP_PREFIX
+    )
     dataset = ProbeDataset({"rotated_belief": embedded}, beliefs, groups, distribution, "belief")
     report = probe_layers(dataset, seed=np.random.SeedSequence(5), options=ProbeOptions(num_permutations=20))
     result = report.layer("rotated_belief")
@@ -94,17 +97,37 @@ def test_process_weighted_contexts_have_another_scale_so_raw_mse_is_not_compared
     noise = np.random.default_rng(13)
     options = ProbeOptions(num_permutations=5, num_bootstrap=100)
     reports = [
-        probe_layers(ProbeDataset({"belief": targets + 0.01 * noise.normal(size=targets.shape)}, targets,
-                                  target_groups, distribution, "belief"),
-                     seed=np.random.SeedSequence(1), options=options)
+        probe_layers(
+            ProbeDataset(
+                {"belief": targets + 0.01 * noise.normal(size=targets.shape)},
+                targets,
+                target_groups,
+                distribution,
+                "belief",
+            ),
+            seed=np.random.SeedSequence(1),
+            options=options,
+        )
         for targets, target_groups, distribution in (
-            (weighted_beliefs, groups[rows],
-             SamplingDistribution.process_rollouts(env=Mess3Contexts.name, policy="none (passive process)",
-                                                   num_episodes=len(rows), max_steps=MAX_LENGTH,
-                                                   seed_stream="test", action_sampling="none")),
-            (beliefs, groups,
-             SamplingDistribution.uniform_contexts(process=Mess3Contexts.name, num_tokens=3,
-                                                   max_length=MAX_LENGTH, group_prefix_length=GROUP_PREFIX)),
+            (
+                weighted_beliefs,
+                groups[rows],
+                SamplingDistribution.process_rollouts(
+                    env=Mess3Contexts.name,
+                    policy="none (passive process)",
+                    num_episodes=len(rows),
+                    max_steps=MAX_LENGTH,
+                    seed_stream="test",
+                    action_sampling="none",
+                ),
+            ),
+            (
+                beliefs,
+                groups,
+                SamplingDistribution.uniform_contexts(
+                    process=Mess3Contexts.name, num_tokens=3, max_length=MAX_LENGTH, group_prefix_length=GROUP_PREFIX
+                ),
+            ),
         )
     ]
     with pytest.raises(DistributionMismatchError, match="process_rollouts of mess3.*uniform_contexts of mess3"):

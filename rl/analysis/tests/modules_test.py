@@ -30,8 +30,14 @@ def transformer():
 
 
 def test_context_dataset_reads_the_last_step_of_each_context(transformer):
-    dataset = context_dataset(AnalysisView(transformer), Mess3Contexts(), max_length=4, group_prefix_length=2,
-                              batch_size=7, show_progress=False)
+    dataset = context_dataset(
+        AnalysisView(transformer),
+        Mess3Contexts(),
+        max_length=4,
+        group_prefix_length=2,
+        batch_size=7,
+        show_progress=False,
+    )
     assert dataset.num_samples == 3 + 9 + 27 + 81 and dataset.layers == ["residual_0", "residual_1", "residual_2"]
     context = np.array([[2, 0, 1]])  # row 3 + 9 + (2*9 + 0*3 + 1) in length-then-lexicographic order
     row = 3 + 9 + 19
@@ -45,8 +51,16 @@ def test_context_dataset_reads_the_last_step_of_each_context(transformer):
 
 def test_rollouts_record_aligned_steps_reproducibly(transformer):
     def collect(entropy):
-        return collect_rollouts(transformer, Mess3Env(horizon=6), num_episodes=7, max_steps=8, batch_size=3,
-                                seed=np.random.SeedSequence(entropy), policy="untrained", show_progress=False)
+        return collect_rollouts(
+            transformer,
+            Mess3Env(horizon=6),
+            num_episodes=7,
+            max_steps=8,
+            batch_size=3,
+            seed=np.random.SeedSequence(entropy),
+            policy="untrained",
+            show_progress=False,
+        )
 
     rollouts = collect(1)
     np.testing.assert_array_equal(rollouts.lengths, 6)  # truncated by the env before max_steps
@@ -54,8 +68,11 @@ def test_rollouts_record_aligned_steps_reproducibly(transformer):
     for episode in range(7):
         for step in range(6):
             # The diagnostics reported with an observation are the belief after the tokens so far.
-            np.testing.assert_allclose(rollouts.diagnostics["belief"][episode, step],
-                                       beliefs_after(tokens[episode : episode + 1, : step + 1])[0], atol=1e-12)
+            np.testing.assert_allclose(
+                rollouts.diagnostics["belief"][episode, step],
+                beliefs_after(tokens[episode : episode + 1, : step + 1])[0],
+                atol=1e-12,
+            )
     with torch.no_grad():  # step-by-step recording equals running the whole sequences at once
         whole = transformer.residual_stream(torch.as_tensor(rollouts.observations[:, :6])).activations
     for index, name in enumerate(["residual_0", "residual_1", "residual_2"]):
@@ -80,24 +97,36 @@ def test_a_separate_critic_encoder_is_probed_under_its_own_name():
     module = tiny_transformer(seed=0, separate_critic=True)
     assert POLICY_ENCODER == ACTOR_ENCODER  # analysis names the policy's encoder as rl.learners does
     assert [split_layer(name) for name in (POLICY_LAYERS[1], CRITIC_LAYERS[1])] == [
-        (POLICY_ENCODER, "residual_1"), (CRITIC_ENCODER, "residual_1")]
-    dataset = context_dataset(AnalysisView(module), Mess3Contexts(), max_length=3, group_prefix_length=1,
-                              batch_size=5, show_progress=False)
+        (POLICY_ENCODER, "residual_1"),
+        (CRITIC_ENCODER, "residual_1"),
+    ]
+    dataset = context_dataset(
+        AnalysisView(module), Mess3Contexts(), max_length=3, group_prefix_length=1, batch_size=5, show_progress=False
+    )
     assert dataset.layers == POLICY_LAYERS + CRITIC_LAYERS
     context = torch.eye(3)[np.array([[1, 2, 0]])]
     row = 3 + 9 + (9 + 6 + 0)
     with torch.no_grad():
         for encoder, names in ((ACTOR_ENCODER, POLICY_LAYERS), (CRITIC_ENCODER, CRITIC_LAYERS)):
             stream = module.residual_stream(context, encoder=encoder).activations
-            np.testing.assert_allclose(dataset.activations[names[2]][row], stream[2, 0, -1].numpy(),
-                                       atol=STEP_TOLERANCE)
+            np.testing.assert_allclose(
+                dataset.activations[names[2]][row], stream[2, 0, -1].numpy(), atol=STEP_TOLERANCE
+            )
         assert set(AnalysisView(module)(context)) >= {RESIDUAL_STREAM, residual_stream_key(CRITIC_ENCODER)}
     # The two encoders differ (separately initialised): the probe reads what it names.
     assert np.abs(dataset.activations[POLICY_LAYERS[2]] - dataset.activations[CRITIC_LAYERS[2]]).max() > 0.1
 
     # Rollouts: each encoder steps from its own state; step by step equals the whole episodes at once.
-    rollouts = collect_rollouts(module, Mess3Env(horizon=6), num_episodes=4, max_steps=6, batch_size=2,
-                                seed=np.random.SeedSequence(0), policy="untrained", show_progress=False)
+    rollouts = collect_rollouts(
+        module,
+        Mess3Env(horizon=6),
+        num_episodes=4,
+        max_steps=6,
+        batch_size=2,
+        seed=np.random.SeedSequence(0),
+        policy="untrained",
+        show_progress=False,
+    )
     assert list(rollouts.activations) == POLICY_LAYERS + CRITIC_LAYERS
     obs = torch.as_tensor(rollouts.observations)
     with torch.no_grad():
@@ -110,26 +139,53 @@ def test_a_separate_critic_encoder_is_probed_under_its_own_name():
 def test_modules_without_a_residual_stream_are_refused():
     mlp = tiny_mlp(seed=0)
     with pytest.raises(ValueError, match="TransformerModel"):
-        collect_rollouts(mlp, Mess3Env(horizon=3), num_episodes=1, max_steps=2, batch_size=1,
-                         seed=np.random.SeedSequence(0), policy="x", show_progress=False)
+        collect_rollouts(
+            mlp,
+            Mess3Env(horizon=3),
+            num_episodes=1,
+            max_steps=2,
+            batch_size=1,
+            seed=np.random.SeedSequence(0),
+            policy="x",
+            show_progress=False,
+        )
     with pytest.raises(ValueError, match="TransformerModel"):
-        context_dataset(AnalysisView(mlp), Mess3Contexts(), max_length=1, group_prefix_length=1, batch_size=3,
-                        show_progress=False)
+        context_dataset(
+            AnalysisView(mlp), Mess3Contexts(), max_length=1, group_prefix_length=1, batch_size=3, show_progress=False
+        )
 
 
 def test_evaluation_rollouts_play_any_module_without_recording_activations():
     """record_activations=False: an MLP plays; the same seeds give the same episodes as with recording on."""
     mlp = tiny_mlp(seed=0)
-    played = collect_rollouts(mlp, Mess3Env(horizon=5), num_episodes=4, max_steps=5, batch_size=2,
-                              seed=np.random.SeedSequence(3), policy="untrained mlp", record_activations=False,
-                              show_progress=False)
+    played = collect_rollouts(
+        mlp,
+        Mess3Env(horizon=5),
+        num_episodes=4,
+        max_steps=5,
+        batch_size=2,
+        seed=np.random.SeedSequence(3),
+        policy="untrained mlp",
+        record_activations=False,
+        show_progress=False,
+    )
     assert played.activations == {} and played.rewards.shape == (4, 5)
     np.testing.assert_array_equal(played.lengths, 5)
     transformer = tiny_transformer(seed=0)
-    recorded, evaluated = (collect_rollouts(transformer, Mess3Env(horizon=5), num_episodes=4, max_steps=5,
-                                            batch_size=2, seed=np.random.SeedSequence(3), policy="t",
-                                            record_activations=record, show_progress=False)
-                           for record in (True, False))
+    recorded, evaluated = (
+        collect_rollouts(
+            transformer,
+            Mess3Env(horizon=5),
+            num_episodes=4,
+            max_steps=5,
+            batch_size=2,
+            seed=np.random.SeedSequence(3),
+            policy="t",
+            record_activations=record,
+            show_progress=False,
+        )
+        for record in (True, False)
+    )
     np.testing.assert_array_equal(recorded.actions, evaluated.actions)
     np.testing.assert_array_equal(recorded.rewards, evaluated.rewards)
 

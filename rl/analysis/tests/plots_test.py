@@ -22,27 +22,36 @@ def _report(signal: float):
         "layer_1": 2 * signal * beliefs @ rng.normal(size=(3, 8)) + rng.normal(size=(2000, 8)),
     }
     dataset = ProbeDataset(activations, beliefs, np.repeat(np.arange(100), 20), UNIFORM, "belief")
-    return probe_layers(dataset, seed=np.random.SeedSequence(0),
-                        options=ProbeOptions(num_permutations=5, num_bootstrap=200))
+    return probe_layers(
+        dataset, seed=np.random.SeedSequence(0), options=ProbeOptions(num_permutations=5, num_bootstrap=200)
+    )
 
 
 def test_learning_curves_from_a_metrics_file(tmp_path):
     path = str(tmp_path / records.METRICS_FILE)
     with records.JsonLinesWriter(path) as writer:
         for iteration in range(1, 6):
-            writer.append({"training_iteration": iteration, "num_env_steps_sampled_lifetime": 400 * iteration,
-                           "env_runners": {"episode_return_mean": 10.0 * iteration}})
+            writer.append(
+                {
+                    "training_iteration": iteration,
+                    "num_env_steps_sampled_lifetime": 400 * iteration,
+                    "env_runners": {"episode_return_mean": 10.0 * iteration},
+                }
+            )
     rows = records.read_json_lines(path)
-    figure = learning_curves_figure(rows, x="num_env_steps_sampled_lifetime",
-                                    ys=["env_runners/episode_return_mean"])
+    figure = learning_curves_figure(rows, x="num_env_steps_sampled_lifetime", ys=["env_runners/episode_return_mean"])
     save_figure(figure, str(tmp_path / "curves.png"))
     assert (tmp_path / "curves.png").read_bytes().startswith(PNG_MAGIC)
     with pytest.raises(KeyError, match="env_runners/episode_return_mean"):
         learning_curves_figure(rows, x="num_env_steps_sampled_lifetime", ys=["episode_return_mean"])
 
     scale = ScoreScale(zero=10.0, one=50.0, zero_name="memoryless", one_name="belief-optimal")
-    scored = learning_curves_figure(rows, x="num_env_steps_sampled_lifetime", ys=["env_runners/episode_return_mean"],
-                                    scales={"env_runners/episode_return_mean": scale})
+    scored = learning_curves_figure(
+        rows,
+        x="num_env_steps_sampled_lifetime",
+        ys=["env_runners/episode_return_mean"],
+        scales={"env_runners/episode_return_mean": scale},
+    )
     (axes,) = [a for a in scored.axes if a.get_ylabel() == "env_runners/episode_return_mean"]
     assert sorted(line.get_ydata()[0] for line in axes.get_lines()[1:]) == [10.0, 50.0]  # the reference lines
     (right,) = axes.child_axes
@@ -50,13 +59,18 @@ def test_learning_curves_from_a_metrics_file(tmp_path):
     # returns 10..50 lie within the references: the axis spans them plus a 10 % margin of the span (4)
     assert axes.get_ylim() == pytest.approx((6.0, 54.0))
     outlier = [{"num_env_steps_sampled_lifetime": 1, "env_runners": {"episode_return_mean": -1000.0}}] + list(rows)
-    clipped = learning_curves_figure(outlier, x="num_env_steps_sampled_lifetime",
-                                     ys=["env_runners/episode_return_mean"], scales={"env_runners/episode_return_mean": scale})
+    clipped = learning_curves_figure(
+        outlier,
+        x="num_env_steps_sampled_lifetime",
+        ys=["env_runners/episode_return_mean"],
+        scales={"env_runners/episode_return_mean": scale},
+    )
     # at most 3 spans (3 x 40) below the zero reference (10), minus the margin
     assert clipped.axes[0].get_ylim()[0] == pytest.approx(10.0 - 120.0 - 4.0)
     with pytest.raises(KeyError, match="not among the plotted metrics"):
-        learning_curves_figure(rows, x="num_env_steps_sampled_lifetime", ys=["env_runners/episode_return_mean"],
-                               scales={"other": scale})
+        learning_curves_figure(
+            rows, x="num_env_steps_sampled_lifetime", ys=["env_runners/episode_return_mean"], scales={"other": scale}
+        )
 
 
 def test_probe_r2_across_checkpoints(tmp_path):

@@ -14,7 +14,6 @@ from rl.analysis.modules import AnalysisView
 from rl.analysis.portable import PortableModuleError, load_portable_module
 from rl.analysis.tests.tiny_modules import tiny_mlp, tiny_transformer
 
-
 _LOAD_WITHOUT_RAY = """
 import sys
 sys.modules["ray"] = None  # any import of Ray now fails
@@ -31,15 +30,30 @@ assert not [name for name in sys.modules if name.startswith(("ray.", "rl.learner
 
 
 def test_portable_modules_load_without_ray_and_match_exactly(tmp_path):
-    modules = {"transformer": tiny_transformer(seed=0), "mlp": tiny_mlp(seed=0),
-               "separate critic": tiny_transformer(seed=0, separate_critic=True)}
-    folders = {name: export_portable_module(module, str(tmp_path / name), provenance={"run_id": "test"})
-               for name, module in modules.items()}
+    modules = {
+        "transformer": tiny_transformer(seed=0),
+        "mlp": tiny_mlp(seed=0),
+        "separate critic": tiny_transformer(seed=0, separate_critic=True),
+    }
+    folders = {
+        name: export_portable_module(module, str(tmp_path / name), provenance={"run_id": "test"})
+        for name, module in modules.items()
+    }
     obs = torch.randn(4, 11, 3)  # another batch size and length than the export traced
     torch.save(obs, tmp_path / "obs.pt")
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    subprocess.run([sys.executable, "-c", _LOAD_WITHOUT_RAY, str(tmp_path / "obs.pt"), str(tmp_path / "out.pt"),
-                    *map(str, folders.values())], check=True, env=environment)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _LOAD_WITHOUT_RAY,
+            str(tmp_path / "obs.pt"),
+            str(tmp_path / "out.pt"),
+            *map(str, folders.values()),
+        ],
+        check=True,
+        env=environment,
+    )
     loaded = torch.load(tmp_path / "out.pt")
     for name, module in modules.items():
         outputs, weights = loaded[str(folders[name])]["outputs"], loaded[str(folders[name])]["weights"]

@@ -17,8 +17,19 @@ def test_probe_a_real_harness_run(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # RLlib's Algorithm logs under ~/ray_results (read-only in Bazel)
     results_root, artifacts_root = tmp_path / "results", tmp_path / "artifacts"
     status, _, stderr = run_helpers.run_cli(
-        ["rl.analysis.tests.probe_recipe", "--run-id", "e2e", "--seed", "3",
-         "--results-dir", results_root, "--artifacts-dir", artifacts_root], timeout=400)
+        [
+            "rl.analysis.tests.probe_recipe",
+            "--run-id",
+            "e2e",
+            "--seed",
+            "3",
+            "--results-dir",
+            results_root,
+            "--artifacts-dir",
+            artifacts_root,
+        ],
+        timeout=400,
+    )
     assert status == 0, stderr[-3000:]
     assert probe_command.main(["e2e", "--results-dir", str(results_root), "--no-progress"]) == 0
     record = json.loads((results_root / "e2e" / "probe_report.json").read_text())
@@ -44,12 +55,22 @@ def test_an_experiment_outside_the_binary_is_probed_from_the_source_tree(tmp_pat
     (workspace / "exp").mkdir()
     (workspace / "exp" / "__init__.py").touch()
     (workspace / "exp" / "recipe.py").write_text(
-        "import rl.workspace_only\nfrom rl.analysis.tests.probe_recipe import probe_plan, run\n")
+        "import rl.workspace_only\nfrom rl.analysis.tests.probe_recipe import probe_plan, run\n"
+    )
     run_id = fake_run(workspace / "exp", [tiny_transformer(0)], experiment="exp.recipe")
-    environment = {**run_helpers.child_env(), "BUILD_WORKSPACE_DIRECTORY": str(workspace),
-                   "BUILD_WORKING_DIRECTORY": str(workspace)}
-    done = subprocess.run([sys.executable, "-m", "rl.analysis.probe_command", run_id, "--no-progress"],
-                          env=environment, capture_output=True, text=True, timeout=300, check=False)
+    environment = {
+        **run_helpers.child_env(),
+        "BUILD_WORKSPACE_DIRECTORY": str(workspace),
+        "BUILD_WORKING_DIRECTORY": str(workspace),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "rl.analysis.probe_command", run_id, "--no-progress"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "not part of this binary; probing with the source tree" in done.stderr
     record = json.loads((workspace / "exp" / "results" / run_id / "probe_report.json").read_text())

@@ -7,11 +7,10 @@ import pytest
 from rl.analysis import probe_command, probing
 from rl.analysis.checkpoints import find_checkpoints
 from rl.analysis.probes import PROCESS_ROLLOUTS, UNIFORM_CONTEXTS, ProbeReport
-from rl.analysis.tests import probe_recipe
-from rl.analysis.tests import fake_runs
+from rl.analysis.tests import fake_runs, probe_recipe
 from rl.analysis.tests.fake_runs import fake_run
-from rl.harness.run import seeding
 from rl.analysis.tests.tiny_modules import tiny_transformer
+from rl.harness.run import seeding
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -30,16 +29,23 @@ def test_probes_every_checkpoint_and_writes_report_and_plots(tmp_path, capsys):
     default_seed = seeding.SeedStreams(fake_runs.ROOT_SEED).integer("probe")
     assert record["experiment"] == "rl.analysis.tests.probe_recipe" and record["seed"] == default_seed
     assert set(record["seed_streams"]) == {"probe/contexts", "probe/rollouts", "probe/rollout_probes"}
-    first, second = ([ProbeReport.from_dict(c["reports"][kind]) for kind in (UNIFORM_CONTEXTS, PROCESS_ROLLOUTS)]
-                     for c in record["checkpoints"])
+    first, second = (
+        [ProbeReport.from_dict(c["reports"][kind]) for kind in (UNIFORM_CONTEXTS, PROCESS_ROLLOUTS)]
+        for c in record["checkpoints"]
+    )
     assert first[0].split["num_test"] + first[0].split["num_train"] == sum(3**m for m in range(1, 7))
     assert first[1].split["num_test"] + first[1].split["num_train"] == 48 * probe_recipe.HORIZON
     assert [layer.layer for layer in first[0].layers] == ["residual_0", "residual_1", "residual_2"]
     # Paired across checkpoints: the same contexts and splits, different modules.
     assert first[0].split == second[0].split and first[0].layer("residual_2").test != second[0].layer("residual_2").test
     assert first[1].distribution.parameters["policy"].endswith("iter_000001")
-    for name in ("probe_r2_uniform_contexts.png", "probe_r2_process_rollouts.png",
-                 "belief_simplex_uniform_contexts.png", "belief_simplex_process_rollouts.png", "learning_curves.png"):
+    for name in (
+        "probe_r2_uniform_contexts.png",
+        "probe_r2_process_rollouts.png",
+        "belief_simplex_uniform_contexts.png",
+        "belief_simplex_process_rollouts.png",
+        "learning_curves.png",
+    ):
         assert (tmp_path / "exp" / "artifacts" / run_id / name).read_bytes().startswith(PNG_MAGIC), name
         assert not (results / name).exists(), name
     assert "iter_000002 uniform_contexts: best residual_" in capsys.readouterr().out
@@ -59,19 +65,26 @@ def test_by_default_the_probes_repeat_the_runs_own_and_seed_overrides(tmp_path):
 
 
 def test_the_default_command_repeats_the_in_run_probe_of_a_smoke_run(tmp_path):
-    run_id = fake_run(tmp_path / "exp", _modules(1), experiment="rl.analysis.tests.probe_recipe", probe_stream=True,
-                      smoke=True)
+    run_id = fake_run(
+        tmp_path / "exp", _modules(1), experiment="rl.analysis.tests.probe_recipe", probe_stream=True, smoke=True
+    )
     found = find_checkpoints(run_id, roots=[str(tmp_path)])
     # what a recipe computes in-run: its smoke plan and the probe stream of the run's seed streams
-    in_run = probing.probe_checkpoints(found, probe_recipe.probe_plan(smoke=True),
-                                       seed=probing.probe_seed(seeding.SeedStreams(fake_runs.ROOT_SEED)),
-                                       module_id="default_policy", show_progress=False)
+    in_run = probing.probe_checkpoints(
+        found,
+        probe_recipe.probe_plan(smoke=True),
+        seed=probing.probe_seed(seeding.SeedStreams(fake_runs.ROOT_SEED)),
+        module_id="default_policy",
+        show_progress=False,
+    )
     assert probe_command.main([run_id, "--results-dir", str(tmp_path), "--no-progress"]) == 0
     record = json.loads((tmp_path / "exp" / "results" / "smoke" / run_id / "probe_report.json").read_text())
     expected = json.loads(json.dumps({kind: report.as_dict() for kind, report in in_run[0].reports.items()}))
     assert record["checkpoints"][0]["reports"] == expected
     contexts = expected[UNIFORM_CONTEXTS]["split"]
-    assert contexts["num_test"] + contexts["num_train"] == sum(3**m for m in range(1, probe_recipe.SMOKE_CONTEXT_LENGTH + 1))
+    assert contexts["num_test"] + contexts["num_train"] == sum(
+        3**m for m in range(1, probe_recipe.SMOKE_CONTEXT_LENGTH + 1)
+    )
 
 
 def test_only_the_last_checkpoint(tmp_path):
@@ -81,10 +94,13 @@ def test_only_the_last_checkpoint(tmp_path):
     assert [c["name"] for c in record["checkpoints"]] == ["iter_000002"]
 
 
-@pytest.mark.parametrize("experiment, message", [
-    ("rl.analysis.tests.fake_runs", "defines no probe_plan()"),
-    ("rl.analysis.tests.no_such_recipe", "no module named 'rl.analysis.tests.no_such_recipe'"),
-])
+@pytest.mark.parametrize(
+    "experiment, message",
+    [
+        ("rl.analysis.tests.fake_runs", "defines no probe_plan()"),
+        ("rl.analysis.tests.no_such_recipe", "no module named 'rl.analysis.tests.no_such_recipe'"),
+    ],
+)
 def test_bad_runs_exit_2_with_the_fix(tmp_path, capsys, experiment, message, monkeypatch):
     monkeypatch.delenv("BUILD_WORKSPACE_DIRECTORY", raising=False)
     if experiment == "rl.analysis.tests.fake_runs":
@@ -97,8 +113,9 @@ def test_bad_runs_exit_2_with_the_fix(tmp_path, capsys, experiment, message, mon
 
 
 @pytest.mark.parametrize("signal_name, status", [("SIGINT", 130), ("SIGTERM", 143)])
-def test_a_signal_while_probing_stops_it_in_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch, signal_name,
-                                                                       status):
+def test_a_signal_while_probing_stops_it_in_one_line_and_writes_nothing(
+    tmp_path, capsys, monkeypatch, signal_name, status
+):
     import os
     import signal
 
@@ -109,6 +126,7 @@ def test_a_signal_while_probing_stops_it_in_one_line_and_writes_nothing(tmp_path
     def signalled(*args, **kwargs):
         os.kill(os.getpid(), getattr(signal, signal_name))  # as if typed while the first checkpoint is probed
         raise AssertionError("the signal did not stop probing")
+
     monkeypatch.setattr(probing, "probe_checkpoints", signalled)
     previous = signal.getsignal(signal.SIGTERM)
     try:
@@ -125,5 +143,6 @@ def test_with_progress_each_checkpoint_ends_in_a_line_with_the_stages_count_and_
     assert probe_command.main([run_id, "--results-dir", str(tmp_path), "--checkpoints", "all"]) == 0
     stage = [line for line in capsys.readouterr().err.splitlines() if line.startswith("probing ")]
     assert [line.split("] ")[1].split()[:2] for line in stage] == [["50%", "1/2"], ["100%", "2/2"]], stage
-    assert all(line.startswith(f"probing 2 checkpoint(s) of {run_id} [") and line.endswith(" s left")
-               for line in stage), stage
+    assert all(
+        line.startswith(f"probing 2 checkpoint(s) of {run_id} [") and line.endswith(" s left") for line in stage
+    ), stage

@@ -35,9 +35,12 @@ SMOKE_CONTEXT_LENGTH, CONTEXT_LENGTH = 5, 6
 
 def probe_plan(smoke: bool) -> ProbePlan:
     return ProbePlan(
-        contexts=ContextProbing(Mess3Contexts(), max_length=SMOKE_CONTEXT_LENGTH if smoke else CONTEXT_LENGTH,
-                                group_prefix_length=4, batch_size=256),
-        rollouts=RolloutProbing(Mess3Env(HORIZON), target="belief", num_episodes=48, max_steps=HORIZON,
-                                batch_size=16),
+        contexts=ContextProbing(
+            Mess3Contexts(),
+            max_length=SMOKE_CONTEXT_LENGTH if smoke else CONTEXT_LENGTH,
+            group_prefix_length=4,
+            batch_size=256,
+        ),
+        rollouts=RolloutProbing(Mess3Env(HORIZON), target="belief", num_episodes=48, max_steps=HORIZON, batch_size=16),
         options=ProbeOptions(num_permutations=20, num_bootstrap=200),
     )

@@ -49,8 +49,13 @@ def planted():
         targets=beliefs,
         groups=np.repeat(np.arange(EPISODES), EPISODE_LENGTH),
         distribution=SamplingDistribution.process_rollouts(
-            env="planted", policy="none", num_episodes=EPISODES, max_steps=EPISODE_LENGTH,
-            seed_stream="test", action_sampling="none"),
+            env="planted",
+            policy="none",
+            num_episodes=EPISODES,
+            max_steps=EPISODE_LENGTH,
+            seed_stream="test",
+            action_sampling="none",
+        ),
         target_name="belief",
     )
     report = probe_layers(dataset, seed=np.random.SeedSequence(3), options=ProbeOptions(num_permutations=50))
@@ -180,8 +185,9 @@ def test_report_round_trips_through_json(planted, tmp_path):
 
 def test_raw_mse_is_never_compared_across_distributions(planted):
     _, report, _ = planted
-    uniform = SamplingDistribution.uniform_contexts(process="planted", num_tokens=3, max_length=4,
-                                                    group_prefix_length=2)
+    uniform = SamplingDistribution.uniform_contexts(
+        process="planted", num_tokens=3, max_length=4, group_prefix_length=2
+    )
     other = ProbeReport(**{**report.__dict__, "distribution": uniform})
     assert metric_table([report, report], "mse")["planted"][0] == report.layer("planted").test.mse
     assert len(metric_table([report, other], "r2")["planted"]) == 2
@@ -196,8 +202,13 @@ def test_bad_options_and_datasets_name_the_fix(planted):
     with pytest.raises(ValueError, match="test_fraction"):
         ProbeOptions(test_fraction=1.0)
     with pytest.raises(ValueError, match="one id per target row"):
-        ProbeDataset(activations={"a": np.zeros((3, 2))}, targets=np.zeros((3, 1)), groups=np.zeros(2),
-                     distribution=dataset.distribution, target_name="belief")
+        ProbeDataset(
+            activations={"a": np.zeros((3, 2))},
+            targets=np.zeros((3, 1)),
+            groups=np.zeros(2),
+            distribution=dataset.distribution,
+            target_name="belief",
+        )
     assert split_by_group(np.arange(50), test_fraction=0.2, rng=np.random.default_rng(0)).num_test_groups == 10
     with pytest.raises(ValueError, match="split 36:9 .* longer group prefix"):
         split_by_group(np.arange(45), test_fraction=0.2, rng=np.random.default_rng(0))

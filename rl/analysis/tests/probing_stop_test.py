@@ -7,16 +7,26 @@ import pytest
 
 from rl.analysis import probing
 from rl.analysis.tests import in_run_probe_recipe
-from rl.harness.commands import cli
 from rl.harness import read_manifest
+from rl.harness.commands import cli
 from rl.harness.run import records
 
 RUN_ID = "probed"
 
 
 def _run(tmp_path) -> int:
-    return cli.main(["rl-harness", in_run_probe_recipe.__name__, "--results-dir", str(tmp_path / "results"),
-                     "--artifacts-dir", str(tmp_path / "artifacts"), "--run-id", RUN_ID])
+    return cli.main(
+        [
+            "rl-harness",
+            in_run_probe_recipe.__name__,
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--artifacts-dir",
+            str(tmp_path / "artifacts"),
+            "--run-id",
+            RUN_ID,
+        ]
+    )
 
 
 def test_without_a_signal_every_checkpoint_is_probed(tmp_path):
@@ -26,8 +36,9 @@ def test_without_a_signal_every_checkpoint_is_probed(tmp_path):
 
 
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_while_probing_skips_the_rest_and_ends_the_run_interrupted(tmp_path, monkeypatch, capsys,
-                                                                             signal_number):
+def test_a_signal_while_probing_skips_the_rest_and_ends_the_run_interrupted(
+    tmp_path, monkeypatch, capsys, signal_number
+):
     loaded, load = [], probing.load_rl_module
 
     def load_then_signal(path, module_id):

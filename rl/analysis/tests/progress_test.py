@@ -33,8 +33,19 @@ def test_a_long_stage_in_a_log_shows_a_line_per_tenth_at_most_and_only_after_a_p
             bar.advance()
     lines = stream.getvalue().splitlines()
     # a line when a tenth is crossed and LOG_EVERY_S have passed: every 5th step, but at most one per tenth
-    assert [line.split("%")[0].split()[-1] for line in lines] == ["5", "10", "20", "30", "40", "50", "60", "70", "80",
-                                                                  "90", "100"]
+    assert [line.split("%")[0].split()[-1] for line in lines] == [
+        "5",
+        "10",
+        "20",
+        "30",
+        "40",
+        "50",
+        "60",
+        "70",
+        "80",
+        "90",
+        "100",
+    ]
 
 
 @pytest.mark.parametrize("done", [0, 37])

@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from rl.analysis.scores import ScoreScale, discounted_returns, mean_interval, mean_interval_or_point, normalised_interval
+from rl.analysis.scores import (
+    ScoreScale,
+    discounted_returns,
+    mean_interval,
+    mean_interval_or_point,
+    normalised_interval,
+)
 
 SCALE = ScoreScale(zero=20.0, one=30.0, zero_name="memoryless", one_name="belief-optimal")
 

@@ -20,16 +20,50 @@ def study(tmp_path, monkeypatch):
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
     for run_id, seed in (("a0", 0), ("a1", 1), ("b0", 0)):
-        assert cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir",
-                         str(artifacts), "--run-id", run_id, "--seed", str(seed)]) == 0
-    assert cli.main(["rl-harness", "study", STUDY, "--results-dir", str(results), "--artifacts-dir", str(artifacts),
-                     "--study-id", "adopted", "--runs", "first=a0,a1", "second=b0"]) == 0
+        assert (
+            cli.main(
+                [
+                    "rl-harness",
+                    run_helpers.FAKE,
+                    "--results-dir",
+                    str(results),
+                    "--artifacts-dir",
+                    str(artifacts),
+                    "--run-id",
+                    run_id,
+                    "--seed",
+                    str(seed),
+                ]
+            )
+            == 0
+        )
+    assert (
+        cli.main(
+            [
+                "rl-harness",
+                "study",
+                STUDY,
+                "--results-dir",
+                str(results),
+                "--artifacts-dir",
+                str(artifacts),
+                "--study-id",
+                "adopted",
+                "--runs",
+                "first=a0,a1",
+                "second=b0",
+            ]
+        )
+        == 0
+    )
     return results
 
 
 def _recorded(results, run_id):
-    return (json.loads((results / run_id / "run_manifest.json").read_text()),
-            json.loads((results / run_id / "summary.json").read_text()))
+    return (
+        json.loads((results / run_id / "run_manifest.json").read_text()),
+        json.loads((results / run_id / "summary.json").read_text()),
+    )
 
 
 def test_runs_are_a_dataframe_of_what_each_run_recorded(study):
@@ -38,7 +72,10 @@ def test_runs_are_a_dataframe_of_what_each_run_recorded(study):
     for _, row in frame.iterrows():
         manifest, summary = _recorded(study, row["run_id"])
         assert (row["seed"], row["status"], row["experiment"]) == (
-            manifest["seed"], "completed", manifest["experiment"]["module"])
+            manifest["seed"],
+            "completed",
+            manifest["experiment"]["module"],
+        )
         assert row["outcome.last_loss"] == summary["outcome"]["last_loss"]
         assert row["final_metrics.fake/loss"] == summary["metrics"]["fake/loss"]["last"]
         assert row["duration_s"] > 0
@@ -47,8 +84,11 @@ def test_runs_are_a_dataframe_of_what_each_run_recorded(study):
 
 def test_a_studys_members_are_a_dataframe_with_their_scores_and_times(study):
     frame = tables.study_members(study, "adopted")
-    assert list(zip(frame["agent"], frame["seed"], frame["run_id"])) == [("first", 0, "a0"), ("first", 1, "a1"),
-                                                                        ("second", 0, "b0")]
+    assert list(zip(frame["agent"], frame["seed"], frame["run_id"])) == [
+        ("first", 0, "a0"),
+        ("first", 1, "a1"),
+        ("second", 0, "b0"),
+    ]
     for _, row in frame.iterrows():
         manifest, summary = _recorded(study, row["run_id"])
         assert row["status"] == "completed" and row["started_at"] == manifest["started_at"]
@@ -62,4 +102,7 @@ def test_a_studys_members_are_a_dataframe_with_their_scores_and_times(study):
 def test_the_runs_command_does_not_import_pandas():
     # pandas takes about a second to import; `rl-harness runs` stays fast without it.
     code = "import sys, rl.harness.commands.cli; sys.exit('pandas' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], env=run_helpers.child_env(), timeout=60, check=False).returncode == 0
+    assert (
+        subprocess.run([sys.executable, "-c", code], env=run_helpers.child_env(), timeout=60, check=False).returncode
+        == 0
+    )

@@ -1,7 +1,7 @@
 """Small untrained rl.learners modules over one-hot Mess3 tokens, for fast tests.
 
-    module = tiny_transformer(seed=0)      # eval mode; obs (B, T, 3), actions Discrete(2)
-    module = tiny_transformer(seed=0, separate_critic=True)   # with a critic encoder of its own
+module = tiny_transformer(seed=0)      # eval mode; obs (B, T, 3), actions Discrete(2)
+module = tiny_transformer(seed=0, separate_critic=True)   # with a critic encoder of its own
 """
 
 import gymnasium as gym
@@ -11,13 +11,22 @@ import torch
 from rl.learners.models import MLPModel, TransformerModel
 
 SPACES = {"observation_space": gym.spaces.Box(0.0, 1.0, (3,), np.float32), "action_space": gym.spaces.Discrete(2)}
-TRANSFORMER_CONFIG = {"d_model": 16, "n_heads": 2, "n_layers": 2, "feedforward_dim": 32, "memory_len": 12,
-                      "max_seq_len": 12, "vf_share_layers": True}
+TRANSFORMER_CONFIG = {
+    "d_model": 16,
+    "n_heads": 2,
+    "n_layers": 2,
+    "feedforward_dim": 32,
+    "memory_len": 12,
+    "max_seq_len": 12,
+    "vf_share_layers": True,
+}
 
 
 def tiny_transformer(seed: int, *, separate_critic: bool = False) -> TransformerModel:
     torch.manual_seed(seed)
-    return TransformerModel(**SPACES, model_config={**TRANSFORMER_CONFIG, "vf_share_layers": not separate_critic}).eval()
+    return TransformerModel(
+        **SPACES, model_config={**TRANSFORMER_CONFIG, "vf_share_layers": not separate_critic}
+    ).eval()
 
 
 def tiny_mlp(seed: int) -> MLPModel:

@@ -8,13 +8,17 @@ def test_every_context_once_length_by_length_in_lexicographic_order():
     batches = list(enumerate_contexts(num_tokens=2, max_length=3, batch_size=3))
     assert [b.tolist() for b in batches] == [
         [[0], [1]],
-        [[0, 0], [0, 1], [1, 0]], [[1, 1]],
-        [[0, 0, 0], [0, 0, 1], [0, 1, 0]], [[0, 1, 1], [1, 0, 0], [1, 0, 1]], [[1, 1, 0], [1, 1, 1]],
+        [[0, 0], [0, 1], [1, 0]],
+        [[1, 1]],
+        [[0, 0, 0], [0, 0, 1], [0, 1, 0]],
+        [[0, 1, 1], [1, 0, 0], [1, 0, 1]],
+        [[1, 1, 0], [1, 1, 1]],
     ]
     assert count_contexts(num_tokens=2, max_length=3) == 2 + 4 + 8
     assert count_contexts(num_tokens=3, max_length=10, min_length=10) == 3**10
     assert sum(len(b) for b in enumerate_contexts(num_tokens=3, max_length=6, batch_size=100, min_length=4)) == (
-        3**4 + 3**5 + 3**6)
+        3**4 + 3**5 + 3**6
+    )
 
 
 def test_groups_are_subtrees_of_the_prefix_and_shorter_contexts_form_one_more():

@@ -10,14 +10,20 @@ from rl.devops.vast.testing.leaks import assert_no_secret
 
 
 def _create(account, offer_id=1):
-    return account.create_instance(offer_id, image="python:3.11-bookworm", disk_gb=40, label="rlh-t-000-1",
-                                   onstart="#!/bin/bash\necho hi\n", env={"B2_APPLICATION_KEY": "b2-secret-abcdef"})
+    return account.create_instance(
+        offer_id,
+        image="python:3.11-bookworm",
+        disk_gb=40,
+        label="rlh-t-000-1",
+        onstart="#!/bin/bash\necho hi\n",
+        env={"B2_APPLICATION_KEY": "b2-secret-abcdef"},
+    )
 
 
 def test_the_sdk_endpoints_round_trip(account, fake, api_key):
     instance_id = _create(account).instance_id
     (create,) = fake.calls("PUT", r"^/api/v0/asks/1/$")
-    assert create.headers["authorization"] == f"Bearer {api_key}"      # the SDK sent the key as a header
+    assert create.headers["authorization"] == f"Bearer {api_key}"  # the SDK sent the key as a header
     assert create.body["runtype"] == "ssh_direc ssh_proxy" and create.body["label"] == "rlh-t-000-1"
     assert create.body["onstart"].startswith("#!/bin/bash") and create.body["disk"] == 40
     row = account.instance(instance_id)
@@ -34,14 +40,17 @@ def test_listing_follows_pages(account, fake):
         fake.offers[offer_id]["rented"] = False
     fake.offers.update({i: fake_api.offer(i) for i in range(5, 31)})
     created = [_create(account, offer_id).instance_id for offer_id in range(1, 31)]
-    assert [r["id"] for r in account.instances()] == created          # 30 rows over two pages of 25
+    assert [r["id"] for r in account.instances()] == created  # 30 rows over two pages of 25
     assert len(fake.calls("GET", r"^/api/v1/instances/$")) == 2
 
 
 def _labels_checked_between_creates(fake) -> list[str]:
     """The create (PUT /asks/) and label check (GET /api/v1/instances/) requests, in order."""
-    return ["create" if r.method == "PUT" else "check" for r in fake.requests
-            if (r.method, r.path) == ("GET", "/api/v1/instances/") or r.path.startswith("/api/v0/asks/")]
+    return [
+        "create" if r.method == "PUT" else "check"
+        for r in fake.requests
+        if (r.method, r.path) == ("GET", "/api/v1/instances/") or r.path.startswith("/api/v0/asks/")
+    ]
 
 
 def test_429_then_success_is_retried_after_a_label_check(account, fake):
@@ -57,12 +66,12 @@ def test_a_500_on_a_read_is_retried(account, fake):
     assert len(fake.calls("GET", r"^/api/v1/instances/$")) == 3
 
 
-@pytest.mark.parametrize("code", [500, 502, 504])   # the SDK itself would resend after 502-504
+@pytest.mark.parametrize("code", [500, 502, 504])  # the SDK itself would resend after 502-504
 def test_a_create_whose_answer_is_lost_adopts_the_instance_instead_of_renting_twice(account, fake, code):
     fake.add_fault("PUT", r"/asks/", fake_api.Fault.after_acting(code), times=1)
     created = _create(account)
     assert created.adopted and created.attempts == 1
-    assert [row["label"] for row in fake.instances.values()] == ["rlh-t-000-1"]       # rented once
+    assert [row["label"] for row in fake.instances.values()] == ["rlh-t-000-1"]  # rented once
     assert created.instance_id in fake.instances
     assert _labels_checked_between_creates(fake) == ["create", "check"]
 
@@ -76,8 +85,11 @@ def test_a_500_on_create_is_retried_only_once_the_label_is_not_found(account, fa
 
 def test_a_create_failing_every_attempt_says_nothing_was_rented(account, fake):
     fake.add_fault("PUT", r"/asks/", fake_api.Fault.status(500), times=3)
-    with pytest.raises(redact.DevopsError, match=r"HTTPError: 500 .*no instance has label rlh-t-000-1, so nothing "
-                                                 r"was rented \(3 attempts\)"):
+    with pytest.raises(
+        redact.DevopsError,
+        match=r"HTTPError: 500 .*no instance has label rlh-t-000-1, so nothing "
+        r"was rented \(3 attempts\)",
+    ):
         _create(account)
     assert fake.instances == {}
     assert _labels_checked_between_creates(fake) == ["create", "check"] * 3
@@ -88,7 +100,7 @@ def test_a_create_whose_label_cannot_be_checked_has_an_unknown_outcome(account, 
     fake.add_fault("GET", r"^/api/v1/instances/$", fake_api.Fault.status(500), times=3)
     with pytest.raises(api.CreateOutcomeUnknown, match="run `reap` once vast.ai answers"):
         _create(account)
-    assert len(fake.calls("PUT", r"/asks/")) == 1                     # no blind retry
+    assert len(fake.calls("PUT", r"/asks/")) == 1  # no blind retry
 
 
 def test_a_refused_create_is_not_retried(account, fake):
@@ -122,20 +134,24 @@ def test_an_unavailable_offer_says_so(account, fake):
         _create(account)
 
 
-@pytest.mark.parametrize("method, path, call", [
-    ("POST", r"/bundles/", lambda a: a.search_offers({}, order="score-", limit=5, disk_gb=10)),
-    ("PUT", r"/asks/", _create),
-    ("GET", r"^/api/v0/instances/", lambda a: a.instance(70001)),
-    ("GET", r"^/api/v1/instances/", lambda a: a.instances()),
-    ("PUT", r"/request_logs/", lambda a: a.logs(70001, tail=10)),
-    ("DELETE", r"/instances/", lambda a: a.destroy_instance(70001)),
-])
-def test_every_endpoint_error_is_redacted_even_when_the_server_echoes_the_key(account, fake, api_key, method, path,
-                                                                             call, capfd):
+@pytest.mark.parametrize(
+    "method, path, call",
+    [
+        ("POST", r"/bundles/", lambda a: a.search_offers({}, order="score-", limit=5, disk_gb=10)),
+        ("PUT", r"/asks/", _create),
+        ("GET", r"^/api/v0/instances/", lambda a: a.instance(70001)),
+        ("GET", r"^/api/v1/instances/", lambda a: a.instances()),
+        ("PUT", r"/request_logs/", lambda a: a.logs(70001, tail=10)),
+        ("DELETE", r"/instances/", lambda a: a.destroy_instance(70001)),
+    ],
+)
+def test_every_endpoint_error_is_redacted_even_when_the_server_echoes_the_key(
+    account, fake, api_key, method, path, call, capfd
+):
     fake.add_fault(method, path, fake_api.Fault.echo_credentials(), times=10)
     with pytest.raises(redact.DevopsError) as caught:
         call(account)
-    assert "server said" in str(caught.value)        # the body was included, and redacted
+    assert "server said" in str(caught.value)  # the body was included, and redacted
     assert_no_secret(api_key, caught.value, "".join(capfd.readouterr()))
 
 

@@ -14,8 +14,13 @@ LIBRARY_COMMIT = "<pushed library commit>"
 
 
 def _git(*args, cwd):
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def _repository(path):
@@ -29,10 +34,15 @@ def _repository(path):
 @pytest.fixture
 def pushed(tmp_path, monkeypatch):
     """https://example.com/<name> served from local repositories; {stand-in: commit}."""
-    commits = {COMMIT: _repository(tmp_path / "git" / "r.git"),
-               LIBRARY_COMMIT: _repository(tmp_path / "git" / "rl-harness.git")}
-    for name, value in (("GIT_CONFIG_COUNT", "1"), ("GIT_CONFIG_KEY_0", f"url.{tmp_path / 'git'}/.insteadOf"),
-                        ("GIT_CONFIG_VALUE_0", "https://example.com/")):
+    commits = {
+        COMMIT: _repository(tmp_path / "git" / "r.git"),
+        LIBRARY_COMMIT: _repository(tmp_path / "git" / "rl-harness.git"),
+    }
+    for name, value in (
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", f"url.{tmp_path / 'git'}/.insteadOf"),
+        ("GIT_CONFIG_VALUE_0", "https://example.com/"),
+    ):
         monkeypatch.setenv(name, value)
     return commits
 
@@ -45,8 +55,22 @@ def run(fake, api_key, tmp_path, monkeypatch, capsys, pushed):
 
     def run_cli(*argv, debug=False):
         argv = [pushed.get(argument, argument) for argument in argv]
-        code = cli.main(["--server-url", fake.url, "--state-dir", "state", "--request-timeout", "1",
-                         "--retries", "1", "--poll-interval", "0.02", *(["--debug"] if debug else []), *argv])
+        code = cli.main(
+            [
+                "--server-url",
+                fake.url,
+                "--state-dir",
+                "state",
+                "--request-timeout",
+                "1",
+                "--retries",
+                "1",
+                "--poll-interval",
+                "0.02",
+                *(["--debug"] if debug else []),
+                *argv,
+            ]
+        )
         out, err = capsys.readouterr()
         return code, out + err
 
@@ -54,8 +78,22 @@ def run(fake, api_key, tmp_path, monkeypatch, capsys, pushed):
 
 
 def _up(*extra):
-    return ("up", "--repo", "https://example.com/r.git", "--commit", COMMIT, "--target", "//experiments/x:y",
-            "--seeds", "0-1", "--hours", "2", "--boot-timeout", "0.4", *extra)
+    return (
+        "up",
+        "--repo",
+        "https://example.com/r.git",
+        "--commit",
+        COMMIT,
+        "--target",
+        "//experiments/x:y",
+        "--seeds",
+        "0-1",
+        "--hours",
+        "2",
+        "--boot-timeout",
+        "0.4",
+        *extra,
+    )
 
 
 def test_search_prints_the_ranking(run):
@@ -81,10 +119,10 @@ def test_a_budget_below_the_estimate_refuses(run, fake):
 def test_up_status_logs_destroy(run, fake, tmp_path):
     code, output = run(*_up("--yes", "--", "--smoke"))
     assert code == 0, output
-    assert "search: 4 offers, 4 pass the gates" in output and "is running" in output   # progress lines
+    assert "search: 4 offers, 4 pass the gates" in output and "is running" in output  # progress lines
     labels = [line.split()[0] for line in output.splitlines() if line.startswith("rlh-")]
     assert len(labels) == 2 and all(" --smoke\n" in r.body["onstart"] for r in fake.calls("PUT", r"/asks/"))
-    assert (tmp_path / "state" / "state.json").exists()                                # relative to the caller
+    assert (tmp_path / "state" / "state.json").exists()  # relative to the caller
     (first,) = [i for i, row in fake.instances.items() if row["label"] == labels[0]]
     fake.set_logs(first, "RLH_PHASE run now\nstep 1\n")
     code, output = run("status")
@@ -99,8 +137,9 @@ def test_up_status_logs_destroy(run, fake, tmp_path):
 
 
 def test_a_library_pin_is_checked_out_and_replaces_the_workspace_one(run, fake, pushed):
-    code, output = run(*_up("--yes", "--library", "https://example.com/rl-harness.git", "--library-commit",
-                            LIBRARY_COMMIT))
+    code, output = run(
+        *_up("--yes", "--library", "https://example.com/rl-harness.git", "--library-commit", LIBRARY_COMMIT)
+    )
     assert code == 0, output
     onstart = fake.calls("PUT", r"/asks/")[0].body["onstart"]
     assert f'checkout https://example.com/rl-harness.git {pushed[LIBRARY_COMMIT]} "$WORK/library"' in onstart
@@ -128,14 +167,17 @@ def test_reap_lists_then_destroys(run, fake, account):
 def _raise_unexpected(api_key):
     def status(self, **kwargs):
         raise ValueError(f"unexpected failure near {api_key}")
+
     return status
 
 
 ERROR_PATHS = {
     "search: server echoes the key": (("search",), [("POST", r"/bundles/", fake_api.Fault.echo_credentials())]),
     "up: every create fails": (_up("--yes"), [("PUT", r"/asks/", fake_api.Fault.echo_credentials())]),
-    "up: list after a failed create fails": (_up("--yes"), [("PUT", r"/asks/", fake_api.Fault.echo_credentials()),
-                                                             ("GET", r"/v1/instances/", fake_api.Fault.status(500))]),
+    "up: list after a failed create fails": (
+        _up("--yes"),
+        [("PUT", r"/asks/", fake_api.Fault.echo_credentials()), ("GET", r"/v1/instances/", fake_api.Fault.status(500))],
+    ),
     "up: boot polling fails": (_up("--yes"), [("GET", r"/v0/instances/", fake_api.Fault.echo_credentials())]),
     "status: timeout": (("status",), [("GET", r"/v1/instances/", fake_api.Fault.delay(1.5))]),
     "reap: server echoes the key": (("reap", "--yes"), [("GET", r"/v1/instances/", fake_api.Fault.echo_credentials())]),

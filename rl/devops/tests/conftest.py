@@ -35,8 +35,16 @@ def loopback_only(monkeypatch):
     for variable in _PROXY_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    for variable in (api.API_KEY_ENV, "VAST_URL", bootstrap.GIT_TOKEN_ENV, env_vars.B2_KEY_ID_ENV, env_vars.B2_KEY_ENV,
-                     env_vars.B2_BUCKET_ENV, env_vars.B2_PREFIX_ENV, env_vars.B2_CREDENTIALS_FILE_ENV):
+    for variable in (
+        api.API_KEY_ENV,
+        "VAST_URL",
+        bootstrap.GIT_TOKEN_ENV,
+        env_vars.B2_KEY_ID_ENV,
+        env_vars.B2_KEY_ENV,
+        env_vars.B2_BUCKET_ENV,
+        env_vars.B2_PREFIX_ENV,
+        env_vars.B2_CREDENTIALS_FILE_ENV,
+    ):
         monkeypatch.delenv(variable, raising=False)
     yield
     redact.forget_secrets()

@@ -12,11 +12,12 @@ from rl.devops.vast.testing import b2_simulator, fake_api
 from rl.devops.vast.testing.leaks import assert_no_secret
 from rl.harness import env_vars
 
-FAST = fleet.FleetConfig(boot_timeout_s=0.4, poll_interval_s=0.02, max_attempts=3, quarantine_hours=24,
-                      parallelism=4, log_tail=50)
+FAST = fleet.FleetConfig(
+    boot_timeout_s=0.4, poll_interval_s=0.02, max_attempts=3, quarantine_hours=24, parallelism=4, log_tail=50
+)
 SETUP = bootstrap.Bootstrap(repo=bootstrap.GitPin("https://example.com/research.git", "c" * 40))
 GIT_TOKEN = "ghp_" + "secrettoken" * 3
-FAST_RETRIES = 3   # the `account` fixture's attempts per request
+FAST_RETRIES = 3  # the `account` fixture's attempts per request
 
 
 @pytest.fixture
@@ -42,16 +43,23 @@ def fl(tmp_path, account, rsync, progress):
 def _launch(fl, spec, seeds, launch_id="ab12cd"):
     jobs = fleet.make_jobs(["//experiments/mess3:reward_only"], seeds, launch_id=launch_id, now=0.0)
     plan = fl.plan(offers.Gates(max_dph=0.8), jobs, launch_id=launch_id, hours=2.0)
-    return plan, fl.launch(plan, SETUP, spec, image="python:3.11-bookworm",
-                           extra_env={bootstrap.GIT_TOKEN_ENV: GIT_TOKEN})
+    return plan, fl.launch(
+        plan, SETUP, spec, image="python:3.11-bookworm", extra_env={bootstrap.GIT_TOKEN_ENV: GIT_TOKEN}
+    )
 
 
 def _finish(fake, disks, record, *, exit_code=0):
     """The instance's bootstrap finished: outputs on its disk, RLH_DONE on its log."""
     port = fake.instances[record.instance_id]["ssh_port"]
-    disks.finish_run(port=port, run_id=record.run_id, exit_code=exit_code,
-                     files={f"results/{record.run_id}/run_manifest.json": b"{}",
-                            f"artifacts/{record.run_id}/metrics.jsonl": b"{}\n"})
+    disks.finish_run(
+        port=port,
+        run_id=record.run_id,
+        exit_code=exit_code,
+        files={
+            f"results/{record.run_id}/run_manifest.json": b"{}",
+            f"artifacts/{record.run_id}/metrics.jsonl": b"{}\n",
+        },
+    )
     fake.set_logs(record.instance_id, f"RLH_PHASE run x\nRLH_DONE exit_code={exit_code} run_id={record.run_id}\n")
 
 
@@ -61,7 +69,7 @@ def _rent(account, offer_id, label):
 
 
 def test_n_seeds_launch_in_parallel_one_offer_each(fl, fake, spec, progress):
-    fake.add_fault("PUT", r"/asks/", fake_api.Fault.delay(0.3), times=4)   # slow creates overlap when parallel
+    fake.add_fault("PUT", r"/asks/", fake_api.Fault.delay(0.3), times=4)  # slow creates overlap when parallel
     plan, records = _launch(fl, spec, range(4))
     assert plan.estimate() == pytest.approx(2.0 * (0.35 + 0.40 + 0.45 + 0.50))
     assert [r.status for r in records] == [state.RUNNING] * 4
@@ -73,32 +81,31 @@ def test_n_seeds_launch_in_parallel_one_offer_each(fl, fake, spec, progress):
     for request in creates:
         seed = next(r.seed for r in records if r.label == request.body["label"])
         assert f"--seed {seed} --run-id" in request.body["onstart"]
-        assert request.body["env"] == {bootstrap.GIT_TOKEN_ENV: GIT_TOKEN}    # secrets by env ...
-        assert GIT_TOKEN not in request.body["onstart"]                       # ... never on the command line
+        assert request.body["env"] == {bootstrap.GIT_TOKEN_ENV: GIT_TOKEN}  # secrets by env ...
+        assert GIT_TOKEN not in request.body["onstart"]  # ... never on the command line
     assert len(fl.store.read().live()) == 4
     assert_no_secret(GIT_TOKEN, progress.getvalue(), fl.store.path)
     assert "rlh-ab12cd-000-1: instance" in progress.getvalue() and "is running" in progress.getvalue()
 
 
 def test_a_machine_that_never_boots_is_quarantined_and_the_job_moves_on(fl, fake, spec, progress):
-    fake.never_boot_machines.add(1001)                         # the machine of the best offer
+    fake.never_boot_machines.add(1001)  # the machine of the best offer
     _, (record,) = _launch(fl, spec, [7])
     assert record.label == "rlh-ab12cd-000-2" and record.offer_id == 2 and record.status == state.RUNNING
     current = fl.store.read()
     first = current.records["rlh-ab12cd-000-1"]
     assert first.status == state.DESTROYED and "never booted" in first.note
-    assert first.instance_id not in fake.instances               # destroyed: it never ran, nothing to keep
+    assert first.instance_id not in fake.instances  # destroyed: it never ran, nothing to keep
     assert "never booted" in current.quarantined()[1001]
     assert "machine 1001 quarantined for 24 h" in progress.getvalue()
-    again = fl.plan(offers.Gates(max_dph=0.8), fleet.make_jobs(["//x:y"], [1], launch_id="z"), launch_id="z",
-                    hours=1)
+    again = fl.plan(offers.Gates(max_dph=0.8), fleet.make_jobs(["//x:y"], [1], launch_id="z"), launch_id="z", hours=1)
     assert fake.calls("POST", r"/bundles/")[-1].body["machine_id"] == {"notin": [1001]}
     assert 1 not in [s.offer["id"] for s in again.choice.ranked]
 
 
 def test_a_job_left_without_offers_fails_alone(fl, fake, spec, progress):
     fake.never_boot_machines.add(1001)
-    _, records = _launch(fl, spec, range(4))                  # 4 offers, one dead: one job runs out
+    _, records = _launch(fl, spec, range(4))  # 4 offers, one dead: one job runs out
     assert sorted(r.status for r in records) == [state.FAILED] + [state.RUNNING] * 3
     (failed,) = [r for r in records if r.status == state.FAILED]
     assert failed.label.endswith("-2") and failed.note == "no offer left that passes the gates"
@@ -162,7 +169,7 @@ def test_a_failed_copy_keeps_the_instance_and_says_so(fl, fake, spec, disks, rsy
     kept = fl.store.read().records[record.label]
     assert kept.status == state.KEPT and "rsync exit 255" in kept.note
     assert_no_secret(api_key, outcome.message, fl.store.path)
-    rsync.failures.clear()                                    # the network is back: the next try secures it
+    rsync.failures.clear()  # the network is back: the next try secures it
     assert fl.destroy(record.label).destroyed
 
 
@@ -230,7 +237,7 @@ def test_host_keys_are_kept_per_instance_even_on_a_reused_host_and_port(fl, fake
         _finish(fake, disks, record)
         assert fl.destroy(record.label).destroyed
     ssh_options = [call[call.index("-e") + 1] for call in rsync.calls]
-    assert len(set(option.split()[2] for option in ssh_options)) == 1              # the same port, twice
+    assert len(set(option.split()[2] for option in ssh_options)) == 1  # the same port, twice
     known_hosts = [option.split("UserKnownHostsFile=")[1].split()[0] for option in ssh_options]
     assert known_hosts == [str(fl.store.known_hosts_dir / f"instance-{r.instance_id}") for r in records]
     assert fl.store.known_hosts_dir.is_dir() and (fl.store.known_hosts_dir.stat().st_mode & 0o077) == 0
@@ -238,16 +245,24 @@ def test_host_keys_are_kept_per_instance_even_on_a_reused_host_and_port(fl, fake
 
 def test_reap_finds_orphans_adopts_lost_creates_and_marks_vanished(fl, fake, spec, account):
     _, (tracked, gone) = _launch(fl, spec, [0, 1])
-    fake.instances.pop(gone.instance_id)                        # destroyed behind our back
+    fake.instances.pop(gone.instance_id)  # destroyed behind our back
     fake.offers.update({9: fake_api.offer(9), 10: fake_api.offer(10), 11: fake_api.offer(11)})
     orphan = _rent(account, 9, "rlh-zz9999-000-1")
     foreign = _rent(account, 10, "someone-else")
-    lost = state.Record(label="rlh-ab12cd-005-1", launch_id="ab12cd", target="//x:y", seed=5, run_id="r5",
-                        sink="copy", dest=spec.dest, remote_out=spec.remote_out)
+    lost = state.Record(
+        label="rlh-ab12cd-005-1",
+        launch_id="ab12cd",
+        target="//x:y",
+        seed=5,
+        run_id="r5",
+        sink="copy",
+        dest=spec.dest,
+        remote_out=spec.remote_out,
+    )
     never = dataclasses.replace(lost, label="rlh-ab12cd-006-1", seed=6, run_id="r6")
     with fl.store.update() as current:
-        current.records[lost.label] = lost                      # its create call never returned
-        current.records[never.label] = never                    # its create call failed, nothing was made
+        current.records[lost.label] = lost  # its create call never returned
+        current.records[never.label] = never  # its create call failed, nothing was made
     adopted = _rent(account, 11, lost.label)
 
     lines = fl.reap(destroy=False)
@@ -266,12 +281,14 @@ def test_a_b2_launch_sends_its_own_key_and_never_the_local_one(tmp_path, account
     bucket, local = b2_simulator.bucket("rl-artifacts", prefix="rl-harness")
     store = state.StateFile(tmp_path / "state")
     setup = dataclasses.replace(SETUP, upload_artifacts=True)
-    spec = durability.SinkSpec(kind="b2", dest=str(tmp_path / "dest"), remote_out=setup.out_dir(),
-                               b2_bucket="rl-artifacts")
+    spec = durability.SinkSpec(
+        kind="b2", dest=str(tmp_path / "dest"), remote_out=setup.out_dir(), b2_bucket="rl-artifacts"
+    )
 
     def sink_for(spec):
-        copy = durability.CopyBack(dest=pathlib.Path(spec.dest), known_hosts_dir=store.known_hosts_dir,
-                                   include_artifacts=False, runner=rsync)
+        copy = durability.CopyBack(
+            dest=pathlib.Path(spec.dest), known_hosts_dir=store.known_hosts_dir, include_artifacts=False, runner=rsync
+        )
         return durability.B2Mirror(copy=copy, store=durability.B2Store(bucket), prefix=local.prefix)
 
     b2_fleet = fleet.Fleet(account, store, fleet.Progress(progress), FAST, sink_for=sink_for)
@@ -281,7 +298,7 @@ def test_a_b2_launch_sends_its_own_key_and_never_the_local_one(tmp_path, account
     assert [r.status for r in records] == [state.RUNNING] * 2
     sent = [request.body for request in fake.calls("PUT", r"/asks/")]
     key_ids = {body["env"][env_vars.B2_KEY_ID_ENV] for body in sent}
-    assert len(key_ids) == 1 and local.key_id not in key_ids                  # one key for the launch, not ours
+    assert len(key_ids) == 1 and local.key_id not in key_ids  # one key for the launch, not ours
     assert {body["env"][env_vars.B2_PREFIX_ENV] for body in sent} == {"rl-harness/launches/ab12cd"}
     for secret in (local.key, local.key_id):
         assert_no_secret(secret, *sent, progress.getvalue(), store.path)

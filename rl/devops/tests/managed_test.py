@@ -41,16 +41,25 @@ def fake(api_key):
 def store_env(server, monkeypatch):
     """The store on this machine and on the instances: moto's bucket, the read-write key."""
     key_id, key = server.read_write
-    variables = {env_vars.STORE_ENV: f"s3://{server.bucket}/managed-{time.time_ns()}",
-                 env_vars.STORE_ENDPOINT_ENV: server.endpoint, env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: key}
+    variables = {
+        env_vars.STORE_ENV: f"s3://{server.bucket}/managed-{time.time_ns()}",
+        env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+        env_vars.S3_KEY_ID_ENV: key_id,
+        env_vars.S3_KEY_ENV: key,
+    }
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     return variables
 
 
 def _git(*args, cwd):
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -67,8 +76,11 @@ def pin(tmp_path):
 
 @pytest.fixture
 def git_env(tmp_path):
-    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{tmp_path / 'git'}/.insteadOf",
-            "GIT_CONFIG_VALUE_0": REMOTE}
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"url.{tmp_path / 'git'}/.insteadOf",
+        "GIT_CONFIG_VALUE_0": REMOTE,
+    }
 
 
 def runtime_python() -> str:
@@ -79,11 +91,17 @@ def runtime_python() -> str:
 @pytest.fixture
 def hosts(fake, tmp_path, git_env):
     repo_root = pathlib.Path(__file__).resolve().parents[3]
-    environment = {**git_env, "RLH_FAKE_PYTHON": runtime_python(), "RLH_FAKE_RECIPE": "rl.harness.tests.fake_recipe",
-                   "PYTHONPATH": str(repo_root), "OMP_NUM_THREADS": "1", "FAKE_RECIPE_ITERATIONS": str(ITERATIONS),
-                   "FAKE_RECIPE_SLEEP_S": "0.5", env_vars.MIRROR_INTERVAL_ENV: "0.2"}
-    running = fake_hosts.FakeHosts(fake, tmp_path / "hosts", workdir=bootstrap.DEFAULT_WORKDIR,
-                                   environment=environment)
+    environment = {
+        **git_env,
+        "RLH_FAKE_PYTHON": runtime_python(),
+        "RLH_FAKE_RECIPE": "rl.harness.tests.fake_recipe",
+        "PYTHONPATH": str(repo_root),
+        "OMP_NUM_THREADS": "1",
+        "FAKE_RECIPE_ITERATIONS": str(ITERATIONS),
+        "FAKE_RECIPE_SLEEP_S": "0.5",
+        env_vars.MIRROR_INTERVAL_ENV: "0.2",
+    }
+    running = fake_hosts.FakeHosts(fake, tmp_path / "hosts", workdir=bootstrap.DEFAULT_WORKDIR, environment=environment)
     fake.hosts.append(running)
     yield running
     running.close()
@@ -100,19 +118,35 @@ def fl(tmp_path, account, progress):
 
 
 def _launch(fl, pin, seeds, *, budget=None, max_hours=1.0, **setup_fields):
-    setup = bootstrap.Bootstrap(repo=pin, upload_artifacts=True, max_hours=max_hours, self_end=True,
-                                end_grace_s=setup_fields.pop("end_grace_s", 5), failed_linger_s=1, **setup_fields)
+    setup = bootstrap.Bootstrap(
+        repo=pin,
+        upload_artifacts=True,
+        max_hours=max_hours,
+        self_end=True,
+        end_grace_s=setup_fields.pop("end_grace_s", 5),
+        failed_linger_s=1,
+        **setup_fields,
+    )
     jobs = fleet.make_jobs(["//experiments/x:y"], seeds, launch_id="ab12cd")
-    launch = managed.Launch.new("ab12cd", jobs, setup, offers.Gates(max_dph=0.8, interruptible=True),
-                                image="python:3.11-bookworm", budget=budget, boot_timeout_s=FAST.boot_timeout_s,
-                                silence_s=20.0, start_timeout_s=60.0)
+    launch = managed.Launch.new(
+        "ab12cd",
+        jobs,
+        setup,
+        offers.Gates(max_dph=0.8, interruptible=True),
+        image="python:3.11-bookworm",
+        budget=budget,
+        boot_timeout_s=FAST.boot_timeout_s,
+        silence_s=20.0,
+        start_timeout_s=60.0,
+    )
     managed.record_launch(fl.store, launch)
     return launch
 
 
 def _watcher(fl, store_env):
-    return managed.Watcher(fl, store_runs.StoreRuns(store_runs.open_configured()), "ab12cd",
-                           instance_env=dict(store_env))
+    return managed.Watcher(
+        fl, store_runs.StoreRuns(store_runs.open_configured()), "ab12cd", instance_env=dict(store_env)
+    )
 
 
 def _metrics(hosts, instance_id, run_id):
@@ -139,9 +173,8 @@ def _until(condition, timeout_s, what, tick=None):
 
 
 @pytest.mark.slow
-def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl, fake, hosts, pin, store_env,
-                                                                              progress):
-    fake.never_boot_machines.add(1001)   # the best offer's machine: its instance never boots
+def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl, fake, hosts, pin, store_env, progress):
+    fake.never_boot_machines.add(1001)  # the best offer's machine: its instance never boots
     _launch(fl, pin, [0, 1])
     watcher = _watcher(fl, store_env)
     runs = watcher.runs
@@ -157,41 +190,50 @@ def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl,
 
     _until(checkpointed, 120, "share 0's run to mirror a checkpoint past iteration 6", tick=watcher.tick)
     (victim,) = [r for r in fl.store.read().live() if r.share == 0]
-    fake.preempt(victim.instance_id)                     # outbid: stopped, its process killed with SIGKILL
+    fake.preempt(victim.instance_id)  # outbid: stopped, its process killed with SIGKILL
     killed_at = _metrics(hosts, victim.instance_id, victim.run_id)[-1]
     final = watcher.watch(time.time() + 180)
 
     assert [share.status for share in final.shares] == [managed.COMPLETED] * 2, progress.getvalue()
-    first, *_ = [r for r in fl.store.read().records.values() if r.share == 0]
+    _first, *_ = [r for r in fl.store.read().records.values() if r.share == 0]
     assert "never booted" in fl.store.read().records["rlh-ab12cd-000-1"].note
     assert 1001 in fl.store.read().quarantined() and victim.machine_id in fl.store.read().quarantined()
     resumed = fl.store.read().records[f"rlh-ab12cd-000-{victim.attempts + 1}"]
     assert f"resuming run {victim.run_id} from its newest checkpoint" in progress.getvalue()
     rows = _metrics(hosts, resumed.instance_id, resumed.run_id)
-    assert rows == list(range(rows[0], ITERATIONS + 1))          # the curve goes on to the end ...
-    assert rows[0] <= killed_at + 1                              # ... without a gap
+    assert rows == list(range(rows[0], ITERATIONS + 1))  # the curve goes on to the end ...
+    assert rows[0] <= killed_at + 1  # ... without a gap
     redone = killed_at - (rows[0] - 1)
     assert 0 <= redone <= ITERATIONS / 10, (killed_at, rows[0])  # at most a tenth redone
-    assert fake.instances == {} and hosts.running() == []        # nothing left running (each ended itself)
+    assert fake.instances == {} and hosts.running() == []  # nothing left running (each ended itself)
     spent = managed.spend(fl.store.read(), "ab12cd", time.time())
-    assert spent == pytest.approx(fake.bill(), rel=0.05)         # accounted against the fake API's bill
-    to_training = sorted(_first_row_at(hosts, record) - record.created_at for record in fl.store.read().records.values()
-                         if record.instance_id in hosts.started_at and _first_row_at(hosts, record) is not None)
-    print(f"redone {redone}/{ITERATIONS}; spend ${spent:.5f} against the bill ${fake.bill():.5f}; rented to training"
-          f" {', '.join(f'{seconds:.1f}' for seconds in to_training)} s")
+    assert spent == pytest.approx(fake.bill(), rel=0.05)  # accounted against the fake API's bill
+    to_training = sorted(
+        _first_row_at(hosts, record) - record.created_at
+        for record in fl.store.read().records.values()
+        if record.instance_id in hosts.started_at and _first_row_at(hosts, record) is not None
+    )
+    print(
+        f"redone {redone}/{ITERATIONS}; spend ${spent:.5f} against the bill ${fake.bill():.5f}; rented to training"
+        f" {', '.join(f'{seconds:.1f}' for seconds in to_training)} s"
+    )
 
 
 # ---- the watcher's decisions, with runs written into the store by hand (no instance process) -----------------
+
 
 def _put_run(run_id, *, status="running", checkpoint=None, error=None, heartbeat_age_s=0.0):
     """A run's manifest in the store, as a run on an instance mirrors it (and its checkpoint's state file)."""
     store = store_runs.open_configured(write=True)
     prefix = f"{store.config.prefix}/x/{run_id}"
     at = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - heartbeat_age_s))
-    manifest = {"run_id": run_id, "status": status, "heartbeat": {"at": at},
-                "error": {"type": "RuntimeError", "message": error} if error else None,
-                "checkpoints": [{"path": f"checkpoints/iter_{checkpoint:06d}", "iteration": checkpoint}] if checkpoint
-                else []}
+    manifest = {
+        "run_id": run_id,
+        "status": status,
+        "heartbeat": {"at": at},
+        "error": {"type": "RuntimeError", "message": error} if error else None,
+        "checkpoints": [{"path": f"checkpoints/iter_{checkpoint:06d}", "iteration": checkpoint}] if checkpoint else [],
+    }
     store.put_bytes(json.dumps(manifest).encode(), f"{prefix}/results/run_manifest.json")
     if checkpoint:
         store.put_bytes(b"{}", f"{prefix}/artifacts/checkpoints/iter_{checkpoint:06d}/harness_checkpoint.json")
@@ -208,8 +250,9 @@ def _shares(fl):
 
 def test_two_watchers_at_once_never_rent_twice_for_one_share(fl, fake, pin, store_env, tmp_path, progress):
     _launch(fl, pin, [0, 1, 2])
-    others = [fleet.Fleet(fl.account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), FAST)
-              for _ in range(2)]
+    others = [
+        fleet.Fleet(fl.account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), FAST) for _ in range(2)
+    ]
     watchers = [_watcher(other, store_env) for other in others]
     barrier = threading.Barrier(len(watchers))
 
@@ -242,16 +285,21 @@ def test_a_run_that_fails_twice_the_same_way_is_recorded_failed(fl, fake, pin, s
     _put_run(second.run_id, status="failed", error="loss is nan at iteration 5")
     _until(lambda: not watcher.tick(), 30, "the share to end")
     (share,) = _shares(fl)
-    assert share.status == managed.FAILED and share.note == ("failed twice the same way: RuntimeError: loss is nan at"
-                                                             " iteration 5")
+    assert share.status == managed.FAILED and share.note == (
+        "failed twice the same way: RuntimeError: loss is nan at iteration 5"
+    )
     assert fake.instances == {} and len(fake.calls("PUT", r"/asks/")) == 2
 
 
 def test_a_silent_run_counts_as_lost_and_is_replaced(fl, fake, pin, store_env, progress):
     _launch(fl, pin, [0])
     watcher = _watcher(fl, store_env)
-    _until(lambda: fl.store.read().live() and _live(fl, 0).status == state.RUNNING, 30, "a running instance",
-           tick=watcher.tick)
+    _until(
+        lambda: fl.store.read().live() and _live(fl, 0).status == state.RUNNING,
+        30,
+        "a running instance",
+        tick=watcher.tick,
+    )
     silent = _live(fl, 0)
     _put_run(silent.run_id, checkpoint=8, heartbeat_age_s=3600)
     watcher.tick()
@@ -280,7 +328,7 @@ def test_a_cap_passed_while_running_stops_the_least_advanced_share(fl, fake, pin
     ahead, behind = _live(fl, 0), _live(fl, 1)
     _put_run(ahead.run_id, checkpoint=10)
     _put_run(behind.run_id, checkpoint=4)
-    with fl.store.update() as current:          # what `watch --budget 0.25` does
+    with fl.store.update() as current:  # what `watch --budget 0.25` does
         current.launches["ab12cd"]["budget"] = 0.25
     watcher.tick()
     assert [share.status for share in _shares(fl)] == [managed.ACTIVE, managed.STOPPED]
@@ -291,21 +339,22 @@ def test_a_cap_passed_while_running_stops_the_least_advanced_share(fl, fake, pin
 
 @pytest.mark.slow
 def test_an_instance_ends_itself_at_its_deadline_with_no_watcher(fl, fake, hosts, pin, store_env, tmp_path):
-    hung = tmp_path / "hung-run"       # a run that hangs and ignores its stop (SIGTERM), e.g. in a stuck call
+    hung = tmp_path / "hung-run"  # a run that hangs and ignores its stop (SIGTERM), e.g. in a stuck call
     hung.write_text("#!/bin/bash\ntrap '' TERM\nsleep 120\n")
     hung.chmod(0o755)
     hosts.environment["RLH_FAKE_PYTHON"] = str(hung)
-    _launch(fl, pin, [0], max_hours=0.002, end_grace_s=3)                # SIGTERM at 7.2 s; the end at 10.2 s
-    _watcher(fl, store_env).tick()                                        # rented; then no watcher at all
+    _launch(fl, pin, [0], max_hours=0.002, end_grace_s=3)  # SIGTERM at 7.2 s; the end at 10.2 s
+    _watcher(fl, store_env).tick()  # rented; then no watcher at all
     (record,) = fl.store.read().live()
     _until(lambda: record.instance_id not in fake.instances, 90, "the instance to end itself")
     (deleted,) = fake.calls("DELETE", rf"/instances/{record.instance_id}/$")
-    assert deleted.headers["authorization"] == f"Bearer {fake.container_key(record.instance_id)}"   # its own key
+    assert deleted.headers["authorization"] == f"Bearer {fake.container_key(record.instance_id)}"  # its own key
     assert "RLH_END deadline" in fake.log_files[record.instance_id].read_text()
     assert hosts.running() == []
 
 
 # ---- bad input: one line each, exit 2, nothing rented ---------------------------------------------------------
+
 
 @pytest.fixture
 def cli_run(fake, api_key, tmp_path, monkeypatch, capsys, git_env, pin):
@@ -316,9 +365,28 @@ def cli_run(fake, api_key, tmp_path, monkeypatch, capsys, git_env, pin):
         monkeypatch.setenv(name, value)
 
     def run_cli(*argv, commit=pin.commit, job=("--target", "//experiments/x:y", "--seeds", "0-2")):
-        code = cli.main(["--server-url", fake.url, "--state-dir", "state", "--request-timeout", "2",
-                         "--poll-interval", "0.05", "up", "--repo", pin.url, "--commit", commit,
-                         *job, "--hours", "1", "--yes", *argv])
+        code = cli.main(
+            [
+                "--server-url",
+                fake.url,
+                "--state-dir",
+                "state",
+                "--request-timeout",
+                "2",
+                "--poll-interval",
+                "0.05",
+                "up",
+                "--repo",
+                pin.url,
+                "--commit",
+                commit,
+                *job,
+                "--hours",
+                "1",
+                "--yes",
+                *argv,
+            ]
+        )
         out, err = capsys.readouterr()
         return code, out + err
 
@@ -328,8 +396,16 @@ def cli_run(fake, api_key, tmp_path, monkeypatch, capsys, git_env, pin):
 @pytest.fixture
 def instance_store_file(tmp_path, store_env):
     path = tmp_path / "instances.json"
-    path.write_text(json.dumps({"url": store_env[env_vars.STORE_ENV], "endpoint": store_env[env_vars.STORE_ENDPOINT_ENV],
-                                "key_id": store_env[env_vars.S3_KEY_ID_ENV], "key": store_env[env_vars.S3_KEY_ENV]}))
+    path.write_text(
+        json.dumps(
+            {
+                "url": store_env[env_vars.STORE_ENV],
+                "endpoint": store_env[env_vars.STORE_ENDPOINT_ENV],
+                "key_id": store_env[env_vars.S3_KEY_ID_ENV],
+                "key": store_env[env_vars.S3_KEY_ENV],
+            }
+        )
+    )
     path.chmod(0o600)
     return str(path)
 
@@ -337,7 +413,7 @@ def instance_store_file(tmp_path, store_env):
 def _no_store(monkeypatch, tmp_path):
     for name in (env_vars.STORE_ENV, env_vars.STORE_FILE_ENV, env_vars.B2_KEY_ID_ENV):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))     # no ~/.config/rl-harness/store.json either
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.config/rl-harness/store.json either
 
 
 def _error_line(output):
@@ -365,11 +441,13 @@ def test_interruptible_with_a_store_still_needs_the_store_sink(cli_run, fake, st
 
 
 def test_a_budget_below_one_instance_hour_is_refused(cli_run, fake, store_env, instance_store_file):
-    code, output = cli_run("--sink", "store", "--interruptible", "--instance-store-file", instance_store_file,
-                           "--budget", "0.15")
+    code, output = cli_run(
+        "--sink", "store", "--interruptible", "--instance-store-file", instance_store_file, "--budget", "0.15"
+    )
     assert code == 2 and _error_line(output) == (
         "error: --budget $0.15 is below one instance-hour of the cheapest offer that passes the gates ($0.193/h);"
-        " raise the budget or relax --max-dph")
+        " raise the budget or relax --max-dph"
+    )
     assert fake.calls("PUT", r"/asks/") == []
 
 
@@ -386,7 +464,8 @@ STUDY = ("--study", "//experiments/x:study")
 def test_a_study_with_seeds_is_refused(cli_run, fake, store_env):
     code, output = cli_run("--sink", "store", job=(*STUDY, "--seeds", "0-2"))
     assert code == 2 and _error_line(output).startswith(
-        "error: --seeds goes with --target: study //experiments/x:study runs the seeds its STUDY declares")
+        "error: --seeds goes with --target: study //experiments/x:study runs the seeds its STUDY declares"
+    )
     assert fake.calls("PUT", r"/asks/") == []
 
 
@@ -394,14 +473,16 @@ def test_a_study_over_several_instances_without_a_store_is_refused(cli_run, fake
     _no_store(monkeypatch, tmp_path)
     code, output = cli_run("--instances", "2", job=STUDY)
     assert code == 2 and "a study over 2 instances meets only in the store, and no store is configured" in (
-        _error_line(output))
+        _error_line(output)
+    )
     assert fake.calls("PUT", r"/asks/") == []
 
 
 def test_a_study_over_several_instances_needs_the_store_sink(cli_run, fake, store_env):
     code, output = cli_run("--instances", "2", job=STUDY)
-    assert code == 2 and _error_line(output) == ("error: a study over 2 instances meets only in the store:"
-                                                 " add --sink store")
+    assert code == 2 and _error_line(output) == (
+        "error: a study over 2 instances meets only in the store: add --sink store"
+    )
     assert fake.calls("PUT", r"/asks/") == []
 
 
@@ -418,8 +499,9 @@ def test_instances_without_a_study_are_refused(cli_run, fake):
 
 
 def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instance_store_file, capsys):
-    code, output = cli_run("--sink", "store", "--interruptible", "--instance-store-file", instance_store_file,
-                           "--budget", "20")   # 3 bids of about $0.22/h for 12 h + 10 min
+    code, output = cli_run(
+        "--sink", "store", "--interruptible", "--instance-store-file", instance_store_file, "--budget", "20"
+    )  # 3 bids of about $0.22/h for 12 h + 10 min
     assert code == 0, output
     assert "(managed): 3 instances" in output and "launched; keep it going with `watch " in output
     assert sorted(request.body["price"] for request in fake.calls("PUT", r"/asks/")) == [0.1925, 0.22, 0.2475]
@@ -430,15 +512,27 @@ def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instan
     launch_id = next(line.split()[1] for line in output.splitlines() if line.startswith("launch "))
 
     def command(*argv):
-        code = cli.main(["--server-url", fake.url, "--state-dir", "state", "--request-timeout", "2",
-                         "--poll-interval", "0.05", *argv])
+        code = cli.main(
+            [
+                "--server-url",
+                fake.url,
+                "--state-dir",
+                "state",
+                "--request-timeout",
+                "2",
+                "--poll-interval",
+                "0.05",
+                *argv,
+            ]
+        )
         out, err = capsys.readouterr()
         return code, out + err
 
     code, output = command("status")
     assert code == 0 and f"launch {launch_id}: spent $0.00 so far, projected $" in output and "cap $20.00" in output
-    code, output = command("watch", launch_id, "--budget", "1", "--hours", "0.0003",
-                           "--instance-store-file", instance_store_file)
+    code, output = command(
+        "watch", launch_id, "--budget", "1", "--hours", "0.0003", "--instance-store-file", instance_store_file
+    )
     assert code == 1 and "cap $1.00" in output
     assert len(re.findall(r": stopped, 1 instances, run \S+ \(budget \$1\.00; resume with --resume-from", output)) == 3
-    assert fake.instances == {}        # a cap below what one instance costs to its deadline stops every job
+    assert fake.instances == {}  # a cap below what one instance costs to its deadline stops every job

@@ -5,30 +5,40 @@ import pytest
 from rl.devops.vast import offers, redact
 from rl.devops.vast.testing import fake_api
 
-GATES = offers.Gates(num_gpus=1, min_reliability=0.98, min_cuda=12.1, disk_gb=40, min_cpu_cores=8, max_dph=0.8,
-                     excluded_machines=frozenset({999}))
+GATES = offers.Gates(
+    num_gpus=1,
+    min_reliability=0.98,
+    min_cuda=12.1,
+    disk_gb=40,
+    min_cpu_cores=8,
+    max_dph=0.8,
+    excluded_machines=frozenset({999}),
+)
 
 
 def test_a_good_offer_passes_every_gate():
     assert GATES.failures(fake_api.offer(1), {}) == []
 
 
-@pytest.mark.parametrize("fields, gate", [
-    ({"reliability": 0.97}, "min_reliability"),
-    ({"verified": False}, "verified"),
-    ({"cuda_max_good": 11.8}, "min_cuda"),
-    ({"driver_version": "470.57.02"}, "driver"),
-    ({"driver_version": None}, "driver"),
-    ({"disk_space": 39.9}, "disk_gb"),
-    ({"cpu_cores_effective": 4.0}, "min_cpu_cores"),
-    ({"dph_total": 0.81}, "max_dph"),
-    ({"dph_total": 0.0}, "max_dph"),
-    ({"machine_id": 999}, "excluded"),
-    ({"num_gpus": 2}, "num_gpus"),
-    ({"rented": True}, "rentable"),
-    ({"dlperf": None}, "scorable"),
-    ({"machine_id": None}, "machine_id"),
-])
+@pytest.mark.parametrize(
+    "fields, gate",
+    [
+        ({"reliability": 0.97}, "min_reliability"),
+        ({"verified": False}, "verified"),
+        ({"cuda_max_good": 11.8}, "min_cuda"),
+        ({"driver_version": "470.57.02"}, "driver"),
+        ({"driver_version": None}, "driver"),
+        ({"disk_space": 39.9}, "disk_gb"),
+        ({"cpu_cores_effective": 4.0}, "min_cpu_cores"),
+        ({"dph_total": 0.81}, "max_dph"),
+        ({"dph_total": 0.0}, "max_dph"),
+        ({"machine_id": 999}, "excluded"),
+        ({"num_gpus": 2}, "num_gpus"),
+        ({"rented": True}, "rentable"),
+        ({"dlperf": None}, "scorable"),
+        ({"machine_id": None}, "machine_id"),
+    ],
+)
 def test_each_gate_rejects_on_its_own(fields, gate):
     assert [g for g, _ in GATES.failures(fake_api.offer(1, **fields), {})] == [gate]
 
@@ -77,10 +87,10 @@ def test_score_is_reliability_times_dlperf_per_dollar():
 
 def test_rank_orders_by_score_then_price_then_id_and_counts_rejections():
     candidates = [
-        fake_api.offer(1, reliability=0.99, dlperf=50.0, dph_total=0.50),   # 99.0
-        fake_api.offer(2, reliability=0.99, dlperf=80.0, dph_total=0.40),   # 198.0
-        fake_api.offer(3, reliability=0.99, dlperf=40.0, dph_total=0.40),   # 99.0, cheaper than 1
-        fake_api.offer(4, reliability=0.99, dlperf=40.0, dph_total=0.40),   # 99.0, same as 3: id decides
+        fake_api.offer(1, reliability=0.99, dlperf=50.0, dph_total=0.50),  # 99.0
+        fake_api.offer(2, reliability=0.99, dlperf=80.0, dph_total=0.40),  # 198.0
+        fake_api.offer(3, reliability=0.99, dlperf=40.0, dph_total=0.40),  # 99.0, cheaper than 1
+        fake_api.offer(4, reliability=0.99, dlperf=40.0, dph_total=0.40),  # 99.0, same as 3: id decides
         fake_api.offer(5, reliability=0.50),
         fake_api.offer(6, dph_total=5.0, reliability=0.5),
     ]
@@ -105,8 +115,8 @@ def test_server_query_carries_the_gates_and_the_quarantine():
 
 
 def test_search_against_the_fake_sends_the_filter_and_ranks(account, fake):
-    fake.offers[9] = fake_api.offer(9, dph_total=2.0)            # over the price cap: the server filters it
-    fake.offers[10] = fake_api.offer(10, machine_id=7)           # quarantined machine
+    fake.offers[9] = fake_api.offer(9, dph_total=2.0)  # over the price cap: the server filters it
+    fake.offers[10] = fake_api.offer(10, machine_id=7)  # quarantined machine
     choice = offers.search(account, GATES, {7: "never booted"})
     assert [s.offer["id"] for s in choice.ranked] == [1, 2, 3, 4]
     (request,) = fake.calls("POST", r"/bundles/$")

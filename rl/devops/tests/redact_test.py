@@ -19,12 +19,15 @@ def test_a_secret_containing_another_is_masked_whole():
     assert redact.redact("x abcdefgh-longer y") == f"x {redact.MASK} y"
 
 
-@pytest.mark.parametrize("text, kept", [
-    ("Authorization: Bearer eyJhbGciOi.xyz", "Authorization: Bearer "),
-    ("GET /x?api_key=abc123def&limit=3", "GET /x?api_key="),
-    ('{"token": "ghp_abcdef123456"}', '{"token": "'),
-    ("password=hunter2222 ok", "password="),
-])
+@pytest.mark.parametrize(
+    "text, kept",
+    [
+        ("Authorization: Bearer eyJhbGciOi.xyz", "Authorization: Bearer "),
+        ("GET /x?api_key=abc123def&limit=3", "GET /x?api_key="),
+        ('{"token": "ghp_abcdef123456"}', '{"token": "'),
+        ("password=hunter2222 ok", "password="),
+    ],
+)
 def test_credential_shaped_text_is_masked_without_registration(text, kept):
     result = redact.redact(text)
     assert result.startswith(kept + redact.MASK)
@@ -37,9 +40,8 @@ def test_a_too_short_secret_is_refused():
 
 def test_guarded_redacts_and_does_not_chain_the_original():
     redact.register_secret("key-0123456789")
-    with pytest.raises(redact.DevopsError) as caught:
-        with redact.guarded("call the API"):
-            raise ValueError("server echoed key-0123456789")
+    with pytest.raises(redact.DevopsError) as caught, redact.guarded("call the API"):
+        raise ValueError("server echoed key-0123456789")
     error = caught.value
     assert str(error) == f"call the API: ValueError: server echoed {redact.MASK}"
     assert error.__cause__ is None and error.__suppress_context__
@@ -63,7 +65,7 @@ def test_a_secret_cut_by_truncation_leaves_no_half_behind():
     redact.register_secret(secret)
 
     class Response:
-        text = "x" * 290 + " " + secret     # the 300-character cut falls inside the secret
+        text = "x" * 290 + " " + secret  # the 300-character cut falls inside the secret
 
     error = RuntimeError("500 Server Error")
     error.response = Response()

@@ -14,8 +14,17 @@ RECORDS_PER_WRITER = 15
 
 
 def _record(label: str, **fields) -> state.Record:
-    return state.Record(label=label, launch_id="t", target="//experiments/x:y", seed=0, run_id="r-" + label,
-                        sink="copy", dest="/tmp/d", remote_out="/workspace/rlh/out", **fields)
+    return state.Record(
+        label=label,
+        launch_id="t",
+        target="//experiments/x:y",
+        seed=0,
+        run_id="r-" + label,
+        sink="copy",
+        dest="/tmp/d",
+        remote_out="/workspace/rlh/out",
+        **fields,
+    )
 
 
 def _writer(directory: str, writer: int) -> None:
@@ -38,18 +47,17 @@ def test_concurrent_writer_processes_lose_no_update(tmp_path):
         assert process.exitcode == 0
     current = state.StateFile(tmp_path).read()
     assert len(current.records) == WRITERS * RECORDS_PER_WRITER + 1
-    assert current.records["counter"].attempts == WRITERS * RECORDS_PER_WRITER   # every increment survived
-    assert [p for p in os.listdir(tmp_path) if p.endswith(".tmp")] == []        # no temp file left behind
+    assert current.records["counter"].attempts == WRITERS * RECORDS_PER_WRITER  # every increment survived
+    assert [p for p in os.listdir(tmp_path) if p.endswith(".tmp")] == []  # no temp file left behind
 
 
 def test_a_failed_update_writes_nothing(tmp_path):
     store = state.StateFile(tmp_path)
     with store.update() as current:
         current.records["a"] = _record("a")
-    with pytest.raises(RuntimeError):
-        with store.update() as current:
-            current.records["b"] = _record("b")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), store.update() as current:
+        current.records["b"] = _record("b")
+        raise RuntimeError("boom")
     assert list(store.read().records) == ["a"]
 
 
@@ -65,10 +73,8 @@ def test_set_replaces_fields_and_redacts_the_note(tmp_path):
 def test_the_lock_wait_is_bounded_and_names_the_fix(tmp_path):
     holder = state.StateFile(tmp_path)
     waiter = state.StateFile(tmp_path, lock_timeout_s=0.2)
-    with holder.update():
-        with pytest.raises(redact.DevopsError, match="wait for it to finish"):
-            with waiter.update():
-                pass
+    with holder.update(), pytest.raises(redact.DevopsError, match="wait for it to finish"), waiter.update():
+        pass
 
 
 def test_quarantine_expires(tmp_path):
@@ -79,7 +85,7 @@ def test_quarantine_expires(tmp_path):
     current = store.read()
     assert current.quarantined(now=1000.0 + 1800) == {7: "never booted", 8: "CUDA errors"}
     assert current.quarantined(now=1000.0 + 3601) == {8: "CUDA errors"}
-    with store.update() as current:            # a later entry drops the expired ones
+    with store.update() as current:  # a later entry drops the expired ones
         current.quarantine_machine(9, "slow disk", hours=1, now=1000.0 + 3 * 3600)
     assert sorted(store.read().quarantine) == [9]
 

@@ -29,7 +29,8 @@ import os
 import pathlib
 import stat
 import time
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import requests
 import vastai
@@ -42,7 +43,7 @@ DEFAULT_KEY_FILE = pathlib.Path("~/.config/vastai/vast_api_key")
 _T = TypeVar("_T")
 
 
-def read_api_key(key_file: Optional[pathlib.Path] = None) -> str:
+def read_api_key(key_file: pathlib.Path | None = None) -> str:
     """The vast.ai API key from $VAST_API_KEY, else `key_file` (default ~/.config/vastai/vast_api_key).
 
     Never from the command line, where `ps` would show it. A key file other users may read or
@@ -53,15 +54,18 @@ def read_api_key(key_file: Optional[pathlib.Path] = None) -> str:
         path = (key_file or DEFAULT_KEY_FILE).expanduser()
         try:
             if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-                raise redact.DevopsError(f"the vast.ai key file {path} is open to other users (mode"
-                                         f" {stat.S_IMODE(path.stat().st_mode):o}); run `chmod 600 {path}`, and"
-                                         " replace the key at vast.ai if others could have read it")
+                raise redact.DevopsError(
+                    f"the vast.ai key file {path} is open to other users (mode"
+                    f" {stat.S_IMODE(path.stat().st_mode):o}); run `chmod 600 {path}`, and"
+                    " replace the key at vast.ai if others could have read it"
+                )
             key = path.read_text().strip()
         except OSError as error:
             raise redact.DevopsError(
                 f"no vast.ai API key: ${API_KEY_ENV} is unset and {path} cannot be read "
                 f"({type(error).__name__}); export {API_KEY_ENV} or write the key to that file "
-                "(chmod 600)") from None
+                "(chmod 600)"
+            ) from None
         if not key:
             raise redact.DevopsError(f"{path} is empty; write your vast.ai API key into it")
     redact.register_secret(key)
@@ -83,7 +87,7 @@ class Created:
     adopted: bool  # a failed attempt had made the instance; found by its label
 
 
-def _status_code(error: Exception) -> Optional[int]:
+def _status_code(error: Exception) -> int | None:
     response = getattr(error, "response", None) if isinstance(error, requests.HTTPError) else None
     return None if response is None else response.status_code
 
@@ -100,7 +104,7 @@ def _create_may_succeed_later(error: Exception) -> bool:
     return _status_code(error) == 429 or _is_transient(error)
 
 
-def _retry_after_s(error: Exception) -> Optional[float]:
+def _retry_after_s(error: Exception) -> float | None:
     response = getattr(error, "response", None)
     try:
         return min(float(response.headers["Retry-After"]), _MAX_RETRY_AFTER_S)
@@ -111,8 +115,15 @@ def _retry_after_s(error: Exception) -> Optional[float]:
 class VastAccount:
     """One vast.ai account. Arguments: the API key, the server (tests: the fake's URL), timeouts, retries."""
 
-    def __init__(self, api_key: str, server_url: Optional[str] = None, *, request_timeout_s: float = 60.0,
-                 retries: int = 3, retry_backoff_s: float = 1.0):
+    def __init__(
+        self,
+        api_key: str,
+        server_url: str | None = None,
+        *,
+        request_timeout_s: float = 60.0,
+        retries: int = 3,
+        retry_backoff_s: float = 1.0,
+    ):
         if retries < 1:
             raise redact.DevopsError(f"retries={retries}: use at least 1 (one attempt, no retry)")
         redact.register_secret(api_key)
@@ -130,21 +141,36 @@ class VastAccount:
             for attempt in range(1, attempts + 1):
                 try:
                     return function()
-                except Exception as error:  # noqa: BLE001 - classified below, then re-raised
+                except Exception as error:
                     if attempt == attempts or not _is_transient(error):
                         raise
                 time.sleep(self._retry_backoff_s * attempt)
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def search_offers(self, query: dict, *, order: str, limit: int, disk_gb: float,
-                      offer_type: str = "on-demand") -> list[dict]:
+    def search_offers(
+        self, query: dict, *, order: str, limit: int, disk_gb: float, offer_type: str = "on-demand"
+    ) -> list[dict]:
         """Offers matching `query` (a parsed filter dict, no SDK defaults), priced for `disk_gb` of disk;
         `offer_type` "bid" for interruptible ones."""
-        return self._call("search offers", lambda: self._sdk.search_offers(
-            query=query, type=offer_type, order=order, limit=limit, storage=disk_gb, no_default=True), idempotent=True)
+        return self._call(
+            "search offers",
+            lambda: self._sdk.search_offers(
+                query=query, type=offer_type, order=order, limit=limit, storage=disk_gb, no_default=True
+            ),
+            idempotent=True,
+        )
 
-    def create_instance(self, offer_id: int, *, image: str, disk_gb: float, label: str, onstart: str,
-                        env: dict[str, str], bid: Optional[float] = None) -> Created:
+    def create_instance(
+        self,
+        offer_id: int,
+        *,
+        image: str,
+        disk_gb: float,
+        label: str,
+        onstart: str,
+        env: dict[str, str],
+        bid: float | None = None,
+    ) -> Created:
         """Rents offer `offer_id` as instance `label` (unique per instance); never rents it twice.
         `bid` ($/h) rents it as an interruptible instance at that price.
 
@@ -160,9 +186,18 @@ class VastAccount:
                 with redact.guarded(what):
                     try:
                         response = self._create_sdk.create_instance(
-                            id=offer_id, image=image, disk=disk_gb, label=label, onstart_cmd=onstart, env=env,
-                            price=bid, ssh=True, direct=True, cancel_unavail=True)
-                    except Exception as error:  # noqa: BLE001 - classified here, redacted by `guarded`
+                            id=offer_id,
+                            image=image,
+                            disk=disk_gb,
+                            label=label,
+                            onstart_cmd=onstart,
+                            env=env,
+                            price=bid,
+                            ssh=True,
+                            direct=True,
+                            cancel_unavail=True,
+                        )
+                    except Exception as error:
                         retryable, retry_after_s = _create_may_succeed_later(error), _retry_after_s(error)
                         raise
             except redact.DevopsError as failure:
@@ -172,8 +207,9 @@ class VastAccount:
                 if existing is not None:
                     return Created(existing, attempts=attempt, adopted=True)
                 if attempt == self._retries:
-                    raise redact.DevopsError(f"{failure}; no instance has label {label}, so nothing was rented "
-                                             f"({attempt} attempts)") from None
+                    raise redact.DevopsError(
+                        f"{failure}; no instance has label {label}, so nothing was rented ({attempt} attempts)"
+                    ) from None
                 time.sleep(retry_after_s or self._retry_backoff_s * attempt)
                 continue
             if not (isinstance(response, dict) and response.get("success") and response.get("new_contract")):
@@ -181,20 +217,20 @@ class VastAccount:
             return Created(int(response["new_contract"]), attempts=attempt, adopted=False)
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _labelled(self, label: str, *, after: redact.DevopsError) -> Optional[int]:
+    def _labelled(self, label: str, *, after: redact.DevopsError) -> int | None:
         """The id of the instance labelled `label`, or None; `after` is the create error being checked."""
         try:
             rows = self.instances()
         except redact.DevopsError as error:
             raise CreateOutcomeUnknown(
                 f"{after}; whether it rented an instance is unknown, the label check failed too ({error}): "
-                "run `reap` once vast.ai answers, it adopts an instance with this label") from None
+                "run `reap` once vast.ai answers, it adopts an instance with this label"
+            ) from None
         return next((row["id"] for row in rows if row.get("label") == label), None)
 
-    def instance(self, instance_id: int) -> Optional[dict]:
+    def instance(self, instance_id: int) -> dict | None:
         """The instance's row (actual_status, ssh_host, ssh_port, dph_total, ...), or None once it is gone."""
-        return self._call(f"show instance {instance_id}", lambda: self._sdk.show_instance(instance_id),
-                          idempotent=True)
+        return self._call(f"show instance {instance_id}", lambda: self._sdk.show_instance(instance_id), idempotent=True)
 
     def instances(self) -> list[dict]:
         """Every instance of the account (all pages)."""
@@ -202,14 +238,14 @@ class VastAccount:
 
     def logs(self, instance_id: int, *, tail: int) -> str:
         """The last `tail` lines of the instance's container log, redacted."""
-        text = self._call(f"logs of instance {instance_id}",
-                          lambda: self._sdk.logs(instance_id, tail=str(tail)), idempotent=True)
+        text = self._call(
+            f"logs of instance {instance_id}", lambda: self._sdk.logs(instance_id, tail=str(tail)), idempotent=True
+        )
         return redact.redact(text if isinstance(text, str) else repr(text))
 
     def destroy_instance(self, instance_id: int) -> None:
         """Destroys the instance (irreversible: its disk goes with it). Callers gate this on durability."""
-        self._call(f"destroy instance {instance_id}", lambda: self._sdk.destroy_instance(instance_id),
-                   idempotent=True)
+        self._call(f"destroy instance {instance_id}", lambda: self._sdk.destroy_instance(instance_id), idempotent=True)
 
 
 def ssh_endpoint(row: dict[str, Any]) -> tuple[str, int]:
@@ -219,5 +255,6 @@ def ssh_endpoint(row: dict[str, Any]) -> tuple[str, int]:
     if not (host and port):
         raise redact.DevopsError(
             f"instance {row.get('id')} has no SSH endpoint yet (status {row.get('actual_status')!r}); "
-            "wait until it is running")
+            "wait until it is running"
+        )
     return str(host), int(port)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
-from typing import Optional
 
 from rl.devops.vast import redact
 from rl.harness import env_vars
@@ -85,14 +84,16 @@ class GitPin:
         if not _COMMIT.fullmatch(self.commit):
             raise redact.DevopsError(
                 f"commit {self.commit!r} of {self.url} is not a full 40-digit lowercase sha; pin the exact "
-                "commit (git rev-parse HEAD)")
+                "commit (git rev-parse HEAD)"
+            )
         if _carries_credentials(self.url):
             raise redact.DevopsError(
-                f"the URL of {self.url} carries credentials; remove them and export ${GIT_TOKEN_ENV} instead")
+                f"the URL of {self.url} carries credentials; remove them and export ${GIT_TOKEN_ENV} instead"
+            )
         if not _REMOTE.fullmatch(self.url):
             raise redact.DevopsError(
-                f"remote {self.url!r} is not an https://, ssh:// or git@host:path URL; pass the repository's"
-                " clone URL")
+                f"remote {self.url!r} is not an https://, ssh:// or git@host:path URL; pass the repository's clone URL"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +104,7 @@ class Job:
     seed: int
     run_id: str
     extra_args: tuple[str, ...] = ()
-    resume_from: Optional[str] = None  # a previous run of this job, resumed from its newest checkpoint in the store
+    resume_from: str | None = None  # a previous run of this job, resumed from its newest checkpoint in the store
 
     def __post_init__(self):
         if not _TARGET.fullmatch(self.target):
@@ -121,22 +122,23 @@ class Bootstrap:
     """What every instance of a launch does: which commits, how results leave, for how long at most."""
 
     repo: GitPin
-    library: Optional[GitPin] = None
+    library: GitPin | None = None
     upload_artifacts: bool = False
     max_hours: float = 12.0
     workdir: str = DEFAULT_WORKDIR
     # The instance destroys itself (vast.ai's key for the container, limited to it) once its run has ended
     # and at its deadline: only where its results live in a store, so nothing is lost with its disk.
     self_end: bool = False
-    end_grace_s: float = 600.0       # after max_hours: the run's own stop (SIGTERM, checkpoint, mirror drain)
+    end_grace_s: float = 600.0  # after max_hours: the run's own stop (SIGTERM, checkpoint, mirror drain)
     failed_linger_s: float = 1800.0  # a failed run's instance waits this long, so a watcher reads its error
 
     def __post_init__(self):
         if self.max_hours <= 0:
             raise redact.DevopsError(f"max_hours={self.max_hours} must be > 0")
         if self.end_grace_s <= 0 or self.failed_linger_s <= 0:
-            raise redact.DevopsError(f"end_grace_s={self.end_grace_s} and failed_linger_s={self.failed_linger_s}"
-                                     " must be > 0")
+            raise redact.DevopsError(
+                f"end_grace_s={self.end_grace_s} and failed_linger_s={self.failed_linger_s} must be > 0"
+            )
         if not self.workdir.startswith("/"):
             raise redact.DevopsError(f"workdir {self.workdir!r} must be an absolute path")
 
@@ -283,10 +285,20 @@ def render(plan: Bootstrap, job: Job) -> str:
         # The documented switch, not --override_repository, which bypasses the template's rule: the rule
         # links the checkout and writes the build.library record itself, so nothing here imitates it.
         library = plan.library
-        library_checkout = (f'checkout {shlex.quote(library.url)} {shlex.quote(library.commit)} "$WORK/library"\n'
-                            f'export {LIBRARY_CHECKOUT_ENV}="$WORK/library"\n')
-    run_args = ["--seed", str(job.seed), "--run-id", shlex.quote(job.run_id),
-                "--results-dir", '"$OUT/results"', "--artifacts-dir", '"$OUT/artifacts"']
+        library_checkout = (
+            f'checkout {shlex.quote(library.url)} {shlex.quote(library.commit)} "$WORK/library"\n'
+            f'export {LIBRARY_CHECKOUT_ENV}="$WORK/library"\n'
+        )
+    run_args = [
+        "--seed",
+        str(job.seed),
+        "--run-id",
+        shlex.quote(job.run_id),
+        "--results-dir",
+        '"$OUT/results"',
+        "--artifacts-dir",
+        '"$OUT/artifacts"',
+    ]
     if plan.upload_artifacts:
         run_args.append("--upload-artifacts")
     if job.resume_from:
@@ -295,25 +307,36 @@ def render(plan: Bootstrap, job: Job) -> str:
     end_when_done = deadline_timer = ""
     if plan.self_end:
         end_when_done = _END_WHEN_DONE.format(failed_linger_s=int(plan.failed_linger_s))
-        deadline_timer = (_END_SELF.format(end_marker=END_MARKER)
-                          + _DEADLINE_TIMER.format(deadline_s=int(plan.deadline_s())))
+        deadline_timer = _END_SELF.format(end_marker=END_MARKER) + _DEADLINE_TIMER.format(
+            deadline_s=int(plan.deadline_s())
+        )
     return _TEMPLATE.format(
-        end_when_done=end_when_done, deadline_timer=deadline_timer,
-        workdir=shlex.quote(plan.workdir), out_dir=shlex.quote(plan.out_dir()), run_id=shlex.quote(job.run_id),
-        phase_marker=PHASE_MARKER, done_marker=DONE_MARKER, git_token_env=GIT_TOKEN_ENV,
+        end_when_done=end_when_done,
+        deadline_timer=deadline_timer,
+        workdir=shlex.quote(plan.workdir),
+        out_dir=shlex.quote(plan.out_dir()),
+        run_id=shlex.quote(job.run_id),
+        phase_marker=PHASE_MARKER,
+        done_marker=DONE_MARKER,
+        git_token_env=GIT_TOKEN_ENV,
         secret_variables=" ".join((GIT_TOKEN_ENV, *env_vars.SECRET_VARIABLES)),
         repo_url=shlex.quote(plan.repo.url),
-        repo_commit=shlex.quote(plan.repo.commit), library_checkout=library_checkout, cuda_lock_flag=CUDA_LOCK_FLAG,
-        max_seconds=int(plan.max_hours * 3600), target=shlex.quote(job.target), run_args=" ".join(run_args))
+        repo_commit=shlex.quote(plan.repo.commit),
+        library_checkout=library_checkout,
+        cuda_lock_flag=CUDA_LOCK_FLAG,
+        max_seconds=int(plan.max_hours * 3600),
+        target=shlex.quote(job.target),
+        run_args=" ".join(run_args),
+    )
 
 
-def parse_done(log_text: str) -> Optional[int]:
+def parse_done(log_text: str) -> int | None:
     """The exit code of the last `RLH_DONE` line in a container log, or None when the run has not ended."""
     codes = re.findall(rf"^{DONE_MARKER} exit_code=(\d+)", log_text, flags=re.MULTILINE)
     return int(codes[-1]) if codes else None
 
 
-def parse_phase(log_text: str) -> Optional[str]:
+def parse_phase(log_text: str) -> str | None:
     """The last phase the bootstrap announced (install, checkout, run), or None before the first."""
     phases = re.findall(rf"^{PHASE_MARKER} (\S+)", log_text, flags=re.MULTILINE)
     return phases[-1] if phases else None

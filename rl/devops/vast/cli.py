@@ -25,7 +25,7 @@ import pathlib
 import sys
 import time
 import traceback
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from rl.devops.vast import api, bootstrap, durability, fleet, managed, managed_cli, offers, preflight, redact, state
 
@@ -45,7 +45,7 @@ def _default_state_dir() -> str:
 
 
 def _seeds(text: str) -> list[int]:
-    """"0-3" -> [0, 1, 2, 3]; "1,4,9" -> [1, 4, 9]."""
+    """ "0-3" -> [0, 1, 2, 3]; "1,4,9" -> [1, 4, 9]."""
     try:
         if "-" in text:
             first, last = (int(part) for part in text.split("-", 1))
@@ -64,8 +64,12 @@ def _gate_arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
     group = parser.add_argument_group("offer gates (hard requirements)")
     group.add_argument("--num-gpus", type=int, default=defaults.num_gpus)
-    group.add_argument("--gpu-name", action="append", default=[], help="allowed GPU model, e.g. 'RTX 4090' "
-                       "(repeat for several; default: any)")
+    group.add_argument(
+        "--gpu-name",
+        action="append",
+        default=[],
+        help="allowed GPU model, e.g. 'RTX 4090' (repeat for several; default: any)",
+    )
     group.add_argument("--min-reliability", type=float, default=defaults.min_reliability)
     group.add_argument("--allow-unverified", action="store_true", help="accept unverified machines")
     group.add_argument("--min-cuda", type=float, default=defaults.min_cuda)
@@ -73,37 +77,53 @@ def _gate_arguments() -> argparse.ArgumentParser:
     group.add_argument("--min-cpu-cores", type=float, default=defaults.min_cpu_cores)
     group.add_argument("--max-dph", type=float, default=defaults.max_dph, help="price cap, $ per hour per instance")
     group.add_argument("--exclude-machine", type=int, action="append", default=[], help="machine id never to rent")
-    group.add_argument("--interruptible", action="store_true",
-                       help="bid offers (cheaper; an instance may be stopped when outbid), bidding at most --max-dph;"
-                            " `up` needs --sink store, whose runs resume on a replacement")
+    group.add_argument(
+        "--interruptible",
+        action="store_true",
+        help="bid offers (cheaper; an instance may be stopped when outbid), bidding at most --max-dph;"
+        " `up` needs --sink store, whose runs resume on a replacement",
+    )
     return parser
 
 
 def _gates(args: argparse.Namespace) -> offers.Gates:
     return offers.Gates(
-        num_gpus=args.num_gpus, gpu_names=tuple(args.gpu_name), min_reliability=args.min_reliability,
-        require_verified=not args.allow_unverified, min_cuda=args.min_cuda, disk_gb=args.disk_gb,
-        min_cpu_cores=args.min_cpu_cores, max_dph=args.max_dph, excluded_machines=frozenset(args.exclude_machine),
-        interruptible=args.interruptible)
+        num_gpus=args.num_gpus,
+        gpu_names=tuple(args.gpu_name),
+        min_reliability=args.min_reliability,
+        require_verified=not args.allow_unverified,
+        min_cuda=args.min_cuda,
+        disk_gb=args.disk_gb,
+        min_cpu_cores=args.min_cpu_cores,
+        max_dph=args.max_dph,
+        excluded_machines=frozenset(args.exclude_machine),
+        interruptible=args.interruptible,
+    )
 
 
 def _sink_arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
     group = parser.add_argument_group("where results go before an instance is destroyed")
-    group.add_argument("--sink", choices=(durability.COPY, durability.B2, durability.STORE), default=durability.COPY,
-                       help="copy: rsync everything back over SSH; b2: copy results/, verify artifacts in B2 "
-                            "(the harness uploads them with its B2 credentials from this machine); store: a managed "
-                            "launch, its runs mirrored to the configured store, lost instances replaced")
+    group.add_argument(
+        "--sink",
+        choices=(durability.COPY, durability.B2, durability.STORE),
+        default=durability.COPY,
+        help="copy: rsync everything back over SSH; b2: copy results/, verify artifacts in B2 "
+        "(the harness uploads them with its B2 credentials from this machine); store: a managed "
+        "launch, its runs mirrored to the configured store, lost instances replaced",
+    )
     group.add_argument("--dest", default="vast_results", help="local folder for copied results (<dest>/<run-id>/)")
     return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vast_cli", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="vast_cli", description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--server-url", help="vast.ai API server (default: the SDK's, or $VAST_URL)")
-    parser.add_argument("--api-key-file", help=f"used when ${api.API_KEY_ENV} is unset "
-                        f"(default {api.DEFAULT_KEY_FILE})")
+    parser.add_argument(
+        "--api-key-file", help=f"used when ${api.API_KEY_ENV} is unset (default {api.DEFAULT_KEY_FILE})"
+    )
     parser.add_argument("--state-dir", default=_default_state_dir(), help="state file, lock and known_hosts.d/")
     parser.add_argument("--request-timeout", type=float, default=60.0, help="seconds per API request")
     parser.add_argument("--retries", type=int, default=3, help="attempts per API request (transient errors)")
@@ -113,17 +133,23 @@ def build_parser() -> argparse.ArgumentParser:
     gates, sink = _gate_arguments(), _sink_arguments()
     formatter = argparse.ArgumentDefaultsHelpFormatter
 
-    search = commands.add_parser("search", parents=[gates], formatter_class=formatter,
-                                 help="rank the offers that pass the gates")
+    search = commands.add_parser(
+        "search", parents=[gates], formatter_class=formatter, help="rank the offers that pass the gates"
+    )
     search.add_argument("--show", type=int, default=10, help="how many offers to print")
 
-    up = commands.add_parser("up", parents=[gates, sink], formatter_class=formatter,
-                             help="launch one instance per (target, seed)")
-    up.add_argument("--repo", required=True, help="experiment repository URL (no credentials: use "
-                    f"${bootstrap.GIT_TOKEN_ENV})")
+    up = commands.add_parser(
+        "up", parents=[gates, sink], formatter_class=formatter, help="launch one instance per (target, seed)"
+    )
+    up.add_argument(
+        "--repo", required=True, help=f"experiment repository URL (no credentials: use ${bootstrap.GIT_TOKEN_ENV})"
+    )
     up.add_argument("--commit", required=True, help="its full 40-digit commit")
-    up.add_argument("--library", help="library repository URL, built instead of the experiment repo's pin "
-                    f"(as ${bootstrap.LIBRARY_CHECKOUT_ENV})")
+    up.add_argument(
+        "--library",
+        help="library repository URL, built instead of the experiment repo's pin "
+        f"(as ${bootstrap.LIBRARY_CHECKOUT_ENV})",
+    )
     up.add_argument("--library-commit", help="its full commit")
     what = up.add_mutually_exclusive_group(required=True)
     what.add_argument("--target", action="append", help="Bazel target (repeat for several)")
@@ -133,8 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--image", default="python:3.11-bookworm", help="Docker image (Debian-based, Python 3.11)")
     up.add_argument("--hours", type=float, required=True, help="expected run time, for the cost estimate")
     up.add_argument("--max-hours", type=float, default=12.0, help="the run is stopped (SIGTERM) after this")
-    up.add_argument("--budget", type=float, help="refuse to launch when the estimate exceeds this many dollars (a "
-                    "managed launch: also never pass it while running, spent + projected to the deadlines)")
+    up.add_argument(
+        "--budget",
+        type=float,
+        help="refuse to launch when the estimate exceeds this many dollars (a "
+        "managed launch: also never pass it while running, spent + projected to the deadlines)",
+    )
     up.add_argument("--boot-timeout", type=float, default=900.0, help="seconds before a machine counts as dead")
     up.add_argument("--quarantine-hours", type=float, default=24.0, help="how long a dead machine is avoided")
     up.add_argument("--parallel", type=int, default=8, help="instances launched at once")
@@ -150,15 +180,20 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("label")
     logs.add_argument("--tail", type=int, default=200)
 
-    destroy = commands.add_parser("destroy", formatter_class=formatter,
-                                  help="secure results (durability gate), then destroy")
+    destroy = commands.add_parser(
+        "destroy", formatter_class=formatter, help="secure results (durability gate), then destroy"
+    )
     destroy.add_argument("labels", nargs="*")
     destroy.add_argument("--launch", help="every live instance of this launch id")
-    destroy.add_argument("--discard-results", action="store_true",
-                         help="skip the durability gate: the results are lost")
+    destroy.add_argument(
+        "--discard-results", action="store_true", help="skip the durability gate: the results are lost"
+    )
 
-    reap = commands.add_parser("reap", formatter_class=formatter,
-                               help="find (and with --yes destroy) our instances the state file does not track")
+    reap = commands.add_parser(
+        "reap",
+        formatter_class=formatter,
+        help="find (and with --yes destroy) our instances the state file does not track",
+    )
     reap.add_argument("--yes", action="store_true")
 
     quarantine = commands.add_parser("quarantine", formatter_class=formatter, help="machines to avoid")
@@ -182,7 +217,7 @@ def _fleet(args: argparse.Namespace, fleet_config: fleet.FleetConfig) -> fleet.F
     return fleet.Fleet(_account(args), state.StateFile(_path(args.state_dir)), fleet.Progress(sys.stderr), fleet_config)
 
 
-def _pin(url: Optional[str], commit: Optional[str], what: str) -> Optional[bootstrap.GitPin]:
+def _pin(url: str | None, commit: str | None, what: str) -> bootstrap.GitPin | None:
     if url is None and commit is None:
         return None
     if not (url and commit):
@@ -191,20 +226,31 @@ def _pin(url: Optional[str], commit: Optional[str], what: str) -> Optional[boots
 
 
 def _up(args: argparse.Namespace) -> int:
-    fleet_config = fleet.FleetConfig(boot_timeout_s=args.boot_timeout, poll_interval_s=args.poll_interval,
-                                     quarantine_hours=args.quarantine_hours, parallelism=args.parallel)
-    setup = bootstrap.Bootstrap(repo=bootstrap.GitPin(args.repo, args.commit),
-                                library=_pin(args.library, args.library_commit, "library"),
-                                upload_artifacts=args.sink == durability.B2, max_hours=args.max_hours)
+    fleet_config = fleet.FleetConfig(
+        boot_timeout_s=args.boot_timeout,
+        poll_interval_s=args.poll_interval,
+        quarantine_hours=args.quarantine_hours,
+        parallelism=args.parallel,
+    )
+    setup = bootstrap.Bootstrap(
+        repo=bootstrap.GitPin(args.repo, args.commit),
+        library=_pin(args.library, args.library_commit, "library"),
+        upload_artifacts=args.sink == durability.B2,
+        max_hours=args.max_hours,
+    )
     if args.study is not None:
         preflight.check_study(args.study, seeds=args.seeds, instances=args.instances)
         preflight.store_for(sink=args.sink, interruptible=args.interruptible, instances=args.instances, study=True)
-        raise redact.BadInput(f"study {args.study} passes the checks, but `up --study` cannot run a study's members"
-                              " on instances: launch its recipes with --target and --seeds (docs/vast.md, \"A study"
-                              " on rented machines\")")
+        raise redact.BadInput(
+            f"study {args.study} passes the checks, but `up --study` cannot run a study's members"
+            ' on instances: launch its recipes with --target and --seeds (docs/vast.md, "A study'
+            ' on rented machines")'
+        )
     if args.instances != 1:
-        raise redact.BadInput(f"--instances {args.instances} spreads a study's members (--study); with --target each"
-                              " (target, seed) gets an instance of its own: drop --instances")
+        raise redact.BadInput(
+            f"--instances {args.instances} spreads a study's members (--study); with --target each"
+            " (target, seed) gets an instance of its own: drop --instances"
+        )
     seeds = args.seeds or [DEFAULT_SEED]
     if args.sink == durability.STORE or args.interruptible:
         launch_id = fleet.new_launch_id()
@@ -212,19 +258,22 @@ def _up(args: argparse.Namespace) -> int:
         path = _path(args.instance_store_file) if args.instance_store_file else None
         return managed_cli.up(args, _fleet(args, fleet_config), _gates(args), setup, jobs, launch_id, path)
     bucket = durability.b2_credentials().bucket if args.sink == durability.B2 else None
-    spec = durability.SinkSpec(kind=args.sink, dest=str(_path(args.dest)), remote_out=setup.out_dir(),
-                               b2_bucket=bucket)
+    spec = durability.SinkSpec(kind=args.sink, dest=str(_path(args.dest)), remote_out=setup.out_dir(), b2_bucket=bucket)
     launch_id = fleet.new_launch_id()
     jobs = fleet.make_jobs(args.target, seeds, launch_id=launch_id, extra_args=tuple(args.run_args))
     fl = _fleet(args, fleet_config)
     plan = fl.plan(_gates(args), jobs, launch_id=launch_id, hours=args.hours)
     print(f"launch {launch_id}: {plan.describe()}")
     for job, scored in zip(plan.jobs, plan.choice.ranked):
-        print(f"  {job.target} seed {job.seed} -> offer {scored.offer['id']} (machine {scored.offer['machine_id']}, "
-              f"{scored.offer.get('gpu_name')}, ${scored.price:.3f}/h, score {scored.score:.1f})")
+        print(
+            f"  {job.target} seed {job.seed} -> offer {scored.offer['id']} (machine {scored.offer['machine_id']}, "
+            f"{scored.offer.get('gpu_name')}, ${scored.price:.3f}/h, score {scored.score:.1f})"
+        )
     if args.budget is not None and plan.estimate() > args.budget:
-        raise redact.DevopsError(f"the estimate ${plan.estimate():.2f} exceeds --budget ${args.budget:.2f}; "
-                                 "lower --hours, the number of jobs or --max-dph, or raise the budget")
+        raise redact.DevopsError(
+            f"the estimate ${plan.estimate():.2f} exceeds --budget ${args.budget:.2f}; "
+            "lower --hours, the number of jobs or --max-dph, or raise the budget"
+        )
     if not args.yes:
         print("nothing launched: add --yes to launch")
         return 0
@@ -234,8 +283,9 @@ def _up(args: argparse.Namespace) -> int:
     token = os.environ.get(bootstrap.GIT_TOKEN_ENV, "")
     if token:
         redact.register_secret(token)
-    records = fl.launch(plan, setup, spec, image=args.image,
-                        extra_env={bootstrap.GIT_TOKEN_ENV: token} if token else None)
+    records = fl.launch(
+        plan, setup, spec, image=args.image, extra_env={bootstrap.GIT_TOKEN_ENV: token} if token else None
+    )
     running = [record for record in records if record.status == state.RUNNING]
     for record in records:
         print(f"{record.label}  {record.status}  instance={record.instance_id}  {record.note}".rstrip())
@@ -284,11 +334,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "search":
         choice = offers.search(fl.account, _gates(args), fl.store.read().quarantined())
         print(choice.summary())
-        for scored in choice.ranked[:args.show]:
+        for scored in choice.ranked[: args.show]:
             o = scored.offer
-            print(f"offer {o['id']}  machine {o['machine_id']}  {o.get('num_gpus')}x {o.get('gpu_name')}  "
-                  f"${scored.price:.3f}/h  reliability {o['reliability']:.3f}  dlperf {o['dlperf']:.1f}  "
-                  f"score {scored.score:.1f}")
+            print(
+                f"offer {o['id']}  machine {o['machine_id']}  {o.get('num_gpus')}x {o.get('gpu_name')}  "
+                f"${scored.price:.3f}/h  reliability {o['reliability']:.3f}  dlperf {o['dlperf']:.1f}  "
+                f"score {scored.score:.1f}"
+            )
     elif args.command == "status":
         print("\n".join(fl.status(include_ended=args.all)))
         current = fl.store.read()
@@ -306,7 +358,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Runs one command; every error is printed as one redacted line (a redacted traceback with --debug)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     redact.install_log_filter("", "vastai", "b2sdk")

@@ -34,15 +34,15 @@ import json
 import pathlib
 import re
 import subprocess
-from typing import Callable, Iterable, Optional, Protocol
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from rl.devops.vast import api, bootstrap, redact
+from rl.devops.vast.state import Record
 from rl.harness import env_vars
-from rl.harness.remote import b2_mirror
-from rl.harness.remote import run_mirror
+from rl.harness.remote import b2_mirror, run_mirror
 from rl.harness.remote import store as remote_store
 from rl.harness.run import layout, provenance, records
-from rl.devops.vast.state import Record
 
 CommandRunner = Callable[[list[str]], subprocess.CompletedProcess]
 _SUM_LINE = re.compile(r"^([0-9a-f]{64})  (\S.*)$")
@@ -113,8 +113,10 @@ class CopyBack:
 
     def rsync_command(self, record: Record, row: dict) -> list[str]:
         host, port = api.ssh_endpoint(row)
-        ssh = (f"ssh -p {port} -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=30 "
-               f"-o UserKnownHostsFile={self.known_hosts_file(record)}")
+        ssh = (
+            f"ssh -p {port} -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=30 "
+            f"-o UserKnownHostsFile={self.known_hosts_file(record)}"
+        )
         # The instance is not trusted. --safe-links: a link it made that points out of the copied
         # tree (to ~/.ssh, say) must not land here where following it would read or write outside.
         # -rlt, not -a: files, links and times only, so as root no device node, owner or setuid bit
@@ -140,7 +142,8 @@ class CopyBack:
         if result.returncode != 0:
             raise DurabilityError(
                 f"copying results of {record.label} back failed (rsync exit {result.returncode}): "
-                f"{redact.truncate((result.stderr or '').strip(), -400)}")
+                f"{redact.truncate((result.stderr or '').strip(), -400)}"
+            )
         checked = self.checksums(record)
         if not self.include_artifacts:
             checked = {path: digest for path, digest in checked.items() if not path.startswith("artifacts/")}
@@ -155,7 +158,8 @@ class CopyBack:
         except FileNotFoundError:
             raise DurabilityError(
                 f"{path} is missing: the bootstrap of {record.label} has not finished (no checksum list), "
-                "so nothing can be verified") from None
+                "so nothing can be verified"
+            ) from None
 
 
 def verify_files(root: pathlib.Path, sums: dict[str, str]) -> tuple[int, int]:
@@ -170,8 +174,11 @@ def verify_files(root: pathlib.Path, sums: dict[str, str]) -> tuple[int, int]:
         else:
             size += path.stat().st_size
     if bad:
-        raise DurabilityError(f"{len(bad)} of {len(sums)} files under {root} failed verification: "
-                              + "; ".join(bad[:5]) + ("; ..." if len(bad) > 5 else ""))
+        raise DurabilityError(
+            f"{len(bad)} of {len(sums)} files under {root} failed verification: "
+            + "; ".join(bad[:5])
+            + ("; ..." if len(bad) > 5 else "")
+        )
     return len(sums), size
 
 
@@ -180,7 +187,7 @@ class ObjectStore(Protocol):
 
     name: str  # the bucket
 
-    def stat(self, key: str) -> Optional[tuple[int, Optional[str]]]:
+    def stat(self, key: str) -> tuple[int, str | None] | None:
         """(size, sha256 from the object's file info or None), or None when there is no such object."""
 
     def sha256(self, key: str) -> str:
@@ -209,7 +216,8 @@ def b2_credentials() -> remote_store.StoreConfig:
     if credentials is None:
         raise redact.DevopsError(
             f"the b2 sink needs the harness's B2 credentials: set ${env_vars.B2_KEY_ID_ENV}, ${env_vars.B2_KEY_ENV} "
-            f"and ${env_vars.B2_BUCKET_ENV}, or write {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)")
+            f"and ${env_vars.B2_BUCKET_ENV}, or write {b2_mirror.DEFAULT_CREDENTIALS_FILE} (docs/artifact_storage.md)"
+        )
     redact.register_secret(credentials.key_id)
     redact.register_secret(credentials.key)
     return credentials
@@ -237,7 +245,7 @@ class B2Store:
         self.name = bucket.name
 
     @classmethod
-    def open(cls, credentials: remote_store.StoreConfig) -> "B2Store":
+    def open(cls, credentials: remote_store.StoreConfig) -> B2Store:
         import b2sdk.v2 as b2
 
         with redact.guarded(f"open B2 bucket {credentials.bucket}"):
@@ -245,7 +253,7 @@ class B2Store:
             b2_api.authorize_account("production", credentials.key_id, credentials.key)
             return cls(b2_api.get_bucket_by_name(credentials.bucket))
 
-    def stat(self, key: str) -> Optional[tuple[int, Optional[str]]]:
+    def stat(self, key: str) -> tuple[int, str | None] | None:
         from b2sdk.v2.exception import FileNotPresent
 
         with redact.guarded(f"look up b2://{self.name}/{key}"):
@@ -262,14 +270,23 @@ class B2Store:
         (no delete), expiring after `valid_for_s`; registered for redaction.
         """
         name_prefix = launch_prefix(prefix, launch_id)
-        with redact.guarded(f"create the B2 key of launch {launch_id} (this machine's key needs the writeKeys"
-                            " capability: docs/vast.md)"):
-            key = self._bucket.api.create_key(capabilities=list(LAUNCH_KEY_CAPABILITIES), key_name=f"rlh-{launch_id}",
-                                              valid_duration_seconds=valid_for_s, bucket_id=self._bucket.id_,
-                                              name_prefix=f"{name_prefix}/")
+        with redact.guarded(
+            f"create the B2 key of launch {launch_id} (this machine's key needs the writeKeys capability: docs/vast.md)"
+        ):
+            key = self._bucket.api.create_key(
+                capabilities=list(LAUNCH_KEY_CAPABILITIES),
+                key_name=f"rlh-{launch_id}",
+                valid_duration_seconds=valid_for_s,
+                bucket_id=self._bucket.id_,
+                name_prefix=f"{name_prefix}/",
+            )
         redact.register_secret(key.application_key)
-        return {env_vars.B2_KEY_ID_ENV: key.id_, env_vars.B2_KEY_ENV: key.application_key,
-                env_vars.B2_BUCKET_ENV: self.name, env_vars.B2_PREFIX_ENV: name_prefix}
+        return {
+            env_vars.B2_KEY_ID_ENV: key.id_,
+            env_vars.B2_KEY_ENV: key.application_key,
+            env_vars.B2_BUCKET_ENV: self.name,
+            env_vars.B2_PREFIX_ENV: name_prefix,
+        }
 
     def sha256(self, key: str) -> str:
         writer = _HashingWriter()
@@ -285,17 +302,26 @@ def read_remote_artifacts(path: pathlib.Path, bucket: str) -> list[dict]:
     except (OSError, ValueError) as error:
         raise DurabilityError(f"cannot read {path} ({redact.describe(error)})") from None
     if document.get("schema_version") != run_mirror.REMOTE_ARTIFACTS_SCHEMA_VERSION:
-        raise DurabilityError(f"{path} has schema_version {document.get('schema_version')!r}, "
-                              f"expected {run_mirror.REMOTE_ARTIFACTS_SCHEMA_VERSION}")
+        raise DurabilityError(
+            f"{path} has schema_version {document.get('schema_version')!r}, "
+            f"expected {run_mirror.REMOTE_ARTIFACTS_SCHEMA_VERSION}"
+        )
     if document.get("status") != "complete":
-        raise DurabilityError(f"the harness's B2 upload is {document.get('status')!r}, not complete "
-                              f"({document.get('error')}; not uploaded: {len(document.get('not_uploaded') or [])} files)")
+        raise DurabilityError(
+            f"the harness's B2 upload is {document.get('status')!r}, not complete "
+            f"({document.get('error')}; not uploaded: {len(document.get('not_uploaded') or [])} files)"
+        )
     if document.get("bucket") != bucket:
         raise DurabilityError(f"{path} names bucket {document.get('bucket')!r}, but this machine's is {bucket!r}")
     files = document.get("files")
     if not isinstance(files, list) or not all(
-            isinstance(f, dict) and isinstance(f.get("key"), str) and isinstance(f.get("local"), str)
-            and isinstance(f.get("size"), int) and isinstance(f.get("sha256"), str) for f in files):
+        isinstance(f, dict)
+        and isinstance(f.get("key"), str)
+        and isinstance(f.get("local"), str)
+        and isinstance(f.get("size"), int)
+        and isinstance(f.get("sha256"), str)
+        for f in files
+    ):
         raise DurabilityError(f"{path}: 'files' is not a list of {{key, local, size, sha256}}")
     return files
 
@@ -315,11 +341,14 @@ class B2Mirror:
     def secure(self, record: Record, row: dict) -> Secured:
         copied = self.copy.secure(record, row)
         sums = self.copy.checksums(record)
-        manifests = [p for p in sums if layout.run_folder_part(p, record.run_id) == ("results", records.REMOTE_ARTIFACTS_FILE)]
+        manifests = [
+            p for p in sums if layout.run_folder_part(p, record.run_id) == ("results", records.REMOTE_ARTIFACTS_FILE)
+        ]
         if len(manifests) != 1:
             raise DurabilityError(
                 f"the run {record.run_id} left {len(manifests)} {records.REMOTE_ARTIFACTS_FILE} files, expected "
-                "one: without it the B2 mirror cannot be verified; was it started with --upload-artifacts?")
+                "one: without it the B2 mirror cannot be verified; was it started with --upload-artifacts?"
+            )
         files = read_remote_artifacts(self.copy.local_dir(record) / manifests[0], self.store.name)
         problems = list(self._check_objects(files))
         uploaded = {f["local"]: f["sha256"] for f in files}
@@ -328,12 +357,16 @@ class B2Mirror:
             if kind == "artifacts" and uploaded.get(f"artifacts/{inside}") != digest:
                 problems.append(f"{path} (produced on the instance) is not in B2 with its sha256")
         if problems:
-            raise DurabilityError(f"B2 mirror of {record.label} failed verification ({len(problems)} problems): "
-                                  + "; ".join(problems[:5]))
+            raise DurabilityError(
+                f"B2 mirror of {record.label} failed verification ({len(problems)} problems): "
+                + "; ".join(problems[:5])
+            )
         size = sum(f["size"] for f in files)
-        return Secured(files=copied.files + len(files), bytes=copied.bytes + size,
-                       summary=f"{copied.summary}; {len(files)} objects ({size} bytes) verified in "
-                               f"b2://{self.store.name}")
+        return Secured(
+            files=copied.files + len(files),
+            bytes=copied.bytes + size,
+            summary=f"{copied.summary}; {len(files)} objects ({size} bytes) verified in b2://{self.store.name}",
+        )
 
     def _check_objects(self, files: Iterable[dict]) -> Iterable[str]:
         for entry in files:
@@ -360,7 +393,7 @@ class SinkSpec:
     kind: str
     dest: str
     remote_out: str
-    b2_bucket: Optional[str] = None
+    b2_bucket: str | None = None
 
     def __post_init__(self):
         if self.kind not in (COPY, B2, STORE):
@@ -369,7 +402,7 @@ class SinkSpec:
             raise redact.DevopsError("a b2 sink names its bucket, and only a b2 sink does")
 
     @classmethod
-    def of(cls, record: Record) -> "SinkSpec":
+    def of(cls, record: Record) -> SinkSpec:
         return cls(kind=record.sink, dest=record.dest, remote_out=record.remote_out, b2_bucket=record.b2_bucket)
 
 
@@ -377,13 +410,21 @@ def build_sink(spec: SinkSpec, *, known_hosts_dir: pathlib.Path, runner: Command
     """The real sink for `spec`: CopyBack, or B2Mirror over the harness's bucket opened with this machine's key."""
     if spec.kind == STORE:
         from rl.devops.vast import store_runs  # it reads the harness's store, which the other sinks never open
+
         return store_runs.StoreSink.configured()
-    copy = CopyBack(dest=pathlib.Path(spec.dest), remote_out=spec.remote_out, known_hosts_dir=known_hosts_dir,
-                    include_artifacts=spec.kind == COPY, runner=runner)
+    copy = CopyBack(
+        dest=pathlib.Path(spec.dest),
+        remote_out=spec.remote_out,
+        known_hosts_dir=known_hosts_dir,
+        include_artifacts=spec.kind == COPY,
+        runner=runner,
+    )
     if spec.kind == COPY:
         return copy
     credentials = b2_credentials()
     if credentials.bucket != spec.b2_bucket:
-        raise redact.DevopsError(f"the run was mirrored to bucket {spec.b2_bucket!r} but the B2 credentials here "
-                                 f"are for {credentials.bucket!r}; use that bucket's credentials")
+        raise redact.DevopsError(
+            f"the run was mirrored to bucket {spec.b2_bucket!r} but the B2 credentials here "
+            f"are for {credentials.bucket!r}; use that bucket's credentials"
+        )
     return B2Mirror(copy=copy, store=B2Store.open(credentials), prefix=credentials.prefix)

@@ -31,7 +31,8 @@ import secrets
 import sys
 import threading
 import time
-from typing import Callable, Iterable, Optional, TextIO
+from collections.abc import Callable, Iterable
+from typing import TextIO
 
 from rl.devops.vast import bootstrap, durability, offers, redact, state
 from rl.devops.vast.api import CreateOutcomeUnknown, VastAccount
@@ -50,15 +51,23 @@ def new_launch_id() -> str:
     return secrets.token_hex(3)
 
 
-def make_jobs(targets: Iterable[str], seeds: Iterable[int], *, launch_id: str, extra_args: tuple[str, ...] = (),
-              now: Optional[float] = None) -> list[bootstrap.Job]:
+def make_jobs(
+    targets: Iterable[str],
+    seeds: Iterable[int],
+    *,
+    launch_id: str,
+    extra_args: tuple[str, ...] = (),
+    now: float | None = None,
+) -> list[bootstrap.Job]:
     """One job per (target, seed), run ids `<UTC time>-<launch id>-<job>` (sortable, unique per launch)."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
     pairs = [(target, seed) for target in targets for seed in seeds]
     if not pairs:
         raise redact.DevopsError("nothing to launch: give at least one --target and one seed")
-    return [bootstrap.Job(target=target, seed=seed, run_id=f"{stamp}-{launch_id}-{index:03d}", extra_args=extra_args)
-            for index, (target, seed) in enumerate(pairs)]
+    return [
+        bootstrap.Job(target=target, seed=seed, run_id=f"{stamp}-{launch_id}-{index:03d}", extra_args=extra_args)
+        for index, (target, seed) in enumerate(pairs)
+    ]
 
 
 class Progress:
@@ -87,7 +96,7 @@ class Plan:
 
     def rate(self) -> float:
         """$/h of the offers the jobs would rent first, together."""
-        return sum(scored.price for scored in self.choice.ranked[:len(self.jobs)])
+        return sum(scored.price for scored in self.choice.ranked[: len(self.jobs)])
 
     def estimate(self) -> float:
         """Dollars: the price of the offers the jobs would rent first, times the expected hours."""
@@ -95,8 +104,10 @@ class Plan:
 
     def describe(self) -> str:
         rate = self.rate()
-        return (f"{len(self.jobs)} instances at ${rate:.3f}/h together; {self.hours:g} h expected: "
-                f"about ${self.estimate():.2f} (plus boot time; billing stops only at destroy)")
+        return (
+            f"{len(self.jobs)} instances at ${rate:.3f}/h together; {self.hours:g} h expected: "
+            f"about ${self.estimate():.2f} (plus boot time; billing stops only at destroy)"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,8 +130,11 @@ class FleetConfig:
     log_tail: int = 200
 
     def __post_init__(self):
-        bad = [f"{field.name}={getattr(self, field.name)}" for field in dataclasses.fields(self)
-               if getattr(self, field.name) <= 0]
+        bad = [
+            f"{field.name}={getattr(self, field.name)}"
+            for field in dataclasses.fields(self)
+            if getattr(self, field.name) <= 0
+        ]
         if bad:
             raise redact.DevopsError(f"fleet timings and limits must be positive: {', '.join(bad)}")
 
@@ -132,7 +146,7 @@ class _OfferPool:
         self._ranked = list(ranked)
         self._lock = threading.Lock()
 
-    def take(self) -> Optional[offers.ScoredOffer]:
+    def take(self) -> offers.ScoredOffer | None:
         with self._lock:
             return self._ranked.pop(0) if self._ranked else None
 
@@ -144,10 +158,17 @@ class Fleet:
     with the host keys in the state folder.
     """
 
-    def __init__(self, account: VastAccount, store: state.StateFile, progress: Progress,
-                 config: FleetConfig = FleetConfig(), *,
-                 sink_for: Optional[Callable[[durability.SinkSpec], durability.ResultsSink]] = None,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        account: VastAccount,
+        store: state.StateFile,
+        progress: Progress,
+        config: FleetConfig = FleetConfig(),
+        *,
+        sink_for: Callable[[durability.SinkSpec], durability.ResultsSink] | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.account = account
         self.store = store
         self.sink_for = sink_for or functools.partial(durability.build_sink, known_hosts_dir=store.known_hosts_dir)
@@ -167,12 +188,26 @@ class Fleet:
         if len(choice.ranked) < len(jobs):
             raise redact.DevopsError(
                 f"{len(jobs)} jobs but only {len(choice.ranked)} offers pass the gates ({choice.summary()}); "
-                "relax a gate (e.g. --max-dph, --min-reliability) or launch fewer jobs")
-        return Plan(launch_id=launch_id, jobs=jobs, choice=choice, hours=hours, disk_gb=gates.disk_gb,
-                    interruptible=gates.interruptible)
+                "relax a gate (e.g. --max-dph, --min-reliability) or launch fewer jobs"
+            )
+        return Plan(
+            launch_id=launch_id,
+            jobs=jobs,
+            choice=choice,
+            hours=hours,
+            disk_gb=gates.disk_gb,
+            interruptible=gates.interruptible,
+        )
 
-    def launch(self, plan: Plan, setup: bootstrap.Bootstrap, spec: durability.SinkSpec, *, image: str,
-               extra_env: Optional[dict[str, str]] = None) -> list[state.Record]:
+    def launch(
+        self,
+        plan: Plan,
+        setup: bootstrap.Bootstrap,
+        spec: durability.SinkSpec,
+        *,
+        image: str,
+        extra_env: dict[str, str] | None = None,
+    ) -> list[state.Record]:
         """Starts every job of `plan` in parallel and waits for each to boot; returns the final records.
 
         `extra_env` (e.g. the git token) and the sink's credentials reach the
@@ -182,54 +217,104 @@ class Fleet:
         if sink.upload_artifacts != setup.upload_artifacts or spec.remote_out != setup.out_dir():
             raise redact.DevopsError(
                 f"the {spec.kind} sink does not match the bootstrap (upload_artifacts={setup.upload_artifacts}, "
-                f"output {setup.out_dir()}): build both from the same options")
+                f"output {setup.out_dir()}): build both from the same options"
+            )
         pool = _OfferPool(plan.choice.ranked)
         valid_for_s = int(setup.max_hours * 3600) + LAUNCH_CREDENTIALS_MARGIN_S
         env = {**sink.instance_env(launch_id=plan.launch_id, valid_for_s=valid_for_s), **(extra_env or {})}
         workers = max(1, min(self.config.parallelism, len(plan.jobs)))
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as executor:
-            futures = [executor.submit(self._launch_job, plan.launch_id, index, job, pool, setup, spec, image,
-                                       plan.disk_gb, env, plan.interruptible)
-                       for index, job in enumerate(plan.jobs)]
+            futures = [
+                executor.submit(
+                    self._launch_job,
+                    plan.launch_id,
+                    index,
+                    job,
+                    pool,
+                    setup,
+                    spec,
+                    image,
+                    plan.disk_gb,
+                    env,
+                    plan.interruptible,
+                )
+                for index, job in enumerate(plan.jobs)
+            ]
             return [future.result() for future in futures]
 
-    def _launch_job(self, launch_id: str, index: int, job: bootstrap.Job, pool: _OfferPool,
-                    setup: bootstrap.Bootstrap, spec: durability.SinkSpec, image: str, disk_gb: float,
-                    env: dict[str, str], interruptible: bool) -> state.Record:
+    def _launch_job(
+        self,
+        launch_id: str,
+        index: int,
+        job: bootstrap.Job,
+        pool: _OfferPool,
+        setup: bootstrap.Bootstrap,
+        spec: durability.SinkSpec,
+        image: str,
+        disk_gb: float,
+        env: dict[str, str],
+        interruptible: bool,
+    ) -> state.Record:
         onstart = bootstrap.render(setup, job)
         for attempt in range(1, self.config.max_attempts + 1):
             label = f"{LABEL_PREFIX}{launch_id}-{index:03d}-{attempt}"
-            record = state.Record(label=label, launch_id=launch_id, target=job.target, seed=job.seed,
-                                  run_id=job.run_id, sink=spec.kind, dest=spec.dest, remote_out=spec.remote_out,
-                                  b2_bucket=spec.b2_bucket, attempts=attempt)
+            record = state.Record(
+                label=label,
+                launch_id=launch_id,
+                target=job.target,
+                seed=job.seed,
+                run_id=job.run_id,
+                sink=spec.kind,
+                dest=spec.dest,
+                remote_out=spec.remote_out,
+                b2_bucket=spec.b2_bucket,
+                attempts=attempt,
+            )
             scored = pool.take()
             if scored is None:
                 record = dataclasses.replace(record, status=state.FAILED, note="no offer left that passes the gates")
             else:
-                record = dataclasses.replace(record, offer_id=scored.offer["id"],
-                                             machine_id=scored.offer.get("machine_id"), dph_total=scored.price)
+                record = dataclasses.replace(
+                    record,
+                    offer_id=scored.offer["id"],
+                    machine_id=scored.offer.get("machine_id"),
+                    dph_total=scored.price,
+                )
             with self.store.update() as current:
                 current.records[label] = record
             if scored is None:
                 self.progress(f"{label}: {record.note}; job {job.run_id} not launched")
                 return record
-            record = self.create(record, scored.offer, image, disk_gb, onstart, env,
-                                 bid=scored.price if interruptible else None)
+            record = self.create(
+                record, scored.offer, image, disk_gb, onstart, env, bid=scored.price if interruptible else None
+            )
             if record.status == state.BOOTING:
                 record = self._await_boot(record)
             if record.status == state.RUNNING:
                 return record
         return record
 
-    def create(self, record: state.Record, offer: dict, image: str, disk_gb: float, onstart: str,
-               env: dict[str, str], *, bid: Optional[float] = None) -> state.Record:
+    def create(
+        self,
+        record: state.Record,
+        offer: dict,
+        image: str,
+        disk_gb: float,
+        onstart: str,
+        env: dict[str, str],
+        *,
+        bid: float | None = None,
+    ) -> state.Record:
         """Rents `offer` for `record` (already in the state file); the record after the create call."""
         kind = f"bid ${bid:.3f}/h" if bid is not None else f"${offer['dph_total']:.3f}/h"
-        self.progress(f"{record.label}: renting offer {offer['id']} (machine {offer.get('machine_id')}, "
-                      f"{kind}) for {record.target} seed {record.seed}")
+        self.progress(
+            f"{record.label}: renting offer {offer['id']} (machine {offer.get('machine_id')}, "
+            f"{kind}) for {record.target} seed {record.seed}"
+        )
         try:
-            created = self.account.create_instance(offer["id"], image=image, disk_gb=disk_gb, label=record.label,
-                                                   onstart=onstart, env=env, bid=bid)
+            created = self.account.create_instance(
+                offer["id"], image=image, disk_gb=disk_gb, label=record.label, onstart=onstart, env=env, bid=bid
+            )
         except CreateOutcomeUnknown as error:
             # Left `launching` without an instance id: `reap` adopts an instance with its label, or fails it.
             self.progress(f"{record.label}: {error}; trying the next offer")
@@ -238,10 +323,12 @@ class Fleet:
             self.progress(f"{record.label}: {error}; trying the next offer")
             return self.store.set(record.label, status=state.FAILED, note=str(error), ended_at=self._clock())
         if created.adopted:
-            self.progress(f"{record.label}: a create call failed but instance {created.instance_id} has the label; "
-                          "adopting it")
-        return self.store.set(record.label, status=state.BOOTING, instance_id=created.instance_id,
-                              created_at=self._clock())
+            self.progress(
+                f"{record.label}: a create call failed but instance {created.instance_id} has the label; adopting it"
+            )
+        return self.store.set(
+            record.label, status=state.BOOTING, instance_id=created.instance_id, created_at=self._clock()
+        )
 
     def _await_boot(self, record: state.Record) -> state.Record:
         deadline = self._clock() + self.config.boot_timeout_s
@@ -253,20 +340,27 @@ class Fleet:
                 self.progress(f"{record.label}: status check failed ({error}); retrying")
             else:
                 if row is None:
-                    return self.store.set(record.label, status=state.VANISHED, ended_at=self._clock(),
-                                          note="the instance disappeared while booting")
+                    return self.store.set(
+                        record.label,
+                        status=state.VANISHED,
+                        ended_at=self._clock(),
+                        note="the instance disappeared while booting",
+                    )
                 status = row.get("actual_status")
                 if status == RUNNING:
                     self.progress(f"{record.label}: instance {record.instance_id} is running")
                     return self.store.set(record.label, status=state.RUNNING)
             self._sleep(self.config.poll_interval_s)
-        reason = f"instance {record.instance_id} never booted within {self.config.boot_timeout_s:g} s " \
-                 f"(last status {status!r})"
+        reason = (
+            f"instance {record.instance_id} never booted within {self.config.boot_timeout_s:g} s "
+            f"(last status {status!r})"
+        )
         with self.store.update() as current:
-            current.quarantine_machine(record.machine_id, reason, hours=self.config.quarantine_hours,
-                                       now=self._clock())
-        self.progress(f"{record.label}: {reason}; machine {record.machine_id} quarantined for "
-                      f"{self.config.quarantine_hours:g} h; destroying it (it never ran, so there are no results)")
+            current.quarantine_machine(record.machine_id, reason, hours=self.config.quarantine_hours, now=self._clock())
+        self.progress(
+            f"{record.label}: {reason}; machine {record.machine_id} quarantined for "
+            f"{self.config.quarantine_hours:g} h; destroying it (it never ran, so there are no results)"
+        )
         return self._destroy_now(record, note=reason)
 
     def _destroy_now(self, record: state.Record, *, note: str) -> state.Record:
@@ -294,9 +388,11 @@ class Fleet:
             row = rows.get(record.instance_id)
             remote = row.get("actual_status") if row else "gone"
             phase = self._phase_or_failure(record) if remote == RUNNING else ""
-            lines.append(f"{record.label}  instance={record.instance_id} machine={record.machine_id} "
-                         f"{record.status}/{remote} {phase}  ${record.dph_total or 0:.3f}/h  "
-                         f"{record.hours(now):.2f} h  ${record.spend(now):.2f}  {record.note}".rstrip())
+            lines.append(
+                f"{record.label}  instance={record.instance_id} machine={record.machine_id} "
+                f"{record.status}/{remote} {phase}  ${record.dph_total or 0:.3f}/h  "
+                f"{record.hours(now):.2f} h  ${record.spend(now):.2f}  {record.note}".rstrip()
+            )
         burn = sum(r.dph_total or 0.0 for r in current.live())
         total = sum(r.spend(now) for r in current.records.values())
         lines.append(f"live: {len(current.live())} instances, ${burn:.3f}/h; spent so far (estimate): ${total:.2f}")
@@ -309,7 +405,7 @@ class Fleet:
             return f"(log query failed: {error})"
 
     def run_phase(self, record: state.Record) -> str:
-        """"done (exit N)", the bootstrap's current phase, or "starting", from the instance's log."""
+        """ "done (exit N)", the bootstrap's current phase, or "starting", from the instance's log."""
         text = self.account.logs(record.instance_id, tail=self.config.log_tail)
         code = bootstrap.parse_done(text)
         if code is not None:
@@ -357,21 +453,33 @@ class Fleet:
             code = bootstrap.parse_done(log)
             if code is None:
                 phase = bootstrap.parse_phase(log) or "starting"
-                return Outcome(label, destroyed=False, finished=False,
-                               message=f"kept: the run has not finished (phase {phase}); wait, or pass "
-                                       "--discard-results to lose its results")
+                return Outcome(
+                    label,
+                    destroyed=False,
+                    finished=False,
+                    message=f"kept: the run has not finished (phase {phase}); wait, or pass "
+                    "--discard-results to lose its results",
+                )
             try:
                 secured = self.sink_for(durability.SinkSpec.of(record)).secure(record, row)
             except redact.DevopsError as error:
                 self.store.set(label, status=state.KEPT, note=f"kept: {error}")
-                return Outcome(label, destroyed=False, finished=True,
-                               message=f"KEPT (results not secured, instance still billing): {error}")
+                return Outcome(
+                    label,
+                    destroyed=False,
+                    finished=True,
+                    message=f"KEPT (results not secured, instance still billing): {error}",
+                )
             note = f"run exit {code}; {secured.summary}"
         ended = self._destroy_now(record, note=note)
         if ended.status != state.DESTROYED:
             return Outcome(label, destroyed=False, finished=True, message=ended.note)
-        return Outcome(label, destroyed=True, finished=True,
-                       message=f"{note}; destroyed; spent about ${ended.spend(self._clock()):.2f}")
+        return Outcome(
+            label,
+            destroyed=True,
+            finished=True,
+            message=f"{note}; destroyed; spent about ${ended.spend(self._clock()):.2f}",
+        )
 
     def destroy_many(self, labels: list[str], *, discard_results: bool = False) -> list[Outcome]:
         """`destroy` for each label, in parallel (each secures its own results)."""
@@ -401,8 +509,12 @@ class Fleet:
                 break
             self._sleep(self.config.poll_interval_s)
         for label in pending:
-            final[label] = Outcome(label, destroyed=False, finished=False,
-                                   message="still running at the deadline; kept (run `destroy` later)")
+            final[label] = Outcome(
+                label,
+                destroyed=False,
+                finished=False,
+                message="still running at the deadline; kept (run `destroy` later)",
+            )
             self.progress(f"{label}: {final[label].message}")
         return [final[label] for label in labels]
 
@@ -424,21 +536,26 @@ class Fleet:
                 if record.instance_id is None and record.label in by_label:
                     row = by_label[record.label]
                     current.records[record.label] = dataclasses.replace(
-                        record, instance_id=row["id"], status=state.BOOTING, created_at=self._clock())
+                        record, instance_id=row["id"], status=state.BOOTING, created_at=self._clock()
+                    )
                     lines.append(f"{record.label}: adopted instance {row['id']} (its create call never returned)")
                 elif record.instance_id is None:
                     current.records[record.label] = dataclasses.replace(
-                        record, status=state.FAILED, ended_at=self._clock(), note="no instance has its label")
+                        record, status=state.FAILED, ended_at=self._clock(), note="no instance has its label"
+                    )
                     lines.append(f"{record.label}: no instance has its label; marked failed")
                 elif record.instance_id not in present:
                     current.records[record.label] = dataclasses.replace(
-                        record, status=state.VANISHED, ended_at=self._clock(), note="gone from the account")
+                        record, status=state.VANISHED, ended_at=self._clock(), note="gone from the account"
+                    )
                     lines.append(f"{record.label}: instance {record.instance_id} is gone; marked vanished")
             tracked = {r.instance_id for r in current.live() if r.instance_id is not None}
         orphans = [row for row in rows if row["id"] not in tracked]
         for row in orphans:
-            line = f"orphan: instance {row['id']} label {row['label']} ({row.get('actual_status')}, " \
-                   f"${row.get('dph_total') or 0:.3f}/h)"
+            line = (
+                f"orphan: instance {row['id']} label {row['label']} ({row.get('actual_status')}, "
+                f"${row.get('dph_total') or 0:.3f}/h)"
+            )
             if destroy:
                 try:
                     self.account.destroy_instance(row["id"])

@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from rl.devops.vast import bootstrap, offers, redact, state
 from rl.devops.vast.fleet import LABEL_PREFIX, RUNNING, Fleet
 from rl.devops.vast.store_runs import StoreRuns
 
 # Share statuses.
-ACTIVE = "active"         # its run goes on (an instance is rented or about to be)
-COMPLETED = "completed"   # its run completed; everything is in the store
-FAILED = "failed"         # its run failed twice with the same error (the share's `note`)
-STOPPED = "stopped"       # not continued: the budget, --max-hours, or no instance lasted (`note` says which)
+ACTIVE = "active"  # its run goes on (an instance is rented or about to be)
+COMPLETED = "completed"  # its run completed; everything is in the store
+FAILED = "failed"  # its run failed twice with the same error (the share's `note`)
+STOPPED = "stopped"  # not continued: the budget, --max-hours, or no instance lasted (`note` says which)
 # Run statuses (the harness's manifest) that end a run with an error.
 _FAILED_RUN = frozenset({"failed", "crashed"})
 
@@ -48,7 +48,7 @@ class Share:
     index: int
     target: str
     seed: int
-    run_ids: tuple[str, ...] = ()   # one per instance rented for it, oldest first
+    run_ids: tuple[str, ...] = ()  # one per instance rented for it, oldest first
     status: str = ACTIVE
     failures: tuple[str, ...] = ()  # the errors its runs failed with, oldest first
     note: str = ""
@@ -59,25 +59,39 @@ class Launch:
     """What a watcher needs to go on from the state file alone (no secrets)."""
 
     launch_id: str
-    setup: dict                 # bootstrap.Bootstrap's fields, its pins as [url, commit]
-    gates: dict                 # offers.Gates' fields
+    setup: dict  # bootstrap.Bootstrap's fields, its pins as [url, commit]
+    gates: dict  # offers.Gates' fields
     image: str
     shares: tuple[Share, ...]
     extra_args: tuple[str, ...] = ()
-    budget: Optional[float] = None
+    budget: float | None = None
     boot_timeout_s: float = 900.0
-    start_timeout_s: float = 3 * 3600.0   # from rented to the run's first record in the store (install, build)
-    silence_s: float = 900.0              # a run whose heartbeat in the store is older than this is lost
-    max_instances: int = 4                # per share, replacements included
+    start_timeout_s: float = 3 * 3600.0  # from rented to the run's first record in the store (install, build)
+    silence_s: float = 900.0  # a run whose heartbeat in the store is older than this is lost
+    max_instances: int = 4  # per share, replacements included
 
     @classmethod
-    def new(cls, launch_id: str, jobs: list[bootstrap.Job], setup: bootstrap.Bootstrap, gates: offers.Gates, *,
-            image: str, **options) -> "Launch":
+    def new(
+        cls,
+        launch_id: str,
+        jobs: list[bootstrap.Job],
+        setup: bootstrap.Bootstrap,
+        gates: offers.Gates,
+        *,
+        image: str,
+        **options,
+    ) -> Launch:
         shares = tuple(Share(index=i, target=job.target, seed=job.seed) for i, job in enumerate(jobs))
         fields = dataclasses.asdict(setup)
-        return cls(launch_id=launch_id, setup=fields, gates={**dataclasses.asdict(gates),
-                                                             "excluded_machines": sorted(gates.excluded_machines)},
-                   image=image, shares=shares, extra_args=jobs[0].extra_args if jobs else (), **options)
+        return cls(
+            launch_id=launch_id,
+            setup=fields,
+            gates={**dataclasses.asdict(gates), "excluded_machines": sorted(gates.excluded_machines)},
+            image=image,
+            shares=shares,
+            extra_args=jobs[0].extra_args if jobs else (),
+            **options,
+        )
 
     def bootstrap(self) -> bootstrap.Bootstrap:
         fields = dict(self.setup)
@@ -87,8 +101,13 @@ class Launch:
         return bootstrap.Bootstrap(**fields)
 
     def offer_gates(self) -> offers.Gates:
-        return offers.Gates(**{**self.gates, "gpu_names": tuple(self.gates["gpu_names"]),
-                               "excluded_machines": frozenset(self.gates["excluded_machines"])})
+        return offers.Gates(
+            **{
+                **self.gates,
+                "gpu_names": tuple(self.gates["gpu_names"]),
+                "excluded_machines": frozenset(self.gates["excluded_machines"]),
+            }
+        )
 
     def deadline_s(self) -> float:
         """How long an instance of this launch may live (its script ends it then)."""
@@ -98,9 +117,11 @@ class Launch:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, document: dict) -> "Launch":
-        shares = tuple(Share(**{**share, "run_ids": tuple(share["run_ids"]), "failures": tuple(share["failures"])})
-                       for share in document["shares"])
+    def from_json(cls, document: dict) -> Launch:
+        shares = tuple(
+            Share(**{**share, "run_ids": tuple(share["run_ids"]), "failures": tuple(share["failures"])})
+            for share in document["shares"]
+        )
         return cls(**{**document, "shares": shares, "extra_args": tuple(document["extra_args"])})
 
 
@@ -115,8 +136,10 @@ def record_launch(store: state.StateFile, launch: Launch) -> None:
 def launch_of(current: state.State, launch_id: str) -> Launch:
     if launch_id not in current.launches:
         known = ", ".join(sorted(current.launches)) or "none"
-        raise redact.DevopsError(f"no managed launch {launch_id!r} in the state file (managed launches: {known});"
-                                 " `status --all` lists every launch")
+        raise redact.DevopsError(
+            f"no managed launch {launch_id!r} in the state file (managed launches: {known});"
+            " `status --all` lists every launch"
+        )
     return Launch.from_json(current.launches[launch_id])
 
 
@@ -131,30 +154,42 @@ def spend(current: state.State, launch_id: str, now: float) -> float:
 
 def projection(current: state.State, launch: Launch, now: float) -> float:
     """Spent so far plus what every live instance will cost until its deadline."""
-    ahead = sum((record.dph_total or 0.0) * max(0.0, (record.created_at or now) + launch.deadline_s() - now) / 3600
-                for record in _records(current, launch.launch_id) if record.status in state.LIVE_STATUSES)
+    ahead = sum(
+        (record.dph_total or 0.0) * max(0.0, (record.created_at or now) + launch.deadline_s() - now) / 3600
+        for record in _records(current, launch.launch_id)
+        if record.status in state.LIVE_STATUSES
+    )
     return spend(current, launch.launch_id, now) + ahead
 
 
 def describe(current: state.State, launch_id: str, now: float) -> list[str]:
     """Status lines of a managed launch: each share, then spend so far, the projected total and the cap."""
     launch = launch_of(current, launch_id)
-    lines = [f"  share {share.index} {share.target} seed {share.seed}: {share.status}, {len(share.run_ids)} instances"
-             f"{f', run {share.run_ids[-1]}' if share.run_ids else ''}{f' ({share.note})' if share.note else ''}"
-             for share in launch.shares]
+    lines = [
+        f"  share {share.index} {share.target} seed {share.seed}: {share.status}, {len(share.run_ids)} instances"
+        f"{f', run {share.run_ids[-1]}' if share.run_ids else ''}{f' ({share.note})' if share.note else ''}"
+        for share in launch.shares
+    ]
     cap = f"${launch.budget:.2f}" if launch.budget is not None else "none"
-    return [f"launch {launch_id}: spent ${spend(current, launch_id, now):.2f} so far, projected "
-            f"${projection(current, launch, now):.2f} to the deadlines, cap {cap}", *lines]
+    return [
+        (
+            f"launch {launch_id}: spent ${spend(current, launch_id, now):.2f} so far, projected "
+            f"${projection(current, launch, now):.2f} to the deadlines, cap {cap}"
+        ),
+        *lines,
+    ]
 
 
-def instance_hour_floor(gates: offers.Gates, choice: offers.Choice, budget: Optional[float]) -> None:
+def instance_hour_floor(gates: offers.Gates, choice: offers.Choice, budget: float | None) -> None:
     """DevopsError when `budget` cannot pay one instance-hour of the cheapest offer that passes the gates."""
     if budget is None or not choice.ranked:
         return
     cheapest = min(scored.price for scored in choice.ranked)
     if budget < cheapest:
-        raise redact.BadInput(f"--budget ${budget:.2f} is below one instance-hour of the cheapest offer that passes"
-                                 f" the gates (${cheapest:.3f}/h); raise the budget or relax --max-dph")
+        raise redact.BadInput(
+            f"--budget ${budget:.2f} is below one instance-hour of the cheapest offer that passes"
+            f" the gates (${cheapest:.3f}/h); raise the budget or relax --max-dph"
+        )
 
 
 class Watcher:
@@ -164,8 +199,16 @@ class Watcher:
     never written to the state file. `runs` reads the store the runs mirror to.
     """
 
-    def __init__(self, fleet: Fleet, runs: StoreRuns, launch_id: str, *, instance_env: dict[str, str],
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        fleet: Fleet,
+        runs: StoreRuns,
+        launch_id: str,
+        *,
+        instance_env: dict[str, str],
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.fleet = fleet
         self.runs = runs
         self.launch_id = launch_id
@@ -189,8 +232,11 @@ class Watcher:
         active = [share for share in launch.shares if share.status == ACTIVE]
         seen = self.runs.look([run_id for share in active for run_id in share.run_ids])
         for share in active:
-            live = [record for record in _records(current, self.launch_id)
-                    if record.share == share.index and record.status in state.LIVE_STATUSES]
+            live = [
+                record
+                for record in _records(current, self.launch_id)
+                if record.share == share.index and record.status in state.LIVE_STATUSES
+            ]
             if live:
                 self._check(launch, share, live[-1], seen.get(live[-1].run_id))
             else:
@@ -221,13 +267,20 @@ class Watcher:
         max_s = launch.bootstrap().max_hours * 3600
         if run is not None and run.status == "interrupted" and now >= (record.created_at or now) + max_s:
             if self._end(record, "its run stopped at --max-hours, checkpointed; everything is in the store"):
-                self._set_share(share.index, status=STOPPED, note=f"its run reached --max-hours; continue it with"
-                                                                  f" --resume-from {record.run_id}")
+                self._set_share(
+                    share.index,
+                    status=STOPPED,
+                    note=f"its run reached --max-hours; continue it with --resume-from {record.run_id}",
+                )
             return
         if record.instance_id is None:  # claimed; its create call has not answered (here or in another watcher)
             if now - (record.claimed_at or now) > launch.boot_timeout_s:
-                self.fleet.store.set(record.label, status=state.FAILED, ended_at=now,
-                                     note="its create call never answered; `reap` adopts an instance with its label")
+                self.fleet.store.set(
+                    record.label,
+                    status=state.FAILED,
+                    ended_at=now,
+                    note="its create call never answered; `reap` adopts an instance with its label",
+                )
             return
         row = self.fleet.account.instance(record.instance_id)
         if row is None and run is not None and run.status == "completed":
@@ -284,16 +337,20 @@ class Watcher:
 
     def _lost(self, record: state.Record, reason: str, *, destroy: bool = True) -> None:
         """The instance is lost: what its run mirrored is in the store, the rest is lost with it anyway."""
-        self._progress(f"{record.label}: {reason}; machine {record.machine_id} quarantined for "
-                       f"{self.fleet.config.quarantine_hours:g} h")
+        self._progress(
+            f"{record.label}: {reason}; machine {record.machine_id} quarantined for "
+            f"{self.fleet.config.quarantine_hours:g} h"
+        )
         with self.fleet.store.update() as current:
-            current.quarantine_machine(record.machine_id, reason, hours=self.fleet.config.quarantine_hours,
-                                       now=self._clock())
+            current.quarantine_machine(
+                record.machine_id, reason, hours=self.fleet.config.quarantine_hours, now=self._clock()
+            )
         if destroy:
             self._end(record, f"lost: {reason}")
         else:
-            self.fleet.store.set(record.label, status=state.VANISHED, ended_at=record.seen_at or self._clock(),
-                                 note=f"lost: {reason}")
+            self.fleet.store.set(
+                record.label, status=state.VANISHED, ended_at=record.seen_at or self._clock(), note=f"lost: {reason}"
+            )
 
     def _failed(self, share: Share, record: state.Record, error: str) -> None:
         if not self._end(record, f"its run failed: {error}"):
@@ -311,37 +368,60 @@ class Watcher:
         launch = launch_of(current, self.launch_id)
         share = launch.shares[index]
         if len(share.run_ids) >= launch.max_instances:
-            self._set_share(index, status=STOPPED, note=f"{len(share.run_ids)} instances were rented or tried"
-                                                        " (--max-instances); not renting more")
+            self._set_share(
+                index,
+                status=STOPPED,
+                note=f"{len(share.run_ids)} instances were rented or tried (--max-instances); not renting more",
+            )
             return
         gates = launch.offer_gates()
         ours = {record.machine_id for record in current.live()}
         choice = offers.search(self.fleet.account, gates, current.quarantined(self._clock()))
         candidates = [scored for scored in choice.ranked if scored.offer.get("machine_id") not in ours]
         if not candidates:
-            self._progress(f"launch {self.launch_id} share {index}: no offer passes the gates ({choice.summary()});"
-                           " trying again at the next pass")
+            self._progress(
+                f"launch {self.launch_id} share {index}: no offer passes the gates ({choice.summary()});"
+                " trying again at the next pass"
+            )
             return
         scored = candidates[0]
         now = self._clock()
-        if launch.budget is not None and (projection(current, launch, now) + scored.price * launch.deadline_s() / 3600
-                                          > launch.budget):
-            self._set_share(index, status=STOPPED, note=f"another instance (${scored.price:.3f}/h to its deadline) "
-                                                        f"would pass the budget ${launch.budget:.2f}")
+        if launch.budget is not None and (
+            projection(current, launch, now) + scored.price * launch.deadline_s() / 3600 > launch.budget
+        ):
+            self._set_share(
+                index,
+                status=STOPPED,
+                note=f"another instance (${scored.price:.3f}/h to its deadline) "
+                f"would pass the budget ${launch.budget:.2f}",
+            )
             return
         resume_from = self.runs.resumable(list(share.run_ids)) if share.run_ids else None
         record = self._claim(index, scored, now)
         if record is None:
             return
-        job = bootstrap.Job(target=share.target, seed=share.seed, run_id=record.run_id,
-                            extra_args=launch.extra_args, resume_from=resume_from)
-        self._progress(f"{record.label}: share {index} on a new instance"
-                       f"{f', resuming run {resume_from} from its newest checkpoint in the store' if resume_from else ''}")
-        record = self.fleet.create(record, scored.offer, launch.image, gates.disk_gb,
-                                   bootstrap.render(launch.bootstrap(), job), self.instance_env,
-                                   bid=scored.price if gates.interruptible else None)
+        job = bootstrap.Job(
+            target=share.target,
+            seed=share.seed,
+            run_id=record.run_id,
+            extra_args=launch.extra_args,
+            resume_from=resume_from,
+        )
+        self._progress(
+            f"{record.label}: share {index} on a new instance"
+            f"{f', resuming run {resume_from} from its newest checkpoint in the store' if resume_from else ''}"
+        )
+        record = self.fleet.create(
+            record,
+            scored.offer,
+            launch.image,
+            gates.disk_gb,
+            bootstrap.render(launch.bootstrap(), job),
+            self.instance_env,
+            bid=scored.price if gates.interruptible else None,
+        )
 
-    def _claim(self, index: int, scored: offers.ScoredOffer, now: float) -> Optional[state.Record]:
+    def _claim(self, index: int, scored: offers.ScoredOffer, now: float) -> state.Record | None:
         """The share's next record, `launching`, written under the lock; None when it already has a live one."""
         with self.fleet.store.update() as current:
             records = [r for r in _records(current, self.launch_id) if r.share == index]
@@ -352,11 +432,21 @@ class Watcher:
             attempt = len(records) + 1
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
             run_id = f"{stamp}-{self.launch_id}-{index:03d}-{attempt}"
-            record = state.Record(label=f"{LABEL_PREFIX}{self.launch_id}-{index:03d}-{attempt}",
-                                  launch_id=self.launch_id, target=share.target, seed=share.seed, run_id=run_id,
-                                  sink="store", dest="", remote_out=launch.bootstrap().out_dir(),
-                                  offer_id=scored.offer["id"], machine_id=scored.offer.get("machine_id"),
-                                  dph_total=scored.price, attempts=attempt, claimed_at=now)
+            record = state.Record(
+                label=f"{LABEL_PREFIX}{self.launch_id}-{index:03d}-{attempt}",
+                launch_id=self.launch_id,
+                target=share.target,
+                seed=share.seed,
+                run_id=run_id,
+                sink="store",
+                dest="",
+                remote_out=launch.bootstrap().out_dir(),
+                offer_id=scored.offer["id"],
+                machine_id=scored.offer.get("machine_id"),
+                dph_total=scored.price,
+                attempts=attempt,
+                claimed_at=now,
+            )
             current.records[record.label] = record
             shares = list(launch.shares)
             shares[index] = dataclasses.replace(share, run_ids=(*share.run_ids, run_id))
@@ -374,15 +464,22 @@ class Watcher:
             now = self._clock()
             if launch.budget is None or projection(current, launch, now) <= launch.budget:
                 return
-            live = {record.share: record for record in _records(current, self.launch_id)
-                    if record.status in state.LIVE_STATUSES}
+            live = {
+                record.share: record
+                for record in _records(current, self.launch_id)
+                if record.status in state.LIVE_STATUSES
+            }
             active = [share for share in launch.shares if share.status == ACTIVE and share.index in live]
             if not active:
                 return
             seen = self.runs.look([share.run_ids[-1] for share in active])
-            progress = {share.index: getattr(seen.get(share.run_ids[-1]), "checkpoint_iteration", None) or 0
-                        for share in active}
+            progress = {
+                share.index: getattr(seen.get(share.run_ids[-1]), "checkpoint_iteration", None) or 0 for share in active
+            }
             least = min(active, key=lambda share: (progress[share.index], share.index))
             if self._end(live[least.index], f"stopped: the projected total passed the budget ${launch.budget:.2f}"):
-                self._set_share(least.index, status=STOPPED,
-                                note=f"budget ${launch.budget:.2f}; resume with --resume-from {least.run_ids[-1]}")
+                self._set_share(
+                    least.index,
+                    status=STOPPED,
+                    note=f"budget ${launch.budget:.2f}; resume with --resume-from {least.run_ids[-1]}",
+                )

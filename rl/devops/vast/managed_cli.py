@@ -20,15 +20,29 @@ from rl.harness.remote import stores
 
 def add_arguments(up: argparse.ArgumentParser, commands) -> None:
     group = up.add_argument_group("managed launches (--sink store)")
-    group.add_argument("--instance-store-file", help="store file (chmod 600) with the key the instances get: "
-                       "the same store as this machine's, a key limited to its bucket and prefix")
-    group.add_argument("--silence-timeout", type=float, default=900.0,
-                       help="seconds without a heartbeat of the run in the store before its instance counts as lost")
-    group.add_argument("--start-timeout", type=float, default=3 * 3600.0,
-                       help="seconds from renting to the run's first record in the store (install and build)")
+    group.add_argument(
+        "--instance-store-file",
+        help="store file (chmod 600) with the key the instances get: "
+        "the same store as this machine's, a key limited to its bucket and prefix",
+    )
+    group.add_argument(
+        "--silence-timeout",
+        type=float,
+        default=900.0,
+        help="seconds without a heartbeat of the run in the store before its instance counts as lost",
+    )
+    group.add_argument(
+        "--start-timeout",
+        type=float,
+        default=3 * 3600.0,
+        help="seconds from renting to the run's first record in the store (install and build)",
+    )
     group.add_argument("--max-instances", type=int, default=4, help="instances per job, replacements included")
-    watch = commands.add_parser("watch", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                help="keep a managed launch going (safe to run again, or twice)")
+    watch = commands.add_parser(
+        "watch",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="keep a managed launch going (safe to run again, or twice)",
+    )
     watch.add_argument("launch")
     watch.add_argument("--budget", type=float, help="a new cap in dollars for the launch (spent + projected)")
     watch.add_argument("--hours", type=float, help="stop watching after this long (default: until every job ended)")
@@ -55,8 +69,15 @@ def _report(fl: fleet.Fleet, launch: managed.Launch) -> int:
     return 0 if all(share.status == managed.COMPLETED for share in launch.shares) else 1
 
 
-def up(args: argparse.Namespace, fl: fleet.Fleet, gates: offers.Gates, setup: bootstrap.Bootstrap,
-       jobs: list[bootstrap.Job], launch_id: str, path) -> int:
+def up(
+    args: argparse.Namespace,
+    fl: fleet.Fleet,
+    gates: offers.Gates,
+    setup: bootstrap.Bootstrap,
+    jobs: list[bootstrap.Job],
+    launch_id: str,
+    path,
+) -> int:
     """A managed launch: checks (nothing rented on bad input), the plan, then the first pass of its watcher."""
     config = preflight.store_for(sink=args.sink, interruptible=args.interruptible, instances=len(jobs))
     env = _instance_env(config, path)
@@ -64,8 +85,10 @@ def up(args: argparse.Namespace, fl: fleet.Fleet, gates: offers.Gates, setup: bo
     print(f"launch {launch_id} (managed): {plan.describe()}")
     managed.instance_hour_floor(gates, plan.choice, args.budget)
     if args.budget is not None and plan.estimate() > args.budget:
-        raise redact.DevopsError(f"the estimate ${plan.estimate():.2f} exceeds --budget ${args.budget:.2f}; "
-                                 "lower --hours, the number of jobs or --max-dph, or raise the budget")
+        raise redact.DevopsError(
+            f"the estimate ${plan.estimate():.2f} exceeds --budget ${args.budget:.2f}; "
+            "lower --hours, the number of jobs or --max-dph, or raise the budget"
+        )
     if not args.yes:
         print("nothing launched: add --yes to launch")
         return 0
@@ -73,9 +96,18 @@ def up(args: argparse.Namespace, fl: fleet.Fleet, gates: offers.Gates, setup: bo
         if pin is not None:
             preflight.check_pushed(pin)
     setup = dataclasses.replace(setup, upload_artifacts=True, self_end=True)
-    launch = managed.Launch.new(launch_id, jobs, setup, gates, image=args.image, budget=args.budget,
-                                boot_timeout_s=args.boot_timeout, start_timeout_s=args.start_timeout,
-                                silence_s=args.silence_timeout, max_instances=args.max_instances)
+    launch = managed.Launch.new(
+        launch_id,
+        jobs,
+        setup,
+        gates,
+        image=args.image,
+        budget=args.budget,
+        boot_timeout_s=args.boot_timeout,
+        start_timeout_s=args.start_timeout,
+        silence_s=args.silence_timeout,
+        max_instances=args.max_instances,
+    )
     managed.record_launch(fl.store, launch)
     watcher = _watcher(fl, config, launch_id, env)
     watcher.tick()

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Mapping
+from collections.abc import Mapping
 
 from rl.devops.vast import redact
 
@@ -50,13 +50,15 @@ def min_driver_for(cuda: float) -> int:
     """The lowest NVIDIA driver branch that runs a CUDA `cuda` build (13.0 -> 580)."""
     major = int(cuda)
     if major not in MIN_DRIVER_FOR_CUDA_MAJOR:
-        raise redact.DevopsError(f"no known minimum driver for CUDA {cuda}; add its row to "
-                                 "offers.MIN_DRIVER_FOR_CUDA_MAJOR from NVIDIA's compatibility table")
+        raise redact.DevopsError(
+            f"no known minimum driver for CUDA {cuda}; add its row to "
+            "offers.MIN_DRIVER_FOR_CUDA_MAJOR from NVIDIA's compatibility table"
+        )
     return MIN_DRIVER_FOR_CUDA_MAJOR[major]
 
 
 def _driver_branch(version: object) -> int | None:
-    """"580.65.06" -> 580; None when the offer does not state a readable driver version."""
+    """ "580.65.06" -> 580; None when the offer does not state a readable driver version."""
     try:
         return int(str(version).split(".")[0])
     except ValueError:
@@ -137,8 +139,15 @@ class Gates:
         at_least("min_cuda", "cuda_max_good", self.min_cuda)
         branch, needed = _driver_branch(offer.get("driver_version")), min_driver_for(self.min_cuda)
         if branch is None or branch < needed:
-            failed.append(("driver", f"driver_version={offer.get('driver_version')!r}: CUDA {self.min_cuda:g} "
-                                     f"needs driver >= {needed}"))
+            failed.append(
+                (
+                    "driver",
+                    (
+                        f"driver_version={offer.get('driver_version')!r}: CUDA {self.min_cuda:g} "
+                        f"needs driver >= {needed}"
+                    ),
+                )
+            )
         at_least("disk_gb", "disk_space", self.disk_gb)
         at_least("min_cpu_cores", "cpu_cores_effective", self.min_cpu_cores)
         field = "min_bid" if self.interruptible else "dph_total"
@@ -155,7 +164,6 @@ class Gates:
         if machine in quarantined:
             failed.append(("quarantined", f"machine {machine}: {quarantined[machine]}"))
         return failed
-
 
     def price(self, offer: Mapping) -> float:
         """$/h we would pay for `offer` (one that passes the gates): its price, or our bid when interruptible."""
@@ -190,7 +198,9 @@ class Choice:
 
     def summary(self) -> str:
         rejected = ", ".join(f"{count} {gate}" for gate, count in sorted(self.rejected.items(), key=lambda kv: -kv[1]))
-        return f"{self.seen} offers, {len(self.ranked)} pass the gates" + (f"; rejected: {rejected}" if rejected else "")
+        return f"{self.seen} offers, {len(self.ranked)} pass the gates" + (
+            f"; rejected: {rejected}" if rejected else ""
+        )
 
 
 def rank(candidates: list[dict], gates: Gates, quarantined: Mapping[int, str]) -> Choice:
@@ -217,6 +227,11 @@ def search(account, gates: Gates, quarantined: Mapping[int, str], *, limit: int 
     offers unless `gates.interruptible`: an interruptible (bid) instance can be
     stopped mid-run, so only a launch whose runs resume from a store rents them.
     """
-    candidates = account.search_offers(gates.query(quarantined), order="dlperf_per_dphtotal-", limit=limit,
-                                       disk_gb=gates.disk_gb, offer_type=gates.offer_type())
+    candidates = account.search_offers(
+        gates.query(quarantined),
+        order="dlperf_per_dphtotal-",
+        limit=limit,
+        disk_gb=gates.disk_gb,
+        offer_type=gates.offer_type(),
+    )
     return rank(candidates, gates, quarantined)

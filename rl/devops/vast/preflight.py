@@ -1,11 +1,11 @@
 """Checks before anything is rented: each bad input ends in one line naming the fix, and nothing is rented.
 
-    from rl.devops.vast import preflight
+from rl.devops.vast import preflight
 
-    preflight.check_pushed(bootstrap.GitPin(url, commit))      # the instances can fetch the commit
-    config = preflight.store_for(sink="store", interruptible=True, instances=3)   # the store they resume from
-    preflight.check_study("//experiments/mess3:belief_study", seeds=None, instances=2)   # before store_for(study=True)
-    env = preflight.instance_store_env(config, path)            # what an instance gets to reach that store
+preflight.check_pushed(bootstrap.GitPin(url, commit))      # the instances can fetch the commit
+config = preflight.store_for(sink="store", interruptible=True, instances=3)   # the store they resume from
+preflight.check_study("//experiments/mess3:belief_study", seeds=None, instances=2)   # before store_for(study=True)
+env = preflight.instance_store_env(config, path)            # what an instance gets to reach that store
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import os
 import pathlib
 import subprocess
 import tempfile
-from typing import Optional
 
 from rl.devops.vast import bootstrap, durability, redact
 from rl.harness import env_vars
@@ -34,25 +33,36 @@ def check_pushed(pin: bootstrap.GitPin) -> None:
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
         with redact.guarded(f"check that {pin.url} has commit {pin.commit}"):
             subprocess.run(["git", "init", "-q", folder], check=True, capture_output=True, timeout=30)
-            fetched = subprocess.run(["git", "-C", folder, "fetch", "-q", "--depth", "1", "--", pin.url, pin.commit],
-                                     capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, env=env, check=False)
+            fetched = subprocess.run(
+                ["git", "-C", folder, "fetch", "-q", "--depth", "1", "--", pin.url, pin.commit],
+                capture_output=True,
+                text=True,
+                timeout=FETCH_TIMEOUT_S,
+                env=env,
+                check=False,
+            )
         if fetched.returncode != 0:
             raise redact.BadInput(
                 f"commit {pin.commit} cannot be fetched from {pin.url}, which the instances fetch it from "
                 f"({redact.redact(fetched.stderr.strip().splitlines()[-1] if fetched.stderr.strip() else 'no reason given')});"
-                " push it (git push) or pin a pushed commit")
+                " push it (git push) or pin a pushed commit"
+            )
 
 
-def check_study(study: str, *, seeds: Optional[list[int]], instances: int) -> None:
+def check_study(study: str, *, seeds: list[int] | None, instances: int) -> None:
     """BadInput for what a study launch cannot take: seeds of its own (the study declares them), no instance."""
     if seeds is not None:
-        raise redact.BadInput(f"--seeds goes with --target: study {study} runs the seeds its STUDY declares; drop"
-                              " --seeds (add seeds to a study with `study --resume <study-id> --seeds ...`)")
+        raise redact.BadInput(
+            f"--seeds goes with --target: study {study} runs the seeds its STUDY declares; drop"
+            " --seeds (add seeds to a study with `study --resume <study-id> --seeds ...`)"
+        )
     if instances < 1:
         raise redact.BadInput(f"--instances {instances}: a study needs at least one instance")
 
 
-def store_for(*, sink: str, interruptible: bool, instances: int, study: bool = False) -> Optional[remote_store.StoreConfig]:
+def store_for(
+    *, sink: str, interruptible: bool, instances: int, study: bool = False
+) -> remote_store.StoreConfig | None:
     """The configured store when the launch needs one (DevopsError naming the fix when there is none).
 
     `study`: the instances share one study, whose members' records and checkpoints meet in the store.
@@ -77,19 +87,23 @@ def store_for(*, sink: str, interruptible: bool, instances: int, study: bool = F
     return config
 
 
-def instance_store_env(config: remote_store.StoreConfig, path: Optional[pathlib.Path]) -> dict[str, str]:
+def instance_store_env(config: remote_store.StoreConfig, path: pathlib.Path | None) -> dict[str, str]:
     """The environment an instance reaches the store with: the key of the store file `path`, which must name
     the same store as this machine's. That key goes to a rented machine: make it one that may only list,
     read and write the store's prefix (this machine's own key never leaves it)."""
     if path is None:
-        raise redact.BadInput("a launch whose runs go to the store needs --instance-store-file: a store file"
-                                 " (chmod 600, as ~/.config/rl-harness/store.json) with a key for the instances,"
-                                 " limited to the store's bucket and prefix")
+        raise redact.BadInput(
+            "a launch whose runs go to the store needs --instance-store-file: a store file"
+            " (chmod 600, as ~/.config/rl-harness/store.json) with a key for the instances,"
+            " limited to the store's bucket and prefix"
+        )
     with redact.guarded("read the instances' store file"):
         instance = stores.load({env_vars.STORE_FILE_ENV: str(path), "HOME": os.path.expanduser("~")})
     if (instance.url, instance.endpoint) != (config.url, config.endpoint):
-        raise redact.BadInput(f"--instance-store-file names {instance.url} but the runs are read from {config.url};"
-                                 " give both the same store")
+        raise redact.BadInput(
+            f"--instance-store-file names {instance.url} but the runs are read from {config.url};"
+            " give both the same store"
+        )
     id_name, key_name = stores.KEY_VARIABLES[instance.scheme]
     env = {env_vars.STORE_ENV: instance.url, id_name: instance.key_id, key_name: instance.key}
     if instance.endpoint:

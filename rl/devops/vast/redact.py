@@ -18,7 +18,7 @@ for a traceback to print.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from rl.harness.run import redaction
 

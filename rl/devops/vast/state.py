@@ -24,7 +24,7 @@ import fcntl
 import json
 import pathlib
 import time
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from rl.devops.vast import redact
 from rl.harness.run import records
@@ -36,13 +36,13 @@ LOCK_FILE = "state.lock"
 KNOWN_HOSTS_DIR = "known_hosts.d"
 
 # Record statuses. The instance may exist (and bill) in the "live" ones.
-LAUNCHING = "launching"   # create request sent; no instance id known yet
-BOOTING = "booting"       # instance created, not yet running
-RUNNING = "running"       # booted; the bootstrap is working or done
-KEPT = "kept"             # results not secured: kept on purpose (see note)
-DESTROYED = "destroyed"   # destroyed by us after the durability gate (or before it ever ran)
-FAILED = "failed"         # no instance: the launch failed
-VANISHED = "vanished"     # the instance disappeared without our destroy
+LAUNCHING = "launching"  # create request sent; no instance id known yet
+BOOTING = "booting"  # instance created, not yet running
+RUNNING = "running"  # booted; the bootstrap is working or done
+KEPT = "kept"  # results not secured: kept on purpose (see note)
+DESTROYED = "destroyed"  # destroyed by us after the durability gate (or before it ever ran)
+FAILED = "failed"  # no instance: the launch failed
+VANISHED = "vanished"  # the instance disappeared without our destroy
 LIVE_STATUSES = frozenset({LAUNCHING, BOOTING, RUNNING, KEPT})
 
 
@@ -55,24 +55,24 @@ class Record:
     target: str
     seed: int
     run_id: str
-    sink: str                     # "copy" or "b2" (durability.SinkSpec)
-    dest: str                     # where results are copied back to
-    remote_out: str               # the instance's output folder
-    b2_bucket: Optional[str] = None
+    sink: str  # "copy" or "b2" (durability.SinkSpec)
+    dest: str  # where results are copied back to
+    remote_out: str  # the instance's output folder
+    b2_bucket: str | None = None
     status: str = LAUNCHING
-    offer_id: Optional[int] = None
-    machine_id: Optional[int] = None
-    instance_id: Optional[int] = None
-    dph_total: Optional[float] = None
-    created_at: Optional[float] = None
-    ended_at: Optional[float] = None
+    offer_id: int | None = None
+    machine_id: int | None = None
+    instance_id: int | None = None
+    dph_total: float | None = None
+    created_at: float | None = None
+    ended_at: float | None = None
     attempts: int = 0
     note: str = ""
-    claimed_at: Optional[float] = None  # when a watcher claimed this label, before its create call
-    seen_at: Optional[float] = None     # when a watcher last saw the instance exist (its end, if it ended itself)
+    claimed_at: float | None = None  # when a watcher claimed this label, before its create call
+    seen_at: float | None = None  # when a watcher last saw the instance exist (its end, if it ended itself)
 
     @property
-    def share(self) -> Optional[int]:
+    def share(self) -> int | None:
         """The job (share) index in the label `rlh-<launch>-<share>-<attempt>`, or None for another label."""
         parts = self.label.split("-")
         return int(parts[2]) if len(parts) == 4 and parts[2].isdigit() else None
@@ -98,12 +98,12 @@ class State:
     def live(self) -> list[Record]:
         return [record for record in self.records.values() if record.status in LIVE_STATUSES]
 
-    def quarantined(self, now: Optional[float] = None) -> dict[int, str]:
+    def quarantined(self, now: float | None = None) -> dict[int, str]:
         """{machine_id: reason} of the entries not yet expired at `now`."""
         now = time.time() if now is None else now
         return {machine: entry["reason"] for machine, entry in self.quarantine.items() if entry["until"] > now}
 
-    def quarantine_machine(self, machine_id: int, reason: str, *, hours: float, now: Optional[float] = None) -> None:
+    def quarantine_machine(self, machine_id: int, reason: str, *, hours: float, now: float | None = None) -> None:
         """Keeps `machine_id` out of every offer search for `hours`; expired entries are dropped."""
         if hours <= 0:
             raise redact.DevopsError(f"quarantine for {hours} h: give a positive number of hours")
@@ -120,7 +120,7 @@ class State:
         }
 
     @classmethod
-    def from_json(cls, document: dict) -> "State":
+    def from_json(cls, document: dict) -> State:
         if document.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"schema {document.get('schema')!r}, expected {SCHEMA_VERSION}")
         return cls(
@@ -151,7 +151,8 @@ class StateFile:
         except (ValueError, KeyError, TypeError) as error:
             raise redact.DevopsError(
                 f"the state file {self.path} is unreadable ({redact.describe(error)}); move it aside and run "
-                "`reap` to find instances it no longer lists") from None
+                "`reap` to find instances it no longer lists"
+            ) from None
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -166,7 +167,8 @@ class StateFile:
                     if time.monotonic() > deadline:
                         raise redact.DevopsError(
                             f"another command has held {self._lock_path} for over {self._lock_timeout_s:.0f} s; "
-                            "wait for it to finish (the lock is released when its process exits)") from None
+                            "wait for it to finish (the lock is released when its process exits)"
+                        ) from None
                     time.sleep(0.01)
             try:
                 yield
@@ -192,5 +194,6 @@ class StateFile:
 
     def _write(self, current: State) -> None:
         # Private (0600): it names instances, hosts and ports of the user's account.
-        records.write_text_atomically(str(self.path), json.dumps(current.to_json(), indent=1, sort_keys=True) + "\n",
-                                      mode=0o600)
+        records.write_text_atomically(
+            str(self.path), json.dumps(current.to_json(), indent=1, sort_keys=True) + "\n", mode=0o600
+        )

@@ -18,7 +18,7 @@ import datetime
 import json
 import pathlib
 import tempfile
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from rl.devops.vast import redact
 from rl.devops.vast.durability import DurabilityError, Secured
@@ -30,14 +30,14 @@ from rl.harness.run import records
 @dataclasses.dataclass(frozen=True)
 class RunInStore:
     run_id: str
-    status: Optional[str]                   # the manifest's: running, completed, failed, interrupted, ...
-    error: str                              # "<type>: <message>" of a failed run, else ""
-    heartbeat_at: Optional[float]           # epoch seconds of the run's last heartbeat
-    checkpoint_iteration: Optional[int]     # the newest checkpoint's iteration (science or rolling), None if none
-    remote_complete: bool                   # the store's index of the run says complete: its mirror drained
+    status: str | None  # the manifest's: running, completed, failed, interrupted, ...
+    error: str  # "<type>: <message>" of a failed run, else ""
+    heartbeat_at: float | None  # epoch seconds of the run's last heartbeat
+    checkpoint_iteration: int | None  # the newest checkpoint's iteration (science or rolling), None if none
+    remote_complete: bool  # the store's index of the run says complete: its mirror drained
 
 
-def _epoch(text: Optional[str]) -> Optional[float]:
+def _epoch(text: str | None) -> float | None:
     try:
         return datetime.datetime.fromisoformat(text).timestamp() if text else None
     except ValueError:
@@ -48,14 +48,20 @@ def _from_manifest(run_id: str, manifest: dict, index: dict, run_prefix: str, ke
     """Only a checkpoint whose files reached the store counts: the manifest may be sent before them."""
     error = manifest.get("error") or {}
     checkpoints = [*(manifest.get("checkpoints") or ()), *(manifest.get("rolling_checkpoints") or ())]
-    iterations = [entry.get("iteration") for entry in checkpoints if isinstance(entry.get("iteration"), int)
-                  and f"{run_prefix}/artifacts/{entry.get('path')}/{records.CHECKPOINT_STATE_FILE}" in keys]
+    iterations = [
+        entry.get("iteration")
+        for entry in checkpoints
+        if isinstance(entry.get("iteration"), int)
+        and f"{run_prefix}/artifacts/{entry.get('path')}/{records.CHECKPOINT_STATE_FILE}" in keys
+    ]
     return RunInStore(
-        run_id=run_id, status=manifest.get("status"),
+        run_id=run_id,
+        status=manifest.get("status"),
         error=f"{error.get('type')}: {error.get('message')}" if error else "",
         heartbeat_at=_epoch((manifest.get("heartbeat") or {}).get("at")),
         checkpoint_iteration=max(iterations) if iterations else None,
-        remote_complete=index.get("status") == "complete")
+        remote_complete=index.get("status") == "complete",
+    )
 
 
 class StoreRuns:
@@ -70,7 +76,7 @@ class StoreRuns:
         with redact.guarded("read the runs in the store"):
             keys = set(self.store.list_keys(self.store.config.prefix))
             for key in keys:
-                run_prefix = key[:-len(tail)] if key.endswith(tail) else ""
+                run_prefix = key[: -len(tail)] if key.endswith(tail) else ""
                 run_id = run_prefix.rsplit("/", 1)[-1]
                 if run_id in wanted:
                     index_key = f"{run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}"
@@ -78,11 +84,17 @@ class StoreRuns:
                     found[run_id] = _from_manifest(run_id, self._json(key), index, run_prefix, keys)
         return found
 
-    def resumable(self, run_ids: list[str]) -> Optional[str]:
+    def resumable(self, run_ids: list[str]) -> str | None:
         """The newest of `run_ids` (oldest first) with a checkpoint in the store, or None."""
         seen = self.look(run_ids)
-        return next((run_id for run_id in reversed(run_ids)
-                     if run_id in seen and seen[run_id].checkpoint_iteration is not None), None)
+        return next(
+            (
+                run_id
+                for run_id in reversed(run_ids)
+                if run_id in seen and seen[run_id].checkpoint_iteration is not None
+            ),
+            None,
+        )
 
     def _json(self, key: str) -> dict:
         with tempfile.TemporaryDirectory() as folder:
@@ -114,7 +126,7 @@ class StoreSink:
         self.runs = runs
 
     @classmethod
-    def configured(cls) -> "StoreSink":
+    def configured(cls) -> StoreSink:
         return cls(StoreRuns(open_configured()))
 
     def instance_env(self, *, launch_id: str, valid_for_s: int) -> dict[str, str]:
@@ -123,6 +135,8 @@ class StoreSink:
     def secure(self, record, row: dict) -> Secured:
         run = self.runs.look([record.run_id]).get(record.run_id)
         if run is None or run.status in (None, "running") or not run.remote_complete:
-            raise DurabilityError(f"run {record.run_id} is not complete in the store yet (status "
-                                  f"{getattr(run, 'status', None)!r}); wait, or run `watch {record.launch_id}`")
+            raise DurabilityError(
+                f"run {record.run_id} is not complete in the store yet (status "
+                f"{getattr(run, 'status', None)!r}); wait, or run `watch {record.launch_id}`"
+            )
         return Secured(files=0, bytes=0, summary=f"run {run.status} and mirrored to {self.runs.store.config.url}")

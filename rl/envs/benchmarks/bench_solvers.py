@@ -181,7 +181,9 @@ def _collection(folder: pathlib.Path, budget: float, episodes: int, max_rollout_
                 lower_below_sarsop=reference["lower"] - figures["lower"],
                 # none where SARSOP's lower bound is 0 (concert, ejs5-7: both solvers close at 0)
                 lower_below_sarsop_percent=(
-                    100 * (reference["lower"] - figures["lower"]) / abs(reference["lower"]) if reference["lower"] else None
+                    100 * (reference["lower"] - figures["lower"]) / abs(reference["lower"])
+                    if reference["lower"]
+                    else None
                 ),
             )
         files[path.name] = figures
@@ -201,7 +203,9 @@ def main() -> None:
         folder = pathlib.Path(os.environ.get("BUILD_WORKING_DIRECTORY", ".")) / arguments.collection
         files = _collection(folder, arguments.budget, arguments.episodes or 100, arguments.max_rollout_steps)
     else:
-        files = {name: _in_child(_solve, (name, arguments.budget, arguments.episodes or 1000)) for name in arguments.files}
+        files = {
+            name: _in_child(_solve, (name, arguments.budget, arguments.episodes or 1000)) for name in arguments.files
+        }
     lines = [f"  {json.dumps(name)}: {json.dumps(figures)}" for name, figures in files.items()]
     rest = json.dumps({"budget_seconds": arguments.budget, **run_info(load)})[1:-1]
     print('{"files": {\n' + ",\n".join(lines) + "\n}, " + rest + "}")  # one line per file

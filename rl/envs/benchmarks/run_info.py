@@ -1,7 +1,7 @@
 """What every rl/envs benchmark prints beside its figures: the machine and the load it ran under.
 
-    load = os.getloadavg()[0]          # before the timed work, which would raise it
-    print(json.dumps({"figures": figures, **run_info(load)}))
+load = os.getloadavg()[0]          # before the timed work, which would raise it
+print(json.dumps({"figures": figures, **run_info(load)}))
 """
 
 from __future__ import annotations

@@ -36,8 +36,11 @@ RECOMMENDED = (3.0, 4.0)  # tilt strength, KL coefficient (rl/envs/README.md, "C
 # the discount varied around the recommended setting.
 BAND = {2.0: (4.5, 4.75, 5.25, 5.5, 5.75), 2.5: (4.0, 4.5, 5.0), 3.0: (4.25, 4.5, 4.75), 3.5: (4.25,)}
 SETTINGS = (
-    [(*DEFAULT_PROCESS, tilt, kl, TRAINING_GAMMA) for tilt in (1.0, 2.0, 3.0, 4.0)
-     for kl in (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)]
+    [
+        (*DEFAULT_PROCESS, tilt, kl, TRAINING_GAMMA)
+        for tilt in (1.0, 2.0, 3.0, 4.0)
+        for kl in (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)
+    ]
     + [(*DEFAULT_PROCESS, tilt, kl, TRAINING_GAMMA) for tilt, kls in BAND.items() for kl in kls]
     + [(x, a, *RECOMMENDED, TRAINING_GAMMA) for x, a in ((0.02, 0.85), (0.1, 0.85), (0.05, 0.7), (0.05, 0.95))]
     + [(*DEFAULT_PROCESS, *RECOMMENDED, gamma) for gamma in (0.8, 0.95, 0.99)]
@@ -86,8 +89,10 @@ def evaluate_setting(x: float, a: float, tilt_strength: float, kl_coefficient: f
 def markdown(rows: list[dict]) -> str:
     """The README table: one line per setting."""
     lines = [
-        "| x | a | tilt | KL coef. | γ | ratio: value | ratio: episode return | gain: episode return "
-        "| ratio, γ = 1 | gain, γ = 1 |",
+        (
+            "| x | a | tilt | KL coef. | γ | ratio: value | ratio: episode return | gain: episode return "
+            "| ratio, γ = 1 | gain, γ = 1 |"
+        ),
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:

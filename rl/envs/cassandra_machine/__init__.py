@@ -1,7 +1,7 @@
 """Cassandra's machine-maintenance POMDP: the factored model and its env (see README.md).
 
-    from rl.envs.cassandra_machine import CassandraMachineEnv, machine_pomdp, component_marginals
-    env = gymnasium.make("rl/CassandraMachine-v0", observation="marginals")   # registered on import
+from rl.envs.cassandra_machine import CassandraMachineEnv, machine_pomdp, component_marginals
+env = gymnasium.make("rl/CassandraMachine-v0", observation="marginals")   # registered on import
 """
 
 from rl.envs.cassandra_machine.env import ENV_ID, CassandraMachineEnv, register_envs

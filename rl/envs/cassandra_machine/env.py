@@ -28,9 +28,7 @@ class CassandraMachineEnv(POMDPEnv):
 
     def _observation_space(self, mode: str) -> gymnasium.spaces.Space:
         if mode == "marginals":
-            return gymnasium.spaces.Box(
-                0.0, 1.0, shape=(model.NUM_COMPONENTS, len(model.CONDITIONS)), dtype=np.float32
-            )
+            return gymnasium.spaces.Box(0.0, 1.0, shape=(model.NUM_COMPONENTS, len(model.CONDITIONS)), dtype=np.float32)
         return super()._observation_space(mode)
 
     def _observe(self, mode: str, symbol: int):

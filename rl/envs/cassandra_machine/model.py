@@ -115,9 +115,11 @@ def predict_belief(beliefs: np.ndarray, action: int) -> np.ndarray:
 
 
 # _DIGIT_INDICATOR[s, k * 4 + c] = 1 when component k of state s is in condition c
-_DIGIT_INDICATOR = np.stack(
-    [(np.arange(NUM_STATES)[:, None] // 4**k % 4) == np.arange(4) for k in range(NUM_COMPONENTS)], axis=1
-).reshape(NUM_STATES, -1).astype(np.float64)
+_DIGIT_INDICATOR = (
+    np.stack([(np.arange(NUM_STATES)[:, None] // 4**k % 4) == np.arange(4) for k in range(NUM_COMPONENTS)], axis=1)
+    .reshape(NUM_STATES, -1)
+    .astype(np.float64)
+)
 
 
 def component_marginals(beliefs: np.ndarray) -> np.ndarray:

@@ -1,8 +1,8 @@
 """A validated, immutable finite hidden Markov process in edge-emitting form.
 
-    model = FiniteHMM(transition_matrices)           # T[k, i, j] = P(token k, next state j | state i)
-    model = FiniteHMM.from_state_emitting(transition, emission, emitted_by="destination")
-    model.stationary_distribution()                   # (num_states,)
+model = FiniteHMM(transition_matrices)           # T[k, i, j] = P(token k, next state j | state i)
+model = FiniteHMM.from_state_emitting(transition, emission, emitted_by="destination")
+model.stationary_distribution()                   # (num_states,)
 """
 
 from __future__ import annotations

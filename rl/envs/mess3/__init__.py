@@ -1,7 +1,7 @@
 """Mess3: the process, belief-simplex coordinates and registered RL environments.
 
-    from rl.envs.mess3 import mess3_process, mess3_env, simplex_coordinates
-    env = gymnasium.make("rl/Mess3Control-v0")   # ids are registered when this package is imported
+from rl.envs.mess3 import mess3_process, mess3_env, simplex_coordinates
+env = gymnasium.make("rl/Mess3Control-v0")   # ids are registered when this package is imported
 """
 
 from rl.envs.mess3.envs import CONTROL_DEFAULTS, ENV_IDS, TASKS, mess3_env, register_envs

@@ -318,7 +318,9 @@ class _Parser:
             return
         self._position += 1
         observation = self._reference("observations")
-        self._reward_entries.append(((action, state, end_state, observation), self._number("a reward", probability=False)))
+        self._reward_entries.append(
+            ((action, state, end_state, observation), self._number("a reward", probability=False))
+        )
 
     def _reward_table(self) -> np.ndarray:
         """The R entries applied in order to an array with size 1 along every axis no entry distinguishes.

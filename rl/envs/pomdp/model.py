@@ -1,11 +1,11 @@
 """FinitePOMDP: a validated, immutable finite POMDP with dense arrays.
 
-    pomdp = load_pomdp("machine.POMDP")                 # or FinitePOMDP(transitions=..., ...)
-    pomdp.transitions[a, s, s2]                         # P(s2 | s, a)
-    pomdp.observations[a, s2, o]                        # P(o | a, s2)
-    pomdp.rewards[a, s, s2, o]; pomdp.expected_rewards[a, s]
-    pomdp.reward_table          # the rewards as given: size 1 along axes they do not depend on
-    belief = pomdp.belief_update(belief, action, observation)
+pomdp = load_pomdp("machine.POMDP")                 # or FinitePOMDP(transitions=..., ...)
+pomdp.transitions[a, s, s2]                         # P(s2 | s, a)
+pomdp.observations[a, s2, o]                        # P(o | a, s2)
+pomdp.rewards[a, s, s2, o]; pomdp.expected_rewards[a, s]
+pomdp.reward_table          # the rewards as given: size 1 along axes they do not depend on
+belief = pomdp.belief_update(belief, action, observation)
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ class FinitePOMDP:
         expected_rewards_shape = (num_actions, num_states, num_states, observations.shape[2])
         reward_table = _frozen_copy(_compact(self.rewards))
         if reward_table.ndim > 4:
-            raise ValueError(f"rewards has shape {reward_table.shape}; expected at most 4 axes {expected_rewards_shape}")
+            raise ValueError(
+                f"rewards has shape {reward_table.shape}; expected at most 4 axes {expected_rewards_shape}"
+            )
         reward_table = reward_table.reshape((1,) * (4 - reward_table.ndim) + reward_table.shape)
         try:  # a view: (actions, states, 1, 1) rewards stay small
             rewards = np.broadcast_to(reward_table, expected_rewards_shape)

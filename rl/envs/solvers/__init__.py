@@ -10,6 +10,7 @@ for any controlled FiniteHMM task.
 
 from rl.envs.solvers.choice import solve_pomdp
 from rl.envs.solvers.controllers import ControllerEvaluator, FiniteStateController, evaluate_controller
+from rl.envs.solvers.heuristic_search import BoundedSolution, TracePoint, solve_with_bounds
 from rl.envs.solvers.hmm_control import (
     BeliefOptimalReference,
     ControlReferences,
@@ -19,7 +20,6 @@ from rl.envs.solvers.hmm_control import (
     StatePolicy,
     control_references,
 )
-from rl.envs.solvers.heuristic_search import BoundedSolution, TracePoint, solve_with_bounds
 from rl.envs.solvers.mdp import MDPSolution, QMDPPolicy, qmdp, require_discount_below_one, solve_fully_observable
 from rl.envs.solvers.point_based import PointBasedSolution, project_policy, solve_point_based
 from rl.envs.solvers.rollout import RolloutEstimate, rollout_horizon, rollout_value
@@ -31,8 +31,8 @@ __all__ = [
     "ControllerEvaluator",
     "FiniteStateController",
     "GridBeliefController",
-    "MemorylessPolicy",
     "MDPSolution",
+    "MemorylessPolicy",
     "PointBasedSolution",
     "QMDPPolicy",
     "Reference",

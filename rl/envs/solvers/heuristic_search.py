@@ -234,7 +234,6 @@ class _Dynamics:
         beliefs = joint[actions, :, observations] / probabilities[actions, observations, None]
         return actions, observations, probabilities, beliefs, predicted
 
-
     def children_of_all(self, beliefs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(probabilities (beliefs, actions, observations), rows, child beliefs) for a batch: dense, for small models.
 
@@ -378,7 +377,9 @@ class _UpperBound:
         """
         shortlist = self.SHORTLIST
         drops = self._drops[: self.count]
-        bounds = beliefs[:, self._anchors[: self.count]] * self._anchor_inverse[: self.count] * drops  # (beliefs, points)
+        bounds = (
+            beliefs[:, self._anchors[: self.count]] * self._anchor_inverse[: self.count] * drops
+        )  # (beliefs, points)
         best = np.empty(len(beliefs))
         rows = np.arange(len(beliefs))
         while len(rows):
@@ -492,7 +493,9 @@ class _Node:
 
 
 class _Search:
-    def __init__(self, pomdp: FinitePOMDP, initial_alpha_vectors, informed_bound_deadline: float, exact_upper_in_trials: bool):
+    def __init__(
+        self, pomdp: FinitePOMDP, initial_alpha_vectors, informed_bound_deadline: float, exact_upper_in_trials: bool
+    ):
         self.dynamics = _Dynamics(pomdp)
         if initial_alpha_vectors is None:
             initial_alpha_vectors = _blind_policy_values(self.dynamics)
@@ -527,7 +530,9 @@ class _Search:
         successors[rows] = lower.best(children)[1]
         chosen = lower.vectors[successors].reshape(*probabilities.shape, dynamics.num_states)  # (n, A, O, S)
         after_observation = np.einsum("aso,naos->nas", dynamics.observations, chosen)
-        vectors = dynamics.rewards + dynamics.discount * np.einsum("ast,nat->nas", dynamics.dense_transitions, after_observation)
+        vectors = dynamics.rewards + dynamics.discount * np.einsum(
+            "ast,nat->nas", dynamics.dense_transitions, after_observation
+        )
         values = np.einsum("nas,ns->na", vectors, beliefs)
         actions = values.argmax(axis=1)
         best = values[np.arange(len(beliefs)), actions]
@@ -538,7 +543,9 @@ class _Search:
         """Elements of the largest array in `sweep`: (corners + points) x children each x points x states."""
         dynamics = self.dynamics
         beliefs = dynamics.num_states + self.upper.count
-        return beliefs * dynamics.num_actions * dynamics.num_observations * max(self.upper.count, 1) * dynamics.num_states
+        return (
+            beliefs * dynamics.num_actions * dynamics.num_observations * max(self.upper.count, 1) * dynamics.num_states
+        )
 
     def bounds_at_start(self) -> tuple[float, float]:
         return float(self.lower.best(self.start[None])[0][0]), float(self.upper.values(self.start[None])[0])

@@ -269,8 +269,10 @@ class _ControlProblem:
             and isinstance(action_space, gymnasium.spaces.Discrete)
             and isinstance(dynamics, tuple)
             and len(dynamics) == action_space.n
-            and all(isinstance(d, FiniteHMM) and d.transition_matrices.shape == model.transition_matrices.shape
-                    for d in dynamics)
+            and all(
+                isinstance(d, FiniteHMM) and d.transition_matrices.shape == model.transition_matrices.shape
+                for d in dynamics
+            )
             and callable(getattr(task, "reward", None))
         ):
             raise ValueError(
@@ -404,8 +406,11 @@ class _ControlProblem:
         raise ValueError(
             f"the belief grid of resolution {resolution} brackets the belief-optimal value only within "
             f"{reference.error_bound:.3g} > value_tolerance={value_tolerance:g}; "
-            + ("raise grid_resolution (the width falls about as 1/resolution^2)" if grid_resolution is not None
-               else "raise max_grid_points or value_tolerance")
+            + (
+                "raise grid_resolution (the width falls about as 1/resolution^2)"
+                if grid_resolution is not None
+                else "raise max_grid_points or value_tolerance"
+            )
         )
 
     def _grid_solution(self, grid: SimplexGrid) -> BeliefOptimalReference:
@@ -415,9 +420,7 @@ class _ControlProblem:
         # After a token the grid belief calls impossible (the true belief may not), move to the
         # prediction: any belief would do for the controller, and the grid value gives it no weight.
         predicted = joint.sum(axis=2, keepdims=True)
-        successors = np.where(
-            token_probabilities[..., None] > 0, joint, np.broadcast_to(predicted, joint.shape)
-        )
+        successors = np.where(token_probabilities[..., None] > 0, joint, np.broadcast_to(predicted, joint.shape))
         successors = successors / successors.sum(axis=3, keepdims=True)
         vertices, weights = grid.interpolation(successors)
         vertices = vertices.astype(np.int32)

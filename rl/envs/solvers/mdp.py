@@ -1,9 +1,9 @@
 """Fully observable bounds for a FinitePOMDP: the MDP optimum and QMDP.
 
-    mdp = solve_fully_observable(pomdp)
-    mdp.value(pomdp.start)              # an upper bound on the POMDP's optimal value
-    policy = qmdp(pomdp)
-    policy.action(belief), policy.value(belief)
+mdp = solve_fully_observable(pomdp)
+mdp.value(pomdp.start)              # an upper bound on the POMDP's optimal value
+policy = qmdp(pomdp)
+policy.action(belief), policy.value(belief)
 """
 
 from __future__ import annotations

@@ -20,8 +20,7 @@ import pytest
 from rl.envs.hmm import FiniteHMM, HMMEnv
 from rl.envs.hmm.tasks import OccupancyControl
 from rl.envs.mess3 import CONTROL_DEFAULTS, mess3_env, mess3_process
-from rl.envs.solvers import control_references
-from rl.envs.solvers import hmm_control
+from rl.envs.solvers import control_references, hmm_control
 
 TOY_GAMMA = 0.5
 
@@ -185,8 +184,9 @@ def test_bad_input_is_rejected_with_the_fix():
     with pytest.raises(ValueError, match="action 1's dynamics differ from task.model; pass as passive_action"):
         control_references(task, horizon=4, gamma=0.9, passive_action=1)
     with pytest.raises(ValueError, match="resolution 2 brackets .* > value_tolerance=1e-06; raise grid_resolution"):
-        control_references(BetOnStateZero(), horizon=3, gamma=0.5, prior=[0.5, 0.5], value_tolerance=1e-6,
-                           grid_resolution=2)
+        control_references(
+            BetOnStateZero(), horizon=3, gamma=0.5, prior=[0.5, 0.5], value_tolerance=1e-6, grid_resolution=2
+        )
     with pytest.raises(ValueError, match="points > max_grid_points=100; raise max_grid_points"):
         control_references(task, horizon=4, gamma=0.9, max_grid_points=100)
     with pytest.raises(ValueError, match="value_tolerance=0; expected a positive width"):

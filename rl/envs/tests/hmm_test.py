@@ -171,30 +171,35 @@ MESS3_REPEAT = 0.6736875
 
 
 def test_next_token_entropies_match_hand_computed_values():
-    np.testing.assert_allclose(next_token_entropies(STATIC, max_context_length=2, prior=STATIC_PRIOR),
-                               STATIC_ENTROPIES, rtol=1e-12)
+    np.testing.assert_allclose(
+        next_token_entropies(STATIC, max_context_length=2, prior=STATIC_PRIOR), STATIC_ENTROPIES, rtol=1e-12
+    )
     # Tokens that name the state (a Markov chain, P = [[0.9, 0.1], [0.5, 0.5]], stationary (5/6, 1/6)):
     # the first token has entropy H(5/6), every later one the entropy rate 5/6 H(0.1) + 1/6 ln 2.
     chain = FiniteHMM.from_state_emitting(np.array([[0.9, 0.1], [0.5, 0.5]]), np.eye(2), emitted_by="destination")
     rate = 5 / 6 * _binary_entropy(0.1) + 1 / 6 * np.log(2)
-    np.testing.assert_allclose(next_token_entropies(chain, max_context_length=3),
-                               [_binary_entropy(5 / 6), rate, rate, rate], rtol=1e-12)
+    np.testing.assert_allclose(
+        next_token_entropies(chain, max_context_length=3), [_binary_entropy(5 / 6), rate, rate, rate], rtol=1e-12
+    )
     rest = (1 - MESS3_REPEAT) / 2
     mess3 = next_token_entropies(mess3_process(), max_context_length=1)
-    np.testing.assert_allclose(mess3, [np.log(3), -(MESS3_REPEAT * np.log(MESS3_REPEAT) + 2 * rest * np.log(rest))],
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        mess3, [np.log(3), -(MESS3_REPEAT * np.log(MESS3_REPEAT) + 2 * rest * np.log(rest))], rtol=1e-12
+    )
     with pytest.raises(ValueError, match="max_context_length must be >= 0"):
         next_token_entropies(STATIC, max_context_length=-1, prior=STATIC_PRIOR)
 
 
 def test_sequence_probabilities_match_hand_computed_values():
     tokens = np.array([[0, 0], [0, 1], [1, 0], [1, 1]])
-    np.testing.assert_allclose(sequence_probabilities(STATIC, tokens, prior=STATIC_PRIOR), [0.41, 0.09, 0.09, 0.41],
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        sequence_probabilities(STATIC, tokens, prior=STATIC_PRIOR), [0.41, 0.09, 0.09, 0.41], rtol=1e-12
+    )
     # An impossible sequence has probability 0 without disturbing the others in its batch.
     blocked = FiniteHMM.from_state_emitting(np.eye(2), np.eye(2), emitted_by="destination")
-    np.testing.assert_array_equal(sequence_probabilities(blocked, np.array([[0, 1, 1], [1, 1, 1]]), prior=[0.5, 0.5]),
-                                  [0.0, 0.5])
+    np.testing.assert_array_equal(
+        sequence_probabilities(blocked, np.array([[0, 1, 1], [1, 1, 1]]), prior=[0.5, 0.5]), [0.0, 0.5]
+    )
     with pytest.raises(ValueError, match="prior: row \\(the vector\\) sums to 0.5"):
         sequence_probabilities(STATIC, tokens, prior=[0.25, 0.25])
 

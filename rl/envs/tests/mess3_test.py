@@ -47,7 +47,7 @@ def test_registered_ids():
     mess3.register_envs()  # a second registration is harmless
     for env_id, task in mess3.ENV_IDS.items():
         env = gymnasium.make(env_id, episode_length=5)
-        observation, info = env.reset(seed=0)
+        observation, _info = env.reset(seed=0)
         assert env.observation_space.contains(observation)
         assert env.unwrapped.task.model.num_states == 3
         expected_actions = 4 if task == "control" else 3

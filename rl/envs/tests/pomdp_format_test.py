@@ -160,7 +160,9 @@ def test_rows_not_summing_to_one_are_format_errors_at_their_line():
 
 
 def test_a_sign_may_stand_apart_from_its_number():
-    text = _header("start: + 0.2 0.3 0.5") + "T: * identity\nO: * uniform\nR: a : 0 : * : * - 1.5\nR: b : * : * : * -2\n"
+    text = (
+        _header("start: + 0.2 0.3 0.5") + "T: * identity\nO: * uniform\nR: a : 0 : * : * - 1.5\nR: b : * : * : * -2\n"
+    )
     pomdp = load_pomdp(text)
     np.testing.assert_array_equal(pomdp.start, [0.2, 0.3, 0.5])
     np.testing.assert_array_equal(pomdp.expected_rewards, [[-1.5, 0, 0], [-2, -2, -2]])

@@ -20,7 +20,9 @@ import pytest
 from rl.envs.pomdp import load_pomdp
 from rl.envs.solvers import solve_pomdp
 
-REFERENCE = json.loads((pathlib.Path(__file__).resolve().parent.parent / "testdata" / "sarsop_collection_30s.json").read_text())
+REFERENCE = json.loads(
+    (pathlib.Path(__file__).resolve().parent.parent / "testdata" / "sarsop_collection_30s.json").read_text()
+)
 COLLECTION = os.environ.get("RL_POMDP_COLLECTION")
 LOWER_BOUND_SHORTFALL = 0.02  # of |SARSOP's lower bound|
 

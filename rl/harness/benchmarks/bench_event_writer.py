@@ -59,14 +59,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     row_times = [_ms_per_row(args.rows) for _ in range(args.repeats)]
     crc_times = [_us_per_crc(args.rows) for _ in range(args.repeats)]
-    print(json.dumps({
-        "row_scalars": ROW_SCALARS,
-        "rows": args.rows,
-        "repeats": args.repeats,
-        "ms_per_row": round(statistics.median(row_times), 4),
-        "crc_bytes": CRC_BYTES,
-        "us_per_crc": round(statistics.median(crc_times), 2),
-    }))
+    print(
+        json.dumps(
+            {
+                "row_scalars": ROW_SCALARS,
+                "rows": args.rows,
+                "repeats": args.repeats,
+                "ms_per_row": round(statistics.median(row_times), 4),
+                "crc_bytes": CRC_BYTES,
+                "us_per_crc": round(statistics.median(crc_times), 2),
+            }
+        )
+    )
     return 0
 
 

@@ -19,6 +19,7 @@ training, so its cost shows in train() itself (the CPU it takes) more than betwe
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -34,8 +35,11 @@ _TRAIN_CALLS: list[tuple[float, float]] = []
 def _config():
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    return (PPOConfig().environment("CartPole-v1")
-            .training(train_batch_size_per_learner=1000, minibatch_size=250, num_epochs=2))
+    return (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .training(train_batch_size_per_learner=1000, minibatch_size=250, num_epochs=2)
+    )
 
 
 def run(context):
@@ -43,8 +47,9 @@ def run(context):
     from rl.harness.training import runners
 
     iterations = int(os.environ["BENCH_ITERATIONS"])
-    return runners.run_direct(context, _config(), stop=runners.StopRule(training_iterations=iterations),
-                              checkpoint_every=CHECKPOINT_EVERY)
+    return runners.run_direct(
+        context, _config(), stop=runners.StopRule(training_iterations=iterations), checkpoint_every=CHECKPOINT_EVERY
+    )
 
 
 def _timed_train(train):
@@ -54,6 +59,7 @@ def _timed_train(train):
             return train(self, *args, **kwargs)
         finally:
             _TRAIN_CALLS.append((start, time.perf_counter()))
+
     return timed
 
 
@@ -61,8 +67,8 @@ def _figures(calls):
     """(mean train s, mean s between train calls, mean period s) over steady-state iterations."""
     calls = calls[1:]  # the first iteration warms up (lazy init, compilation)
     train = statistics.fmean(end - start for start, end in calls)
-    between = statistics.fmean(nxt[0] - cur[1] for cur, nxt in zip(calls, calls[1:]))
-    period = statistics.fmean(nxt[0] - cur[0] for cur, nxt in zip(calls, calls[1:]))
+    between = statistics.fmean(nxt[0] - cur[1] for cur, nxt in itertools.pairwise(calls))
+    period = statistics.fmean(nxt[0] - cur[0] for cur, nxt in itertools.pairwise(calls))
     return train, between, period
 
 
@@ -89,10 +95,19 @@ def _harness_run(iterations, folder, store=None):
     os.environ["BENCH_ITERATIONS"] = str(iterations)
     os.environ.update(store or {})
     try:
-        status = cli.main(["bench", "rl.harness.benchmarks.bench_harness_overhead", "--hardware-profile", "cpu",
-                           "--upload-artifacts" if store else "--no-upload-artifacts",
-                           "--results-dir", os.path.join(folder, "results"),
-                           "--artifacts-dir", os.path.join(folder, "artifacts")])
+        status = cli.main(
+            [
+                "bench",
+                "rl.harness.benchmarks.bench_harness_overhead",
+                "--hardware-profile",
+                "cpu",
+                "--upload-artifacts" if store else "--no-upload-artifacts",
+                "--results-dir",
+                os.path.join(folder, "results"),
+                "--artifacts-dir",
+                os.path.join(folder, "artifacts"),
+            ]
+        )
     finally:
         for name in store or {}:
             del os.environ[name]
@@ -104,22 +119,34 @@ def _store_variables(server) -> dict:
     from rl.harness import env_vars
 
     key_id, key = server.read_write
-    return {env_vars.STORE_ENV: f"s3://{server.bucket}/bench", env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-            env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: key}
+    return {
+        env_vars.STORE_ENV: f"s3://{server.bucket}/bench",
+        env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+        env_vars.S3_KEY_ID_ENV: key_id,
+        env_vars.S3_KEY_ENV: key,
+    }
 
 
 def _against_plain(plain, loop) -> dict:
     """A loop's figures (mean train s, s between calls, period s) against the plain loop's."""
     ratio = (loop[0] + loop[1]) / (loop[0] + plain[1])
-    return {"ratio": round(ratio, 4), "ratio_wall": round(loop[2] / plain[2], 4), "within_target": ratio <= TARGET_RATIO}
+    return {
+        "ratio": round(ratio, 4),
+        "ratio_wall": round(loop[2] / plain[2], 4),
+        "within_target": ratio <= TARGET_RATIO,
+    }
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2, help="runs of each loop, in ABBA order against drift")
-    parser.add_argument("--store", action=argparse.BooleanOptionalAction, default=True,
-                        help="also run the harness mirroring to a local S3-compatible server (moto's)")
+    parser.add_argument(
+        "--store",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the harness mirroring to a local S3-compatible server (moto's)",
+    )
     options = parser.parse_args(argv)
 
     import ray
@@ -134,7 +161,7 @@ def main(argv=None) -> dict:
     hardware.apply_process_settings(profile)
     Algorithm.train = _timed_train(Algorithm.train)
     kinds = ["plain", "harness", *(["with_store"] if options.store else [])]
-    order = ([*kinds, *reversed(kinds)] * options.repeats)[:len(kinds) * options.repeats]
+    order = ([*kinds, *reversed(kinds)] * options.repeats)[: len(kinds) * options.repeats]
     figures = {kind: [] for kind in kinds}
     with contextlib.ExitStack() as stack:
         store = None

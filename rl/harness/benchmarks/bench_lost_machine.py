@@ -37,8 +37,13 @@ def _start(module, arguments, environment, log: pathlib.Path):
     """The run in its own session; its log goes to `log` (a pipe nobody reads would stop it once full)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as handle:
-        return subprocess.Popen([sys.executable, "-m", "rl.harness.commands.cli", module, *arguments], env=environment,
-                                stdout=subprocess.DEVNULL, stderr=handle, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "rl.harness.commands.cli", module, *arguments],
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=handle,
+            start_new_session=True,
+        )
 
 
 def _rows(folder: pathlib.Path) -> list[dict]:
@@ -71,28 +76,69 @@ def main(argv=None) -> dict:
     load_before = os.getloadavg()
     with s3_server.S3Server() as server, tempfile.TemporaryDirectory() as folder:
         key_id, key = server.read_write
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), env_vars.STORE_ENV: f"s3://{server.bucket}/bench",
-                       env_vars.STORE_ENDPOINT_ENV: server.endpoint, env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: key}
+        environment = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            env_vars.STORE_ENV: f"s3://{server.bucket}/bench",
+            env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+            env_vars.S3_KEY_ID_ENV: key_id,
+            env_vars.S3_KEY_ENV: key,
+        }
         lost, fresh = pathlib.Path(folder, "lost"), pathlib.Path(folder, "fresh")
         common = ["--seed", str(options.seed), *options.run_flags]
         started = time.monotonic()
         parent_log, child_log = lost / "log.txt", fresh / "log.txt"
-        parent = _start(options.module, ["--run-id", "lost", "--upload-artifacts", "--results-dir", str(lost / "r"),
-                                         "--artifacts-dir", str(lost / "a"), *common], environment, parent_log)
-        _wait(parent, parent_log,
-              lambda: (lost / "r" / "lost" / records.MANIFEST_FILE).exists() and _rows(lost / "a" / "lost"), "its first row")
+        parent = _start(
+            options.module,
+            [
+                "--run-id",
+                "lost",
+                "--upload-artifacts",
+                "--results-dir",
+                str(lost / "r"),
+                "--artifacts-dir",
+                str(lost / "a"),
+                *common,
+            ],
+            environment,
+            parent_log,
+        )
+        _wait(
+            parent,
+            parent_log,
+            lambda: (lost / "r" / "lost" / records.MANIFEST_FILE).exists() and _rows(lost / "a" / "lost"),
+            "its first row",
+        )
         counter, bound = _budget(lost / "r" / "lost")
-        _wait(parent, parent_log, lambda: (_rows(lost / "a" / "lost")[-1].get(counter) or 0) >= options.kill_at * bound,
-              f"{options.kill_at:.0%} of its budget")
+        _wait(
+            parent,
+            parent_log,
+            lambda: (_rows(lost / "a" / "lost")[-1].get(counter) or 0) >= options.kill_at * bound,
+            f"{options.kill_at:.0%} of its budget",
+        )
         os.killpg(parent.pid, signal.SIGKILL)
         parent.wait()
         parent_s = time.monotonic() - started
         trained = _rows(lost / "a" / "lost")
 
         started = time.monotonic()
-        child = _start(options.module, ["--run-id", "resumed", "--resume-from", "lost", "--no-upload-artifacts",
-                                        "--results-dir", str(fresh / "r"), "--artifacts-dir", str(fresh / "a"), *common],
-                       environment, child_log)
+        child = _start(
+            options.module,
+            [
+                "--run-id",
+                "resumed",
+                "--resume-from",
+                "lost",
+                "--no-upload-artifacts",
+                "--results-dir",
+                str(fresh / "r"),
+                "--artifacts-dir",
+                str(fresh / "a"),
+                *common,
+            ],
+            environment,
+            child_log,
+        )
         _wait(child, child_log, lambda: _rows(fresh / "a" / "resumed"), "the resumed run's first row")
         first_row_s = time.monotonic() - started
         if options.resumed_rows:
@@ -105,12 +151,16 @@ def main(argv=None) -> dict:
         iterations = [row["training_iteration"] for row in carried + _rows(fresh / "a" / "resumed")]
     checkpoint_count = resumed["env_steps"] if counter == _COUNTERS["env_steps"] else resumed["iteration"]
     return {
-        "module": options.module, "budget": {counter: bound}, "cores": len(os.sched_getaffinity(0)),
+        "module": options.module,
+        "budget": {counter: bound},
+        "cores": len(os.sched_getaffinity(0)),
         "killed_at": {counter: trained[-1][counter], "fraction": round(trained[-1][counter] / bound, 4)},
-        "checkpoint": pathlib.PurePath(resumed["checkpoint"]).name, "checkpoint_fraction": round(checkpoint_count / bound, 4),
+        "checkpoint": pathlib.PurePath(resumed["checkpoint"]).name,
+        "checkpoint_fraction": round(checkpoint_count / bound, 4),
         "redone_fraction": round((trained[-1][counter] - checkpoint_count) / bound, 4),
         "joins": iterations == list(range(1, len(iterations) + 1)),
-        "parent_until_killed_s": round(parent_s, 1), "resume_to_first_row_s": round(first_row_s, 1),
+        "parent_until_killed_s": round(parent_s, 1),
+        "resume_to_first_row_s": round(first_row_s, 1),
         "load_average_1m": {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)},
     }
 

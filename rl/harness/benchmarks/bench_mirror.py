@@ -60,16 +60,22 @@ def main(argv=None) -> dict:
     interval_s, drain_s = env_vars.mirror_seconds()
     with s3_server.S3Server() as server, tempfile.TemporaryDirectory() as folder:
         key_id, key = server.read_write
-        store = stores.open_store(stores.load({
-            env_vars.STORE_ENV: f"s3://{server.bucket}/bench", env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-            env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: key}))
+        store = stores.open_store(
+            stores.load(
+                {
+                    env_vars.STORE_ENV: f"s3://{server.bucket}/bench",
+                    env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+                    env_vars.S3_KEY_ID_ENV: key_id,
+                    env_vars.S3_KEY_ENV: key,
+                }
+            )
+        )
         layout = RunLayout(pathlib.Path(folder, "results"), pathlib.Path(folder, "artifacts"), "bench", False)
         layout.results_dir.mkdir(parents=True)
         layout.checkpoints_dir.mkdir(parents=True)
         source = pathlib.Path(folder, "state.bin")
         with open(source, "wb") as handle:
-            for _ in range(options.checkpoint_mib):
-                handle.write(os.urandom(1 << 20))
+            handle.writelines(os.urandom(1 << 20) for _ in range(options.checkpoint_mib))
         mirror = run_mirror.LiveMirror(run_mirror.RunMirror(store, layout, _EXPERIMENT), interval_s=interval_s)
         mirror_cpu = [0.0]
         one_pass = mirror._pass
@@ -80,6 +86,7 @@ def main(argv=None) -> dict:
                 return one_pass()
             finally:
                 mirror_cpu[0] += time.thread_time() - start
+
         mirror._pass = timed_pass
 
         placed, arrived, stop = {}, {}, threading.Event()
@@ -92,6 +99,7 @@ def main(argv=None) -> dict:
                     if s3_server.exists(reader, f"{prefix}/{name}/{records.CHECKPOINT_STATE_FILE}"):
                         arrived[name] = time.monotonic()
                 time.sleep(0.05)
+
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
         peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -109,13 +117,20 @@ def main(argv=None) -> dict:
     process_cpu_s = usage.ru_utime - usage_before.ru_utime + usage.ru_stime - usage_before.ru_stime
     cores = len(os.sched_getaffinity(0))
     return {
-        "checkpoint_mib": options.checkpoint_mib, "checkpoints": options.checkpoints, "period_s": options.period_s,
-        "interval_s": interval_s, "in_store": len(lags), "status": record["status"],
+        "checkpoint_mib": options.checkpoint_mib,
+        "checkpoints": options.checkpoints,
+        "period_s": options.period_s,
+        "interval_s": interval_s,
+        "in_store": len(lags),
+        "status": record["status"],
         "lag_median_s": round(statistics.median(lags), 2),
         "lag_p95_s": round(lags[round(0.95 * (len(lags) - 1))], 2),
-        "wall_s": round(wall_s, 1), "cores": cores,
-        "mirror_cpu_s": round(mirror_cpu[0], 2), "mirror_cpu_share": round(mirror_cpu[0] / (cores * wall_s), 4),
-        "process_cpu_s": round(process_cpu_s, 2), "process_cpu_share": round(process_cpu_s / (cores * wall_s), 4),
+        "wall_s": round(wall_s, 1),
+        "cores": cores,
+        "mirror_cpu_s": round(mirror_cpu[0], 2),
+        "mirror_cpu_share": round(mirror_cpu[0] / (cores * wall_s), 4),
+        "process_cpu_s": round(process_cpu_s, 2),
+        "process_cpu_share": round(process_cpu_s / (cores * wall_s), 4),
         "max_rss_growth_mib": round((usage.ru_maxrss - peak_before) / 1024, 1),
     }
 

@@ -13,7 +13,6 @@ import argparse
 import json
 import math
 import pathlib
-from typing import Optional
 
 from absl.flags import argparse_flags
 
@@ -57,7 +56,7 @@ class _HelpWithSetKeys(argparse.Action):
         parser.exit()
 
 
-def _set_keys_help(recipe: Optional[str]) -> list[str]:
+def _set_keys_help(recipe: str | None) -> list[str]:
     """The `--set` keys `recipe` declares, each with its type, default and range, as --help lists them."""
     if recipe is None:
         return ["--set keys: each recipe's own; `rl-harness <recipe> --help` lists them"]
@@ -71,7 +70,8 @@ def _set_keys_help(recipe: Optional[str]) -> list[str]:
     return [f"--set keys of {recipe} (KEY=VALUE; type, default, range):"] + [
         f"  {name:<{width}}  {type(default).__name__}, default {json.dumps(default)}"
         + (f", {declared.ranges[name].describe()}" if name in declared.ranges else "")
-        for name, default in sorted(declared.defaults.items())]
+        for name, default in sorted(declared.defaults.items())
+    ]
 
 
 def _seed(text: str) -> int:
@@ -117,50 +117,79 @@ def _add_results_dir(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--results-dir", type=_user_path, help=help_text)
 
 
-def _run_parser(recipe: Optional[str]) -> argparse.ArgumentParser:
-    parser = _Parser(prog="rl-harness" if recipe is None else recipe, add_help=False,
-                     description="Run an experiment recipe's run(context) with full provenance.",
-                     epilog=_COMMANDS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-h", "--help", action=_HelpWithSetKeys,
-                        help="show this help, with the recipe's --set keys, and exit").default_recipe = recipe
+def _run_parser(recipe: str | None) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="rl-harness" if recipe is None else recipe,
+        add_help=False,
+        description="Run an experiment recipe's run(context) with full provenance.",
+        epilog=_COMMANDS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-h", "--help", action=_HelpWithSetKeys, help="show this help, with the recipe's --set keys, and exit"
+    ).default_recipe = recipe
     if recipe is None:
         parser.add_argument("module", help="dotted module of a recipe with run(context)")
     parser.add_argument("--seed", type=_seed, default=42, help="root seed (docs/seeding.md)")
     parser.add_argument("--smoke", action="store_true", help="the recipe's minimal budget; records go under smoke/")
     parser.add_argument("--resume-from", help="a checkpoint folder or a previous run id")
     parser.add_argument("--hardware-profile", choices=hardware.PROFILES, default="auto")
-    parser.add_argument("--env-runner", choices=hardware.ENV_RUNNERS, default=hardware.BATCHED_ENV_RUNNER,
-                        help="what samples: the harness's batched EnvRunner or RLlib's own, which return the same"
-                             " episodes (docs/performance.md, 'Sampling')")
+    parser.add_argument(
+        "--env-runner",
+        choices=hardware.ENV_RUNNERS,
+        default=hardware.BATCHED_ENV_RUNNER,
+        help="what samples: the harness's batched EnvRunner or RLlib's own, which return the same"
+        " episodes (docs/performance.md, 'Sampling')",
+    )
     _add_results_dir(parser, "folder of results/<run-id>/ (default: results/ beside the recipe)")
-    parser.add_argument("--artifacts-dir", type=_user_path,
-                        help="folder of artifacts/<run-id>/ (default: artifacts/ beside the recipe)")
+    parser.add_argument(
+        "--artifacts-dir", type=_user_path, help="folder of artifacts/<run-id>/ (default: artifacts/ beside the recipe)"
+    )
     parser.add_argument("--run-id", help="name of this run (default: UTC timestamp + random suffix)")
-    parser.add_argument("--upload-artifacts", action=argparse.BooleanOptionalAction, default=None,
-                        help="mirror to the store (default: when one is configured and not --smoke); see"
-                             " docs/artifact_storage.md")
+    parser.add_argument(
+        "--upload-artifacts",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="mirror to the store (default: when one is configured and not --smoke); see docs/artifact_storage.md",
+    )
     parser.add_argument("--ray-address", help="attach to this Ray cluster (e.g. auto or ray://head:10001)")
-    parser.add_argument("--allow-untracked-code", action="store_true",
-                        help="run a recipe outside a git checkout with a commit: recorded as such, with the sha256 of"
-                             " each .py file beside it instead of a commit")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a hyperparameter the recipe declares (repeatable), e.g. --set ppo/lr=5e-4;"
-                             " the keys are listed below")
-    parser.add_argument("--rolling-checkpoint-minutes", type=_positive_number, default=rolling.DEFAULT_MINUTES,
-                        help="refresh the run's latest-state checkpoint after this many minutes of training"
-                             " (default %(default)s; docs/harness.md, 'Checkpoints')")
-    parser.add_argument("--rolling-checkpoint-fraction", type=_fraction, default=rolling.DEFAULT_BUDGET_FRACTION,
-                        help="... or after this share of the budget, whichever comes first (default %(default)s)")
+    parser.add_argument(
+        "--allow-untracked-code",
+        action="store_true",
+        help="run a recipe outside a git checkout with a commit: recorded as such, with the sha256 of"
+        " each .py file beside it instead of a commit",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a hyperparameter the recipe declares (repeatable), e.g. --set ppo/lr=5e-4;"
+        " the keys are listed below",
+    )
+    parser.add_argument(
+        "--rolling-checkpoint-minutes",
+        type=_positive_number,
+        default=rolling.DEFAULT_MINUTES,
+        help="refresh the run's latest-state checkpoint after this many minutes of training"
+        " (default %(default)s; docs/harness.md, 'Checkpoints')",
+    )
+    parser.add_argument(
+        "--rolling-checkpoint-fraction",
+        type=_fraction,
+        default=rolling.DEFAULT_BUDGET_FRACTION,
+        help="... or after this share of the budget, whichever comes first (default %(default)s)",
+    )
     # A cap below the recipe's own budget (reproduce uses it to re-run only the compared prefix).
     cap = parser.add_mutually_exclusive_group()
-    cap.add_argument("--stop-at-iteration", type=_positive,
-                     help="stop after the first metrics row at training iteration >= N")
-    cap.add_argument("--stop-at-env-steps", type=_positive,
-                     help="stop after the first metrics row at >= N env steps")
+    cap.add_argument(
+        "--stop-at-iteration", type=_positive, help="stop after the first metrics row at training iteration >= N"
+    )
+    cap.add_argument("--stop-at-env-steps", type=_positive, help="stop after the first metrics row at >= N env steps")
     return parser
 
 
-def _catalog_parser(command: str, recipe: Optional[str]) -> argparse.ArgumentParser:
+def _catalog_parser(command: str, recipe: str | None) -> argparse.ArgumentParser:
     parser = _Parser(prog=f"{recipe or 'rl-harness'} {command}")
     if command == "study":
         study.add_arguments(parser, _user_path, _positive)
@@ -174,55 +203,87 @@ def _catalog_parser(command: str, recipe: Optional[str]) -> argparse.ArgumentPar
         parser.add_argument("run_b")
     elif command == "compare":
         parser.add_argument("run_ids", nargs="+", metavar="run_id")
-        parser.add_argument("--metric", action="append", dest="metrics",
-                            help=f"a summarised metric to draw, repeatable (default: {', '.join(compare.DEFAULT_METRICS)})")
-        parser.add_argument("--output", type=_user_path,
-                            help=f"the PNG to write (default: {layout.COMPARISONS_DIR}/<run ids>.png under the first"
-                                 " run's results root)")
+        parser.add_argument(
+            "--metric",
+            action="append",
+            dest="metrics",
+            help=f"a summarised metric to draw, repeatable (default: {', '.join(compare.DEFAULT_METRICS)})",
+        )
+        parser.add_argument(
+            "--output",
+            type=_user_path,
+            help=f"the PNG to write (default: {layout.COMPARISONS_DIR}/<run ids>.png under the first"
+            " run's results root)",
+        )
     elif command == "runs":
         # --experiment: the same filter as scripts and muscle memory spell it.
-        parser.add_argument("--recipe", "--experiment", dest="recipe", metavar="MODULE",
-                            help="only this recipe's runs: its dotted module or its last parts (e.g. reward_only);"
-                                 " a recipe's binary lists its own by default")
+        parser.add_argument(
+            "--recipe",
+            "--experiment",
+            dest="recipe",
+            metavar="MODULE",
+            help="only this recipe's runs: its dotted module or its last parts (e.g. reward_only);"
+            " a recipe's binary lists its own by default",
+        )
         parser.add_argument("--status", choices=catalog.LISTED_STATUSES, help="only the runs of this status")
         parser.add_argument("--last", type=_positive, metavar="N", help="only the N most recently started")
         form = parser.add_mutually_exclusive_group()
         form.add_argument("--json", action="store_true", help="every run as a JSON record (catalog.run_rows)")
-        form.add_argument("--csv", action="store_true", help="every run as a CSV row, overrides, final metrics and"
-                                                             " outcome spread into columns")
+        form.add_argument(
+            "--csv",
+            action="store_true",
+            help="every run as a CSV row, overrides, final metrics and outcome spread into columns",
+        )
         budget = parser.add_mutually_exclusive_group()
         budget.add_argument("--smoke", dest="smoke", action="store_true", default=None, help="only smoke runs")
         budget.add_argument("--full", dest="smoke", action="store_false", help="only full runs (not --smoke)")
-        parser.add_argument("--sort", choices=catalog.SORT_KEYS, default=catalog.SORT_KEYS[0],
-                            help="order of the rows (default %(default)s: oldest start first)")
+        parser.add_argument(
+            "--sort",
+            choices=catalog.SORT_KEYS,
+            default=catalog.SORT_KEYS[0],
+            help="order of the rows (default %(default)s: oldest start first)",
+        )
         parser.add_argument("--store", action="store_true", help="the runs the configured store holds instead")
     elif command in ("sync", "fetch"):
         parser.add_argument("run_id")
         if command == "fetch":
             parser.add_argument("--records-only", action="store_true", help="only the run's results folder")
-        parser.add_argument("--artifacts-dir", type=_user_path, help="the run's artifacts root (default: beside its results)")
+        parser.add_argument(
+            "--artifacts-dir", type=_user_path, help="the run's artifacts root (default: beside its results)"
+        )
     elif command == "export":
         parser.add_argument("id", metavar="RUN_OR_STUDY_ID", help="a run id, or a study id (with --results-dir)")
         parser.add_argument("--to", choices=export.TARGETS, required=True, help="the tracker whose store to write")
-        parser.add_argument("--tracking-uri", help=f"the MLflow store (default: sqlite:///{export.DEFAULT_STORE} in"
-                                                   " this folder, MLflow's own default)")
-        parser.add_argument("--python", type=_user_path,
-                            help="a python with MLflow, which writes the store (default: this one, if it has MLflow)")
-        parser.add_argument("--artifacts-dir", type=_user_path, help="the runs' artifacts root (default: beside"
-                                                                     " their results)")
+        parser.add_argument(
+            "--tracking-uri",
+            help=f"the MLflow store (default: sqlite:///{export.DEFAULT_STORE} in this folder, MLflow's own default)",
+        )
+        parser.add_argument(
+            "--python",
+            type=_user_path,
+            help="a python with MLflow, which writes the store (default: this one, if it has MLflow)",
+        )
+        parser.add_argument(
+            "--artifacts-dir", type=_user_path, help="the runs' artifacts root (default: beside their results)"
+        )
     elif command == "reproduce":
         parser.add_argument("run_id")
         budget = parser.add_mutually_exclusive_group()
         budget.add_argument("--iterations", type=_positive, help="compare only the first N training iterations")
         budget.add_argument("--env-steps", type=_positive, help="compare only the rows up to N env steps")
-        parser.add_argument("--trust-patch", action="store_true",
-                            help="apply the run's recorded patch even though it changes code (it runs as you)")
-        parser.add_argument("--artifacts-dir", type=_user_path, help="the run's artifacts root (default: beside its results)")
+        parser.add_argument(
+            "--trust-patch",
+            action="store_true",
+            help="apply the run's recorded patch even though it changes code (it runs as you)",
+        )
+        parser.add_argument(
+            "--artifacts-dir", type=_user_path, help="the run's artifacts root (default: beside its results)"
+        )
     _add_results_dir(parser, "where to look (default: the whole workspace)")
     return parser
 
 
-def parse(argv: list[str], recipe: Optional[str] = None) -> tuple[str, argparse.Namespace]:
+def parse(argv: list[str], recipe: str | None = None) -> tuple[str, argparse.Namespace]:
     """(command, options) from a full argv (argv[0] is the program)."""
     args = list(argv[1:])
     if args[:2] == ["study", "plan"]:

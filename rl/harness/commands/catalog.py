@@ -1,11 +1,11 @@
 """Explaining runs found on disk (`run/finder.py`): what `rl-harness runs | show | diff` print.
 
-    runs = finder.find_runs([workspace_root])         # every results/[smoke/]<run-id>/ below
-    print("\n".join(catalog.format_runs(catalog.select_runs(runs, recipe="reward_only", last=10)[0])))
-    rows = catalog.run_rows(runs)                     # runs as data: what `runs --json` and `runs --csv` print
-    run = finder.find_run("20261201T011500Z-3f9a2c", [workspace_root])
-    print("\n".join(catalog.format_show(run)))
-    print("\n".join(catalog.format_diff(run_a, run_b)))   # code, lock, build, seed, hardware, options
+runs = finder.find_runs([workspace_root])         # every results/[smoke/]<run-id>/ below
+print("\n".join(catalog.format_runs(catalog.select_runs(runs, recipe="reward_only", last=10)[0])))
+rows = catalog.run_rows(runs)                     # runs as data: what `runs --json` and `runs --csv` print
+run = finder.find_run("20261201T011500Z-3f9a2c", [workspace_root])
+print("\n".join(catalog.format_show(run)))
+print("\n".join(catalog.format_diff(run_a, run_b)))   # code, lock, build, seed, hardware, options
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import datetime
 import io
 import json
 import math
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from rl.harness.run import buildinfo, metric_keys, platform
 from rl.harness.run.finder import DamagedRun, Run
@@ -41,7 +42,7 @@ DIFF_SECTIONS = {
 _NOT_COMPARED = ("options.results_dir", "options.artifacts_dir", "options.run_id")
 
 
-def _last(summary: dict, key: str) -> Optional[Any]:
+def _last(summary: dict, key: str) -> Any | None:
     return (summary.get("metrics", {}).get(key) or {}).get("last")
 
 
@@ -61,24 +62,43 @@ SORT_KEYS = ("started", "status", "experiment", "duration", "id")
 
 def _sort_key(key: str):
     def by(run: Run) -> tuple:
-        first = {"started": (), "status": (run.status,), "experiment": (run.manifest.experiment.module or "",),
-                 "duration": (_seconds(run.manifest),), "id": (run.run_id,)}[key]
+        first = {
+            "started": (),
+            "status": (run.status,),
+            "experiment": (run.manifest.experiment.module or "",),
+            "duration": (_seconds(run.manifest),),
+            "id": (run.run_id,),
+        }[key]
         return (*first, _started(run), run.run_id)
+
     return by
 
 
-def select_runs(runs: Iterable[Run], damaged: Iterable[DamagedRun] = (), *, recipe: Optional[str] = None,
-                status: Optional[str] = None, last: Optional[int] = None, smoke: Optional[bool] = None,
-                sort: str = SORT_KEYS[0]) -> tuple[list[Run], list[DamagedRun]]:
+def select_runs(
+    runs: Iterable[Run],
+    damaged: Iterable[DamagedRun] = (),
+    *,
+    recipe: str | None = None,
+    status: str | None = None,
+    last: int | None = None,
+    smoke: bool | None = None,
+    sort: str = SORT_KEYS[0],
+) -> tuple[list[Run], list[DamagedRun]]:
     """What `runs` lists: the runs of `recipe` with `status`, smoke or full ones only when `smoke` says which,
     the `last` N started, in the order of `sort` (SORT_KEYS; oldest start first by default).
 
     A damaged run's recipe cannot be read, so it stays listed unless `status` names another status.
     """
-    chosen = sorted((run for run in runs if (recipe is None or is_recipe(run, recipe))
-                     and (status is None or run.status == status)
-                     and (smoke is None or run.manifest.options.get("smoke") is smoke)),
-                    key=lambda run: (_started(run), run.run_id))
+    chosen = sorted(
+        (
+            run
+            for run in runs
+            if (recipe is None or is_recipe(run, recipe))
+            and (status is None or run.status == status)
+            and (smoke is None or run.manifest.options.get("smoke") is smoke)
+        ),
+        key=lambda run: (_started(run), run.run_id),
+    )
     chosen = sorted(chosen[-last:] if last else chosen, key=_sort_key(sort))
     return chosen, [run for run in damaged if status in (None, DAMAGED)]
 
@@ -86,8 +106,7 @@ def select_runs(runs: Iterable[Run], damaged: Iterable[DamagedRun] = (), *, reci
 def _start_time(manifest: RunManifest) -> str:
     if not manifest.started_at:
         return "-"
-    return datetime.datetime.fromisoformat(manifest.started_at).astimezone(datetime.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%MZ")
+    return datetime.datetime.fromisoformat(manifest.started_at).astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ")
 
 
 def _seconds(manifest: RunManifest) -> float:
@@ -115,17 +134,19 @@ def format_runs(runs: list[Run], damaged: Iterable[DamagedRun] = ()) -> list[str
     table = [header]
     for run in runs:
         summary = run.summary()
-        table.append((
-            run.run_id,
-            run.status,
-            run.manifest.experiment.module or "?",
-            _start_time(run.manifest),
-            _duration(run.manifest),
-            str(summary.get("rows", "-")),
-            _shown(_last(summary, "num_env_steps_sampled_lifetime")),
-            _shown(final_metrics(summary).get(metric_keys.RETURN)),
-            run.run_dir,
-        ))
+        table.append(
+            (
+                run.run_id,
+                run.status,
+                run.manifest.experiment.module or "?",
+                _start_time(run.manifest),
+                _duration(run.manifest),
+                str(summary.get("rows", "-")),
+                _shown(_last(summary, "num_env_steps_sampled_lifetime")),
+                _shown(final_metrics(summary).get(metric_keys.RETURN)),
+                run.run_dir,
+            )
+        )
     table.extend((run.run_id, DAMAGED, "?", "-", "-", "-", "-", "-", run.run_dir) for run in damaged)
     widths = [max(len(row[column]) for row in table) for column in range(len(header) - 1)]
     lines = ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[-1]]).rstrip() for row in table]
@@ -141,16 +162,26 @@ def run_rows(runs: Iterable[Run], damaged: Iterable[DamagedRun] = ()) -> list[di
         manifest, summary = run.manifest, run.summary()
         library = manifest.code.get("library") or {}
         outcome = flatten(summary.get("outcome") or {})
-        rows.append({
-            "run_id": run.run_id, "experiment": manifest.experiment.module, "status": run.status,
-            "seed": manifest.seed, "smoke": manifest.smoke, "started_at": manifest.started_at,
-            "duration_s": manifest.duration_seconds, "commit": library.get("commit"),
-            "dirty": library.get("dirty"), "overrides": dict(manifest.options.get("set") or {}),
-            "final_metrics": final_metrics(summary),
-            "outcome": {key: value for key, value in outcome.items() if _is_number(value)},
-            "folder": run.run_dir})
-    rows += [{"run_id": run.run_id, "status": DAMAGED, "folder": run.run_dir, "problem": run.problem}
-             for run in damaged]
+        rows.append(
+            {
+                "run_id": run.run_id,
+                "experiment": manifest.experiment.module,
+                "status": run.status,
+                "seed": manifest.seed,
+                "smoke": manifest.smoke,
+                "started_at": manifest.started_at,
+                "duration_s": manifest.duration_seconds,
+                "commit": library.get("commit"),
+                "dirty": library.get("dirty"),
+                "overrides": dict(manifest.options.get("set") or {}),
+                "final_metrics": final_metrics(summary),
+                "outcome": {key: value for key, value in outcome.items() if _is_number(value)},
+                "folder": run.run_dir,
+            }
+        )
+    rows += [
+        {"run_id": run.run_id, "status": DAMAGED, "folder": run.run_dir, "problem": run.problem} for run in damaged
+    ]
     return rows
 
 
@@ -167,12 +198,19 @@ _NESTED_COLUMNS = ("overrides", "final_metrics", "outcome")
 def flat_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
     """(columns, rows): `run_rows` with their nested records spread into `overrides.<key>`, `final_metrics.<key>`
     and `outcome.<path>` columns (every key any run has, sorted within its group; missing where a run has none)."""
-    flat = [{**{key: value for key, value in row.items() if key not in _NESTED_COLUMNS},
-             **{f"{group}.{key}": value for group in _NESTED_COLUMNS for key, value in (row.get(group) or {}).items()}}
-            for row in rows]
+    flat = [
+        {
+            **{key: value for key, value in row.items() if key not in _NESTED_COLUMNS},
+            **{f"{group}.{key}": value for group in _NESTED_COLUMNS for key, value in (row.get(group) or {}).items()},
+        }
+        for row in rows
+    ]
     plain = list(dict.fromkeys((*_RUN_COLUMNS, *(key for row in rows for key in row if key not in _NESTED_COLUMNS))))
-    nested = [key for group in _NESTED_COLUMNS for key in sorted({key for row in flat for key in row
-                                                                   if key.startswith(f"{group}.")})]
+    nested = [
+        key
+        for group in _NESTED_COLUMNS
+        for key in sorted({key for row in flat for key in row if key.startswith(f"{group}.")})
+    ]
     return [*plain, *nested], flat
 
 
@@ -183,8 +221,10 @@ def runs_csv(rows: list[dict[str, Any]]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     # A list or a record (an override may be one) as JSON, so that a cell reads back as what was recorded.
-    writer.writerows({key: json.dumps(value) if isinstance(value, (list, dict)) else value
-                      for key, value in row.items()} for row in flat)
+    writer.writerows(
+        {key: json.dumps(value) if isinstance(value, (list, dict)) else value for key, value in row.items()}
+        for row in flat
+    )
     return buffer.getvalue()
 
 
@@ -235,8 +275,11 @@ def _intervals(flat: dict[str, Any]) -> dict[str, str]:
         if part in ("mean", "low", "high") and all(f"{stem}.{end}" in flat for end in ("mean", "low", "high")):
             if part == "mean":
                 low, high = flat[f"{stem}.low"], flat[f"{stem}.high"]
-                shown[stem] = (format_number(value) if low == high else
-                               f"{format_number(value)} [{format_number(low)}, {format_number(high)}]")
+                shown[stem] = (
+                    format_number(value)
+                    if low == high
+                    else f"{format_number(value)} [{format_number(low)}, {format_number(high)}]"
+                )
             continue
         shown[key] = format_number(value)
     return shown
@@ -245,7 +288,7 @@ def _intervals(flat: dict[str, Any]) -> dict[str, str]:
 _INTERVAL = frozenset({"mean", "low", "high"})
 
 
-def _cells(record: Any, path: tuple[str, ...] = ()) -> Optional[dict[tuple[str, ...], dict]]:
+def _cells(record: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], dict] | None:
     """{path: cell} when every leaf of `record` lies in a cell (a record of two or more numbers, not an interval),
     all cells with the same keys; else None."""
     if not isinstance(record, dict) or not record:
@@ -276,13 +319,24 @@ def _table_lines(name: str, cells: dict[tuple[str, ...], dict]) -> list[str]:
         kept.setdefault(same or column, []).extend([column] if same else [])
     rows = list(dict.fromkeys(row for column in kept for row in columns[column]))
     keys = list(next(iter(cells.values())))
-    table = [["", *kept]] + [[row, *(" / ".join(format_number(columns[column][row][key]) for key in keys)
-                                      if row in columns[column] else "-" for column in kept)] for row in rows]
+    table = [["", *kept]] + [
+        [
+            row,
+            *(
+                " / ".join(format_number(columns[column][row][key]) for key in keys) if row in columns[column] else "-"
+                for column in kept
+            ),
+        ]
+        for row in rows
+    ]
     widths = [max(len(line[index]) for line in table) for index in range(len(table[0]))]
     lines = [f"  {name} ({' / '.join(keys)}):"]
     lines += ["    " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]
-    repeats = [f"{column}: {', '.join(other.removeprefix(column + '.') for other in others)}"
-               for column, others in kept.items() if others]
+    repeats = [
+        f"{column}: {', '.join(other.removeprefix(column + '.') for other in others)}"
+        for column, others in kept.items()
+        if others
+    ]
     return lines + ([f"    the same numbers also under {'; '.join(repeats)}"] if repeats else [])
 
 
@@ -290,8 +344,11 @@ def _outcome_lines(outcome: dict, finals: dict[str, Any]) -> list[str]:
     """The outcome: its scores (numbers and intervals) listed, its records of cells as tables, and nothing that
     repeats a final metric (the last value of a metric the recipe also returned)."""
     tables = {key: cells for key, value in outcome.items() if (cells := _cells(value)) is not None}
-    listed = {key: value for key, value in outcome.items()
-              if key not in tables and not (key in finals and finals[key] == value)}
+    listed = {
+        key: value
+        for key, value in outcome.items()
+        if key not in tables and not (key in finals and finals[key] == value)
+    }
     shown = _intervals(flatten(listed))
     lines = (["  outcome:"] + [f"    {key}: {value}" for key, value in sorted(shown.items())]) if shown else []
     for key, cells in tables.items():
@@ -303,8 +360,11 @@ def resume_command(run: Run) -> str:
     """The command that resumes `run` from its newest checkpoint, with the seed and folders it ran with."""
     manifest = run.manifest
     build = manifest.build or {}
-    command = buildinfo.command_words(bool(build.get("built_with_bazel") or build.get("target")), build.get("target"),
-                                      manifest.experiment.module or "<recipe>")
+    command = buildinfo.command_words(
+        bool(build.get("built_with_bazel") or build.get("target")),
+        build.get("target"),
+        manifest.experiment.module or "<recipe>",
+    )
     command += ["--resume-from", run.run_id, "--seed", str(manifest.seed)]
     if manifest.smoke:
         command.append("--smoke")
@@ -329,24 +389,32 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
         lines.append(f"  resume: {resume_command(run)}")
     if manifest.error is not None:
         lines.append(f"  error: {manifest.error.type}: {manifest.error.message}")
-    lines.append(f"  experiment: {manifest.experiment.module or '?'}  seed {manifest.seed}"
-                 f"{'  (smoke)' if manifest.smoke else ''}")
+    lines.append(
+        f"  experiment: {manifest.experiment.module or '?'}  seed {manifest.seed}"
+        f"{'  (smoke)' if manifest.smoke else ''}"
+    )
     overrides = manifest.options.get("set") or {}
     if overrides:
         lines.append("  overrides: " + ", ".join(f"{name}={value}" for name, value in sorted(overrides.items())))
     finals = final_metrics(summary)
     lines += _outcome_lines(summary.get("outcome") or {}, finals)
     stop = getattr(manifest.runner, "stop", None) or {}
-    reached = ", ".join(f"{key} {format_number(finals[key])}" for key in ("training_iteration",
-                        "num_env_steps_sampled_lifetime") if finals.get(key) is not None)
+    reached = ", ".join(
+        f"{key} {format_number(finals[key])}"
+        for key in ("training_iteration", "num_env_steps_sampled_lifetime")
+        if finals.get(key) is not None
+    )
     bounds = ", ".join(f"{key} {format_number(value)}" for key, value in sorted(stop.items()) if value is not None)
-    lines.append(f"  budget: {summary.get('rows', 0)} rows{'; reached ' + reached if reached else ''}"
-                 f"{' of ' + bounds if bounds else ''}")
+    lines.append(
+        f"  budget: {summary.get('rows', 0)} rows{'; reached ' + reached if reached else ''}"
+        f"{' of ' + bounds if bounds else ''}"
+    )
     if finals:
         lines.append("  final metrics:")
         width = max(map(len, finals))
-        lines += [f"    {key:<{width}}  {format_number(value) if value is not None else '-'}"
-                  for key, value in finals.items()]
+        lines += [
+            f"    {key:<{width}}  {format_number(value) if value is not None else '-'}" for key, value in finals.items()
+        ]
     lines.append(f"  results: {run.run_dir}")
     if manifest.outputs:
         lines.append(f"  outputs: {', '.join(entry.name for entry in manifest.outputs)}")
@@ -356,14 +424,20 @@ def format_show(run: Run, *, full: bool = False) -> list[str]:
         lines.append("  rolling checkpoint: " + ", ".join(entry.path for entry in manifest.rolling_checkpoints))
     build = manifest.build or {}
     profile = ((manifest.hardware or {}).get("profile") or {}).get("name", "?")
-    lines += ["provenance:",
-              f"  code: experiment {_commit(manifest.code.get('experiment_repo'))},"
-              f" library {_commit(manifest.code.get('library'))}",
-              f"  build: hash {str(build.get('build_hash') or 'none')[:12]}, lock {str(build.get('lock_sha256') or '?')[:12]},"
-              f" target {build.get('target') or '-'}",
-              f"  hardware: profile {profile}; versions "
-              + ", ".join(f"{name} {version}" for name, version in sorted((manifest.versions or {}).items())),
-              f"  started {manifest.started_at or '?'}, ended {manifest.ended_at or '-'}"]
+    lines += [
+        "provenance:",
+        (
+            f"  code: experiment {_commit(manifest.code.get('experiment_repo'))},"
+            f" library {_commit(manifest.code.get('library'))}"
+        ),
+        (
+            f"  build: hash {str(build.get('build_hash') or 'none')[:12]}, lock {str(build.get('lock_sha256') or '?')[:12]},"
+            f" target {build.get('target') or '-'}"
+        ),
+        f"  hardware: profile {profile}; versions "
+        + ", ".join(f"{name} {version}" for name, version in sorted((manifest.versions or {}).items())),
+        f"  started {manifest.started_at or '?'}, ended {manifest.ended_at or '-'}",
+    ]
     lines += _platform_lines(manifest)
     if not full:
         lines.append(f"  (every field, per-file hashes included: show {run.run_id} --full; as JSON: --json)")
@@ -381,7 +455,7 @@ def _platform_lines(manifest: RunManifest) -> list[str]:
     return [f"  platform: {described[0]}", *(f"    {line}" for line in described[1:])]
 
 
-def _section_of(key: str) -> Optional[str]:
+def _section_of(key: str) -> str | None:
     if any(key == skip or key.startswith(skip + ".") for skip in _NOT_COMPARED):
         return None
     for section, prefixes in DIFF_SECTIONS.items():
@@ -417,8 +491,11 @@ def format_diff(run_a: Run, run_b: Run) -> list[str]:
     for section, *_ in differences:
         counts[section] = counts.get(section, 0) + 1
     same = [section for section in DIFF_SECTIONS if section not in counts]
-    lines.append("differ: " + ", ".join(f"{section} ({count})" for section, count in counts.items())
-                 + (f"; same: {', '.join(same)}" if same else ""))
+    lines.append(
+        "differ: "
+        + ", ".join(f"{section} ({count})" for section, count in counts.items())
+        + (f"; same: {', '.join(same)}" if same else "")
+    )
     return lines + _final_metrics_diff(run_a, run_b)
 
 

@@ -21,7 +21,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from typing import Optional
 
 from absl import logging
 
@@ -53,19 +52,30 @@ def scratch_worktree(repo_root: str, purpose: str = "") -> str:
 def check_out(repo_root: str, commit: str, owner: str, worktree: str) -> None:
     """`worktree` at `commit` (detached, clean); CheckoutError naming `owner` (e.g. "run <id>") when the repository
     lacks the commit."""
-    if subprocess.run(["git", "-C", repo_root, "cat-file", "-e", f"{commit}^{{commit}}"],
-                      capture_output=True, check=False).returncode != 0:
-        raise CheckoutError(f"commit {commit} of {owner} is not in {repo_root}; fetch it"
-                            f" (`git fetch origin {commit}`) or work in a clone that has it")
+    if (
+        subprocess.run(
+            ["git", "-C", repo_root, "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True, check=False
+        ).returncode
+        != 0
+    ):
+        raise CheckoutError(
+            f"commit {commit} of {owner} is not in {repo_root}; fetch it"
+            f" (`git fetch origin {commit}`) or work in a clone that has it"
+        )
     if os.path.isdir(worktree):
-        subprocess.run(["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True, check=False)
+        subprocess.run(
+            ["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True, check=False
+        )
     if os.path.lexists(worktree):  # left by an interrupted use, or not a worktree: only a scratch copy
         logging.warning("replacing the stale scratch folder %s", worktree)
         shutil.rmtree(worktree) if os.path.isdir(worktree) and not os.path.islink(worktree) else os.remove(worktree)
     subprocess.run(["git", "-C", repo_root, "worktree", "prune"], capture_output=True, check=False)
     os.makedirs(os.path.dirname(worktree), exist_ok=True)
-    _run(["git", "-C", repo_root, "worktree", "add", "--detach", "--force", worktree, commit], repo_root,
-         f"creating a scratch worktree at {worktree}")
+    _run(
+        ["git", "-C", repo_root, "worktree", "add", "--detach", "--force", worktree, commit],
+        repo_root,
+        f"creating a scratch worktree at {worktree}",
+    )
 
 
 def release(repo_root: str, worktree: str) -> None:
@@ -79,7 +89,9 @@ def release(repo_root: str, worktree: str) -> None:
             subprocess.run([*bazel(worktree), "shutdown"], cwd=worktree, capture_output=True, timeout=300, check=False)
         except (OSError, subprocess.TimeoutExpired) as error:  # no Bazel there, so no server either; or a hung one
             logging.warning("could not stop the Bazel server of %s (%s)", worktree, error)
-    subprocess.run(["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True, check=False)
+    subprocess.run(
+        ["git", "-C", repo_root, "worktree", "remove", "--force", worktree], capture_output=True, check=False
+    )
 
 
 def _target_path(target: str) -> tuple[str, str]:
@@ -117,20 +129,33 @@ def build(worktree: str, target: str) -> dict:
 
     `--` ends Bazel's options: the recorded target (a checked label) is only ever read as a target.
     """
-    _run([*bazel(worktree), "build", *python_override(worktree), "--", target], worktree, f"bazel build {target}",
-         env=child_environment())
+    _run(
+        [*bazel(worktree), "build", *python_override(worktree), "--", target],
+        worktree,
+        f"bazel build {target}",
+        env=child_environment(),
+    )
     package, name = _target_path(target)
-    return records.read_json(os.path.join(worktree, "bazel-bin", package, f"{name}.build_info.json"),
-                             "rebuilt build info")
+    return records.read_json(
+        os.path.join(worktree, "bazel-bin", package, f"{name}.build_info.json"), "rebuilt build info"
+    )
 
 
 # This binary's runfiles, workspace and build identity must not leak into the rebuilt one.
-_LEAKING_ENVIRONMENT = ("BUILD_WORKSPACE_DIRECTORY", "BUILD_WORKING_DIRECTORY", "RUNFILES_DIR",
-                        "RUNFILES_MANIFEST_FILE", "JAVA_RUNFILES", "PYTHON_RUNFILES", "PYTHONPATH",
-                        "RL_BUILD_INFO", "RL_BUILD_STAMP")
+_LEAKING_ENVIRONMENT = (
+    "BUILD_WORKSPACE_DIRECTORY",
+    "BUILD_WORKING_DIRECTORY",
+    "RUNFILES_DIR",
+    "RUNFILES_MANIFEST_FILE",
+    "JAVA_RUNFILES",
+    "PYTHON_RUNFILES",
+    "PYTHONPATH",
+    "RL_BUILD_INFO",
+    "RL_BUILD_STAMP",
+)
 
 
-def child_environment(cpu_share: Optional[int] = None) -> dict:
+def child_environment(cpu_share: int | None = None) -> dict:
     """This process's environment without what would leak into the rebuilt binary; `cpu_share` as $RL_HARNESS_CPUS."""
     environment = {key: value for key, value in os.environ.items() if key not in _LEAKING_ENVIRONMENT}
     if cpu_share is not None:
@@ -138,7 +163,7 @@ def child_environment(cpu_share: Optional[int] = None) -> dict:
     return environment
 
 
-def run_forwarding_signals(command: list[str], cwd: str, env: dict) -> tuple[int, Optional[str]]:
+def run_forwarding_signals(command: list[str], cwd: str, env: dict) -> tuple[int, str | None]:
     """(exit status, the name of the signal that stopped it or None) of `command`.
 
     It runs in its own session, so a terminal's Ctrl-C reaches it once, through this process: a
@@ -151,6 +176,7 @@ def run_forwarding_signals(command: list[str], cwd: str, env: dict) -> tuple[int
     def forward(number, frame):
         received.append(signal.Signals(number).name)
         child.send_signal(number)
+
     previous = {number: signal.signal(number, forward) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         return child.wait(), (received[0] if received else None)

@@ -33,7 +33,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from absl import app, logging
 
@@ -58,11 +58,17 @@ def _catalog_roots(options: argparse.Namespace) -> list[str]:
     return [env_vars.workspace_directory() or os.getcwd()]
 
 
-def run_catalog(command: str, options: argparse.Namespace, recipe: Optional[str]) -> list[str]:
+def run_catalog(command: str, options: argparse.Namespace, recipe: str | None) -> list[str]:
     roots = _catalog_roots(options)
     if command == "runs":
-        chosen = catalog.select_runs(*finder.scan_runs(roots), recipe=options.recipe or recipe,
-                                     status=options.status, last=options.last, smoke=options.smoke, sort=options.sort)
+        chosen = catalog.select_runs(
+            *finder.scan_runs(roots),
+            recipe=options.recipe or recipe,
+            status=options.status,
+            last=options.last,
+            smoke=options.smoke,
+            sort=options.sort,
+        )
         if options.json:
             return [json.dumps(catalog.run_rows(*chosen), indent=2)]
         if options.csv:
@@ -86,8 +92,9 @@ def run_catalog(command: str, options: argparse.Namespace, recipe: Optional[str]
     return catalog.format_diff(finder.find_run(options.run_a, roots), finder.find_run(options.run_b, roots))
 
 
-def dispatch(command: str, options: argparse.Namespace, recipe: Optional[str] = None,
-             connect_store: Callable = stores.open_store) -> int:
+def dispatch(
+    command: str, options: argparse.Namespace, recipe: str | None = None, connect_store: Callable = stores.open_store
+) -> int:
     """Runs one parsed command; returns the exit status."""
     verbosity = logging.get_verbosity()  # before the recipe's imports (RLlib raises the root level)
     try:
@@ -98,20 +105,31 @@ def dispatch(command: str, options: argparse.Namespace, recipe: Optional[str] = 
             return 0
         if command == "reproduce":
             original = finder.find_run(options.run_id, _catalog_roots(options))
-            return reproduce.reproduce(original, prefix=RowBudget.of(options.iterations, options.env_steps),
-                                       trust_patch=options.trust_patch, artifacts_root=options.artifacts_dir)
+            return reproduce.reproduce(
+                original,
+                prefix=RowBudget.of(options.iterations, options.env_steps),
+                trust_patch=options.trust_patch,
+                artifacts_root=options.artifacts_dir,
+            )
         if command == "export":
             return export.export(options, _catalog_roots(options))
         if command == "fetch":
-            return study_transfer.fetch(options.run_id, results_dir=options.results_dir,
-                                        artifacts_dir=options.artifacts_dir, records_only=options.records_only,
-                                        connect_store=connect_store)
+            return study_transfer.fetch(
+                options.run_id,
+                results_dir=options.results_dir,
+                artifacts_dir=options.artifacts_dir,
+                records_only=options.records_only,
+                connect_store=connect_store,
+            )
         if command == "runs" and options.store:
             print("\n".join(transfer.list_store(connect_store)))
             return 0
         if command == "sync":
-            return transfer.sync(finder.find_run(options.run_id, _catalog_roots(options)),
-                                 artifacts_root=options.artifacts_dir, connect_store=connect_store)
+            return transfer.sync(
+                finder.find_run(options.run_id, _catalog_roots(options)),
+                artifacts_root=options.artifacts_dir,
+                connect_store=connect_store,
+            )
         if command != "run":
             print("\n".join(run_catalog(command, options, recipe)))
             return 0
@@ -125,7 +143,7 @@ def dispatch(command: str, options: argparse.Namespace, recipe: Optional[str] = 
         return error.exit_status
 
 
-def main(argv: list[str], recipe: Optional[str] = None, connect_store: Callable = stores.open_store) -> int:
+def main(argv: list[str], recipe: str | None = None, connect_store: Callable = stores.open_store) -> int:
     """In-process entry (tests): parse a full argv and dispatch."""
     command, options = parse(argv, recipe)
     return dispatch(command, options, recipe, connect_store)
@@ -148,14 +166,16 @@ def restart_with_pinned_kernels(command: str, options: argparse.Namespace) -> No
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], {**os.environ, **pins})
 
 
-def entry_point(recipe: Optional[str] = None, study_module: Optional[str] = None) -> None:
+def entry_point(recipe: str | None = None, study_module: str | None = None) -> None:
     """`rl-harness`, every rl_experiment binary and every rl_study binary (`study <its module>` implied)."""
+
     def parse_argv(argv):
         return parse([argv[0], "study", study_module, *argv[1:]] if study_module else argv, recipe)
 
     def main_of_process(parsed):
         restart_with_pinned_kernels(*parsed)
         return dispatch(*parsed, recipe=recipe)
+
     app.run(main_of_process, flags_parser=parse_argv)
 
 

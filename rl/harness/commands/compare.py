@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import pathlib
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -69,8 +69,10 @@ def figure(runs: list[finder.Run], metrics: Iterable[str]):
     summarised = sorted({key for _, curves in groups for key in curves})
     missing = [metric for metric in metrics if not any(metric in curves for _, curves in groups)]
     if missing:
-        raise UsageError(f"no run summarises {', '.join(missing)}; pick --metric from {', '.join(summarised)} (a recipe"
-                         " adds its own with context.session.summarize)")
+        raise UsageError(
+            f"no run summarises {', '.join(missing)}; pick --metric from {', '.join(summarised)} (a recipe"
+            " adds its own with context.session.summarize)"
+        )
     by_env_steps = all(metric_keys.ENV_STEPS in curves for _, curves in groups)
     drawing = Figure(figsize=(PANEL_SIZE[0], PANEL_SIZE[1] * len(metrics)), layout="constrained")
     for axes, metric in zip(drawing.subplots(len(metrics), 1, squeeze=False)[:, 0], metrics):
@@ -99,18 +101,22 @@ def write_figure(runs: list[finder.Run], metrics: Iterable[str], path: pathlib.P
 def format_table(runs: list[finder.Run]) -> list[str]:
     """Status, seed, budget and each summarised metric's final value: one row per metric, one column per run."""
     finals = [catalog.final_metrics(run.summary()) for run in runs]
-    rows = [("run", [run.run_id for run in runs]),
-            ("status", [run.status for run in runs]),
-            ("seed", [str(run.manifest.seed) for run in runs]),
-            ("budget", ["smoke" if run.manifest.smoke else "full" for run in runs])]
+    rows = [
+        ("run", [run.run_id for run in runs]),
+        ("status", [run.status for run in runs]),
+        ("seed", [str(run.manifest.seed) for run in runs]),
+        ("budget", ["smoke" if run.manifest.smoke else "full" for run in runs]),
+    ]
     rows += [(key, [_shown(final.get(key)) for final in finals]) for key in sorted({key for f in finals for key in f})]
     label_width = max(len(label) for label, _ in rows)
     widths = [max(len(cells[column]) for _, cells in rows) for column in range(len(runs))]
-    return ["  ".join([label.ljust(label_width), *(cell.ljust(width) for cell, width in zip(cells, widths))]).rstrip()
-            for label, cells in rows]
+    return [
+        "  ".join([label.ljust(label_width), *(cell.ljust(width) for cell, width in zip(cells, widths))]).rstrip()
+        for label, cells in rows
+    ]
 
 
-def _shown(value: Optional[float]) -> str:
+def _shown(value: float | None) -> str:
     return "-" if value is None else catalog.format_number(value)
 
 
@@ -128,16 +134,24 @@ def warnings(runs: list[finder.Run], metrics: Iterable[str] = DEFAULT_METRICS) -
         by_agent_and_seed.setdefault(agent_and_seed, []).append(run.run_id)
     for (_, _, seed), run_ids in by_agent_and_seed.items():
         if len(run_ids) > 1:
-            lines.append(f"warning: runs {', '.join(run_ids)} of one recipe and settings share seed {seed}, so they are"
-                         " not independent samples; compare runs of different --seed")
+            lines.append(
+                f"warning: runs {', '.join(run_ids)} of one recipe and settings share seed {seed}, so they are"
+                " not independent samples; compare runs of different --seed"
+            )
     smoke = [run.run_id for run in runs if run.manifest.smoke]
     full = [run.run_id for run in runs if not run.manifest.smoke]
     if smoke and full:
-        lines.append(f"warning: smoke runs ({', '.join(smoke)}) beside full runs ({', '.join(full)}): their budgets"
-                     " differ; compare smoke with smoke and full with full")
+        lines.append(
+            f"warning: smoke runs ({', '.join(smoke)}) beside full runs ({', '.join(full)}): their budgets"
+            " differ; compare smoke with smoke and full with full"
+        )
     for metric in metrics:
-        undrawn = [label for run in runs for label, curves in _groups(run)
-                   if metric in curves and not len(_points(curves[metric]))]
+        undrawn = [
+            label
+            for run in runs
+            for label, curves in _groups(run)
+            if metric in curves and not len(_points(curves[metric]))
+        ]
         if undrawn:
             lines.append(f"note: no curve of {metric} for {', '.join(undrawn)}: no finite value was summarised")
     return lines

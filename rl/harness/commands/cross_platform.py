@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import pathlib
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from rl.harness.commands import catalog
 from rl.harness.run import finder, records
@@ -49,7 +50,10 @@ def quantities(summary: Mapping, ignored: Callable[[str], bool]) -> dict[str, di
         stem, _, part = key.rpartition(".")
         if part in _PARTS and all(_number(flat.get(f"{stem}.{end}")) for end in _PARTS):
             if part == "mean":
-                found[f"score {stem}"] = {"value": float(value), "interval": [flat[f"{stem}.low"], flat[f"{stem}.high"]]}
+                found[f"score {stem}"] = {
+                    "value": float(value),
+                    "interval": [flat[f"{stem}.low"], flat[f"{stem}.high"]],
+                }
         elif _number(value):
             found[f"score {key}"] = {"value": float(value), "interval": None}
     return found
@@ -57,8 +61,11 @@ def quantities(summary: Mapping, ignored: Callable[[str], bool]) -> dict[str, di
 
 def quantities_at_row(summary: Mapping, row: Mapping, ignored: Callable[[str], bool]) -> dict[str, dict]:
     """The run's summarised metrics as one row holds them (the last row of a compared prefix); no scores."""
-    return {f"metric {key}": {"value": float(row[key]), "interval": None}
-            for key in sorted(summary.get("metrics") or {}) if not ignored(key) and _number(row.get(key))}
+    return {
+        f"metric {key}": {"value": float(row[key]), "interval": None}
+        for key in sorted(summary.get("metrics") or {})
+        if not ignored(key) and _number(row.get(key))
+    }
 
 
 def _number(value: Any) -> bool:
@@ -66,11 +73,12 @@ def _number(value: Any) -> bool:
 
 
 def _same_settings(manifest, options: Mapping) -> bool:
-    return (manifest.options.get("set") or {}) == (options.get("set") or {}) and \
-        manifest.options.get("smoke") == options.get("smoke")
+    return (manifest.options.get("set") or {}) == (options.get("set") or {}) and manifest.options.get(
+        "smoke"
+    ) == options.get("smoke")
 
 
-def study_spread(original: finder.Run, ignored: Callable[[str], bool]) -> Optional[dict]:
+def study_spread(original: finder.Run, ignored: Callable[[str], bool]) -> dict | None:
     """The newest completed study beside `original` whose agent is `original`'s recipe with its overrides:
     {"study": id, "members": n, "values": {quantity: [one value per member]}}; None without one."""
     manifest = original.manifest
@@ -103,7 +111,7 @@ def study_spread(original: finder.Run, ignored: Callable[[str], bool]) -> Option
     return None
 
 
-def _chance_bound(sample: list[float], confidence: float) -> Optional[float]:
+def _chance_bound(sample: list[float], confidence: float) -> float | None:
     """How far two draws from `sample`'s distribution differ at most with `confidence`: t(n-1) * sd * sqrt(2)."""
     if len(sample) < 2:
         return None
@@ -119,8 +127,9 @@ def _curve_tail(rows: list[dict], key: str) -> list[float]:
     return [float(value) for value in values[-CURVE_TAIL:]]
 
 
-def judge(original: Mapping[str, dict], reproduction: Mapping[str, dict], spread: Optional[dict],
-          original_rows: list[dict]) -> dict:
+def judge(
+    original: Mapping[str, dict], reproduction: Mapping[str, dict], spread: dict | None, original_rows: list[dict]
+) -> dict:
     """Each quantity of `original` against the reproduction's, by the first yardstick that exists (module docstring)."""
     names = sorted(original)
     confidence = 1.0 - FAMILY_ALPHA / max(len(names), 1)
@@ -135,36 +144,51 @@ def judge(original: Mapping[str, dict], reproduction: Mapping[str, dict], spread
             entry.update(yardstick="missing in the reproduction", within=False)
         elif len(study_values) >= 2:
             bound = _chance_bound(study_values, confidence)
-            entry.update(yardstick=f"seed spread of study {spread['study']} ({len(study_values)} runs): +-{bound:.4g}",
-                         within=bool(abs(other - value) <= bound))
+            entry.update(
+                yardstick=f"seed spread of study {spread['study']} ({len(study_values)} runs): +-{bound:.4g}",
+                within=bool(abs(other - value) <= bound),
+            )
         elif original[name]["interval"] is not None:
             low, high = original[name]["interval"]
             entry.update(yardstick=f"the run's interval [{low:.4g}, {high:.4g}]", within=bool(low <= other <= high))
         elif len(tail) >= 2:
             bound = _chance_bound(tail, confidence)
-            entry.update(yardstick=f"spread of its last {len(tail)} rows: +-{bound:.4g}", within=bool(abs(other - value) <= bound))
+            entry.update(
+                yardstick=f"spread of its last {len(tail)} rows: +-{bound:.4g}",
+                within=bool(abs(other - value) <= bound),
+            )
         else:
             entry.update(yardstick="none", within=None)
         entries.append(entry)
     judged = [entry for entry in entries if entry["within"] is not None]
     consistent = bool(judged) and all(entry["within"] for entry in judged)
-    return {"verdict": CONSISTENT if consistent else DIVERGED, "confidence_each": confidence,
-            "study": None if spread is None else spread["study"], "quantities": entries}
+    return {
+        "verdict": CONSISTENT if consistent else DIVERGED,
+        "confidence_each": confidence,
+        "study": None if spread is None else spread["study"],
+        "quantities": entries,
+    }
 
 
-def _shown(value: Optional[float]) -> str:
+def _shown(value: float | None) -> str:
     """Ten significant digits: enough to see a difference in the last bits of a float32 sum."""
     return "-" if value is None else f"{value:.10g}"
 
 
 def format_judgement(judgement: Mapping) -> list[str]:
     """The lines `reproduce` prints under the row comparison."""
-    lines = [f"  statistical verdict on the outcome ({len(judgement['quantities'])} quantities, each at"
-             f" {judgement['confidence_each']:.4g}):"]
+    lines = [
+        (
+            f"  statistical verdict on the outcome ({len(judgement['quantities'])} quantities, each at"
+            f" {judgement['confidence_each']:.4g}):"
+        )
+    ]
     for entry in judgement["quantities"]:
         mark = {True: "within", False: "OUTSIDE", None: "not judged"}[entry["within"]]
-        lines.append(f"    {entry['quantity']}: {_shown(entry['original'])} -> {_shown(entry['reproduction'])}"
-                     f"  {mark} ({entry['yardstick']})")
+        lines.append(
+            f"    {entry['quantity']}: {_shown(entry['original'])} -> {_shown(entry['reproduction'])}"
+            f"  {mark} ({entry['yardstick']})"
+        )
     if not judgement["quantities"]:
         lines.append("    nothing to judge: the run summarised no metric and returned no score")
     return lines

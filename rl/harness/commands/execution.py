@@ -17,25 +17,25 @@ import pathlib
 import shutil
 import signal
 import traceback
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from absl import logging
 
 from rl.harness import env_vars
 from rl.harness.commands import catalog, recipes, resume
+from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, HarnessError, NothingToDo, UsageError
 from rl.harness.remote import run_mirror, stores
 from rl.harness.remote.store import CredentialsError, Store, StoreConfig
 from rl.harness.run import begin, finder, manifest, provenance, records, redaction, seeding, session
-from rl.harness.run.manifest import ResumeSource, read_manifest
+from rl.harness.run.context import RunContext
 from rl.harness.run.hyperparameters import Hyperparameters
+from rl.harness.run.layout import RunIdTaken, RunLayout, iter_run_dirs
 from rl.harness.run.machine import HardwareProfile, MachineFacts
+from rl.harness.run.manifest import ResumeSource, read_manifest
 from rl.harness.run.rolling import RollingCadence
 from rl.harness.run.rows import RowBudget
 from rl.harness.run.status import COMPLETED, FAILED, INTERRUPTED, new_run_id, run_id_problem
 from rl.harness.training import cluster, hardware, numeric_platform
-from rl.harness.run.context import RunContext
-from rl.harness.errors import EXIT_FAILED, EXIT_UPLOAD_FAILED, HarnessError, NothingToDo, UsageError
-from rl.harness.run.layout import RunIdTaken, RunLayout, iter_run_dirs
 
 TRACEBACK_FILE = "traceback.txt"  # in artifacts/<run-id>/ of a failed run
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -53,10 +53,10 @@ class Plan:
     module_name: str
     options: argparse.Namespace
     layout: RunLayout
-    resume: Optional[ResumeSource]
+    resume: ResumeSource | None
     machine: MachineFacts
     profile: HardwareProfile
-    upload: Optional[Store]  # opened and checked
+    upload: Store | None  # opened and checked
     upload_explicit: bool
     mirror_s: tuple[float, float]  # the mirror's interval and its drain at the end (env_vars.mirror_seconds)
     heartbeat_s: float
@@ -64,7 +64,7 @@ class Plan:
     hyperparameters: dict  # the recipe's declared defaults with the --set overrides applied
 
 
-def store_config(options: argparse.Namespace) -> Optional[StoreConfig]:
+def store_config(options: argparse.Namespace) -> StoreConfig | None:
     """The store a run (or a study, `options.smoke` and `options.upload_artifacts`) mirrors to, or None."""
     if options.upload_artifacts is False:
         return None
@@ -89,8 +89,10 @@ def _checked_store(config: StoreConfig, connect_store: Callable, layout: RunLayo
     store.check()
     run_prefix = layout.remote_prefix(config.prefix, module_name)
     if store.list_keys(run_prefix):
-        raise UsageError(f"store {config.scheme}://{config.bucket}/{run_prefix} already holds a run's records, which"
-                         " are never overwritten; choose another --run-id")
+        raise UsageError(
+            f"store {config.scheme}://{config.bucket}/{run_prefix} already holds a run's records, which"
+            " are never overwritten; choose another --run-id"
+        )
     return store
 
 
@@ -103,15 +105,18 @@ def plan_run(options: argparse.Namespace, module_name: str, connect_store: Calla
     patch_cap_bytes = env_vars.patch_cap_bytes()
     connect_timeout_s = env_vars.ray_connect_timeout_seconds()
     module = recipes.load_recipe(module_name)
-    if not options.allow_untracked_code and (
-            reason := provenance.no_commit_reason(os.path.realpath(module.__file__))):
-        raise UsageError(f"{module_name} is not in a git checkout with a commit ({reason}), so the run could not record"
-                         " which code produced it; commit it (git init, git add, git commit), or pass"
-                         " --allow-untracked-code to record the sha256 of each .py file beside it instead")
+    if not options.allow_untracked_code and (reason := provenance.no_commit_reason(os.path.realpath(module.__file__))):
+        raise UsageError(
+            f"{module_name} is not in a git checkout with a commit ({reason}), so the run could not record"
+            " which code produced it; commit it (git init, git add, git commit), or pass"
+            " --allow-untracked-code to record the sha256 of each .py file beside it instead"
+        )
     declared = getattr(module, "HYPERPARAMETERS", None) or Hyperparameters({})
     if options.set and not declared.defaults:
-        raise UsageError(f"{module_name} declares no hyperparameters to --set; declare them in the recipe:"
-                         " HYPERPARAMETERS = Hyperparameters({'ppo/lr': 1e-3, ...}) (docs/harness.md)")
+        raise UsageError(
+            f"{module_name} declares no hyperparameters to --set; declare them in the recipe:"
+            " HYPERPARAMETERS = Hyperparameters({'ppo/lr': 1e-3, ...}) (docs/harness.md)"
+        )
     overrides = declared.parse(options.set)
     options = argparse.Namespace(**{**vars(options), "set": overrides})  # the manifest records the typed overrides
     results_root, artifacts_root = recipes.run_roots(options.results_dir, options.artifacts_dir, module_name)
@@ -130,8 +135,21 @@ def plan_run(options: argparse.Namespace, module_name: str, connect_store: Calla
     numeric_platform.check_pinned(profile)
     if options.ray_address:  # last: it may wait for the cluster's answer (at most $RL_HARNESS_RAY_CONNECT_TIMEOUT_S)
         cluster.check_address(options.ray_address, timeout_s=connect_timeout_s)
-    return Plan(module, module_name, options, layout, parent, machine, profile, upload,
-                bool(options.upload_artifacts), mirror_s, heartbeat_s, patch_cap_bytes, declared.values(overrides))
+    return Plan(
+        module,
+        module_name,
+        options,
+        layout,
+        parent,
+        machine,
+        profile,
+        upload,
+        bool(options.upload_artifacts),
+        mirror_s,
+        heartbeat_s,
+        patch_cap_bytes,
+        declared.values(overrides),
+    )
 
 
 def report_crashed_runs(results_root: pathlib.Path) -> None:
@@ -143,8 +161,12 @@ def report_crashed_runs(results_root: pathlib.Path) -> None:
             continue
         reason = document.crash_reason()
         if reason:
-            logging.warning("run %s crashed (%s); its records up to the crash are intact; resume it with `%s`",
-                            document.run_id, reason, catalog.resume_command(finder.Run(run_dir, document)))
+            logging.warning(
+                "run %s crashed (%s); its records up to the crash are intact; resume it with `%s`",
+                document.run_id,
+                reason,
+                catalog.resume_command(finder.Run(run_dir, document)),
+            )
 
 
 def guard_secrets() -> None:
@@ -155,13 +177,16 @@ def guard_secrets() -> None:
     """
     stores.register_secrets()
     for name in redaction.register_environment_secrets():
-        logging.warning("$%s is shorter than %d characters, too short to mask safely: it is not redacted from the"
-                        " run's records", name, redaction.MIN_SECRET_LENGTH)
+        logging.warning(
+            "$%s is shorter than %d characters, too short to mask safely: it is not redacted from the run's records",
+            name,
+            redaction.MIN_SECRET_LENGTH,
+        )
     redaction.redact_handler(logging.get_absl_handler())
     redaction.install_log_filter("")
 
 
-def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
+def execute(plan: Plan, verbosity: int | None = None) -> int:
     layout = plan.layout
     guard_secrets()
     report_crashed_runs(layout.results_root)
@@ -169,18 +194,31 @@ def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
     try:
         layout.mark_roots()  # before the code state is taken: the roots are outputs, whatever their names
     except OSError as failure:  # a full or unwritable root: nothing of the run exists yet
-        raise StartFailed(f"run {layout.run_id} could not start (nothing was kept): {_problem(failure, layout)}") from None
+        raise StartFailed(
+            f"run {layout.run_id} could not start (nothing was kept): {_problem(failure, layout)}"
+        ) from None
     seeds = seeding.SeedStreams(plan.options.seed)
-    document = begin.new_manifest(source_file=plan.module.__file__, module_name=plan.module_name,
-                                  command_line=plan.options._argv, seed=plan.options.seed, options=vars(plan.options),
-                                  layout=layout, hardware={"profile": plan.profile.as_dict(), "machine": plan.machine.as_dict()},
-                                  platform=numeric_platform.gather(), resume=plan.resume)
+    document = begin.new_manifest(
+        source_file=plan.module.__file__,
+        module_name=plan.module_name,
+        command_line=plan.options._argv,
+        seed=plan.options.seed,
+        options=vars(plan.options),
+        layout=layout,
+        hardware={"profile": plan.profile.as_dict(), "machine": plan.machine.as_dict()},
+        platform=numeric_platform.gather(),
+        resume=plan.resume,
+    )
     patches = begin.capture_patches(document.code, plan.patch_cap_bytes)
-    run = session.RunSession(layout=layout, manifest=document, seeds=seeds, heartbeat_s=plan.heartbeat_s,
-                             verbosity=verbosity,
-                             budget_cap=RowBudget.of(plan.options.stop_at_iteration, plan.options.stop_at_env_steps),
-                             rolling=RollingCadence(plan.options.rolling_checkpoint_minutes,
-                                                    plan.options.rolling_checkpoint_fraction))
+    run = session.RunSession(
+        layout=layout,
+        manifest=document,
+        seeds=seeds,
+        heartbeat_s=plan.heartbeat_s,
+        verbosity=verbosity,
+        budget_cap=RowBudget.of(plan.options.stop_at_iteration, plan.options.stop_at_env_steps),
+        rolling=RollingCadence(plan.options.rolling_checkpoint_minutes, plan.options.rolling_checkpoint_fraction),
+    )
     try:
         run.start()
         if plan.resume is not None:
@@ -189,20 +227,39 @@ def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
             run.write_results_file(file_name, patch)
     except OSError as failure:  # after the claim (claim failures are UsageErrors): both folders are this run's
         _discard(run, FAILED, failure)
-        raise StartFailed(f"run {layout.run_id} could not start (nothing was kept): {_problem(failure, layout)}") from None
+        raise StartFailed(
+            f"run {layout.run_id} could not start (nothing was kept): {_problem(failure, layout)}"
+        ) from None
     mirror = None
     if plan.upload is not None:
-        mirror = run_mirror.LiveMirror(run_mirror.RunMirror(plan.upload, layout, plan.module_name),
-                                       interval_s=plan.mirror_s[0])
+        mirror = run_mirror.LiveMirror(
+            run_mirror.RunMirror(plan.upload, layout, plan.module_name), interval_s=plan.mirror_s[0]
+        )
         mirror.start()
-    logging.info("run %s of %s (profile %s): results %s, artifacts %s", layout.run_id, plan.module_name,
-                 plan.profile.name, layout.results_dir, layout.artifacts_dir)
+    logging.info(
+        "run %s of %s (profile %s): results %s, artifacts %s",
+        layout.run_id,
+        plan.module_name,
+        plan.profile.name,
+        layout.results_dir,
+        layout.artifacts_dir,
+    )
     if plan.resume is not None:
         logging.info("%s", resume.describe(plan.resume))
-    context = RunContext(run_id=layout.run_id, recipe=plan.module_name, seed=plan.options.seed,
-                         smoke=plan.options.smoke, results_dir=layout.results_dir, artifacts_dir=layout.artifacts_dir,
-                         hardware=plan.profile, resume=plan.resume, ray_address=plan.options.ray_address,
-                         seeds=seeds, session=run, hyperparameters=plan.hyperparameters)
+    context = RunContext(
+        run_id=layout.run_id,
+        recipe=plan.module_name,
+        seed=plan.options.seed,
+        smoke=plan.options.smoke,
+        results_dir=layout.results_dir,
+        artifacts_dir=layout.artifacts_dir,
+        hardware=plan.profile,
+        resume=plan.resume,
+        ray_address=plan.options.ray_address,
+        seeds=seeds,
+        session=run,
+        hyperparameters=plan.hyperparameters,
+    )
     error = None
     try:
         outcome = plan.module.run(context)
@@ -237,8 +294,9 @@ def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
     except OSError as failure:
         if (full := disk_full(failure, layout)) is None:
             raise
-        logging.error("run %s %s, and its records could not say so (it reads as crashed): %s", layout.run_id,
-                      status, full)
+        logging.error(
+            "run %s %s, and its records could not say so (it reads as crashed): %s", layout.run_id, status, full
+        )
         return exit_code
     logging.info("run %s %s: %s", layout.run_id, status, layout.results_dir)
     if mirror is not None:
@@ -246,28 +304,37 @@ def execute(plan: Plan, verbosity: Optional[int] = None) -> int:
     return exit_code
 
 
-def _discard(run: session.RunSession, status: str, error: Optional[BaseException]) -> None:
+def _discard(run: session.RunSession, status: str, error: BaseException | None) -> None:
     """Ends a run that did nothing (it could not start, or had nothing to do) and removes both its folders: its
     id stays free."""
     with contextlib.suppress(OSError):
-        run.finish(status, error=error, exit_code=EXIT_FAILED if error else 0)  # stops the heartbeat, gives the signals back
+        run.finish(
+            status, error=error, exit_code=EXIT_FAILED if error else 0
+        )  # stops the heartbeat, gives the signals back
     for folder in (run.layout.results_dir, run.layout.artifacts_dir):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def disk_full(failure: BaseException, layout: RunLayout) -> Optional[str]:
+def disk_full(failure: BaseException, layout: RunLayout) -> str | None:
     """For a full disk anywhere in `failure`'s chain: one line naming the folder, its free space and the fix."""
     chain = []
     while failure is not None and failure not in chain:
         chain.append(failure)
         failure = failure.__cause__ or failure.__context__
-    full = [error for error in chain if (isinstance(error, OSError) and error.errno in DISK_FULL)
-            or "No space left on device" in str(error)]
+    full = [
+        error
+        for error in chain
+        if (isinstance(error, OSError) and error.errno in DISK_FULL) or "No space left on device" in str(error)
+    ]
     if not full:
         return None
     roots = {"--results-dir": layout.results_root, "--artifacts-dir": layout.artifacts_root}
-    named = [flag for flag, root in roots.items() for error in full
-             if isinstance(error, OSError) and error.filename and pathlib.Path(str(error.filename)).is_relative_to(root)]
+    named = [
+        flag
+        for flag, root in roots.items()
+        for error in full
+        if isinstance(error, OSError) and error.filename and pathlib.Path(str(error.filename)).is_relative_to(root)
+    ]
     flag = named[0] if named else min(roots, key=lambda flag: shutil.disk_usage(_existing(roots[flag])).free)
     return f"{no_space_left(roots[flag], flag)}; free space there or pass another {flag}"
 
@@ -304,8 +371,12 @@ def _interrupted_exit_code(run: session.RunSession) -> int:
 def _drain(plan: Plan, run: session.RunSession, mirror: run_mirror.LiveMirror, exit_code: int) -> int:
     """Waits (at most the drain time) for the store to take what the run left; the manifest says what is remote."""
     config = plan.upload.config
-    remote = {"store": config.url, "bucket": config.bucket, "explicit": plan.upload_explicit,
-              "run_prefix": mirror.mirror.run_prefix}
+    remote = {
+        "store": config.url,
+        "bucket": config.bucket,
+        "explicit": plan.upload_explicit,
+        "run_prefix": mirror.mirror.run_prefix,
+    }
     try:
         with run.signals_stop_at_once():  # the drain cannot poll stop_requested: a signal ends it at once
             record = mirror.finish(drain_s=plan.mirror_s[1])
@@ -317,8 +388,10 @@ def _drain(plan: Plan, run: session.RunSession, mirror: run_mirror.LiveMirror, e
     except KeyboardInterrupt:
         record = mirror.halt()
         remote.update(status="interrupted", files=len(record["files"]), not_uploaded=len(record["not_uploaded"]))
-        logging.warning("mirroring to the store interrupted; what is not remote is listed in %s (docs/artifact_storage.md)",
-                        records.REMOTE_ARTIFACTS_FILE)
+        logging.warning(
+            "mirroring to the store interrupted; what is not remote is listed in %s (docs/artifact_storage.md)",
+            records.REMOTE_ARTIFACTS_FILE,
+        )
         exit_code = _interrupted_exit_code(run)
         run.update_manifest(status=INTERRUPTED, interrupted_by=run.stop_signal)
     run.update_manifest(remote=remote, exit_code=exit_code)

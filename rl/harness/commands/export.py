@@ -27,7 +27,8 @@ import re
 import subprocess
 import sys
 import tempfile
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from rl.harness import env_vars
 from rl.harness.commands import catalog
@@ -63,15 +64,17 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _milliseconds(stamp: Optional[str]) -> Optional[int]:
+def _milliseconds(stamp: str | None) -> int | None:
     return round(parse_time(stamp) * 1000) if stamp else None
 
 
 def _rows(artifacts_dir: pathlib.Path, run_id: str) -> list[dict]:
     path = artifacts_dir / records.METRICS_FILE
     if not path.exists():
-        raise UsageError(f"metrics of run {run_id} are not on this machine ({path}); bring them with"
-                         f" `{buildinfo.harness_command('fetch', run_id)}`, or pass the --artifacts-dir they are under")
+        raise UsageError(
+            f"metrics of run {run_id} are not on this machine ({path}); bring them with"
+            f" `{buildinfo.harness_command('fetch', run_id)}`, or pass the --artifacts-dir they are under"
+        )
     return records.read_json_lines(str(path))
 
 
@@ -81,8 +84,11 @@ def _metrics(rows: list[dict]) -> list[list]:
     for number, row in enumerate(rows, start=1):
         step = row.get(metric_keys.ITERATION, number)
         logged = _milliseconds(row.get("harness/logged_at")) or 0
-        found += [[mlflow_name(key), value, logged, step] for key, value in row.items()
-                  if isinstance(value, (int, float)) and not isinstance(value, bool)]
+        found += [
+            [mlflow_name(key), value, logged, step]
+            for key, value in row.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        ]
     return found
 
 
@@ -90,34 +96,58 @@ def mlflow_run(manifests: list[RunManifest], artifacts_dirs: list[pathlib.Path],
     """One MLflow run from a run's attempts (oldest first; the last one's records name it)."""
     last = manifests[-1]
     library = last.code.get("library") or {}
-    recorded = {"seed": last.seed, "smoke": last.smoke, "commit": library.get("commit"), "dirty": library.get("dirty"),
-                "build_hash": last.build.get("build_hash"), "lock_sha256": last.build.get("lock_sha256")}
-    params = {**{mlflow_name(key): _text(value) for key, value in (last.options.get("set") or {}).items()},
-              **{key: _text(value) for key, value in recorded.items() if value is not None}}  # unknown: left out
-    tags = {"rl_harness.run_id": last.run_id, "rl_harness.recipe": last.experiment.module or "", "rl_harness.status":
-            status, "rl_harness.runs": ",".join(manifest.run_id for manifest in manifests)}
+    recorded = {
+        "seed": last.seed,
+        "smoke": last.smoke,
+        "commit": library.get("commit"),
+        "dirty": library.get("dirty"),
+        "build_hash": last.build.get("build_hash"),
+        "lock_sha256": last.build.get("lock_sha256"),
+    }
+    params = {
+        **{mlflow_name(key): _text(value) for key, value in (last.options.get("set") or {}).items()},
+        **{key: _text(value) for key, value in recorded.items() if value is not None},
+    }  # unknown: left out
+    tags = {
+        "rl_harness.run_id": last.run_id,
+        "rl_harness.recipe": last.experiment.module or "",
+        "rl_harness.status": status,
+        "rl_harness.runs": ",".join(manifest.run_id for manifest in manifests),
+    }
     if library.get("commit"):
         tags["mlflow.source.git.commit"] = library["commit"]
     rows = [row for manifest, folder in zip(manifests, artifacts_dirs) for row in _rows(folder, manifest.run_id)]
     metrics = _metrics(rows)
     step = metrics[-1][3] if metrics else 0
-    metrics += [[mlflow_name(f"outcome/{key}"), value, _milliseconds(last.ended_at) or 0, step]
-                for key, value in catalog.flatten(outcome).items()
-                if isinstance(value, (int, float)) and not isinstance(value, bool)]
-    return {"name": last.run_id, "start_ms": _milliseconds(manifests[0].started_at),
-            "end_ms": _milliseconds(last.ended_at), "status": _STATUSES.get(status, "FAILED"),
-            "params": params, "tags": tags, "metrics": metrics}
+    metrics += [
+        [mlflow_name(f"outcome/{key}"), value, _milliseconds(last.ended_at) or 0, step]
+        for key, value in catalog.flatten(outcome).items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    ]
+    return {
+        "name": last.run_id,
+        "start_ms": _milliseconds(manifests[0].started_at),
+        "end_ms": _milliseconds(last.ended_at),
+        "status": _STATUSES.get(status, "FAILED"),
+        "params": params,
+        "tags": tags,
+        "metrics": metrics,
+    }
 
 
-def _of_run(run: finder.Run, artifacts_root: Optional[pathlib.Path]) -> dict:
+def _of_run(run: finder.Run, artifacts_root: pathlib.Path | None) -> dict:
     folder = RunLayout.of_run(run.run_dir, run.manifest, artifacts_root).artifacts_dir
-    found = records.read_json(str(pathlib.Path(run.run_dir) / records.SUMMARY_FILE), "run summary") \
-        if (pathlib.Path(run.run_dir) / records.SUMMARY_FILE).exists() else {}
+    found = (
+        records.read_json(str(pathlib.Path(run.run_dir) / records.SUMMARY_FILE), "run summary")
+        if (pathlib.Path(run.run_dir) / records.SUMMARY_FILE).exists()
+        else {}
+    )
     return mlflow_run([run.manifest], [folder], found.get("outcome") or {}, run.status)
 
 
-def _of_study(folder: pathlib.Path, results_root: pathlib.Path,
-              artifacts_root: Optional[pathlib.Path]) -> tuple[str, dict, Iterator[dict]]:
+def _of_study(
+    folder: pathlib.Path, results_root: pathlib.Path, artifacts_root: pathlib.Path | None
+) -> tuple[str, dict, Iterator[dict]]:
     record = StudyRecord.read(folder)
     declared = Study.from_description(record.grid)
 
@@ -132,21 +162,27 @@ def _of_study(folder: pathlib.Path, results_root: pathlib.Path,
             found["params"]["agent"] = member.agent
             found["tags"].update({"rl_harness.study_id": record.study_id, "rl_harness.agent": member.agent})
             step = found["metrics"][-1][3] if found["metrics"] else 0
-            found["metrics"] += [[mlflow_name(f"score/{score.name}"), value, found["end_ms"] or 0, step]
-                                 for score in declared.scores if (value := score.read(outcome)) is not None]
+            found["metrics"] += [
+                [mlflow_name(f"score/{score.name}"), value, found["end_ms"] or 0, step]
+                for score in declared.scores
+                if (value := score.read(outcome)) is not None
+            ]
             yield found
+
     return record.study_id, {"rl_harness.study_id": record.study_id, "rl_harness.module": record.module}, members()
 
 
-def _python(given: Optional[pathlib.Path]) -> str:
+def _python(given: pathlib.Path | None) -> str:
     """The python that runs MLflow's client: `given`, else this one when it has MLflow; UsageError otherwise."""
     if given is not None:
         if not given.is_file():
             raise UsageError(f"--python {given} is not a file; pass a python with MLflow ({INSTALL})")
         return str(given)
     if importlib.util.find_spec("mlflow") is None:
-        raise UsageError(f"export --to mlflow needs a python with MLflow, and this one ({sys.executable}) has none:"
-                         f" `{INSTALL}`, then pass --python ~/mlflow/bin/python")
+        raise UsageError(
+            f"export --to mlflow needs a python with MLflow, and this one ({sys.executable}) has none:"
+            f" `{INSTALL}`, then pass --python ~/mlflow/bin/python"
+        )
     return sys.executable
 
 
@@ -164,11 +200,15 @@ def _write(python: str, header: dict, runs: Iterator[dict]) -> int:
         errors.seek(0)
         problem = errors.read().strip().splitlines()
     if status == 2:
-        raise UsageError(f"{problem[-1] if problem else 'MLflow refused the export'} ({python}); a python with MLflow"
-                         f" and its SQLite store: `{INSTALL}`, then --python ~/mlflow/bin/python")
+        raise UsageError(
+            f"{problem[-1] if problem else 'MLflow refused the export'} ({python}); a python with MLflow"
+            f" and its SQLite store: `{INSTALL}`, then --python ~/mlflow/bin/python"
+        )
     if status != 0:
-        raise ExportFailed(f"MLflow's client stopped (exit {status}): {problem[-1] if problem else 'no message'};"
-                           " what it wrote stays, export again to add the rest")
+        raise ExportFailed(
+            f"MLflow's client stopped (exit {status}): {problem[-1] if problem else 'no message'};"
+            " what it wrote stays, export again to add the rest"
+        )
     return 0
 
 

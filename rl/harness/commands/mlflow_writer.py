@@ -21,7 +21,7 @@ DONE_TAG = "rl_harness.exported"  # set last: a run without it was left part-wri
 
 
 def _chunks(items, size):
-    return [items[start:start + size] for start in range(0, len(items), size)]
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def _artifact_location(uri):
@@ -29,26 +29,32 @@ def _artifact_location(uri):
     prefix = "sqlite:///"
     if not uri.startswith(prefix):
         return None
-    return "file://" + os.path.join(os.path.dirname(os.path.abspath(uri[len(prefix):])), "mlartifacts")
+    return "file://" + os.path.join(os.path.dirname(os.path.abspath(uri[len(prefix) :])), "mlartifacts")
 
 
 def _experiment(client, header):
     found = client.get_experiment_by_name(header["experiment"])
     if found is not None:
         return found.experiment_id
-    return client.create_experiment(header["experiment"], artifact_location=_artifact_location(header["tracking_uri"]),
-                                    tags=header.get("experiment_tags") or {})
+    return client.create_experiment(
+        header["experiment"],
+        artifact_location=_artifact_location(header["tracking_uri"]),
+        tags=header.get("experiment_tags") or {},
+    )
 
 
 def _write_run(client, entities, experiment_id, run):
     """One run, marked `rl_harness.exported` once whole; a run left part-written (a killed export) is replaced."""
-    for found in client.search_runs([experiment_id], filter_string=f"tags.`{RUN_ID_TAG}` = '{run['tags'][RUN_ID_TAG]}'"):
+    for found in client.search_runs(
+        [experiment_id], filter_string=f"tags.`{RUN_ID_TAG}` = '{run['tags'][RUN_ID_TAG]}'"
+    ):
         if found.data.tags.get(DONE_TAG) == "true":
             print(f"{run['name']}: in the experiment already (MLflow run {found.info.run_id}), left as it is")
             return
         client.delete_run(found.info.run_id)
-    identifier = client.create_run(experiment_id, start_time=run["start_ms"], tags=run["tags"],
-                                   run_name=run["name"]).info.run_id
+    identifier = client.create_run(
+        experiment_id, start_time=run["start_ms"], tags=run["tags"], run_name=run["name"]
+    ).info.run_id
     params = [entities.Param(key, value) for key, value in run["params"].items()]
     metrics = [entities.Metric(key, value, timestamp, step) for key, value, timestamp, step in run["metrics"]]
     for chunk in _chunks(params, PARAMS_BATCH):

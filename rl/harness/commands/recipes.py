@@ -1,10 +1,10 @@
 """Finding a recipe (a module with `run(context)`) and where its records go by default.
 
-    from rl.harness.commands import recipes
+from rl.harness.commands import recipes
 
-    module = recipes.load_recipe("experiments.mess3.reward_only")    # UsageError naming the fix
-    recipes.recipe_folder("experiments.mess3.reward_only")            # <workspace>/experiments/mess3
-    results_root, artifacts_root = recipes.run_roots(None, None, "experiments.mess3.reward_only")
+module = recipes.load_recipe("experiments.mess3.reward_only")    # UsageError naming the fix
+recipes.recipe_folder("experiments.mess3.reward_only")            # <workspace>/experiments/mess3
+results_root, artifacts_root = recipes.run_roots(None, None, "experiments.mess3.reward_only")
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import importlib.util
 import os
 import pathlib
 import sys
-from typing import Optional
 
 from absl import logging
 
@@ -37,8 +36,9 @@ def recipe_folder(module_name: str) -> pathlib.Path:
         return pathlib.Path(workspace, *parts)
     folder = pathlib.Path(spec.origin).parent
     if ".runfiles" in folder.parts or any(part.endswith(".runfiles") for part in folder.parts):
-        raise UsageError(f"{module_name} runs from Bazel runfiles outside `bazel run`;"
-                         " pass --results-dir and --artifacts-dir")
+        raise UsageError(
+            f"{module_name} runs from Bazel runfiles outside `bazel run`; pass --results-dir and --artifacts-dir"
+        )
     return folder
 
 
@@ -46,16 +46,19 @@ def _nested(inner: pathlib.Path, outer: pathlib.Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
-def run_roots(results_dir: Optional[pathlib.Path], artifacts_dir: Optional[pathlib.Path],
-              module_name: str) -> tuple[pathlib.Path, pathlib.Path]:
+def run_roots(
+    results_dir: pathlib.Path | None, artifacts_dir: pathlib.Path | None, module_name: str
+) -> tuple[pathlib.Path, pathlib.Path]:
     """(results root, artifacts root): the given folders, else results/ and artifacts/ beside the recipe."""
     folder = recipe_folder(module_name) if results_dir is None or artifacts_dir is None else None
     results_root = check_folder((results_dir or folder / "results").expanduser().resolve(), "--results-dir")
     artifacts_root = check_folder((artifacts_dir or folder / "artifacts").expanduser().resolve(), "--artifacts-dir")
     if _nested(results_root, artifacts_root) or _nested(artifacts_root, results_root):
-        raise UsageError(f"results ({results_root}) and artifacts ({artifacts_root}) must be separate folders,"
-                         " neither inside the other: results are small and committed, artifacts big and"
-                         " git-ignored; change --results-dir or --artifacts-dir")
+        raise UsageError(
+            f"results ({results_root}) and artifacts ({artifacts_root}) must be separate folders,"
+            " neither inside the other: results are small and committed, artifacts big and"
+            " git-ignored; change --results-dir or --artifacts-dir"
+        )
     return results_root, artifacts_root
 
 
@@ -65,8 +68,9 @@ def check_folder(path: pathlib.Path, flag: str) -> pathlib.Path:
         if place.exists():
             if not place.is_dir():
                 where = "is" if place == path else f"lies under {place}, which is"
-                raise UsageError(f"{flag} {path} {where} a file, not a folder; pass a folder (it is created if"
-                                 " missing)")
+                raise UsageError(
+                    f"{flag} {path} {where} a file, not a folder; pass a folder (it is created if missing)"
+                )
             return path
     return path
 
@@ -118,11 +122,17 @@ def load_module(module_name: str):
         _look_in_workspace(module_name, workspace)
         module = _import_recipe(module_name)
         if module is not None:
-            logging.warning("%s was imported from the source tree %s: it is not covered by this binary's build"
-                            " hash; an rl_experiment target makes it so", module_name, workspace)
+            logging.warning(
+                "%s was imported from the source tree %s: it is not covered by this binary's build"
+                " hash; an rl_experiment target makes it so",
+                module_name,
+                workspace,
+            )
     if module is None:
-        raise UsageError(f"no module named {module_name!r}: check the dotted name and run from the repository"
-                         " root (or give the recipe an rl_experiment target)")
+        raise UsageError(
+            f"no module named {module_name!r}: check the dotted name and run from the repository"
+            " root (or give the recipe an rl_experiment target)"
+        )
     return module
 
 

@@ -13,8 +13,6 @@ platform differs, the verdict is statistical anyway and rests on the committed s
 
 from __future__ import annotations
 
-from typing import Optional
-
 from rl.harness import env_vars
 from rl.harness.commands import transfer
 from rl.harness.run import records
@@ -22,10 +20,12 @@ from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import RunManifest
 
 LOCAL_EVIDENCE = f"its {records.METRICS_FILE} on this machine"
-SUMMARY_EVIDENCE = f"its committed {records.SUMMARY_FILE} (final metrics and scores): its {records.METRICS_FILE} is nowhere"
+SUMMARY_EVIDENCE = (
+    f"its committed {records.SUMMARY_FILE} (final metrics and scores): its {records.METRICS_FILE} is nowhere"
+)
 
 
-def recorded_cpu_share(manifest: RunManifest) -> Optional[int]:
+def recorded_cpu_share(manifest: RunManifest) -> int | None:
     """The CPUs the run sized itself by when `$RL_HARNESS_CPUS` set them (its machine's `cpu_limit` says so), else None."""
     machine = manifest.hardware.get("machine") or {}
     if str(machine.get("cpu_limit", "")).startswith(f"${env_vars.CPU_SHARE_ENV}="):
@@ -33,7 +33,7 @@ def recorded_cpu_share(manifest: RunManifest) -> Optional[int]:
     return None
 
 
-def bring_metrics(run_id: str, layout: RunLayout) -> Optional[str]:
+def bring_metrics(run_id: str, layout: RunLayout) -> str | None:
     """Where the original's metrics are read from (the evidence, in words): this machine, or the configured store
     (fetched into `layout`'s artifacts folder, verified, saying so in one line); None when neither has them."""
     path = layout.artifacts_dir / records.METRICS_FILE
@@ -45,6 +45,9 @@ def bring_metrics(run_id: str, layout: RunLayout) -> Optional[str]:
     remote.fetch(layout, only=f"artifacts/{records.METRICS_FILE}")
     if not path.exists():
         return None
-    print(f"metrics of run {run_id} are not on this machine: fetched from {remote.store.config.url} into {path},"
-          " verified by sha256", flush=True)
+    print(
+        f"metrics of run {run_id} are not on this machine: fetched from {remote.store.config.url} into {path},"
+        " verified by sha256",
+        flush=True,
+    )
     return f"its {records.METRICS_FILE} from {remote.store.config.url}"

@@ -15,29 +15,32 @@ import json
 import os
 import pathlib
 import pickletools
-from typing import Optional
 
-from rl.harness.commands import transfer
-from rl.harness.run import buildinfo, records
-from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, TuneRunnerRecord, read_manifest
-from rl.harness.run.status import COMPLETED, run_id_problem
 from absl import logging
 
+from rl.harness.commands import transfer
 from rl.harness.errors import UsageError
+from rl.harness.run import buildinfo, records
 from rl.harness.run.layout import RunLayout, outside_trees, recorded_folder
+from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, TuneRunnerRecord, read_manifest
+from rl.harness.run.status import COMPLETED, run_id_problem
 
 _RLLIB_CHECKPOINT_FILE = "rllib_checkpoint.json"
 
 
-def checkpoint_source(path: pathlib.Path, parent_run_id: Optional[str] = None) -> ResumeSource:
+def checkpoint_source(path: pathlib.Path, parent_run_id: str | None = None) -> ResumeSource:
     """A checkpoint folder (the harness's, with its counters, or a bare RLlib one); UsageError otherwise."""
     if not path.is_dir() or not os.access(path, os.R_OK | os.X_OK):
-        raise UsageError(f"checkpoint {path} is not a readable folder; pass a checkpoint folder"
-                         " (artifacts/<run-id>/checkpoints/iter_N) or a run id")
+        raise UsageError(
+            f"checkpoint {path} is not a readable folder; pass a checkpoint folder"
+            " (artifacts/<run-id>/checkpoints/iter_N) or a run id"
+        )
     if damaged := _damaged_file(path):
-        raise UsageError(f"checkpoint {path} cannot be read: {damaged}; pass --resume-from an earlier checkpoint"
-                         " folder of that run (its checkpoints/iter_N), or fetch the checkpoint again from B2"
-                         " (docs/artifact_storage.md)")
+        raise UsageError(
+            f"checkpoint {path} cannot be read: {damaged}; pass --resume-from an earlier checkpoint"
+            " folder of that run (its checkpoints/iter_N), or fetch the checkpoint again from B2"
+            " (docs/artifact_storage.md)"
+        )
     state_file = path / records.CHECKPOINT_STATE_FILE
     if state_file.exists():
         try:
@@ -46,16 +49,23 @@ def checkpoint_source(path: pathlib.Path, parent_run_id: Optional[str] = None) -
             raise records.RecordError(f"{error}; pass another checkpoint") from None
         iteration, env_steps = state.get("iteration"), state.get("env_steps")
         carried = () if iteration is None else (CheckpointEntry(str(path), iteration, env_steps),)
-        return ResumeSource(checkpoint=path, parent_run_id=parent_run_id or state.get("run_id"),
-                            iteration=iteration, env_steps=env_steps, experiment=state.get("experiment"),
-                            carried_checkpoints=carried)
+        return ResumeSource(
+            checkpoint=path,
+            parent_run_id=parent_run_id or state.get("run_id"),
+            iteration=iteration,
+            env_steps=env_steps,
+            experiment=state.get("experiment"),
+            carried_checkpoints=carried,
+        )
     if (path / _RLLIB_CHECKPOINT_FILE).exists():
         return ResumeSource(checkpoint=path, parent_run_id=parent_run_id)
-    raise UsageError(f"{path} is not a checkpoint (no {records.CHECKPOINT_STATE_FILE} or {_RLLIB_CHECKPOINT_FILE});"
-                     " pass a checkpoint folder (artifacts/<run-id>/checkpoints/iter_N) or a run id")
+    raise UsageError(
+        f"{path} is not a checkpoint (no {records.CHECKPOINT_STATE_FILE} or {_RLLIB_CHECKPOINT_FILE});"
+        " pass a checkpoint folder (artifacts/<run-id>/checkpoints/iter_N) or a run id"
+    )
 
 
-def _damaged_file(folder: pathlib.Path) -> Optional[str]:
+def _damaged_file(folder: pathlib.Path) -> str | None:
     """The first file of a checkpoint folder that is not whole, named with why, or None.
 
     A pickle is walked opcode by opcode (`pickletools.genops`, which runs none of its code): one cut
@@ -87,20 +97,27 @@ def resolve_resume(value: str, results_root: pathlib.Path, artifacts_root: pathl
     if run_id_problem(value) is None:
         run_dir = RunLayout.find(results_root, value)
         if run_dir is None and (run_dir := transfer.fetch_records(value, results_root, artifacts_root)) is not None:
-            logging.info("run %s is not on this machine: fetched its records from the store into %s, verified",
-                         value, run_dir)
+            logging.info(
+                "run %s is not on this machine: fetched its records from the store into %s, verified", value, run_dir
+            )
         if run_dir is not None:
             return _noted(_resume_from_run(value, run_dir, artifacts_root), results_root, artifacts_root)
-    raise UsageError(f"--resume-from {value!r} is neither a checkpoint folder nor a run under {results_root};"
-                     f" pass a checkpoint path or the id of a run listed by `{buildinfo.harness_command('runs')}`")
+    raise UsageError(
+        f"--resume-from {value!r} is neither a checkpoint folder nor a run under {results_root};"
+        f" pass a checkpoint path or the id of a run listed by `{buildinfo.harness_command('runs')}`"
+    )
 
 
 def _noted(source: ResumeSource, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
     loaded = source.checkpoint or source.tune_experiment
     if outside_trees(loaded, (results_root, artifacts_root)):
-        logging.warning("resuming from %s, outside this run's results tree (%s, %s): a checkpoint is code (pickles);"
-                        " resume only from checkpoints you trust (docs/harness.md, Trust)", loaded, results_root,
-                        artifacts_root)
+        logging.warning(
+            "resuming from %s, outside this run's results tree (%s, %s): a checkpoint is code (pickles);"
+            " resume only from checkpoints you trust (docs/harness.md, Trust)",
+            loaded,
+            results_root,
+            artifacts_root,
+        )
     return source
 
 
@@ -111,14 +128,19 @@ def check_experiment(source: ResumeSource, requested: str, module_name: str) -> 
     run's records exist). A bare RLlib checkpoint names no recipe: it is let through, with a warning.
     """
     if source.experiment is None:
-        logging.warning("--resume-from %s names no experiment (not saved by rl-harness): cannot check that it"
-                        " belongs to %s", requested, module_name)
+        logging.warning(
+            "--resume-from %s names no experiment (not saved by rl-harness): cannot check that it belongs to %s",
+            requested,
+            module_name,
+        )
         return
     if source.experiment != module_name:
-        raise UsageError(f"--resume-from {requested} is a checkpoint of {source.experiment}, not of {module_name}:"
-                         f" its networks would not fit this recipe; resume it with {source.experiment}'s own target,"
-                         f" or pass a run or checkpoint of {module_name}"
-                         f" (`{buildinfo.harness_command('runs', '--recipe', module_name)}` lists them)")
+        raise UsageError(
+            f"--resume-from {requested} is a checkpoint of {source.experiment}, not of {module_name}:"
+            f" its networks would not fit this recipe; resume it with {source.experiment}'s own target,"
+            f" or pass a run or checkpoint of {module_name}"
+            f" (`{buildinfo.harness_command('runs', '--recipe', module_name)}` lists them)"
+        )
 
 
 def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib.Path) -> ResumeSource:
@@ -129,16 +151,24 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
         for place in places:
             storage = recorded_folder(place, manifest.runner.storage, "Tune storage")
             if storage.is_dir():
-                return ResumeSource(checkpoint=None, parent_run_id=run_id, tune_experiment=storage,
-                                    experiment=manifest.experiment.module)
-        raise UsageError(f"the Tune storage of run {run_id} is not on this machine (looked in"
-                         f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative}"
-                         " (docs/artifact_storage.md)")
+                return ResumeSource(
+                    checkpoint=None,
+                    parent_run_id=run_id,
+                    tune_experiment=storage,
+                    experiment=manifest.experiment.module,
+                )
+        raise UsageError(
+            f"the Tune storage of run {run_id} is not on this machine (looked in"
+            f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative}"
+            " (docs/artifact_storage.md)"
+        )
     trials = sorted({c.trial_id for c in (*manifest.checkpoints, *manifest.rolling_checkpoints) if c.trial_id})
     if trials:
-        raise UsageError(f"run {run_id} saved checkpoints for several trials ({', '.join(trials)}), so which one to"
-                         f" resume is ambiguous; pass --resume-from <checkpoint folder>"
-                         f" (artifacts/{layout.relative}/checkpoints/<trial>/iter_N)")
+        raise UsageError(
+            f"run {run_id} saved checkpoints for several trials ({', '.join(trials)}), so which one to"
+            f" resume is ambiguous; pass --resume-from <checkpoint folder>"
+            f" (artifacts/{layout.relative}/checkpoints/<trial>/iter_N)"
+        )
     newest = manifest.resumable_checkpoint()
     if newest is None:
         raise UsageError(f"run {run_id} recorded no checkpoint to resume from; start a new run instead")
@@ -146,19 +176,29 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
         folder = recorded_folder(place, newest.path, "checkpoint")
         if folder.is_dir():
             source = checkpoint_source(folder, parent_run_id=run_id)
-            return dataclasses.replace(source, **_lineage(manifest, place, newest),
-                                       parent_completed=manifest.effective_status == COMPLETED)
+            return dataclasses.replace(
+                source, **_lineage(manifest, place, newest), parent_completed=manifest.effective_status == COMPLETED
+            )
     recorded_folder(layout.artifacts_dir, newest.path, "checkpoint")  # inside the run's folder, or RecordError
     fetched = transfer.fetch_checkpoint(layout, newest.path)
     if fetched is not None:
-        logging.info("checkpoint %s of run %s is not on this machine: fetched it from the store into %s, verified",
-                     newest.path, run_id, fetched)
+        logging.info(
+            "checkpoint %s of run %s is not on this machine: fetched it from the store into %s, verified",
+            newest.path,
+            run_id,
+            fetched,
+        )
         source = checkpoint_source(fetched, parent_run_id=run_id)
-        return dataclasses.replace(source, **_lineage(manifest, layout.artifacts_dir, newest),
-                                   parent_completed=manifest.effective_status == COMPLETED)
-    raise UsageError(f"checkpoint {newest.path} of run {run_id} is not on this machine (looked in"
-                     f" {', '.join(map(str, places))}) and no store is configured; configure the store it was"
-                     f" mirrored to (docs/artifact_storage.md), or pass --resume-from <checkpoint folder>")
+        return dataclasses.replace(
+            source,
+            **_lineage(manifest, layout.artifacts_dir, newest),
+            parent_completed=manifest.effective_status == COMPLETED,
+        )
+    raise UsageError(
+        f"checkpoint {newest.path} of run {run_id} is not on this machine (looked in"
+        f" {', '.join(map(str, places))}) and no store is configured; configure the store it was"
+        f" mirrored to (docs/artifact_storage.md), or pass --resume-from <checkpoint folder>"
+    )
 
 
 def _lineage(manifest: RunManifest, place: pathlib.Path, newest: CheckpointEntry) -> dict:
@@ -169,8 +209,9 @@ def _lineage(manifest: RunManifest, place: pathlib.Path, newest: CheckpointEntry
         folder = recorded_folder(place, entry.path, "checkpoint")
         if (entry.iteration or 0) <= (newest.iteration or 0) and folder.is_dir():
             checkpoints.append(dataclasses.replace(entry, path=str(folder)))
-    metrics = tuple(place / name for name in (records.LINEAGE_METRICS_FILE, records.METRICS_FILE)
-                    if (place / name).is_file())
+    metrics = tuple(
+        place / name for name in (records.LINEAGE_METRICS_FILE, records.METRICS_FILE) if (place / name).is_file()
+    )
     return {"carried_checkpoints": tuple(checkpoints), "carried_metrics": metrics}
 
 
@@ -178,6 +219,9 @@ def describe(source: ResumeSource) -> str:
     """What a resume starts from, as one line for the log."""
     if source.tune_experiment is not None:
         return f"resuming run {source.parent_run_id}'s Tune experiment {source.tune_experiment}"
-    counters = ", ".join(f"{name} {value}" for name, value in (("iteration", source.iteration),
-                                                                 ("env steps", source.env_steps)) if value is not None)
+    counters = ", ".join(
+        f"{name} {value}"
+        for name, value in (("iteration", source.iteration), ("env steps", source.env_steps))
+        if value is not None
+    )
     return f"resuming from checkpoint {source.checkpoint}{f' ({counters})' if counters else ''}"

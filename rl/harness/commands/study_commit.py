@@ -30,19 +30,34 @@ def recorded_commit(record: StudyRecord, differs: str) -> str:
         raise UsageError(f"study {record.study_id} cannot resume at its commit: its {differs}; start a new study")
     code = record.code.get("experiment_repo") or {}
     if not code.get("commit"):
-        raise UsageError(f"study {record.study_id} recorded no git commit ({code.get('reason')}); resume it from the"
-                         " checkout it ran in, or start a new study")
+        raise UsageError(
+            f"study {record.study_id} recorded no git commit ({code.get('reason')}); resume it from the"
+            " checkout it ran in, or start a new study"
+        )
     if code.get("dirty"):  # (the library's state, where it is another repository, its build checks)
-        raise UsageError(f"study {record.study_id} ran from uncommitted changes to commit {code['commit'][:12]}: no"
-                         " commit holds its code, so only that same checkout can resume it; or start a new study")
+        raise UsageError(
+            f"study {record.study_id} ran from uncommitted changes to commit {code['commit'][:12]}: no"
+            " commit holds its code, so only that same checkout can resume it; or start a new study"
+        )
     return code["commit"]
 
 
-def _study_arguments(record: StudyRecord, options: argparse.Namespace, results_root: pathlib.Path,
-                     artifacts_root: pathlib.Path) -> list[str]:
+def _study_arguments(
+    record: StudyRecord, options: argparse.Namespace, results_root: pathlib.Path, artifacts_root: pathlib.Path
+) -> list[str]:
     """The `study --resume` the study's build runs: this one's options, its folders made explicit."""
-    arguments = ["study", record.module, "--resume", record.study_id, "--results-dir", str(results_root),
-                 "--artifacts-dir", str(artifacts_root), "--cpus-per-trial", str(options.cpus_per_trial)]
+    arguments = [
+        "study",
+        record.module,
+        "--resume",
+        record.study_id,
+        "--results-dir",
+        str(results_root),
+        "--artifacts-dir",
+        str(artifacts_root),
+        "--cpus-per-trial",
+        str(options.cpus_per_trial),
+    ]
     if options.seeds:
         arguments += ["--seeds", ",".join(map(str, options.seeds))]
     if options.max_concurrent is not None:
@@ -52,19 +67,36 @@ def _study_arguments(record: StudyRecord, options: argparse.Namespace, results_r
     return arguments + (["--smoke"] if record.smoke else []) + (["--retry-failed"] if options.retry_failed else [])
 
 
-def resume(record: StudyRecord, commit: str, options: argparse.Namespace, repo_root: str,
-           results_root: pathlib.Path, artifacts_root: pathlib.Path) -> int:
+def resume(
+    record: StudyRecord,
+    commit: str,
+    options: argparse.Namespace,
+    repo_root: str,
+    results_root: pathlib.Path,
+    artifacts_root: pathlib.Path,
+) -> int:
     """Resumes `record` at `commit` (its `recorded_commit`), built in a scratch worktree of `repo_root`; its exit
     status."""
     worktree = checkout.scratch_worktree(repo_root, "study")
-    print(f"study {record.study_id} ran at commit {commit[:12]}, this checkout is not that: resuming it from that"
-          f" commit, checked out clean in {worktree} and built there ({HARNESS_TARGET})", flush=True)
+    print(
+        f"study {record.study_id} ran at commit {commit[:12]}, this checkout is not that: resuming it from that"
+        f" commit, checked out clean in {worktree} and built there ({HARNESS_TARGET})",
+        flush=True,
+    )
     try:
         checkout.check_out(repo_root, commit, f"study {record.study_id}", worktree)
         status, _ = checkout.run_forwarding_signals(
-            [*checkout.bazel(worktree), "run", *checkout.python_override(worktree), "--", HARNESS_TARGET,
-             *_study_arguments(record, options, results_root, artifacts_root)],
-            cwd=worktree, env={**checkout.child_environment(), env_vars.AT_STUDY_COMMIT_ENV: "1"})
+            [
+                *checkout.bazel(worktree),
+                "run",
+                *checkout.python_override(worktree),
+                "--",
+                HARNESS_TARGET,
+                *_study_arguments(record, options, results_root, artifacts_root),
+            ],
+            cwd=worktree,
+            env={**checkout.child_environment(), env_vars.AT_STUDY_COMMIT_ENV: "1"},
+        )
     finally:
         checkout.release(repo_root, worktree)
     return status

@@ -22,7 +22,7 @@ import argparse
 import contextlib
 import pathlib
 import sys
-from typing import Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
 
 from absl import logging
 
@@ -41,7 +41,7 @@ _INDEX = f"/results/{records.REMOTE_ARTIFACTS_FILE}"
 _MEMBER_RECORDS = ("results/", f"artifacts/{records.LINEAGE_METRICS_FILE}", f"artifacts/{records.METRICS_FILE}")
 
 
-def study_store(options: argparse.Namespace) -> Optional[Store]:
+def study_store(options: argparse.Namespace) -> Store | None:
     """The store a study and its members mirror to, as a run decides (`--upload-artifacts`, `--smoke`), checked
     for writing; None without one."""
     config = execution.store_config(options)
@@ -67,46 +67,56 @@ def check_free(store: Store, module: str, study_id: str, smoke: bool) -> None:
     """UsageError when the store already holds records of a study with this id (never overwritten)."""
     prefix = "/".join((store.config.prefix, _key_folder(module, smoke), study_id))
     if store.list_keys(prefix):
-        raise UsageError(f"store {store.config.scheme}://{store.config.bucket}/{prefix} already holds a study's records,"
-                         f" which are never overwritten; resume it with --resume {study_id} or choose another --study-id")
+        raise UsageError(
+            f"store {store.config.scheme}://{store.config.bucket}/{prefix} already holds a study's records,"
+            f" which are never overwritten; resume it with --resume {study_id} or choose another --study-id"
+        )
 
 
 @contextlib.contextmanager
-def mirrored(store: Store, record: StudyRecord, results_root: pathlib.Path, artifacts_root: pathlib.Path,
-             resume_command: str):
+def mirrored(
+    store: Store, record: StudyRecord, results_root: pathlib.Path, artifacts_root: pathlib.Path, resume_command: str
+):
     """The study's own folders sent while the block runs (a thread), then drained for at most the mirror's drain
     time; what did not go is named in one line with the command that sends it (`resume_command`)."""
     interval_s, drain_s = env_vars.mirror_seconds()
     layout = study_layout(results_root, artifacts_root, record.study_id, record.smoke)
-    mirror = run_mirror.LiveMirror(run_mirror.RunMirror(store, layout, _key_folder(record.module, record.smoke)),
-                                   interval_s=interval_s)
+    mirror = run_mirror.LiveMirror(
+        run_mirror.RunMirror(store, layout, _key_folder(record.module, record.smoke)), interval_s=interval_s
+    )
     mirror.start()
     try:
         yield
     finally:
         sent = mirror.finish(drain_s=drain_s)
         if sent["status"] != "complete":
-            print(f"study {record.study_id}: {len(sent['not_uploaded'])} of its files are not in {store.config.url}"
-                  f" ({sent['error']['message']}); `{resume_command}` sends them", file=sys.stderr)
+            print(
+                f"study {record.study_id}: {len(sent['not_uploaded'])} of its files are not in {store.config.url}"
+                f" ({sent['error']['message']}); `{resume_command}` sends them",
+                file=sys.stderr,
+            )
 
 
-def find_study(store: Store, study_id: str) -> Optional[RemoteRun]:
+def find_study(store: Store, study_id: str) -> RemoteRun | None:
     """Study `study_id` in the store (its folders, as a `RemoteRun` whose experiment is the study's module), or None."""
     tail = f"/{STUDIES_DIR}/{study_id}{_INDEX}"
     found = []
     for key in store.list_keys(store.config.prefix):
         if key.endswith(tail):
-            module, _, below = key[len(store.config.prefix) + 1:-len(tail)].partition("/")
+            module, _, below = key[len(store.config.prefix) + 1 : -len(tail)].partition("/")
             if below in ("", records.SMOKE_DIR):
-                found.append(RemoteRun(store, key[:-len(_INDEX)], module, bool(below), study_id))
+                found.append(RemoteRun(store, key[: -len(_INDEX)], module, bool(below), study_id))
     if len(found) > 1:
-        raise UsageError(f"the store {store.config.url} holds {len(found)} studies with id {study_id} (of"
-                         f" {', '.join(study.experiment for study in found)}); fetch them by hand from their prefixes")
+        raise UsageError(
+            f"the store {store.config.url} holds {len(found)} studies with id {study_id} (of"
+            f" {', '.join(study.experiment for study in found)}); fetch them by hand from their prefixes"
+        )
     return found[0] if found else None
 
 
-def fetch_record(store: Store, study_id: str, results_root: pathlib.Path,
-                 artifacts_root: pathlib.Path) -> Optional[pathlib.Path]:
+def fetch_record(
+    store: Store, study_id: str, results_root: pathlib.Path, artifacts_root: pathlib.Path
+) -> pathlib.Path | None:
     """Study `study_id`'s record and summary from the store into `results_root`, verified: its folder, or None when
     the store holds no such study."""
     remote = find_study(store, study_id)
@@ -114,8 +124,12 @@ def fetch_record(store: Store, study_id: str, results_root: pathlib.Path,
         return None
     layout = study_layout(results_root, artifacts_root, study_id, remote.smoke)
     remote.fetch(layout, only="results/")
-    logging.info("study %s is not on this machine: fetched its record from %s into %s, verified", study_id,
-                 store.config.url, layout.results_dir)
+    logging.info(
+        "study %s is not on this machine: fetched its record from %s into %s, verified",
+        study_id,
+        store.config.url,
+        layout.results_dir,
+    )
     return layout.results_dir
 
 
@@ -138,7 +152,7 @@ class MemberView:
                 for only in _MEMBER_RECORDS:
                     remote.fetch(layout, only=only, update=True)
 
-    def try_update(self, run_ids: Iterable[str]) -> Optional[str]:
+    def try_update(self, run_ids: Iterable[str]) -> str | None:
         """`update`, or the problem when the store fails (the view stays as it was)."""
         try:
             self.update(run_ids)
@@ -147,15 +161,26 @@ class MemberView:
         return None
 
 
-def fetch(identifier: str, *, results_dir: Optional[pathlib.Path], artifacts_dir: Optional[pathlib.Path],
-          records_only: bool, connect_store: Callable = stores.open_store) -> int:
+def fetch(
+    identifier: str,
+    *,
+    results_dir: pathlib.Path | None,
+    artifacts_dir: pathlib.Path | None,
+    records_only: bool,
+    connect_store: Callable = stores.open_store,
+) -> int:
     """`rl-harness fetch <study-id | run-id>`: a study with every member's runs (`records_only`: their results
     folders), into the given roots, else beside the study's module; a run as `transfer.fetch` does."""
     store = transfer.configured_store(connect_store, write=False)
     remote = find_study(store, identifier)
     if remote is None:
-        return transfer.fetch(identifier, results_dir=results_dir, artifacts_dir=artifacts_dir, records_only=records_only,
-                              connect_store=connect_store)
+        return transfer.fetch(
+            identifier,
+            results_dir=results_dir,
+            artifacts_dir=artifacts_dir,
+            records_only=records_only,
+            connect_store=connect_store,
+        )
     results_root, artifacts_root = recipes.run_roots(results_dir, artifacts_dir, remote.experiment)
     only = "results/" if records_only else ""
     layout = study_layout(results_root, artifacts_root, identifier, remote.smoke)
@@ -167,10 +192,14 @@ def fetch(identifier: str, *, results_dir: Optional[pathlib.Path], artifacts_dir
             counts = runs[run_id].fetch(RunLayout(results_root, artifacts_root, run_id, runs[run_id].smoke), only=only)
             fetched, kept = fetched + counts[0], kept + counts[1]
     missing = [run_id for run_id in members if run_id not in runs]
-    print(f"study {identifier}: {fetched} files of it and {len(members) - len(missing)} member runs fetched and verified"
-          f" by sha256 into {results_root}{'' if records_only else f' and {artifacts_root}'}"
-          f"{f'; {kept} already here kept as they are' if kept else ''}")
+    print(
+        f"study {identifier}: {fetched} files of it and {len(members) - len(missing)} member runs fetched and verified"
+        f" by sha256 into {results_root}{'' if records_only else f' and {artifacts_root}'}"
+        f"{f'; {kept} already here kept as they are' if kept else ''}"
+    )
     if missing:
-        print(f"study {identifier}: the store holds no run {', '.join(missing)}; sync each from the machine that ran it"
-              " (`rl-harness sync <run-id>`)")
+        print(
+            f"study {identifier}: the store holds no run {', '.join(missing)}; sync each from the machine that ran it"
+            " (`rl-harness sync <run-id>`)"
+        )
     return 0

@@ -20,7 +20,6 @@ import os
 import pathlib
 import sys
 import tempfile
-from typing import Optional
 
 from rl.harness import env_vars
 from rl.harness.errors import UsageError
@@ -43,8 +42,11 @@ def events_folders(root: pathlib.Path) -> dict[str, pathlib.Path]:
             continue
         artifacts_root = RunLayout.of_run(run.run_dir, run.manifest).artifacts_root
         if not tensorboard_events.is_events_folder_of(pathlib.Path(recorded), artifacts_root):
-            print(f"{PROGRAM}: skipping run {run.run_id}: its records name {recorded} as its events folder, which is"
-                  f" not a run's events folder under {artifacts_root}", file=sys.stderr)
+            print(
+                f"{PROGRAM}: skipping run {run.run_id}: its records name {recorded} as its events folder, which is"
+                f" not a run's events folder under {artifacts_root}",
+                file=sys.stderr,
+            )
             continue
         owner = pathlib.Path(recorded).parent  # artifacts/[smoke/]<run-id> of the lineage's first run
         prefix = "smoke/" if run.manifest.smoke else ""
@@ -77,25 +79,32 @@ def link_tree(folders: dict[str, pathlib.Path], tree: pathlib.Path) -> None:
     for name, folder in sorted(folders.items()):
         parts = pathlib.PurePosixPath(name).parts
         if pathlib.PurePosixPath(name).is_absolute() or any(part in (".", "..") for part in parts):
-            print(f"{PROGRAM}: skipping {folder}: its run's records name it {name!r}, which leads outside the tree"
-                  " of links; the manifest was edited", file=sys.stderr)
+            print(
+                f"{PROGRAM}: skipping {folder}: its run's records name it {name!r}, which leads outside the tree"
+                " of links; the manifest was edited",
+                file=sys.stderr,
+            )
             continue
         if any(tree.joinpath(*parts[:end]).is_symlink() for end in range(1, len(parts))):
-            print(f"{PROGRAM}: skipping {folder}: its name {name!r} lies inside another run's linked events folder",
-                  file=sys.stderr)
+            print(
+                f"{PROGRAM}: skipping {folder}: its name {name!r} lies inside another run's linked events folder",
+                file=sys.stderr,
+            )
             continue
         link = tree / name
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(folder, target_is_directory=True)
 
 
-def _root(argument: Optional[str]) -> pathlib.Path:
+def _root(argument: str | None) -> pathlib.Path:
     if argument is None:
         return pathlib.Path(env_vars.workspace_directory() or env_vars.working_directory())
     root = pathlib.Path(env_vars.working_directory()) / pathlib.Path(argument).expanduser()
     if not root.is_dir():
-        raise UsageError(f"{root} is not a folder; pass a results or artifacts tree (a folder holding"
-                         " [results|artifacts]/<run-id>/) or nothing for the whole workspace")
+        raise UsageError(
+            f"{root} is not a folder; pass a results or artifacts tree (a folder holding"
+            " [results|artifacts]/<run-id>/) or nothing for the whole workspace"
+        )
     return root
 
 
@@ -106,9 +115,11 @@ def main(argv: list[str]) -> int:
         root = _root(folder)
         folders = events_folders(root) or events_folders_below(root)
         if not folders:
-            raise UsageError(f"no run under {root} has TensorBoard events; runs write them into"
-                             " artifacts/<run-id>/tensorboard/ while they train: pass the results or artifacts tree of"
-                             " such runs")
+            raise UsageError(
+                f"no run under {root} has TensorBoard events; runs write them into"
+                " artifacts/<run-id>/tensorboard/ while they train: pass the results or artifacts tree of"
+                " such runs"
+            )
     except UsageError as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return error.exit_status
@@ -116,8 +127,11 @@ def main(argv: list[str]) -> int:
 
     with tempfile.TemporaryDirectory(prefix="rl-harness-tensorboard-") as tree:
         link_tree(folders, pathlib.Path(tree))
-        print(f"{PROGRAM}: {len(folders)} run(s) under {root}; the headline curves (each run's summarised metrics,"
-              " the return first) are in the CUSTOM SCALARS tab", flush=True)
+        print(
+            f"{PROGRAM}: {len(folders)} run(s) under {root}; the headline curves (each run's summarised metrics,"
+            " the return first) are in the CUSTOM SCALARS tab",
+            flush=True,
+        )
         board = program.TensorBoard()
         board.configure(argv=[PROGRAM, "--logdir", tree, *tensorboard_flags])
         return board.main()

@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import pathlib
 import tempfile
-from typing import Callable, Optional
+from collections.abc import Callable
 
-from rl.harness.errors import EXIT_UPLOAD_FAILED, UsageError
 from rl.harness.commands import recipes
+from rl.harness.errors import EXIT_UPLOAD_FAILED, UsageError
 from rl.harness.remote import run_mirror, stores
 from rl.harness.remote.run_fetch import RemoteRun
 from rl.harness.remote.store import Store, UploadError
@@ -53,11 +53,13 @@ def check_owner(store: Store, run_prefix: str, run: Run) -> None:
         except ValueError:
             remote = {}
     if (remote.get("run_id"), remote.get("started_at")) != (run.run_id, run.manifest.started_at):
-        raise UsageError(f"store {store.config.scheme}://{store.config.bucket}/{run_prefix} holds another run's"
-                         " records, which are never overwritten; sync a run from its own results folder")
+        raise UsageError(
+            f"store {store.config.scheme}://{store.config.bucket}/{run_prefix} holds another run's"
+            " records, which are never overwritten; sync a run from its own results folder"
+        )
 
 
-def sync(run: Run, *, artifacts_root: Optional[pathlib.Path], connect_store: Callable = stores.open_store) -> int:
+def sync(run: Run, *, artifacts_root: pathlib.Path | None, connect_store: Callable = stores.open_store) -> int:
     """Sends what the store lacks of `run`; prints one line; 0, or EXIT_UPLOAD_FAILED if a file would not go."""
     store = configured_store(connect_store)
     layout = RunLayout.of_run(run.run_dir, run.manifest, artifacts_root)
@@ -68,21 +70,31 @@ def sync(run: Run, *, artifacts_root: Optional[pathlib.Path], connect_store: Cal
     except UploadError as error:
         print(f"sync of run {run.run_id} stopped, the rest stays local: {error}")
         return EXIT_UPLOAD_FAILED
-    print(f"run {run.run_id}: {len(record['files'])} files in {store.config.scheme}://{store.config.bucket}/"
-          f"{record['run_prefix']}, verified by sha256")
+    print(
+        f"run {run.run_id}: {len(record['files'])} files in {store.config.scheme}://{store.config.bucket}/"
+        f"{record['run_prefix']}, verified by sha256"
+    )
     return 0
 
 
-def fetch(run_id: str, *, results_dir: Optional[pathlib.Path], artifacts_dir: Optional[pathlib.Path],
-          records_only: bool, connect_store: Callable = stores.open_store) -> int:
+def fetch(
+    run_id: str,
+    *,
+    results_dir: pathlib.Path | None,
+    artifacts_dir: pathlib.Path | None,
+    records_only: bool,
+    connect_store: Callable = stores.open_store,
+) -> int:
     """Brings run `run_id` from the store into the results and artifacts roots (the given ones, else beside its
     recipe), verified; prints one line."""
     remote = RemoteRun.find(configured_store(connect_store, write=False), run_id)
     layout = RunLayout(*recipes.run_roots(results_dir, artifacts_dir, remote.experiment), run_id, remote.smoke)
     fetched, kept = remote.fetch(layout, only="results/" if records_only else "")
-    print(f"run {run_id}: {fetched} files fetched and verified by sha256 into {layout.results_dir}"
-          f"{'' if records_only else f' and {layout.artifacts_dir}'}"
-          f"{f'; {kept} already here kept as they are' if kept else ''}")
+    print(
+        f"run {run_id}: {fetched} files fetched and verified by sha256 into {layout.results_dir}"
+        f"{'' if records_only else f' and {layout.artifacts_dir}'}"
+        f"{f'; {kept} already here kept as they are' if kept else ''}"
+    )
     return 0
 
 
@@ -94,7 +106,7 @@ def list_store(connect_store: Callable = stores.open_store) -> list[str]:
     return lines + [f"{len(runs)} runs in {store.config.url}"]
 
 
-def stored_run(run_id: str) -> Optional[RemoteRun]:
+def stored_run(run_id: str) -> RemoteRun | None:
     """Run `run_id` in the configured store; None when no store is configured or it holds no such run."""
     if stores.load() is None:
         return None
@@ -104,7 +116,7 @@ def stored_run(run_id: str) -> Optional[RemoteRun]:
     return RemoteRun.find(store, run_id)
 
 
-def fetch_records(run_id: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> Optional[pathlib.Path]:
+def fetch_records(run_id: str, results_root: pathlib.Path, artifacts_root: pathlib.Path) -> pathlib.Path | None:
     """The results folder of run `run_id`, its records fetched from the configured store (verified) into
     `results_root`; None when the store does not have them (`--resume-from` in a fresh clone)."""
     remote = stored_run(run_id)
@@ -115,7 +127,7 @@ def fetch_records(run_id: str, results_root: pathlib.Path, artifacts_root: pathl
     return layout.results_dir
 
 
-def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> Optional[pathlib.Path]:
+def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> pathlib.Path | None:
     """`checkpoint` (a path inside the run's artifacts folder) fetched from the configured store into `layout`'s
     artifacts folder, or None when no store is configured; UsageError when the store lacks it.
 
@@ -130,6 +142,8 @@ def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> Optional[pathlib.Pat
         remote.fetch(layout, only=f"artifacts/{wanted}")
     folder = layout.artifacts_dir / checkpoint
     if not folder.is_dir():
-        raise UsageError(f"checkpoint {checkpoint} of run {layout.run_id} is neither here nor in {store.config.url};"
-                         f" run `rl-harness sync {layout.run_id}` where the run is")
+        raise UsageError(
+            f"checkpoint {checkpoint} of run {layout.run_id} is neither here nor in {store.config.url};"
+            f" run `rl-harness sync {layout.run_id}` where the run is"
+        )
     return folder

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import pathlib
 import tempfile
-from typing import Optional
 
 from rl.harness.errors import EXIT_UPLOAD_FAILED, HarnessError, UsageError
 from rl.harness.remote.run_mirror import sha256_of_prefix
@@ -42,24 +41,30 @@ class RemoteRun:
     """One run in the store: its prefix, experiment, whether smoke, and its index's entries."""
 
     def __init__(self, store: Store, run_prefix: str, experiment: str, smoke: bool, run_id: str):
-        self.store, self.run_prefix, self.experiment, self.smoke, self.run_id = store, run_prefix, experiment, smoke, run_id
-        self._entries: Optional[list[dict]] = None
+        self.store, self.run_prefix, self.experiment, self.smoke, self.run_id = (
+            store,
+            run_prefix,
+            experiment,
+            smoke,
+            run_id,
+        )
+        self._entries: list[dict] | None = None
 
     @classmethod
-    def find_all(cls, store: Store) -> list["RemoteRun"]:
+    def find_all(cls, store: Store) -> list[RemoteRun]:
         """Every run with an index under the store's prefix, by run id."""
         index_tail = f"/results/{records.REMOTE_ARTIFACTS_FILE}"
         found = []
         for key in store.list_keys(store.config.prefix):
             if not key.endswith(index_tail):
                 continue
-            parts = key[len(store.config.prefix) + 1:-len(index_tail)].split("/")
+            parts = key[len(store.config.prefix) + 1 : -len(index_tail)].split("/")
             if len(parts) == 2 or (len(parts) == 3 and parts[1] == "smoke"):
-                found.append(cls(store, key[:-len(index_tail)], parts[0], len(parts) == 3, parts[-1]))
+                found.append(cls(store, key[: -len(index_tail)], parts[0], len(parts) == 3, parts[-1]))
         return sorted(found, key=lambda run: run.run_id)
 
     @classmethod
-    def find(cls, store: Store, run_id: str) -> "RemoteRun":
+    def find(cls, store: Store, run_id: str) -> RemoteRun:
         matches = [run for run in cls.find_all(store) if run.run_id == run_id]
         if len(matches) != 1:
             where = f"{store.config.scheme}://{store.config.bucket}/{store.config.prefix}"
@@ -76,14 +81,22 @@ class RemoteRun:
                 try:
                     files = json.loads(path.read_text())["files"]
                 except (ValueError, KeyError, TypeError):
-                    raise FetchError(f"the store's index of run {self.run_id} is not readable; run `rl-harness sync"
-                                     f" {self.run_id}` where the run is") from None
+                    raise FetchError(
+                        f"the store's index of run {self.run_id} is not readable; run `rl-harness sync"
+                        f" {self.run_id}` where the run is"
+                    ) from None
             for entry in files:
                 parts = pathlib.PurePosixPath(str(entry.get("local", ""))).parts
-                if (len(parts) < 2 or parts[0] not in _KINDS or any(part in ("..", ".", "") for part in parts)
-                        or entry.get("key") != f"{self.run_prefix}/{entry['local']}"):
-                    raise FetchError(f"the store's index of run {self.run_id} names {entry.get('local')!r} at"
-                                     f" {entry.get('key')!r}, outside the run's folders; nothing was fetched")
+                if (
+                    len(parts) < 2
+                    or parts[0] not in _KINDS
+                    or any(part in ("..", ".", "") for part in parts)
+                    or entry.get("key") != f"{self.run_prefix}/{entry['local']}"
+                ):
+                    raise FetchError(
+                        f"the store's index of run {self.run_id} names {entry.get('local')!r} at"
+                        f" {entry.get('key')!r}, outside the run's folders; nothing was fetched"
+                    )
             self._entries = files
         return self._entries
 
@@ -91,8 +104,11 @@ class RemoteRun:
         """Downloads the entries whose local path starts with `only` into `layout`; returns (fetched, kept here).
         With `update`, a file here that differs from the index (size or sha256) is downloaded again."""
         wanted = [entry for entry in self.entries() if entry["local"].startswith(only)]
-        checkpoints = {str(pathlib.PurePosixPath(entry["local"]).parent) for entry in wanted
-                       if entry["local"].endswith("/" + records.CHECKPOINT_STATE_FILE)}
+        checkpoints = {
+            str(pathlib.PurePosixPath(entry["local"]).parent)
+            for entry in wanted
+            if entry["local"].endswith("/" + records.CHECKPOINT_STATE_FILE)
+        }
         fetched = kept = 0
         for folder in sorted(checkpoints):
             target = self._local(layout, folder)
@@ -104,7 +120,7 @@ class RemoteRun:
             target.parent.mkdir(parents=True, exist_ok=True)
             partial = pathlib.Path(tempfile.mkdtemp(dir=target.parent, prefix=".partial-"))
             for entry in members:
-                self._download(entry, partial / entry["local"][len(folder) + 1:])
+                self._download(entry, partial / entry["local"][len(folder) + 1 :])
             partial.rename(target)
             fetched += len(members)
         for entry in wanted:
@@ -128,13 +144,22 @@ class RemoteRun:
         size = temporary.stat().st_size
         # A growing file (metrics, events) may be in the store longer than its index says: its indexed
         # prefix is what is verified, and kept.
-        matched = next((version["size"] for version in (entry.get("replacement"), entry) if version is not None
-                        and size >= version["size"] and sha256_of_prefix(temporary, version["size"]) == version["sha256"]),
-                       None)
+        matched = next(
+            (
+                version["size"]
+                for version in (entry.get("replacement"), entry)
+                if version is not None
+                and size >= version["size"]
+                and sha256_of_prefix(temporary, version["size"]) == version["sha256"]
+            ),
+            None,
+        )
         if matched is None:
             temporary.unlink()
-            raise FetchError(f"{entry['key']} in the store does not match its index (size or sha256): not kept;"
-                             f" run `rl-harness sync {self.run_id}` where the run is, then fetch again")
+            raise FetchError(
+                f"{entry['key']} in the store does not match its index (size or sha256): not kept;"
+                f" run `rl-harness sync {self.run_id}` where the run is, then fetch again"
+            )
         if size > matched:
             with open(temporary, "r+b") as handle:
                 handle.truncate(matched)

@@ -31,7 +31,6 @@ import json
 import pathlib
 import threading
 import time
-from typing import Optional
 
 from absl import logging
 
@@ -63,7 +62,7 @@ class _Version:
     size: int
     sha256: str
     seen: tuple[int, int]
-    data: Optional[bytes] = None
+    data: bytes | None = None
 
 
 class RunMirror:
@@ -87,8 +86,9 @@ class RunMirror:
     def forget_missing(self, remote: dict[str, int]) -> None:
         """Forgets every file recorded as sent that the store's listing (`{key: size}`) lacks or holds at
         another size: the next pass sends it again."""
-        self._sent = {relative: entry for relative, entry in self._sent.items()
-                      if remote.get(entry["key"]) == entry["size"]}
+        self._sent = {
+            relative: entry for relative, entry in self._sent.items() if remote.get(entry["key"]) == entry["size"]
+        }
 
     def local_files(self) -> dict[str, pathlib.Path]:
         """{"artifacts/...": path, "results/...": path} of every complete file of the run."""
@@ -115,7 +115,7 @@ class RunMirror:
                 waiting.append((relative, path))
         return waiting
 
-    def _version(self, relative: str, path: pathlib.Path) -> "_Version":
+    def _version(self, relative: str, path: pathlib.Path) -> _Version:
         """The file as it will be sent. A record (under results/, replaced whole, up to SNAPSHOT_BYTES) is read
         once, so what is hashed is what is sent however often it is replaced meanwhile; any other file only
         grows or never changes, so its prefix of the size seen now is hashed, then sent."""
@@ -126,7 +126,7 @@ class RunMirror:
             return _Version(len(data), hashlib.sha256(data).hexdigest(), seen, data)
         return _Version(stat.st_size, sha256_of_prefix(path, stat.st_size), seen)
 
-    def send_pending(self, *, attempts: Optional[int] = None, halt: Optional[threading.Event] = None) -> int:
+    def send_pending(self, *, attempts: int | None = None, halt: threading.Event | None = None) -> int:
         """Sends every pending file, then the index; returns how many were sent. UploadError (after the
         store's retries, or `attempts`) names the file; what was sent before it stays recorded.
 
@@ -144,23 +144,33 @@ class RunMirror:
                     versions[relative] = (path, self._version(relative, path))
                 except FileNotFoundError:  # replaced or removed meanwhile: the next pass sees what is there
                     continue
-        records_waiting = [relative for relative in sorted(versions) if relative.startswith("results/")
-                           and not self._holds(relative, versions[relative][1])]
-        sent = self._send([relative for relative in sorted(versions) if not relative.startswith("results/")],
-                          versions, attempts, halt)
-        replaced = {relative: {"size": versions[relative][1].size, "sha256": versions[relative][1].sha256}
-                    for relative in records_waiting if relative in self._sent}
+        records_waiting = [
+            relative
+            for relative in sorted(versions)
+            if relative.startswith("results/") and not self._holds(relative, versions[relative][1])
+        ]
+        sent = self._send(
+            [relative for relative in sorted(versions) if not relative.startswith("results/")], versions, attempts, halt
+        )
+        replaced = {
+            relative: {"size": versions[relative][1].size, "sha256": versions[relative][1].sha256}
+            for relative in records_waiting
+            if relative in self._sent
+        }
         if records_waiting and (sent or replaced) and not (halt is not None and halt.is_set()):
-            self.store.put_bytes(self._index(replaced), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}",
-                                 attempts=attempts)
-        sent += self._send([relative for relative in sorted(versions) if relative.startswith("results/")],
-                           versions, attempts, halt)
+            self.store.put_bytes(
+                self._index(replaced), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}", attempts=attempts
+            )
+        sent += self._send(
+            [relative for relative in sorted(versions) if relative.startswith("results/")], versions, attempts, halt
+        )
         if sent:
-            self.store.put_bytes(self._index(), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}",
-                                 attempts=attempts)
+            self.store.put_bytes(
+                self._index(), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}", attempts=attempts
+            )
         return sent
 
-    def _send(self, files: list[str], versions: dict, attempts: Optional[int], halt: Optional[threading.Event]) -> int:
+    def _send(self, files: list[str], versions: dict, attempts: int | None, halt: threading.Event | None) -> int:
         sent = 0
         for relative in files:
             if halt is not None and halt.is_set():
@@ -176,25 +186,32 @@ class RunMirror:
                 except UploadError as error:
                     error.file = relative
                     raise
-                self._sent[relative] = {"key": key, "local": relative, "size": version.size, "sha256": version.sha256,
-                                        "file_id": file_id}
+                self._sent[relative] = {
+                    "key": key,
+                    "local": relative,
+                    "size": version.size,
+                    "sha256": version.sha256,
+                    "file_id": file_id,
+                }
                 sent += 1
             self._seen[relative] = version.seen
         return sent
 
-    def _holds(self, relative: str, version: "_Version") -> bool:
+    def _holds(self, relative: str, version: _Version) -> bool:
         """Whether the store holds `version` of the file already."""
         previous = self._sent.get(relative)
         return previous is not None and (previous["sha256"], previous["size"]) == (version.sha256, version.size)
 
-    def _index(self, replacements: Optional[dict[str, dict]] = None) -> bytes:
+    def _index(self, replacements: dict[str, dict] | None = None) -> bytes:
         """The store's index while the run goes; `replacements` ({local: {size, sha256}}) are about to be sent."""
         record = self.record("partial")
-        record["files"] = [{**entry, "replacement": replacements[entry["local"]]} if entry["local"] in (replacements or {})
-                           else entry for entry in record["files"]]
+        record["files"] = [
+            {**entry, "replacement": replacements[entry["local"]]} if entry["local"] in (replacements or {}) else entry
+            for entry in record["files"]
+        ]
         return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
 
-    def record(self, status: str, error: Optional[dict] = None) -> dict:
+    def record(self, status: str, error: dict | None = None) -> dict:
         """remote_artifacts.json's content: what is remote (`files`) and what is not (`not_uploaded`)."""
         return {
             "schema_version": REMOTE_ARTIFACTS_SCHEMA_VERSION,
@@ -210,13 +227,16 @@ class RunMirror:
             "not_uploaded": [relative for relative, _ in self.pending()],
         }
 
-    def write_record(self, status: str, error: Optional[dict] = None) -> dict:
+    def write_record(self, status: str, error: dict | None = None) -> dict:
         """Writes the record here (atomically) and, when the store answers, there; returns it."""
         record = self.record(status, error)
         records.write_json_atomically(str(self._record_path), record)
         try:
-            self.store.put_bytes((json.dumps(record, indent=2, sort_keys=True) + "\n").encode(),
-                                 f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}", attempts=1)
+            self.store.put_bytes(
+                (json.dumps(record, indent=2, sort_keys=True) + "\n").encode(),
+                f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}",
+                attempts=1,
+            )
         except UploadError:
             pass  # the local record says what is not remote; `sync` sends both later
         return record
@@ -233,8 +253,14 @@ def upload_run(store: Store, *, experiment: str, layout: RunLayout) -> dict:
         mirror.write_record("failed", {"file": getattr(error, "file", None), "message": str(error)})
         raise
     record = mirror.write_record("complete")
-    logging.info("%d files of run %s are in %s://%s/%s", len(record["files"]), layout.run_id, store.config.scheme,
-                 store.config.bucket, mirror.run_prefix)
+    logging.info(
+        "%d files of run %s are in %s://%s/%s",
+        len(record["files"]),
+        layout.run_id,
+        store.config.scheme,
+        store.config.bucket,
+        mirror.run_prefix,
+    )
     return record
 
 
@@ -246,9 +272,9 @@ class LiveMirror:
         self._interval_s = interval_s
         self._clock = clock
         self._stop = threading.Event()
-        self._failing_since: Optional[float] = None
+        self._failing_since: float | None = None
         self._backoff_s = interval_s
-        self.last_error: Optional[str] = None
+        self.last_error: str | None = None
         self._thread = threading.Thread(target=self._loop, name="rl-harness-mirror", daemon=True)
 
     def start(self) -> None:
@@ -267,13 +293,19 @@ class LiveMirror:
             self.last_error = str(error)
             if self._failing_since is None:
                 self._failing_since = self._clock()
-                logging.warning("the store failed (%s); training goes on and the mirror retries with backoff; what is"
-                                " not sent at the end is listed in %s (`rl-harness sync %s` sends it later)",
-                                error, records.REMOTE_ARTIFACTS_FILE, self.mirror.layout.run_id)
+                logging.warning(
+                    "the store failed (%s); training goes on and the mirror retries with backoff; what is"
+                    " not sent at the end is listed in %s (`rl-harness sync %s` sends it later)",
+                    error,
+                    records.REMOTE_ARTIFACTS_FILE,
+                    self.mirror.layout.run_id,
+                )
             self._backoff_s = min(self._backoff_s * 2, MAX_BACKOFF_S)
             return self._backoff_s
         if self._failing_since is not None:
-            logging.info("the store answers again after %.0f s; the mirror caught up", self._clock() - self._failing_since)
+            logging.info(
+                "the store answers again after %.0f s; the mirror caught up", self._clock() - self._failing_since
+            )
             self._failing_since, self._backoff_s, self.last_error = None, self._interval_s, None
         return self._interval_s
 
@@ -294,8 +326,13 @@ class LiveMirror:
                 break
             time.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
-        logging.warning("the store did not take all of run %s within %.0f s (%s); `rl-harness sync %s` sends the rest",
-                        self.mirror.layout.run_id, drain_s, self.last_error, self.mirror.layout.run_id)
+        logging.warning(
+            "the store did not take all of run %s within %.0f s (%s); `rl-harness sync %s` sends the rest",
+            self.mirror.layout.run_id,
+            drain_s,
+            self.last_error,
+            self.mirror.layout.run_id,
+        )
         return self.mirror.write_record("incomplete", {"file": None, "message": self.last_error})
 
     def halt(self) -> dict:

@@ -12,16 +12,22 @@ from __future__ import annotations
 
 import shutil
 import urllib.parse
-from typing import Optional
 
 from rl.harness.remote.store import CHUNK_BYTES, Store, StoreConfig, StoreFault, chunks_of_prefix
 
 # pyarrow's messages carry the AWS error's name; these decide what a user has to fix.
 _KINDS = (
-    ("NETWORK_CONNECTION", "unreachable"), ("Could not connect", "unreachable"), ("Could not resolve", "unreachable"),
-    ("INVALID_ACCESS_KEY_ID", "credentials"), ("SIGNATURE_DOES_NOT_MATCH", "credentials"),
-    ("InvalidAccessKeyId", "credentials"), ("NO_SUCH_BUCKET", "bucket"), ("NoSuchBucket", "bucket"),
-    ("ACCESS_DENIED", "denied"), ("AccessDenied", "denied"), ("Path does not exist", "missing"),
+    ("NETWORK_CONNECTION", "unreachable"),
+    ("Could not connect", "unreachable"),
+    ("Could not resolve", "unreachable"),
+    ("INVALID_ACCESS_KEY_ID", "credentials"),
+    ("SIGNATURE_DOES_NOT_MATCH", "credentials"),
+    ("InvalidAccessKeyId", "credentials"),
+    ("NO_SUCH_BUCKET", "bucket"),
+    ("NoSuchBucket", "bucket"),
+    ("ACCESS_DENIED", "denied"),
+    ("AccessDenied", "denied"),
+    ("Path does not exist", "missing"),
 )
 
 
@@ -29,16 +35,22 @@ def file_system(config: StoreConfig, *, timeout_s: float = 10.0):
     """The `pyarrow.fs.S3FileSystem` of `config` (Tune's `storage_filesystem` takes it as it is)."""
     from pyarrow import fs
 
-    options = {"access_key": config.key_id, "secret_key": config.key, "connect_timeout": timeout_s,
-               "request_timeout": timeout_s, "retry_strategy": fs.AwsStandardS3RetryStrategy(max_attempts=2)}
+    options = {
+        "access_key": config.key_id,
+        "secret_key": config.key,
+        "connect_timeout": timeout_s,
+        "request_timeout": timeout_s,
+        "retry_strategy": fs.AwsStandardS3RetryStrategy(max_attempts=2),
+    }
     if config.endpoint:
         endpoint = urllib.parse.urlsplit(config.endpoint)
-        options.update(endpoint_override=endpoint.netloc or endpoint.path, scheme=endpoint.scheme or "https",
-                       region="us-east-1")
+        options.update(
+            endpoint_override=endpoint.netloc or endpoint.path, scheme=endpoint.scheme or "https", region="us-east-1"
+        )
     return fs.S3FileSystem(**options)
 
 
-def connect(config: StoreConfig, **store_options) -> "S3Store":
+def connect(config: StoreConfig, **store_options) -> S3Store:
     return S3Store(file_system(config), config, **store_options)
 
 
@@ -58,11 +70,12 @@ class S3Store(Store):
             kind = next((kind for marker, kind in _KINDS if marker in message), "other")
             raise StoreFault(kind, message) from None
 
-    def _put_file(self, path: str, key: str, sha256: str, size: int) -> Optional[str]:
+    def _put_file(self, path: str, key: str, sha256: str, size: int) -> str | None:
         def upload():
             with open(path, "rb") as source, self._fs.open_output_stream(self._path(key)) as target:
                 for chunk in chunks_of_prefix(source, size, path):
                     target.write(chunk)
+
         self._call(upload)
         return None
 
@@ -70,12 +83,14 @@ class S3Store(Store):
         def upload():
             with self._fs.open_output_stream(self._path(key)) as target:
                 target.write(data)
+
         self._call(upload)
 
     def _get_file(self, key: str, path: str) -> None:
         def download():
             with self._fs.open_input_stream(self._path(key)) as source, open(path, "wb") as target:
                 shutil.copyfileobj(source, target, CHUNK_BYTES)
+
         self._call(download)
 
     def _list(self, prefix: str) -> dict[str, int]:
@@ -83,8 +98,12 @@ class S3Store(Store):
 
         def listing():
             selector = fs.FileSelector(self._path(prefix), recursive=True, allow_not_found=True)
-            return {info.path.split("/", 1)[1]: info.size for info in self._fs.get_file_info(selector)
-                    if info.type == fs.FileType.File}
+            return {
+                info.path.split("/", 1)[1]: info.size
+                for info in self._fs.get_file_info(selector)
+                if info.type == fs.FileType.File
+            }
+
         return self._call(listing)
 
     def _delete(self, key: str) -> None:

@@ -20,7 +20,7 @@ import re
 import secrets
 import stat
 import time
-from typing import Callable, Iterator, Mapping, Optional
+from collections.abc import Callable, Iterator, Mapping
 
 from absl import logging
 
@@ -77,8 +77,10 @@ def parse_url(url: str, variable: str) -> tuple[str, str, str]:
     """`b2://bucket/prefix` -> ("b2", "bucket", "prefix"); CredentialsError naming `variable` otherwise."""
     match = _URL.fullmatch(url.strip())
     if not match or match["scheme"] not in SCHEMES:
-        raise CredentialsError(f"{variable}={url!r} is not a store URL; write b2://<bucket>/<prefix> or"
-                               " s3://<bucket>/<prefix> (docs/artifact_storage.md)")
+        raise CredentialsError(
+            f"{variable}={url!r} is not a store URL; write b2://<bucket>/<prefix> or"
+            " s3://<bucket>/<prefix> (docs/artifact_storage.md)"
+        )
     return match["scheme"], match["bucket"], (match["prefix"] or DEFAULT_PREFIX).strip("/") or DEFAULT_PREFIX
 
 
@@ -90,14 +92,16 @@ def read_credentials_file(path: str, what: str, variable: str, required: tuple[s
         with open(path) as handle:
             fields = json.load(handle)
     except (OSError, json.JSONDecodeError) as error:
-        raise CredentialsError(f"cannot read the {what} {path} ({type(error).__name__}); fix it or unset"
-                               f" ${variable}") from None
+        raise CredentialsError(
+            f"cannot read the {what} {path} ({type(error).__name__}); fix it or unset ${variable}"
+        ) from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         logging.warning("%s %s is readable by others; run `chmod 600 %s`", what, path, path)
     missing = [name for name in required if not fields.get(name)]
     if missing:
         raise CredentialsError(f"{what} {path} lacks {', '.join(missing)}; see docs/artifact_storage.md for its format")
     return fields
+
 
 @dataclasses.dataclass(frozen=True)
 class StoreConfig:
@@ -111,7 +115,7 @@ class StoreConfig:
     key: str = dataclasses.field(repr=False)
     source: str  # "environment" or the credentials file's path
     fixes: Mapping[str, str] = dataclasses.field(repr=False, compare=False)
-    endpoint: Optional[str] = None  # s3 only: the server's URL; None is AWS itself
+    endpoint: str | None = None  # s3 only: the server's URL; None is AWS itself
 
     @property
     def url(self) -> str:
@@ -129,23 +133,33 @@ def registered(config: StoreConfig) -> StoreConfig:
         try:
             redaction.register_secret(secret)
         except redaction.SecretTooShort:
-            logging.warning("a store credential from %s is shorter than %d characters, too short to mask safely: it"
-                            " is not redacted from records", config.source, redaction.MIN_SECRET_LENGTH)
+            logging.warning(
+                "a store credential from %s is shorter than %d characters, too short to mask safely: it"
+                " is not redacted from records",
+                config.source,
+                redaction.MIN_SECRET_LENGTH,
+            )
     return config
 
 
 class Store:
     """One store's operations; a backend implements the underscored ones, each raising StoreFault."""
 
-    def __init__(self, config: StoreConfig, *, attempts: int = 4, backoff_s: float = 2.0,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        attempts: int = 4,
+        backoff_s: float = 2.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.config = config
         self._attempts = attempts
         self._backoff_s = backoff_s
         self._sleep = sleep
 
     # -- what a backend provides ----------------------------------------------------------------
-    def _put_file(self, path: str, key: str, sha256: str, size: int) -> Optional[str]:
+    def _put_file(self, path: str, key: str, sha256: str, size: int) -> str | None:
         """Uploads the first `size` bytes of `path` (a file that may be growing) as `key`; returns the store's
         version id, if it has one."""
         raise NotImplementedError
@@ -193,26 +207,28 @@ class Store:
         if fault.kind == "bucket":
             return f"store {where}: bucket {self.config.bucket!r} does not exist ({fault}); create it or fix {fixes['url']}"
         if fault.kind == "denied" and stage == "write":
-            return (f"store {where}: the key may not write there ({fault}); give it write access"
-                    f" or fix {fixes['credentials']}")
+            return (
+                f"store {where}: the key may not write there ({fault}); give it write access"
+                f" or fix {fixes['credentials']}"
+            )
         return f"store {where} cannot be used ({fault}); fix {fixes['credentials']} or {fixes['url']}"
 
     def list_keys(self, prefix: str) -> dict[str, int]:
         """{key: size} under `prefix` (a key folder, no trailing slash); UploadError after every retry."""
         return self._retried(f"listing {prefix}", lambda: self._list(prefix))
 
-    def put_file(self, path: str, key: str, sha256: str, size: int, *, attempts: Optional[int] = None) -> Optional[str]:
+    def put_file(self, path: str, key: str, sha256: str, size: int, *, attempts: int | None = None) -> str | None:
         """Uploads the first `size` bytes of `path` as `key`, tried `attempts` times (default: the store's)."""
         return self._retried(f"uploading {path} to {key}", lambda: self._put_file(path, key, sha256, size), attempts)
 
-    def put_bytes(self, data: bytes, key: str, *, attempts: Optional[int] = None) -> None:
+    def put_bytes(self, data: bytes, key: str, *, attempts: int | None = None) -> None:
         self._retried(f"uploading {key}", lambda: self._put_bytes(data, key), attempts)
 
-    def get_file(self, key: str, path: str, *, attempts: Optional[int] = None) -> None:
+    def get_file(self, key: str, path: str, *, attempts: int | None = None) -> None:
         """Downloads `key` into `path` (a new file)."""
         self._retried(f"downloading {key}", lambda: self._get_file(key, path), attempts)
 
-    def _retried(self, what: str, operation: Callable, attempts: Optional[int] = None):
+    def _retried(self, what: str, operation: Callable, attempts: int | None = None):
         attempts = attempts or self._attempts
         for attempt in range(1, attempts + 1):
             try:

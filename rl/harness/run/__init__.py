@@ -6,4 +6,16 @@ records`, then `records.write_json_atomically(...)`); the rest are this room's o
 here: importing one module of the room costs only that module.
 """
 
-__all__ = ["buildinfo", "layout", "manifest", "metric_keys", "metrics_stream", "provenance", "records", "redaction", "rows", "seeding", "status"]
+__all__ = [
+    "buildinfo",
+    "layout",
+    "manifest",
+    "metric_keys",
+    "metrics_stream",
+    "provenance",
+    "records",
+    "redaction",
+    "rows",
+    "seeding",
+    "status",
+]

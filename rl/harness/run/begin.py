@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from absl import logging
 
@@ -37,6 +38,7 @@ def recorded_options(options: Mapping[str, Any]) -> dict:
     Text values, `--set` values included, are redacted (`redaction`): a secret passed on the command line
     does not reach the record.
     """
+
     def recorded(value):
         if isinstance(value, pathlib.Path):
             return str(value)
@@ -48,8 +50,9 @@ def recorded_options(options: Mapping[str, Any]) -> dict:
             return [recorded(item) for item in value]
         return value
 
-    return {key: recorded(value) for key, value in sorted(options.items())
-            if key != "module" and not key.startswith("_")}
+    return {
+        key: recorded(value) for key, value in sorted(options.items()) if key != "module" and not key.startswith("_")
+    }
 
 
 def code_state(source: str, build: Mapping[str, Any]) -> dict:
@@ -59,14 +62,28 @@ def code_state(source: str, build: Mapping[str, Any]) -> dict:
     inside the execroot, whose `.git` link makes git take the execroot (every file a symlink, build
     outputs untracked) for a dirty checkout.
     """
-    return {"experiment_repo": provenance.git_state(os.path.realpath(source)),
-            "library": {**provenance.git_state(_HARNESS_DIR), "build_stamp_commit": build.get("git_commit"),
-                        "pinned": build.get("library")}}
+    return {
+        "experiment_repo": provenance.git_state(os.path.realpath(source)),
+        "library": {
+            **provenance.git_state(_HARNESS_DIR),
+            "build_stamp_commit": build.get("git_commit"),
+            "pinned": build.get("library"),
+        },
+    }
 
 
-def new_manifest(*, source_file: str, module_name: str, command_line: Sequence[str], seed: int,
-                 options: Mapping[str, Any], layout: RunLayout, hardware: Mapping[str, Any],
-                 platform: Optional[NumericPlatform], resume: Optional[ResumeSource]) -> RunManifest:
+def new_manifest(
+    *,
+    source_file: str,
+    module_name: str,
+    command_line: Sequence[str],
+    seed: int,
+    options: Mapping[str, Any],
+    layout: RunLayout,
+    hardware: Mapping[str, Any],
+    platform: NumericPlatform | None,
+    resume: ResumeSource | None,
+) -> RunManifest:
     """The manifest of a run about to start: its provenance, before the recipe runs (status `running` once started).
 
     `source_file` is the recipe's file, `command_line` the words the user typed, `options` the run's
@@ -85,7 +102,8 @@ def new_manifest(*, source_file: str, module_name: str, command_line: Sequence[s
             module=module_name,
             # relative to its repository, so committed records carry no machine's paths
             source_file=os.path.relpath(source, experiment_repo["root"]) if experiment_repo["root"] else source,
-            source_sha256=provenance.file_sha256(source)),
+            source_sha256=provenance.file_sha256(source),
+        ),
         code=code,
         build=build,
         versions=provenance.package_versions(),
@@ -114,24 +132,41 @@ def capture_patches(code: dict, cap_bytes: int) -> dict[str, bytes]:
         for path, why in refused.items():
             if (state["root"], path) not in warned:
                 warned.add((state["root"], path))
-                logging.warning("left %s out of the run's records (patch and code hash): %s; keep secrets outside"
-                                " the checkout or git-ignore them (docs/harness.md, Trust)",
-                                os.path.join(state["root"], path), why)
+                logging.warning(
+                    "left %s out of the run's records (patch and code hash): %s; keep secrets outside"
+                    " the checkout or git-ignore them (docs/harness.md, Trust)",
+                    os.path.join(state["root"], path),
+                    why,
+                )
         if not state.get("dirty"):
             continue
         if state["root"] not in by_root:
             file_name = records.PATCH_FILE if not by_root else f"uncommitted_{name}.patch"
             change = provenance.uncommitted_change(state["root"], cap_bytes)
             if change.untracked:
-                logging.info("the run's patch %s adds %d untracked file(s) of %s: %s", file_name, len(change.untracked),
-                             state["root"], ", ".join(change.untracked))
+                logging.info(
+                    "the run's patch %s adds %d untracked file(s) of %s: %s",
+                    file_name,
+                    len(change.untracked),
+                    state["root"],
+                    ", ".join(change.untracked),
+                )
             if change.omitted:
-                logging.warning("the run's patch leaves out %d untracked file(s) over $%s=%d bytes (%s):"
-                                " `rl-harness reproduce` cannot rebuild this checkout exactly; commit them,"
-                                " git-ignore them or raise the cap", len(change.omitted), env_vars.PATCH_CAP_ENV,
-                                cap_bytes, ", ".join(change.omitted[:5]))
+                logging.warning(
+                    "the run's patch leaves out %d untracked file(s) over $%s=%d bytes (%s):"
+                    " `rl-harness reproduce` cannot rebuild this checkout exactly; commit them,"
+                    " git-ignore them or raise the cap",
+                    len(change.omitted),
+                    env_vars.PATCH_CAP_ENV,
+                    cap_bytes,
+                    ", ".join(change.omitted[:5]),
+                )
             patches[file_name] = change.patch
-            by_root[state["root"]] = {"file": file_name, "bytes": len(change.patch), "untracked": change.untracked,
-                                      "omitted": change.omitted}
+            by_root[state["root"]] = {
+                "file": file_name,
+                "bytes": len(change.patch),
+                "untracked": change.untracked,
+                "omitted": change.omitted,
+            }
         state["patch"] = by_root[state["root"]]
     return patches

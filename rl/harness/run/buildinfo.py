@@ -19,18 +19,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rl.harness import env_vars
 from rl.harness.errors import HarnessError
-
 
 # The generic binary: any recipe (by its dotted module), study or catalog command.
 HARNESS_TARGET = "//rl/harness:rl-harness"
 _PYTHON_ENTRY = ("python", "-m", "rl.harness.commands.cli")
 
 
-def command_words(built_with_bazel: bool, target: Optional[str] = None, module: Optional[str] = None) -> list[str]:
+def command_words(built_with_bazel: bool, target: str | None = None, module: str | None = None) -> list[str]:
     """The words that run the harness from the repository root, before a command's own arguments.
 
     `./bazelw run <target> --` for a recipe's own binary (an rl_experiment: its recipe implied), else the
@@ -61,19 +61,19 @@ class BuildInfoError(HarnessError, RuntimeError):
 @dataclasses.dataclass(frozen=True)
 class BuildInfo:
     built_with_bazel: bool
-    build_hash: Optional[str] = None
-    target: Optional[str] = None
-    sources_sha256: Optional[str] = None
-    num_sources: Optional[int] = None
-    sources: Optional[dict] = None  # path -> sha256 of each first-party source
-    lock: Optional[str] = None  # requirements_lock.txt, or requirements_lock_cuda.txt under --config=cuda
-    lock_sha256: Optional[str] = None
-    bazel_version: Optional[str] = None
-    interpreter: Optional[dict] = None
-    library: Optional[dict] = None
-    git_commit: Optional[str] = None
-    git_dirty: Optional[bool] = None
-    reason: Optional[str] = None
+    build_hash: str | None = None
+    target: str | None = None
+    sources_sha256: str | None = None
+    num_sources: int | None = None
+    sources: dict | None = None  # path -> sha256 of each first-party source
+    lock: str | None = None  # requirements_lock.txt, or requirements_lock_cuda.txt under --config=cuda
+    lock_sha256: str | None = None
+    bazel_version: str | None = None
+    interpreter: dict | None = None
+    library: dict | None = None
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -84,9 +84,7 @@ def _read_json(path: str, what: str) -> dict:
         with open(path) as handle:
             return json.load(handle)
     except (OSError, json.JSONDecodeError) as error:
-        raise BuildInfoError(
-            f"cannot read the {what} at {path} ({error}); rebuild the binary with bazel"
-        ) from error
+        raise BuildInfoError(f"cannot read the {what} at {path} ({error}); rebuild the binary with bazel") from error
 
 
 def current() -> BuildInfo:

@@ -20,7 +20,8 @@ import pathlib
 import re
 import shutil
 import tempfile
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from rl.harness.run import records
 from rl.harness.run.manifest import CheckpointEntry
@@ -49,19 +50,22 @@ def _link_or_copy(source: str, destination: str) -> None:
 class CheckpointFolders:
     """The checkpoint folders of one run (each line of checkpoints, a trial or an agent, in its own subfolder)."""
 
-    def __init__(self, checkpoints_dir: pathlib.Path, *, artifacts_dir: pathlib.Path, run_id: str,
-                 experiment: Optional[str]):
+    def __init__(
+        self, checkpoints_dir: pathlib.Path, *, artifacts_dir: pathlib.Path, run_id: str, experiment: str | None
+    ):
         self._checkpoints_dir = checkpoints_dir
         self._artifacts_dir = artifacts_dir
         self._run_id = run_id
         self._experiment = experiment
 
     @contextlib.contextmanager
-    def saving(self, trial: Optional[str]) -> Iterator[pathlib.Path]:
+    def saving(self, trial: str | None) -> Iterator[pathlib.Path]:
         """Yields an empty `.partial-*` folder to save into; it is removed if the block fails."""
         if trial is not None and not _TRIAL_NAME.match(trial):
-            raise ValueError(f"checkpoint trial {trial!r} must be a plain folder name (letters, digits, '_', '.', '-'),"
-                             " e.g. the agent's name")
+            raise ValueError(
+                f"checkpoint trial {trial!r} must be a plain folder name (letters, digits, '_', '.', '-'),"
+                " e.g. the agent's name"
+            )
         partial = pathlib.Path(tempfile.mkdtemp(dir=self._checkpoints_dir, prefix=".partial-"))
         try:
             yield partial
@@ -69,12 +73,27 @@ class CheckpointFolders:
             shutil.rmtree(partial, ignore_errors=True)
             raise
 
-    def place(self, partial: pathlib.Path, name: str, *, iteration: int, env_steps: Optional[int],
-              trial: Optional[str], extra: Mapping[str, Any]) -> CheckpointEntry:
+    def place(
+        self,
+        partial: pathlib.Path,
+        name: str,
+        *,
+        iteration: int,
+        env_steps: int | None,
+        trial: str | None,
+        extra: Mapping[str, Any],
+    ) -> CheckpointEntry:
         """Completes a saved folder (its state file, then one rename to checkpoints/[<trial>/]<name>)."""
-        state = {"schema_version": CHECKPOINT_STATE_SCHEMA_VERSION, "run_id": self._run_id,
-                 "experiment": self._experiment, "iteration": iteration, "env_steps": env_steps,
-                 "saved_at": utc_now(), **({"trial_id": trial} if trial is not None else {}), **extra}
+        state = {
+            "schema_version": CHECKPOINT_STATE_SCHEMA_VERSION,
+            "run_id": self._run_id,
+            "experiment": self._experiment,
+            "iteration": iteration,
+            "env_steps": env_steps,
+            "saved_at": utc_now(),
+            **({"trial_id": trial} if trial is not None else {}),
+            **extra,
+        }
         # A plain write: the folder is private until the rename, which is the atomic step. No fsync of
         # its own either, as for RLlib's files beside it; the manifest that records the folder is fsynced.
         (partial / records.CHECKPOINT_STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
@@ -83,8 +102,13 @@ class CheckpointFolders:
         if final.exists():  # the same iteration saved again (e.g. on interrupt): keep the newest
             shutil.rmtree(final)
         os.rename(partial, final)
-        return CheckpointEntry(path=str(final.relative_to(self._artifacts_dir)), iteration=iteration,
-                               env_steps=env_steps, saved_at=state["saved_at"], trial_id=trial)
+        return CheckpointEntry(
+            path=str(final.relative_to(self._artifacts_dir)),
+            iteration=iteration,
+            env_steps=env_steps,
+            saved_at=state["saved_at"],
+            trial_id=trial,
+        )
 
     def carry(self, entry: CheckpointEntry) -> CheckpointEntry:
         """Another run's science checkpoint (`entry.path`: its folder) as this run's checkpoints/iter_<N>, its files
@@ -95,11 +119,17 @@ class CheckpointFolders:
         os.rename(partial, final)
         return dataclasses.replace(entry, path=str(final.relative_to(self._artifacts_dir)))
 
-    def entry_of(self, path: str, *, iteration: Optional[int], env_steps: Optional[int],
-                 trial_id: Optional[str]) -> CheckpointEntry:
+    def entry_of(
+        self, path: str, *, iteration: int | None, env_steps: int | None, trial_id: str | None
+    ) -> CheckpointEntry:
         """The record of a checkpoint saved by someone else (Tune), where it is."""
-        return CheckpointEntry(path=os.path.relpath(path, self._artifacts_dir), iteration=iteration,
-                               env_steps=env_steps, saved_at=utc_now(), trial_id=trial_id)
+        return CheckpointEntry(
+            path=os.path.relpath(path, self._artifacts_dir),
+            iteration=iteration,
+            env_steps=env_steps,
+            saved_at=utc_now(),
+            trial_id=trial_id,
+        )
 
     def remove(self, entries: Iterable[CheckpointEntry]) -> None:
         for entry in entries:

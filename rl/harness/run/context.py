@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Optional, Protocol
+from collections.abc import Mapping
+from typing import Any, ContextManager, Protocol
 
 from rl.harness.errors import NothingToDo
 from rl.harness.run import records, seeding
@@ -48,14 +49,15 @@ class Recorder(Protocol):
     def stop_requested(self) -> bool: ...
 
     @property
-    def stop_signal(self) -> Optional[str]: ...
+    def stop_signal(self) -> str | None: ...
 
-    def log_metrics(self, row: dict, *, trial: Optional[str] = None) -> dict: ...
+    def log_metrics(self, row: dict, *, trial: str | None = None) -> dict: ...
 
     def summarize(self, *keys: str) -> None: ...
 
-    def checkpoint(self, *, iteration: int, env_steps: Optional[int], trial: Optional[str] = None,
-                   **kwargs: Any) -> ContextManager[pathlib.Path]: ...
+    def checkpoint(
+        self, *, iteration: int, env_steps: int | None, trial: str | None = None, **kwargs: Any
+    ) -> ContextManager[pathlib.Path]: ...
 
     def record_runner(self, runner: RunnerRecord) -> None: ...
 
@@ -78,8 +80,8 @@ class RunContext:
     results_dir: pathlib.Path  # results/[smoke/]<run-id>/: small, committed
     artifacts_dir: pathlib.Path  # artifacts/[smoke/]<run-id>/: metrics.jsonl, checkpoints, Tune storage
     hardware: HardwareProfile
-    resume: Optional[ResumeSource] = None
-    ray_address: Optional[str] = None  # attach to this Ray cluster instead of starting one
+    resume: ResumeSource | None = None
+    ray_address: str | None = None  # attach to this Ray cluster instead of starting one
     # The recipe's HYPERPARAMETERS with the --set overrides applied (run/hyperparameters.py).
     hyperparameters: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     seeds: seeding.SeedStreams = dataclasses.field(default=None, compare=False, repr=False)
@@ -91,7 +93,7 @@ class RunContext:
         """The run's record keeper as a recipe sees it (`Recorder`); the harness's runners use `session`."""
         return self.session
 
-    def checkpoints(self, trial: Optional[str] = None) -> tuple[CheckpointEntry, ...]:
+    def checkpoints(self, trial: str | None = None) -> tuple[CheckpointEntry, ...]:
         """The checkpoints this run saved so far (of one line: an agent, a Tune trial); paths relative to artifacts_dir."""
         return self.session.manifest.checkpoints_of(trial)
 
@@ -103,7 +105,7 @@ class RunContext:
         (`records.read_run_rows`), read once per call."""
         return records.read_run_rows(self.artifacts_dir)
 
-    def write_output(self, name: str, data: Any, *, place: Optional[str] = None) -> pathlib.Path:
+    def write_output(self, name: str, data: Any, *, place: str | None = None) -> pathlib.Path:
         """Writes an output of this run (a report, a figure) atomically, listed in the manifest (RunSession.write_output):
         by default a figure with the artifacts, the rest with the results (`records.output_place`)."""
         return self.session.write_output(name, data, place=place)
@@ -121,6 +123,8 @@ def check_left_to_do(context: RunContext, stop) -> None:
         return
     counters = {ITERATION: resume.iteration or 0, ENV_STEPS: resume.env_steps or 0}
     if stop.reached(counters):
-        raise NothingToDo(f"run {resume.parent_run_id} completed its budget (iteration {counters[ITERATION]}, env"
-                          f" steps {counters[ENV_STEPS]}): nothing to resume; raise the recipe's budget to train it"
-                          " further")
+        raise NothingToDo(
+            f"run {resume.parent_run_id} completed its budget (iteration {counters[ITERATION]}, env"
+            f" steps {counters[ENV_STEPS]}): nothing to resume; raise the recipe's budget to train it"
+            " further"
+        )

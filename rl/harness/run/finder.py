@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from rl.harness.errors import UsageError
 from rl.harness.run import buildinfo, layout, metrics_stream, records
@@ -59,7 +59,7 @@ class Run:
             caught_up["metrics"] = metrics_stream.curve_summary(metrics_stream.curves_of_rows(rows, keys))
         return caught_up
 
-    def _metrics_rows(self) -> Optional[list[dict]]:
+    def _metrics_rows(self) -> list[dict] | None:
         try:
             places = layout.RunLayout.of_run(self.run_dir, self.manifest).artifact_places(self.manifest)
         except records.RecordError:
@@ -85,9 +85,10 @@ def _results_folders(root: str) -> Iterable[str]:
         yield root
         return
     for folder, subfolders, _ in os.walk(root):
-        depth = folder[len(root):].count(os.sep)
+        depth = folder[len(root) :].count(os.sep)
         subfolders[:] = sorted(
-            name for name in subfolders
+            name
+            for name in subfolders
             if not (name.startswith(".") or name.startswith("bazel-") or name in _SKIPPED) and depth < _MAX_DEPTH
         )
         if os.path.basename(folder) == "results" or any(layout.iter_run_dirs(folder)):
@@ -118,8 +119,7 @@ def scan_runs(roots: Iterable[str]) -> tuple[list[Run], list[DamagedRun]]:
                     runs.setdefault(key, Run(run_dir, read_manifest(run_dir)))
                 except records.RecordError as error:
                     damaged.setdefault(key, DamagedRun(run_dir, str(error)))
-    return (sorted(runs.values(), key=lambda run: run.run_id),
-            sorted(damaged.values(), key=lambda run: run.run_id))
+    return (sorted(runs.values(), key=lambda run: run.run_id), sorted(damaged.values(), key=lambda run: run.run_id))
 
 
 def find_runs(roots: Iterable[str]) -> list[Run]:
@@ -143,6 +143,8 @@ def find_run(run_id: str, roots: Iterable[str]) -> Run:
             " --results-dir"
         )
     if len(matches) > 1:
-        raise RunNotFound(f"run id {run_id!r} is in several folders ({', '.join(r.run_dir for r in matches)});"
-                          " pass --results-dir to pick one")
+        raise RunNotFound(
+            f"run id {run_id!r} is in several folders ({', '.join(r.run_dir for r in matches)});"
+            " pass --results-dir to pick one"
+        )
     return matches[0]

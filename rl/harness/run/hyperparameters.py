@@ -34,7 +34,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Any, Callable, Iterable, Mapping, Optional
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from rl.harness.errors import UsageError
 from rl.harness.run import redaction
@@ -54,13 +55,13 @@ class Range:
         Range()                # any finite number (say why in a comment)
     """
 
-    low: Optional[float] = None
-    high: Optional[float] = None
+    low: float | None = None
+    high: float | None = None
     low_open: bool = False
     high_open: bool = False
 
     @classmethod
-    def positive(cls) -> "Range":
+    def positive(cls) -> Range:
         return cls(0, None, low_open=True)
 
     def __contains__(self, value: float) -> bool:
@@ -82,26 +83,36 @@ class Range:
 class Hyperparameters:
     """Declared overridable hyperparameters: name -> default (bool, int, float or str), each number with its `Range`."""
 
-    def __init__(self, defaults: Mapping[str, Any], check: Optional[Callable[[Mapping[str, Any]], None]] = None,
-                 ranges: Optional[Mapping[str, Range]] = None):
+    def __init__(
+        self,
+        defaults: Mapping[str, Any],
+        check: Callable[[Mapping[str, Any]], None] | None = None,
+        ranges: Mapping[str, Range] | None = None,
+    ):
         ranges = dict(ranges or {})
         for name, default in defaults.items():
             if not _NAME.fullmatch(name):
                 raise ValueError(f"hyperparameter name {name!r} must be <namespace>/<field> in lower case, e.g. ppo/lr")
             if redaction.credential_name(name):
-                raise ValueError(f"hyperparameter {name} names a credential, and hyperparameters are recorded in the"
-                                 " manifest, shown by diff and uploaded; read secrets from the environment instead"
-                                 " (docs/harness.md, Trust)")
+                raise ValueError(
+                    f"hyperparameter {name} names a credential, and hyperparameters are recorded in the"
+                    " manifest, shown by diff and uploaded; read secrets from the environment instead"
+                    " (docs/harness.md, Trust)"
+                )
             if type(default) not in _TYPES:
-                raise ValueError(f"hyperparameter {name} has a default of type {type(default).__name__};"
-                                 " use bool, int, float or str")
+                raise ValueError(
+                    f"hyperparameter {name} has a default of type {type(default).__name__}; use bool, int, float or str"
+                )
             numeric = type(default) in (int, float)
             if numeric and name not in ranges:
-                raise ValueError(f"hyperparameter {name} ({type(default).__name__}) declares no range; pass"
-                                 f" ranges={{{name!r}: Range(...)}}, e.g. Range.positive() or Range(0, 1)")
+                raise ValueError(
+                    f"hyperparameter {name} ({type(default).__name__}) declares no range; pass"
+                    f" ranges={{{name!r}: Range(...)}}, e.g. Range.positive() or Range(0, 1)"
+                )
             if numeric and default not in ranges[name]:
-                raise ValueError(f"hyperparameter {name}'s default {default!r} is outside its range"
-                                 f" ({ranges[name].describe()})")
+                raise ValueError(
+                    f"hyperparameter {name}'s default {default!r} is outside its range ({ranges[name].describe()})"
+                )
         if stray := sorted(name for name in ranges if name in defaults and type(defaults[name]) not in (int, float)):
             raise ValueError(f"ranges of {', '.join(stray)}: a range belongs to an int or float hyperparameter")
         self.defaults = dict(defaults)
@@ -124,8 +135,10 @@ class Hyperparameters:
                 raise UsageError(f"--set {name}: unknown hyperparameter; valid keys: {self.describe()}")
             overrides[name] = value = _typed(name, text, type(self.defaults[name]), self)
             if name in self.ranges and value not in self.ranges[name]:
-                raise UsageError(f"--set {name}={text}: out of range; {name} must be {self.ranges[name].describe()}"
-                                 f" (default {self.defaults[name]!r})")
+                raise UsageError(
+                    f"--set {name}={text}: out of range; {name} must be {self.ranges[name].describe()}"
+                    f" (default {self.defaults[name]!r})"
+                )
         if self.check is not None:
             try:
                 self.check(self.values(overrides))
@@ -151,8 +164,10 @@ def _typed(name: str, text: str, kind: type, declared: Hyperparameters) -> Any:
     except ValueError:
         raise UsageError(problem) from None
     if not math.isfinite(number):
-        raise UsageError(f"--set {name}={text}: not a finite number; give a finite {kind.__name__}, e.g. the default"
-                         f" {name}={declared.defaults[name]!r}")
+        raise UsageError(
+            f"--set {name}={text}: not a finite number; give a finite {kind.__name__}, e.g. the default"
+            f" {name}={declared.defaults[name]!r}"
+        )
     try:
         return int(text) if kind is int else number
     except ValueError:

@@ -25,7 +25,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from typing import Any, Iterable, Mapping, Optional, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from rl.harness.errors import UsageError
 from rl.harness.run import records
@@ -35,7 +36,7 @@ from rl.harness.run.status import run_id_problem
 class RecordedRun(Protocol):
     """What a layout reads of a recorded run (a `RunManifest` is one): its id, smoke flag and recorded paths."""
 
-    run_id: Optional[str]
+    run_id: str | None
     paths: Mapping[str, Any]
 
     @property
@@ -48,11 +49,15 @@ COMPARISONS_DIR = "comparisons"  # in a results root: `compare`'s figures made w
 GITIGNORE = ".gitignore"
 # Beside each root's marker unless the root has its own: what `git status` leaves out there. Results are
 # committed, but not the harness's marker, this file or the figures `compare` makes on demand; artifacts never.
-_RESULTS_GITIGNORE = (f"# rl-harness: its marker, this file and compare's figures are not results to commit\n"
-                      f"/{records.OUTPUT_ROOT_MARKER}\n/{GITIGNORE}\n/{COMPARISONS_DIR}/\n")
+_RESULTS_GITIGNORE = (
+    f"# rl-harness: its marker, this file and compare's figures are not results to commit\n"
+    f"/{records.OUTPUT_ROOT_MARKER}\n/{GITIGNORE}\n/{COMPARISONS_DIR}/\n"
+)
 _ARTIFACTS_GITIGNORE = "# rl-harness: artifacts (metrics, checkpoints, Tune storage) stay out of git\n*\n"
-OUTPUT_ROOT_NOTE = ("This folder is an rl-harness results or artifacts root. Runs' records are outputs, not code:\n"
-                    "provenance leaves this folder out of a run's dirty flag, code hash and patch (rl/harness/run/provenance.py).\n")
+OUTPUT_ROOT_NOTE = (
+    "This folder is an rl-harness results or artifacts root. Runs' records are outputs, not code:\n"
+    "provenance leaves this folder out of a run's dirty flag, code hash and patch (rl/harness/run/provenance.py).\n"
+)
 
 
 class RunIdTaken(UsageError):
@@ -66,8 +71,9 @@ class RunFolderError(UsageError):
     """A run's folder could not be created (a read-only or full file system): nothing of the run was made."""
 
     def __init__(self, error: OSError):
-        super().__init__(f"cannot create {error.filename}: {error.strerror}; pass a writable --results-dir and"
-                         " --artifacts-dir")
+        super().__init__(
+            f"cannot create {error.filename}: {error.strerror}; pass a writable --results-dir and --artifacts-dir"
+        )
 
 
 def _claim_folder(folder: pathlib.Path) -> None:
@@ -86,8 +92,10 @@ def _root_of(folder: pathlib.Path, relative: pathlib.PurePosixPath, what: str) -
     """The root above `folder` = <root>/<relative>; RecordError if the folder is not laid out so."""
     depth = len(relative.parts)
     if folder.parts[-depth:] != relative.parts:
-        raise records.RecordError(f"{what} {folder} does not end in {relative}, as its manifest implies (run id,"
-                                  " smoke switch); give the folder its run's name again (under smoke/ for a smoke run)")
+        raise records.RecordError(
+            f"{what} {folder} does not end in {relative}, as its manifest implies (run id,"
+            " smoke switch); give the folder its run's name again (under smoke/ for a smoke run)"
+        )
     return folder.parents[depth - 1]
 
 
@@ -136,6 +144,7 @@ class RunLayout:
             if isinstance(error, OSError):
                 raise RunFolderError(error) from None
             raise
+
     def mark_roots(self) -> None:
         """Creates both roots, each holding `records.OUTPUT_ROOT_MARKER` (provenance leaves them out whatever their
         names) and, unless it has one, a `.gitignore`: `git status` shows no marker, no artifact and no figure
@@ -146,7 +155,7 @@ class RunLayout:
                 if not (root / name).exists():
                     records.write_text_atomically(str(root / name), text)
 
-    def with_run_id(self, run_id: str) -> "RunLayout":
+    def with_run_id(self, run_id: str) -> RunLayout:
         """A sibling run in the same roots (a resumed run or a reproduction)."""
         return dataclasses.replace(self, run_id=run_id)
 
@@ -161,11 +170,15 @@ class RunLayout:
         Never the folder the manifest recorded when it lies elsewhere: a shared record may name any
         folder, and a checkpoint there is code (pickles) that loading would run (docs/harness.md, Trust).
         """
-        roots = [self.artifacts_root, self.results_root.parent / ARTIFACTS_BESIDE_RESULTS, *map(pathlib.Path, extra_roots)]
+        roots = [
+            self.artifacts_root,
+            self.results_root.parent / ARTIFACTS_BESIDE_RESULTS,
+            *map(pathlib.Path, extra_roots),
+        ]
         return list(dict.fromkeys(root / self.relative for root in roots))
 
     @classmethod
-    def of_run(cls, run_dir, manifest: RecordedRun, artifacts_root: Optional[pathlib.Path] = None) -> "RunLayout":
+    def of_run(cls, run_dir, manifest: RecordedRun, artifacts_root: pathlib.Path | None = None) -> RunLayout:
         """The layout of a recorded run from its results folder and manifest.
 
         The artifacts root is `artifacts_root` if given (a root the user gave on this machine), else
@@ -174,14 +187,17 @@ class RunLayout:
         """
         run_id, smoke = manifest.run_id, manifest.smoke
         if not isinstance(run_id, str) or run_id_problem(run_id):
-            raise records.RecordError(f"the manifest in {run_dir} records no valid run_id ({run_id!r}), so where its"
-                                      " folders are is unknown; it was not written by rl-harness (or was edited)")
+            raise records.RecordError(
+                f"the manifest in {run_dir} records no valid run_id ({run_id!r}), so where its"
+                " folders are is unknown; it was not written by rl-harness (or was edited)"
+            )
         relative = relative_run_path(run_id, smoke)
         results_root = _root_of(pathlib.Path(run_dir).resolve(), relative, "results folder")
-        return cls(results_root, pathlib.Path(artifacts_root or results_root.parent / ARTIFACTS_BESIDE_RESULTS),
-                   run_id, smoke)
+        return cls(
+            results_root, pathlib.Path(artifacts_root or results_root.parent / ARTIFACTS_BESIDE_RESULTS), run_id, smoke
+        )
 
-    def recorded_elsewhere(self, manifest: RecordedRun) -> Optional[pathlib.Path]:
+    def recorded_elsewhere(self, manifest: RecordedRun) -> pathlib.Path | None:
         """The artifacts folder the manifest recorded when it is not this layout's, else None.
 
         Where a run of this machine wrote with `--artifacts-dir` away from its results, the user
@@ -194,7 +210,7 @@ class RunLayout:
         return None if recorded_path.resolve() == self.artifacts_dir.resolve() else recorded_path
 
     @classmethod
-    def find(cls, results_root: pathlib.Path, run_id: str) -> Optional[pathlib.Path]:
+    def find(cls, results_root: pathlib.Path, run_id: str) -> pathlib.Path | None:
         """The results folder of run `run_id` under `results_root` (smoke or not), or None."""
         for smoke in (False, True):
             folder = pathlib.Path(results_root) / relative_run_path(run_id, smoke)
@@ -210,12 +226,16 @@ def recorded_folder(folder: pathlib.Path, recorded: object, what: str) -> pathli
     a checkpoint is code (pickles), so an edited record must not lead the loader elsewhere.
     """
     if not isinstance(recorded, str) or not recorded or pathlib.PurePath(recorded).is_absolute():
-        raise records.RecordError(f"the manifest records {what} {recorded!r}, not a path relative to the run's"
-                                  " artifacts folder; the record was edited: restore it from git or B2")
+        raise records.RecordError(
+            f"the manifest records {what} {recorded!r}, not a path relative to the run's"
+            " artifacts folder; the record was edited: restore it from git or B2"
+        )
     path = folder / recorded
     if not path.resolve().is_relative_to(folder.resolve()):
-        raise records.RecordError(f"the manifest's {what} {recorded!r} leads outside the run's artifacts folder"
-                                  f" {folder}; the record was edited: restore it from git or B2")
+        raise records.RecordError(
+            f"the manifest's {what} {recorded!r} leads outside the run's artifacts folder"
+            f" {folder}; the record was edited: restore it from git or B2"
+        )
     return path
 
 
@@ -236,7 +256,7 @@ def iter_run_dirs(results_root: str) -> Iterable[str]:
                 yield run_dir
 
 
-def run_folder_part(path: str, run_id: str) -> Optional[tuple[str, str]]:
+def run_folder_part(path: str, run_id: str) -> tuple[str, str] | None:
     """(kind, path inside the run's folder) for a `<kind>/[smoke/]<run-id>/<inside>` path, else None.
 
     `kind` is `results` or `artifacts`, as in a copy of a run's two folders.
@@ -245,6 +265,6 @@ def run_folder_part(path: str, run_id: str) -> Optional[tuple[str, str]]:
     for smoke in (False, True):
         relative = relative_run_path(run_id, smoke).parts
         depth = len(relative)
-        if len(parts) > depth + 1 and parts[1:depth + 1] == relative:
-            return parts[0], "/".join(parts[depth + 1:])
+        if len(parts) > depth + 1 and parts[1 : depth + 1] == relative:
+            return parts[0], "/".join(parts[depth + 1 :])
     return None

@@ -11,22 +11,23 @@ Gathering the facts and choosing, applying and placing with a profile is `traini
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
 class MachineFacts:
     cpu_count: int  # what this process may use: affinity and cgroup quota respected
-    cpu_count_os: Optional[int]
+    cpu_count_os: int | None
     cpu_limit: str  # where cpu_count came from
     cuda_available: bool
     gpu_count: int
-    gpu_model: Optional[str]
-    cuda_version: Optional[str]  # the CUDA that torch was built with (torch.version.cuda)
+    gpu_model: str | None
+    cuda_version: str | None  # the CUDA that torch was built with (torch.version.cuda)
     mps_available: bool
     platform: str
-    nvidia_driver_version: Optional[str] = None  # the host's kernel driver, from /proc/driver/nvidia/version
-    torch_determinism: Optional[dict] = None  # torch's settings that decide whether GPU kernels are deterministic
+    nvidia_driver_version: str | None = None  # the host's kernel driver, from /proc/driver/nvidia/version
+    torch_determinism: dict | None = None  # torch's settings that decide whether GPU kernels are deterministic
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -29,7 +29,8 @@ import json
 import os
 import pathlib
 import re
-from typing import Any, ClassVar, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Any, ClassVar, Union
 
 from rl.harness.run import records
 from rl.harness.run import status as run_status
@@ -43,12 +44,14 @@ DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 # Fields that reach a process (Bazel, git) have a strict form, checked when a manifest is read:
 # a shared record is data, and `--workspace_status_command=...` in build.target would be a command.
 # A Bazel label of this workspace: `//experiments/mess3:reward_only` (no segment starts with a dot or dash).
-BAZEL_LABEL = re.compile(r"//(?:[A-Za-z0-9_][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.\-]*)*)?"
-                         r":[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+BAZEL_LABEL = re.compile(
+    r"//(?:[A-Za-z0-9_][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.\-]*)*)?"
+    r":[A-Za-z0-9_][A-Za-z0-9_.\-]*"
+)
 GIT_COMMIT = re.compile(r"[0-9a-f]{4,64}")  # git abbreviates to 4 digits at least
 
 
-def relative_path_problem(path: object) -> Optional[str]:
+def relative_path_problem(path: object) -> str | None:
     """Why `path` is not a plain relative path inside its folder (absolute, empty, `..`), or None."""
     if not isinstance(path, str) or not path:
         return "is not a path"
@@ -78,9 +81,9 @@ def _tuple(values) -> tuple:
 class ExperimentRecord:
     """The recipe that ran: its dotted module and the sha256 of its source file."""
 
-    module: Optional[str]
-    source_file: Optional[str] = None
-    source_sha256: Optional[str] = None
+    module: str | None
+    source_file: str | None = None
+    source_sha256: str | None = None
 
     def __post_init__(self):
         # The module names folders and B2 keys (TensorBoard's tree, remote prefixes): a plain dotted name only.
@@ -101,19 +104,24 @@ class CheckpointEntry:
     """A saved checkpoint; `path` is relative to the run's artifacts folder; `trial_id` names its line (agent, Tune trial)."""
 
     path: str
-    iteration: Optional[int]
-    env_steps: Optional[int]
-    saved_at: Optional[str] = None
-    trial_id: Optional[str] = None
+    iteration: int | None
+    env_steps: int | None
+    saved_at: str | None = None
+    trial_id: str | None = None
 
     @classmethod
-    def from_dict(cls, record: Mapping) -> "CheckpointEntry":
+    def from_dict(cls, record: Mapping) -> CheckpointEntry:
         # A checkpoint is loaded (pickles): its recorded path never leads out of the run's artifacts folder.
         problem = relative_path_problem(record["path"])
         if problem:
             raise ValueError(f"checkpoint path {record['path']!r} {problem}")
-        return cls(path=record["path"], iteration=record.get("iteration"), env_steps=record.get("env_steps"),
-                   saved_at=record.get("saved_at"), trial_id=record.get("trial_id"))
+        return cls(
+            path=record["path"],
+            iteration=record.get("iteration"),
+            env_steps=record.get("env_steps"),
+            saved_at=record.get("saved_at"),
+            trial_id=record.get("trial_id"),
+        )
 
     def to_dict(self) -> dict:
         entry = dataclasses.asdict(self)
@@ -134,7 +142,7 @@ class OutputEntry:
     written_at: str
 
     @classmethod
-    def from_dict(cls, record: Mapping) -> "OutputEntry":
+    def from_dict(cls, record: Mapping) -> OutputEntry:
         return cls(**{field.name: record[field.name] for field in dataclasses.fields(cls)})
 
 
@@ -142,12 +150,12 @@ class OutputEntry:
 class ResumeSource:
     """Where a resumed run starts from; the counters are the checkpoint's (None if unknown)."""
 
-    checkpoint: Optional[pathlib.Path]  # a checkpoint folder (direct runner, own loops)
-    parent_run_id: Optional[str] = None  # set when --resume-from named a run
-    tune_experiment: Optional[pathlib.Path] = None  # the parent's Tune storage (Tune runner)
-    iteration: Optional[int] = None
-    env_steps: Optional[int] = None
-    experiment: Optional[str] = None  # the recipe that saved it (None: a bare RLlib checkpoint)
+    checkpoint: pathlib.Path | None  # a checkpoint folder (direct runner, own loops)
+    parent_run_id: str | None = None  # set when --resume-from named a run
+    tune_experiment: pathlib.Path | None = None  # the parent's Tune storage (Tune runner)
+    iteration: int | None = None
+    env_steps: int | None = None
+    experiment: str | None = None  # the recipe that saved it (None: a bare RLlib checkpoint)
     # What the resumed run takes over (`RunSession.carry`), not recorded as such: the parent's science
     # checkpoints up to the one resumed from (each `path` a folder on this machine, found in a trusted
     # artifacts folder), the metrics files of the lineage up to it (oldest first), and whether the parent
@@ -159,7 +167,8 @@ class ResumeSource:
     def as_dict(self) -> dict:
         return {
             field.name: (str(value) if isinstance(value, pathlib.Path) else value)
-            for field in dataclasses.fields(self) if field.name not in _CARRIED
+            for field in dataclasses.fields(self)
+            if field.name not in _CARRIED
             for value in [getattr(self, field.name)]
         }
 
@@ -175,13 +184,13 @@ class DirectRunnerRecord:
     """RLlib's train loop in this driver (`runners.run_direct`). Fields older manifests lack read as None."""
 
     KIND: ClassVar[str] = "direct"
-    algorithm: Optional[str] = None
-    rllib_seed: Optional[int] = None
-    sampling: Optional[Mapping[str, Any]] = None
-    determinism: Optional[Mapping[str, Any]] = None
-    stop: Optional[Mapping[str, Any]] = None
-    checkpoint_schedule: Optional[Mapping[str, Any]] = None
-    checkpoint_initial: Optional[bool] = None
+    algorithm: str | None = None
+    rllib_seed: int | None = None
+    sampling: Mapping[str, Any] | None = None
+    determinism: Mapping[str, Any] | None = None
+    stop: Mapping[str, Any] | None = None
+    checkpoint_schedule: Mapping[str, Any] | None = None
+    checkpoint_initial: bool | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # fields this harness does not know
 
 
@@ -190,13 +199,13 @@ class TuneRunnerRecord:
     """One Ray Tune trial per seed (`runners.run_tune`); `storage` is relative to the artifacts folder."""
 
     KIND: ClassVar[str] = "tune"
-    algorithm: Optional[str] = None
+    algorithm: str | None = None
     trial_seeds: tuple = ()
-    storage: Optional[str] = None
-    sampling: Optional[Mapping[str, Any]] = None
-    determinism: Optional[Mapping[str, Any]] = None
-    stop: Optional[Mapping[str, Any]] = None
-    checkpoint_every: Optional[int] = None
+    storage: str | None = None
+    sampling: Mapping[str, Any] | None = None
+    determinism: Mapping[str, Any] | None = None
+    stop: Mapping[str, Any] | None = None
+    checkpoint_every: int | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -204,11 +213,11 @@ class TuneRunnerRecord:
 class AgentRecord:
     """One agent of an AgentsInTurnRunnerRecord: what a DirectRunnerRecord records, per agent."""
 
-    algorithm: Optional[str] = None
-    rllib_seed: Optional[int] = None
-    sampling: Optional[Mapping[str, Any]] = None
-    determinism: Optional[Mapping[str, Any]] = None
-    env_runner_nodes: Optional[tuple] = None
+    algorithm: str | None = None
+    rllib_seed: int | None = None
+    sampling: Mapping[str, Any] | None = None
+    determinism: Mapping[str, Any] | None = None
+    env_runner_nodes: tuple | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -217,7 +226,7 @@ class AgentsInTurnRunnerRecord:
     """Several agents trained one after another in one run (`agents.train_in_turn`)."""
 
     KIND: ClassVar[str] = "agents in turn"
-    stop: Optional[Mapping[str, Any]] = None
+    stop: Mapping[str, Any] | None = None
     agents: Mapping[str, AgentRecord] = dataclasses.field(default_factory=dict)
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -237,14 +246,20 @@ _TYPED_RUNNERS = {runner.KIND: runner for runner in (DirectRunnerRecord, TuneRun
 def _typed(cls, record: Mapping, **converted):
     """`cls` from a record's known fields (and `converted` ones); unknown fields are kept in `extra`."""
     names = {field.name for field in dataclasses.fields(cls)} - {"extra"}
-    return cls(**{key: value for key, value in record.items() if key in names}, **converted,
-               extra={key: value for key, value in record.items() if key not in names})
+    return cls(
+        **{key: value for key, value in record.items() if key in names},
+        **converted,
+        extra={key: value for key, value in record.items() if key not in names},
+    )
 
 
 def _untyped(record) -> dict:
     """The record's fields as written: an unset (None) field is left out, as the writers that predate it left it."""
-    fields = {field.name: getattr(record, field.name) for field in dataclasses.fields(record)
-              if field.name != "extra" and getattr(record, field.name) is not None}
+    fields = {
+        field.name: getattr(record, field.name)
+        for field in dataclasses.fields(record)
+        if field.name != "extra" and getattr(record, field.name) is not None
+    }
     return {**record.extra, **fields}
 
 
@@ -252,16 +267,26 @@ def runner_kind(runner: RunnerRecord) -> str:
     return runner.kind if isinstance(runner, OwnLoopRunnerRecord) else runner.KIND
 
 
-def runner_determinism(runner: Optional[RunnerRecord]) -> Mapping[str, Any]:
+def runner_determinism(runner: RunnerRecord | None) -> Mapping[str, Any]:
     """Whether the same seed gives the same rows ({"expected": bool, "why": str}), as the runner recorded it."""
     if isinstance(runner, AgentsInTurnRunnerRecord) and runner.agents:
         each = [agent.determinism for agent in runner.agents.values()]
-        return {"expected": all(d.get("expected") for d in each), "why": "; ".join(sorted({d.get("why", "") for d in each}))}
-    recorded = runner.details.get("determinism") if isinstance(runner, OwnLoopRunnerRecord) else getattr(runner, "determinism", None)
-    return recorded or {"expected": False, "why": "the recipe ran its own loop and recorded nothing: the harness cannot tell"}
+        return {
+            "expected": all(d.get("expected") for d in each),
+            "why": "; ".join(sorted({d.get("why", "") for d in each})),
+        }
+    recorded = (
+        runner.details.get("determinism")
+        if isinstance(runner, OwnLoopRunnerRecord)
+        else getattr(runner, "determinism", None)
+    )
+    return recorded or {
+        "expected": False,
+        "why": "the recipe ran its own loop and recorded nothing: the harness cannot tell",
+    }
 
 
-def runner_from_dict(record: Optional[Mapping]) -> Optional[RunnerRecord]:
+def runner_from_dict(record: Mapping | None) -> RunnerRecord | None:
     if record is None:
         return None
     fields = {key: value for key, value in record.items() if key != "kind"}
@@ -269,18 +294,25 @@ def runner_from_dict(record: Optional[Mapping]) -> Optional[RunnerRecord]:
     if typed is None:
         return OwnLoopRunnerRecord(kind=str(record.get("kind")), details=fields)
     if typed is AgentsInTurnRunnerRecord:
-        agents = {name: _typed(AgentRecord, {k: v for k, v in agent.items() if k != "env_runner_nodes"},
-                               env_runner_nodes=None if agent.get("env_runner_nodes") is None
-                               else tuple(agent["env_runner_nodes"]))
-                  for name, agent in (fields.pop("agents", None) or {}).items()}
+        agents = {
+            name: _typed(
+                AgentRecord,
+                {k: v for k, v in agent.items() if k != "env_runner_nodes"},
+                env_runner_nodes=None if agent.get("env_runner_nodes") is None else tuple(agent["env_runner_nodes"]),
+            )
+            for name, agent in (fields.pop("agents", None) or {}).items()
+        }
         return _typed(AgentsInTurnRunnerRecord, fields, agents=agents)
     if typed is TuneRunnerRecord:
-        return _typed(TuneRunnerRecord, {k: v for k, v in fields.items() if k != "trial_seeds"},
-                      trial_seeds=tuple(fields.get("trial_seeds") or ()))
+        return _typed(
+            TuneRunnerRecord,
+            {k: v for k, v in fields.items() if k != "trial_seeds"},
+            trial_seeds=tuple(fields.get("trial_seeds") or ()),
+        )
     return _typed(typed, fields)
 
 
-def runner_to_dict(runner: Optional[RunnerRecord]) -> Optional[dict]:
+def runner_to_dict(runner: RunnerRecord | None) -> dict | None:
     if runner is None:
         return None
     if isinstance(runner, OwnLoopRunnerRecord):
@@ -304,37 +336,37 @@ class RunManifest:
     (`dataclasses.replace`), and writes `to_dict()` atomically.
     """
 
-    run_id: Optional[str]
-    status: Optional[str]
+    run_id: str | None
+    status: str | None
     experiment: ExperimentRecord
-    seed: Optional[int]
+    seed: int | None
     options: Mapping[str, Any]
     paths: Mapping[str, Any]
     code: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     build: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     versions: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     hardware: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    platform: Optional[NumericPlatform] = None  # None: recorded before schema 3, unknown
+    platform: NumericPlatform | None = None  # None: recorded before schema 3, unknown
     command_line: tuple = ()
     process_command_line: tuple = ()
-    parent_run: Optional[Mapping[str, Any]] = None
-    runner: Optional[RunnerRecord] = None
-    cluster: Optional[Mapping[str, Any]] = None
-    remote: Optional[Mapping[str, Any]] = None
-    started_at: Optional[str] = None
-    ended_at: Optional[str] = None
-    heartbeat: Optional[Heartbeat] = None
-    process: Optional[WriterProcess] = None
+    parent_run: Mapping[str, Any] | None = None
+    runner: RunnerRecord | None = None
+    cluster: Mapping[str, Any] | None = None
+    remote: Mapping[str, Any] | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    heartbeat: Heartbeat | None = None
+    process: WriterProcess | None = None
     checkpoints: tuple[CheckpointEntry, ...] = ()
     # The latest-state checkpoint of each line (at most one per trial_id), for resuming only: never probed.
     rolling_checkpoints: tuple[CheckpointEntry, ...] = ()
     outputs: tuple[OutputEntry, ...] = ()
-    error: Optional[RunError] = None
-    exit_code: Optional[int] = None
-    interrupted_by: Optional[str] = None
-    budget_cap: Optional[Mapping[str, Any]] = None  # --stop-at-*: {"key": counter, "bound": N}
+    error: RunError | None = None
+    exit_code: int | None = None
+    interrupted_by: str | None = None
+    budget_cap: Mapping[str, Any] | None = None  # --stop-at-*: {"key": counter, "bound": N}
     seed_streams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    reproduction: Optional[Mapping[str, Any]] = None  # `rl-harness reproduce`'s verdict
+    reproduction: Mapping[str, Any] | None = None  # `rl-harness reproduce`'s verdict
     schema_version: int = MANIFEST_SCHEMA_VERSION
     # Sections this harness does not know (a newer minor writer, a recipe's own): kept, written back.
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -344,11 +376,13 @@ class RunManifest:
         """Whether the run was a smoke run, as its options say (never guessed from folder names)."""
         smoke = self.options.get("smoke")
         if not isinstance(smoke, bool):
-            raise records.RecordError(f"the manifest of run {self.run_id!r} records no options.smoke, so where its folders"
-                              " are is unknown; it was not written by rl-harness (or was edited)")
+            raise records.RecordError(
+                f"the manifest of run {self.run_id!r} records no options.smoke, so where its folders"
+                " are is unknown; it was not written by rl-harness (or was edited)"
+            )
         return smoke
 
-    def crash_reason(self, now: Optional[float] = None) -> Optional[str]:
+    def crash_reason(self, now: float | None = None) -> str | None:
         """Why this manifest, still marked running, belongs to a dead run (stale heartbeat, writer gone), or None."""
         return run_status.crash_reason(self.status, self.heartbeat, self.process, now)
 
@@ -358,30 +392,32 @@ class RunManifest:
         return run_status.CRASHED if self.crash_reason() else (self.status or "unknown")
 
     @property
-    def duration_seconds(self) -> Optional[float]:
+    def duration_seconds(self) -> float | None:
         """Start to end; for a run without an end (running, crashed), start to its last heartbeat; None unknown."""
         end = self.ended_at or (self.heartbeat.at if self.heartbeat is not None else None)
         if not self.started_at or not end:
             return None
         return max(0.0, run_status.parse_time(end) - run_status.parse_time(self.started_at))
 
-    def checkpoints_of(self, trial_id: Optional[str]) -> tuple[CheckpointEntry, ...]:
+    def checkpoints_of(self, trial_id: str | None) -> tuple[CheckpointEntry, ...]:
         """The checkpoints of one line (an agent, a Tune trial; None: the run's own)."""
         return tuple(entry for entry in self.checkpoints if entry.trial_id == trial_id)
 
-    def resumable_checkpoint(self) -> Optional[CheckpointEntry]:
+    def resumable_checkpoint(self) -> CheckpointEntry | None:
         """The newest checkpoint of the run's own line, science or rolling: where a resume starts."""
         candidates = [entry for entry in (*self.checkpoints, *self.rolling_checkpoints) if entry.trial_id is None]
         return max(candidates, key=lambda entry: (entry.iteration or 0, entry.env_steps or 0), default=None)
 
     @classmethod
-    def from_dict(cls, record: Mapping, path: str = "run_manifest.json") -> "RunManifest":
+    def from_dict(cls, record: Mapping, path: str = "run_manifest.json") -> RunManifest:
         """A manifest of any readable schema; RecordError naming the fix for another schema or a broken one."""
         version = record.get("schema_version") if isinstance(record, Mapping) else None
         if version not in READABLE_SCHEMA_VERSIONS:
-            raise records.RecordError(f"{path} has schema_version {version!r}; this harness reads"
-                              f" {', '.join(map(str, READABLE_SCHEMA_VERSIONS))}: use the rl-harness version that"
-                              " wrote it")
+            raise records.RecordError(
+                f"{path} has schema_version {version!r}; this harness reads"
+                f" {', '.join(map(str, READABLE_SCHEMA_VERSIONS))}: use the rl-harness version that"
+                " wrote it"
+            )
         known = {field.name for field in dataclasses.fields(cls)} - {"extra"}
         try:
             check_process_fields(record)
@@ -410,8 +446,9 @@ class RunManifest:
                 heartbeat=Heartbeat(**heartbeat) if heartbeat else None,
                 process=WriterProcess(**process) if process else None,
                 checkpoints=tuple(CheckpointEntry.from_dict(entry) for entry in record.get("checkpoints") or ()),
-                rolling_checkpoints=tuple(CheckpointEntry.from_dict(entry)
-                                          for entry in record.get("rolling_checkpoints") or ()),
+                rolling_checkpoints=tuple(
+                    CheckpointEntry.from_dict(entry) for entry in record.get("rolling_checkpoints") or ()
+                ),
                 outputs=tuple(OutputEntry.from_dict(entry) for entry in record.get("outputs") or ()),
                 error=RunError(**error) if error else None,
                 exit_code=record.get("exit_code"),
@@ -422,11 +459,15 @@ class RunManifest:
                 extra={key: value for key, value in record.items() if key not in known},
             )
         except (TypeError, KeyError, AttributeError, ValueError) as broken:
-            raise records.RecordError(f"{path} is not a run manifest this harness can read ({type(broken).__name__}:"
-                              f" {broken}); restore it from git or B2") from None
+            raise records.RecordError(
+                f"{path} is not a run manifest this harness can read ({type(broken).__name__}:"
+                f" {broken}); restore it from git or B2"
+            ) from None
 
     def to_dict(self) -> dict:
-        document = {field.name: getattr(self, field.name) for field in dataclasses.fields(self) if field.name != "extra"}
+        document = {
+            field.name: getattr(self, field.name) for field in dataclasses.fields(self) if field.name != "extra"
+        }
         document.update(
             experiment=dataclasses.asdict(self.experiment),
             options=dict(self.options),
@@ -443,6 +484,7 @@ class RunManifest:
             error=None if self.error is None else dataclasses.asdict(self.error),
         )
         return {**self.extra, **document}
+
 
 def read_manifest(run_dir) -> RunManifest:
     """The manifest in `run_dir` (results/[smoke/]<run-id>/); RecordError naming the fix when missing or damaged."""

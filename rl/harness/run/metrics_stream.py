@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import pathlib
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from rl.harness.run import metric_keys, records, tensorboard_events
 from rl.harness.run.rows import downsample, flatten_scalars
@@ -25,8 +26,12 @@ CURVE_POINTS = 100
 # summary.json keeps its own shape (unchanged by the manifest's schema 2).
 SUMMARY_SCHEMA_VERSION = 1
 # Curves every summary carries when present (RLlib's names); recipes add theirs via summarize().
-DEFAULT_SUMMARY_KEYS = (metric_keys.RETURN, metric_keys.EPISODE_LENGTH, metric_keys.ENV_STEPS,
-                        metric_keys.ITERATION_SECONDS)
+DEFAULT_SUMMARY_KEYS = (
+    metric_keys.RETURN,
+    metric_keys.EPISODE_LENGTH,
+    metric_keys.ENV_STEPS,
+    metric_keys.ITERATION_SECONDS,
+)
 X_KEY = metric_keys.ITERATION
 
 
@@ -69,14 +74,14 @@ class MetricsStream:
         self._curves: dict[str, dict[str, list]] = {}  # group ("" or a Tune trial id) -> key -> [[x, y]]
         self._sections: dict[str, Any] = {}
         self._rows = 0
-        self._metrics: Optional[records.JsonLinesWriter] = None
-        self._events: Optional[tensorboard_events.ScalarEvents] = None
+        self._metrics: records.JsonLinesWriter | None = None
+        self._events: tensorboard_events.ScalarEvents | None = None
 
     def open(self, events_folder: pathlib.Path) -> None:
         self._metrics = records.JsonLinesWriter(str(self._artifacts_dir / records.METRICS_FILE))
         self._events = tensorboard_events.ScalarEvents(events_folder, self._run_id, headline=self._summary_keys)
 
-    def append(self, row: dict, *, trial: Optional[str] = None) -> dict:
+    def append(self, row: dict, *, trial: str | None = None) -> dict:
         """Appends one row to metrics.jsonl, then to the events and the curves; returns it flattened (`a/b` keys)."""
         flat = flatten_scalars(row)
         self._rows += 1

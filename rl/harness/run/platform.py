@@ -16,7 +16,8 @@ switches. Manifests written before the record existed read with `platform` None:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 CPUINFO = "/proc/cpuinfo"
 
@@ -28,28 +29,44 @@ X86_64_LEVELS = (
     ("x86-64-v4", ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")),
 )
 # Extensions beyond the levels that libraries dispatch on (oneDNN's AMX and bf16/fp16 kernels, MKL's VNNI paths).
-DISPATCHED_EXTENSIONS = ("avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni",
-                         "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2")
+DISPATCHED_EXTENSIONS = (
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx_vnni",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "asimd",
+    "sve",
+    "sve2",
+)
 
-IDENTITY_SCOPE = ("identical rows are promised on the same numeric platform only: every field of the manifest's"
-                  " `platform` (CPU vendor, model and instruction set, torch's CPU capability, the kernel-dispatch"
-                  " settings, numpy's SIMD, thread counts, MKL/oneDNN/OpenBLAS versions, and on a GPU its model,"
-                  " compute capability, CUDA, cuDNN, driver and determinism switches)")
+IDENTITY_SCOPE = (
+    "identical rows are promised on the same numeric platform only: every field of the manifest's"
+    " `platform` (CPU vendor, model and instruction set, torch's CPU capability, the kernel-dispatch"
+    " settings, numpy's SIMD, thread counts, MKL/oneDNN/OpenBLAS versions, and on a GPU its model,"
+    " compute capability, CUDA, cuDNN, driver and determinism switches)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class CpuPlatform:
     """The processor as /proc/cpuinfo reports it (first CPU): vendor, model, and the instructions it offers."""
 
-    vendor: Optional[str] = None
-    model_name: Optional[str] = None
-    family: Optional[str] = None
-    model: Optional[str] = None
-    isa_level: Optional[str] = None  # "x86-64-v4", ...; None off x86-64
+    vendor: str | None = None
+    model_name: str | None = None
+    family: str | None = None
+    model: str | None = None
+    isa_level: str | None = None  # "x86-64-v4", ...; None off x86-64
     extensions: tuple[str, ...] = ()  # DISPATCHED_EXTENSIONS this CPU has
 
     @classmethod
-    def from_dict(cls, record: Mapping) -> "CpuPlatform":
+    def from_dict(cls, record: Mapping) -> CpuPlatform:
         return cls(**{**record, "extensions": tuple(record.get("extensions") or ())})
 
 
@@ -57,15 +74,15 @@ class CpuPlatform:
 class GpuPlatform:
     """The GPU the learner ran on and the CUDA stack and switches that decide its kernels."""
 
-    model: Optional[str] = None
-    compute_capability: Optional[str] = None  # "9.0"
-    cuda: Optional[str] = None  # the CUDA torch was built with
-    cudnn: Optional[str] = None
-    driver: Optional[str] = None
+    model: str | None = None
+    compute_capability: str | None = None  # "9.0"
+    cuda: str | None = None  # the CUDA torch was built with
+    cudnn: str | None = None
+    driver: str | None = None
     determinism: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # hardware.torch_determinism
 
     @classmethod
-    def from_dict(cls, record: Mapping) -> "GpuPlatform":
+    def from_dict(cls, record: Mapping) -> GpuPlatform:
         return cls(**record)
 
 
@@ -74,22 +91,29 @@ class NumericPlatform:
     """Every fact that decides which kernels ran (module docstring); gathered by training/numeric_platform."""
 
     cpu: CpuPlatform
-    torch_cpu_capability: Optional[str] = None  # torch.backends.cpu.get_cpu_capability(): "AVX512", "DEFAULT", ...
-    kernel_dispatch: Mapping[str, str] = dataclasses.field(default_factory=dict)  # settings.KERNEL_DISPATCH_VARIABLES set
+    torch_cpu_capability: str | None = None  # torch.backends.cpu.get_cpu_capability(): "AVX512", "DEFAULT", ...
+    kernel_dispatch: Mapping[str, str] = dataclasses.field(
+        default_factory=dict
+    )  # settings.KERNEL_DISPATCH_VARIABLES set
     numpy_simd: tuple[str, ...] = ()  # numpy's dispatched SIMD targets in use (above its baseline)
     numpy_simd_baseline: tuple[str, ...] = ()
     threads: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # torch's counts and the thread variables
-    libraries: Mapping[str, Optional[str]] = dataclasses.field(default_factory=dict)  # MKL, oneDNN, OpenBLAS (+ core)
-    gpu: Optional[GpuPlatform] = None
+    libraries: Mapping[str, str | None] = dataclasses.field(default_factory=dict)  # MKL, oneDNN, OpenBLAS (+ core)
+    gpu: GpuPlatform | None = None
 
     @classmethod
-    def from_dict(cls, record: Optional[Mapping]) -> Optional["NumericPlatform"]:
+    def from_dict(cls, record: Mapping | None) -> NumericPlatform | None:
         if record is None:
             return None
-        return cls(**{**record, "cpu": CpuPlatform.from_dict(record.get("cpu") or {}),
-                      "numpy_simd": tuple(record.get("numpy_simd") or ()),
-                      "numpy_simd_baseline": tuple(record.get("numpy_simd_baseline") or ()),
-                      "gpu": GpuPlatform.from_dict(record["gpu"]) if record.get("gpu") else None})
+        return cls(
+            **{
+                **record,
+                "cpu": CpuPlatform.from_dict(record.get("cpu") or {}),
+                "numpy_simd": tuple(record.get("numpy_simd") or ()),
+                "numpy_simd_baseline": tuple(record.get("numpy_simd_baseline") or ()),
+                "gpu": GpuPlatform.from_dict(record["gpu"]) if record.get("gpu") else None,
+            }
+        )
 
     def to_dict(self) -> dict:
         document = dataclasses.asdict(self)
@@ -122,7 +146,8 @@ def parse_cpuinfo(text: str) -> CpuPlatform:
         family=fields.get("cpu family") or fields.get("CPU architecture"),
         model=fields.get("model") or fields.get("CPU variant"),
         isa_level=level,
-        extensions=tuple(extension for extension in DISPATCHED_EXTENSIONS if extension in flags))
+        extensions=tuple(extension for extension in DISPATCHED_EXTENSIONS if extension in flags),
+    )
 
 
 def read_cpu(path: str = CPUINFO) -> CpuPlatform:
@@ -144,7 +169,7 @@ def _flat(record: Any, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def differences(a: Optional[NumericPlatform], b: Optional[NumericPlatform]) -> list[str]:
+def differences(a: NumericPlatform | None, b: NumericPlatform | None) -> list[str]:
     """The fields (dotted, e.g. `kernel_dispatch.ATEN_CPU_CAPABILITY`) whose values differ; ["platform (unknown)"]
     when either run recorded none."""
     if a is None or b is None:
@@ -159,20 +184,28 @@ def describe_difference(a: NumericPlatform, b: NumericPlatform, field: str) -> s
     return f"{field}: {flat_a.get(field)!r} -> {flat_b.get(field)!r}"
 
 
-def describe(record: Optional[NumericPlatform]) -> list[str]:
+def describe(record: NumericPlatform | None) -> list[str]:
     """A few lines for `show`: CPU and level, torch's capability and dispatch settings, libraries, GPU."""
     if record is None:
         return ["unknown (recorded before the manifest held it)"]
     cpu = record.cpu
     dispatch = ", ".join(f"{name}={value}" for name, value in sorted(record.kernel_dispatch.items())) or "none set"
-    lines = [f"cpu: {cpu.vendor or '?'} {cpu.model_name or '?'}, {cpu.isa_level or '?'}"
-             f" ({' '.join(cpu.extensions) or 'no extensions'})",
-             f"kernels: torch {record.torch_cpu_capability or '?'}, numpy {' '.join(record.numpy_simd) or 'baseline'};"
-             f" dispatch settings: {dispatch}",
-             "libraries: " + ", ".join(f"{name} {value}" for name, value in sorted(record.libraries.items())),
-             "threads: " + ", ".join(f"{name} {value}" for name, value in sorted(record.threads.items()))]
+    lines = [
+        (
+            f"cpu: {cpu.vendor or '?'} {cpu.model_name or '?'}, {cpu.isa_level or '?'}"
+            f" ({' '.join(cpu.extensions) or 'no extensions'})"
+        ),
+        (
+            f"kernels: torch {record.torch_cpu_capability or '?'}, numpy {' '.join(record.numpy_simd) or 'baseline'};"
+            f" dispatch settings: {dispatch}"
+        ),
+        "libraries: " + ", ".join(f"{name} {value}" for name, value in sorted(record.libraries.items())),
+        "threads: " + ", ".join(f"{name} {value}" for name, value in sorted(record.threads.items())),
+    ]
     if record.gpu is not None:
         gpu = record.gpu
-        lines.append(f"gpu: {gpu.model} (compute {gpu.compute_capability}), CUDA {gpu.cuda}, cuDNN {gpu.cudnn},"
-                     f" driver {gpu.driver}; " + ", ".join(f"{key} {value}" for key, value in sorted(gpu.determinism.items())))
+        lines.append(
+            f"gpu: {gpu.model} (compute {gpu.compute_capability}), CUDA {gpu.cuda}, cuDNN {gpu.cudnn},"
+            f" driver {gpu.driver}; " + ", ".join(f"{key} {value}" for key, value in sorted(gpu.determinism.items()))
+        )
     return lines

@@ -28,7 +28,6 @@ import os
 import platform
 import re
 import subprocess
-from typing import Optional
 
 from rl.harness import env_vars
 from rl.harness.run import records, redaction
@@ -41,9 +40,32 @@ _GIT_TIMEOUT_S = 30
 OUTPUT_FOLDERS = ("results", "artifacts")
 _OUTPUT_EXCLUDES = tuple(f":(exclude,glob)**/{folder}/**" for folder in OUTPUT_FOLDERS)
 # Files never taken into a patch or the code hash, by the name of the file or of a folder above it.
-CREDENTIAL_NAMES = (".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "secrets*", "credentials*",
-                    ".netrc", ".git-credentials", ".pypirc", ".pgpass", ".npmrc", ".yarnrc*", ".aws", ".docker",
-                    ".kube", "kubeconfig*", "*.kubeconfig", "*.tfvars", "*.tfvars.json", "*.tfstate*")
+CREDENTIAL_NAMES = (
+    ".env",
+    ".env.*",
+    "*.env",
+    ".envrc",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "secrets*",
+    "credentials*",
+    ".netrc",
+    ".git-credentials",
+    ".pypirc",
+    ".pgpass",
+    ".npmrc",
+    ".yarnrc*",
+    ".aws",
+    ".docker",
+    ".kube",
+    "kubeconfig*",
+    "*.kubeconfig",
+    "*.tfvars",
+    "*.tfvars.json",
+    "*.tfstate*",
+)
 # File names that speak of a secret or a token are a credential's too, except source code and
 # documentation, whose content the scan reads (rl/analysis/token_contexts.py is code about tokens).
 SECRETIVE_NAMES = ("*secret*", "*token*")
@@ -81,8 +103,8 @@ def untracked_sources(folder: str, limit: int = 1000) -> dict:
     return {"folder": folder, "files": files, "left_out": left_out}
 
 
-def package_versions() -> dict[str, Optional[str]]:
-    versions: dict[str, Optional[str]] = {"python": platform.python_version()}
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": platform.python_version()}
     for distribution in RECORDED_DISTRIBUTIONS:
         try:
             versions[distribution] = importlib.metadata.version(distribution)
@@ -92,12 +114,10 @@ def package_versions() -> dict[str, Optional[str]]:
 
 
 def _git(folder: str, *args: str) -> bytes:
-    return subprocess.run(
-        ["git", "-C", folder, *args], check=True, capture_output=True, timeout=_GIT_TIMEOUT_S
-    ).stdout
+    return subprocess.run(["git", "-C", folder, *args], check=True, capture_output=True, timeout=_GIT_TIMEOUT_S).stdout
 
 
-def no_commit_reason(path: str) -> Optional[str]:
+def no_commit_reason(path: str) -> str | None:
     """Why the code at `path` has no commit to record (outside a git checkout, a repository with no commit yet,
     no git), as git says it in one line; None when it has one."""
     folder = path if os.path.isdir(path) else os.path.dirname(path)
@@ -114,15 +134,22 @@ def no_commit_reason(path: str) -> Optional[str]:
 def _output_pathspec(root: str) -> tuple[str, ...]:
     """`git` pathspec arguments: the whole checkout but its output folders (by name and by marker)."""
     marker = f":(glob)**/{records.OUTPUT_ROOT_MARKER}"
-    listed = (_git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", marker)
-              + b"\0" + _git(root, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
-                              "--", marker))
-    folders = sorted({os.path.dirname(name.decode()) for name in listed.split(b"\0")
-                      if os.path.basename(name.decode()) == records.OUTPUT_ROOT_MARKER})
+    listed = (
+        _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", marker)
+        + b"\0"
+        + _git(root, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--", marker)
+    )
+    folders = sorted(
+        {
+            os.path.dirname(name.decode())
+            for name in listed.split(b"\0")
+            if os.path.basename(name.decode()) == records.OUTPUT_ROOT_MARKER
+        }
+    )
     return ("--", ".", *_OUTPUT_EXCLUDES, *(f":(exclude,top,literal){folder}" for folder in folders if folder))
 
 
-def _name_refusal(name: str) -> Optional[str]:
+def _name_refusal(name: str) -> str | None:
     """Why the path `name` is a credential file's by its name or a folder's above it (CREDENTIAL_NAMES, ssh keys)
     or by its file name (SECRETIVE_NAMES), or None."""
     parts = name.split("/")
@@ -135,12 +162,12 @@ def _name_refusal(name: str) -> Optional[str]:
     return None
 
 
-def _content_refusal(content: bytes) -> Optional[str]:
+def _content_refusal(content: bytes) -> str | None:
     found = redaction.credential_in(content)
     return f"it holds {found}" if found else None
 
 
-def refusal(root: str, name: str) -> Optional[str]:
+def refusal(root: str, name: str) -> str | None:
     """Why untracked file `name` (relative to `root`) must stay out of the records, or None.
 
     Its name or a folder's above it is a credential's (`_name_refusal`), or its content holds one
@@ -191,7 +218,7 @@ class UntrackedFiles:
     refused: dict[str, str]  # left out of everything: path -> why (`refusal`)
 
 
-def untracked_files(root: str, pathspec: Optional[tuple[str, ...]] = None) -> UntrackedFiles:
+def untracked_files(root: str, pathspec: tuple[str, ...] | None = None) -> UntrackedFiles:
     listing = _git(root, "ls-files", "--others", "--exclude-standard", "-z", *(pathspec or _output_pathspec(root)))
     taken, refused = [], {}
     for name in sorted(item.decode() for item in listing.split(b"\0") if item):
@@ -282,12 +309,17 @@ def uncommitted_change(root: str, cap_bytes: int = env_vars.DEFAULT_PATCH_CAP_BY
             sizes[name] = os.lstat(os.path.join(root, name)).st_size
     for name in sorted(sizes, key=lambda name: (sizes[name], name)):
         # `--no-index` exits 1 when the files differ, which they always do here.
-        addition = subprocess.run(["git", "-C", root, "diff", "--no-index", "--binary", "--", os.devnull, name],
-                                  capture_output=True, timeout=_GIT_TIMEOUT_S, check=False).stdout
+        addition = subprocess.run(
+            ["git", "-C", root, "diff", "--no-index", "--binary", "--", os.devnull, name],
+            capture_output=True,
+            timeout=_GIT_TIMEOUT_S,
+            check=False,
+        ).stdout
         if len(patch) + len(addition) > cap_bytes:
             omitted.append(name)
         else:
             patch += addition
             added.append(name)
-    return UncommittedChange(patch=patch, omitted=omitted, untracked=sorted(added),
-                             refused={**untracked.refused, **refused_tracked})
+    return UncommittedChange(
+        patch=patch, omitted=omitted, untracked=sorted(added), refused={**untracked.refused, **refused_tracked}
+    )

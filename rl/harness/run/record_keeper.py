@@ -1,9 +1,9 @@
 """A running run's manifest: replaced field by field, rewritten atomically, and kept fresh by a heartbeat.
 
-    keeper = RecordKeeper(results_dir, manifest, seeds=seeds, lock=lock)   # a RunManifest, the run's lock
-    keeper.set(status="running"); keeper.write()                         # run_manifest.json, atomically
-    keeper.start_heartbeat(interval_s=30.0, also=stream.write_summary)   # a thread: the beat, then `also`
-    keeper.stop_heartbeat()
+keeper = RecordKeeper(results_dir, manifest, seeds=seeds, lock=lock)   # a RunManifest, the run's lock
+keeper.set(status="running"); keeper.write()                         # run_manifest.json, atomically
+keeper.start_heartbeat(interval_s=30.0, also=stream.write_summary)   # a thread: the beat, then `also`
+keeper.stop_heartbeat()
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import threading
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from absl import logging
 
@@ -23,14 +24,15 @@ from rl.harness.run.status import utc_now
 class RecordKeeper:
     """Holds the frozen `RunManifest` of a running run and writes it; every change holds the run's lock."""
 
-    def __init__(self, results_dir: pathlib.Path, manifest: RunManifest, *, seeds: seeding.SeedStreams,
-                 lock: threading.RLock):
+    def __init__(
+        self, results_dir: pathlib.Path, manifest: RunManifest, *, seeds: seeding.SeedStreams, lock: threading.RLock
+    ):
         self._results_dir = results_dir
         self._manifest = manifest
         self._seeds = seeds
         self._lock = lock
         self._heartbeat_stop = threading.Event()
-        self._heartbeat_thread: Optional[threading.Thread] = None
+        self._heartbeat_thread: threading.Thread | None = None
 
     @property
     def manifest(self) -> RunManifest:
@@ -50,8 +52,9 @@ class RecordKeeper:
 
     def start_heartbeat(self, interval_s: float, *, also: Callable[[], None]) -> None:
         """Every `interval_s`: `also` (the summary), then the manifest with a fresh heartbeat, on a thread."""
-        self._heartbeat_thread = threading.Thread(target=self._beat, args=(interval_s, also),
-                                                  name="rl-harness-heartbeat", daemon=True)
+        self._heartbeat_thread = threading.Thread(
+            target=self._beat, args=(interval_s, also), name="rl-harness-heartbeat", daemon=True
+        )
         self._heartbeat_thread.start()
 
     def stop_heartbeat(self) -> None:

@@ -23,7 +23,8 @@ import json
 import math
 import os
 import tempfile
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from rl.harness.errors import UsageError
 
@@ -37,10 +38,12 @@ RESULTS, ARTIFACTS = "results", "artifacts"
 def output_place(name: str) -> str:
     """Where a run's output `name` goes by default: a figure with the artifacts, anything else with the results.
 
-        output_place("probe_report.json")   # "results": small, committed
-        output_place("learning_curves.png") # "artifacts": git-ignored, mirrored with the checkpoints
+    output_place("probe_report.json")   # "results": small, committed
+    output_place("learning_curves.png") # "artifacts": git-ignored, mirrored with the checkpoints
     """
     return ARTIFACTS if name.lower().endswith(FIGURE_SUFFIXES) else RESULTS
+
+
 METRICS_FILE = "metrics.jsonl"
 # A resumed run's copy of the rows its lineage logged up to the checkpoint it starts from (RunSession.carry).
 LINEAGE_METRICS_FILE = "lineage_metrics.jsonl"
@@ -52,6 +55,7 @@ SMOKE_DIR = "smoke"
 PATCH_FILE = "uncommitted.patch"
 # In every results and artifacts root the harness writes to: provenance leaves the folder out.
 OUTPUT_ROOT_MARKER = ".rl-harness-output-root"
+
 
 class RecordError(UsageError, RuntimeError):
     """A record is missing, unreadable or has an unknown schema; the message names the fix."""
@@ -190,14 +194,14 @@ class JsonLinesWriter:
             self.sync()
             self._stream.close()
 
-    def __enter__(self) -> "JsonLinesWriter":
+    def __enter__(self) -> JsonLinesWriter:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
 
-def torn_final_line(path: str) -> Optional[int]:
+def torn_final_line(path: str) -> int | None:
     """The number of the final line if it is cut mid-row (no newline, not JSON), else None."""
     with open(path, "rb") as handle:
         content = handle.read()

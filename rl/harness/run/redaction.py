@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
 
 from rl.harness import env_vars
 from rl.harness.errors import UsageError
@@ -33,15 +33,22 @@ MIN_SECRET_LENGTH = 8
 
 _PATTERNS = (
     re.compile(r"(?i)(bearer\s+)[^\s'\",;]+"),
-    re.compile(r"(?i)((?:api[_-]?key|access[_-]?token|token|secret|password|application[_-]?key)"
-               r"[\"']?\s*[=:]\s*[\"']?)[^\s'\",;&]+"),
+    re.compile(
+        r"(?i)((?:api[_-]?key|access[_-]?token|token|secret|password|application[_-]?key)"
+        r"[\"']?\s*[=:]\s*[\"']?)[^\s'\",;&]+"
+    ),
 )
 
 # Text that is a credential wherever it appears: what it is, and its shape. `redact` masks these in
 # any text; `credential_in` looks for them in a file's content (and `_ASSIGNED_SECRET` too).
 _TOKEN_SHAPES = (
-    ("a private key block", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----"
-                            r"(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----)?"),
+    (
+        "a private key block",
+        (
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----"
+            r"(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----)?"
+        ),
+    ),
     ("an AWS access key id", r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
     ("a GitHub token", r"\b(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
     ("a GitLab token", r"\bglpat-[A-Za-z0-9_-]{20,}"),
@@ -54,15 +61,21 @@ _TOKEN_SHAPES = (
 )
 # A long literal assigned to a secret-named variable in code or configuration
 # (`AWS_SECRET_ACCESS_KEY = "..."`, `db_password: ...`); short values and expressions are not secrets.
-_ASSIGNED_SECRET = ("a value assigned to a secret's name",
-                    r"(?i)\b\w*(secret|password|passwd|token|api_?key|access_?key|private_?key)\w*[\"']?\s*[=:]\s*"
-                    r"[\"']?[A-Za-z0-9/+=_-]{16,}")
+_ASSIGNED_SECRET = (
+    "a value assigned to a secret's name",
+    (
+        r"(?i)\b\w*(secret|password|passwd|token|api_?key|access_?key|private_?key)\w*[\"']?\s*[=:]\s*"
+        r"[\"']?[A-Za-z0-9/+=_-]{16,}"
+    ),
+)
 _TOKEN_TEXT = tuple(re.compile(shape) for _, shape in _TOKEN_SHAPES)
 _CREDENTIAL_CONTENT = tuple((what, re.compile(shape.encode())) for what, shape in (*_TOKEN_SHAPES, _ASSIGNED_SECRET))
 
 # A `<namespace>/<field>` whose field names a secret (ppo/api_key, wandb/token, db/password).
-_CREDENTIAL_FIELD = re.compile(r"(.*_)?(api_?key|access_?key|secret(_access)?(_key)?|password|passwd|passphrase|"
-                               r"token|auth|credentials?|private_key)")
+_CREDENTIAL_FIELD = re.compile(
+    r"(.*_)?(api_?key|access_?key|secret(_access)?(_key)?|password|passwd|passphrase|"
+    r"token|auth|credentials?|private_key)"
+)
 
 _lock = threading.Lock()
 _secrets: set[str] = set()
@@ -77,12 +90,13 @@ def register_secret(value: str) -> None:
     if len(value) < MIN_SECRET_LENGTH:
         raise SecretTooShort(
             f"a secret of {len(value)} characters is too short to redact safely (minimum "
-            f"{MIN_SECRET_LENGTH}); check that the key file or variable holds the whole key")
+            f"{MIN_SECRET_LENGTH}); check that the key file or variable holds the whole key"
+        )
     with _lock:
         _secrets.add(value)
 
 
-def register_environment_secrets(environ: Optional[Mapping[str, str]] = None) -> list[str]:
+def register_environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     """Registers the value of each secret variable (`env_vars.secret_variables`).
 
     Returns the names of those too short to mask safely (left unregistered, for the caller to warn about).
@@ -134,7 +148,7 @@ def truncate(text: str, limit: int) -> str:
     return redacted[limit:] if limit < 0 else redacted[:limit]
 
 
-def credential_in(content: bytes) -> Optional[str]:
+def credential_in(content: bytes) -> str | None:
     """What credential `content` holds (a private key block, a known token format, a registered secret), or None."""
     for what, pattern in _CREDENTIAL_CONTENT:
         if pattern.search(content):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 DEFAULT_MINUTES = 10.0
 DEFAULT_BUDGET_FRACTION = 0.1
@@ -43,8 +43,10 @@ class RollingCadence:
         if not (math.isfinite(self.minutes) and self.minutes > 0):
             raise ValueError(f"a rolling checkpoint every {self.minutes!r} minutes: give a positive number")
         if not (math.isfinite(self.budget_fraction) and 0 < self.budget_fraction <= 1):
-            raise ValueError(f"a rolling checkpoint every {self.budget_fraction!r} of the budget: give a fraction"
-                             " in (0, 1], e.g. 0.1")
+            raise ValueError(
+                f"a rolling checkpoint every {self.budget_fraction!r} of the budget: give a fraction"
+                " in (0, 1], e.g. 0.1"
+            )
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -56,17 +58,17 @@ class RollingClock:
     def __init__(self, cadence: RollingCadence, clock: Callable[[], float] = time.monotonic):
         self.cadence = cadence
         self._clock = clock
-        self._marks: dict[Optional[str], tuple[float, float, float]] = {}
-        self._save_s: dict[Optional[str], float] = {}  # per line: what its last timed save took
+        self._marks: dict[str | None, tuple[float, float, float]] = {}
+        self._save_s: dict[str | None, float] = {}  # per line: what its last timed save took
 
-    def restart(self, trial: Optional[str], progress: float, save_s: Optional[float] = None) -> None:
+    def restart(self, trial: str | None, progress: float, save_s: float | None = None) -> None:
         """Counts from now: a line starts training (`save_s` None), or it saved (a checkpoint of either kind, in `save_s`)."""
         if save_s is not None:
             self._save_s[trial] = save_s
         now = self._clock()
         self._marks[trial] = (now, progress, now + self._save_s.get(trial, ASSUMED_SAVE_S) / MAX_COST_SHARE)
 
-    def due(self, trial: Optional[str], progress: float) -> bool:
+    def due(self, trial: str | None, progress: float) -> bool:
         if trial not in self._marks:
             self.restart(trial, progress)
             return False

@@ -1,16 +1,15 @@
 """Metrics rows: the counters budgets are counted in, a run's leading rows up to a bound, curves, flattening.
 
-    from rl.harness.run import rows
+from rl.harness.run import rows
 
-    budget = rows.RowBudget.of(iterations=2, env_steps=None)
-    rows.flatten_scalars({"a": {"b": 1.0}})          # {"a/b": 1.0}
-    rows.downsample(points, 100)                     # at most 100, first and last kept
+budget = rows.RowBudget.of(iterations=2, env_steps=None)
+rows.flatten_scalars({"a": {"b": 1.0}})          # {"a/b": 1.0}
+rows.downsample(points, 100)                     # at most 100, first and last kept
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 from rl.harness.run import metric_keys
 
@@ -22,17 +21,17 @@ ITERATION_KEY, ENV_STEPS_KEY = metric_keys.ITERATION, metric_keys.ENV_STEPS
 class RowBudget:
     """A run's leading rows up to a counter bound: up to iteration N, or up to N env steps (or all).
 
-        budget = RowBudget.of(iterations=2, env_steps=None)
-        budget.take(rows)          # the rows up to and including the first with training_iteration >= 2
-        budget.reached(row)        # whether a run capped at it stops after `row`
-        budget.run_flags()         # ["--stop-at-iteration", "2"]: the CLI option that caps a run at it
+    budget = RowBudget.of(iterations=2, env_steps=None)
+    budget.take(rows)          # the rows up to and including the first with training_iteration >= 2
+    budget.reached(row)        # whether a run capped at it stops after `row`
+    budget.run_flags()         # ["--stop-at-iteration", "2"]: the CLI option that caps a run at it
     """
 
-    key: Optional[str] = None
-    bound: Optional[int] = None
+    key: str | None = None
+    bound: int | None = None
 
     @staticmethod
-    def of(iterations: Optional[int], env_steps: Optional[int]) -> "RowBudget":
+    def of(iterations: int | None, env_steps: int | None) -> RowBudget:
         if iterations is not None:
             return RowBudget(ITERATION_KEY, iterations)
         return RowBudget(ENV_STEPS_KEY, env_steps) if env_steps is not None else RowBudget()

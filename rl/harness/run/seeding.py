@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+
 import numpy as np
 
 from rl.harness.errors import UsageError
@@ -29,7 +30,7 @@ class SeedStreamError(UsageError, ValueError):
 def spawn_key(name: str) -> tuple[int, ...]:
     """The SeedSequence spawn key of stream `name`: its sha256 as eight 32-bit words."""
     digest = hashlib.sha256(name.encode()).digest()
-    return tuple(int.from_bytes(digest[index:index + 4], "little") for index in range(0, 32, 4))
+    return tuple(int.from_bytes(digest[index : index + 4], "little") for index in range(0, 32, 4))
 
 
 class SeedStreams:

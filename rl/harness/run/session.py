@@ -30,7 +30,8 @@ import dataclasses
 import hashlib
 import pathlib
 import threading
-from typing import Any, Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from absl import logging
 
@@ -73,7 +74,7 @@ class RunSession:
         manifest: RunManifest,
         seeds: seeding.SeedStreams,
         heartbeat_s: float = env_vars.DEFAULT_HEARTBEAT_S,
-        verbosity: Optional[int] = None,
+        verbosity: int | None = None,
         budget_cap: RowBudget = RowBudget(),
         rolling: RollingCadence = RollingCadence(),
     ):
@@ -86,8 +87,12 @@ class RunSession:
         self._lock = threading.RLock()
         self._keeper = RecordKeeper(self.results_dir, manifest, seeds=seeds, lock=self._lock)
         self._stream = MetricsStream(results_dir=self.results_dir, artifacts_dir=self.artifacts_dir, run_id=self.run_id)
-        self._folders = CheckpointFolders(self.checkpoints_dir, artifacts_dir=self.artifacts_dir, run_id=self.run_id,
-                                          experiment=manifest.experiment.module)
+        self._folders = CheckpointFolders(
+            self.checkpoints_dir,
+            artifacts_dir=self.artifacts_dir,
+            run_id=self.run_id,
+            experiment=manifest.experiment.module,
+        )
         self._signals = StopSignals(verbosity=logging.get_verbosity() if verbosity is None else verbosity)
         self._budget_cap = budget_cap
         self._rolling = RollingClock(rolling)
@@ -106,8 +111,9 @@ class RunSession:
             status=RUNNING,
             started_at=now,
             ended_at=None,
-            heartbeat=Heartbeat(at=now, interval_s=self._heartbeat_s,
-                                stale_after_s=round(STALE_AFTER_INTERVALS * self._heartbeat_s, 3)),
+            heartbeat=Heartbeat(
+                at=now, interval_s=self._heartbeat_s, stale_after_s=round(STALE_AFTER_INTERVALS * self._heartbeat_s, 3)
+            ),
             process=this_process(),
             paths={**manifest.paths, tensorboard_events.MANIFEST_PATH_KEY: str(events_folder)},
             checkpoints=(),
@@ -125,14 +131,23 @@ class RunSession:
         (linked into checkpoints/ and recorded as this run's, so its stages after training read them as a fresh
         run's) and its lineage's metrics rows up to that checkpoint (LINEAGE_METRICS_FILE, `RunContext.metrics`)."""
         carried = tuple(self._folders.carry(entry) for entry in source.carried_checkpoints)
-        rows = [row for path in source.carried_metrics for row in records.read_json_lines(str(path))
-                if source.iteration is None or (row.get(ITERATION) or 0) <= source.iteration]
+        rows = [
+            row
+            for path in source.carried_metrics
+            for row in records.read_json_lines(str(path))
+            if source.iteration is None or (row.get(ITERATION) or 0) <= source.iteration
+        ]
         if rows:
             records.write_json_lines_atomically(str(self.artifacts_dir / records.LINEAGE_METRICS_FILE), rows)
         if carried:
             self.update_manifest(checkpoints=carried)
-            logging.info("carried %d checkpoint(s) of run %s (iterations %s) and %d metrics row(s)", len(carried),
-                         source.parent_run_id, ", ".join(str(entry.iteration) for entry in carried), len(rows))
+            logging.info(
+                "carried %d checkpoint(s) of run %s (iterations %s) and %d metrics row(s)",
+                len(carried),
+                source.parent_run_id,
+                ", ".join(str(entry.iteration) for entry in carried),
+                len(rows),
+            )
 
     def _cut_redone_events(self, events_folder: pathlib.Path) -> None:
         """A resumed run's lineage keeps no events past the checkpoint it starts from (it logs those rows again)."""
@@ -143,14 +158,24 @@ class RunSession:
         try:
             removed = tensorboard_events.cut_after(events_folder, int(step))
         except Exception as error:  # noqa: BLE001 - a view must never stop a run
-            logging.warning("TensorBoard: could not cut the events past step %s in %s (%s: %s); the curves may"
-                            " show the redone steps twice", step, events_folder, type(error).__name__, error)
+            logging.warning(
+                "TensorBoard: could not cut the events past step %s in %s (%s: %s); the curves may"
+                " show the redone steps twice",
+                step,
+                events_folder,
+                type(error).__name__,
+                error,
+            )
             return
         if removed:
-            logging.info("TensorBoard: %d event(s) past step %s (redone from the checkpoint) cut from %s", removed,
-                         step, events_folder)
+            logging.info(
+                "TensorBoard: %d event(s) past step %s (redone from the checkpoint) cut from %s",
+                removed,
+                step,
+                events_folder,
+            )
 
-    def finish(self, status: str, *, error: Optional[BaseException] = None, exit_code: int = 0) -> None:
+    def finish(self, status: str, *, error: BaseException | None = None, exit_code: int = 0) -> None:
         self._keeper.stop_heartbeat()
         self._signals.restore()
         with self._lock:
@@ -192,7 +217,7 @@ class RunSession:
 
     # -- metrics and summary ----------------------------------------------------------------
 
-    def log_metrics(self, row: dict, *, trial: Optional[str] = None) -> dict:
+    def log_metrics(self, row: dict, *, trial: str | None = None) -> dict:
         """Appends one result row to metrics.jsonl; returns it flattened (nested dicts -> `a/b` keys).
 
         `trial` (a Tune trial id) keeps each trial's curves apart in the summary.
@@ -200,8 +225,11 @@ class RunSession:
         with self._lock:
             flat = self._stream.append(row, trial=trial)
             if self._budget_cap.reached(flat) and not self._signals.requested:
-                logging.info("budget cap %s >= %d reached: finishing this iteration", self._budget_cap.key,
-                             self._budget_cap.bound)
+                logging.info(
+                    "budget cap %s >= %d reached: finishing this iteration",
+                    self._budget_cap.key,
+                    self._budget_cap.bound,
+                )
                 self._signals.request()
         return flat
 
@@ -218,7 +246,7 @@ class RunSession:
 
     # -- outputs ---------------------------------------------------------------------------------
 
-    def write_output(self, name: str, data: Any, *, place: Optional[str] = None) -> pathlib.Path:
+    def write_output(self, name: str, data: Any, *, place: str | None = None) -> pathlib.Path:
         """Writes `data` as this run's output `name` (atomically) and lists it in the manifest's `outputs`.
 
         `name` is a path inside the run's folder (`probe_report.json`, `figures/simplex.png`);
@@ -232,14 +260,22 @@ class RunSession:
             raise ValueError(f"output place {place!r} is neither 'results' nor 'artifacts'")
         relative = pathlib.PurePosixPath(name)
         if relative.is_absolute() or ".." in relative.parts or not relative.parts or name in _RECORD_FILES:
-            raise ValueError(f"output name {name!r} must be a relative path inside the run's folder, not '..' and"
-                             f" not one of the run's own records ({', '.join(sorted(_RECORD_FILES))})")
+            raise ValueError(
+                f"output name {name!r} must be a relative path inside the run's folder, not '..' and"
+                f" not one of the run's own records ({', '.join(sorted(_RECORD_FILES))})"
+            )
         path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         records.write_data_atomically(str(path), data)
         content = path.read_bytes()
-        entry = OutputEntry(name=str(relative), place=place, path=str(relative), bytes=len(content),
-                            sha256=hashlib.sha256(content).hexdigest(), written_at=utc_now())
+        entry = OutputEntry(
+            name=str(relative),
+            place=place,
+            path=str(relative),
+            bytes=len(content),
+            sha256=hashlib.sha256(content).hexdigest(),
+            written_at=utc_now(),
+        )
         with self._lock:
             outputs = self._keeper.manifest.outputs
             self._keeper.set(outputs=(*(o for o in outputs if (o.place, o.name) != (place, entry.name)), entry))
@@ -249,8 +285,9 @@ class RunSession:
     # -- checkpoints -------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def checkpoint(self, *, iteration: int, env_steps: Optional[int], trial: Optional[str] = None,
-                   **extra: Any) -> Iterator[pathlib.Path]:
+    def checkpoint(
+        self, *, iteration: int, env_steps: int | None, trial: str | None = None, **extra: Any
+    ) -> Iterator[pathlib.Path]:
         """Yields an empty folder to save into; on success it becomes checkpoints/iter_<N>.
 
         `trial` keeps one run's separate lines of checkpoints apart (several agents trained in one
@@ -259,21 +296,24 @@ class RunSession:
         """
         with self._folders.saving(trial) as partial:
             yield partial
-        saved = self._place(partial, science_name(iteration), iteration=iteration, env_steps=env_steps, trial=trial,
-                            extra=extra)
+        saved = self._place(
+            partial, science_name(iteration), iteration=iteration, env_steps=env_steps, trial=trial, extra=extra
+        )
         with self._lock:
             manifest = self._keeper.manifest
             stale = [c for c in manifest.rolling_checkpoints if c.trial_id == trial and (c.iteration or 0) <= iteration]
             self._keeper.set(
                 checkpoints=(*(c for c in manifest.checkpoints if c.path != saved.path), saved),
-                rolling_checkpoints=tuple(c for c in manifest.rolling_checkpoints if c not in stale))
+                rolling_checkpoints=tuple(c for c in manifest.rolling_checkpoints if c not in stale),
+            )
             self._keeper.write()
         self._folders.remove(stale)
         logging.info("checkpoint %s (iteration %d)", self.artifacts_dir / saved.path, iteration)
 
     @contextlib.contextmanager
-    def rolling_checkpoint(self, *, iteration: int, env_steps: Optional[int],
-                           trial: Optional[str] = None) -> Iterator[pathlib.Path]:
+    def rolling_checkpoint(
+        self, *, iteration: int, env_steps: int | None, trial: str | None = None
+    ) -> Iterator[pathlib.Path]:
         """Yields an empty folder to save the latest state into; on success it becomes the line's one rolling
         checkpoint (checkpoints/[<trial>/]rolling_iter_<N>), and the previous one is removed only then.
 
@@ -282,8 +322,14 @@ class RunSession:
         """
         with self._folders.saving(trial) as partial:
             yield partial
-        saved = self._place(partial, f"rolling_iter_{iteration:06d}", iteration=iteration, env_steps=env_steps,
-                            trial=trial, extra={"rolling": True})
+        saved = self._place(
+            partial,
+            f"rolling_iter_{iteration:06d}",
+            iteration=iteration,
+            env_steps=env_steps,
+            trial=trial,
+            extra={"rolling": True},
+        )
         with self._lock:
             rolling = self._keeper.manifest.rolling_checkpoints
             previous = [c for c in rolling if c.trial_id == trial and c.path != saved.path]
@@ -298,16 +344,17 @@ class RunSession:
             self._stream.sync()  # the rows this checkpoint reflects reach the disk with it
         return saved
 
-    def rolling_restart(self, progress: float, *, trial: Optional[str] = None, save_s: Optional[float] = None) -> None:
+    def rolling_restart(self, progress: float, *, trial: str | None = None, save_s: float | None = None) -> None:
         """Training of a line (re)starts, or it just saved (in `save_s`): the rolling cadence counts from here."""
         self._rolling.restart(trial, progress, save_s)
 
-    def rolling_due(self, progress: float, *, trial: Optional[str] = None) -> bool:
+    def rolling_due(self, progress: float, *, trial: str | None = None) -> bool:
         """Whether the line's rolling checkpoint should be refreshed now (`RollingCadence`)."""
         return self._rolling.due(trial, progress)
 
-    def record_checkpoint(self, path: str, *, iteration: Optional[int], env_steps: Optional[int],
-                          trial_id: Optional[str] = None) -> None:
+    def record_checkpoint(
+        self, path: str, *, iteration: int | None, env_steps: int | None, trial_id: str | None = None
+    ) -> None:
         """Records a checkpoint saved by someone else (Tune) without moving it."""
         entry = self._folders.entry_of(path, iteration=iteration, env_steps=env_steps, trial_id=trial_id)
         with self._lock:
@@ -325,7 +372,7 @@ class RunSession:
         return self._signals.requested
 
     @property
-    def stop_signal(self) -> Optional[str]:
+    def stop_signal(self) -> str | None:
         return self._signals.stop_signal
 
     @property

@@ -20,7 +20,6 @@ import re
 import secrets
 import socket
 import time
-from typing import Optional
 
 from rl.harness.run.records import SMOKE_DIR
 
@@ -33,7 +32,7 @@ _RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 def utc_now() -> str:
     """ISO-8601 UTC timestamp with microseconds (what every record stores)."""
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
 
 
 def parse_time(stamp: str) -> float:
@@ -41,25 +40,27 @@ def parse_time(stamp: str) -> float:
     return datetime.datetime.fromisoformat(stamp).timestamp()
 
 
-def new_run_id(now: Optional[datetime.datetime] = None) -> str:
+def new_run_id(now: datetime.datetime | None = None) -> str:
     """Sortable UTC timestamp plus six random hex digits, e.g. `20261201T011500Z-3f9a2c`."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    now = now or datetime.datetime.now(datetime.UTC)
     return f"{now.strftime(_RUN_ID_FORMAT)}-{secrets.token_hex(3)}"
 
 
-def run_id_problem(run_id: str) -> Optional[str]:
+def run_id_problem(run_id: str) -> str | None:
     """Why `run_id` cannot name a run folder, or None if it can."""
     if "/" in run_id or "\\" in run_id or ".." in run_id:
         return f"run id {run_id!r} contains '/', '\\' or '..'; use letters, digits, '.', '_' and '-' only"
     if run_id == SMOKE_DIR:
         return f"run id {run_id!r} is reserved for the smoke-run folder; choose another"
     if not _RUN_ID_PATTERN.fullmatch(run_id):
-        return (f"run id {run_id!r} is not a plain name; use 1-128 letters, digits, '.', '_' and '-',"
-                " starting with a letter or digit")
+        return (
+            f"run id {run_id!r} is not a plain name; use 1-128 letters, digits, '.', '_' and '-',"
+            " starting with a letter or digit"
+        )
     return None
 
 
-def process_start_ticks(pid: int) -> Optional[int]:
+def process_start_ticks(pid: int) -> int | None:
     """Start time of `pid` in clock ticks since boot (Linux), to tell a reused pid apart."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
@@ -74,9 +75,9 @@ def process_start_ticks(pid: int) -> Optional[int]:
 class Heartbeat:
     """When the run's writer last rewrote its manifest, and after how long without a beat it counts as gone."""
 
-    at: Optional[str]
-    interval_s: Optional[float] = None
-    stale_after_s: Optional[float] = None
+    at: str | None
+    interval_s: float | None = None
+    stale_after_s: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +86,7 @@ class WriterProcess:
 
     hostname: str
     pid: int
-    start_ticks: Optional[int] = None
+    start_ticks: int | None = None
 
 
 def this_process() -> WriterProcess:
@@ -112,8 +113,9 @@ def writer_gone(writer: WriterProcess) -> bool:
     return recorded is not None and current is not None and recorded != current
 
 
-def crash_reason(status: Optional[str], heartbeat: Optional[Heartbeat], writer: Optional[WriterProcess],
-                 now: Optional[float] = None) -> Optional[str]:
+def crash_reason(
+    status: str | None, heartbeat: Heartbeat | None, writer: WriterProcess | None, now: float | None = None
+) -> str | None:
     """Why a record with this status, heartbeat and writer still marked running belongs to a dead run, or None."""
     if status != RUNNING:
         return None

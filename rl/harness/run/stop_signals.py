@@ -1,11 +1,11 @@
 """SIGINT and SIGTERM as a run's stop request: the first lets the iteration finish, a second stops at once.
 
-    signals = StopSignals(verbosity=logging.get_verbosity())
-    signals.reclaim()                    # the handlers (again after ray.init, which takes SIGTERM) and absl logging
-    if signals.requested: ...            # a signal arrived, or `request()` was called (a reached budget cap)
-    with signals.stop_at_once():         # work that cannot poll `requested` (the upload)
-        upload()                         # a signal raises KeyboardInterrupt here
-    signals.restore()                    # the handlers from before
+signals = StopSignals(verbosity=logging.get_verbosity())
+signals.reclaim()                    # the handlers (again after ray.init, which takes SIGTERM) and absl logging
+if signals.requested: ...            # a signal arrived, or `request()` was called (a reached budget cap)
+with signals.stop_at_once():         # work that cannot poll `requested` (the upload)
+    upload()                         # a signal raises KeyboardInterrupt here
+signals.restore()                    # the handlers from before
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from absl import logging
 
@@ -39,7 +40,7 @@ class StopSignals:
     def __init__(self, *, verbosity: int):
         self._verbosity = verbosity
         self._requested = threading.Event()
-        self._signal: Optional[str] = None
+        self._signal: str | None = None
         self._previous_handlers: dict[int, Any] = {}
         self._stop_at_once = False
 
@@ -48,7 +49,7 @@ class StopSignals:
         return self._requested.is_set()
 
     @property
-    def stop_signal(self) -> Optional[str]:
+    def stop_signal(self) -> str | None:
         """The name of the signal that asked the run to stop (None: none arrived)."""
         return self._signal
 

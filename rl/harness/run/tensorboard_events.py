@@ -25,7 +25,8 @@ import pathlib
 import re
 import struct
 import time
-from typing import Any, BinaryIO, Collection, Iterable, Mapping, Optional
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, BinaryIO
 
 import google_crc32c
 from absl import logging
@@ -42,13 +43,13 @@ HEADLINE_CATEGORY = "headline"  # the custom-scalars category of a run's summari
 MANIFEST_PATH_KEY = "tensorboard"  # the manifest's paths entry that names a run's events folder
 
 
-def _number(value: Any) -> Optional[float]:
+def _number(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
 
 
-def row_step(row: Mapping[str, Any]) -> Optional[int]:
+def row_step(row: Mapping[str, Any]) -> int | None:
     """The step a row's scalars are drawn at: the first of STEP_KEYS that it holds as a number."""
     for key in STEP_KEYS:
         value = _number(row.get(key))
@@ -62,7 +63,7 @@ def row_scalars(row: Mapping[str, Any]) -> dict[str, float]:
     return {key: number for key, value in row.items() for number in [_number(value)] if number is not None}
 
 
-def lineage_folder(layout: RunLayout, parent_run: Optional[Mapping[str, Any]]) -> pathlib.Path:
+def lineage_folder(layout: RunLayout, parent_run: Mapping[str, Any] | None) -> pathlib.Path:
     """Where a run's events go: its parent's events folder when it resumed a run found here, else its own."""
     own = layout.artifacts_dir / EVENTS_DIR
     parent_id = (parent_run or {}).get("parent_run_id")
@@ -72,17 +73,30 @@ def lineage_folder(layout: RunLayout, parent_run: Optional[Mapping[str, Any]]) -
     try:
         recorded = read_manifest(parent_dir).paths.get(MANIFEST_PATH_KEY) if parent_dir else None
     except records.RecordError as error:
-        logging.warning("TensorBoard: cannot read the manifest of parent run %s (%s); this run's curves start in %s",
-                        parent_id, error, own)
+        logging.warning(
+            "TensorBoard: cannot read the manifest of parent run %s (%s); this run's curves start in %s",
+            parent_id,
+            error,
+            own,
+        )
         return own
     if not recorded:
-        logging.warning("TensorBoard: parent run %s recorded no events folder under %s; this run's curves start in %s",
-                        parent_id, layout.results_root, own)
+        logging.warning(
+            "TensorBoard: parent run %s recorded no events folder under %s; this run's curves start in %s",
+            parent_id,
+            layout.results_root,
+            own,
+        )
         return own
     if not is_events_folder_of(pathlib.Path(recorded), layout.artifacts_root):
-        logging.warning("TensorBoard: parent run %s records its events folder as %s, not a run's events folder under"
-                        " this run's artifacts root %s; this run's curves start in %s (nothing is written there)",
-                        parent_id, recorded, layout.artifacts_root, own)
+        logging.warning(
+            "TensorBoard: parent run %s records its events folder as %s, not a run's events folder under"
+            " this run's artifacts root %s; this run's curves start in %s (nothing is written there)",
+            parent_id,
+            recorded,
+            layout.artifacts_root,
+            own,
+        )
         return own
     return pathlib.Path(recorded)
 
@@ -163,19 +177,24 @@ class ScalarEventEncoder:
             body = self._tag(tag) + packed
             values.append(b"\x0a" + _varint(len(body)) + body)
         summary = b"".join(values)
-        return ((b"\x09" + struct.pack("<d", wall_time) if wall_time else b"") + (b"\x10" + _varint(step & _UINT64) if step else b"")
-                + b"\x2a" + _varint(len(summary)) + summary)
+        return (
+            (b"\x09" + struct.pack("<d", wall_time) if wall_time else b"")
+            + (b"\x10" + _varint(step & _UINT64) if step else b"")
+            + b"\x2a"
+            + _varint(len(summary))
+            + summary
+        )
 
 
 def read_records(data: bytes) -> list[bytes]:
     """The payloads of a TFRecord stream (`tf_record`'s framing); a torn final record is left out."""
     payloads, offset = [], 0
     while offset + 12 <= len(data):
-        (length,) = struct.unpack("<Q", data[offset:offset + 8])
+        (length,) = struct.unpack("<Q", data[offset : offset + 8])
         end = offset + 12 + length + 4
         if end > len(data):
             break
-        payloads.append(data[offset + 12:offset + 12 + length])
+        payloads.append(data[offset + 12 : offset + 12 + length])
         offset = end
     return payloads
 
@@ -209,8 +228,10 @@ def headline_layout(keys: Iterable[str]) -> bytes:
     """A custom-scalars layout (TensorBoard's CUSTOM SCALARS tab): one `HEADLINE_CATEGORY` chart per key, in order."""
     from tensorboard.plugins.custom_scalar import layout_pb2
 
-    charts = [layout_pb2.Chart(title=key, multiline=layout_pb2.MultilineChartContent(tag=[f"^{re.escape(key)}$"]))
-              for key in headline_order(keys)]
+    charts = [
+        layout_pb2.Chart(title=key, multiline=layout_pb2.MultilineChartContent(tag=[f"^{re.escape(key)}$"]))
+        for key in headline_order(keys)
+    ]
     return layout_pb2.Layout(category=[layout_pb2.Category(title=HEADLINE_CATEGORY, chart=charts)]).SerializeToString()
 
 
@@ -219,10 +240,12 @@ def _layout_event(layout: bytes):
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
     from tensorboard.plugins.custom_scalar import metadata
 
-    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[layout],
-                                    tensor_shape=tensor_shape_pb2.TensorShapeProto())
-    value = summary_pb2.Summary.Value(tag=metadata.CONFIG_SUMMARY_TAG, tensor=tensor,
-                                      metadata=metadata.create_summary_metadata())
+    tensor = tensor_pb2.TensorProto(
+        dtype=types_pb2.DT_STRING, string_val=[layout], tensor_shape=tensor_shape_pb2.TensorShapeProto()
+    )
+    value = summary_pb2.Summary.Value(
+        tag=metadata.CONFIG_SUMMARY_TAG, tensor=tensor, metadata=metadata.create_summary_metadata()
+    )
     return event_pb2.Event(wall_time=time.time(), step=0, summary=summary_pb2.Summary(value=[value]))
 
 
@@ -243,16 +266,20 @@ class ScalarEvents:
         self._encoder = ScalarEventEncoder()
         self._failed = False
 
-    def write(self, row: Mapping[str, Any], *, trial: Optional[str] = None) -> None:
+    def write(self, row: Mapping[str, Any], *, trial: str | None = None) -> None:
         if self._failed:
             return
         try:
             self._write(row, trial or "")
         except Exception as error:  # noqa: BLE001 - a view must never stop a run or cost it a row
             self._failed = True
-            logging.warning("TensorBoard events stop for this run (%s: %s); metrics.jsonl keeps every row; free the"
-                            " folder %s (or install tensorboard from the lock) for the next run", type(error).__name__,
-                            error, self.folder)
+            logging.warning(
+                "TensorBoard events stop for this run (%s: %s); metrics.jsonl keeps every row; free the"
+                " folder %s (or install tensorboard from the lock) for the next run",
+                type(error).__name__,
+                error,
+                self.folder,
+            )
 
     def _write(self, row: Mapping[str, Any], trial: str) -> None:
         step = row_step(row)

@@ -27,7 +27,8 @@ import dataclasses
 import itertools
 import math
 import re
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from rl.harness.run import metric_keys
 from rl.harness.study.statistics import STATISTICS
@@ -42,7 +43,7 @@ class Score:
     name: str
     path: str
 
-    def read(self, outcome: Mapping[str, Any]) -> Optional[float]:
+    def read(self, outcome: Mapping[str, Any]) -> float | None:
         """The score, or None when the run did not report it (a failed run, a recipe that skips that stage)."""
         value: Any = outcome
         for part in self.path.split("."):
@@ -94,11 +95,14 @@ class Study:
         object.__setattr__(self, "seeds", tuple(self.seeds))
         object.__setattr__(self, "scores", tuple(self.scores))
         object.__setattr__(self, "pairs", tuple(tuple(pair) for pair in self.pairs))
-        object.__setattr__(self, "hyperparameters", {key: tuple(values) for key, values in self.hyperparameters.items()})
+        object.__setattr__(
+            self, "hyperparameters", {key: tuple(values) for key, values in self.hyperparameters.items()}
+        )
         for key, values in self.hyperparameters.items():
             if "/" not in key or not values or len(set(map(repr, values))) != len(values):
-                raise ValueError(f"hyperparameter {key!r}: a <namespace>/<field> hyperparameter with distinct values, got"
-                                 f" {values!r}")
+                raise ValueError(
+                    f"hyperparameter {key!r}: a <namespace>/<field> hyperparameter with distinct values, got {values!r}"
+                )
         if self.statistic not in STATISTICS:
             raise ValueError(f"statistic {self.statistic!r} must be one of {', '.join(STATISTICS)}")
         if not self.agents:
@@ -106,7 +110,9 @@ class Study:
         for name in self.agents:
             if not _AGENT_NAME.fullmatch(name):
                 raise ValueError(f"agent name {name!r} must be 1-41 letters, digits and '_' (it is part of run ids)")
-        if not self.seeds or any(isinstance(seed, bool) or not isinstance(seed, int) or seed < 0 for seed in self.seeds):
+        if not self.seeds or any(
+            isinstance(seed, bool) or not isinstance(seed, int) or seed < 0 for seed in self.seeds
+        ):
             raise ValueError(f"seeds must be non-negative integers, got {self.seeds!r}")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds {self.seeds!r} repeat a seed: each seed once")
@@ -126,8 +132,9 @@ class Study:
     def members(self) -> tuple[Member, ...]:
         """Seed by seed, then agent by agent (in declaration order), setting by setting: the order members run
         in, so that a study stopped early (or still running) holds every agent at the same seeds, paired."""
-        return tuple(Member(agent, seed, setting) for seed in self.seeds for agent in self.agents
-                     for setting in self.settings())
+        return tuple(
+            Member(agent, seed, setting) for seed in self.seeds for agent in self.agents for setting in self.settings()
+        )
 
     def variants(self) -> dict[str, str]:
         """{variant name: agent}, in member order."""
@@ -135,23 +142,32 @@ class Study:
 
     def variant_pairs(self) -> list[tuple[str, str]]:
         """The declared pairs at each setting: (a[setting], b[setting])."""
-        return [(variant_name(a, setting), variant_name(b, setting)) for a, b in self.pairs
-                for setting in self.settings()]
+        return [
+            (variant_name(a, setting), variant_name(b, setting)) for a, b in self.pairs for setting in self.settings()
+        ]
 
     def describe(self) -> dict:
         """The grid, as the study record keeps it."""
-        return {"agents": dict(self.agents), "seeds": list(self.seeds),
-                "scores": {score.name: score.path for score in self.scores},
-                "pairs": [list(pair) for pair in self.pairs], "curve": self.curve,
-                "hyperparameters": {key: list(values) for key, values in self.hyperparameters.items()},
-                "statistic": self.statistic}
+        return {
+            "agents": dict(self.agents),
+            "seeds": list(self.seeds),
+            "scores": {score.name: score.path for score in self.scores},
+            "pairs": [list(pair) for pair in self.pairs],
+            "curve": self.curve,
+            "hyperparameters": {key: list(values) for key, values in self.hyperparameters.items()},
+            "statistic": self.statistic,
+        }
 
     @classmethod
-    def from_description(cls, grid: Mapping[str, Any]) -> "Study":
+    def from_description(cls, grid: Mapping[str, Any]) -> Study:
         """The study back from its record's grid (`describe`)."""
-        return cls(agents=grid["agents"], seeds=tuple(grid["seeds"]),
-                   scores=tuple(Score(name, path) for name, path in grid["scores"].items()),
-                   pairs=tuple(tuple(pair) for pair in grid["pairs"]), curve=grid["curve"],
-                   # "settings": the key of records written before the axis was named hyperparameters
-                   hyperparameters=grid.get("hyperparameters") or grid.get("settings") or {},
-                   statistic=grid.get("statistic", "mean"))  # records that predate the choice: the mean
+        return cls(
+            agents=grid["agents"],
+            seeds=tuple(grid["seeds"]),
+            scores=tuple(Score(name, path) for name, path in grid["scores"].items()),
+            pairs=tuple(tuple(pair) for pair in grid["pairs"]),
+            curve=grid["curve"],
+            # "settings": the key of records written before the axis was named hyperparameters
+            hyperparameters=grid.get("hyperparameters") or grid.get("settings") or {},
+            statistic=grid.get("statistic", "mean"),
+        )  # records that predate the choice: the mean

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pathlib
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from rl.harness.run import records
 from rl.harness.run.tensorboard_events import tf_record
@@ -46,19 +46,28 @@ def write_events(folder: pathlib.Path, study: Study, results: Iterable[MemberRes
     folder.mkdir(parents=True, exist_ok=True)  # a resumed study's summary rewrites the same files
     experiment = hparams.hparams_config_pb(
         hparams=[hparams.HParam("agent"), hparams.HParam("seed"), *(hparams.HParam(key) for key in keys)],
-        metrics=[hparams.Metric(SCORE_TAG + score.name, display_name=score.name) for score in study.scores])
-    records.write_bytes_atomically(str(folder / "events.out.tfevents.0.study"),
-                                   _events(event_pb2.Event(wall_time=time.time(), summary=experiment)))
+        metrics=[hparams.Metric(SCORE_TAG + score.name, display_name=score.name) for score in study.scores],
+    )
+    records.write_bytes_atomically(
+        str(folder / "events.out.tfevents.0.study"), _events(event_pb2.Event(wall_time=time.time(), summary=experiment))
+    )
     for result in completed:
         member = result.member
         variant = f"-v{settings.index(member.setting)}" if keys and member.setting in settings else ""
         values = {"agent": member.agent, "seed": member.seed, **dict(member.setting)}
         session = hparams.hparams_pb(values, trial_id=member.name)
         outcome = result.outcome()
-        scores = [summary_pb2.Summary.Value(tag=SCORE_TAG + score.name, simple_value=value)
-                  for score in study.scores if (value := score.read(outcome)) is not None]
+        scores = [
+            summary_pb2.Summary.Value(tag=SCORE_TAG + score.name, simple_value=value)
+            for score in study.scores
+            if (value := score.read(outcome)) is not None
+        ]
         member_folder = folder / f"{member.agent}{variant}-s{member.seed}"
         member_folder.mkdir(exist_ok=True)
-        records.write_bytes_atomically(str(member_folder / "events.out.tfevents.0.member"), _events(
-            event_pb2.Event(wall_time=time.time(), summary=session),
-            event_pb2.Event(wall_time=time.time(), step=0, summary=summary_pb2.Summary(value=scores))))
+        records.write_bytes_atomically(
+            str(member_folder / "events.out.tfevents.0.member"),
+            _events(
+                event_pb2.Event(wall_time=time.time(), summary=session),
+                event_pb2.Event(wall_time=time.time(), step=0, summary=summary_pb2.Summary(value=scores)),
+            ),
+        )

@@ -15,7 +15,7 @@ need many more seeds than the plan says once that seed is seen; the plan is a lo
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
 
 from scipy import stats
 
@@ -47,12 +47,19 @@ def seeds_for_width(values_by_seed: Mapping[int, float], *, width: float, statis
         found = statistics.bootstrap_interval(values, statistic)
         value = found["value"]
         needed = max(MIN_SEEDS, math.ceil(n * ((found["high"] - found["low"]) / width) ** 2))
-    return {"n": n, "value": value, "low": found["low"], "high": found["high"], "width": found["high"] - found["low"],
-            "needed": needed}
+    return {
+        "n": n,
+        "value": value,
+        "low": found["low"],
+        "high": found["high"],
+        "width": found["high"] - found["low"],
+        "needed": needed,
+    }
 
 
-def plan(study: Study, results: Iterable[MemberResult], *, width: float, statistic: str,
-         scores: Optional[list[str]] = None) -> dict:
+def plan(
+    study: Study, results: Iterable[MemberResult], *, width: float, statistic: str, scores: list[str] | None = None
+) -> dict:
     """Per score and variant: `seeds_for_width`, the seeds to add, the mean compute time of a completed member
     and so the compute time of the seeds to add (None where no member recorded a duration)."""
     results = [result for result in results if result.status == COMPLETED]
@@ -73,12 +80,16 @@ def plan(study: Study, results: Iterable[MemberResult], *, width: float, statist
             found = seeds_for_width(values, width=width, statistic=statistic)
             more = None if found["needed"] is None else max(0, found["needed"] - found["n"])
             member_s = sum(durations[variant]) / len(durations[variant]) if durations.get(variant) else None
-            planned[score.name][variant] = {**found, "more": more, "member_s": member_s,
-                                            "more_s": None if more is None or member_s is None else more * member_s}
+            planned[score.name][variant] = {
+                **found,
+                "more": more,
+                "member_s": member_s,
+                "more_s": None if more is None or member_s is None else more * member_s,
+            }
     return {"width": width, "statistic": statistic, "scores": planned}
 
 
-def _hours(seconds: Optional[float]) -> str:
+def _hours(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
@@ -88,21 +99,38 @@ def markdown(study_id: str, found: dict) -> str:
     """The plan as one table per score."""
     name = statistics.STATISTIC_NAMES[found["statistic"]]
     interval = "t" if found["statistic"] == "mean" else "bootstrap"
-    lines = [f"study {study_id}: seeds for a 95 % {interval} interval of the {name} at most {found['width']:g} wide,"
-             " if the seeds' spread stays as it is so far; compute time from the members' recorded durations"
-             " (one member after another)."]
+    lines = [
+        (
+            f"study {study_id}: seeds for a 95 % {interval} interval of the {name} at most {found['width']:g} wide,"
+            " if the seeds' spread stays as it is so far; compute time from the members' recorded durations"
+            " (one member after another)."
+        )
+    ]
     for score, by_variant in found["scores"].items():
-        lines += ["", f"{score}:", "", f"| agent | seeds | {name} [95 % interval] | width | seeds needed | more seeds |"
-                  " a member's compute time | the more seeds' |", "|---" * 8 + "|"]
+        lines += [
+            "",
+            f"{score}:",
+            "",
+            (
+                f"| agent | seeds | {name} [95 % interval] | width | seeds needed | more seeds |"
+                " a member's compute time | the more seeds' |"
+            ),
+            "|---" * 8 + "|",
+        ]
         for variant, entry in by_variant.items():
             if entry["needed"] is None:
-                lines.append(f"| {variant} | {entry['n']} | - | - | - (an interval needs {MIN_SEEDS} seeds) | - | - | - |")
+                lines.append(
+                    f"| {variant} | {entry['n']} | - | - | - (an interval needs {MIN_SEEDS} seeds) | - | - | - |"
+                )
                 continue
-            lines.append(f"| {variant} | {entry['n']} | {entry['value']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]"
-                         f" | {entry['width']:.3f} | {entry['needed']} | {entry['more']} |"
-                         f" {_hours(entry['member_s'])} | {_hours(entry['more_s'])} |")
+            lines.append(
+                f"| {variant} | {entry['n']} | {entry['value']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]"
+                f" | {entry['width']:.3f} | {entry['needed']} | {entry['more']} |"
+                f" {_hours(entry['member_s'])} | {_hours(entry['more_s'])} |"
+            )
         total = [entry["more_s"] for entry in by_variant.values() if entry.get("more_s") is not None]
         if total:
-            lines.append(f"| all | | | | | {sum(entry['more'] or 0 for entry in by_variant.values())} | |"
-                         f" {_hours(sum(total))} |")
+            lines.append(
+                f"| all | | | | | {sum(entry['more'] or 0 for entry in by_variant.values())} | | {_hours(sum(total))} |"
+            )
     return "\n".join(lines) + "\n"

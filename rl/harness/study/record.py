@@ -15,11 +15,22 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from rl.harness.run import records, redaction
 from rl.harness.run.status import (  # noqa: F401 - statuses re-exported
-    COMPLETED, CRASHED, FAILED, INTERRUPTED, RUNNING, WriterProcess, run_id_problem, this_process, utc_now, writer_gone)
+    COMPLETED,
+    CRASHED,
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    WriterProcess,
+    run_id_problem,
+    this_process,
+    utc_now,
+    writer_gone,
+)
 from rl.harness.study.declaration import Member, Study
 
 STUDY_FILE = "study.json"
@@ -35,10 +46,11 @@ def study_folder(results_root: pathlib.Path, study_id: str, smoke: bool) -> path
     return pathlib.Path(results_root, *([records.SMOKE_DIR] if smoke else []), STUDIES_DIR, study_id)
 
 
-def find_study(results_root: pathlib.Path, study_id: str) -> Optional[pathlib.Path]:
+def find_study(results_root: pathlib.Path, study_id: str) -> pathlib.Path | None:
     """The folder of study `study_id` under `results_root`, full or smoke, or None."""
-    found = [folder for folder in (study_folder(results_root, study_id, smoke) for smoke in (False, True))
-             if folder.is_dir()]
+    found = [
+        folder for folder in (study_folder(results_root, study_id, smoke) for smoke in (False, True)) if folder.is_dir()
+    ]
     return found[0] if found else None
 
 
@@ -48,17 +60,19 @@ class MemberRecord:
     seed: int
     runs: tuple[str, ...] = ()
     status: str = PENDING
-    started_at: Optional[str] = None  # the first run's start and the last run's end: the member's wall-clock span
-    ended_at: Optional[str] = None
-    error: Optional[str] = None
-    setting: tuple[tuple[str, Any], ...] = ()  # its setting on the study's hyperparameters axis: this member's --set overrides
+    started_at: str | None = None  # the first run's start and the last run's end: the member's wall-clock span
+    ended_at: str | None = None
+    error: str | None = None
+    setting: tuple[
+        tuple[str, Any], ...
+    ] = ()  # its setting on the study's hyperparameters axis: this member's --set overrides
 
     @property
     def member(self) -> Member:
         return Member(self.agent, self.seed, self.setting)
 
     @property
-    def last_run(self) -> Optional[str]:
+    def last_run(self) -> str | None:
         return self.runs[-1] if self.runs else None
 
 
@@ -75,10 +89,10 @@ class StudyRecord:
     status: str = RUNNING
     created_at: str = dataclasses.field(default_factory=utc_now)
     updated_at: str = dataclasses.field(default_factory=utc_now)
-    summary: Optional[str] = None  # the summary file, once written
+    summary: str | None = None  # the summary file, once written
     schema_version: int = SCHEMA_VERSION
-    stop_at_env_steps: Optional[int] = None  # every member's run capped here (`study --stop-at-env-steps`)
-    process: Optional[WriterProcess] = None  # the study command running it (None in records that predate it)
+    stop_at_env_steps: int | None = None  # every member's run capped here (`study --stop-at-env-steps`)
+    process: WriterProcess | None = None  # the study command running it (None in records that predate it)
 
     @property
     def effective_status(self) -> str:
@@ -88,21 +102,39 @@ class StudyRecord:
         return self.status
 
     @classmethod
-    def new(cls, study_id: str, *, module: str, study: Study, smoke: bool, code: Mapping, build: Mapping,
-            command_line, stop_at_env_steps: Optional[int] = None) -> "StudyRecord":
-        return cls(study_id=study_id, module=module, smoke=smoke, grid=study.describe(), code=dict(code),
-                   build=dict(build), command_lines=(redaction.redact_all(command_line),),
-                   stop_at_env_steps=stop_at_env_steps, process=this_process(),
-                   members=tuple(MemberRecord(m.agent, m.seed, setting=m.setting) for m in study.members()))
+    def new(
+        cls,
+        study_id: str,
+        *,
+        module: str,
+        study: Study,
+        smoke: bool,
+        code: Mapping,
+        build: Mapping,
+        command_line,
+        stop_at_env_steps: int | None = None,
+    ) -> StudyRecord:
+        return cls(
+            study_id=study_id,
+            module=module,
+            smoke=smoke,
+            grid=study.describe(),
+            code=dict(code),
+            build=dict(build),
+            command_lines=(redaction.redact_all(command_line),),
+            stop_at_env_steps=stop_at_env_steps,
+            process=this_process(),
+            members=tuple(MemberRecord(m.agent, m.seed, setting=m.setting) for m in study.members()),
+        )
 
     def member(self, member: Member) -> MemberRecord:
         return next(record for record in self.members if record.member == member)
 
-    def with_member(self, updated: MemberRecord) -> "StudyRecord":
+    def with_member(self, updated: MemberRecord) -> StudyRecord:
         members = tuple(updated if record.member == updated.member else record for record in self.members)
         return dataclasses.replace(self, members=members, updated_at=utc_now())
 
-    def replace(self, **changes) -> "StudyRecord":
+    def replace(self, **changes) -> StudyRecord:
         return dataclasses.replace(self, **changes, updated_at=utc_now())
 
     def to_dict(self) -> dict:
@@ -113,23 +145,38 @@ class StudyRecord:
         records.write_json_atomically(str(folder / STUDY_FILE), self.to_dict())
 
     @classmethod
-    def read(cls, folder: pathlib.Path) -> "StudyRecord":
+    def read(cls, folder: pathlib.Path) -> StudyRecord:
         path = folder / STUDY_FILE
         document = records.read_json(str(path), "study record")
         try:
             if document.get("schema_version") != SCHEMA_VERSION:
                 raise ValueError(f"schema_version {document.get('schema_version')!r}, expected {SCHEMA_VERSION}")
-            members = tuple(MemberRecord(**{**member, "runs": tuple(member["runs"]),
-                                            "setting": tuple(tuple(pair) for pair in member.get("setting", ()))})
-                            for member in document["members"])
+            members = tuple(
+                MemberRecord(
+                    **{
+                        **member,
+                        "runs": tuple(member["runs"]),
+                        "setting": tuple(tuple(pair) for pair in member.get("setting", ())),
+                    }
+                )
+                for member in document["members"]
+            )
             process = document.get("process")
-            record = cls(**{**document, "members": members, "process": WriterProcess(**process) if process else None,
-                            "command_lines": tuple(tuple(line) for line in document["command_lines"])})
+            record = cls(
+                **{
+                    **document,
+                    "members": members,
+                    "process": WriterProcess(**process) if process else None,
+                    "command_lines": tuple(tuple(line) for line in document["command_lines"]),
+                }
+            )
             _check_names(record)
             return record
         except (KeyError, TypeError, ValueError, AttributeError) as error:
-            raise records.RecordError(f"study record {path} is damaged ({type(error).__name__}: {error}); restore it"
-                                      " from version control or start a new study") from None
+            raise records.RecordError(
+                f"study record {path} is damaged ({type(error).__name__}: {error}); restore it"
+                " from version control or start a new study"
+            ) from None
 
 
 def _check_names(record: StudyRecord) -> None:

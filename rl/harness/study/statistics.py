@@ -25,7 +25,7 @@ agent's interval does not change when another agent joins the study.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from scipy import stats
@@ -51,8 +51,13 @@ STATISTIC_NAMES = {"mean": "mean", "median": "median", "iqm": "IQM"}  # as table
 
 def bootstrap_description() -> dict:
     """What a summary records of its bootstrap, so that its intervals can be drawn again."""
-    return {"seed": BOOTSTRAP_SEED, "resamples": RESAMPLES, "confidence": CONFIDENCE, "interval": "percentile",
-            "strata": "seeds of each agent"}
+    return {
+        "seed": BOOTSTRAP_SEED,
+        "resamples": RESAMPLES,
+        "confidence": CONFIDENCE,
+        "interval": "percentile",
+        "strata": "seeds of each agent",
+    }
 
 
 def _generator() -> np.random.Generator:
@@ -70,8 +75,9 @@ def _resample_counts(size: int, generator: np.random.Generator, resamples: int) 
     return generator.multinomial(size, np.full(size, 1.0 / size), size=resamples)
 
 
-def bootstrap_interval(values: Sequence[float], statistic: str, *, resamples: int = RESAMPLES,
-                       confidence: float = CONFIDENCE) -> dict:
+def bootstrap_interval(
+    values: Sequence[float], statistic: str, *, resamples: int = RESAMPLES, confidence: float = CONFIDENCE
+) -> dict:
     """`statistic` (mean, median or iqm) of `values` with its percentile bootstrap interval; one value is a point."""
     if statistic not in STATISTICS:
         raise ValueError(f"statistic {statistic!r}; expected one of {', '.join(STATISTICS)}")
@@ -96,8 +102,15 @@ def mean_interval(values: Sequence[float], *, confidence: float = 0.95, spread: 
     mean, stderr = float(values.mean()), float(values.std(ddof=1) / math.sqrt(len(values)))
     tail = (1.0 + confidence) / 2.0
     quantile = stats.norm.ppf(tail) if spread == "normal" else stats.t.ppf(tail, df=len(values) - 1)
-    return {"mean": mean, "low": mean - quantile * stderr, "high": mean + quantile * stderr, "stderr": stderr,
-            "n": int(len(values)), "confidence": confidence, "spread": spread}
+    return {
+        "mean": mean,
+        "low": mean - quantile * stderr,
+        "high": mean + quantile * stderr,
+        "stderr": stderr,
+        "n": len(values),
+        "confidence": confidence,
+        "spread": spread,
+    }
 
 
 def mean_interval_or_point(values: Sequence[float], **options) -> dict:
@@ -113,16 +126,20 @@ def over_seeds(values_by_seed: Mapping[int, float]) -> dict:
     seed's value (`values`, by seed) kept beside them."""
     seeds = sorted(values_by_seed)
     values = [values_by_seed[seed] for seed in seeds]
-    return {**mean_interval_or_point(values, spread="t"),
-            "bootstrap": {statistic: bootstrap_interval(values, statistic) for statistic in STATISTICS},
-            "values": {str(seed): float(values_by_seed[seed]) for seed in seeds}}
+    return {
+        **mean_interval_or_point(values, spread="t"),
+        "bootstrap": {statistic: bootstrap_interval(values, statistic) for statistic in STATISTICS},
+        "values": {str(seed): float(values_by_seed[seed]) for seed in seeds},
+    }
 
 
 def paired_difference(a: Mapping[int, float], b: Mapping[int, float]) -> dict:
     """`a - b` seed by seed over the seeds both have (training seeds pair the two agents), with its intervals."""
     shared = sorted(set(a) & set(b))
     if not shared:
-        raise ValueError(f"no seed in common (seeds {sorted(a)} vs {sorted(b)}): a paired difference needs shared seeds")
+        raise ValueError(
+            f"no seed in common (seeds {sorted(a)} vs {sorted(b)}): a paired difference needs shared seeds"
+        )
     return {**over_seeds({seed: a[seed] - b[seed] for seed in shared}), "seeds": shared}
 
 
@@ -131,8 +148,9 @@ def _wins(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a[:, None] > b[None, :]) + 0.5 * (a[:, None] == b[None, :])
 
 
-def probability_of_improvement(a: Sequence[float], b: Sequence[float], *, resamples: int = RESAMPLES,
-                               confidence: float = CONFIDENCE) -> dict:
+def probability_of_improvement(
+    a: Sequence[float], b: Sequence[float], *, resamples: int = RESAMPLES, confidence: float = CONFIDENCE
+) -> dict:
     """P(a > b): the chance that a seed of `a` scores above a seed of `b`, ties counting half, over every pair of
     their seeds, with a percentile bootstrap interval (each agent's seeds resampled on their own)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -140,7 +158,7 @@ def probability_of_improvement(a: Sequence[float], b: Sequence[float], *, resamp
         raise ValueError(f"probability_of_improvement needs two 1-D samples, got shapes {a.shape} and {b.shape}")
     wins = _wins(a, b)
     value = float(wins.mean())
-    found = {"value": value, "low": value, "high": value, "n": [int(len(a)), int(len(b))]}
+    found = {"value": value, "low": value, "high": value, "n": [len(a), len(b)]}
     if len(a) * len(b) > 1:
         generator = _generator()
         counts_a = _resample_counts(len(a), generator, resamples)
@@ -152,8 +170,9 @@ def probability_of_improvement(a: Sequence[float], b: Sequence[float], *, resamp
     return found
 
 
-def fraction_above(values: Sequence[float], thresholds: Sequence[float], *, resamples: int = RESAMPLES,
-                   confidence: float = CONFIDENCE) -> dict:
+def fraction_above(
+    values: Sequence[float], thresholds: Sequence[float], *, resamples: int = RESAMPLES, confidence: float = CONFIDENCE
+) -> dict:
     """The score distribution: at each threshold, the fraction of seeds scoring above it, with a percentile
     bootstrap band (Agarwal et al.'s performance profile for one task)."""
     values, thresholds = np.asarray(values, dtype=np.float64), np.asarray(thresholds, dtype=np.float64)

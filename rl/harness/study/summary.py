@@ -18,21 +18,22 @@ import dataclasses
 import io
 import math
 import pathlib
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on servers
-from matplotlib.figure import Figure  # noqa: E402 - after the backend
+from matplotlib.figure import Figure
 
-from rl.harness.errors import UsageError  # noqa: E402
-from rl.harness.run import metric_keys, records  # noqa: E402
-from rl.harness.run.layout import RunLayout  # noqa: E402
-from rl.harness.run.manifest import RunManifest, read_manifest  # noqa: E402
-from rl.harness.run.rows import RowBudget  # noqa: E402
-from rl.harness.study import statistics  # noqa: E402
-from rl.harness.study.declaration import Member, Study  # noqa: E402
-from rl.harness.study.record import COMPLETED, PENDING, MemberRecord  # noqa: E402
+from rl.harness.errors import UsageError
+from rl.harness.run import metric_keys, records
+from rl.harness.run.layout import RunLayout
+from rl.harness.run.manifest import RunManifest, read_manifest
+from rl.harness.run.rows import RowBudget
+from rl.harness.study import statistics
+from rl.harness.study.declaration import Member, Study
+from rl.harness.study.record import COMPLETED, PENDING, MemberRecord
 
 SUMMARY_JSON, SUMMARY_MARKDOWN, CURVES_PNG = "summary.json", "summary.md", "curves.png"
 DISTRIBUTIONS_PNG = "distributions.png"
@@ -41,8 +42,18 @@ SHOWN_QUANTILE = 0.02  # the distributions' axis: from this quantile of every se
 CURVE_POINTS = 100  # env-step grid the seeds' curves are interpolated onto for the bands
 
 # Options that differ between the members of one agent by design (or say nothing about the training).
-_PER_RUN_OPTIONS = frozenset({"seed", "run_id", "results_dir", "artifacts_dir", "resume_from", "upload_artifacts",
-                              "ray_address", "hardware_profile"})
+_PER_RUN_OPTIONS = frozenset(
+    {
+        "seed",
+        "run_id",
+        "results_dir",
+        "artifacts_dir",
+        "resume_from",
+        "upload_artifacts",
+        "ray_address",
+        "hardware_profile",
+    }
+)
 
 
 class StudyRefused(UsageError):
@@ -66,11 +77,11 @@ class MemberResult:
         return self.manifests[-1].effective_status if self.manifests else PENDING
 
     @property
-    def last(self) -> Optional[RunManifest]:
+    def last(self) -> RunManifest | None:
         return self.manifests[-1] if self.manifests else None
 
     @property
-    def duration_seconds(self) -> Optional[float]:
+    def duration_seconds(self) -> float | None:
         """The compute time of its runs, each start to end (resumed attempts added up); None before any ran."""
         durations = [manifest.duration_seconds for manifest in self.manifests]
         known = [duration for duration in durations if duration is not None]
@@ -104,8 +115,9 @@ class MemberResult:
         return points
 
 
-def load_member(results_root: pathlib.Path, member: MemberRecord,
-                artifacts_root: Optional[pathlib.Path] = None) -> MemberResult:
+def load_member(
+    results_root: pathlib.Path, member: MemberRecord, artifacts_root: pathlib.Path | None = None
+) -> MemberResult:
     """Reads a member's runs; RecordError naming the run when a folder is missing or its manifest damaged.
 
     Their artifacts are read under `artifacts_root` (the study's), else beside `results_root`.
@@ -114,8 +126,10 @@ def load_member(results_root: pathlib.Path, member: MemberRecord,
     for run_id in member.runs:
         run_dir = RunLayout.find(results_root, run_id)
         if run_dir is None:
-            raise records.RecordError(f"run {run_id} of {member.member.name} is not under {results_root}; restore its"
-                                      " results folder (git, B2) or pass the --results-dir it was written to")
+            raise records.RecordError(
+                f"run {run_id} of {member.member.name} is not under {results_root}; restore its"
+                " results folder (git, B2) or pass the --results-dir it was written to"
+            )
         manifests.append(read_manifest(run_dir))
         run_dirs.append(pathlib.Path(run_dir))
         artifacts_dirs.append(RunLayout.of_run(run_dir, manifests[-1], artifacts_root).artifacts_dir)
@@ -127,8 +141,11 @@ def load_member(results_root: pathlib.Path, member: MemberRecord,
 
 def _settings(manifest: RunManifest) -> tuple:
     options = {key: value for key, value in manifest.options.items() if key not in _PER_RUN_OPTIONS}
-    return manifest.experiment.module, tuple(sorted((key, repr(value)) for key, value in options.items())), \
-        repr(manifest.budget_cap)
+    return (
+        manifest.experiment.module,
+        tuple(sorted((key, repr(value)) for key, value in options.items())),
+        repr(manifest.budget_cap),
+    )
 
 
 def _code(manifest: RunManifest) -> str:
@@ -137,10 +154,12 @@ def _code(manifest: RunManifest) -> str:
 
 def describe_code(code) -> str:
     """`<commit>[+uncommitted <diff>]` of the library (and of the experiment's repository when it is another)."""
+
     def state(name):
         found = code.get(name) or {}
         commit = (found.get("commit") or "no commit")[:10]
         return commit + (f"+uncommitted {found['diff_sha256'][:8]}" if found.get("dirty") else "")
+
     library, experiment = state("library"), state("experiment_repo")
     return library if experiment == library else f"library {library}, experiment {experiment}"
 
@@ -170,8 +189,9 @@ def check_comparable(results: Iterable[MemberResult]) -> None:
     for run_id, result in last:
         key = (result.member.variant, result.last.seed)
         if key in seen:
-            raise StudyRefused(f"agent {key[0]} repeats seed {key[1]}: runs {seen[key]} and {run_id}; give each seed"
-                               " once")
+            raise StudyRefused(
+                f"agent {key[0]} repeats seed {key[1]}: runs {seen[key]} and {run_id}; give each seed once"
+            )
         seen[key] = run_id
     for what, read in (("commit", _code), ("lock", lambda m: m.build.get("lock_sha256"))):
         values = [(run_id, read(result.last)) for run_id, result in last]
@@ -180,8 +200,10 @@ def check_comparable(results: Iterable[MemberResult]) -> None:
     for agent in dict.fromkeys(result.member.variant for _, result in last):
         values = [(run_id, _settings(result.last)) for run_id, result in last if result.member.variant == agent]
         if len({value for _, value in values}) > 1:
-            raise StudyRefused(f"agent {agent}'s runs differ in configuration (recipe, options, budget cap):"
-                               f" {_groups(values)}; re-run them with one configuration")
+            raise StudyRefused(
+                f"agent {agent}'s runs differ in configuration (recipe, options, budget cap):"
+                f" {_groups(values)}; re-run them with one configuration"
+            )
 
 
 # -- the summary --------------------------------------------------------------------------------
@@ -192,7 +214,9 @@ def summarise(study: Study, results: Iterable[MemberResult]) -> dict:
     results = list(results)
     completed = [result for result in results if result.status == COMPLETED]
     variants = {r.member.variant: r.member.agent for r in results}  # the members' own, in member order
-    scores: dict[str, dict[str, dict[int, float]]] = {variant: {s.name: {} for s in study.scores} for variant in variants}
+    scores: dict[str, dict[str, dict[int, float]]] = {
+        variant: {s.name: {} for s in study.scores} for variant in variants
+    }
     missing: list[tuple[MemberResult, str]] = []
     for result in completed:
         outcome = result.outcome()
@@ -203,35 +227,65 @@ def summarise(study: Study, results: Iterable[MemberResult]) -> dict:
             else:
                 scores[result.member.variant][score.name][result.member.seed] = value
     # A score no run of an agent reports is not that agent's (an MLP has no probes); a gap among its seeds is named.
-    unreported = [{"member": result.member.name, "run": result.run_ids[-1], "score": name}
-                  for result, name in missing if scores[result.member.variant][name]]
+    unreported = [
+        {"member": result.member.name, "run": result.run_ids[-1], "score": name}
+        for result, name in missing
+        if scores[result.member.variant][name]
+    ]
     agents = {}
     for variant, by_score in scores.items():
         runs = {str(r.member.seed): r.run_ids[-1] for r in completed if r.member.variant == variant}
-        agents[variant] = {"recipe": study.agents.get(variants[variant]), "runs": runs,
-                           "scores": {name: statistics.over_seeds(values) for name, values in by_score.items() if values}}
+        agents[variant] = {
+            "recipe": study.agents.get(variants[variant]),
+            "runs": runs,
+            "scores": {name: statistics.over_seeds(values) for name, values in by_score.items() if values},
+        }
     pairs = {}
     for a, b in study.variant_pairs():
         if a not in scores or b not in scores:
             continue
         pairs[f"{a} - {b}"] = {
-            name: {**statistics.paired_difference(scores[a][name], scores[b][name]),
-                   "probability_of_improvement": statistics.probability_of_improvement(
-                       [scores[a][name][seed] for seed in sorted(scores[a][name])],
-                       [scores[b][name][seed] for seed in sorted(scores[b][name])])}
-            for name in scores[a] if set(scores[a][name]) & set(scores[b][name])}
-    not_completed = [{"member": r.member.name, "status": r.status, "runs": list(r.run_ids),
-                      "error": r.last.error.message if r.last is not None and r.last.error else None}
-                     for r in results if r.status != COMPLETED]
+            name: {
+                **statistics.paired_difference(scores[a][name], scores[b][name]),
+                "probability_of_improvement": statistics.probability_of_improvement(
+                    [scores[a][name][seed] for seed in sorted(scores[a][name])],
+                    [scores[b][name][seed] for seed in sorted(scores[b][name])],
+                ),
+            }
+            for name in scores[a]
+            if set(scores[a][name]) & set(scores[b][name])
+        }
+    not_completed = [
+        {
+            "member": r.member.name,
+            "status": r.status,
+            "runs": list(r.run_ids),
+            "error": r.last.error.message if r.last is not None and r.last.error else None,
+        }
+        for r in results
+        if r.status != COMPLETED
+    ]
     # A run copied without its artifacts (results/ only, or another machine's) has scores but no curve.
-    without_curve = [{"member": r.member.name, "run": r.run_ids[-1], "reason": _why_no_curve(r, study.curve)}
-                     for r in completed if not r.curve(study.curve)]
+    without_curve = [
+        {"member": r.member.name, "run": r.run_ids[-1], "reason": _why_no_curve(r, study.curve)}
+        for r in completed
+        if not r.curve(study.curve)
+    ]
     last = next((result.last for result in completed), None)  # check_comparable: every run has the same budget
     budget = None if last is None else {"smoke": last.smoke, "cap": last.budget_cap}
-    return {"members": len(results), "completed": len(completed), "budget": budget, "statistic": study.statistic,
-            "bootstrap": statistics.bootstrap_description(), "agents": agents, "pairs": pairs,
-            "not_completed": not_completed, "unreported_scores": unreported, "curve": study.curve,
-            "without_curve": without_curve}
+    return {
+        "members": len(results),
+        "completed": len(completed),
+        "budget": budget,
+        "statistic": study.statistic,
+        "bootstrap": statistics.bootstrap_description(),
+        "agents": agents,
+        "pairs": pairs,
+        "not_completed": not_completed,
+        "unreported_scores": unreported,
+        "curve": study.curve,
+        "without_curve": without_curve,
+    }
 
 
 def _why_no_curve(result: MemberResult, key: str) -> str:
@@ -240,7 +294,7 @@ def _why_no_curve(result: MemberResult, key: str) -> str:
     return f"its {records.METRICS_FILE} is not under its artifacts folder here; restore `artifacts/<run id>/`"
 
 
-def _budget_words(budget: Optional[dict]) -> str:
+def _budget_words(budget: dict | None) -> str:
     if budget is None:
         return ""
     cap = f", capped by {' '.join(RowBudget(**budget['cap']).run_flags())}" if budget.get("cap") else ""
@@ -266,8 +320,12 @@ def curves_figure(study: Study, results: Iterable[MemberResult]) -> Figure:
         grid = np.linspace(start, end, CURVE_POINTS) if end > start else np.array([end])
         values = np.stack([np.interp(grid, curve[:, 0], curve[:, 1]) for curve in curves])
         mean = values.mean(axis=0)
-        line, = axes.plot(grid, mean, label=f"{agent} ({len(curves)} seed{'s' if len(curves) > 1 else ''})",
-                          marker="o" if len(grid) == 1 else None)
+        (line,) = axes.plot(
+            grid,
+            mean,
+            label=f"{agent} ({len(curves)} seed{'s' if len(curves) > 1 else ''})",
+            marker="o" if len(grid) == 1 else None,
+        )
         if len(curves) > 1:
             bands = [statistics.mean_interval(column, spread="t") for column in values.T]
             low, high = np.array([band["low"] for band in bands]), np.array([band["high"] for band in bands])
@@ -281,8 +339,13 @@ def curves_figure(study: Study, results: Iterable[MemberResult]) -> Figure:
     if axes.lines:
         axes.legend(fontsize="small")
     else:
-        axes.text(0.5, 0.5, f"no completed run has a finite {study.curve}; see {SUMMARY_MARKDOWN}",
-                  transform=axes.transAxes, ha="center")
+        axes.text(
+            0.5,
+            0.5,
+            f"no completed run has a finite {study.curve}; see {SUMMARY_MARKDOWN}",
+            transform=axes.transAxes,
+            ha="center",
+        )
     return figure
 
 
@@ -298,8 +361,11 @@ def distributions_figure(summary: dict) -> Figure:
     figure = Figure(figsize=(4.5 * columns, 3.2 * rows))
     for index, name in enumerate(names):
         axes = figure.add_subplot(rows, columns, index + 1)
-        values = {agent: list(entry["scores"][name]["values"].values()) for agent, entry in summary["agents"].items()
-                  if name in entry["scores"]}
+        values = {
+            agent: list(entry["scores"][name]["values"].values())
+            for agent, entry in summary["agents"].items()
+            if name in entry["scores"]
+        }
         # The axis spans the middle of all agents' seeds: one seed far off would squeeze the rest into a line.
         pooled = np.array([value for found in values.values() for value in found])
         low, high = np.quantile(pooled, [SHOWN_QUANTILE, 1 - SHOWN_QUANTILE])
@@ -308,11 +374,14 @@ def distributions_figure(summary: dict) -> Figure:
         outside = int(np.sum((pooled < thresholds[0]) | (pooled > thresholds[-1])))
         for agent, found in values.items():
             profile = statistics.fraction_above(found, thresholds)
-            line, = axes.step(thresholds, profile["fraction"], where="post", label=f"{agent} (n {len(found)})")
-            axes.fill_between(thresholds, profile["low"], profile["high"], step="post", color=line.get_color(),
-                              alpha=0.2, linewidth=0)
-        axes.set_title(name + (f" ({outside} seed{'s' if outside > 1 else ''} off the axis)" if outside else ""),
-                       fontsize="x-small")
+            (line,) = axes.step(thresholds, profile["fraction"], where="post", label=f"{agent} (n {len(found)})")
+            axes.fill_between(
+                thresholds, profile["low"], profile["high"], step="post", color=line.get_color(), alpha=0.2, linewidth=0
+            )
+        axes.set_title(
+            name + (f" ({outside} seed{'s' if outside > 1 else ''} off the axis)" if outside else ""),
+            fontsize="x-small",
+        )
         axes.set_xlabel("score")
         axes.set_ylabel("fraction of seeds above")
         axes.set_ylim(-0.02, 1.02)
@@ -363,26 +432,46 @@ def _headline_words(statistic: str) -> str:
 def _statistics_tables(summary: dict, names: list[str]) -> list[str]:
     """Per score, every statistic of every agent, and each pair's difference and probability of improvement."""
     bootstrap = summary["bootstrap"]
-    lines = ["", f"Every statistic, per score: 95 % intervals, t for the mean, else percentile bootstrap over seeds"
-                 f" ({bootstrap['resamples']} resamples, seed {bootstrap['seed']}). P(a > b): the chance that a seed"
-                 " of a beats a seed of b, ties counting half, over all their seeds."]
+    lines = [
+        "",
+        (
+            f"Every statistic, per score: 95 % intervals, t for the mean, else percentile bootstrap over seeds"
+            f" ({bootstrap['resamples']} resamples, seed {bootstrap['seed']}). P(a > b): the chance that a seed"
+            " of a beats a seed of b, ties counting half, over all their seeds."
+        ),
+    ]
     robust = list(statistics.STATISTICS)
     for name in names:
-        lines += ["", f"{name}:", "", "| agent | n | mean (t) | " + " | ".join(
-            f"{statistics.STATISTIC_NAMES[statistic]} (bootstrap)" for statistic in robust) + " |",
-            "|---" * (len(robust) + 3) + "|"]
+        lines += [
+            "",
+            f"{name}:",
+            "",
+            "| agent | n | mean (t) | "
+            + " | ".join(f"{statistics.STATISTIC_NAMES[statistic]} (bootstrap)" for statistic in robust)
+            + " |",
+            "|---" * (len(robust) + 3) + "|",
+        ]
         for agent, entry in summary["agents"].items():
             if name in entry["scores"]:
                 score = entry["scores"][name]
-                lines.append(f"| {agent} | {score['n']} | {_t_interval(score)} | "
-                             + " | ".join(_interval(score["bootstrap"][statistic]) for statistic in robust) + " |")
+                lines.append(
+                    f"| {agent} | {score['n']} | {_t_interval(score)} | "
+                    + " | ".join(_interval(score["bootstrap"][statistic]) for statistic in robust)
+                    + " |"
+                )
         pairs = [(pair, entry[name]) for pair, entry in summary["pairs"].items() if name in entry]
         if pairs:
-            lines += ["", "| pair a - b | shared seeds | a - b, mean (t) | P(a > b) (bootstrap) | seeds of a, b |",
-                      "|---" * 5 + "|"]
-            lines += [f"| {pair} | {found['n']} | {_t_interval(found)} |"
-                      f" {_interval(found['probability_of_improvement'])} |"
-                      f" {', '.join(map(str, found['probability_of_improvement']['n']))} |" for pair, found in pairs]
+            lines += [
+                "",
+                "| pair a - b | shared seeds | a - b, mean (t) | P(a > b) (bootstrap) | seeds of a, b |",
+                "|---" * 5 + "|",
+            ]
+            lines += [
+                f"| {pair} | {found['n']} | {_t_interval(found)} |"
+                f" {_interval(found['probability_of_improvement'])} |"
+                f" {', '.join(map(str, found['probability_of_improvement']['n']))} |"
+                for pair, found in pairs
+            ]
     return lines
 
 
@@ -390,24 +479,40 @@ def markdown(summary: dict) -> str:
     """The summary as tables: the study's statistic per agent and score, paired differences, every statistic per
     score, members not completed."""
     names = list(dict.fromkeys(name for entry in summary["agents"].values() for name in entry["scores"]))
-    lines = [f"{summary['completed']} of {summary['members']} members completed{_budget_words(summary.get('budget'))};"
-             f" {_headline_words(summary['statistic'])} over seeds.",
-             "", "| agent | " + " | ".join(names) + " | runs |", "|---" * (len(names) + 2) + "|"]
+    lines = [
+        (
+            f"{summary['completed']} of {summary['members']} members completed{_budget_words(summary.get('budget'))};"
+            f" {_headline_words(summary['statistic'])} over seeds."
+        ),
+        "",
+        "| agent | " + " | ".join(names) + " | runs |",
+        "|---" * (len(names) + 2) + "|",
+    ]
     for agent, entry in summary["agents"].items():
-        cells = [_headline(entry["scores"][name], summary["statistic"]) if name in entry["scores"] else "-"
-                 for name in names]
+        cells = [
+            _headline(entry["scores"][name], summary["statistic"]) if name in entry["scores"] else "-" for name in names
+        ]
         lines.append(f"| {agent} | " + " | ".join(cells) + f" | {', '.join(entry['runs'].values()) or '-'} |")
     if summary["pairs"]:
-        lines += ["", "Paired differences (same seeds), mean [95 % t interval]:", "", "| pair | " + " | ".join(names)
-                  + " |", "|---" * (len(names) + 1) + "|"]
+        lines += [
+            "",
+            "Paired differences (same seeds), mean [95 % t interval]:",
+            "",
+            "| pair | " + " | ".join(names) + " |",
+            "|---" * (len(names) + 1) + "|",
+        ]
         for pair, entry in summary["pairs"].items():
-            lines.append(f"| {pair} | " + " | ".join(_cell(entry[name]) if name in entry else "-" for name in names)
-                         + " |")
+            lines.append(
+                f"| {pair} | " + " | ".join(_cell(entry[name]) if name in entry else "-" for name in names) + " |"
+            )
     lines += _statistics_tables(summary, names)
     if summary["not_completed"]:
         lines += ["", "Not completed (left out of the intervals):", ""]
-        lines += [f"- {entry['member']}: {entry['status']} (runs {', '.join(entry['runs']) or 'none'})"
-                  + (f": {entry['error']}" if entry["error"] else "") for entry in summary["not_completed"]]
+        lines += [
+            f"- {entry['member']}: {entry['status']} (runs {', '.join(entry['runs']) or 'none'})"
+            + (f": {entry['error']}" if entry["error"] else "")
+            for entry in summary["not_completed"]
+        ]
     if summary["unreported_scores"]:
         lines += ["", "Scores a completed run did not report:", ""]
         lines += [f"- {entry['member']} ({entry['run']}): {entry['score']}" for entry in summary["unreported_scores"]]
@@ -421,7 +526,13 @@ def write_summary(folder: pathlib.Path, study: Study, results: list[MemberResult
     """summary.json, summary.md, curves.png and distributions.png in `folder`, replaced together
     (`records.write_files_atomically`: an OSError, e.g. a full disk, leaves the four as they were); returns the summary."""
     found = summarise(study, results)
-    records.write_files_atomically(str(folder), {
-        SUMMARY_JSON: records.json_bytes(found), SUMMARY_MARKDOWN: markdown(found).encode(),
-        CURVES_PNG: _png(curves_figure(study, results)), DISTRIBUTIONS_PNG: _png(distributions_figure(found))})
+    records.write_files_atomically(
+        str(folder),
+        {
+            SUMMARY_JSON: records.json_bytes(found),
+            SUMMARY_MARKDOWN: markdown(found).encode(),
+            CURVES_PNG: _png(curves_figure(study, results)),
+            DISTRIBUTIONS_PNG: _png(distributions_figure(found)),
+        },
+    )
     return found

@@ -12,13 +12,12 @@ import pytest
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from rl.harness.run import records, seeding
+from rl.harness.run.manifest import AgentsInTurnRunnerRecord, ResumeSource, runner_kind
+from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 from rl.harness.run.rows import RowBudget
-from rl.harness.run.manifest import AgentsInTurnRunnerRecord, runner_kind
 from rl.harness.run.status import COMPLETED
 from rl.harness.tests import contexts
 from rl.harness.training import agents, lifecycle, runners
-from rl.harness.run.manifest import ResumeSource
-from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
 
 BATCH = 64
 ROOT_SEED = 7
@@ -36,8 +35,12 @@ class _StandInAlgorithm:
 
     def train(self):
         self.iteration += 1
-        return {ITERATION: self.iteration, ENV_STEPS: BATCH * self.iteration, RETURN: float(self.config.seed),
-                "config": {"not": "a metric"}}
+        return {
+            ITERATION: self.iteration,
+            ENV_STEPS: BATCH * self.iteration,
+            RETURN: float(self.config.seed),
+            "config": {"not": "a metric"},
+        }
 
     def save_to_path(self, path):
         (pathlib.Path(path) / "weights.json").write_text(json.dumps({"iteration": self.iteration}))
@@ -89,11 +92,17 @@ def test_each_agent_trains_in_turn_with_its_own_seed_trial_and_checkpoint(tmp_pa
     assert {agent.name: agent.row[RETURN] for agent in trained} == expected_seeds  # the stand-in reports its seed
     assert all(algo.stopped for algo in _StandInConfig.built)
     rows = _rows(context)
-    assert [(row["agent"], row[ITERATION]) for row in rows] == [("mlp", 1), ("mlp", 2), ("transformer", 1),
-                                                                 ("transformer", 2)]
+    assert [(row["agent"], row[ITERATION]) for row in rows] == [
+        ("mlp", 1),
+        ("mlp", 2),
+        ("transformer", 1),
+        ("transformer", 2),
+    ]
     manifest = context.recorder.manifest
     assert [(c.trial_id, c.path, c.iteration) for c in manifest.checkpoints] == [
-        ("mlp", "checkpoints/mlp/iter_000002", 2), ("transformer", "checkpoints/transformer/iter_000002", 2)]
+        ("mlp", "checkpoints/mlp/iter_000002", 2),
+        ("transformer", "checkpoints/transformer/iter_000002", 2),
+    ]
     for agent in trained:
         assert agent.checkpoint == context.artifacts_dir / "checkpoints" / agent.name / "iter_000002"
         assert json.loads((agent.checkpoint / "weights.json").read_text()) == {"iteration": 2}
@@ -110,16 +119,20 @@ def test_each_agent_trains_in_turn_with_its_own_seed_trial_and_checkpoint(tmp_pa
 
 def test_the_caller_runs_between_agents_after_the_algorithm_stopped(tmp_path):
     with _run(tmp_path) as context:
-        for trained in agents.train_in_turn(context, {"a": _config(), "b": _config()},
-                                            stop=runners.StopRule(training_iterations=1)):
+        for trained in agents.train_in_turn(
+            context, {"a": _config(), "b": _config()}, stop=runners.StopRule(training_iterations=1)
+        ):
             assert _StandInConfig.built[-1].stopped
             assert len(_StandInConfig.built) == ["a", "b"].index(trained.name) + 1  # the next is not built yet
 
 
 def test_a_stop_request_ends_the_agent_in_training_and_trains_no_further_agent(tmp_path):
     with _run(tmp_path, budget_cap=RowBudget.of(1, None)) as context:
-        trained = list(agents.train_in_turn(context, {"first": _config(), "second": _config()},
-                                            stop=runners.StopRule(training_iterations=5)))
+        trained = list(
+            agents.train_in_turn(
+                context, {"first": _config(), "second": _config()}, stop=runners.StopRule(training_iterations=5)
+            )
+        )
     assert [(agent.name, agent.row[ITERATION]) for agent in trained] == [("first", 1)]
     assert [c.trial_id for c in context.recorder.manifest.checkpoints] == ["first"]
 
@@ -132,18 +145,25 @@ def test_a_resumed_run_is_refused_naming_the_fix(tmp_path):
 
 
 def test_a_bad_parallel_envs_fails_before_any_agent_trains(tmp_path):
-    with _run(tmp_path) as context:
-        with pytest.raises(ValueError, match="not a multiple of parallel_envs=5"):
-            next(agents.train_in_turn(context, {"a": _config(), "b": _config()},
-                                      stop=runners.StopRule(training_iterations=1), parallel_envs=5))
+    with _run(tmp_path) as context, pytest.raises(ValueError, match="not a multiple of parallel_envs=5"):
+        next(
+            agents.train_in_turn(
+                context, {"a": _config(), "b": _config()}, stop=runners.StopRule(training_iterations=1), parallel_envs=5
+            )
+        )
     assert _StandInConfig.built == []
 
 
 def test_the_sampling_plans_follow_the_profile_ray_cluster_yields(tmp_path, monkeypatch):
-    monkeypatch.setattr(lifecycle, "ray_cluster", lambda context: contextlib.nullcontext(contexts.machine_profile(8)))  # a cluster
+    monkeypatch.setattr(
+        lifecycle, "ray_cluster", lambda context: contextlib.nullcontext(contexts.machine_profile(8))
+    )  # a cluster
     with _run(tmp_path) as context:
-        list(agents.train_in_turn(context, {"a": _config()}, stop=runners.StopRule(training_iterations=1),
-                                  parallel_envs=8))
+        list(
+            agents.train_in_turn(
+                context, {"a": _config()}, stop=runners.StopRule(training_iterations=1), parallel_envs=8
+            )
+        )
     sampling = context.recorder.manifest.runner.agents["a"].sampling
     assert (sampling["placement"], sampling["num_env_runners"]) == ("remote", 4)  # 7 runners at most, dividing 8
     assert _StandInConfig.built[0].config.num_env_runners == 4
@@ -152,8 +172,14 @@ def test_the_sampling_plans_follow_the_profile_ray_cluster_yields(tmp_path, monk
 def test_a_stop_before_an_agents_first_iteration_saves_nothing_for_it(tmp_path, monkeypatch):
     with _run(tmp_path) as context:
         # SIGTERM while the first algorithm builds: the session asks the run to stop.
-        monkeypatch.setattr(_StandInConfig, "build_algo",
-                            lambda config: signal.raise_signal(signal.SIGTERM) or _StandInAlgorithm(config))
-        trained = list(agents.train_in_turn(context, {"a": _config(), "b": _config()},
-                                            stop=runners.StopRule(training_iterations=1)))
+        monkeypatch.setattr(
+            _StandInConfig,
+            "build_algo",
+            lambda config: signal.raise_signal(signal.SIGTERM) or _StandInAlgorithm(config),
+        )
+        trained = list(
+            agents.train_in_turn(
+                context, {"a": _config(), "b": _config()}, stop=runners.StopRule(training_iterations=1)
+            )
+        )
     assert trained == [] and context.recorder.manifest.checkpoints == ()

@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from rl.harness.errors import EXIT_USAGE
 from rl.harness.commands import cli, reproduce
+from rl.harness.errors import EXIT_USAGE
 from rl.harness.run import records
 from rl.harness.tests import fake_bazel, run_helpers
 
@@ -37,8 +37,9 @@ class Marker:
 @pytest.fixture
 def shared(tmp_path, monkeypatch):
     """A committed checkout with a tiny recipe and one clean run of it, as a colleague shares them."""
-    repo = run_helpers.committed_repo(tmp_path / "repo", {"requirements_lock.txt": "numpy==2.0.0\n",
-                                                          ".gitignore": "bazel-*\n__pycache__/\n"})
+    repo = run_helpers.committed_repo(
+        tmp_path / "repo", {"requirements_lock.txt": "numpy==2.0.0\n", ".gitignore": "bazel-*\n__pycache__/\n"}
+    )
     (repo / "tiny").mkdir()
     (repo / "tiny" / "__init__.py").write_text("")
     (repo / "tiny" / "recipe.py").write_text(RECIPE)
@@ -50,10 +51,20 @@ def shared(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     monkeypatch.setenv("FAKE_RECIPE_PICKLE", "1")
     results, artifacts = repo / "tiny" / "results", repo / "tiny" / "artifacts"
-    code, _, error = run_helpers.run_cli([
-        "tiny.recipe", "--run-id", "20261206T000000Z-shared", "--results-dir", str(results),
-        "--artifacts-dir", str(artifacts), "--no-upload-artifacts"], PYTHONPATH=os.pathsep.join([str(repo), *sys.path]),
-        RL_BUILD_INFO=fake_bazel.build(str(repo), "//tiny:recipe"))
+    code, _, error = run_helpers.run_cli(
+        [
+            "tiny.recipe",
+            "--run-id",
+            "20261206T000000Z-shared",
+            "--results-dir",
+            str(results),
+            "--artifacts-dir",
+            str(artifacts),
+            "--no-upload-artifacts",
+        ],
+        PYTHONPATH=os.pathsep.join([str(repo), *sys.path]),
+        RL_BUILD_INFO=fake_bazel.build(str(repo), "//tiny:recipe"),
+    )
     assert code == 0, error[-2000:]
     run_dir = results / "20261206T000000Z-shared"
     (run_dir / records.MANIFEST_FILE).chmod(0o644)
@@ -71,8 +82,21 @@ def _resume(run_dir, artifacts_dir, run_id, monkeypatch):
     """The victim resumes the shared run with its own recipe, in this process."""
     monkeypatch.syspath_prepend(str(run_dir.parents[2]))
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
-    return cli.main(["rl-harness", "tiny.recipe", "--results-dir", str(run_dir.parent), "--artifacts-dir",
-                     str(artifacts_dir.parent), "--no-upload-artifacts", "--run-id", run_id, "--resume-from", run_dir.name])
+    return cli.main(
+        [
+            "rl-harness",
+            "tiny.recipe",
+            "--results-dir",
+            str(run_dir.parent),
+            "--artifacts-dir",
+            str(artifacts_dir.parent),
+            "--no-upload-artifacts",
+            "--run-id",
+            run_id,
+            "--resume-from",
+            run_dir.name,
+        ]
+    )
 
 
 def _one_line_refusal(capsys, status):
@@ -82,8 +106,9 @@ def _one_line_refusal(capsys, status):
     return error
 
 
-def test_a_patch_that_edits_code_is_refused_when_reproduce_runs_inside_another_repository(shared, tmp_path,
-                                                                                          monkeypatch, capsys):
+def test_a_patch_that_edits_code_is_refused_when_reproduce_runs_inside_another_repository(
+    shared, tmp_path, monkeypatch, capsys
+):
     """Under `bazel run` the command runs in Bazel's runfiles tree, inside a repository of its own."""
     repo, run_dir, _ = shared
     marker = tmp_path / "pwned"
@@ -98,18 +123,20 @@ def test_a_patch_that_edits_code_is_refused_when_reproduce_runs_inside_another_r
     runfiles = run_helpers.committed_repo(tmp_path / "execroot", {"MANIFEST": "runfiles\n"}) / "tiny.runfiles"
     runfiles.mkdir()
     monkeypatch.chdir(runfiles)
-    error = _one_line_refusal(capsys, cli.main(["rl-harness", "reproduce", run_dir.name,
-                                                "--results-dir", str(run_dir.parent)]))
+    error = _one_line_refusal(
+        capsys, cli.main(["rl-harness", "reproduce", run_dir.name, "--results-dir", str(run_dir.parent)])
+    )
     assert "changes code or build files (BUILD.bazel, tiny/recipe.py)" in error and "--trust-patch" in error
     assert not marker.exists()
 
 
 def test_a_recorded_target_that_is_a_bazel_option_never_reaches_bazel(shared, tmp_path, capsys):
-    repo, run_dir, _ = shared
+    _repo, run_dir, _ = shared
     marker = tmp_path / "pwned"
     _edit(run_dir, lambda d: d["build"].update(target=f"--workspace_status_command=touch {marker}"))
-    error = _one_line_refusal(capsys, cli.main(["rl-harness", "reproduce", run_dir.name,
-                                                "--results-dir", str(run_dir.parent)]))
+    error = _one_line_refusal(
+        capsys, cli.main(["rl-harness", "reproduce", run_dir.name, "--results-dir", str(run_dir.parent)])
+    )
     assert "is not a Bazel label" in error and "restore it from git or B2" in error
     assert not marker.exists()
 
@@ -137,8 +164,10 @@ def test_a_non_empty_patch_whose_listing_names_no_file_fails_closed(shared, tmp_
     wrapper.write_text(f'#!/bin/sh\ncd {inside} && GIT_CEILING_DIRECTORIES= exec {shutil.which("git")} "$@"\n')
     wrapper.chmod(0o755)
     patch = tmp_path / "code.patch"
-    patch.write_text("diff --git a/BUILD.bazel b/BUILD.bazel\nnew file mode 100644\n--- /dev/null\n+++ b/BUILD.bazel\n"
-                     "@@ -0,0 +1 @@\n+genrule(name='x', outs=['x'], cmd='touch /tmp/x')\n")
+    patch.write_text(
+        "diff --git a/BUILD.bazel b/BUILD.bazel\nnew file mode 100644\n--- /dev/null\n+++ b/BUILD.bazel\n"
+        "@@ -0,0 +1 @@\n+genrule(name='x', outs=['x'], cmd='touch /tmp/x')\n"
+    )
     monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(reproduce.ReproduceError, match="not empty but git reads no file in it"):
         reproduce.check_patch_trust(str(patch), run_dir.name, trusted=False)

@@ -10,8 +10,7 @@ import pytest
 from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
 from b2sdk.v2.exception import B2ConnectionError
 
-from rl.harness import errors
-from rl.harness import env_vars
+from rl.harness import env_vars, errors
 from rl.harness.commands import cli
 from rl.harness.remote import b2_mirror, run_fetch, run_mirror, store
 from rl.harness.remote import store as store_module
@@ -56,16 +55,26 @@ def _config(simulator):
 
 
 def _connect(simulator, delays):
-    return lambda credentials: b2_mirror.connect(credentials, api_config=_config(simulator), backoff_s=1.0,
-                                                 attempts=3, sleep=delays.append)
+    return lambda credentials: b2_mirror.connect(
+        credentials, api_config=_config(simulator), backoff_s=1.0, attempts=3, sleep=delays.append
+    )
 
 
 @pytest.fixture
 def run(tmp_path, monkeypatch):
     """A finished fake run: (results dir, artifacts dir)."""
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
-    argv = ["rl-harness", run_helpers.FAKE, "--run-id", "r1", "--no-upload-artifacts",
-            "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
+    argv = [
+        "rl-harness",
+        run_helpers.FAKE,
+        "--run-id",
+        "r1",
+        "--no-upload-artifacts",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--artifacts-dir",
+        str(tmp_path / "a"),
+    ]
     assert cli.main(argv) == 0
     return tmp_path / "r" / "r1", tmp_path / "a" / "r1"
 
@@ -94,8 +103,13 @@ def test_upload_records_every_key_with_sha256_and_size(simulator, credentials, r
     assert record == json.loads((results / records.REMOTE_ARTIFACTS_FILE).read_text())
     assert record["status"] == "complete" and record["run_prefix"] == f"lab/{run_helpers.FAKE}/r1"
     local = {f"artifacts/{p.relative_to(artifacts).as_posix()}": p for p in artifacts.rglob("*") if p.is_file()}
-    local.update({f"results/{p.relative_to(results).as_posix()}": p for p in results.rglob("*")
-                  if p.is_file() and p.name != records.REMOTE_ARTIFACTS_FILE})
+    local.update(
+        {
+            f"results/{p.relative_to(results).as_posix()}": p
+            for p in results.rglob("*")
+            if p.is_file() and p.name != records.REMOTE_ARTIFACTS_FILE
+        }
+    )
     assert {entry["local"] for entry in record["files"]} == set(local)
     assert "artifacts/checkpoints/iter_000004/harness_checkpoint.json" in local
     for entry in record["files"]:
@@ -146,14 +160,23 @@ def test_cli_explicit_upload_failure_exits_nonzero_but_auto_only_warns(simulator
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     monkeypatch.setenv(env_vars.MIRROR_DRAIN_ENV, "2")
     connect = _connect(simulator, [])
-    base = ["rl-harness", run_helpers.FAKE, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
+    base = [
+        "rl-harness",
+        run_helpers.FAKE,
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--artifacts-dir",
+        str(tmp_path / "a"),
+    ]
 
     assert cli.main([*base, "--run-id", "ok", "--upload-artifacts"], connect_store=connect) == 0
     remote = run_helpers.manifest(tmp_path / "r" / "ok")["remote"]
     assert remote["status"] == "complete" and remote["files"] > 0
 
     simulator.fail_after = simulator.uploads + 1  # the start-up check's probe arrives, the run's files do not
-    assert cli.main([*base, "--run-id", "bad", "--upload-artifacts"], connect_store=connect) == errors.EXIT_UPLOAD_FAILED
+    assert (
+        cli.main([*base, "--run-id", "bad", "--upload-artifacts"], connect_store=connect) == errors.EXIT_UPLOAD_FAILED
+    )
     manifest = run_helpers.manifest(tmp_path / "r" / "bad")
     assert (manifest["status"], manifest["remote"]["status"], manifest["exit_code"]) == ("completed", "incomplete", 3)
     assert manifest["remote"]["not_uploaded"] > 0
@@ -229,8 +252,20 @@ def test_a_signal_during_the_upload_stops_it_and_ends_the_run_interrupted(tmp_pa
     for name, value in ((env_vars.B2_KEY_ID_ENV, key_id), (env_vars.B2_KEY_ENV, key), (env_vars.B2_BUCKET_ENV, BUCKET)):
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
-    status = cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "up", "--upload-artifacts", "--results-dir",
-                       str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")], connect_store=_connect(simulator, []))
+    status = cli.main(
+        [
+            "rl-harness",
+            run_helpers.FAKE,
+            "--run-id",
+            "up",
+            "--upload-artifacts",
+            "--results-dir",
+            str(tmp_path / "r"),
+            "--artifacts-dir",
+            str(tmp_path / "a"),
+        ],
+        connect_store=_connect(simulator, []),
+    )
     manifest = run_helpers.manifest(tmp_path / "r" / "up")
     assert (status, manifest["exit_code"]) == (128 + signal_number, 128 + signal_number)
     assert (manifest["status"], manifest["interrupted_by"]) == ("interrupted", signal.Signals(signal_number).name)
@@ -241,7 +276,7 @@ def test_a_signal_during_the_upload_stops_it_and_ends_the_run_interrupted(tmp_pa
 
 
 def test_a_run_is_fetched_back_from_b2_verified(simulator, credentials, run, tmp_path):
-    results, artifacts = run
+    _results, artifacts = run
     store = _connect(simulator, [])(credentials)
     run_mirror.upload_run(store, experiment=run_helpers.FAKE, layout=_layout(run))
     remote = run_fetch.RemoteRun.find(store, "r1")
@@ -249,14 +284,21 @@ def test_a_run_is_fetched_back_from_b2_verified(simulator, credentials, run, tmp
     here = RunLayout(tmp_path / "here" / "r", tmp_path / "here" / "a", "r1", smoke=False)
     fetched, kept = remote.fetch(here)
     assert kept == 0 and fetched == len(remote.entries())
-    assert _snapshot(here.artifacts_dir) == {str(here.artifacts_dir / path.relative_to(artifacts)): path.read_bytes()
-                                             for path in artifacts.rglob("*") if path.is_file()}
+    assert _snapshot(here.artifacts_dir) == {
+        str(here.artifacts_dir / path.relative_to(artifacts)): path.read_bytes()
+        for path in artifacts.rglob("*")
+        if path.is_file()
+    }
 
 
-@pytest.mark.parametrize("capabilities, refusal", [
-    (["listBuckets", "listFiles", "writeFiles"], None),  # a launch's key: writes, never deletes
-    (["listBuckets", "listFiles", "readFiles"], "the key may not write there"),
-], ids=["write-no-delete", "read-only"])
+@pytest.mark.parametrize(
+    "capabilities, refusal",
+    [
+        (["listBuckets", "listFiles", "writeFiles"], None),  # a launch's key: writes, never deletes
+        (["listBuckets", "listFiles", "readFiles"], "the key may not write there"),
+    ],
+    ids=["write-no-delete", "read-only"],
+)
 def test_the_start_up_check_needs_write_access_but_not_delete(simulator, credentials, capabilities, refusal):
     api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
     api.authorize_account("production", credentials.key_id, credentials.key)

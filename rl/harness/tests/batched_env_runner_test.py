@@ -6,7 +6,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
@@ -20,14 +19,27 @@ from rl.harness.training.sampling_connectors import use_fast_connectors
 LSTM = {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 8, "fcnet_hiddens": [16]}
 # Sample sizes that cut episodes mid-way, end a call right after episodes ended, and are no multiple of the envs.
 SAMPLES = (150, 150, 37, 64)
-RLLIB_METRICS = ("episode_return_mean", "episode_len_mean", "episode_len_max", "num_episodes",
-                 "num_env_steps_sampled", "num_env_steps_sampled_lifetime", "num_episodes_lifetime",
-                 "env_to_module_sum_episodes_length_in", "env_to_module_sum_episodes_length_out")
+RLLIB_METRICS = (
+    "episode_return_mean",
+    "episode_len_mean",
+    "episode_len_max",
+    "num_episodes",
+    "num_env_steps_sampled",
+    "num_env_steps_sampled_lifetime",
+    "num_episodes_lifetime",
+    "env_to_module_sum_episodes_length_in",
+    "env_to_module_sum_episodes_length_out",
+)
 
 
 def config_for(env="CartPole-v1", model_config=None, **env_runner_settings) -> PPOConfig:
-    config = (PPOConfig().environment(env).rl_module(model_config=model_config or {"fcnet_hiddens": [16]})
-              .env_runners(num_env_runners=0, num_envs_per_env_runner=4, **env_runner_settings).debugging(seed=11))
+    config = (
+        PPOConfig()
+        .environment(env)
+        .rl_module(model_config=model_config or {"fcnet_hiddens": [16]})
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=4, **env_runner_settings)
+        .debugging(seed=11)
+    )
     use_fast_connectors(config)
     return config
 
@@ -73,8 +85,12 @@ class _InfoCartPole(gym.Wrapper):
 
     def _info(self, observation):
         self.steps += 1
-        return {"state": self.steps % 3, "token": int(observation[0] > 0), "belief": np.abs(observation[:3]) / 2,
-                "reward_components": {"pole": float(observation[2])}}
+        return {
+            "state": self.steps % 3,
+            "token": int(observation[0] > 0),
+            "belief": np.abs(observation[:3]) / 2,
+            "reward_components": {"pole": float(observation[2])},
+        }
 
     def reset(self, **kwargs):
         observation, _ = self.env.reset(**kwargs)
@@ -93,16 +109,20 @@ register_env("info_cartpole", _InfoCartPole)
 @pytest.mark.parametrize("env", ["CartPole-v1", "info_cartpole"])
 def test_the_episodes_and_metrics_are_rllibs(model_config, episodes_to_numpy, env):
     config = config_for(env, model_config=model_config, episodes_to_numpy=episodes_to_numpy)
-    (expected, expected_metrics), (actual, actual_metrics) = (sample_with(SingleAgentEnvRunner, config),
-                                                              sample_with(BatchedEnvRunner, config))
+    (expected, expected_metrics), (actual, actual_metrics) = (
+        sample_with(SingleAgentEnvRunner, config),
+        sample_with(BatchedEnvRunner, config),
+    )
     assert_same_samples(expected, actual)
     assert_same_metrics(expected_metrics, actual_metrics)
 
 
 def test_greedy_sampling_is_rllibs():
     config = config_for(model_config=LSTM)
-    assert_same_samples(sample_with(SingleAgentEnvRunner, config, explore=False)[0],
-                        sample_with(BatchedEnvRunner, config, explore=False)[0])
+    assert_same_samples(
+        sample_with(SingleAgentEnvRunner, config, explore=False)[0],
+        sample_with(BatchedEnvRunner, config, explore=False)[0],
+    )
 
 
 def test_the_learner_builds_the_same_batch():
@@ -113,8 +133,11 @@ def test_the_learner_builds_the_same_batch():
         episodes = sum(sample_with(runner_class, config)[0], [])
         pipeline = config.build_learner_connector(input_observation_space=None, input_action_space=None)
         with torch.no_grad():
-            batches.append(pipeline(rl_module=learner.module, batch={}, episodes=copy.deepcopy(episodes),
-                                    shared_data={})[DEFAULT_MODULE_ID])
+            batches.append(
+                pipeline(rl_module=learner.module, batch={}, episodes=copy.deepcopy(episodes), shared_data={})[
+                    DEFAULT_MODULE_ID
+                ]
+            )
     assert_equal_nests(*batches, "learner batch")
 
 
@@ -176,8 +199,10 @@ def test_configs_it_cannot_batch_sample_with_rllibs_loop_and_say_why():
 def test_episodes_of_one_call_keep_rllibs_order():
     # Episodes that end in one call come back by the step they ended at, then by env, as from RLlib's loop.
     config = config_for(episodes_to_numpy=False)
-    expected, actual = (sample_with(runner_class, config, sizes=(400,))[0][0]
-                        for runner_class in (SingleAgentEnvRunner, BatchedEnvRunner))
+    expected, actual = (
+        sample_with(runner_class, config, sizes=(400,))[0][0]
+        for runner_class in (SingleAgentEnvRunner, BatchedEnvRunner)
+    )
     lengths = lambda episodes: [(len(episode), episode.is_done) for episode in episodes]
     assert lengths(expected) == lengths(actual) and len(np.unique([len(e) for e in expected])) > 3
 
@@ -195,18 +220,27 @@ def test_a_remote_batched_runner_trains_as_rllibs_does(tmp_path, monkeypatch):
     try:
         results = []
         for runner_class in (SingleAgentEnvRunner, BatchedEnvRunner):
-            config = (config_for(model_config=LSTM).env_runners(num_env_runners=1, env_runner_cls=runner_class)
-                      .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=1))
+            config = (
+                config_for(model_config=LSTM)
+                .env_runners(num_env_runners=1, env_runner_cls=runner_class)
+                .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=1)
+            )
             algo = config.build_algo()
             try:
                 result = algo.train()
-                kinds = algo.env_runner_group.foreach_env_runner(lambda runner: (type(runner).__name__,
-                                                                                 getattr(runner, "fallback", None)),
-                                                                 local_env_runner=False)
+                kinds = algo.env_runner_group.foreach_env_runner(
+                    lambda runner: (type(runner).__name__, getattr(runner, "fallback", None)), local_env_runner=False
+                )
                 assert kinds == [(runner_class.__name__, None)]
                 learner = result["learners"][DEFAULT_MODULE_ID]
-                results.append((result["env_runners"]["num_env_steps_sampled_lifetime"],
-                                result["env_runners"]["episode_return_mean"], learner["policy_loss"], learner["vf_loss"]))
+                results.append(
+                    (
+                        result["env_runners"]["num_env_steps_sampled_lifetime"],
+                        result["env_runners"]["episode_return_mean"],
+                        learner["policy_loss"],
+                        learner["vf_loss"],
+                    )
+                )
             finally:
                 algo.stop()
         assert results[0] == results[1]

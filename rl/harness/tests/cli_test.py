@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from rl.harness.errors import EXIT_USAGE
 from rl.harness import errors
 from rl.harness.commands import arguments, cli
+from rl.harness.errors import EXIT_USAGE
 from rl.harness.run import records
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION
 from rl.harness.tests import run_helpers
@@ -43,7 +43,11 @@ def test_a_completed_run_records_full_provenance(roots, monkeypatch):
     manifest = run_helpers.manifest(results / "first")
     assert manifest["schema_version"] == MANIFEST_SCHEMA_VERSION
     assert (manifest["status"], manifest["run_id"], manifest["exit_code"], manifest["error"]) == (
-        "completed", "first", 0, None)
+        "completed",
+        "first",
+        0,
+        None,
+    )
     assert manifest["started_at"] <= manifest["heartbeat"]["at"] == manifest["ended_at"]
     source = pathlib.Path(manifest["experiment"]["source_file"])
     assert manifest["experiment"]["module"] == FAKE and source.name == "fake_recipe.py"
@@ -68,14 +72,18 @@ def test_a_completed_run_records_full_provenance(roots, monkeypatch):
     summary = json.loads((results / "first" / records.SUMMARY_FILE).read_text())
     assert summary["rows"] == 5 and summary["metrics"]["fake/loss"]["points"] == 5
     assert summary["metrics"]["num_env_steps_sampled_lifetime"]["last"] == 500
-    assert summary["outcome"] == {"iterations": 5, "env_steps": 500, "last_loss": rows[-1]["fake/loss"],
-                                  "niceness": os.getpriority(os.PRIO_PROCESS, 0)}
+    assert summary["outcome"] == {
+        "iterations": 5,
+        "env_steps": 500,
+        "last_loss": rows[-1]["fake/loss"],
+        "niceness": os.getpriority(os.PRIO_PROCESS, 0),
+    }
     assert not any(path.name.startswith(".tmp-") for path in results.rglob("*"))
 
 
 def test_the_same_seed_gives_the_same_metrics(roots):
     assert _run(roots, "--run-id", "a") == 0 and _run(roots, "--run-id", "b") == 0
-    loss = lambda run_id: [r["fake/loss"] for r in run_helpers.metrics_rows(roots[1] / run_id)]  # noqa: E731
+    loss = lambda run_id: [r["fake/loss"] for r in run_helpers.metrics_rows(roots[1] / run_id)]
     assert loss("a") == loss("b")
     assert _run(roots, "--run-id", "c", "--seed", "1") == 0
     assert loss("c") != loss("a")
@@ -110,7 +118,10 @@ def test_under_bazel_run_a_recipe_outside_the_binary_is_found_in_the_workspace(t
     monkeypatch.setenv("BUILD_WORKSPACE_DIRECTORY", str(tmp_path))
     try:
         # tmp_path stands in for the workspace but is no git checkout: the run records the files' hashes instead
-        assert cli.main(["rl-harness", "rl.harness.workspace_only.recipe", "--run-id", "ws", "--allow-untracked-code"]) == 0
+        assert (
+            cli.main(["rl-harness", "rl.harness.workspace_only.recipe", "--run-id", "ws", "--allow-untracked-code"])
+            == 0
+        )
     finally:
         for name in ("rl.harness.workspace_only.recipe", "rl.harness.workspace_only"):
             sys.modules.pop(name, None)
@@ -178,8 +189,7 @@ def _saved_by(path: pathlib.Path, experiment: str) -> None:
 
 
 @pytest.mark.parametrize("resume_from", ["parent", "checkpoint folder"])
-def test_resuming_another_experiments_checkpoint_is_refused_before_any_record(roots, monkeypatch, capsys,
-                                                                               resume_from):
+def test_resuming_another_experiments_checkpoint_is_refused_before_any_record(roots, monkeypatch, capsys, resume_from):
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     assert _run(roots, "--run-id", "parent") == 0
     checkpoint = roots[1] / "parent" / "checkpoints" / "iter_000002"
@@ -240,22 +250,25 @@ def _a_closed_port(tmp_path):
         return f"127.0.0.1:{bound.getsockname()[1]}"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["no.such.recipe"], "no module named 'no.such.recipe': check the dotted name"),
-    (["not a module"], "is not a dotted module name"),
-    (["rl.harness.tests.no_run_recipe"], "has no run(context) function; define"),
-    ([FAKE, "--run-id", "../up"], "contains '/'"),
-    ([FAKE, "--run-id", "smoke"], "reserved"),
-    ([FAKE, "--resume-from", "20990101T000000Z-ffffff"], "neither a checkpoint folder nor a run"),
-    ([FAKE, "--resume-from", _not_a_checkpoint], "is not a checkpoint"),
-    ([FAKE, "--resume-from", _corrupt_checkpoint], "cannot read the checkpoint state"),
-    ([FAKE, "--resume-from", _a_file], "is not a readable folder"),
-    ([FAKE, "--hardware-profile", "cuda"], "use --hardware-profile auto or cpu"),
-    ([FAKE, "--upload-artifacts"], "--upload-artifacts needs a store"),
-    ([FAKE, "--seed", "-3"], "--seed must be a non-negative integer"),
-    ([FAKE, "--ray-address", "head"], "is not an address; pass <head>:<port>"),
-    ([FAKE, "--ray-address", _a_closed_port], "nothing listens on 127.0.0.1:"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["no.such.recipe"], "no module named 'no.such.recipe': check the dotted name"),
+        (["not a module"], "is not a dotted module name"),
+        (["rl.harness.tests.no_run_recipe"], "has no run(context) function; define"),
+        ([FAKE, "--run-id", "../up"], "contains '/'"),
+        ([FAKE, "--run-id", "smoke"], "reserved"),
+        ([FAKE, "--resume-from", "20990101T000000Z-ffffff"], "neither a checkpoint folder nor a run"),
+        ([FAKE, "--resume-from", _not_a_checkpoint], "is not a checkpoint"),
+        ([FAKE, "--resume-from", _corrupt_checkpoint], "cannot read the checkpoint state"),
+        ([FAKE, "--resume-from", _a_file], "is not a readable folder"),
+        ([FAKE, "--hardware-profile", "cuda"], "use --hardware-profile auto or cpu"),
+        ([FAKE, "--upload-artifacts"], "--upload-artifacts needs a store"),
+        ([FAKE, "--seed", "-3"], "--seed must be a non-negative integer"),
+        ([FAKE, "--ray-address", "head"], "is not an address; pass <head>:<port>"),
+        ([FAKE, "--ray-address", _a_closed_port], "nothing listens on 127.0.0.1:"),
+    ],
+)
 def test_bad_input_exits_nonzero_with_one_line_naming_the_fix(tmp_path, capsys, args, message):
     if "cuda" in args and cli.hardware.detect_machine().cuda_available:
         pytest.skip("this machine has CUDA")
@@ -342,14 +355,18 @@ def test_an_experiments_runs_command_lists_only_that_experiments_runs(roots, tmp
     assert "invalid choice: 'finished'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, experiment", [(["rl-harness", FAKE, "--seed", "3", "--help"], None),
-                                              (["fake", "--help"], FAKE)])
+@pytest.mark.parametrize(
+    "argv, experiment", [(["rl-harness", FAKE, "--seed", "3", "--help"], None), (["fake", "--help"], FAKE)]
+)
 def test_a_recipes_help_lists_its_set_keys_with_types_defaults_and_ranges(argv, experiment, capsys):
     with pytest.raises(SystemExit, match="0"):
         cli.parse(argv, experiment)
     listed = capsys.readouterr().out.split(f"--set keys of {FAKE} (KEY=VALUE; type, default, range):\n")[1]
-    assert listed.split("\n") == ["  fake/iterations  int, default 0, >= 0",
-                                   "  fake/loss_scale  float, default 1.0, any number", ""]
+    assert listed.split("\n") == [
+        "  fake/iterations  int, default 0, >= 0",
+        "  fake/loss_scale  float, default 1.0, any number",
+        "",
+    ]
 
 
 def test_runs_searches_the_workspace_by_default(tmp_path, monkeypatch, capsys):
@@ -368,8 +385,16 @@ def _experiment_binary():
 
 @pytest.mark.skipif(_experiment_binary() is None, reason="needs bazel test (the rl_experiment binary)")
 def test_an_rl_experiment_binary_records_its_build_hash(tmp_path):
-    command = [str(_experiment_binary()), "--smoke", "--run-id", "built",
-               "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
+    command = [
+        str(_experiment_binary()),
+        "--smoke",
+        "--run-id",
+        "built",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--artifacts-dir",
+        str(tmp_path / "a"),
+    ]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert completed.returncode == 0, completed.stderr
     manifest = run_helpers.manifest(tmp_path / "r" / "smoke" / "built")
@@ -377,35 +402,55 @@ def test_an_rl_experiment_binary_records_its_build_hash(tmp_path):
     assert re.fullmatch("[0-9a-f]{64}", manifest["build"]["build_hash"])
     assert manifest["build"]["target"] == "//rl/harness:fake_experiment"
     assert re.fullmatch("[0-9a-f]{64}", manifest["build"]["lock_sha256"])
-    listing = subprocess.run([str(_experiment_binary()), "runs", "--results-dir", str(tmp_path / "r")],
-                             capture_output=True, text=True, timeout=60, check=True)
+    listing = subprocess.run(
+        [str(_experiment_binary()), "runs", "--results-dir", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert "built" in listing.stdout and "completed" in listing.stdout
 
 
-@pytest.mark.parametrize("code", [
-    # The face: the devops venv, which has none of these, imports it.
-    "import rl.harness",
-    # `rl-harness runs`: the catalog reads JSON records; Ray, torch and pandas are seconds of start-up.
-    "from rl.harness.commands import cli; cli.main(['rl-harness', 'runs', '--results-dir', sys.argv[1]])",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        # The face: the devops venv, which has none of these, imports it.
+        "import rl.harness",
+        # `rl-harness runs`: the catalog reads JSON records; Ray, torch and pandas are seconds of start-up.
+        "from rl.harness.commands import cli; cli.main(['rl-harness', 'runs', '--results-dir', sys.argv[1]])",
+    ],
+)
 def test_the_face_and_the_runs_command_load_no_heavy_library(code, tmp_path):
     heavy = {"import rl.harness": ["numpy", "scipy", "ray", "torch", "pandas"]}.get(code, ["ray", "torch", "pandas"])
     check = f"import sys; {code}; sys.exit(','.join(m for m in {heavy!r} if m in sys.modules) or None)"
-    finished = subprocess.run([sys.executable, "-c", check, str(tmp_path)], env=run_helpers.child_env(), timeout=120,
-                              capture_output=True, text=True, check=False)
+    finished = subprocess.run(
+        [sys.executable, "-c", check, str(tmp_path)],
+        env=run_helpers.child_env(),
+        timeout=120,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert finished.returncode == 0, finished.stderr
 
 
 def test_the_cli_and_the_address_check_import_no_ray():
     code = "import sys, rl.harness.commands.cli, rl.harness.training.cluster; sys.exit('ray' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], env=run_helpers.child_env(), timeout=60, check=False).returncode == 0
+    assert (
+        subprocess.run([sys.executable, "-c", code], env=run_helpers.child_env(), timeout=60, check=False).returncode
+        == 0
+    )
 
 
 @pytest.mark.parametrize("flag", ["--results-dir", "--artifacts-dir"])
 def test_a_records_folder_that_is_a_file_is_refused_with_one_line(tmp_path, capsys, flag):
     (tmp_path / "file").write_text("kept")
-    folders = {"--results-dir": str(tmp_path / "r"), "--artifacts-dir": str(tmp_path / "a"),
-               flag: str(tmp_path / "file" / "below")}
+    folders = {
+        "--results-dir": str(tmp_path / "r"),
+        "--artifacts-dir": str(tmp_path / "a"),
+        flag: str(tmp_path / "file" / "below"),
+    }
     argv = ["rl-harness", FAKE, *(part for pair in folders.items() for part in pair)]
     assert cli.main(argv) == EXIT_USAGE
     error = capsys.readouterr().err.strip()
@@ -442,7 +487,9 @@ def test_a_truncated_manifest_is_listed_as_damaged_and_the_other_runs_still_show
     capsys.readouterr()
     assert cli.main(["rl-harness", "show", "torn", *results]) == EXIT_USAGE
     error = capsys.readouterr().err.strip()
-    assert len(error.splitlines()) == 1 and "run torn is damaged" in error and re.search(r"line \d+ column \d+", error), error
+    assert (
+        len(error.splitlines()) == 1 and "run torn is damaged" in error and re.search(r"line \d+ column \d+", error)
+    ), error
 
 
 @pytest.mark.parametrize("experiment", [None, FAKE])

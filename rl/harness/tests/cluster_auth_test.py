@@ -24,10 +24,16 @@ from rl.harness.training import lifecycle
 pytestmark = pytest.mark.slow
 
 # One method of each service Ray serves: a port answers UNIMPLEMENTED for the others.
-_METHODS = ("/ray.rpc.NodeInfoGcsService/GetClusterId", "/ray.rpc.NodeManagerService/GetNodeStats",
-            "/ray.rpc.ObjectManagerService/FreeObjects", "/ray.rpc.CoreWorkerService/NumPendingTasks")
-_ATTACH = ("import ray; ray.init(address={address!r}, logging_level='ERROR');"
-           " print('ATTACHED', ray.get(ray.remote(lambda: 6 * 7).remote()))")
+_METHODS = (
+    "/ray.rpc.NodeInfoGcsService/GetClusterId",
+    "/ray.rpc.NodeManagerService/GetNodeStats",
+    "/ray.rpc.ObjectManagerService/FreeObjects",
+    "/ray.rpc.CoreWorkerService/NumPendingTasks",
+)
+_ATTACH = (
+    "import ray; ray.init(address={address!r}, logging_level='ERROR');"
+    " print('ATTACHED', ray.get(ray.remote(lambda: 6 * 7).remote()))"
+)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +71,9 @@ def _listening_ports_of_this_cluster() -> dict[str, str]:
     for line in subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout.splitlines():
         if any(int(pid) in ours for pid in re.findall(r"pid=(\d+)", line)):
             host, _, port = line.split()[3].rpartition(":")
-            ports[f"{'127.0.0.1' if host in ('*', '0.0.0.0', '[::]') else host}:{port}"] = re.search(r'"([^"]+)"', line)[1]
+            ports[f"{'127.0.0.1' if host in ('*', '0.0.0.0', '[::]') else host}:{port}"] = re.search(
+                r'"([^"]+)"', line
+            )[1]
     return ports
 
 

@@ -40,9 +40,13 @@ def test_host_and_port_of_each_form():
 
 
 def _facts(*versions):
-    return {"address": "head:6379", "nodes": [
-        {"node_id": f"{index:056x}", "name": f"node-{index}", "ray": ray, "python": python}
-        for index, (ray, python) in enumerate(versions)]}
+    return {
+        "address": "head:6379",
+        "nodes": [
+            {"node_id": f"{index:056x}", "name": f"node-{index}", "ray": ray, "python": python}
+            for index, (ray, python) in enumerate(versions)
+        ],
+    }
 
 
 def test_a_node_with_another_ray_or_python_is_one_clear_error():
@@ -75,4 +79,3 @@ def test_the_timeout_knob_must_be_a_positive_number():
     for bad in ("0", "-1", "soon"):
         with pytest.raises(env_vars.EnvVarError, match=env_vars.RAY_CONNECT_TIMEOUT_ENV):
             env_vars.ray_connect_timeout_seconds({env_vars.RAY_CONNECT_TIMEOUT_ENV: bad})
-

@@ -4,15 +4,16 @@ Env runners placed on a worker node, Tune trials spread over nodes, the loss of 
 mid-run, the cluster's provenance in the manifest, and a wrong address refused in time.
 """
 
+import itertools
 import json
 import signal
 import socket
 import time
 
 from rl.harness import env_vars
-from rl.harness.training import cluster as harness_cluster
 from rl.harness.run import records
 from rl.harness.tests import loopback_cluster, run_helpers
+from rl.harness.training import cluster as harness_cluster
 
 
 def _roots(tmp_path):
@@ -24,7 +25,8 @@ def test_a_direct_run_samples_on_the_worker_node_and_records_the_cluster(tmp_pat
     with loopback_cluster.running(head_cpus=0, worker_cpus=[3]) as cluster:
         status, _, stderr = run_helpers.run_cli(
             [run_helpers.PPO, "--smoke", "--run-id", "direct", "--ray-address", cluster.address, *_roots(tmp_path)],
-            timeout=240)
+            timeout=240,
+        )
     assert status == 0, stderr[-3000:]
     manifest = run_helpers.manifest(tmp_path / "r" / "smoke" / "direct")
     assert manifest["status"] == "completed"
@@ -51,7 +53,10 @@ def test_a_tune_run_spreads_its_two_trials_over_the_nodes(tmp_path):
     with loopback_cluster.running(head_cpus=1, worker_cpus=[1]) as cluster:
         status, _, stderr = run_helpers.run_cli(
             [run_helpers.PPO, "--run-id", "tune", "--ray-address", cluster.address, *_roots(tmp_path)],
-            timeout=300, PPO_RECIPE_RUNNER="tune", PPO_RECIPE_ITERATIONS=2)
+            timeout=300,
+            PPO_RECIPE_RUNNER="tune",
+            PPO_RECIPE_ITERATIONS=2,
+        )
     assert status == 0, stderr[-3000:]
     trials = json.loads((tmp_path / "r" / "tune" / records.SUMMARY_FILE).read_text())["trials"]
     assert [trial["status"] for trial in trials] == ["finished", "finished"]
@@ -66,12 +71,19 @@ def test_losing_a_worker_node_mid_run_keeps_every_record_and_the_run_completes(t
     env_steps = 3200  # about 8 iterations of 400
     results, artifacts = tmp_path / "r" / "lossy", tmp_path / "a" / "lossy"
     with loopback_cluster.running(head_cpus=0, worker_cpus=[2, 2]) as cluster:
-        process = run_helpers.start_cli([run_helpers.PPO, "--run-id", "lossy", "--ray-address", cluster.address,
-                                         *_roots(tmp_path)], PPO_RECIPE_ENV_STEPS=env_steps)
+        process = run_helpers.start_cli(
+            [run_helpers.PPO, "--run-id", "lossy", "--ray-address", cluster.address, *_roots(tmp_path)],
+            PPO_RECIPE_ENV_STEPS=env_steps,
+        )
         try:
+
             def checkpointed():  # the first checkpoint is in place and the runners' nodes are known
-                return ((results / records.MANIFEST_FILE).exists()
-                        and run_helpers.manifest(results)["checkpoints"] and run_helpers.manifest(results))
+                return (
+                    (results / records.MANIFEST_FILE).exists()
+                    and run_helpers.manifest(results)["checkpoints"]
+                    and run_helpers.manifest(results)
+                )
+
             before = run_helpers.wait_for(checkpointed, 240, "the first checkpoint")
             rows_before = run_helpers.metrics_rows(artifacts)
             lost = before["cluster"]["env_runner_nodes"][0]
@@ -84,12 +96,23 @@ def test_losing_a_worker_node_mid_run_keeps_every_record_and_the_run_completes(t
         if after["status"] != "completed":  # RLlib gave up on the lost runners: resume on what is left
             assert after["status"] in ("failed", "interrupted"), stderr[-3000:]
             status, _, stderr = run_helpers.run_cli(
-                [run_helpers.PPO, "--run-id", "resumed", "--resume-from", "lossy", "--ray-address", cluster.address,
-                 *_roots(tmp_path)], timeout=300, PPO_RECIPE_ENV_STEPS=env_steps)
+                [
+                    run_helpers.PPO,
+                    "--run-id",
+                    "resumed",
+                    "--resume-from",
+                    "lossy",
+                    "--ray-address",
+                    cluster.address,
+                    *_roots(tmp_path),
+                ],
+                timeout=300,
+                PPO_RECIPE_ENV_STEPS=env_steps,
+            )
             assert status == 0, stderr[-3000:]
     assert process.returncode in (0, 1, 128 + signal.SIGTERM), stderr[-3000:]
     rows = run_helpers.metrics_rows(artifacts)
-    assert rows[:len(rows_before)] == rows_before  # nothing written before the loss is lost
+    assert rows[: len(rows_before)] == rows_before  # nothing written before the loss is lost
     for checkpoint in before["checkpoints"]:
         assert (artifacts / checkpoint["path"] / "rllib_checkpoint.json").exists()
     if after["status"] != "completed":
@@ -98,7 +121,7 @@ def test_losing_a_worker_node_mid_run_keeps_every_record_and_the_run_completes(t
     # The env-step counter never goes back; an iteration during which the runners' node died may
     # sample nothing (RLlib then repeats the count), so it grows overall, to the budget.
     steps = [row["num_env_steps_sampled_lifetime"] for row in rows]
-    assert all(later >= earlier for earlier, later in zip(steps, steps[1:])), steps
+    assert all(later >= earlier for earlier, later in itertools.pairwise(steps)), steps
     assert steps[-1] >= env_steps > steps[len(rows_before) - 1], steps
     print(f"node {lost[:8]} lost; run {after['status']} {time.monotonic() - killed_at:.0f} s later")
 
@@ -106,8 +129,9 @@ def test_losing_a_worker_node_mid_run_keeps_every_record_and_the_run_completes(t
 def test_without_ray_address_a_run_starts_its_own_ray_whatever_cluster_is_around(tmp_path):
     # A bare ray.init() joins the cluster $RAY_ADDRESS or /tmp/ray/ray_current_cluster names (this one).
     with loopback_cluster.running(head_cpus=0, worker_cpus=[1]) as cluster:
-        status, _, stderr = run_helpers.run_cli([run_helpers.PPO, "--smoke", "--run-id", "own", *_roots(tmp_path)],
-                                                timeout=240, RAY_ADDRESS=cluster.address)
+        status, _, stderr = run_helpers.run_cli(
+            [run_helpers.PPO, "--smoke", "--run-id", "own", *_roots(tmp_path)], timeout=240, RAY_ADDRESS=cluster.address
+        )
     assert status == 0, stderr[-3000:]
     facts = run_helpers.manifest(tmp_path / "r" / "smoke" / "own")["cluster"]
     assert (facts["address"], facts["node_count"]) == (None, 1)
@@ -119,8 +143,11 @@ def test_an_address_where_no_ray_cluster_answers_fails_in_time_with_one_line(tmp
     with socket.create_server(("127.0.0.1", 0)) as impostor:
         address = f"127.0.0.1:{impostor.getsockname()[1]}"
         started = time.monotonic()
-        status, _, stderr = run_helpers.run_cli([run_helpers.PPO, "--ray-address", address, *_roots(tmp_path)],
-                                                timeout=60, **{env_vars.RAY_CONNECT_TIMEOUT_ENV: 5})
+        status, _, stderr = run_helpers.run_cli(
+            [run_helpers.PPO, "--ray-address", address, *_roots(tmp_path)],
+            timeout=60,
+            **{env_vars.RAY_CONNECT_TIMEOUT_ENV: 5},
+        )
         elapsed = time.monotonic() - started
     assert status == 2 and elapsed < 30, (status, elapsed, stderr[-3000:])
     line = stderr.strip().splitlines()[-1]

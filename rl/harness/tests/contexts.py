@@ -11,9 +11,17 @@ from rl.harness.training import hardware
 
 def machine_profile(cpus: int) -> HardwareProfile:
     """The `cpu` profile of a made-up machine with `cpus` cores and no GPU."""
-    facts = MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=False,
-                         gpu_count=0, gpu_model=None, cuda_version=None, mps_available=False,
-                         platform="test")
+    facts = MachineFacts(
+        cpu_count=cpus,
+        cpu_count_os=cpus,
+        cpu_limit="test",
+        cuda_available=False,
+        gpu_count=0,
+        gpu_model=None,
+        cuda_version=None,
+        mps_available=False,
+        platform="test",
+    )
     return hardware.choose_profile("cpu", facts)
 
 
@@ -21,11 +29,26 @@ def recorded_context(tmp_path, *, root_seed: int, cpus: int = 2, budget_cap=RowB
     """(context, recorder) of a started smoke run "test" under tmp_path; the caller finishes the recorder."""
     seeds = seeding.SeedStreams(root_seed)
     layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "test", smoke=True)
-    manifest = RunManifest(run_id="test", status=None, experiment=ExperimentRecord("test"), seed=root_seed,
-                           options={"smoke": True}, paths={})
+    manifest = RunManifest(
+        run_id="test",
+        status=None,
+        experiment=ExperimentRecord("test"),
+        seed=root_seed,
+        options={"smoke": True},
+        paths={},
+    )
     recorder = session.RunSession(layout=layout, manifest=manifest, seeds=seeds, budget_cap=budget_cap)
     recorder.start()
-    context = RunContext(run_id="test", recipe="test", seed=root_seed, smoke=True,
-                         results_dir=recorder.results_dir, artifacts_dir=recorder.artifacts_dir,
-                         hardware=machine_profile(cpus), resume=resume, seeds=seeds, session=recorder)
+    context = RunContext(
+        run_id="test",
+        recipe="test",
+        seed=root_seed,
+        smoke=True,
+        results_dir=recorder.results_dir,
+        artifacts_dir=recorder.artifacts_dir,
+        hardware=machine_profile(cpus),
+        resume=resume,
+        seeds=seeds,
+        session=recorder,
+    )
     return context, recorder

@@ -15,8 +15,11 @@ from rl.harness.study import record as study_record
 from rl.harness.tests import run_helpers
 
 SUMMARY = {
-    "metrics": {"fake/loss": {"last": 0.25}, "timers/sample": {"last": 3.0}, "env_runners/episode_return_mean": {
-        "last": None, "curve": [[100, 10.0], [200, 12.0]]}},
+    "metrics": {
+        "fake/loss": {"last": 0.25},
+        "timers/sample": {"last": 3.0},
+        "env_runners/episode_return_mean": {"last": None, "curve": [[100, 10.0], [200, 12.0]]},
+    },
     "outcome": {"scores": {"greedy": {"mean": 0.48, "low": 0.28, "high": 0.68}, "episodes": 400}, "label": "x"},
 }
 
@@ -60,32 +63,59 @@ def test_nothing_to_judge_by_and_a_missing_quantity_are_no_consistency():
     judged = cross_platform.judge(_quantities(**{"score n": 3.0}), _quantities(**{"score n": 4.0}), None, [])
     assert judged["quantities"][0]["within"] is None and judged["verdict"] == cross_platform.DIVERGED
     judged = cross_platform.judge({"score s": {"value": 1.0, "interval": [0.0, 2.0]}}, {}, None, [])
-    assert judged["quantities"][0]["yardstick"] == "missing in the reproduction" and judged["verdict"] == cross_platform.DIVERGED
+    assert (
+        judged["quantities"][0]["yardstick"] == "missing in the reproduction"
+        and judged["verdict"] == cross_platform.DIVERGED
+    )
     assert "nothing to judge" in cross_platform.format_judgement(cross_platform.judge({}, {}, None, []))[-1]
 
 
 def test_more_quantities_widen_each_bound_so_the_family_keeps_its_five_percent():
-    assert cross_platform.judge(_quantities(a=1.0), _quantities(a=1.0), None, [])["confidence_each"] == pytest.approx(0.95)
+    assert cross_platform.judge(_quantities(a=1.0), _quantities(a=1.0), None, [])["confidence_each"] == pytest.approx(
+        0.95
+    )
     many = {f"metric m{i}": 1.0 for i in range(5)}
-    assert cross_platform.judge(_quantities(**many), _quantities(**many), None, [])["confidence_each"] == pytest.approx(0.99)
+    assert cross_platform.judge(_quantities(**many), _quantities(**many), None, [])["confidence_each"] == pytest.approx(
+        0.99
+    )
 
 
 # -- a finished study of the same recipe: its seed spread is the yardstick -----------------------------------
 
 
 def _run(results, artifacts, run_id, seed, *flags):
-    assert cli.main(["rl-harness", run_helpers.FAKE, "--run-id", run_id, "--seed", str(seed), "--results-dir",
-                     str(results), "--artifacts-dir", str(artifacts), *flags]) == 0
+    assert (
+        cli.main(
+            [
+                "rl-harness",
+                run_helpers.FAKE,
+                "--run-id",
+                run_id,
+                "--seed",
+                str(seed),
+                "--results-dir",
+                str(results),
+                "--artifacts-dir",
+                str(artifacts),
+                *flags,
+            ]
+        )
+        == 0
+    )
     return finder.find_run(run_id, [str(results)])
 
 
 def _study(results, study_id, runs_by_seed, status=study_record.COMPLETED, module=run_helpers.FAKE):
-    study = declaration.Study(agents={"fake": module}, seeds=tuple(runs_by_seed),
-                              scores=(declaration.Score("loss", "last_loss"),))
-    record = study_record.StudyRecord.new(study_id, module="fake_study", study=study, smoke=False, code={}, build={},
-                                          command_line=("rl-harness", "study"))
+    study = declaration.Study(
+        agents={"fake": module}, seeds=tuple(runs_by_seed), scores=(declaration.Score("loss", "last_loss"),)
+    )
+    record = study_record.StudyRecord.new(
+        study_id, module="fake_study", study=study, smoke=False, code={}, build={}, command_line=("rl-harness", "study")
+    )
     for seed, run_id in runs_by_seed.items():
-        record = record.with_member(study_record.MemberRecord("fake", seed, runs=(run_id,), status=study_record.COMPLETED))
+        record = record.with_member(
+            study_record.MemberRecord("fake", seed, runs=(run_id,), status=study_record.COMPLETED)
+        )
     record.replace(status=status).write(study_record.study_folder(pathlib.Path(results), study_id, smoke=False))
 
 
@@ -101,8 +131,10 @@ def test_a_completed_study_of_the_same_recipe_gives_the_seed_spread(tmp_path):
 
     spread = cross_platform.study_spread(original, reproduce.ignored)
     assert spread["study"] == "seeds" and spread["members"] == 3
-    losses = [catalog.final_metrics(finder.find_run(run_id, [str(results)]).summary())["fake/loss"]
-              for run_id in members.values()]
+    losses = [
+        catalog.final_metrics(finder.find_run(run_id, [str(results)]).summary())["fake/loss"]
+        for run_id in members.values()
+    ]
     assert spread["values"]["metric fake/loss"] == losses and len(spread["values"]["score last_loss"]) == 3
 
     mine = cross_platform.quantities(original.summary(), reproduce.ignored)
@@ -115,8 +147,10 @@ def test_a_completed_study_of_the_same_recipe_gives_the_seed_spread(tmp_path):
 def test_study_members_with_other_overrides_are_no_yardstick(tmp_path):
     results, artifacts = tmp_path / "r", tmp_path / "a"
     original = _run(results, artifacts, "20261205T000000Z-orig02", 7)
-    members = {seed: _run(results, artifacts, f"20261205T000000Z-scal0{seed}", seed, "--set", "fake/loss_scale=2.0").run_id
-               for seed in (1, 2)}
+    members = {
+        seed: _run(results, artifacts, f"20261205T000000Z-scal0{seed}", seed, "--set", "fake/loss_scale=2.0").run_id
+        for seed in (1, 2)
+    }
     _study(results, "scaled", members)
     assert cross_platform.study_spread(original, reproduce.ignored) is None
 
@@ -124,7 +158,8 @@ def test_study_members_with_other_overrides_are_no_yardstick(tmp_path):
 def test_quantities_at_a_prefix_row_are_the_summarised_metrics_it_holds():
     row = {"fake/loss": 0.5, "timers/sample": 1.0, "training_iteration": 2}
     assert cross_platform.quantities_at_row(SUMMARY, row, reproduce.ignored) == {
-        "metric fake/loss": {"value": 0.5, "interval": None}}
+        "metric fake/loss": {"value": 0.5, "interval": None}
+    }
 
 
 def _on_platform(run, **changes):
@@ -136,7 +171,9 @@ def _on_platform(run, **changes):
 def test_the_outcome_is_compared_by_rows_on_one_platform_and_judged_on_another(tmp_path):
     results, artifacts = tmp_path / "r", tmp_path / "a"
     original = _run(results, artifacts, "20261205T000000Z-orig03", 7)
-    one_process = OwnLoopRunnerRecord(kind="own loop", details={"determinism": {"expected": True, "why": "one process"}})
+    one_process = OwnLoopRunnerRecord(
+        kind="own loop", details={"determinism": {"expected": True, "why": "one process"}}
+    )
     original = finder.Run(original.run_dir, dataclasses.replace(original.manifest, runner=one_process))
     again = _run(results, artifacts, "20261205T000000Z-agai03", 7)
     here = again.manifest.platform.torch_cpu_capability  # whichever CPU runs the test (AMD or Intel)
@@ -155,5 +192,7 @@ def test_the_outcome_is_compared_by_rows_on_one_platform_and_judged_on_another(t
     assert {entry["quantity"] for entry in other["judgement"]["quantities"]} >= {"metric fake/loss", "score last_loss"}
     nudged[1]["fake/loss"] = math.nextafter(nudged[1]["fake/loss"], math.inf)
     prefix = reproduce.compare_outcome(original, first_two.take(rows), elsewhere, first_two.take(nudged), first_two)
-    assert [entry["quantity"] for entry in prefix["judgement"]["quantities"]] == ["metric fake/loss",
-                                                                                   "metric num_env_steps_sampled_lifetime"]
+    assert [entry["quantity"] for entry in prefix["judgement"]["quantities"]] == [
+        "metric fake/loss",
+        "metric num_env_steps_sampled_lifetime",
+    ]

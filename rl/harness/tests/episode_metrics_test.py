@@ -23,9 +23,12 @@ REPORTED = (EPISODE_LEN_MEAN, EPISODE_LEN_MIN, EPISODE_LEN_MAX, EPISODE_RETURN_M
 
 
 def _config():
-    return (PPOConfig().environment(DebugCounterEnv)
-            .training(train_batch_size_per_learner=BATCH, minibatch_size=BATCH, num_epochs=1)
-            .rl_module(model_config={"fcnet_hiddens": [8]}))
+    return (
+        PPOConfig()
+        .environment(DebugCounterEnv)
+        .training(train_batch_size_per_learner=BATCH, minibatch_size=BATCH, num_epochs=1)
+        .rl_module(model_config={"fcnet_hiddens": [8]})
+    )
 
 
 def _train() -> tuple[list[dict], list[dict]]:
@@ -41,8 +44,10 @@ def _train() -> tuple[list[dict], list[dict]]:
 
         trainer.env_runner.get_metrics = recording_get_metrics
         updates = list(trainer.train(runners.StopRule(training_iterations=ITERATIONS)))
-    losses = [{key: in_process.scalar(value) for key, value in update.result[DEFAULT_MODULE_ID].items()
-               if "loss" in key} for update in updates]
+    losses = [
+        {key: in_process.scalar(value) for key, value in update.result[DEFAULT_MODULE_ID].items() if "loss" in key}
+        for update in updates
+    ]
     return reported, losses
 
 
@@ -62,8 +67,12 @@ def rllib_alone():
 def test_the_env_runner_reports_the_envs_episode_length_and_return(with_copies):
     reported, _ = with_copies
     assert reported[0] == {}  # no episode ended in the first 10 steps
-    true = {EPISODE_LEN_MEAN: EPISODE_LENGTH, EPISODE_LEN_MIN: EPISODE_LENGTH, EPISODE_LEN_MAX: EPISODE_LENGTH,
-            EPISODE_RETURN_MEAN: EPISODE_RETURN}
+    true = {
+        EPISODE_LEN_MEAN: EPISODE_LENGTH,
+        EPISODE_LEN_MIN: EPISODE_LENGTH,
+        EPISODE_LEN_MAX: EPISODE_LENGTH,
+        EPISODE_RETURN_MEAN: EPISODE_RETURN,
+    }
     assert reported[1:] == [true] * (ITERATIONS - 1)
 
 
@@ -85,7 +94,7 @@ def test_configure_adds_the_callback_after_the_recipes_own_and_once():
         pass
 
     recipe_config = _config().callbacks(on_sample_end=recipes_callback)
-    prepare = dict(seed=0, parallel_envs=PARALLEL_ENVS, profile=in_process.default_profile(), in_process=True)
+    prepare = {"seed": 0, "parallel_envs": PARALLEL_ENVS, "profile": in_process.default_profile(), "in_process": True}
     config = configs.prepare_config(recipe_config, **prepare)
     assert config.callbacks_on_sample_end == [recipes_callback, episode_metrics.copy_cut_chunks]
     assert configs.prepare_config(config, **prepare).callbacks_on_sample_end == config.callbacks_on_sample_end
@@ -94,14 +103,21 @@ def test_configure_adds_the_callback_after_the_recipes_own_and_once():
 
 def test_a_multi_agent_config_keeps_rllibs_callbacks():
     multi_agent = _config().multi_agent(policies={"a"}, policy_mapping_fn=lambda agent_id, episode, **_: "a")
-    config = configs.prepare_config(multi_agent, seed=0, parallel_envs=PARALLEL_ENVS,
-                                    profile=in_process.default_profile(), in_process=True)
+    config = configs.prepare_config(
+        multi_agent, seed=0, parallel_envs=PARALLEL_ENVS, profile=in_process.default_profile(), in_process=True
+    )
     assert config.callbacks_on_sample_end is None
 
 
 def _episode(*, terminated: bool) -> SingleAgentEpisode:
-    return SingleAgentEpisode(observations=[0, 1, 2], actions=[0, 1], rewards=[1.0, 2.0],
-                              infos=[{}, {"step": 1}, {"step": 2}], terminated=terminated, len_lookback_buffer=0)
+    return SingleAgentEpisode(
+        observations=[0, 1, 2],
+        actions=[0, 1],
+        rewards=[1.0, 2.0],
+        infos=[{}, {"step": 1}, {"step": 2}],
+        terminated=terminated,
+        len_lookback_buffer=0,
+    )
 
 
 def test_a_running_chunk_is_replaced_by_a_copy_that_shares_its_info_dicts_and_an_ended_episode_is_kept():

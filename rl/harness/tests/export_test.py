@@ -62,8 +62,20 @@ def _run(roots, run_id, *flags):
 
 def _export(roots, identifier, *flags):
     results, artifacts = roots
-    return cli.main(["rl-harness", "export", "--to", "mlflow", identifier, "--results-dir", str(results),
-                     "--artifacts-dir", str(artifacts), *flags])
+    return cli.main(
+        [
+            "rl-harness",
+            "export",
+            "--to",
+            "mlflow",
+            identifier,
+            "--results-dir",
+            str(results),
+            "--artifacts-dir",
+            str(artifacts),
+            *flags,
+        ]
+    )
 
 
 def test_a_python_without_mlflow_is_refused_in_one_line_naming_the_install(roots, tmp_path, capsys):
@@ -71,32 +83,45 @@ def test_a_python_without_mlflow_is_refused_in_one_line_naming_the_install(roots
         pytest.skip("this python has MLflow: the harness's venv must not")
     _run(roots, "r1")
     assert _export(roots, "r1") == EXIT_USAGE  # this python, which has none
-    assert "needs a python with MLflow" in (line := run_helpers.one_error_line(capsys)) and "pip install mlflow-skinny" in line
-    assert _export(roots, "r1", "--python", sys.executable, "--tracking-uri", f"sqlite:///{tmp_path}/m.db") == EXIT_USAGE
-    assert "this python has no MLflow" in (line := run_helpers.one_error_line(capsys)) and "pip install mlflow-skinny" in line
+    assert (
+        "needs a python with MLflow" in (line := run_helpers.one_error_line(capsys))
+        and "pip install mlflow-skinny" in line
+    )
+    assert (
+        _export(roots, "r1", "--python", sys.executable, "--tracking-uri", f"sqlite:///{tmp_path}/m.db") == EXIT_USAGE
+    )
+    assert (
+        "this python has no MLflow" in (line := run_helpers.one_error_line(capsys))
+        and "pip install mlflow-skinny" in line
+    )
 
 
 def test_a_run_whose_metrics_are_not_here_is_refused_in_one_line(roots, tmp_path, capsys):
     _run(roots, "r1")
     os.remove(roots[1] / "r1" / records.METRICS_FILE)
     assert _export(roots, "r1", "--python", sys.executable) == EXIT_USAGE
-    assert "metrics of run r1 are not on this machine" in (line := run_helpers.one_error_line(capsys)) and "fetch r1" in line
+    assert (
+        "metrics of run r1 are not on this machine" in (line := run_helpers.one_error_line(capsys))
+        and "fetch r1" in line
+    )
 
 
 def _read_back(python, uri, experiment):
-    done = subprocess.run([python, "-c", READ_BACK, uri, experiment], capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [python, "-c", READ_BACK, uri, experiment], capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
 
 
 def _expected_history(roots, run_ids, key):
-    rows = [row for run_id in run_ids
-            for row in records.read_json_lines(str(roots[1] / run_id / records.METRICS_FILE))]
+    rows = [row for run_id in run_ids for row in records.read_json_lines(str(roots[1] / run_id / records.METRICS_FILE))]
     return [[row["training_iteration"], row[key]] for row in rows if key in row]
 
 
 def _milliseconds(stamp):
     from datetime import datetime
+
     return round(datetime.fromisoformat(stamp).timestamp() * 1000)
 
 
@@ -114,14 +139,32 @@ def test_a_run_and_a_study_read_back_with_mlflow_as_recorded(roots, tmp_path, ca
     found = _read_back(python, uri, run_helpers.FAKE)
     assert list(found) == ["r1"]
     exported, manifest = found["r1"], records.read_json(str(roots[0] / "r1" / records.MANIFEST_FILE), "manifest")
-    recorded = {"commit": manifest["code"]["library"]["commit"], "dirty": manifest["code"]["library"]["dirty"],
-                "build_hash": manifest["build"]["build_hash"], "lock_sha256": manifest["build"]["lock_sha256"]}
-    assert exported["params"] == {"fake/loss_scale": "2.5", "seed": "3", "smoke": "false", **{
-        key: {True: "true", False: "false"}.get(value, value) for key, value in recorded.items() if value is not None}}
+    recorded = {
+        "commit": manifest["code"]["library"]["commit"],
+        "dirty": manifest["code"]["library"]["dirty"],
+        "build_hash": manifest["build"]["build_hash"],
+        "lock_sha256": manifest["build"]["lock_sha256"],
+    }
+    assert exported["params"] == {
+        "fake/loss_scale": "2.5",
+        "seed": "3",
+        "smoke": "false",
+        **{
+            key: {True: "true", False: "false"}.get(value, value)
+            for key, value in recorded.items()
+            if value is not None
+        },
+    }
     assert {key: exported["tags"][key] for key in ("rl_harness.run_id", "rl_harness.recipe", "rl_harness.status")} == {
-        "rl_harness.run_id": "r1", "rl_harness.recipe": run_helpers.FAKE, "rl_harness.status": "completed"}
+        "rl_harness.run_id": "r1",
+        "rl_harness.recipe": run_helpers.FAKE,
+        "rl_harness.status": "completed",
+    }
     assert exported["status"] == "FINISHED"
-    assert (exported["start"], exported["end"]) == (_milliseconds(manifest["started_at"]), _milliseconds(manifest["ended_at"]))
+    assert (exported["start"], exported["end"]) == (
+        _milliseconds(manifest["started_at"]),
+        _milliseconds(manifest["ended_at"]),
+    )
     loss = _expected_history(roots, ["r1"], "fake/loss")
     assert len(loss) == 3 and exported["history"]["fake/loss"] == loss  # float64 both ways: exact
     outcome = records.read_json(str(roots[0] / "r1" / records.SUMMARY_FILE), "summary")["outcome"]
@@ -133,8 +176,25 @@ def test_a_run_and_a_study_read_back_with_mlflow_as_recorded(roots, tmp_path, ca
         for seed in (0, 1):
             _run(roots, f"{agent}{seed}", "--seed", str(seed))
     results, artifacts = roots
-    assert cli.main(["rl-harness", "study", STUDY, "--results-dir", str(results), "--artifacts-dir", str(artifacts),
-                     "--study-id", "s1", "--runs", "first=a0,a1", "second=b0,b1"]) == 0
+    assert (
+        cli.main(
+            [
+                "rl-harness",
+                "study",
+                STUDY,
+                "--results-dir",
+                str(results),
+                "--artifacts-dir",
+                str(artifacts),
+                "--study-id",
+                "s1",
+                "--runs",
+                "first=a0,a1",
+                "second=b0,b1",
+            ]
+        )
+        == 0
+    )
     # what a killed export leaves: a0's MLflow run created, its metrics not all written (no `exported` tag)
     subprocess.run([python, "-c", PART_WRITTEN, uri], check=True, capture_output=True, timeout=300)
     assert _export(roots, "s1", "--python", python, "--tracking-uri", uri) == 0
@@ -144,7 +204,9 @@ def test_a_run_and_a_study_read_back_with_mlflow_as_recorded(roots, tmp_path, ca
         agent = {"a": "first", "b": "second"}[run_id[0]]
         assert (member["params"]["agent"], member["params"]["seed"]) == (agent, run_id[1])
         assert {key: member["tags"][key] for key in ("rl_harness.study_id", "rl_harness.agent")} == {
-            "rl_harness.study_id": "s1", "rl_harness.agent": agent}
+            "rl_harness.study_id": "s1",
+            "rl_harness.agent": agent,
+        }
         outcome = records.read_json(str(roots[0] / run_id / records.SUMMARY_FILE), "summary")["outcome"]
         assert member["history"]["score/last loss"][0][1] == outcome["last_loss"]
         assert member["history"]["score/iterations"][0][1] == outcome["iterations"] == 3

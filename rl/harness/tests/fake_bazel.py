@@ -27,8 +27,11 @@ def _sources(checkout: str) -> list[tuple[str, str]]:
     found = []
     for folder, subfolders, files in os.walk(checkout):
         subfolders[:] = [name for name in subfolders if name not in _NOT_SOURCES and not name.startswith("bazel-")]
-        found += [(os.path.relpath(os.path.join(folder, name), checkout), os.path.join(folder, name))
-                  for name in files if name.endswith(".py")]
+        found += [
+            (os.path.relpath(os.path.join(folder, name), checkout), os.path.join(folder, name))
+            for name in files
+            if name.endswith(".py")
+        ]
     return sorted(found)
 
 
@@ -43,9 +46,23 @@ def build(checkout: str, target: str) -> str:
     with open(identity, "w") as handle:
         json.dump({"version": platform.python_version(), "executable": sys.executable, "bazel_version": "fake"}, handle)
     output = os.path.join(output_dir, f"{name}.build_info.json")
-    subprocess.run([sys.executable, os.path.join(HARNESS_ROOT, "tools", "build_info", "compute.py"),
-                    "--output", output, "--target", target, "--manifest", manifest, "--identity", identity,
-                    "--lock", os.path.join(checkout, "requirements_lock.txt")], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            os.path.join(HARNESS_ROOT, "tools", "build_info", "compute.py"),
+            "--output",
+            output,
+            "--target",
+            target,
+            "--manifest",
+            manifest,
+            "--identity",
+            identity,
+            "--lock",
+            os.path.join(checkout, "requirements_lock.txt"),
+        ],
+        check=True,
+    )
     return output
 
 
@@ -54,13 +71,13 @@ def residue(words: list[str]) -> list[str]:
     option, and every word after the first `--`."""
     for index, word in enumerate(words):
         if word == "--":
-            return [w for w in words[:index] if not w.startswith("-")] + words[index + 1:]
+            return [w for w in words[:index] if not w.startswith("-")] + words[index + 1 :]
     return [word for word in words if not word.startswith("-")]
 
 
 def run_status_commands(words: list[str]) -> None:
     """Runs each `--workspace_status_command=...` among the options, with a shell, as Bazel does before a build."""
-    options = words[:words.index("--")] if "--" in words else words
+    options = words[: words.index("--")] if "--" in words else words
     for word in options:
         if word.startswith("--workspace_status_command="):
             subprocess.run(word.partition("=")[2], shell=True, check=False)

@@ -19,8 +19,9 @@ import time
 
 from rl.harness.run.hyperparameters import Hyperparameters, Range
 
-HYPERPARAMETERS = Hyperparameters({"fake/iterations": 0, "fake/loss_scale": 1.0},
-                                  ranges={"fake/iterations": Range(0), "fake/loss_scale": Range()})
+HYPERPARAMETERS = Hyperparameters(
+    {"fake/iterations": 0, "fake/loss_scale": 1.0}, ranges={"fake/iterations": Range(0), "fake/loss_scale": Range()}
+)
 
 STEPS_PER_ITERATION = 100
 STATE_FILE = "fake_state.json"
@@ -69,12 +70,16 @@ def run(context):
         env_steps += STEPS_PER_ITERATION
         if iteration == fail_at:
             raise RuntimeError(f"fake failure at iteration {iteration}")
-        loss = context.hyperparameters.get("fake/loss_scale", 1.0) * (1.0 / iteration + 0.01 * float(noise.standard_normal()))
-        context.recorder.log_metrics({
-            "training_iteration": iteration,
-            "num_env_steps_sampled_lifetime": env_steps,
-            "fake": {"loss": loss},
-        })
+        loss = context.hyperparameters.get("fake/loss_scale", 1.0) * (
+            1.0 / iteration + 0.01 * float(noise.standard_normal())
+        )
+        context.recorder.log_metrics(
+            {
+                "training_iteration": iteration,
+                "num_env_steps_sampled_lifetime": env_steps,
+                "fake": {"loss": loss},
+            }
+        )
         if rolling and iteration < iterations and context.recorder.rolling_due(iteration / iterations):
             started = time.perf_counter()
             _save(context, iteration, env_steps, rolling=True)
@@ -87,6 +92,12 @@ def run(context):
         _save(context, iteration, env_steps)
     time.sleep(float(os.environ.get("FAKE_RECIPE_TAIL_S", "0")))
     if output_bytes := int(os.environ.get("FAKE_RECIPE_OUTPUT_BYTES", "0")):
-        context.write_output("report.bin", bytes(output_bytes), place=os.environ.get("FAKE_RECIPE_OUTPUT_PLACE", "results"))
-    return {"iterations": iteration, "env_steps": env_steps, "last_loss": loss,
-            "niceness": os.getpriority(os.PRIO_PROCESS, 0)}  # the study tests: a member keeps the user's priority
+        context.write_output(
+            "report.bin", bytes(output_bytes), place=os.environ.get("FAKE_RECIPE_OUTPUT_PLACE", "results")
+        )
+    return {
+        "iterations": iteration,
+        "env_steps": env_steps,
+        "last_loss": loss,
+        "niceness": os.getpriority(os.PRIO_PROCESS, 0),
+    }  # the study tests: a member keeps the user's priority

@@ -44,9 +44,17 @@ def test_a_fractional_quota_rounds_down_and_caps_the_affinity_count(tmp_path):
 
 
 def _facts(cpus=8, cuda=False, mps=False):
-    return MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=cuda,
-                        gpu_count=int(cuda), gpu_model="H100" if cuda else None,
-                        cuda_version="12.8" if cuda else None, mps_available=mps, platform="test")
+    return MachineFacts(
+        cpu_count=cpus,
+        cpu_count_os=cpus,
+        cpu_limit="test",
+        cuda_available=cuda,
+        gpu_count=int(cuda),
+        gpu_model="H100" if cuda else None,
+        cuda_version="12.8" if cuda else None,
+        mps_available=mps,
+        platform="test",
+    )
 
 
 def test_auto_picks_cuda_then_mps_then_cpu():
@@ -93,8 +101,10 @@ def test_small_machines_sample_every_env_in_the_local_runner(cpus):
     assert "docs/performance.md" in plan.reason
 
 
-@pytest.mark.parametrize(("cpus", "parallel_envs", "runners", "envs_each"),
-                         [(8, 32, 4, 8), (8, 7, 7, 1), (16, 30, 15, 2), (4, 5, 1, 5), (8, 3, 3, 1)])
+@pytest.mark.parametrize(
+    ("cpus", "parallel_envs", "runners", "envs_each"),
+    [(8, 32, 4, 8), (8, 7, 7, 1), (16, 30, 15, 2), (4, 5, 1, 5), (8, 3, 3, 1)],
+)
 def test_larger_machines_split_envs_evenly_over_remote_runners(cpus, parallel_envs, runners, envs_each):
     plan = hardware.place_envs(hardware.choose_profile("cpu", _facts(cpus=cpus)), parallel_envs)
     assert (plan.num_env_runners, plan.num_envs_per_env_runner, plan.placement) == (runners, envs_each, "remote")
@@ -132,10 +142,14 @@ def test_process_settings_set_torch_threads(monkeypatch):
 
 def test_nvidia_driver_version_is_read_from_the_kernel_module(tmp_path):
     version_file = tmp_path / "version"
-    version_file.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build\n"
-                            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+    version_file.write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build\n"
+        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+    )
     assert hardware.nvidia_driver_version(str(version_file)) == "580.65.06"
-    version_file.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n")
+    version_file.write_text(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
+    )
     assert hardware.nvidia_driver_version(str(version_file)) == "535.104.05"
     assert hardware.nvidia_driver_version(str(tmp_path / "absent")) is None
 
@@ -150,8 +164,12 @@ def test_torch_determinism_settings_are_recorded():
 
     determinism = hardware.torch_determinism(torch)
     assert determinism["deterministic_algorithms"] is torch.are_deterministic_algorithms_enabled()
-    assert set(determinism) == {"deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark",
-                             "cublas_workspace_config"}
+    assert set(determinism) == {
+        "deterministic_algorithms",
+        "cudnn_deterministic",
+        "cudnn_benchmark",
+        "cublas_workspace_config",
+    }
 
 
 def test_a_cpu_share_caps_the_cpus_a_run_sizes_itself_by(monkeypatch):

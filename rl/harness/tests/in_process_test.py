@@ -5,6 +5,7 @@ import gymnasium itself (tools/layering/rules.py).
 """
 
 import contextlib
+import itertools
 
 import pytest
 import torch
@@ -25,9 +26,12 @@ PARALLEL_ENVS = 2
 
 
 def _config():
-    return (PPOConfig().environment(StatelessCartPole)
-            .training(train_batch_size_per_learner=BATCH, minibatch_size=64, num_epochs=1)
-            .rl_module(model_config={"fcnet_hiddens": [16]}))
+    return (
+        PPOConfig()
+        .environment(StatelessCartPole)
+        .training(train_batch_size_per_learner=BATCH, minibatch_size=64, num_epochs=1)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+    )
 
 
 def _env():
@@ -40,8 +44,7 @@ def _train(seed: int, iterations: int = 2, **options) -> list[in_process.Update]
 
 
 def _losses(update: in_process.Update) -> dict:
-    return {key: in_process.scalar(value) for key, value in update.result[DEFAULT_MODULE_ID].items()
-            if "loss" in key}
+    return {key: in_process.scalar(value) for key, value in update.result[DEFAULT_MODULE_ID].items() if "loss" in key}
 
 
 def _without_time(row: dict) -> dict:
@@ -58,7 +61,7 @@ def test_rows_carry_the_harness_keys_and_count_iterations_and_env_steps(seed_3):
     assert [row[ITERATION] for row in rows] == [1, 2]
     steps = [0] + [row[ENV_STEPS] for row in rows]
     # At least the train batch per update (a last vector step may add a few more, as in RLlib).
-    assert all(BATCH <= later - earlier < 2 * BATCH for earlier, later in zip(steps, steps[1:]))
+    assert all(BATCH <= later - earlier < 2 * BATCH for earlier, later in itertools.pairwise(steps))
     assert all(isinstance(row[RETURN], float) for row in rows)  # episodes finished in every batch
     assert all(row[ITERATION_SECONDS] > 0 for row in rows)
     assert _losses(seed_3[0])  # the Learner.update result, per module
@@ -101,22 +104,27 @@ def test_a_trainer_sets_the_profiles_torch_threads_and_counts_on_over_calls():
 
 
 def test_a_batch_that_is_not_a_multiple_of_parallel_envs_fails_naming_the_fix():
-    with pytest.raises(configs.ParallelEnvsError, match=r"train batch \(128 env steps\) is not a multiple of"
-                                                        r" parallel_envs=3.*sample 129 steps.*dividing 128"):
+    with pytest.raises(
+        configs.ParallelEnvsError,
+        match=r"train batch \(128 env steps\) is not a multiple of"
+        r" parallel_envs=3.*sample 129 steps.*dividing 128",
+    ):
         in_process.Trainer(_config(), env=_env(), seed=0, parallel_envs=3, profile=in_process.default_profile())
 
 
 @pytest.mark.parametrize("parallel_envs", [0, True, 2.0])
 def test_parallel_envs_must_be_a_positive_integer(parallel_envs):
     with pytest.raises(configs.ParallelEnvsError, match="parallel_envs must be an integer >= 1"):
-        in_process.Trainer(_config(), env=_env(), seed=0, parallel_envs=parallel_envs,
-                           profile=in_process.default_profile())
+        in_process.Trainer(
+            _config(), env=_env(), seed=0, parallel_envs=parallel_envs, profile=in_process.default_profile()
+        )
 
 
 def test_a_run_through_the_lifecycle_logs_its_rows_and_records_an_in_process_runner(tmp_path):
     context, recorder = contexts.recorded_context(tmp_path, root_seed=11)
-    rows = in_process.run_in_process(context, _config(), env=_env(), stop=runners.StopRule(training_iterations=2),
-                                     parallel_envs=PARALLEL_ENVS)
+    rows = in_process.run_in_process(
+        context, _config(), env=_env(), stop=runners.StopRule(training_iterations=2), parallel_envs=PARALLEL_ENVS
+    )
     recorder.finish(COMPLETED)
     assert [row[ITERATION] for row in rows] == [1, 2] and rows[-1][ENV_STEPS] >= 2 * BATCH
     assert [row[ITERATION] for row in context.metrics()] == [1, 2]
@@ -129,8 +137,9 @@ def test_a_run_through_the_lifecycle_logs_its_rows_and_records_an_in_process_run
 def test_a_stop_request_ends_the_in_process_run_after_the_current_iteration(tmp_path):
     # The budget cap (--iterations 1) asks the session to stop once the first row is logged, as a signal would.
     context, recorder = contexts.recorded_context(tmp_path, root_seed=11, budget_cap=RowBudget.of(1, None))
-    rows = in_process.run_in_process(context, _config(), env=_env(), stop=runners.StopRule(training_iterations=5),
-                                     parallel_envs=PARALLEL_ENVS)
+    rows = in_process.run_in_process(
+        context, _config(), env=_env(), stop=runners.StopRule(training_iterations=5), parallel_envs=PARALLEL_ENVS
+    )
     recorder.finish(COMPLETED)
     assert recorder.stop_requested and [row[ITERATION] for row in rows] == [1]
     assert [row[ITERATION] for row in context.metrics()] == [1]

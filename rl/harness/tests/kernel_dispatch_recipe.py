@@ -28,8 +28,12 @@ def _logistic(start: float) -> float:
 
 
 def run(context):
-    context.recorder.record_runner(OwnLoopRunnerRecord(kind="own loop", details={"determinism": {
-        "expected": True, "why": "one process, one torch thread, seeded data"}}))
+    context.recorder.record_runner(
+        OwnLoopRunnerRecord(
+            kind="own loop",
+            details={"determinism": {"expected": True, "why": "one process, one torch thread, seeded data"}},
+        )
+    )
     seed = int(context.seeds.generator("kernels/data").integers(2**31))
     data = torch.randn(SIZE, generator=torch.Generator().manual_seed(seed))
     weights = torch.ones(SIZE)
@@ -38,9 +42,13 @@ def run(context):
     for iteration in range(1, ITERATIONS + 1):
         value = float((data * weights).sum())
         weights = weights + torch.tanh(data * (value / SIZE))
-        context.recorder.log_metrics({"training_iteration": iteration,
-                                      "num_env_steps_sampled_lifetime": iteration * STEPS_PER_ITERATION,
-                                      "kernels": {"value": value}})
+        context.recorder.log_metrics(
+            {
+                "training_iteration": iteration,
+                "num_env_steps_sampled_lifetime": iteration * STEPS_PER_ITERATION,
+                "kernels": {"value": value},
+            }
+        )
     if context.hyperparameters.get("kernels/chaotic_score"):
         score, half_width = _logistic(0.1 + 0.8 * (abs(value) % 1.0)), 0.01
     else:

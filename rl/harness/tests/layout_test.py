@@ -8,9 +8,14 @@ from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest
 
 
 def _manifest(run_id, smoke, artifacts=None) -> RunManifest:
-    return RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": run_id,
-                                  "options": {"smoke": smoke} if smoke is not None else {},
-                                  "paths": {"artifacts": artifacts} if artifacts else {}})
+    return RunManifest.from_dict(
+        {
+            "schema_version": MANIFEST_SCHEMA_VERSION,
+            "run_id": run_id,
+            "options": {"smoke": smoke} if smoke is not None else {},
+            "paths": {"artifacts": artifacts} if artifacts else {},
+        }
+    )
 
 
 @pytest.mark.parametrize("smoke, relative", [(False, "r1"), (True, "smoke/r1")])
@@ -28,7 +33,11 @@ def test_of_run_never_follows_the_recorded_artifacts_folder(tmp_path):
     results_dir.mkdir(parents=True)
     recorded = tmp_path / "elsewhere" / "smoke" / "r1"  # a shared record may name any folder, a planted one too
     layout = RunLayout.of_run(results_dir, _manifest("r1", True, str(recorded)))
-    assert (layout.results_root, layout.artifacts_root, layout.smoke) == (tmp_path / "results", tmp_path / "artifacts", True)
+    assert (layout.results_root, layout.artifacts_root, layout.smoke) == (
+        tmp_path / "results",
+        tmp_path / "artifacts",
+        True,
+    )
     assert layout.recorded_elsewhere(_manifest("r1", True, str(recorded))) == recorded
     assert layout.recorded_elsewhere(_manifest("r1", True, str(tmp_path / "artifacts" / "smoke" / "r1"))) is None
     # a root the user gives wins
@@ -50,7 +59,9 @@ def test_a_folder_named_smoke_does_not_make_a_run_a_smoke_run(tmp_path):
 
 def test_artifact_places_best_first_without_repeats(tmp_path):
     layout = RunLayout(tmp_path / "x" / "results", tmp_path / "a", "r1", False)
-    places = layout.artifact_places(_manifest("r1", False, str(tmp_path / "planted" / "r1")), extra_roots=[tmp_path / "b"])
+    places = layout.artifact_places(
+        _manifest("r1", False, str(tmp_path / "planted" / "r1")), extra_roots=[tmp_path / "b"]
+    )
     assert places == [tmp_path / "a" / "r1", tmp_path / "x" / "artifacts" / "r1", tmp_path / "b" / "r1"]
 
 
@@ -64,12 +75,15 @@ def test_find_and_iter_run_dirs(tmp_path):
     assert RunLayout.find(tmp_path, "no_manifest") is None
 
 
-@pytest.mark.parametrize("path, part", [
-    ("results/r1/summary.json", ("results", "summary.json")),
-    ("artifacts/smoke/r1/checkpoints/iter_000001/a", ("artifacts", "checkpoints/iter_000001/a")),
-    ("results/r2/summary.json", None),
-    ("results/r1", None),
-    ("results/other/r1/x", None),
-])
+@pytest.mark.parametrize(
+    "path, part",
+    [
+        ("results/r1/summary.json", ("results", "summary.json")),
+        ("artifacts/smoke/r1/checkpoints/iter_000001/a", ("artifacts", "checkpoints/iter_000001/a")),
+        ("results/r2/summary.json", None),
+        ("results/r1", None),
+        ("results/other/r1/x", None),
+    ],
+)
 def test_run_folder_part(path, part):
     assert run_folder_part(path, "r1") == part

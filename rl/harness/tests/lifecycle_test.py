@@ -97,11 +97,17 @@ def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collecte
     algo.me = algo  # a cycle: only the collector frees it
     algo.stop = lambda: stop_calls.append("stop")
     stopped = weakref.ref(algo)
-    recorder = types.SimpleNamespace(stop_requested=False, budget_cap=RowBudget(), log_metrics=lambda row, trial=None: row,
-                                     checkpoint=lambda **_: contextlib.nullcontext("folder"),
-                                     rolling_restart=lambda *_, **__: None, rolling_due=lambda *_, **__: False)
-    training = lifecycle.AlgorithmTraining(config=types.SimpleNamespace(build_algo=lambda: stopped()),
-                                           stop=runners.StopRule(training_iterations=2))
+    recorder = types.SimpleNamespace(
+        stop_requested=False,
+        budget_cap=RowBudget(),
+        log_metrics=lambda row, trial=None: row,
+        checkpoint=lambda **_: contextlib.nullcontext("folder"),
+        rolling_restart=lambda *_, **__: None,
+        rolling_due=lambda *_, **__: False,
+    )
+    training = lifecycle.AlgorithmTraining(
+        config=types.SimpleNamespace(build_algo=lambda: stopped()), stop=runners.StopRule(training_iterations=2)
+    )
     frozen = algo.frozen_while_training
     del algo
     last = training.run(types.SimpleNamespace(session=recorder, artifacts_dir=tmp_path))
@@ -110,16 +116,33 @@ def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collecte
     assert stopped() is None  # collected by the run, with no collection of the test's
 
 
-@pytest.mark.parametrize("resume, runner, message", [
-    (ResumeSource(parent_run_id="tuned", checkpoint=None, tune_experiment="/t/exp"),
-     lambda: runners.DirectRunner(PPOConfig(), stop=runners.StopRule(training_iterations=1), schedule=lambda i: False,
-                                    checkpoint_initial=False, parallel_envs=None),
-     "run tuned was a Tune run; resume it with a recipe that calls run_tune"),
-    (ResumeSource(checkpoint=pathlib.Path("/c/iter_000001")),
-     lambda: runners.TuneRunner(PPOConfig(), stop=runners.StopRule(training_iterations=1), num_seeds=1,
-                                  checkpoint_every=1, parallel_envs=None),
-     "not from a checkpoint folder: --resume-from <run-id>"),
-])
+@pytest.mark.parametrize(
+    "resume, runner, message",
+    [
+        (
+            ResumeSource(parent_run_id="tuned", checkpoint=None, tune_experiment="/t/exp"),
+            lambda: runners.DirectRunner(
+                PPOConfig(),
+                stop=runners.StopRule(training_iterations=1),
+                schedule=lambda i: False,
+                checkpoint_initial=False,
+                parallel_envs=None,
+            ),
+            "run tuned was a Tune run; resume it with a recipe that calls run_tune",
+        ),
+        (
+            ResumeSource(checkpoint=pathlib.Path("/c/iter_000001")),
+            lambda: runners.TuneRunner(
+                PPOConfig(),
+                stop=runners.StopRule(training_iterations=1),
+                num_seeds=1,
+                checkpoint_every=1,
+                parallel_envs=None,
+            ),
+            "not from a checkpoint folder: --resume-from <run-id>",
+        ),
+    ],
+)
 def test_a_resume_the_runner_cannot_continue_is_a_usage_error_naming_the_fix(tmp_path, resume, runner, message):
     context, recorder = contexts.recorded_context(tmp_path, root_seed=0, resume=resume)
     try:

@@ -64,16 +64,29 @@ def running(*, head_cpus: int, worker_cpus: list):
     temp_dir = tempfile.mkdtemp(prefix="rlh-ray-", dir="/tmp")
     cluster = None
     try:
-        cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": head_cpus, "node_name": "head", "temp_dir": temp_dir, "include_dashboard": False})
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": head_cpus,
+                "node_name": "head",
+                "temp_dir": temp_dir,
+                "include_dashboard": False,
+            },
+        )
         nodes = {cluster.head_node.node_id: cluster.head_node}
         workers = []
         for index, cpus in enumerate(worker_cpus, start=1):
             node = cluster.add_node(num_cpus=cpus, node_name=f"worker-{index}", resources={WORKER_RESOURCE: 1})
             nodes[node.node_id] = node
             workers.append(node.node_id)
-        yield LoopbackCluster(cluster.address, cluster.head_node.node_id, workers, temp_dir, cluster,
-                              {node_id: nodes[node_id] for node_id in workers})
+        yield LoopbackCluster(
+            cluster.address,
+            cluster.head_node.node_id,
+            workers,
+            temp_dir,
+            cluster,
+            {node_id: nodes[node_id] for node_id in workers},
+        )
     finally:
         if python_path is None:
             del os.environ["PYTHONPATH"]

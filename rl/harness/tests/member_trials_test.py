@@ -35,12 +35,19 @@ def _members(record):
 
 def test_trials_run_at_once_and_a_failed_member_is_recorded_and_named(tmp_path):
     code, stdout, stderr = run_helpers.run_cli(
-        _args(tmp_path, "--study-id", "par"), timeout=240,
-        FAKE_RECIPE_ITERATIONS=6, FAKE_RECIPE_SLEEP_S=0.5, FAKE_RECIPE_FAIL_AT=2, FAKE_RECIPE_FAIL_SEED=1)
+        _args(tmp_path, "--study-id", "par"),
+        timeout=240,
+        FAKE_RECIPE_ITERATIONS=6,
+        FAKE_RECIPE_SLEEP_S=0.5,
+        FAKE_RECIPE_FAIL_AT=2,
+        FAKE_RECIPE_FAIL_SEED=1,
+    )
     assert code == 1, stderr[-3000:]
     members = _members(_record(tmp_path, "par"))
-    spans = [(parse_time(members[(agent, 0)]["started_at"]), parse_time(members[(agent, 0)]["ended_at"]))
-             for agent in ("first", "second")]  # the first two members (seed by seed, then agent by agent)
+    spans = [
+        (parse_time(members[(agent, 0)]["started_at"]), parse_time(members[(agent, 0)]["ended_at"]))
+        for agent in ("first", "second")
+    ]  # the first two members (seed by seed, then agent by agent)
     assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1], spans  # the two runs overlapped in time
     outcome = json.loads((tmp_path / "results" / members[("first", 0)]["runs"][0] / "summary.json").read_text())
     assert outcome["outcome"]["niceness"] == os.getpriority(os.PRIO_PROCESS, 0)  # not Ray's worker niceness 15
@@ -52,7 +59,7 @@ def test_trials_run_at_once_and_a_failed_member_is_recorded_and_named(tmp_path):
     # The terminal leads with the members' events; each member's own output is in its log, whose path is printed.
     logs = tmp_path / "artifacts" / "studies" / "par" / "logs"
     lines = stdout.splitlines()
-    events = lines[:next(index for index, line in enumerate(lines) if not line.startswith("study par: "))]
+    events = lines[: next(index for index, line in enumerate(lines) if not line.startswith("study par: "))]
     assert lines[len(events)].startswith("2 of 4 members completed"), lines  # then the summary, nothing between
     for seed in (0, 1):
         log = logs / f"par-first-s{seed}.log"
@@ -64,7 +71,10 @@ def test_trials_run_at_once_and_a_failed_member_is_recorded_and_named(tmp_path):
 
 
 def _fingerprint(tmp_path, run_id):
-    files = [tmp_path / "results" / run_id / records.MANIFEST_FILE, tmp_path / "artifacts" / run_id / records.METRICS_FILE]
+    files = [
+        tmp_path / "results" / run_id / records.MANIFEST_FILE,
+        tmp_path / "artifacts" / run_id / records.METRICS_FILE,
+    ]
     return [hashlib.sha256(path.read_bytes()).hexdigest() for path in files]
 
 
@@ -83,8 +93,13 @@ def test_sigterm_mid_study_then_resume_repeats_no_finished_trial_and_loses_no_ro
         statuses = [member["status"] for member in record["members"]] if record else []
         return statuses.count("completed") >= 2 and "running" in statuses
 
-    code, stderr = run_helpers.run_until(_args(tmp_path, "--study-id", "stop"), first_pair_done_second_started,
-                                         signal.SIGTERM, "two finished members and a running one", **knobs)
+    code, stderr = run_helpers.run_until(
+        _args(tmp_path, "--study-id", "stop"),
+        first_pair_done_second_started,
+        signal.SIGTERM,
+        "two finished members and a running one",
+        **knobs,
+    )
     assert code == 128 + signal.SIGTERM, stderr[-3000:]
     printed = shlex.split(re.search(r"continue it with `([^`]+)`", stderr).group(1))  # run as printed:
     assert printed[:3] == ["python", "-m", "rl.harness.commands.cli"]  # tests/printed_commands_test.py: under Bazel
@@ -95,7 +110,7 @@ def test_sigterm_mid_study_then_resume_repeats_no_finished_trial_and_loses_no_ro
     assert finished and stopped
     before = {run_id: _fingerprint(tmp_path, run_id) for run_id in finished.values()}
 
-    code, stdout, stderr = run_helpers.run_cli(printed[3:], timeout=240, **knobs)
+    code, _stdout, stderr = run_helpers.run_cli(printed[3:], timeout=240, **knobs)
     assert code == 0, stderr[-3000:]
     members = _members(_record(tmp_path, "stop"))
     for key, run_id in finished.items():
@@ -116,6 +131,7 @@ def test_a_study_killed_with_sigkill_reads_as_crashed_leaves_no_process_and_resu
     process = run_helpers.start_cli(_args(tmp_path, "--study-id", "killed"), **knobs)
     noted = {}
     try:
+
         def members_running():
             record = _record(tmp_path, "killed")
             return record and [member for member in record["members"] if member["status"] == "running"]
@@ -124,8 +140,11 @@ def test_a_study_killed_with_sigkill_reads_as_crashed_leaves_no_process_and_resu
         noted = {pid: process_start_ticks(pid) for pid in reaper.descendants(process.pid)}
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
-        run_helpers.wait_for(lambda: not [pid for pid, ticks in noted.items() if process_start_ticks(pid) == ticks],
-                             30, "every process of the killed study (Ray's, the members' runs) to end")
+        run_helpers.wait_for(
+            lambda: not [pid for pid, ticks in noted.items() if process_start_ticks(pid) == ticks],
+            30,
+            "every process of the killed study (Ray's, the members' runs) to end",
+        )
     finally:
         for pid, ticks in noted.items():
             if process_start_ticks(pid) == ticks:
@@ -142,20 +161,33 @@ def test_a_study_killed_with_sigkill_reads_as_crashed_leaves_no_process_and_resu
 
 
 def test_ctrl_c_while_a_member_probes_then_resume_completes_the_study_without_retrying_failures(tmp_path):
-    args = ["study", STAGED_STUDY, "--results-dir", tmp_path / "results", "--artifacts-dir", tmp_path / "artifacts",
-            "--max-concurrent", "1"]
+    args = [
+        "study",
+        STAGED_STUDY,
+        "--results-dir",
+        tmp_path / "results",
+        "--artifacts-dir",
+        tmp_path / "artifacts",
+        "--max-concurrent",
+        "1",
+    ]
     logs = tmp_path / "artifacts" / "studies" / "probe" / "logs"
 
     def a_member_probing():
         return logs.is_dir() and any("stage probing" in log.read_text() for log in logs.iterdir())
 
-    code, stderr = run_helpers.run_until([*args, "--study-id", "probe"], a_member_probing, signal.SIGINT,
-                                         "a member in its probing stage", STAGED_RECIPE_WAIT_IN="probing")
+    code, stderr = run_helpers.run_until(
+        [*args, "--study-id", "probe"],
+        a_member_probing,
+        signal.SIGINT,
+        "a member in its probing stage",
+        STAGED_RECIPE_WAIT_IN="probing",
+    )
     assert code == 128 + signal.SIGINT, stderr[-3000:]
     stopped = [member for member in _record(tmp_path, "probe")["members"] if member["status"] == "interrupted"]
     assert len(stopped) == 1
 
-    code, stdout, stderr = run_helpers.run_cli([*args, "--resume", "probe"], timeout=240)
+    code, _stdout, stderr = run_helpers.run_cli([*args, "--resume", "probe"], timeout=240)
     assert code == 0, stderr[-3000:]
     record = _record(tmp_path, "probe")
     assert record["status"] == "completed" and {member["status"] for member in record["members"]} == {"completed"}
@@ -167,8 +199,9 @@ def test_ctrl_c_while_a_member_probes_then_resume_completes_the_study_without_re
 def test_a_study_waiting_for_resources_stops_on_the_first_signal_and_is_recorded_interrupted(tmp_path):
     # A one-CPU cluster and two CPUs a trial: no trial can ever start, Tune waits (a cluster may grow).
     with loopback_cluster.running(head_cpus=1, worker_cpus=[]) as cluster:
-        process = run_helpers.start_cli(_args(tmp_path, "--study-id", "wait", "--cpus-per-trial", "2", "--ray-address",
-                                              cluster.address))
+        process = run_helpers.start_cli(
+            _args(tmp_path, "--study-id", "wait", "--cpus-per-trial", "2", "--ray-address", cluster.address)
+        )
         try:
             tune_storage = tmp_path / "artifacts" / "studies" / "wait"
             run_helpers.wait_for(lambda: any(tune_storage.glob("tune-*/*")), 180, "Tune placing the trials")

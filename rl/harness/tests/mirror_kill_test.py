@@ -15,7 +15,7 @@ from rl.harness.tests import s3_server
 
 # The mirror's process: one full pass, then the manifest replaced and a second pass killed right after the
 # manifest's new copy reached the store (before the index that lists it).
-_MIRROR_KILLED_MID_PASS = '''
+_MIRROR_KILLED_MID_PASS = """
 import os, pathlib, signal, sys
 from rl.harness.remote import run_mirror, stores
 from rl.harness.run import records
@@ -37,22 +37,33 @@ def killed_after_the_manifest(data, key, **options):
 
 store.put_bytes = killed_after_the_manifest
 mirror.send_pending()
-'''
+"""
 
 
 def test_a_mirror_killed_between_a_records_new_copy_and_the_index_leaves_a_run_that_fetches(tmp_path, monkeypatch):
     with s3_server.S3Server() as server:
         key_id, secret = server.read_write
-        variables = {env_vars.STORE_ENV: f"s3://{server.bucket}/lab", env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-                     env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: secret}
+        variables = {
+            env_vars.STORE_ENV: f"s3://{server.bucket}/lab",
+            env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+            env_vars.S3_KEY_ID_ENV: key_id,
+            env_vars.S3_KEY_ENV: secret,
+        }
         lost = RunLayout(tmp_path / "lost" / "r", tmp_path / "lost" / "a", "cut1", False)
         lost.results_dir.mkdir(parents=True)
         lost.artifacts_dir.mkdir(parents=True)
-        records.write_json_atomically(str(lost.results_dir / records.MANIFEST_FILE), {"status": "running", "heartbeat": 1})
+        records.write_json_atomically(
+            str(lost.results_dir / records.MANIFEST_FILE), {"status": "running", "heartbeat": 1}
+        )
         (lost.artifacts_dir / records.METRICS_FILE).write_text('{"training_iteration": 1}\n')
-        done = subprocess.run([sys.executable, "-c", _MIRROR_KILLED_MID_PASS, str(lost.results_root),
-                               str(lost.artifacts_root)], env={**os.environ, **variables, "PYTHONPATH": os.pathsep.join(sys.path)},
-                              capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", _MIRROR_KILLED_MID_PASS, str(lost.results_root), str(lost.artifacts_root)],
+            env={**os.environ, **variables, "PYTHONPATH": os.pathsep.join(sys.path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert done.returncode == -9, done.stderr[-3000:]
 
         for name, value in variables.items():
@@ -63,5 +74,7 @@ def test_a_mirror_killed_between_a_records_new_copy_and_the_index_leaves_a_run_t
         here = RunLayout(tmp_path / "here" / "r", tmp_path / "here" / "a", "cut1", False)
         remote.fetch(here)
     assert json.loads((here.results_dir / records.MANIFEST_FILE).read_text()) == {"status": "running", "heartbeat": 2}
-    assert (here.artifacts_dir / records.METRICS_FILE).read_text() in ('{"training_iteration": 1}\n',
-                                                                        '{"training_iteration": 1}\n{"training_iteration": 2}\n')
+    assert (here.artifacts_dir / records.METRICS_FILE).read_text() in (
+        '{"training_iteration": 1}\n',
+        '{"training_iteration": 1}\n{"training_iteration": 2}\n',
+    )

@@ -25,8 +25,14 @@ print(json.dumps(worker))
 @pytest.mark.slow
 def test_local_ray_workers_inherit_the_portable_kernel_dispatch():
     pins = hardware.portable_kernel_dispatch()
-    done = subprocess.run([sys.executable, "-c", _DRIVER], env=run_helpers.child_env(**pins),
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _DRIVER],
+        env=run_helpers.child_env(**pins),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     worker = json.loads(done.stdout.strip().splitlines()[-1])
     assert worker["kernel_dispatch"].items() >= pins.items()

@@ -13,7 +13,6 @@ from ray.rllib.algorithms.ppo import PPOConfig
 
 from rl.harness.training import runners
 
-
 _REPORTED = []  # per process: each Tune trial is its own actor process
 
 

@@ -45,7 +45,7 @@ def test_shows_not_found_names_the_runs_command_and_that_command_runs(tmp_path, 
     assert cli.main(["rl-harness", "show", "20990101T000000Z-ffffff", "--results-dir", str(results)]) == 2
     words = _quoted_command(capsys.readouterr().err)
     assert words[:3] == PYTHON_FORM and words[3:] == ["runs"]
-    code, stdout, stderr = run_helpers.run_cli([*words[3:], "--results-dir", results])
+    code, _stdout, stderr = run_helpers.run_cli([*words[3:], "--results-dir", results])
     assert code == 0, stderr
 
 
@@ -53,21 +53,55 @@ def test_under_bazel_every_printed_command_is_the_generic_binarys(tmp_path, unde
     with pytest.raises(finder.RunNotFound) as found:
         finder.find_run("20990101T000000Z-ffffff", [str(tmp_path)])
     assert _quoted_command(str(found.value)) == ["./bazelw", "run", "//rl/harness:rl-harness", "--", "runs"]
-    options = cli.parse(["rl-harness", "study", "rl.harness.tests.fake_study", "--study-id", "s1", "--smoke",
-                         "--results-dir", str(tmp_path / "my results"), "--artifacts-dir", str(tmp_path / "a")])[1]
+    options = cli.parse(
+        [
+            "rl-harness",
+            "study",
+            "rl.harness.tests.fake_study",
+            "--study-id",
+            "s1",
+            "--smoke",
+            "--results-dir",
+            str(tmp_path / "my results"),
+            "--artifacts-dir",
+            str(tmp_path / "a"),
+        ]
+    )[1]
     assert shlex.split(study.StudyCommand(options).resume_command()) == [
-        "./bazelw", "run", "//rl/harness:rl-harness", "--", "study", "rl.harness.tests.fake_study", "--resume", "s1",
-        "--smoke", "--results-dir", str(tmp_path / "my results"), "--artifacts-dir", str(tmp_path / "a")]
+        "./bazelw",
+        "run",
+        "//rl/harness:rl-harness",
+        "--",
+        "study",
+        "rl.harness.tests.fake_study",
+        "--resume",
+        "s1",
+        "--smoke",
+        "--results-dir",
+        str(tmp_path / "my results"),
+        "--artifacts-dir",
+        str(tmp_path / "a"),
+    ]
 
 
-@pytest.mark.parametrize("target, expected", [
-    ("//experiments/x:recipe", ["./bazelw", "run", "//experiments/x:recipe", "--"]),  # its recipe implied
-    (buildinfo.HARNESS_TARGET, ["./bazelw", "run", buildinfo.HARNESS_TARGET, "--", "experiments.x.recipe"]),
-    (None, PYTHON_FORM + ["experiments.x.recipe"]),
-])
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        ("//experiments/x:recipe", ["./bazelw", "run", "//experiments/x:recipe", "--"]),  # its recipe implied
+        (buildinfo.HARNESS_TARGET, ["./bazelw", "run", buildinfo.HARNESS_TARGET, "--", "experiments.x.recipe"]),
+        (None, PYTHON_FORM + ["experiments.x.recipe"]),
+    ],
+)
 def test_show_resumes_a_run_with_the_binary_it_ran_with_and_its_recipe_when_that_binary_needs_it(target, expected):
-    record = {"schema_version": 3, "run_id": "r1", "status": "interrupted", "seed": 7,
-              "experiment": {"module": "experiments.x.recipe"}, "options": {"smoke": False}, "paths": {},
-              "build": {"built_with_bazel": target is not None, "target": target}}
+    record = {
+        "schema_version": 3,
+        "run_id": "r1",
+        "status": "interrupted",
+        "seed": 7,
+        "experiment": {"module": "experiments.x.recipe"},
+        "options": {"smoke": False},
+        "paths": {},
+        "build": {"built_with_bazel": target is not None, "target": target},
+    }
     command = catalog.resume_command(finder.Run("/nowhere", RunManifest.from_dict(record)))
     assert shlex.split(command) == [*expected, "--resume-from", "r1", "--seed", "7"]

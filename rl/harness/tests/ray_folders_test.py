@@ -30,8 +30,14 @@ BUILD_A_TRAINABLE = textwrap.dedent("""
 
 def _build(home, artifacts, *args):
     """A fresh interpreter (Ray reads the home once, at import) with HOME=`home`."""
-    return subprocess.run([sys.executable, "-c", BUILD_A_TRAINABLE, str(artifacts), *args], capture_output=True,
-                          text=True, timeout=120, env=run_helpers.child_env(HOME=home), check=False)
+    return subprocess.run(
+        [sys.executable, "-c", BUILD_A_TRAINABLE, str(artifacts), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=run_helpers.child_env(HOME=home),
+        check=False,
+    )
 
 
 def test_with_a_read_only_home_the_log_folder_is_in_the_artifacts_and_the_home_stays_empty(tmp_path):

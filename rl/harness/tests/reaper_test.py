@@ -35,8 +35,13 @@ def _alive(pid, ticks):
 
 
 def _start_driver(mode):
-    driver = subprocess.Popen([sys.executable, "-c", _DRIVER, mode], stdout=subprocess.PIPE, text=True,
-                              env=run_helpers.child_env(), start_new_session=True)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, mode],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=run_helpers.child_env(),
+        start_new_session=True,
+    )
     helper = int(driver.stdout.readline())
     return driver, helper, process_start_ticks(helper)
 
@@ -67,19 +72,25 @@ def test_a_released_watchdog_kills_nothing_when_the_driver_ends():
 
 @pytest.mark.slow
 def test_kill_9_of_a_training_run_leaves_no_ray_process_behind(tmp_path):
-    process = run_helpers.start_cli([run_helpers.PPO, "--run-id", "killed", "--results-dir", tmp_path / "r",
-                                     "--artifacts-dir", tmp_path / "a"], PPO_RECIPE_ITERATIONS=1000)
+    process = run_helpers.start_cli(
+        [run_helpers.PPO, "--run-id", "killed", "--results-dir", tmp_path / "r", "--artifacts-dir", tmp_path / "a"],
+        PPO_RECIPE_ITERATIONS=1000,
+    )
     noted = {}
     try:
         run_helpers.wait_for(lambda: run_helpers.metrics_rows(tmp_path / "a"), 240, "a first metrics row")
         noted = {pid: process_start_ticks(pid) for pid in reaper.descendants(process.pid)}
         names = {open(f"/proc/{pid}/cmdline").read().replace("\0", " ") for pid in noted if _alive(pid, noted[pid])}
-        assert any("raylet" in name for name in names) and any("dashboard" in name or "agent" in name
-                                                                  for name in names), names
+        assert any("raylet" in name for name in names) and any(
+            "dashboard" in name or "agent" in name for name in names
+        ), names
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
-        run_helpers.wait_for(lambda: not [pid for pid, ticks in noted.items() if _alive(pid, ticks)], 30,
-                             "every Ray process of the killed run to end")
+        run_helpers.wait_for(
+            lambda: not [pid for pid, ticks in noted.items() if _alive(pid, ticks)],
+            30,
+            "every Ray process of the killed run to end",
+        )
     finally:
         for pid, ticks in noted.items():
             if _alive(pid, ticks):

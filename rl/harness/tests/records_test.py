@@ -15,8 +15,8 @@ from rl.harness.run.status import new_run_id, run_id_problem, this_process
 
 
 def test_run_ids_are_utc_timestamps_with_a_random_suffix_and_sort_by_time():
-    early = new_run_id(datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc))
-    late = new_run_id(datetime.datetime(2026, 1, 2, 3, 4, 6, tzinfo=datetime.timezone.utc))
+    early = new_run_id(datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC))
+    late = new_run_id(datetime.datetime(2026, 1, 2, 3, 4, 6, tzinfo=datetime.UTC))
     assert early.startswith("20260102T030405Z-") and len(early) == len("20260102T030405Z-") + 6
     assert sorted([late, early]) == [early, late]
     assert run_id_problem(early) is None
@@ -42,7 +42,10 @@ def test_records_are_standard_json(tmp_path):
     path = tmp_path / "record.json"
     records.write_json_atomically(str(path), {"nan": float("nan"), "inf": [float("inf")], "x": 1.5})
     assert json.loads(path.read_text(), parse_constant=lambda name: pytest.fail(name)) == {
-        "nan": None, "inf": [None], "x": 1.5}
+        "nan": None,
+        "inf": [None],
+        "x": 1.5,
+    }
 
 
 def test_json_lines_survive_a_torn_last_line_but_not_a_torn_middle_one(tmp_path):
@@ -59,10 +62,15 @@ def test_json_lines_survive_a_torn_last_line_but_not_a_torn_middle_one(tmp_path)
 
 
 def _running_manifest(age_s, process, stale_after_s=60.0):
-    at = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=age_s)
-    return RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "status": "running",
-                                  "heartbeat": {"at": at.isoformat(), "stale_after_s": stale_after_s},
-                                  "process": dataclasses.asdict(process) if dataclasses.is_dataclass(process) else process})
+    at = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=age_s)
+    return RunManifest.from_dict(
+        {
+            "schema_version": MANIFEST_SCHEMA_VERSION,
+            "status": "running",
+            "heartbeat": {"at": at.isoformat(), "stale_after_s": stale_after_s},
+            "process": dataclasses.asdict(process) if dataclasses.is_dataclass(process) else process,
+        }
+    )
 
 
 def test_a_live_run_is_running():
@@ -93,8 +101,11 @@ def test_a_reused_pid_is_not_mistaken_for_the_writer():
 
 def test_finished_statuses_are_reported_as_recorded():
     for status in ("completed", "failed", "interrupted"):
-        finished = {"schema_version": MANIFEST_SCHEMA_VERSION, "status": status,
-                    "heartbeat": {"at": "2000-01-01T00:00:00+00:00"}}
+        finished = {
+            "schema_version": MANIFEST_SCHEMA_VERSION,
+            "status": status,
+            "heartbeat": {"at": "2000-01-01T00:00:00+00:00"},
+        }
         assert RunManifest.from_dict(finished).effective_status == status
 
 
@@ -123,8 +134,14 @@ def test_a_runs_figures_go_with_its_artifacts_and_its_reports_with_its_results(t
     from rl.harness.run.session import RunSession
 
     layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "20261206T000000Z-figure", False)
-    manifest = RunManifest(run_id=layout.run_id, status=None, experiment=ExperimentRecord("x.recipe"), seed=0,
-                           options={"smoke": False}, paths={})
+    manifest = RunManifest(
+        run_id=layout.run_id,
+        status=None,
+        experiment=ExperimentRecord("x.recipe"),
+        seed=0,
+        options={"smoke": False},
+        paths={},
+    )
     run = RunSession(layout=layout, manifest=manifest, seeds=SeedStreams(0))
     run.start()
     assert run.write_output("probe_report.json", {"r2": 0.9}) == layout.results_dir / "probe_report.json"
@@ -146,8 +163,15 @@ def test_a_recipes_recorder_is_the_run_session_showing_what_recipes_use():
         return [p.name for p in inspect.signature(method).parameters.values() if p.kind is not p.VAR_KEYWORD]
 
     shown = {name for name in vars(Recorder) if not name.startswith("_")}
-    assert shown == {"manifest", "stop_requested", "stop_signal", "log_metrics", "summarize", "checkpoint",
-                     "record_runner"}
+    assert shown == {
+        "manifest",
+        "stop_requested",
+        "stop_signal",
+        "log_metrics",
+        "summarize",
+        "checkpoint",
+        "record_runner",
+    }
     for name in shown:  # each as RunSession offers it: a property stays a property, a method takes its arguments
         ours, theirs = inspect.getattr_static(Recorder, name), inspect.getattr_static(RunSession, name)
         assert isinstance(ours, property) == isinstance(theirs, property), name

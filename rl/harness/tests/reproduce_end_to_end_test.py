@@ -45,8 +45,12 @@ KERNELS_RECIPE = "from rl.harness.tests.kernel_dispatch_recipe import HYPERPARAM
 
 
 def _git(folder, *args):
-    return subprocess.run(["git", "-C", str(folder), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(folder), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -76,10 +80,29 @@ def _results(repo):
 
 def _run(repo, run_id, target=TARGET, *flags, environment=None):
     """The original run, as `bazel run //tiny:recipe -- ...` would start it (in `environment`: default this one's)."""
-    done = subprocess.run([*os.environ["RL_HARNESS_BAZEL"].split(), "run", target, "--", "--seed", "7",
-                           "--run-id", run_id, "--results-dir", str(_results(repo)),
-                           "--artifacts-dir", str(repo / "tiny" / "artifacts"), *flags],
-                          cwd=repo, capture_output=True, text=True, timeout=120, env=environment, check=False)
+    done = subprocess.run(
+        [
+            *os.environ["RL_HARNESS_BAZEL"].split(),
+            "run",
+            target,
+            "--",
+            "--seed",
+            "7",
+            "--run-id",
+            run_id,
+            "--results-dir",
+            str(_results(repo)),
+            "--artifacts-dir",
+            str(repo / "tiny" / "artifacts"),
+            *flags,
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return _record(_results(repo) / run_id)
 
@@ -89,8 +112,10 @@ def _reproduce(repo, capsys, run_id, *flags):
     status = cli.main(["rl-harness", "reproduce", run_id, "--results-dir", str(_results(repo)), *flags])
     printed = capsys.readouterr().out
     lines = printed.splitlines()
-    starts = [next((number for number, line in enumerate(lines) if line.startswith(word)), None)
-              for word in ("platform", "reproduction ")]
+    starts = [
+        next((number for number, line in enumerate(lines) if line.startswith(word)), None)
+        for word in ("platform", "reproduction ")
+    ]
     assert None not in starts and starts[0] < starts[1], printed  # the platform comparison before the run
     verdict = lines[starts[1]]
     new_run_id = verdict.split()[1]  # "reproduction <new id> of <run id>: ..."
@@ -115,7 +140,11 @@ def test_a_clean_run_reproduces_identically_and_a_prefix_stops_the_reproduction(
     assert status == 0, printed
     assert "identical expected" in printed and "build hash: same" in printed and "verdict: identical" in printed
     verdict = reproduction["reproduction"]
-    assert (verdict["parent_run"], verdict["build_hash_match"], verdict["rows_compared"]) == (original["run_id"], True, 4)
+    assert (verdict["parent_run"], verdict["build_hash_match"], verdict["rows_compared"]) == (
+        original["run_id"],
+        True,
+        4,
+    )
     assert reproduction["build"]["build_hash"] == original["build"]["build_hash"]
 
     status, printed, reproduction = _reproduce(repo, capsys, original["run_id"], "--iterations", "2")
@@ -136,8 +165,10 @@ def test_a_changed_source_file_is_named_in_the_build_mismatch(repo, capsys):
     original = _run(repo, "20261202T000000Z-edit01")
     run_dir = _results(repo) / original["run_id"]
     build = original["build"]
-    edited = {**original, "build": {**build, "build_hash": "0" * 64,
-                                    "sources": {**build["sources"], "tiny/recipe.py": "f" * 64}}}
+    edited = {
+        **original,
+        "build": {**build, "build_hash": "0" * 64, "sources": {**build["sources"], "tiny/recipe.py": "f" * 64}},
+    }
     records.write_json_atomically(str(run_dir / records.MANIFEST_FILE), edited)
 
     status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
@@ -161,7 +192,9 @@ def test_a_dirty_run_reproduces_from_its_patch(repo, capsys):
 
     status, printed, reproduction = _reproduce(repo, capsys, original["run_id"], "--trust-patch")
     assert "touches 2 file(s): tiny/helper.py, tiny/recipe.py" in printed, printed
-    assert status == 0 and "patch: recreates the recorded change" in printed and "verdict: identical" in printed, printed
+    assert status == 0 and "patch: recreates the recorded change" in printed and "verdict: identical" in printed, (
+        printed
+    )
     assert reproduction["reproduction"]["patch_verified"] is True
     assert reproduction["build"]["build_hash"] == original["build"]["build_hash"]
     assert [row["num_env_steps_sampled_lifetime"] for row in _rows(reproduction)] == [50, 100, 150, 200]
@@ -182,14 +215,18 @@ def _platform_line(printed):
 
 
 def test_a_run_at_another_capability_level_reproduces_consistently_naming_the_platform_and_first_divergence(
-        repo, capsys):
+    repo, capsys
+):
     original = _run(repo, "20261202T000000Z-level1", KERNELS_TARGET, environment=_at_default_level())
     assert original["platform"]["torch_cpu_capability"] == "DEFAULT"
 
     status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
     line = _platform_line(printed)
     assert line.startswith("platform differs from the original's: ") and line.count("\n") == 0, printed
-    assert "kernel_dispatch.ATEN_CPU_CAPABILITY: 'default' -> None" in line and "torch_cpu_capability: 'DEFAULT' -> '" in line
+    assert (
+        "kernel_dispatch.ATEN_CPU_CAPABILITY: 'default' -> None" in line
+        and "torch_cpu_capability: 'DEFAULT' -> '" in line
+    )
     assert "first divergence: row 1 (iteration 1), kernels/value: " in printed, printed
     assert "score score: " in printed and "within (the run's interval" in printed, printed
     assert "verdict: consistent (platform differs)" in printed and status == 0, printed
@@ -199,12 +236,21 @@ def test_a_run_at_another_capability_level_reproduces_consistently_naming_the_pl
     assert "torch_cpu_capability" in verdict["platform_differences"]
     assert verdict["first_divergence"]["key"] == "kernels/value"
     assert {entry["quantity"]: entry["within"] for entry in verdict["judgement"]["quantities"]} == {
-        "metric kernels/value": True, "metric num_env_steps_sampled_lifetime": True, "score score": True}
+        "metric kernels/value": True,
+        "metric num_env_steps_sampled_lifetime": True,
+        "score score": True,
+    }
 
 
 def test_a_score_that_moves_beyond_its_interval_on_another_level_diverged(repo, capsys):
-    original = _run(repo, "20261202T000000Z-chaos1", KERNELS_TARGET, "--set", "kernels/chaotic_score=true",
-                    environment=_at_default_level())
+    original = _run(
+        repo,
+        "20261202T000000Z-chaos1",
+        KERNELS_TARGET,
+        "--set",
+        "kernels/chaotic_score=true",
+        environment=_at_default_level(),
+    )
     status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
     assert _platform_line(printed).startswith("platform differs from the original's: "), printed
     assert "score score: " in printed and "OUTSIDE (the run's interval" in printed, printed
@@ -226,7 +272,7 @@ def test_on_the_same_platform_rows_must_still_be_identical(repo, capsys, monkeyp
     rows[2]["kernels/value"] = math.nextafter(rows[2]["kernels/value"], math.inf)  # the last bit of one value
     with open(metrics, "w") as handle:
         handle.writelines(json.dumps(row) + "\n" for row in rows)
-    status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
+    status, printed, _reproduction = _reproduce(repo, capsys, original["run_id"])
     assert "first divergence: row 3 (iteration 3), kernels/value" in printed and "statistical verdict" not in printed
     assert "verdict: diverged" in printed and status == 1, printed
 
@@ -252,8 +298,12 @@ def test_ctrl_c_during_the_reproduction_stops_it_cleanly_in_one_line(repo, monke
 
     def reproduction_running():
         started = [path for path in _results(repo).iterdir() if path.name not in before]
-        return started and (started[0] / records.MANIFEST_FILE).is_file() and run_helpers.metrics_rows(
-            repo / "tiny" / "artifacts" / started[0].name) and started[0]
+        return (
+            started
+            and (started[0] / records.MANIFEST_FILE).is_file()
+            and run_helpers.metrics_rows(repo / "tiny" / "artifacts" / started[0].name)
+            and started[0]
+        )
 
     process = run_helpers.start_cli(["reproduce", "long", "--results-dir", _results(repo)])
     try:
@@ -265,7 +315,8 @@ def test_ctrl_c_during_the_reproduction_stops_it_cleanly_in_one_line(repo, monke
     assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
     assert stderr.strip().splitlines()[-1] == (
         f"rl-harness: error: reproduction {started.name} of run long stopped by SIGINT (exit 130, the run interrupted);"
-        " nothing was compared: reproduce again to compare")
+        " nothing was compared: reproduce again to compare"
+    )
     reproduction = _record(started)
     assert reproduction["status"] == "interrupted" and reproduction["checkpoints"]  # it stopped at a checkpoint
 
@@ -280,29 +331,43 @@ def test_a_run_under_a_cpu_share_is_reproduced_under_it_saying_so_first(repo, ca
     monkeypatch.delenv("RL_HARNESS_CPUS", raising=False)  # the reproducing shell sets none
     status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
     second = printed.splitlines()[1]
-    assert second.startswith("applying the run's recorded CPU limit: $RL_HARNESS_CPUS=1 ($RL_HARNESS_CPUS=1 (of "), printed
+    assert second.startswith("applying the run's recorded CPU limit: $RL_HARNESS_CPUS=1 ($RL_HARNESS_CPUS=1 (of "), (
+        printed
+    )
     assert "verdict: identical" in printed and status == 0, printed
     assert reproduction["hardware"]["machine"]["cpu_limit"].startswith("$RL_HARNESS_CPUS=1 (of ")
     placement = ("max_env_runners", "num_cpus", "torch_threads")
-    assert [reproduction["hardware"]["profile"][field] for field in placement] == \
-        [original["hardware"]["profile"][field] for field in placement] == [0, 1, 1]
+    assert (
+        [reproduction["hardware"]["profile"][field] for field in placement]
+        == [original["hardware"]["profile"][field] for field in placement]
+        == [0, 1, 1]
+    )
 
 
 def test_metrics_in_the_store_are_fetched_and_compared_row_by_row(repo, capsys, monkeypatch):
     with s3_server.S3Server() as server:
         key_id, secret = server.read_write
-        store = {env_vars.STORE_ENV: f"s3://{server.bucket}/lab", env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-                 env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: secret}
-        original = _run(repo, "20261202T000000Z-store1", TARGET, "--upload-artifacts",
-                        environment={**os.environ, **store})
+        store = {
+            env_vars.STORE_ENV: f"s3://{server.bucket}/lab",
+            env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+            env_vars.S3_KEY_ID_ENV: key_id,
+            env_vars.S3_KEY_ENV: secret,
+        }
+        original = _run(
+            repo, "20261202T000000Z-store1", TARGET, "--upload-artifacts", environment={**os.environ, **store}
+        )
         shutil.rmtree(original["paths"]["artifacts"])  # a clone of the shared run: its committed records only
         for name, value in store.items():
             monkeypatch.setenv(name, value)
         status, printed, reproduction = _reproduce(repo, capsys, original["run_id"])
     fetched = [line for line in printed.splitlines() if line.startswith("metrics of run ")]
-    assert fetched == [f"metrics of run {original['run_id']} are not on this machine: fetched from"
-                       f" s3://{server.bucket}/lab into {original['paths']['artifacts']}/metrics.jsonl,"
-                       " verified by sha256"], printed
+    assert fetched == [
+        (
+            f"metrics of run {original['run_id']} are not on this machine: fetched from"
+            f" s3://{server.bucket}/lab into {original['paths']['artifacts']}/metrics.jsonl,"
+            " verified by sha256"
+        )
+    ], printed
     assert "rows compared: 4" in printed and "verdict: identical" in printed and status == 0, printed
     assert reproduction["reproduction"]["evidence"] == f"its metrics.jsonl from s3://{server.bucket}/lab"
 

@@ -32,23 +32,41 @@ def _layout(results_root, run_id):
     return RunLayout.of_run(run.run_dir, run.manifest)
 
 
-def test_metrics_that_are_not_here_are_fetched_from_the_store_verified_in_one_line(server, tmp_path, monkeypatch,
-                                                                                  capsys):
+def test_metrics_that_are_not_here_are_fetched_from_the_store_verified_in_one_line(
+    server, tmp_path, monkeypatch, capsys
+):
     _store(monkeypatch, server)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
     results, artifacts = tmp_path / "lab" / "results", tmp_path / "lab" / "artifacts"
-    assert cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "shared1", "--results-dir", str(results),
-                     "--artifacts-dir", str(artifacts), "--upload-artifacts"]) == 0
+    assert (
+        cli.main(
+            [
+                "rl-harness",
+                run_helpers.FAKE,
+                "--run-id",
+                "shared1",
+                "--results-dir",
+                str(results),
+                "--artifacts-dir",
+                str(artifacts),
+                "--upload-artifacts",
+            ]
+        )
+        == 0
+    )
     written = (artifacts / "shared1" / records.METRICS_FILE).read_bytes()
     shutil.rmtree(artifacts)  # what a clone holds of a shared run: its committed records only
     capsys.readouterr()
 
     layout = _layout(results, "shared1")
-    assert reproduce_inputs.bring_metrics("shared1", layout) == \
-        f"its {records.METRICS_FILE} from s3://{server.bucket}/shared"
+    assert (
+        reproduce_inputs.bring_metrics("shared1", layout)
+        == f"its {records.METRICS_FILE} from s3://{server.bucket}/shared"
+    )
     printed = capsys.readouterr().out
-    assert printed.count("\n") == 1 and printed.startswith("metrics of run shared1 are not on this machine: fetched"
-                                                           f" from s3://{server.bucket}/shared into "), printed
+    assert printed.count("\n") == 1 and printed.startswith(
+        f"metrics of run shared1 are not on this machine: fetched from s3://{server.bucket}/shared into "
+    ), printed
     assert (layout.artifacts_dir / records.METRICS_FILE).read_bytes() == written
     assert written.count(b"\n") == 3
     assert reproduce_inputs.bring_metrics("shared1", layout) == reproduce_inputs.LOCAL_EVIDENCE  # now here

@@ -10,11 +10,20 @@ from rl.harness.run import begin, provenance, records
 from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest, read_manifest
 from rl.harness.run.rows import RowBudget
-from rl.harness.training import hardware
 from rl.harness.tests import run_helpers
+from rl.harness.training import hardware
 
-MACHINE = MachineFacts(cpu_count=2, cpu_count_os=2, cpu_limit="test", cuda_available=False, gpu_count=0,
-                       gpu_model=None, cuda_version=None, mps_available=False, platform="test")
+MACHINE = MachineFacts(
+    cpu_count=2,
+    cpu_count_os=2,
+    cpu_limit="test",
+    cuda_available=False,
+    gpu_count=0,
+    gpu_model=None,
+    cuda_version=None,
+    mps_available=False,
+    platform="test",
+)
 
 
 @pytest.fixture
@@ -65,8 +74,12 @@ def test_a_module_reached_through_bazel_runfiles_is_recorded_at_its_checkout(rep
     (runfiles / "recipe.py").symlink_to(repo / "recipe.py")
     assert provenance.git_state(str(runfiles / "recipe.py"))["dirty"]  # what git says of the execroot
     code = begin.code_state(str(runfiles / "recipe.py"), build={})
-    assert code["experiment_repo"] == {"root": str(repo), "commit": run_helpers.git(repo, "rev-parse", "HEAD").strip(),
-                                       "dirty": False, "diff_sha256": None}
+    assert code["experiment_repo"] == {
+        "root": str(repo),
+        "commit": run_helpers.git(repo, "rev-parse", "HEAD").strip(),
+        "dirty": False,
+        "diff_sha256": None,
+    }
 
 
 def test_untracked_files_over_the_cap_are_left_out_and_named(repo, caplog):
@@ -85,9 +98,19 @@ def test_bad_patch_cap_is_a_usage_error():
         env_vars.patch_cap_bytes({env_vars.PATCH_CAP_ENV: "lots"})
 
 
-ROWS = [{"training_iteration": 1, "loss": 0.5, "time_this_iter_s": 1.0, "timers/sample": 0.3,
-         "harness/logged_at": "t1", "env_runners/episode_duration_sec_mean": 0.5, "learners/x/num_env_steps_trained_throughput": 9.0, "pid": 11},
-        {"training_iteration": 2, "loss": 0.25, "time_this_iter_s": 1.1, "pid": 11}]
+ROWS = [
+    {
+        "training_iteration": 1,
+        "loss": 0.5,
+        "time_this_iter_s": 1.0,
+        "timers/sample": 0.3,
+        "harness/logged_at": "t1",
+        "env_runners/episode_duration_sec_mean": 0.5,
+        "learners/x/num_env_steps_trained_throughput": 9.0,
+        "pid": 11,
+    },
+    {"training_iteration": 2, "loss": 0.25, "time_this_iter_s": 1.1, "pid": 11},
+]
 
 
 def test_identical_rows_ignore_timing_throughput_and_process_keys():
@@ -100,7 +123,12 @@ def test_identical_rows_ignore_timing_throughput_and_process_keys():
 def test_first_divergence_names_row_iteration_key_and_both_values():
     other = [dict(ROWS[0]), {**ROWS[1], "loss": 0.2500001}]
     assert reproduce.compare_rows(ROWS, other)["first_divergence"] == {
-        "row": 2, "iteration": 2, "key": "loss", "original": 0.25, "reproduction": 0.2500001}
+        "row": 2,
+        "iteration": 2,
+        "key": "loss",
+        "original": 0.25,
+        "reproduction": 0.2500001,
+    }
     assert reproduce.compare_rows(ROWS, other, tolerance=0.05)["first_divergence"] is None
 
 
@@ -108,25 +136,44 @@ def test_a_shorter_reproduction_diverges_in_row_count_and_a_prefix_compares_the_
     assert reproduce.compare_rows(ROWS, ROWS[:1])["first_divergence"]["key"] == "(row count)"
     prefix = RowBudget.of(iterations=1, env_steps=None)
     assert reproduce.compare_rows(prefix.take(ROWS), prefix.take(ROWS[:1] + [{}])) == {
-        "rows_compared": 1, "first_divergence": None}
+        "rows_compared": 1,
+        "first_divergence": None,
+    }
 
 
-BUILD = {"build_hash": "h1", "lock_sha256": "lock1", "bazel_version": "4.2.3",
-         "interpreter": {"version": "3.11.7", "executable_sha256": "e1", "libpython_sha256": "l1"},
-         "sources_sha256": "s1", "sources": {"rl/harness/commands/cli.py": "c1", "experiments/x/recipe.py": "r1"}}
+BUILD = {
+    "build_hash": "h1",
+    "lock_sha256": "lock1",
+    "bazel_version": "4.2.3",
+    "interpreter": {"version": "3.11.7", "executable_sha256": "e1", "libpython_sha256": "l1"},
+    "sources_sha256": "s1",
+    "sources": {"rl/harness/commands/cli.py": "c1", "experiments/x/recipe.py": "r1"},
+}
 
 
 def test_same_build_inputs_have_no_differences():
     assert reproduce.build_differences(BUILD, BUILD) == []
 
 
-@pytest.mark.parametrize("change, named", [
-    ({"lock_sha256": "lock2"}, "lock: requirements_lock.txt sha256 lock1 -> lock2"),
-    ({"interpreter": {**BUILD["interpreter"], "executable_sha256": "e2"}}, "interpreter: executable_sha256 e1 -> e2"),
-    ({"bazel_version": "7.7.1"}, "Bazel version: 4.2.3 -> 7.7.1"),
-    ({"sources": {**BUILD["sources"], "experiments/x/recipe.py": "r2"}}, "source file experiments/x/recipe.py: content differs"),
-    ({"sources": {"rl/harness/commands/cli.py": "c1"}}, "source file experiments/x/recipe.py: not in the rebuilt binary"),
-])
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"lock_sha256": "lock2"}, "lock: requirements_lock.txt sha256 lock1 -> lock2"),
+        (
+            {"interpreter": {**BUILD["interpreter"], "executable_sha256": "e2"}},
+            "interpreter: executable_sha256 e1 -> e2",
+        ),
+        ({"bazel_version": "7.7.1"}, "Bazel version: 4.2.3 -> 7.7.1"),
+        (
+            {"sources": {**BUILD["sources"], "experiments/x/recipe.py": "r2"}},
+            "source file experiments/x/recipe.py: content differs",
+        ),
+        (
+            {"sources": {"rl/harness/commands/cli.py": "c1"}},
+            "source file experiments/x/recipe.py: not in the rebuilt binary",
+        ),
+    ],
+)
 def test_a_build_mismatch_names_the_differing_input(change, named):
     assert reproduce.build_differences(BUILD, {**BUILD, **change}) == [named]
 
@@ -157,11 +204,15 @@ def test_a_patch_that_no_longer_applies_says_so(repo, tmp_path):
 
 def test_a_run_of_another_machine_kind_is_refused():
     profile = hardware.choose_profile("cpu", MACHINE).as_dict()
-    def manifest(recorded_profile):
-        return RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": "run-1",
-                                      "hardware": {"profile": recorded_profile}})
 
-    with pytest.raises(reproduce.ReproduceError, match="another machine kind: profile max_env_runners 15 there, 1 here"):
+    def manifest(recorded_profile):
+        return RunManifest.from_dict(
+            {"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": "run-1", "hardware": {"profile": recorded_profile}}
+        )
+
+    with pytest.raises(
+        reproduce.ReproduceError, match="another machine kind: profile max_env_runners 15 there, 1 here"
+    ):
         reproduce.check_machine(manifest({**profile, "num_cpus": 16, "max_env_runners": 15}), MACHINE)
     with pytest.raises(reproduce.ReproduceError, match="hardware profile 'cuda', which this machine cannot give"):
         reproduce.check_machine(manifest({**profile, "name": "cuda"}), MACHINE)
@@ -172,8 +223,16 @@ def test_a_run_recorded_under_a_cpu_share_is_checked_under_that_share_whatever_t
     """A study member that ran under $RL_HARNESS_CPUS=1 on a 2-core machine: its profile is another machine kind
     for 2 cores, and the same one once the recorded share is applied (this machine, capped at 1 CPU)."""
     under_share = dataclasses.replace(MACHINE, cpu_count=1, cpu_limit="$RL_HARNESS_CPUS=1 (of sched_getaffinity 2)")
-    recorded = RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": "member-1", "hardware": {
-        "profile": hardware.choose_profile("cpu", under_share).as_dict(), "machine": under_share.as_dict()}})
+    recorded = RunManifest.from_dict(
+        {
+            "schema_version": MANIFEST_SCHEMA_VERSION,
+            "run_id": "member-1",
+            "hardware": {
+                "profile": hardware.choose_profile("cpu", under_share).as_dict(),
+                "machine": under_share.as_dict(),
+            },
+        }
+    )
     with pytest.raises(reproduce.ReproduceError, match="another machine kind: profile max_env_runners 0 there, 1 here"):
         reproduce.check_machine(recorded, MACHINE)
 
@@ -183,8 +242,9 @@ def test_a_run_recorded_under_a_cpu_share_is_checked_under_that_share_whatever_t
     assert (share, environment[env_vars.CPU_SHARE_ENV]) == (1, "1")
     reproduce.check_machine(recorded, hardware.detect_machine(environment))
 
-    whole = RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": "run-2",
-                                   "hardware": {"machine": MACHINE.as_dict()}})
+    whole = RunManifest.from_dict(
+        {"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": "run-2", "hardware": {"machine": MACHINE.as_dict()}}
+    )
     assert reproduce_inputs.recorded_cpu_share(whole) is None
 
 
@@ -197,7 +257,9 @@ def test_determinism_is_expected_only_for_one_local_cpu_process():
     assert hardware.determinism(profile, local, "tune")["expected"] is False
     two_threads = dataclasses.replace(profile, torch_threads=2)
     assert hardware.determinism(two_threads, local, "direct") == {
-        "expected": False, "why": "2 torch threads: bit-identity is only established for one (docs/harness.md)"}
+        "expected": False,
+        "why": "2 torch threads: bit-identity is only established for one (docs/harness.md)",
+    }
 
 
 # -- results and artifacts are outputs: never in the hash or the patch ------------------------
@@ -232,14 +294,26 @@ def test_outputs_stay_out_of_the_hash_and_the_patch(repo, tmp_path):
 # -- the budget cap that stops a reproduction at the compared prefix --------------------------
 
 
-@pytest.mark.parametrize("flags, iterations, cap", [
-    (["--stop-at-iteration", "2"], [1, 2], {"key": "training_iteration", "bound": 2}),
-    (["--stop-at-env-steps", "250"], [1, 2, 3], {"key": "num_env_steps_sampled_lifetime", "bound": 250}),
-])
+@pytest.mark.parametrize(
+    "flags, iterations, cap",
+    [
+        (["--stop-at-iteration", "2"], [1, 2], {"key": "training_iteration", "bound": 2}),
+        (["--stop-at-env-steps", "250"], [1, 2, 3], {"key": "num_env_steps_sampled_lifetime", "bound": 250}),
+    ],
+)
 def test_a_budget_cap_stops_the_run_after_the_prefix_and_is_recorded(tmp_path, flags, iterations, cap):
     run_id = "20261202T000000Z-cap001"
-    args = ["rl-harness", run_helpers.FAKE, "--run-id", run_id, "--results-dir", str(tmp_path / "r"),
-            "--artifacts-dir", str(tmp_path / "a"), *flags]
+    args = [
+        "rl-harness",
+        run_helpers.FAKE,
+        "--run-id",
+        run_id,
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--artifacts-dir",
+        str(tmp_path / "a"),
+        *flags,
+    ]
     assert cli.main(args) == 0
     rows = records.read_json_lines(str(tmp_path / "a" / run_id / records.METRICS_FILE))
     assert [row["training_iteration"] for row in rows] == iterations  # the recipe's budget is 5
@@ -250,19 +324,31 @@ def test_a_budget_cap_stops_the_run_after_the_prefix_and_is_recorded(tmp_path, f
 
 
 def test_the_reproduction_is_asked_to_stop_where_the_prefix_ends():
-    manifest = RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "seed": 3,
-                                      "hardware": {"profile": {"name": "cpu"}}, "options": {"smoke": True}})
+    manifest = RunManifest.from_dict(
+        {
+            "schema_version": MANIFEST_SCHEMA_VERSION,
+            "seed": 3,
+            "hardware": {"profile": {"name": "cpu"}},
+            "options": {"smoke": True},
+        }
+    )
     arguments = reproduce._run_arguments(manifest, "new", "/r", "/a", RowBudget.of(None, 800))
     assert arguments[-3:] == ["--stop-at-env-steps", "800", "--smoke"]
     assert "--stop-at-iteration" not in reproduce._run_arguments(manifest, "new", "/r", "/a", RowBudget())
 
 
-@pytest.mark.parametrize(("recorded", "expected"), [({"name": "cpu", "env_runner": "batched"}, "batched"),
-                                                     ({"name": "cpu", "env_runner": "rllib"}, "rllib"),
-                                                     ({"name": "cpu"}, "rllib")])  # recorded before --env-runner
+@pytest.mark.parametrize(
+    ("recorded", "expected"),
+    [
+        ({"name": "cpu", "env_runner": "batched"}, "batched"),
+        ({"name": "cpu", "env_runner": "rllib"}, "rllib"),
+        ({"name": "cpu"}, "rllib"),
+    ],
+)  # recorded before --env-runner
 def test_the_reproduction_samples_with_the_recorded_env_runner(recorded, expected):
-    manifest = RunManifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION, "seed": 3,
-                                      "hardware": {"profile": recorded}, "options": {}})
+    manifest = RunManifest.from_dict(
+        {"schema_version": MANIFEST_SCHEMA_VERSION, "seed": 3, "hardware": {"profile": recorded}, "options": {}}
+    )
     arguments = reproduce._run_arguments(manifest, "new", "/r", "/a", RowBudget())
     assert arguments[arguments.index("--env-runner") + 1] == expected
 
@@ -292,8 +378,11 @@ def test_a_stale_scratch_folder_is_replaced_and_released_afterwards(repo, tmp_pa
 def test_a_metrics_file_cut_mid_line_is_named_as_damaged_not_as_a_divergence(tmp_path):
     path = tmp_path / records.METRICS_FILE
     path.write_text('{"training_iteration": 1}\n{"training_iteration": 2}\n{"training_itera')
-    with pytest.raises(records.RecordError, match=r"metrics.jsonl:3 is cut mid-line: run r's metrics are damaged"
-                                                  r" .*restore the file from git or B2, .*--iterations 2"):
+    with pytest.raises(
+        records.RecordError,
+        match=r"metrics.jsonl:3 is cut mid-line: run r's metrics are damaged"
+        r" .*restore the file from git or B2, .*--iterations 2",
+    ):
         reproduce._metrics(str(tmp_path), "r", "completed")
     assert [row["training_iteration"] for row in reproduce._metrics(str(tmp_path), "r", "crashed")] == [1, 2]
     assert path.read_text().endswith('{"training_itera')  # nothing is lost

@@ -17,8 +17,16 @@ ALL_CHECKPOINTS = [0, 2, 4]
 
 
 def _args(tmp_path, run_id, *more):
-    return [STAGED, "--results-dir", tmp_path / "results", "--artifacts-dir", tmp_path / "artifacts",
-            "--run-id", run_id, *more]
+    return [
+        STAGED,
+        "--results-dir",
+        tmp_path / "results",
+        "--artifacts-dir",
+        tmp_path / "artifacts",
+        "--run-id",
+        run_id,
+        *more,
+    ]
 
 
 def _stop_in(tmp_path, stage, signal_number):
@@ -59,9 +67,11 @@ def test_a_run_stopped_in_any_stage_resumes_to_completion_without_training_again
     assert _run(tmp_path, "child", "--resume-from", "parent") == 0
     child = read_manifest(tmp_path / "results" / "child")
     assert child.status == "completed"
-    own_rows = [row["training_iteration"] for row in records.read_json_lines(
-        str(tmp_path / "artifacts" / "child" / records.METRICS_FILE))]
-    assert own_rows == ALL_ROWS[len(parent_rows):]  # what training had left, and nothing again
+    own_rows = [
+        row["training_iteration"]
+        for row in records.read_json_lines(str(tmp_path / "artifacts" / "child" / records.METRICS_FILE))
+    ]
+    assert own_rows == ALL_ROWS[len(parent_rows) :]  # what training had left, and nothing again
     assert [entry.iteration for entry in child.checkpoints] == ALL_CHECKPOINTS
     for stage_run in staged_recipe.STAGES:  # every stage ran in the child, from the lineage's checkpoints and rows
         seen = _output(tmp_path, "child", stage_run)
@@ -83,10 +93,11 @@ def test_resuming_a_completed_run_says_there_is_nothing_to_do_and_keeps_no_run(t
     assert _run(tmp_path, "parent") == 0
     capsys.readouterr()
     assert _run(tmp_path, "child", "--resume-from", "parent") == 0
-    out, err = capsys.readouterr()
+    out, _err = capsys.readouterr()
     assert out.strip().splitlines()[-1] == (
         "rl-harness: run parent completed its budget (iteration 4, env steps 400): nothing to resume; raise the"
-        " recipe's budget to train it further (run child was not kept)")
+        " recipe's budget to train it further (run child was not kept)"
+    )
     assert not (tmp_path / "results" / "child").exists() and not (tmp_path / "artifacts" / "child").exists()
 
 
@@ -100,7 +111,9 @@ def test_a_resumed_resume_carries_the_whole_lineage(tmp_path):
 
 def _stop_in_child(tmp_path):
     """`child`, resumed from `parent`, interrupted while scoring."""
-    process = run_helpers.start_cli(_args(tmp_path, "child", "--resume-from", "parent"), STAGED_RECIPE_WAIT_IN="scoring")
+    process = run_helpers.start_cli(
+        _args(tmp_path, "child", "--resume-from", "parent"), STAGED_RECIPE_WAIT_IN="scoring"
+    )
     try:
         while (line := process.stdout.readline()) and line.strip() != "stage scoring":
             pass

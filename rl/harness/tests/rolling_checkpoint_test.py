@@ -56,9 +56,9 @@ def test_the_clock_is_due_after_its_minutes_or_its_budget_share_whichever_comes_
     clock.restart(None, 0.0, save_s=0.0)  # a save that cost nothing: only the cadence decides
     now[0] = 119.0
     assert not clock.due(None, 0.2)
-    assert clock.due(None, 0.25)       # a quarter of the budget
+    assert clock.due(None, 0.25)  # a quarter of the budget
     now[0] = 120.0
-    assert clock.due(None, 0.01)       # two minutes
+    assert clock.due(None, 0.01)  # two minutes
     clock.restart(None, 0.3)
     assert not clock.due(None, 0.5) and clock.due(None, 0.55)
     assert not clock.due("agent_b", 0.9)  # a line seen for the first time starts its clock

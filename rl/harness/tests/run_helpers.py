@@ -29,8 +29,15 @@ def child_env(**overrides):
 def start_cli(args, module="rl.harness.commands.cli", cwd=None, **env):
     """`python -m rl.harness.commands.cli ARGS` (or another `module`) in its own session (its Ray processes die with the
     group), in folder `cwd` (default: this one), which `-m` puts first on the import path."""
-    return subprocess.Popen([sys.executable, "-m", module, *map(str, args)], env=child_env(**env), cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *map(str, args)],
+        env=child_env(**env),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 @contextlib.contextmanager
@@ -49,8 +56,9 @@ def run_fake(results_root, artifacts_root, *args) -> int:
     """The fake recipe through the CLI in this process, into the given roots; its exit status."""
     from rl.harness.commands import cli  # the entry point, only for the tests that run it in-process
 
-    return cli.main(["rl-harness", FAKE, "--results-dir", str(results_root), "--artifacts-dir", str(artifacts_root),
-                     *args])
+    return cli.main(
+        ["rl-harness", FAKE, "--results-dir", str(results_root), "--artifacts-dir", str(artifacts_root), *args]
+    )
 
 
 def one_error_line(capture) -> str:

@@ -15,8 +15,13 @@ def test_sigkill_leaves_a_crashed_run_with_intact_records(tmp_path):
     def checkpointed():  # the first checkpoint is in place and recorded
         return manifest_file.exists() and run_helpers.manifest(manifest_file.parent)["checkpoints"]
 
-    run_helpers.run_until([run_helpers.PPO, "--run-id", "killed", *roots], checkpointed, signal.SIGKILL,
-                          "the first checkpoint", PPO_RECIPE_ITERATIONS=50)
+    run_helpers.run_until(
+        [run_helpers.PPO, "--run-id", "killed", *roots],
+        checkpointed,
+        signal.SIGKILL,
+        "the first checkpoint",
+        PPO_RECIPE_ITERATIONS=50,
+    )
     manifest = run_helpers.manifest(tmp_path / "r" / "killed")
     assert manifest["status"] == "running" and RunManifest.from_dict(manifest).effective_status == "crashed"
     rows = run_helpers.metrics_rows(tmp_path / "a" / "killed")

@@ -10,8 +10,18 @@ from rl.harness.training import ray_folders
 
 
 def test_a_direct_run_trains_checkpoints_and_records(tmp_path):
-    args = [run_helpers.PPO, "--smoke", "--run-id", "direct", "--seed", "3",
-            "--results-dir", tmp_path / "r", "--artifacts-dir", tmp_path / "a"]
+    args = [
+        run_helpers.PPO,
+        "--smoke",
+        "--run-id",
+        "direct",
+        "--seed",
+        "3",
+        "--results-dir",
+        tmp_path / "r",
+        "--artifacts-dir",
+        tmp_path / "a",
+    ]
     status, _, stderr = run_helpers.run_cli(args, timeout=240)
     assert status == 0, stderr[-3000:]
     results, artifacts = tmp_path / "r" / "smoke" / "direct", tmp_path / "a" / "smoke" / "direct"
@@ -27,8 +37,11 @@ def test_a_direct_run_trains_checkpoints_and_records(tmp_path):
     assert 400 <= steps[0] < steps[1]  # train_batch_size_per_learner=400 per iteration
     assert all(row["env_runners/episode_return_mean"] > 0 for row in rows)
     for iteration in (1, 2):  # one progress line per iteration
-        assert re.search(rf"iter {iteration} \| \d+% \| ETA \d+ s \| env steps \d+ \| return [\d.]+"
-                         rf" \| \d+ env steps/s \| [\d.]+ s/iter", stderr)
+        assert re.search(
+            rf"iter {iteration} \| \d+% \| ETA \d+ s \| env steps \d+ \| return [\d.]+"
+            rf" \| \d+ env steps/s \| [\d.]+ s/iter",
+            stderr,
+        )
 
     assert [c["iteration"] for c in manifest["checkpoints"]] == [2]  # every 2 iterations; the last is final
     checkpoint = artifacts / manifest["checkpoints"][0]["path"]
@@ -43,9 +56,20 @@ def test_a_direct_run_trains_checkpoints_and_records(tmp_path):
 def test_a_direct_run_with_a_read_only_home_completes_and_writes_nothing_there(tmp_path):
     home = tmp_path / "home"
     with mounts.read_only(home):  # Ray's default ~/ray_results cannot be made
-        status, _, stderr = run_helpers.run_cli([run_helpers.PPO, "--smoke", "--run-id", "home", "--results-dir",
-                                                 tmp_path / "r", "--artifacts-dir", tmp_path / "a"], timeout=240,
-                                                HOME=home)
+        status, _, stderr = run_helpers.run_cli(
+            [
+                run_helpers.PPO,
+                "--smoke",
+                "--run-id",
+                "home",
+                "--results-dir",
+                tmp_path / "r",
+                "--artifacts-dir",
+                tmp_path / "a",
+            ],
+            timeout=240,
+            HOME=home,
+        )
         assert status == 0 and "Traceback" not in stderr, stderr[-3000:]
         assert os.listdir(home) == []
     assert os.listdir(tmp_path / "a" / "smoke" / "home" / ray_folders.RAY_LOGS)  # the Algorithm's log folder

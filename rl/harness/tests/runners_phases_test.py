@@ -30,9 +30,21 @@ def test_a_signal_in_each_phase_ends_the_run_interrupted(tmp_path, phase, signal
     iterations, checkpoints = PHASES[phase]
     name = signal.Signals(signal_number).name
     status, _, stderr = run_helpers.run_cli(
-        [phase, name, run_helpers.PPO, "--run-id", "run", "--results-dir", tmp_path / "r",
-         "--artifacts-dir", tmp_path / "a"], timeout=180, module="rl.harness.tests.signal_in_phase",
-        PPO_RECIPE_ITERATIONS=4)
+        [
+            phase,
+            name,
+            run_helpers.PPO,
+            "--run-id",
+            "run",
+            "--results-dir",
+            tmp_path / "r",
+            "--artifacts-dir",
+            tmp_path / "a",
+        ],
+        timeout=180,
+        module="rl.harness.tests.signal_in_phase",
+        PPO_RECIPE_ITERATIONS=4,
+    )
     manifest = run_helpers.manifest(tmp_path / "r" / "run")
     assert (status, manifest["exit_code"]) == (128 + signal_number, 128 + signal_number), stderr[-3000:]
     assert (manifest["status"], manifest["interrupted_by"], manifest["error"]) == (INTERRUPTED, name, None)

@@ -13,9 +13,17 @@ from rl.harness.training.batched_env_runner import BatchedEnvRunner
 
 
 def _profile(cpus: int, env_runner: str = hardware.BATCHED_ENV_RUNNER):
-    facts = MachineFacts(cpu_count=cpus, cpu_count_os=cpus, cpu_limit="test", cuda_available=False,
-                         gpu_count=0, gpu_model=None, cuda_version=None, mps_available=False,
-                         platform="test")
+    facts = MachineFacts(
+        cpu_count=cpus,
+        cpu_count_os=cpus,
+        cpu_limit="test",
+        cuda_available=False,
+        gpu_count=0,
+        gpu_model=None,
+        cuda_version=None,
+        mps_available=False,
+        platform="test",
+    )
     return hardware.choose_profile("cpu", facts, env_runner)
 
 
@@ -40,7 +48,9 @@ def test_without_a_choice_the_largest_divisor_of_the_batch_up_to_the_default(bat
 
 
 def test_more_parallel_envs_than_the_batch_fails_with_the_fix():
-    with pytest.raises(configs.ParallelEnvsError, match=r"parallel_envs=64 is more than the train batch of 32 env steps allows.*<= 32"):
+    with pytest.raises(
+        configs.ParallelEnvsError, match=r"parallel_envs=64 is more than the train batch of 32 env steps allows.*<= 32"
+    ):
         configs.plan_sampling(_profile(2), _config(32), parallel_envs=64)
 
 
@@ -61,19 +71,24 @@ def test_prepared_configs_sample_through_the_fast_module_to_env_pipeline_and_say
     assert not config.add_default_connectors_to_module_to_env_pipeline
     assert not config.add_default_connectors_to_env_to_module_pipeline
     record = configs.sampling_record(configs.plan_sampling(profile, config, parallel_envs=32), config)
-    assert record["connectors"] == {"env_to_module": sampling_connectors.FAST_PIPELINE,
-                                    "module_to_env": sampling_connectors.FAST_PIPELINE}
+    assert record["connectors"] == {
+        "env_to_module": sampling_connectors.FAST_PIPELINE,
+        "module_to_env": sampling_connectors.FAST_PIPELINE,
+    }
     assert record["num_envs_per_env_runner"] == 32
 
 
 @pytest.mark.parametrize("cpus", [2, 8])
 def test_single_agent_configs_sample_with_the_batched_env_runner_unless_told_rllibs(cpus):
     batched = configs.prepare_config(_config(2048), seed=3, profile=_profile(cpus), parallel_envs=32)
-    rllib = configs.prepare_config(_config(2048), seed=3, profile=_profile(cpus, hardware.RLLIB_ENV_RUNNER),
-                                   parallel_envs=32)
+    rllib = configs.prepare_config(
+        _config(2048), seed=3, profile=_profile(cpus, hardware.RLLIB_ENV_RUNNER), parallel_envs=32
+    )
     assert batched.env_runner_cls is BatchedEnvRunner and rllib.env_runner_cls is None
-    records = [configs.sampling_record(configs.plan_sampling(_profile(cpus), config, parallel_envs=32), config)
-               for config in (batched, rllib)]
+    records = [
+        configs.sampling_record(configs.plan_sampling(_profile(cpus), config, parallel_envs=32), config)
+        for config in (batched, rllib)
+    ]
     assert [record["env_runner"] for record in records] == ["batched", "rllib"]
 
 
@@ -81,11 +96,14 @@ def test_a_recipes_own_env_runner_is_kept_and_recorded_by_name():
     class OwnRunner(SingleAgentEnvRunner):
         pass
 
-    config = configs.prepare_config(_config(2048).env_runners(env_runner_cls=OwnRunner), seed=3, profile=_profile(2),
-                                    parallel_envs=32)
+    config = configs.prepare_config(
+        _config(2048).env_runners(env_runner_cls=OwnRunner), seed=3, profile=_profile(2), parallel_envs=32
+    )
     assert config.env_runner_cls is OwnRunner
-    assert configs.sampling_record(configs.plan_sampling(_profile(2), config, parallel_envs=32),
-                                   config)["env_runner"] == "OwnRunner"
+    assert (
+        configs.sampling_record(configs.plan_sampling(_profile(2), config, parallel_envs=32), config)["env_runner"]
+        == "OwnRunner"
+    )
 
 
 def test_an_unknown_env_runner_names_the_choices():
@@ -98,16 +116,20 @@ def test_a_recipes_own_module_to_env_pieces_are_kept_and_recorded():
     config = configs.prepare_config(own_pieces, seed=3, profile=_profile(2), parallel_envs=32)
     assert config.add_default_connectors_to_module_to_env_pipeline
     record = configs.sampling_record(configs.plan_sampling(_profile(2), config, parallel_envs=32), config)
-    assert record["connectors"] == {"env_to_module": sampling_connectors.FAST_PIPELINE,
-                                    "module_to_env": sampling_connectors.CUSTOM_PIPELINE}
+    assert record["connectors"] == {
+        "env_to_module": sampling_connectors.FAST_PIPELINE,
+        "module_to_env": sampling_connectors.CUSTOM_PIPELINE,
+    }
 
 
 def test_rllibs_runner_keeps_episodes_that_stay_in_the_process_as_lists_and_those_that_travel_numpy():
-    local = configs.prepare_config(_config(2048), seed=3, profile=_profile(2, hardware.RLLIB_ENV_RUNNER),
-                                   parallel_envs=32)
+    local = configs.prepare_config(
+        _config(2048), seed=3, profile=_profile(2, hardware.RLLIB_ENV_RUNNER), parallel_envs=32
+    )
     remote = configs.prepare_config(_config(2048), seed=3, profile=_profile(8), parallel_envs=32)
-    remote_learner = configs.prepare_config(_config(2048).learners(num_learners=1), seed=3,
-                                            profile=_profile(2, hardware.RLLIB_ENV_RUNNER), parallel_envs=32)
+    remote_learner = configs.prepare_config(
+        _config(2048).learners(num_learners=1), seed=3, profile=_profile(2, hardware.RLLIB_ENV_RUNNER), parallel_envs=32
+    )
     assert (local.num_env_runners, local.episodes_to_numpy) == (0, False)
     assert remote.num_env_runners > 0 and remote.episodes_to_numpy
     assert remote_learner.num_env_runners == 0 and remote_learner.episodes_to_numpy  # they travel to the Learner
@@ -115,16 +137,23 @@ def test_rllibs_runner_keeps_episodes_that_stay_in_the_process_as_lists_and_thos
     assert record["episodes_to_numpy"] is False
     # The batched EnvRunner's episodes are numpy wherever they go, and the record says so.
     batched = configs.prepare_config(_config(2048), seed=3, profile=_profile(2), parallel_envs=32)
-    assert batched.episodes_to_numpy and configs.sampling_record(
-        configs.plan_sampling(_profile(2), batched, parallel_envs=32), batched)["episodes_to_numpy"] is True
+    assert (
+        batched.episodes_to_numpy
+        and configs.sampling_record(configs.plan_sampling(_profile(2), batched, parallel_envs=32), batched)[
+            "episodes_to_numpy"
+        ]
+        is True
+    )
 
 
 def test_the_preparation_plans_once_and_again_only_for_another_profile(monkeypatch):
     planned_for = []
     place = hardware.place_envs
-    monkeypatch.setattr(hardware, "place_envs",
-                        lambda profile, envs, **options: planned_for.append(profile.num_cpus) or place(profile, envs,
-                                                                                                       **options))
+    monkeypatch.setattr(
+        hardware,
+        "place_envs",
+        lambda profile, envs, **options: planned_for.append(profile.num_cpus) or place(profile, envs, **options),
+    )
     preparation = configs.Preparation(_profile(2), {"main": configs.ConfigRequest(_config(2048), 32, seed=3)})
     assert planned_for == [2]  # before anything starts: a bad parallel_envs fails here
     prepared = preparation.configs_for(_profile(2))["main"]
@@ -165,7 +194,9 @@ class _PipelinedConfig(PPOConfig):
 
 
 def test_a_pipelined_config_samples_in_one_remote_runner_on_two_cores_and_records_it():
-    config = _PipelinedConfig().environment("CartPole-v1").training(train_batch_size_per_learner=2048, minibatch_size=64)
+    config = (
+        _PipelinedConfig().environment("CartPole-v1").training(train_batch_size_per_learner=2048, minibatch_size=64)
+    )
     prepared = configs.prepare(configs.ConfigRequest(config, 32, seed=3), _profile(2))
     assert (prepared.config.num_env_runners, prepared.config.num_envs_per_env_runner) == (1, 32)
     assert prepared.sampling["pipelined"] is True and prepared.sampling["placement"] == "remote"

@@ -6,7 +6,7 @@ from rl.harness.training import runners
 
 
 def due(schedule, last=40):
-    return [iteration for iteration in range(0, last + 1) if schedule(iteration)]
+    return [iteration for iteration in range(last + 1) if schedule(iteration)]
 
 
 def test_log_spaced_schedules_are_the_rounded_powers_of_their_base():
@@ -35,7 +35,12 @@ def test_every_needs_a_positive_integer(iterations):
 def test_run_direct_takes_one_schedule():
     # Rejected before the context or config is touched, so None stands in for both.
     with pytest.raises(ValueError, match="checkpoint_every or checkpoint_at, not both"):
-        runners.run_direct(None, None, stop=runners.StopRule(training_iterations=1), checkpoint_every=5,
-                           checkpoint_at=runners.LogSpaced(2.0))
+        runners.run_direct(
+            None,
+            None,
+            stop=runners.StopRule(training_iterations=1),
+            checkpoint_every=5,
+            checkpoint_at=runners.LogSpaced(2.0),
+        )
     with pytest.raises(ValueError, match="integer N >= 1"):
         runners.run_direct(None, None, stop=runners.StopRule(training_iterations=1), checkpoint_every=0)

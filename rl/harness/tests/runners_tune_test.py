@@ -1,5 +1,6 @@
 """Slow: a real Ray Tune run (two seeds of PPO on CartPole-v1), interrupted by SIGTERM and resumed."""
 
+import itertools
 import json
 import signal
 
@@ -17,8 +18,12 @@ def test_a_tune_run_streams_metrics_stops_on_sigterm_and_resumes_each_trial(tmp_
     roots = ["--results-dir", tmp_path / "r", "--artifacts-dir", tmp_path / "a"]
     env = {"PPO_RECIPE_RUNNER": "tune", "PPO_RECIPE_ITERATIONS": ITERATIONS}
     status, stderr = run_helpers.run_until(
-        [run_helpers.PPO, "--run-id", "first", *roots], lambda: run_helpers.metrics_rows(tmp_path / "a" / "first"),
-        signal.SIGTERM, "the first result", **env)
+        [run_helpers.PPO, "--run-id", "first", *roots],
+        lambda: run_helpers.metrics_rows(tmp_path / "a" / "first"),
+        signal.SIGTERM,
+        "the first result",
+        **env,
+    )
     assert status == 128 + signal.SIGTERM, stderr[-3000:]
     first = run_helpers.manifest(tmp_path / "r" / "first")
     seeds = seeding.SeedStreams(42).integers("tune/trials", 2)
@@ -35,8 +40,9 @@ def test_a_tune_run_streams_metrics_stops_on_sigterm_and_resumes_each_trial(tmp_
         checkpointed[checkpoint["trial_id"]] = max(checkpointed.get(checkpoint["trial_id"], 0), checkpoint["iteration"])
     assert checkpointed[interrupted_trial] == last
 
-    status, _, stderr = run_helpers.run_cli([run_helpers.PPO, "--run-id", "second", "--resume-from", "first", *roots],
-                                            timeout=300, **env)
+    status, _, stderr = run_helpers.run_cli(
+        [run_helpers.PPO, "--run-id", "second", "--resume-from", "first", *roots], timeout=300, **env
+    )
     assert status == 0, stderr[-3000:]
     second = run_helpers.manifest(tmp_path / "r" / "second")
     assert second["status"] == "completed" and second["parent_run"]["parent_run_id"] == "first"
@@ -60,14 +66,22 @@ def test_a_tune_run_streams_metrics_stops_on_sigterm_and_resumes_each_trial(tmp_
     for trial_id in {row["trial_id"] for row in first_rows}:
         accumulator = EventAccumulator(str(events / trial_id), size_guidance={SCALARS: 0})
         accumulator.Reload()
-        rows = [row for run_id in ("first", "second") for row in run_helpers.metrics_rows(tmp_path / "a" / run_id)
-                if row["trial_id"] == trial_id]
+        rows = [
+            row
+            for run_id in ("first", "second")
+            for row in run_helpers.metrics_rows(tmp_path / "a" / run_id)
+            if row["trial_id"] == trial_id
+        ]
         assert [(event.step, event.value) for event in accumulator.Scalars(ITERATION)] == [
-            (row[ENV_STEPS], row[ITERATION]) for row in rows]
+            (row[ENV_STEPS], row[ITERATION]) for row in rows
+        ]
     # Streamed as results arrived: consecutive rows of a trial are apart by about that iteration's
     # training time (written all at once at the end, they would be microseconds apart).
-    gaps = [(parse_time(later["harness/logged_at"]) - parse_time(earlier["harness/logged_at"]),
-             later["time_this_iter_s"]) for rows in by_trial.values() for earlier, later in zip(rows, rows[1:])]
+    gaps = [
+        (parse_time(later["harness/logged_at"]) - parse_time(earlier["harness/logged_at"]), later["time_this_iter_s"])
+        for rows in by_trial.values()
+        for earlier, later in itertools.pairwise(rows)
+    ]
     assert gaps and all(gap >= 0.5 * iteration_s for gap, iteration_s in gaps), gaps
 
 
@@ -78,16 +92,21 @@ def test_after_a_stop_no_trial_trains_past_its_checkpoint_while_another_reports_
     # past its checkpoint and up to its budget. Each trial must stop at its next result, saved there.
     roots = ["--results-dir", tmp_path / "r", "--artifacts-dir", tmp_path / "a"]
     budget = 10
-    env = {"PPO_RECIPE_RUNNER": "tune", "PPO_RECIPE_ITERATIONS": budget, "PPO_RECIPE_LATE_TRIAL_S": 20,
-           "PPO_RECIPE_MARKER_DIR": tmp_path}
+    env = {
+        "PPO_RECIPE_RUNNER": "tune",
+        "PPO_RECIPE_ITERATIONS": budget,
+        "PPO_RECIPE_LATE_TRIAL_S": 20,
+        "PPO_RECIPE_MARKER_DIR": tmp_path,
+    }
     seen = []
 
     def b_is_late():  # A has reported and B waits inside its first iteration
         seen[:] = run_helpers.metrics_rows(tmp_path / "a" / "late")
         return seen and (tmp_path / "late").exists()
 
-    status, stderr = run_helpers.run_until([run_helpers.PPO, "--run-id", "late", *roots], b_is_late, signal.SIGTERM,
-                                           "a late trial", **env)
+    status, stderr = run_helpers.run_until(
+        [run_helpers.PPO, "--run-id", "late", *roots], b_is_late, signal.SIGTERM, "a late trial", **env
+    )
     assert status == 128 + signal.SIGTERM, stderr[-3000:]
     early = seen[0]["trial_id"]
     at_signal = max(row["training_iteration"] for row in seen)

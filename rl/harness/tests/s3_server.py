@@ -31,19 +31,26 @@ def tools_python() -> str:
     """The test tools' python (requirements_test_lock.txt: moto's server, MLflow), named by the file in $RL_TEST_TOOLS_PYTHON_FILE."""
     path = os.environ.get(TOOLS_PYTHON_FILE_ENV)
     if not path:
-        raise RuntimeError(f"${TOOLS_PYTHON_FILE_ENV} is not set: run this test through Bazel, or set it to a file"
-                           " naming the python of a venv built from requirements_test_lock.txt")
+        raise RuntimeError(
+            f"${TOOLS_PYTHON_FILE_ENV} is not set: run this test through Bazel, or set it to a file"
+            " naming the python of a venv built from requirements_test_lock.txt"
+        )
     with open(path) as handle:
         return handle.read().strip()
 
 
-def reader(server: "S3Server", key: tuple[str, str] = None):
+def reader(server: S3Server, key: tuple[str, str] = None):
     """Another client of `server` (pyarrow's), with `key` (default: the read-only one)."""
     from pyarrow import fs
 
     key_id, secret = key or server.read_only
-    return fs.S3FileSystem(access_key=key_id, secret_key=secret, endpoint_override=f"127.0.0.1:{server.port}",
-                           scheme="http", region="us-east-1")
+    return fs.S3FileSystem(
+        access_key=key_id,
+        secret_key=secret,
+        endpoint_override=f"127.0.0.1:{server.port}",
+        scheme="http",
+        region="us-east-1",
+    )
 
 
 def exists(file_system, path: str) -> bool:
@@ -67,8 +74,12 @@ class S3Server:
         env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(_UNSIGNED_SET_UP_REQUESTS)}
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             env.pop(name, None)
-        self._process = subprocess.Popen([tools_python(), "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._process = subprocess.Popen(
+            [tools_python(), "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self._wait_until_listening()
         self.read_write = self._user("writer", ["s3:*"])
         self.read_only = self._user("reader", _READ_ONLY)
@@ -89,11 +100,16 @@ class S3Server:
 
     def _iam(self, **parameters) -> str:
         data = urllib.parse.urlencode({"Version": "2010-05-08", **parameters}).encode()
-        request = urllib.request.Request(self.endpoint + "/", data=data, headers={
-            "Content-Type": "application/x-www-form-urlencoded",
-            # moto routes by the credential scope's service; the signature is not checked for set-up requests
-            "Authorization": "AWS4-HMAC-SHA256 Credential=setup/20260101/us-east-1/iam/aws4_request,"
-                             " SignedHeaders=host, Signature=0"})
+        request = urllib.request.Request(
+            self.endpoint + "/",
+            data=data,
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                # moto routes by the credential scope's service; the signature is not checked for set-up requests
+                "Authorization": "AWS4-HMAC-SHA256 Credential=setup/20260101/us-east-1/iam/aws4_request,"
+                " SignedHeaders=host, Signature=0",
+            },
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.read().decode()
 
@@ -103,14 +119,23 @@ class S3Server:
         created = self._iam(Action="CreateAccessKey", UserName=name)
         policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}
         self._iam(Action="PutUserPolicy", UserName=name, PolicyName="runs", PolicyDocument=json.dumps(policy))
-        return (re.search("<AccessKeyId>(.*?)</", created).group(1), re.search("<SecretAccessKey>(.*?)</", created).group(1))
+        return (
+            re.search("<AccessKeyId>(.*?)</", created).group(1),
+            re.search("<SecretAccessKey>(.*?)</", created).group(1),
+        )
 
     def _create_bucket(self) -> None:
         from pyarrow import fs
 
         key_id, key = self.read_write
-        fs.S3FileSystem(access_key=key_id, secret_key=key, endpoint_override=f"127.0.0.1:{self.port}", scheme="http",
-                        region="us-east-1", allow_bucket_creation=True).create_dir(self.bucket)
+        fs.S3FileSystem(
+            access_key=key_id,
+            secret_key=key,
+            endpoint_override=f"127.0.0.1:{self.port}",
+            scheme="http",
+            region="us-east-1",
+            allow_bucket_creation=True,
+        ).create_dir(self.bucket)
 
     def stop(self) -> None:
         if self._process.poll() is None:
@@ -121,7 +146,7 @@ class S3Server:
                 self._process.kill()
                 self._process.wait()
 
-    def __enter__(self) -> "S3Server":
+    def __enter__(self) -> S3Server:
         return self
 
     def __exit__(self, *_) -> None:

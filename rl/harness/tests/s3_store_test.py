@@ -36,10 +36,19 @@ def _environment(monkeypatch, server, *, url=None, endpoint=None, key=None):
 
 
 def _run(tmp_path, run_id, *extra):
-    return cli.main(["rl-harness", run_helpers.FAKE, "--run-id", run_id, "--results-dir", str(tmp_path / "r"),
-                     "--artifacts-dir", str(tmp_path / "a"), *extra])
-
-
+    return cli.main(
+        [
+            "rl-harness",
+            run_helpers.FAKE,
+            "--run-id",
+            run_id,
+            "--results-dir",
+            str(tmp_path / "r"),
+            "--artifacts-dir",
+            str(tmp_path / "a"),
+            *extra,
+        ]
+    )
 
 
 def test_a_run_uploads_every_file_verified_to_an_s3_server(server, tmp_path, monkeypatch):
@@ -75,13 +84,19 @@ def _faults(server):
     dead = f"http://127.0.0.1:{s3_server.free_port()}"
     wrong_secret = (server.read_write[0], "w" * 40)
     return {
-        "unreachable": (dict(endpoint=dead), f"is unreachable .* fix \\${env_vars.STORE_ENDPOINT_ENV}$"),
-        "wrong key": (dict(key=wrong_secret), f"refused the key .* fix \\${env_vars.S3_KEY_ID_ENV} and"
-                                             f" \\${env_vars.S3_KEY_ENV}$"),
-        "no bucket": (dict(url="s3://no-such-bucket/lab"), f"bucket 'no-such-bucket' does not exist .* fix"
-                                                          f" \\${env_vars.STORE_ENV}$"),
-        "read-only key": (dict(key=server.read_only), "the key may not write there .* give it write access or fix"
-                                                      f" \\${env_vars.S3_KEY_ID_ENV}"),
+        "unreachable": ({"endpoint": dead}, f"is unreachable .* fix \\${env_vars.STORE_ENDPOINT_ENV}$"),
+        "wrong key": (
+            {"key": wrong_secret},
+            (f"refused the key .* fix \\${env_vars.S3_KEY_ID_ENV} and \\${env_vars.S3_KEY_ENV}$"),
+        ),
+        "no bucket": (
+            {"url": "s3://no-such-bucket/lab"},
+            (f"bucket 'no-such-bucket' does not exist .* fix \\${env_vars.STORE_ENV}$"),
+        ),
+        "read-only key": (
+            {"key": server.read_only},
+            (f"the key may not write there .* give it write access or fix \\${env_vars.S3_KEY_ID_ENV}"),
+        ),
     }
 
 
@@ -99,8 +114,16 @@ def test_each_start_up_fault_exits_2_before_anything_is_written(server, tmp_path
 
 def test_a_store_file_is_named_as_the_fix(server, tmp_path, monkeypatch):
     path = tmp_path / "store.json"
-    path.write_text(json.dumps({"url": f"s3://{server.bucket}/lab", "endpoint": server.endpoint,
-                                "key_id": server.read_only[0], "key": server.read_only[1]}))
+    path.write_text(
+        json.dumps(
+            {
+                "url": f"s3://{server.bucket}/lab",
+                "endpoint": server.endpoint,
+                "key_id": server.read_only[0],
+                "key": server.read_only[1],
+            }
+        )
+    )
     path.chmod(0o600)
     monkeypatch.setenv(env_vars.STORE_FILE_ENV, str(path))
     config = stores.load()
@@ -118,7 +141,9 @@ def test_a_store_stopped_after_the_start_up_check_fails_the_upload_and_keeps_eve
         store.check()
         server.stop()
         with pytest.raises(UploadError, match="failed 2 times"):
-            run_mirror.upload_run(store, experiment=run_helpers.FAKE, layout=RunLayout(tmp_path / "r", tmp_path / "a", "r1", False))
+            run_mirror.upload_run(
+                store, experiment=run_helpers.FAKE, layout=RunLayout(tmp_path / "r", tmp_path / "a", "r1", False)
+            )
     remote = json.loads((tmp_path / "r" / "r1" / records.REMOTE_ARTIFACTS_FILE).read_text())
     assert remote["status"] == "failed" and remote["files"] == [] and remote["not_uploaded"]
     assert (tmp_path / "a" / "r1" / records.METRICS_FILE).exists()
@@ -130,8 +155,14 @@ def test_configuration_mistakes_name_their_fix(tmp_path):
     with pytest.raises(CredentialsError, match=f"\\${env_vars.S3_KEY_ENV} is not set"):
         stores.load({env_vars.STORE_ENV: "s3://b/p", env_vars.S3_KEY_ID_ENV: "id"})
     with pytest.raises(CredentialsError, match=f"\\${env_vars.STORE_ENDPOINT_ENV} is for s3:// stores"):
-        stores.load({env_vars.STORE_ENV: "b2://b/p", env_vars.B2_KEY_ID_ENV: "i", env_vars.B2_KEY_ENV: "k",
-                     env_vars.STORE_ENDPOINT_ENV: "http://x"})
+        stores.load(
+            {
+                env_vars.STORE_ENV: "b2://b/p",
+                env_vars.B2_KEY_ID_ENV: "i",
+                env_vars.B2_KEY_ENV: "k",
+                env_vars.STORE_ENDPOINT_ENV: "http://x",
+            }
+        )
     config = stores.load({env_vars.STORE_ENV: "b2://bucket", env_vars.B2_KEY_ID_ENV: "i", env_vars.B2_KEY_ENV: "k"})
     assert (config.url, config.endpoint) == ("b2://bucket/rl-harness", None)
     assert stores.load({"HOME": str(tmp_path)}) is None
@@ -151,6 +182,7 @@ def _watch(server, key, folder, until):
                 seen["status"] = run_helpers.manifest(folder)["status"]
                 until()
             time.sleep(0.05)
+
     stop = threading.Event()
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()
@@ -173,7 +205,9 @@ def _assert_in_store(server, tmp_path, run_id):
     for entry in local["files"]:
         with objects.open_input_stream(f"{server.bucket}/{entry['key']}") as stream:
             assert hashlib.sha256(stream.read()).hexdigest() == entry["sha256"]
-    with objects.open_input_stream(f"{server.bucket}/{local['run_prefix']}/results/{records.REMOTE_ARTIFACTS_FILE}") as stream:
+    with objects.open_input_stream(
+        f"{server.bucket}/{local['run_prefix']}/results/{records.REMOTE_ARTIFACTS_FILE}"
+    ) as stream:
         assert json.loads(stream.read())["files"] == local["files"]
     return local
 
@@ -214,8 +248,20 @@ def test_a_store_stopped_mid_run_costs_one_warning_and_sync_sends_the_rest(tmp_p
     assert "artifacts/checkpoints/iter_000008/fake_state.json" in record["not_uploaded"]
     with s3_server.S3Server() as back:  # the store again (a new, empty one: moto keeps nothing on disk)
         _environment(monkeypatch, back)
-        assert cli.main(["rl-harness", "sync", "gone", "--results-dir", str(tmp_path / "r"),
-                         "--artifacts-dir", str(tmp_path / "a")]) == 0
+        assert (
+            cli.main(
+                [
+                    "rl-harness",
+                    "sync",
+                    "gone",
+                    "--results-dir",
+                    str(tmp_path / "r"),
+                    "--artifacts-dir",
+                    str(tmp_path / "a"),
+                ]
+            )
+            == 0
+        )
         _assert_in_store(back, tmp_path, "gone")
 
 
@@ -227,8 +273,20 @@ def test_sync_never_writes_over_another_runs_records(server, tmp_path, monkeypat
     assert _run(tmp_path / "two", "twin") == 0  # the same id on another machine, never mirrored
     _environment(monkeypatch, server)
     capsys.readouterr()
-    assert cli.main(["rl-harness", "sync", "twin", "--results-dir", str(tmp_path / "two" / "r"),
-                     "--artifacts-dir", str(tmp_path / "two" / "a")]) == 2
+    assert (
+        cli.main(
+            [
+                "rl-harness",
+                "sync",
+                "twin",
+                "--results-dir",
+                str(tmp_path / "two" / "r"),
+                "--artifacts-dir",
+                str(tmp_path / "two" / "a"),
+            ]
+        )
+        == 2
+    )
     assert "holds another run's records, which are never overwritten" in capsys.readouterr().err
 
 
@@ -240,8 +298,9 @@ def _roots(folder):
 
 
 @pytest.mark.slow
-def test_a_run_is_fetched_back_verified_and_resumed_from_its_newest_checkpoint(server, tmp_path, monkeypatch, capsys,
-                                                                              caplog):
+def test_a_run_is_fetched_back_verified_and_resumed_from_its_newest_checkpoint(
+    server, tmp_path, monkeypatch, capsys, caplog
+):
     _environment(monkeypatch, server)
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "4")
     assert _run(tmp_path / "lost", "away", "--upload-artifacts") == 0
@@ -254,16 +313,34 @@ def test_a_run_is_fetched_back_verified_and_resumed_from_its_newest_checkpoint(s
     assert run_helpers.manifest(here / "r" / "away")["status"] == "completed" and not (here / "a").exists()
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "6")
     with caplog.at_level(logging.INFO):
-        assert cli.main(["rl-harness", run_helpers.FAKE, "--run-id", "again", "--resume-from", "away",
-                         "--no-upload-artifacts", *_roots(here)]) == 0
-    assert "checkpoint checkpoints/iter_000004 of run away is not on this machine: fetched it from the store" in caplog.text
+        assert (
+            cli.main(
+                [
+                    "rl-harness",
+                    run_helpers.FAKE,
+                    "--run-id",
+                    "again",
+                    "--resume-from",
+                    "away",
+                    "--no-upload-artifacts",
+                    *_roots(here),
+                ]
+            )
+            == 0
+        )
+    assert (
+        "checkpoint checkpoints/iter_000004 of run away is not on this machine: fetched it from the store"
+        in caplog.text
+    )
     resumed = here / "a" / "again"
     assert [row["training_iteration"] for row in records.read_json_lines(str(resumed / records.METRICS_FILE))] == [5, 6]
     carried = records.read_json_lines(str(resumed / records.LINEAGE_METRICS_FILE))  # the parent's, from the store
     assert [row["training_iteration"] for row in carried] == [1, 2, 3, 4]  # the curve joins at 4
     fetched = here / "a" / "away" / "checkpoints" / "iter_000004" / "fake_state.json"
-    assert fetched.read_bytes() == (tmp_path / "lost" / "a" / "away" / "checkpoints" / "iter_000004"
-                                    / "fake_state.json").read_bytes()
+    assert (
+        fetched.read_bytes()
+        == (tmp_path / "lost" / "a" / "away" / "checkpoints" / "iter_000004" / "fake_state.json").read_bytes()
+    )
 
     capsys.readouterr()
     assert cli.main(["rl-harness", "fetch", "away", *_roots(here)]) == 0
@@ -287,15 +364,18 @@ def test_a_file_changed_in_the_store_is_not_kept(server, tmp_path, monkeypatch, 
     assert not (tmp_path / "here" / "a" / "tampered" / records.METRICS_FILE).exists()
 
 
-def test_a_study_is_refused_in_one_line_where_the_store_lacks_it_or_holds_another_with_its_id(server, tmp_path,
-                                                                                              monkeypatch, capsys):
+def test_a_study_is_refused_in_one_line_where_the_store_lacks_it_or_holds_another_with_its_id(
+    server, tmp_path, monkeypatch, capsys
+):
     _environment(monkeypatch, server)
     study = ["rl-harness", "study", "rl.harness.tests.fake_study", *_roots(tmp_path)]
     capsys.readouterr()
     assert cli.main([*study, "--resume", "nowhere"]) == 2
     assert f"no study 'nowhere' under {tmp_path / 'r'} nor in s3://{server.bucket}/lab;" in capsys.readouterr().err
     writer = s3_server.reader(server, server.read_write)
-    with writer.open_output_stream(f"{server.bucket}/lab/rl.harness.tests.fake_study/studies/taken/results/study.json") as stream:
+    with writer.open_output_stream(
+        f"{server.bucket}/lab/rl.harness.tests.fake_study/studies/taken/results/study.json"
+    ) as stream:
         stream.write(b"{}")
     assert cli.main([*study, "--study-id", "taken"]) == 2
     assert "already holds a study's records, which are never overwritten" in capsys.readouterr().err
@@ -308,11 +388,18 @@ def test_a_member_run_that_began_unseen_keeps_its_id_and_the_member_runs_under_t
     _environment(monkeypatch, server)
     # A member's run that sent files but no index before its machine was lost: the study never saw it start.
     writer = s3_server.reader(server, server.read_write)
-    with writer.open_output_stream(f"{server.bucket}/lab/{run_helpers.FAKE}/unseen-first-s0/results/{records.MANIFEST_FILE}") as stream:
+    with writer.open_output_stream(
+        f"{server.bucket}/lab/{run_helpers.FAKE}/unseen-first-s0/results/{records.MANIFEST_FILE}"
+    ) as stream:
         stream.write(b"{}")
-    _, options = cli.parse(["rl-harness", "study", "rl.harness.tests.fake_study", "--study-id", "unseen",
-                            *_roots(tmp_path)])
+    _, options = cli.parse(
+        ["rl-harness", "study", "rl.harness.tests.fake_study", "--study-id", "unseen", *_roots(tmp_path)]
+    )
     trials = study_command.StudyCommand(options)._plan()
-    assert [trial.run_id for trial in trials] == ["unseen-first-s0-a2", "unseen-second-s0", "unseen-first-s1",
-                                                  "unseen-second-s1"]
+    assert [trial.run_id for trial in trials] == [
+        "unseen-first-s0-a2",
+        "unseen-second-s0",
+        "unseen-first-s1",
+        "unseen-second-s1",
+    ]
     assert all("--upload-artifacts" in trial.argv for trial in trials)

@@ -3,15 +3,13 @@
 import numpy as np
 import pytest
 import torch
-
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.connectors.env_to_module import FlattenObservations
 from ray.rllib.connectors.module_to_env import GetActions
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.torch_utils import convert_to_torch_tensor
-
-from ray.rllib.connectors.env_to_module import FlattenObservations
 
 from rl.harness.tests.episodes import assert_equal_nests, assert_same_episodes
 from rl.harness.training.sampling_connectors import (
@@ -45,8 +43,9 @@ def config_for(env: str, model_config=None, *, env_settings=None, **env_runner_s
     )
 
 
-def sampled_episodes(config: PPOConfig, *, fast: bool, steps: int = 300, expected_pipelines=None,
-                     explore: bool = True) -> list:
+def sampled_episodes(
+    config: PPOConfig, *, fast: bool, steps: int = 300, expected_pipelines=None, explore: bool = True
+) -> list:
     config = config.copy(copy_frozen=False)
     pipelines = use_fast_connectors(config) if fast else connector_pipelines(config)
     assert pipelines == (expected_pipelines or (ALL_FAST if fast else ALL_RLLIB))
@@ -54,8 +53,9 @@ def sampled_episodes(config: PPOConfig, *, fast: bool, steps: int = 300, expecte
     runner = SingleAgentEnvRunner(config=config)
     try:
         # Two calls: the second continues episodes that the first cut.
-        return (runner.sample(num_timesteps=steps // 2, explore=explore)
-                + runner.sample(num_timesteps=steps // 2, explore=explore))
+        return runner.sample(num_timesteps=steps // 2, explore=explore) + runner.sample(
+            num_timesteps=steps // 2, explore=explore
+        )
     finally:
         runner.stop()
 
@@ -78,23 +78,33 @@ def test_greedy_sampling_takes_rllibs_deterministic_actions():
 def test_box_actions_are_normalised_or_clipped_as_rllib_does(normalize_actions, clip_actions):
     # Pendulum's actions lie in [-2, 2]; raw Gaussian samples fall outside it, so the rewards
     # (computed from what the env received) tell unsquashing, clipping and neither apart.
-    config = config_for("Pendulum-v1",
-                        env_settings={"normalize_actions": normalize_actions, "clip_actions": clip_actions})
+    config = config_for(
+        "Pendulum-v1", env_settings={"normalize_actions": normalize_actions, "clip_actions": clip_actions}
+    )
     assert_same_episodes(sampled_episodes(config, fast=False), sampled_episodes(config, fast=True))
 
 
 def test_a_pipeline_with_the_configs_own_pieces_keeps_them_the_other_is_fast():
-    own_env_to_module = config_for("CartPole-v1", LSTM, env_to_module_connector=lambda env, spaces, device:
-                                   [FlattenObservations()])
+    own_env_to_module = config_for(
+        "CartPole-v1", LSTM, env_to_module_connector=lambda env, spaces, device: [FlattenObservations()]
+    )
     expected = {ENV_TO_MODULE: CUSTOM_PIPELINE, MODULE_TO_ENV: FAST_PIPELINE}
-    assert_same_episodes(sampled_episodes(own_env_to_module, fast=False, expected_pipelines=
-                                          {ENV_TO_MODULE: CUSTOM_PIPELINE, MODULE_TO_ENV: RLLIB_PIPELINE}),
-                         sampled_episodes(own_env_to_module, fast=True, expected_pipelines=expected))
+    assert_same_episodes(
+        sampled_episodes(
+            own_env_to_module,
+            fast=False,
+            expected_pipelines={ENV_TO_MODULE: CUSTOM_PIPELINE, MODULE_TO_ENV: RLLIB_PIPELINE},
+        ),
+        sampled_episodes(own_env_to_module, fast=True, expected_pipelines=expected),
+    )
     own_module_to_env = config_for("CartPole-v1", module_to_env_connector=lambda env, spaces=None: [GetActions()])
     assert use_fast_connectors(own_module_to_env) == {ENV_TO_MODULE: FAST_PIPELINE, MODULE_TO_ENV: CUSTOM_PIPELINE}
     assert own_module_to_env.add_default_connectors_to_module_to_env_pipeline
-    no_defaults = config_for("CartPole-v1", add_default_connectors_to_module_to_env_pipeline=False,
-                             add_default_connectors_to_env_to_module_pipeline=False)
+    no_defaults = config_for(
+        "CartPole-v1",
+        add_default_connectors_to_module_to_env_pipeline=False,
+        add_default_connectors_to_env_to_module_pipeline=False,
+    )
     assert use_fast_connectors(no_defaults) == {ENV_TO_MODULE: CUSTOM_PIPELINE, MODULE_TO_ENV: CUSTOM_PIPELINE}
 
 
@@ -109,7 +119,8 @@ def test_the_fast_env_to_module_pipeline_feeds_rllibs_module_to_env_pipeline():
 
 def test_multi_agent_configs_stay_on_rllibs_pipelines():
     multi_agent = config_for("CartPole-v1").multi_agent(
-        policies={"a", "b"}, policy_mapping_fn=lambda agent_id, episode, **kwargs: "a")
+        policies={"a", "b"}, policy_mapping_fn=lambda agent_id, episode, **kwargs: "a"
+    )
     assert use_fast_connectors(multi_agent) == ALL_RLLIB
 
 
@@ -122,8 +133,12 @@ def test_is_idempotent():
 def test_more_rows_than_episodes_is_a_clear_error():
     piece = ModuleOutputsForVectorEnv(normalize_actions=False, clip_actions=False)
     with pytest.raises(ValueError, match="3 module output rows for 2 episodes"):
-        piece(rl_module=None, batch={Columns.ACTIONS: np.zeros(3, dtype=np.int64)}, episodes=[object(), object()],
-              shared_data={})
+        piece(
+            rl_module=None,
+            batch={Columns.ACTIONS: np.zeros(3, dtype=np.int64)},
+            episodes=[object(), object()],
+            shared_data={},
+        )
 
 
 @pytest.mark.parametrize("shape", [(32, 4), (32, 1, 4), (5, 2, 3)])
@@ -140,9 +155,15 @@ def test_categorical_draws_are_rllibs_from_the_same_random_numbers(shape):
 
 
 def test_tensors_are_rllibs_conversion_on_the_cpu():
-    data = {Columns.OBS: np.arange(6, dtype=np.float64).reshape(3, 2),
-            Columns.STATE_IN: {"keys": np.ones((3, 2, 4), np.float32), "valid": np.zeros((3, 4), np.int64),
-                               "half": np.ones(3, np.float16)}, "names": np.array(["a", "b"])}
+    data = {
+        Columns.OBS: np.arange(6, dtype=np.float64).reshape(3, 2),
+        Columns.STATE_IN: {
+            "keys": np.ones((3, 2, 4), np.float32),
+            "valid": np.zeros((3, 4), np.int64),
+            "half": np.ones(3, np.float16),
+        },
+        "names": np.array(["a", "b"]),
+    }
     tensors = as_tensors(data)
     assert_equal_nests(convert_to_torch_tensor(data), tensors, "tensors")
     assert all(torch.is_tensor(tensor) for tensor in (tensors[Columns.OBS], *tensors[Columns.STATE_IN].values()))

@@ -26,7 +26,7 @@ GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 WANDB_KEY = "0123456789abcdef0123456789abcdef01234567"
 B2_KEY = "K005abcdefghijklmnopqrstuvwxyzA"
 
-LEAKY_RECIPE = '''
+LEAKY_RECIPE = """
 import os
 
 from rl.harness.run.hyperparameters import Hyperparameters
@@ -39,7 +39,7 @@ def run(context):
     if os.environ.get("LEAKY_FAIL"):
         raise RuntimeError("login refused for key " + os.environ["WANDB_API_KEY"] + " and " + os.environ["B2_APPLICATION_KEY"])
     return {"ok": True}
-'''
+"""
 
 
 @pytest.fixture
@@ -71,8 +71,15 @@ def test_credential_shaped_untracked_files_stay_out_of_the_patch_and_the_hash(re
     (repo / "id_map.py").write_text("IDS = {}\n")  # code, though its name starts like an ssh key's
     change = provenance.uncommitted_change(str(repo))
     assert change.untracked == ["helper.py", "id_map.py"]
-    assert sorted(change.refused) == [".env", "config/credentials.yaml", "deploy.pem", "id_ed25519", "notes.txt",
-                                      "push.sh", "secrets.json"]
+    assert sorted(change.refused) == [
+        ".env",
+        "config/credentials.yaml",
+        "deploy.pem",
+        "id_ed25519",
+        "notes.txt",
+        "push.sh",
+        "secrets.json",
+    ]
     assert "private key block" in change.refused["notes.txt"] and "GitHub token" in change.refused["push.sh"]
     for secret in (AWS_SECRET, GITHUB_TOKEN, "PRIVATE KEY", "id_ed25519", "deploy.pem"):
         assert secret.encode() not in change.patch
@@ -94,7 +101,8 @@ def test_a_file_holding_a_registered_secret_is_refused_whatever_its_name(repo):
     redaction.register_secret(WANDB_KEY)
     (repo / "settings_local.py").write_text(f"KEY = '{WANDB_KEY}'\n")
     assert provenance.uncommitted_change(str(repo)).refused == {
-        "settings_local.py": "it holds the value of a registered secret"}
+        "settings_local.py": "it holds the value of a registered secret"
+    }
 
 
 def test_a_secret_across_a_scan_chunk_edge_is_found(repo):
@@ -141,8 +149,18 @@ def _leaky_run(repo, monkeypatch, *args, fail=False):
     monkeypatch.delenv("BUILD_WORKSPACE_DIRECTORY", raising=False)
     if fail:
         monkeypatch.setenv("LEAKY_FAIL", "1")
-    return cli.main(["rl-harness", "leaky_recipe", "--results-dir", "myres", "--artifacts-dir", "myart",
-                     "--no-upload-artifacts", *args])
+    return cli.main(
+        [
+            "rl-harness",
+            "leaky_recipe",
+            "--results-dir",
+            "myres",
+            "--artifacts-dir",
+            "myart",
+            "--no-upload-artifacts",
+            *args,
+        ]
+    )
 
 
 @pytest.fixture
@@ -207,10 +225,19 @@ def test_secrets_on_the_command_line_are_masked_in_the_manifest(leaky_repo, monk
 
 
 def test_the_environment_secrets_are_those_named_like_keys_tokens_and_secrets():
-    environ = {"WANDB_API_KEY": WANDB_KEY, "HF_TOKEN": "hf_" + "x" * 34, "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
-               env_vars.B2_KEY_ENV: B2_KEY, env_vars.B2_KEY_ID_ENV: "0051234567890ab0000000001",
-               "DB_PASSWORD": "correct-horse-battery", "GITLAB_PAT": "made-up-personal-token", "SIGNING_KEY": "k" * 20,
-               "SHORT_TOKEN": "abc", "PATH": "/usr/bin", "TOKENIZERS_PARALLELISM": "false"}
+    environ = {
+        "WANDB_API_KEY": WANDB_KEY,
+        "HF_TOKEN": "hf_" + "x" * 34,
+        "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+        env_vars.B2_KEY_ENV: B2_KEY,
+        env_vars.B2_KEY_ID_ENV: "0051234567890ab0000000001",
+        "DB_PASSWORD": "correct-horse-battery",
+        "GITLAB_PAT": "made-up-personal-token",
+        "SIGNING_KEY": "k" * 20,
+        "SHORT_TOKEN": "abc",
+        "PATH": "/usr/bin",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     assert redaction.register_environment_secrets(environ) == ["SHORT_TOKEN"]
     text = " ".join(environ.values())
     assert redaction.redact(text) == " ".join([redaction.MASK] * 8 + ["abc", "/usr/bin", "false"])
@@ -219,8 +246,10 @@ def test_the_environment_secrets_are_those_named_like_keys_tokens_and_secrets():
 def test_redact_masks_token_shapes_it_was_never_told_about():
     aws_id, slack = "AKIA" + "ABCDEFGHIJKLMNOP", "xoxb-" + "1234567890-abcdefghij"
     text = f"push with {GITHUB_TOKEN}, id {aws_id}, slack {slack}, key {B2_KEY}; the learning rate is 3e-4"
-    assert redaction.redact(text) == (f"push with {redaction.MASK}, id {redaction.MASK}, slack {redaction.MASK},"
-                                      f" key {redaction.MASK}; the learning rate is 3e-4")
+    assert redaction.redact(text) == (
+        f"push with {redaction.MASK}, id {redaction.MASK}, slack {redaction.MASK},"
+        f" key {redaction.MASK}; the learning rate is 3e-4"
+    )
 
 
 def test_a_b2_key_from_its_file_typed_into_a_set_value_is_masked(leaky_repo, monkeypatch, tmp_path):
@@ -229,8 +258,15 @@ def test_a_b2_key_from_its_file_typed_into_a_set_value_is_masked(leaky_repo, mon
     config = home / ".config" / "rl-harness"
     config.mkdir(parents=True)
     key_file = config / "b2.json"
-    key_file.write_text(json.dumps({"application_key_id": "0051234567890ab0000000009",
-                                    "application_key": "K005filekeyfilekeyfilekeyfilek", "bucket": "b"}))
+    key_file.write_text(
+        json.dumps(
+            {
+                "application_key_id": "0051234567890ab0000000009",
+                "application_key": "K005filekeyfilekeyfilekeyfilek",
+                "bucket": "b",
+            }
+        )
+    )
     key_file.chmod(0o600)
     monkeypatch.setenv("HOME", str(home))
     for name in env_vars.B2_VARIABLES:
@@ -238,9 +274,24 @@ def test_a_b2_key_from_its_file_typed_into_a_set_value_is_masked(leaky_repo, mon
     monkeypatch.chdir(leaky_repo)
     monkeypatch.syspath_prepend(str(leaky_repo))
     monkeypatch.delenv("BUILD_WORKSPACE_DIRECTORY", raising=False)
-    assert cli.main(["rl-harness", "leaky_recipe", "--results-dir", "myres", "--artifacts-dir", "myart",
-                     "--no-upload-artifacts", "--run-id", "filekey",
-                     "--set", "leaky/note=K005filekeyfilekeyfilekeyfilek"]) == 0
+    assert (
+        cli.main(
+            [
+                "rl-harness",
+                "leaky_recipe",
+                "--results-dir",
+                "myres",
+                "--artifacts-dir",
+                "myart",
+                "--no-upload-artifacts",
+                "--run-id",
+                "filekey",
+                "--set",
+                "leaky/note=K005filekeyfilekeyfilekeyfilek",
+            ]
+        )
+        == 0
+    )
     for folder in (leaky_repo / "myres", leaky_repo / "myart"):
         for path in folder.rglob("*"):
             assert path.is_dir() or b"K005filekeyfilekeyfilekeyfilek" not in path.read_bytes(), path
@@ -262,9 +313,21 @@ def test_a_token_staged_into_a_tracked_file_stays_out_of_the_patch_and_the_hash(
     assert provenance.git_state(str(repo))["diff_sha256"] == state["diff_sha256"]  # the token was never hashed
 
 
-@pytest.mark.parametrize("name", [".envrc", ".npmrc", ".aws/config", ".docker/config.json", "kubeconfig",
-                                  "prod.kubeconfig", "deploy/staging.tfvars", "github_token.txt", "client_secret.json",
-                                  ".kube/config"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".envrc",
+        ".npmrc",
+        ".aws/config",
+        ".docker/config.json",
+        "kubeconfig",
+        "prod.kubeconfig",
+        "deploy/staging.tfvars",
+        "github_token.txt",
+        "client_secret.json",
+        ".kube/config",
+    ],
+)
 def test_credential_file_names_are_refused(repo, name):
     (repo / name).parent.mkdir(parents=True, exist_ok=True)
     (repo / name).write_text("harmless content\n")
@@ -285,8 +348,18 @@ def test_a_config_module_assigning_a_secret_is_refused_without_the_variable_set(
     assert AWS_SECRET.encode() not in provenance.uncommitted_change(str(repo)).patch
 
 
-@pytest.mark.parametrize("name", ["wandb/api_key", "hub/token", "db/password", "aws/secret_access_key",
-                                  "b2/application_key_secret", "auth/credentials", "ssh/private_key"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "wandb/api_key",
+        "hub/token",
+        "db/password",
+        "aws/secret_access_key",
+        "b2/application_key_secret",
+        "auth/credentials",
+        "ssh/private_key",
+    ],
+)
 def test_a_hyperparameter_named_like_a_credential_is_refused(name):
     with pytest.raises(ValueError, match="names a credential"):
         Hyperparameters({name: "x"})
@@ -301,9 +374,17 @@ def test_ordinary_hyperparameter_names_are_accepted(name):
 def test_a_study_record_naming_paths_outside_is_refused(tmp_path, study_id, runs):
     folder = tmp_path / "studies" / "ok"
     folder.mkdir(parents=True)
-    document = {"schema_version": 1, "study_id": study_id, "module": "m", "smoke": False, "grid": {}, "code": {},
-                "build": {}, "command_lines": [["x"]],
-                "members": [{"agent": "a", "seed": 0, "runs": runs, "status": "completed"}]}
+    document = {
+        "schema_version": 1,
+        "study_id": study_id,
+        "module": "m",
+        "smoke": False,
+        "grid": {},
+        "code": {},
+        "build": {},
+        "command_lines": [["x"]],
+        "members": [{"agent": "a", "seed": 0, "runs": runs, "status": "completed"}],
+    }
     (folder / "study.json").write_text(json.dumps(document))
     with pytest.raises(records.RecordError, match="contains '/'"):
         StudyRecord.read(folder)
@@ -338,17 +419,36 @@ def test_the_log_filter_masks_records_of_any_logger(capsys):
 
 
 def test_gitignores_cover_the_usual_secret_files_and_no_source_file(tmp_path):
-    root = pathlib.Path(__file__).resolve().parents[3]  # the source checkout (the test file is a link into it under Bazel)
-    secret = [".env", ".env.local", "server.pem", "deploy.key", "id_rsa", "id_ed25519.pub", "secrets.json",
-              "config/secrets.yaml", "secrets/token", "credentials.json", ".netrc", ".git-credentials"]
+    root = (
+        pathlib.Path(__file__).resolve().parents[3]
+    )  # the source checkout (the test file is a link into it under Bazel)
+    secret = [
+        ".env",
+        ".env.local",
+        "server.pem",
+        "deploy.key",
+        "id_rsa",
+        "id_ed25519.pub",
+        "secrets.json",
+        "config/secrets.yaml",
+        "secrets/token",
+        "credentials.json",
+        ".netrc",
+        ".git-credentials",
+    ]
     source = ["rl/harness/tests/secrets_test.py", "rl/harness/run/redaction.py", "credentials_check.py", "keys.py"]
     for gitignore in (root / ".gitignore", root / "experiments_template" / ".gitignore"):
         repo = tmp_path / gitignore.parent.name
         repo.mkdir()
         run_helpers.git(repo, "init", "-q")
         (repo / ".gitignore").write_text(gitignore.read_text())
-        ignored = subprocess.run(["git", "check-ignore", "--no-index", *secret, *source], cwd=repo,
-                                 capture_output=True, text=True, check=False).stdout.split()
+        ignored = subprocess.run(
+            ["git", "check-ignore", "--no-index", *secret, *source],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
         assert sorted(ignored) == sorted(secret), (gitignore, ignored)
 
 

@@ -9,7 +9,7 @@ from rl.harness.run import seeding
 def _documented_integer(root, name):
     """docs/seeding.md: SeedSequence(root, spawn_key=sha256(name) as 8 little-endian uint32), first word mod 2**31."""
     digest = hashlib.sha256(name.encode()).digest()
-    key = tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 32, 4))
+    key = tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 32, 4))
     return int(np.random.SeedSequence(root, spawn_key=key).generate_state(1, dtype=np.uint32)[0]) % 2**31
 
 
@@ -43,7 +43,7 @@ def test_names_and_roots_give_different_streams():
 
 
 def test_generators_are_reproducible():
-    draw = lambda: seeding.SeedStreams(3).generator("noise").standard_normal(4)  # noqa: E731
+    draw = lambda: seeding.SeedStreams(3).generator("noise").standard_normal(4)
     np.testing.assert_array_equal(draw(), draw())
 
 

@@ -32,6 +32,7 @@ def _signalling(function, signal_number, *, after):
         if first and after:
             os.kill(os.getpid(), signal_number)
         return value
+
     return wrapper
 
 

@@ -28,10 +28,18 @@ def test_a_signal_interrupts_with_a_final_checkpoint_and_the_run_resumes(tmp_pat
             return False
         beat = run_helpers.manifest(tmp_path / "r" / "first")["heartbeat"]["at"]
         return run_helpers.wait_for(
-            lambda: run_helpers.manifest(tmp_path / "r" / "first")["heartbeat"]["at"] > beat, 10, "a heartbeat")
+            lambda: run_helpers.manifest(tmp_path / "r" / "first")["heartbeat"]["at"] > beat, 10, "a heartbeat"
+        )
 
-    status, stderr = run_helpers.run_until(_args(tmp_path, "first"), beating, signal_number, "a running run",
-                                           timeout=60, RL_HARNESS_HEARTBEAT_S=0.2, **SLOW_FAKE)
+    status, stderr = run_helpers.run_until(
+        _args(tmp_path, "first"),
+        beating,
+        signal_number,
+        "a running run",
+        timeout=60,
+        RL_HARNESS_HEARTBEAT_S=0.2,
+        **SLOW_FAKE,
+    )
     assert status == 128 + signal_number, stderr
     manifest = run_helpers.manifest(tmp_path / "r" / "first")
     assert (manifest["status"], manifest["interrupted_by"]) == ("interrupted", signal.Signals(signal_number).name)
@@ -39,8 +47,9 @@ def test_a_signal_interrupts_with_a_final_checkpoint_and_the_run_resumes(tmp_pat
     assert manifest["checkpoints"][-1]["iteration"] == last  # the final checkpoint is the last iteration
     assert (tmp_path / "a" / "first" / manifest["checkpoints"][-1]["path"]).is_dir()
 
-    status, _, stderr = run_helpers.run_cli([*_args(tmp_path, "second"), "--resume-from", "first"],
-                                            FAKE_RECIPE_ITERATIONS=last + 2)
+    status, _, stderr = run_helpers.run_cli(
+        [*_args(tmp_path, "second"), "--resume-from", "first"], FAKE_RECIPE_ITERATIONS=last + 2
+    )
     assert status == 0, stderr
     rows = _rows(tmp_path, "second")
     assert [row["training_iteration"] for row in rows] == [last + 1, last + 2]
@@ -49,15 +58,22 @@ def test_a_signal_interrupts_with_a_final_checkpoint_and_the_run_resumes(tmp_pat
 
 
 def test_a_killed_run_is_reported_as_crashed_and_keeps_its_records(tmp_path):
-    run_helpers.run_until(_args(tmp_path, "killed"), lambda: len(_rows(tmp_path, "killed")) >= 5, signal.SIGKILL,
-                          "five rows", timeout=60, **SLOW_FAKE)
+    run_helpers.run_until(
+        _args(tmp_path, "killed"),
+        lambda: len(_rows(tmp_path, "killed")) >= 5,
+        signal.SIGKILL,
+        "five rows",
+        timeout=60,
+        **SLOW_FAKE,
+    )
     rows = _rows(tmp_path, "killed")
     assert [row["training_iteration"] for row in rows] == list(range(1, len(rows) + 1))
     manifest = run_helpers.manifest(tmp_path / "r" / "killed")
     assert manifest["status"] == "running" and RunManifest.from_dict(manifest).effective_status == "crashed"
     assert manifest["checkpoints"] and all(
         (tmp_path / "a" / "killed" / c["path"] / records.CHECKPOINT_STATE_FILE).exists()
-        for c in manifest["checkpoints"])
+        for c in manifest["checkpoints"]
+    )
 
     status, listing, _ = run_helpers.run_cli(["runs", "--results-dir", tmp_path / "r"])
     assert status == 0 and listing.splitlines()[1].split()[:2] == ["killed", "crashed"]
@@ -66,14 +82,17 @@ def test_a_killed_run_is_reported_as_crashed_and_keeps_its_records(tmp_path):
 
     # The next run in the same place reports it, and resuming from it works.
     resumed_from = manifest["checkpoints"][-1]["iteration"]
-    status, _, stderr = run_helpers.run_cli([*_args(tmp_path, "next"), "--resume-from", "killed"],
-                                            FAKE_RECIPE_ITERATIONS=resumed_from + 1)
+    status, _, stderr = run_helpers.run_cli(
+        [*_args(tmp_path, "next"), "--resume-from", "killed"], FAKE_RECIPE_ITERATIONS=resumed_from + 1
+    )
     assert status == 0, stderr
     assert "run killed crashed" in stderr
     printed = re.search(r"resume it with `([^`]+)`", stderr).group(1).split()  # the command, runnable as printed
     assert printed[:4] == ["python", "-m", "rl.harness.commands.cli", run_helpers.FAKE]
     assert printed[4:8] == ["--resume-from", "killed", "--seed", "42"]
     newest = manifest["checkpoints"][-1]
-    assert (f"resuming from checkpoint {tmp_path / 'a' / 'killed' / newest['path']} (iteration {resumed_from},"
-            f" env steps {newest['env_steps']})") in stderr
+    assert (
+        f"resuming from checkpoint {tmp_path / 'a' / 'killed' / newest['path']} (iteration {resumed_from},"
+        f" env steps {newest['env_steps']})"
+    ) in stderr
     assert _rows(tmp_path, "next")[0]["training_iteration"] == resumed_from + 1

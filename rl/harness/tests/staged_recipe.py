@@ -48,7 +48,9 @@ def _train(context) -> int:
     start = iteration
     while iteration < ITERATIONS and not context.recorder.stop_requested:
         iteration += 1
-        context.recorder.log_metrics({"training_iteration": iteration, "num_env_steps_sampled_lifetime": 100 * iteration})
+        context.recorder.log_metrics(
+            {"training_iteration": iteration, "num_env_steps_sampled_lifetime": 100 * iteration}
+        )
         if iteration % 2 == 0:
             _save(context, iteration)
         if iteration == 2:
@@ -71,9 +73,15 @@ def run(context):
         checkpoints = context.checkpoints()
         if not checkpoints:
             raise LookupError(f"run {context.run_id} saved no checkpoint yet")
-        context.write_output(f"{stage}.json", {
-            "checkpoints": [entry.iteration for entry in checkpoints],
-            "readable": [json.loads((context.checkpoint_path(entry) / STATE_FILE).read_text())["iteration"]
-                         for entry in checkpoints],
-            "rows": [row["training_iteration"] for row in context.metrics()]})
+        context.write_output(
+            f"{stage}.json",
+            {
+                "checkpoints": [entry.iteration for entry in checkpoints],
+                "readable": [
+                    json.loads((context.checkpoint_path(entry) / STATE_FILE).read_text())["iteration"]
+                    for entry in checkpoints
+                ],
+                "rows": [row["training_iteration"] for row in context.metrics()],
+            },
+        )
     return {"iterations": iteration}

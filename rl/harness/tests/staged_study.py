@@ -4,5 +4,9 @@ member's run through the environment."""
 
 from rl.harness.study import Score, Study
 
-STUDY = Study(agents={"staged": "rl.harness.tests.staged_recipe"}, seeds=(0, 1),
-              scores=(Score("iterations", "iterations"),), curve="training_iteration")
+STUDY = Study(
+    agents={"staged": "rl.harness.tests.staged_recipe"},
+    seeds=(0, 1),
+    scores=(Score("iterations", "iterations"),),
+    curve="training_iteration",
+)

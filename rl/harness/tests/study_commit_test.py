@@ -23,17 +23,18 @@ from rl.harness.tests import fake_bazel, run_helpers
 RECIPE = '''"""The fake recipe, as a recipe of this repository (its runs record this repository's commit)."""
 from rl.harness.tests.fake_recipe import HYPERPARAMETERS, run  # noqa: F401
 '''
-STUDY = '''from rl.harness.study import Score, Study
+STUDY = """from rl.harness.study import Score, Study
 
 STUDY = Study(agents={"first": "tiny.recipe", "second": "tiny.recipe"}, seeds=(0,),
               scores=(Score("last loss", "last_loss"),), pairs=(("first", "second"),), curve="fake/loss")
-'''
+"""
 
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
-    folder = run_helpers.committed_repo(tmp_path / "repo", {
-        "requirements_lock.txt": "numpy==2.0.0\n", ".gitignore": "bazel-*\n__pycache__/\n"})
+    folder = run_helpers.committed_repo(
+        tmp_path / "repo", {"requirements_lock.txt": "numpy==2.0.0\n", ".gitignore": "bazel-*\n__pycache__/\n"}
+    )
     (folder / "tiny").mkdir()
     for name, text in (("__init__.py", ""), ("recipe.py", RECIPE), ("study.py", STUDY)):
         (folder / "tiny" / name).write_text(text)
@@ -66,9 +67,15 @@ def _record(repo, study_id, **code):
 
     commit = run_helpers.git(repo, "rev-parse", "HEAD").strip()
     state = {"commit": commit, "dirty": False, "diff_sha256": None, **code}
-    record = StudyRecord.new(study_id, module="tiny.study", study=load_study("tiny.study"), smoke=True,
-                             code={"experiment_repo": state, "library": state}, build={"lock_sha256": "f00"},
-                             command_line=["rl-harness", "study", "tiny.study"])
+    record = StudyRecord.new(
+        study_id,
+        module="tiny.study",
+        study=load_study("tiny.study"),
+        smoke=True,
+        code={"experiment_repo": state, "library": state},
+        build={"lock_sha256": "f00"},
+        command_line=["rl-harness", "study", "tiny.study"],
+    )
     record.write(repo.parent / "results" / records.SMOKE_DIR / "studies" / study_id)
 
 
@@ -100,15 +107,22 @@ def test_the_studys_commit_that_still_differs_refuses_rather_than_checking_itsel
 
 
 def _manifest(repo, run_id):
-    return records.read_json(str(repo.parent / "results" / records.SMOKE_DIR / run_id / records.MANIFEST_FILE),
-                             "run manifest")
+    return records.read_json(
+        str(repo.parent / "results" / records.SMOKE_DIR / run_id / records.MANIFEST_FILE), "run manifest"
+    )
 
 
 @pytest.mark.slow
 def test_more_seeds_from_a_dirty_checkout_at_another_commit_run_at_the_studys_commit(repo, capsys):
     harness = [*os.environ["RL_HARNESS_BAZEL"].split(), "run", fake_bazel.HARNESS_TARGET, "--"]
-    started = subprocess.run([*harness, "study", "tiny.study", "--smoke", "--study-id", "grow", "--max-concurrent",
-                              "1", *_folders(repo)], cwd=repo, capture_output=True, text=True, timeout=300, check=False)
+    started = subprocess.run(
+        [*harness, "study", "tiny.study", "--smoke", "--study-id", "grow", "--max-concurrent", "1", *_folders(repo)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert started.returncode == 0, started.stderr[-3000:]
     study_commit = run_helpers.git(repo, "rev-parse", "HEAD").strip()
     _move_on(repo)
@@ -120,7 +134,8 @@ def test_more_seeds_from_a_dirty_checkout_at_another_commit_run_at_the_studys_co
     folder = repo.parent / "results" / records.SMOKE_DIR / "studies" / "grow"
     record = StudyRecord.read(folder)
     assert [(m.agent, m.seed, m.status) for m in record.members] == [
-        (agent, seed, "completed") for seed in (0, 1, 2) for agent in ("first", "second")]
+        (agent, seed, "completed") for seed in (0, 1, 2) for agent in ("first", "second")
+    ]
     assert record.grid["seeds"] == [0, 1, 2] and record.status == "completed"
     for member in record.members:
         code = _manifest(repo, member.last_run)["code"]["experiment_repo"]

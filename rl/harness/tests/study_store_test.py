@@ -39,10 +39,17 @@ def _clone(tmp_path, name, commit="HEAD"):
 
 def _knobs(server, clone):
     key_id, key = server.read_write
-    return {env_vars.STORE_ENV: f"s3://{server.bucket}/lab", env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-            env_vars.S3_KEY_ID_ENV: key_id, env_vars.S3_KEY_ENV: key, env_vars.MIRROR_INTERVAL_ENV: 0.5,
-            env_vars.MIRROR_DRAIN_ENV: 60, "PYTHONPATH": clone, "FAKE_RECIPE_ITERATIONS": ITERATIONS,
-            "FAKE_RECIPE_SLEEP_S": 0.5}
+    return {
+        env_vars.STORE_ENV: f"s3://{server.bucket}/lab",
+        env_vars.STORE_ENDPOINT_ENV: server.endpoint,
+        env_vars.S3_KEY_ID_ENV: key_id,
+        env_vars.S3_KEY_ENV: key,
+        env_vars.MIRROR_INTERVAL_ENV: 0.5,
+        env_vars.MIRROR_DRAIN_ENV: 60,
+        "PYTHONPATH": clone,
+        "FAKE_RECIPE_ITERATIONS": ITERATIONS,
+        "FAKE_RECIPE_SLEEP_S": 0.5,
+    }
 
 
 def _roots(clone):
@@ -74,8 +81,11 @@ def _kill_with_everything_it_started(process):
     try:
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
-        run_helpers.wait_for(lambda: not [pid for pid, ticks in noted.items() if process_start_ticks(pid) == ticks],
-                             90, "every process of the killed study to end (the members drain to the store)")
+        run_helpers.wait_for(
+            lambda: not [pid for pid, ticks in noted.items() if process_start_ticks(pid) == ticks],
+            90,
+            "every process of the killed study to end (the members drain to the store)",
+        )
     finally:
         for pid, ticks in noted.items():
             if process_start_ticks(pid) == ticks:
@@ -86,15 +96,20 @@ def _kill_with_everything_it_started(process):
 @pytest.mark.slow
 def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh_clone(server, tmp_path):
     lost = _clone(tmp_path, "lost")
-    process = run_helpers.start_cli(["study", STUDY, "--study-id", "homeless", *_roots(lost)], cwd=lost,
-                                    **_knobs(server, lost))
+    process = run_helpers.start_cli(
+        ["study", STUDY, "--study-id", "homeless", *_roots(lost)], cwd=lost, **_knobs(server, lost)
+    )
     midway = {}
     try:
+
         def one_finished_one_midway():  # midway: a checkpoint of it in the store, far from its end
             members = (_record(lost, "homeless") or {}).get("members", [])
             for member in members:
-                if (member["status"] == "running" and _checkpoint_in_store(server, member["runs"][-1])
-                        and len(records.read_run_rows(lost / "artifacts" / member["runs"][-1])) <= ITERATIONS // 2):
+                if (
+                    member["status"] == "running"
+                    and _checkpoint_in_store(server, member["runs"][-1])
+                    and len(records.read_run_rows(lost / "artifacts" / member["runs"][-1])) <= ITERATIONS // 2
+                ):
                     midway.update(member)
             return "completed" in [member["status"] for member in members] and midway
 
@@ -108,8 +123,9 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
     shutil.rmtree(lost)  # the machine is gone: only the store holds the study
 
     fresh = _clone(tmp_path, "fresh", started["code"]["library"]["commit"])  # at the study's commit
-    code, stdout, stderr = run_helpers.run_cli(["study", STUDY, "--resume", "homeless", *_roots(fresh)], timeout=300,
-                                               cwd=fresh, **_knobs(server, fresh))
+    code, stdout, stderr = run_helpers.run_cli(
+        ["study", STUDY, "--resume", "homeless", *_roots(fresh)], timeout=300, cwd=fresh, **_knobs(server, fresh)
+    )
     logs = sorted((fresh / "artifacts" / "studies" / "homeless" / "logs").glob("*.log"))
     assert code == 0, (stdout + stderr)[-3000:] + "".join(log.read_text()[-1500:] for log in logs)
     assert "study homeless is not on this machine: fetched its record" in stderr
@@ -118,8 +134,9 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
     for member in record["members"]:
         if before[(member["agent"], member["seed"])]["status"] == "completed":
             assert member["runs"] == before[(member["agent"], member["seed"])]["runs"]  # not run again
-    resumed = next(member for member in record["members"] if (member["agent"], member["seed"]) == (midway["agent"],
-                                                                                                   midway["seed"]))
+    resumed = next(
+        member for member in record["members"] if (member["agent"], member["seed"]) == (midway["agent"], midway["seed"])
+    )
     if resumed["runs"] != midway["runs"]:  # unless it completed as it was stopped: continued from its checkpoint
         assert resumed["runs"][:-1] == midway["runs"]
         manifest = json.loads((fresh / "results" / resumed["runs"][-1] / records.MANIFEST_FILE).read_text())
@@ -127,8 +144,9 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
 
     # Every member's curve, fetched from the store into a third folder, holds each iteration's row once.
     elsewhere = tmp_path / "elsewhere"
-    code, stdout, stderr = run_helpers.run_cli(["fetch", "homeless", *_roots(elsewhere)], cwd=fresh,
-                                               **_knobs(server, fresh))
+    code, stdout, stderr = run_helpers.run_cli(
+        ["fetch", "homeless", *_roots(elsewhere)], cwd=fresh, **_knobs(server, fresh)
+    )
     assert code == 0, stderr[-3000:]
     assert "study homeless:" in stdout and "member runs fetched and verified by sha256" in stdout
     found = json.loads((elsewhere / "results" / "studies" / "homeless" / summary.SUMMARY_JSON).read_text())

@@ -29,15 +29,18 @@ STUDY = "rl.harness.tests.fake_study"
 # -- declaration -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"agents": {}}, "at least one agent"),
-    ({"agents": {"bad name": FAKE}}, "agent name"),
-    ({"seeds": (0, 0)}, "repeat a seed"),
-    ({"seeds": (-1,)}, "non-negative"),
-    ({"pairs": (("a", "missing"),)}, "must name two different agents"),
-    ({"scores": (Score("x", "a"), Score("x", "b"))}, "score names repeat"),
-    ({"statistic": "mode"}, "statistic 'mode' must be one of mean, median, iqm"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"agents": {}}, "at least one agent"),
+        ({"agents": {"bad name": FAKE}}, "agent name"),
+        ({"seeds": (0, 0)}, "repeat a seed"),
+        ({"seeds": (-1,)}, "non-negative"),
+        ({"pairs": (("a", "missing"),)}, "must name two different agents"),
+        ({"scores": (Score("x", "a"), Score("x", "b"))}, "score names repeat"),
+        ({"statistic": "mode"}, "statistic 'mode' must be one of mean, median, iqm"),
+    ],
+)
 def test_a_malformed_study_is_refused_naming_the_problem(changes, message):
     declared = {"agents": {"a": FAKE, "b": FAKE}, "seeds": (0, 1), **changes}
     with pytest.raises(ValueError, match=message):
@@ -88,16 +91,19 @@ SEPARATE_CRITIC = [0.55, -0.58, -0.91, 0.50, 0.75, 0.73, -0.68, -0.95, -1.07, 0.
 PPG = [0.71, 0.71, 0.73, -0.35, 0.13, 0.06, 0.47, 0.81, 0.47, 0.41]  # 0.73 ties separate_critic's seed 5
 
 
-@pytest.mark.parametrize("values, statistic, reference", [
-    # rliable 1.2.0 (arch 7.2.0) in a scratch venv: rly.get_interval_estimates({k: x[:, None]},
-    # lambda s: np.array([metrics.aggregate_iqm(s)]), reps=50000, random_state=np.random.RandomState(0))
-    (REWARD_ONLY, "iqm", (0.3267, -0.2400, 0.7583)),
-    (SEPARATE_CRITIC, "iqm", (-0.1500, -0.7917, 0.5083)),
-    (PPG, "iqm", (0.4833, 0.1883, 0.6767)),
-    # the same with metrics.aggregate_mean (rliable's median is one over tasks, of means: not the seeds' median)
-    (REWARD_ONLY, "mean", (0.2680, -0.1170, 0.6340)),
-    (PPG, "mean", (0.4150, 0.1840, 0.6160)),
-])
+@pytest.mark.parametrize(
+    "values, statistic, reference",
+    [
+        # rliable 1.2.0 (arch 7.2.0) in a scratch venv: rly.get_interval_estimates({k: x[:, None]},
+        # lambda s: np.array([metrics.aggregate_iqm(s)]), reps=50000, random_state=np.random.RandomState(0))
+        (REWARD_ONLY, "iqm", (0.3267, -0.2400, 0.7583)),
+        (SEPARATE_CRITIC, "iqm", (-0.1500, -0.7917, 0.5083)),
+        (PPG, "iqm", (0.4833, 0.1883, 0.6767)),
+        # the same with metrics.aggregate_mean (rliable's median is one over tasks, of means: not the seeds' median)
+        (REWARD_ONLY, "mean", (0.2680, -0.1170, 0.6340)),
+        (PPG, "mean", (0.4150, 0.1840, 0.6160)),
+    ],
+)
 def test_bootstrap_intervals_match_rliable(values, statistic, reference):
     found = statistics.bootstrap_interval(values, statistic, resamples=50_000)
     assert found["value"] == pytest.approx(reference[0], abs=5e-4)
@@ -109,19 +115,23 @@ def test_the_median_and_the_iqm_are_the_textbook_ones():
     # sorted: -0.69 -0.53 -0.38 -0.17 0.46 0.63 0.63 0.79 0.89 1.05; the IQM cuts floor(10 / 4) = 2 from each end
     assert statistics.bootstrap_interval(REWARD_ONLY, "median")["value"] == pytest.approx((0.46 + 0.63) / 2)
     assert statistics.bootstrap_interval(REWARD_ONLY, "iqm")["value"] == pytest.approx(
-        (-0.38 - 0.17 + 0.46 + 0.63 + 0.63 + 0.79) / 6)
+        (-0.38 - 0.17 + 0.46 + 0.63 + 0.63 + 0.79) / 6
+    )
     assert statistics.bootstrap_interval([0.3], "iqm") == {"value": 0.3, "low": 0.3, "high": 0.3}
     with pytest.raises(ValueError, match="one of mean, median, iqm"):
         statistics.bootstrap_interval(REWARD_ONLY, "mode")
 
 
-@pytest.mark.parametrize("a, b, reference", [
-    # rliable 1.2.0: rly.get_interval_estimates({k: [x[:, None], y[:, None]]}, metrics.probability_of_improvement,
-    # reps=50000, random_state=np.random.RandomState(0)); its point is scipy's Mann-Whitney U / (10 * 10)
-    (PPG, REWARD_ONLY, (0.540, 0.26, 0.80)),
-    (SEPARATE_CRITIC, REWARD_ONLY, (0.300, 0.09, 0.56)),
-    (PPG, SEPARATE_CRITIC, (0.675, 0.41, 0.90)),  # one tie (0.73), counted half
-])
+@pytest.mark.parametrize(
+    "a, b, reference",
+    [
+        # rliable 1.2.0: rly.get_interval_estimates({k: [x[:, None], y[:, None]]}, metrics.probability_of_improvement,
+        # reps=50000, random_state=np.random.RandomState(0)); its point is scipy's Mann-Whitney U / (10 * 10)
+        (PPG, REWARD_ONLY, (0.540, 0.26, 0.80)),
+        (SEPARATE_CRITIC, REWARD_ONLY, (0.300, 0.09, 0.56)),
+        (PPG, SEPARATE_CRITIC, (0.675, 0.41, 0.90)),  # one tie (0.73), counted half
+    ],
+)
 def test_the_probability_of_improvement_matches_rliable(a, b, reference):
     found = statistics.probability_of_improvement(a, b, resamples=50_000)
     assert found["value"] == pytest.approx(reference[0], abs=5e-4)
@@ -160,8 +170,15 @@ def test_the_score_distribution_is_the_fraction_of_seeds_above_each_value():
 
 def test_the_record_round_trips_and_a_damaged_one_names_the_fix(tmp_path):
     study = Study(agents={"a": FAKE}, seeds=(0,))
-    record = StudyRecord.new("s1", module=STUDY, study=study, smoke=True, code={"library": {"commit": "abc"}},
-                             build={"lock_sha256": "f00"}, command_line=["rl-harness", "study", STUDY])
+    record = StudyRecord.new(
+        "s1",
+        module=STUDY,
+        study=study,
+        smoke=True,
+        code={"library": {"commit": "abc"}},
+        build={"lock_sha256": "f00"},
+        command_line=["rl-harness", "study", STUDY],
+    )
     record = record.with_member(MemberRecord("a", 0, ("s1-a-s0",), "completed"))
     record.write(tmp_path)
     assert StudyRecord.read(tmp_path) == record and record.effective_status == "running"
@@ -171,7 +188,11 @@ def test_the_record_round_trips_and_a_damaged_one_names_the_fix(tmp_path):
 
 
 def test_a_running_study_whose_command_was_killed_reads_as_crashed(tmp_path):
-    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import pathlib, time
         from rl.harness.study.declaration import Study
         from rl.harness.study.record import StudyRecord
@@ -179,7 +200,12 @@ def test_a_running_study_whose_command_was_killed_reads_as_crashed(tmp_path):
                         build={{}}, command_line=["study"]).write(pathlib.Path({str(tmp_path)!r}))
         print("written", flush=True)
         time.sleep(600)
-    """)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     try:
         assert writer.stdout.readline().strip() == "written"
         assert StudyRecord.read(tmp_path).effective_status == "running"
@@ -201,14 +227,38 @@ def roots(tmp_path):
 
 def _run(roots, run_id, *args):
     results, artifacts = roots
-    return cli.main(["rl-harness", FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts),
-                     "--run-id", run_id, *args])
+    return cli.main(
+        [
+            "rl-harness",
+            FAKE,
+            "--results-dir",
+            str(results),
+            "--artifacts-dir",
+            str(artifacts),
+            "--run-id",
+            run_id,
+            *args,
+        ]
+    )
 
 
 def _adopt(roots, *groups):
     results, artifacts = roots
-    return cli.main(["rl-harness", "study", STUDY, "--results-dir", str(results), "--artifacts-dir", str(artifacts),
-                     "--study-id", "adopted", "--runs", *groups])
+    return cli.main(
+        [
+            "rl-harness",
+            "study",
+            STUDY,
+            "--results-dir",
+            str(results),
+            "--artifacts-dir",
+            str(artifacts),
+            "--study-id",
+            "adopted",
+            "--runs",
+            *groups,
+        ]
+    )
 
 
 def _one_error_line(capsys) -> str:
@@ -223,13 +273,18 @@ def test_runs_of_two_agents_are_summarised_with_intervals_and_pairs(roots, capsy
         assert _run(roots, run_id, "--seed", str(seed)) == 0
     metrics_reads = []
     read_json_lines = records.read_json_lines
-    monkeypatch.setattr(records, "read_json_lines",
-                        lambda path, *args: metrics_reads.append(pathlib.Path(path).name) or read_json_lines(path, *args))
+    monkeypatch.setattr(
+        records,
+        "read_json_lines",
+        lambda path, *args: metrics_reads.append(pathlib.Path(path).name) or read_json_lines(path, *args),
+    )
     assert _adopt(roots, "first=a0,a1,a2", "second=b0,b1,b2") == 0
     folder = roots[0] / "studies" / "adopted"
     found = json.loads((folder / summary.SUMMARY_JSON).read_text())
-    losses = {seed: json.loads((roots[0] / f"a{seed}" / "summary.json").read_text())["outcome"]["last_loss"]
-              for seed in range(3)}
+    losses = {
+        seed: json.loads((roots[0] / f"a{seed}" / "summary.json").read_text())["outcome"]["last_loss"]
+        for seed in range(3)
+    }
     first = found["agents"]["first"]["scores"]["last loss"]
     assert first["values"] == {str(seed): loss for seed, loss in losses.items()}
     t_interval = statistics.mean_interval(list(losses.values()), spread="t")
@@ -271,8 +326,11 @@ def _check_hparams_view(folder, found):
     experiment = metadata.parse_experiment_plugin_data(content["."][metadata.EXPERIMENT_TAG])
     assert [hparam.name for hparam in experiment.hparam_infos] == ["agent", "seed"]
     assert [metric.name.tag for metric in experiment.metric_infos] == ["score/last loss", "score/iterations"]
-    sessions = {run: metadata.parse_session_start_info_plugin_data(tags[metadata.SESSION_START_INFO_TAG])
-                for run, tags in content.items() if run != "."}
+    sessions = {
+        run: metadata.parse_session_start_info_plugin_data(tags[metadata.SESSION_START_INFO_TAG])
+        for run, tags in content.items()
+        if run != "."
+    }
     assert sorted(sessions) == ["first-s0", "first-s1", "first-s2", "second-s0", "second-s1", "second-s2"]
     for run, session in sessions.items():
         agent, seed = run.split("-s")
@@ -294,12 +352,20 @@ def test_a_resumed_run_is_summarised_with_the_runs_it_continues(roots, capsys, m
     [seed_0, seed_1] = StudyRecord.read(folder).members
     assert seed_0.runs == ("a0", "a0-more", "a0-last")
     # each member as its runs' manifests say: the last run's status, the first run's start, the last run's end
-    manifests = {run_id: json.loads((roots[0] / run_id / records.MANIFEST_FILE).read_text())
-                 for run_id in ("a0", "a0-last", "a1")}
+    manifests = {
+        run_id: json.loads((roots[0] / run_id / records.MANIFEST_FILE).read_text())
+        for run_id in ("a0", "a0-last", "a1")
+    }
     assert (seed_0.status, seed_0.started_at, seed_0.ended_at) == (
-        "completed", manifests["a0"]["started_at"], manifests["a0-last"]["ended_at"])
+        "completed",
+        manifests["a0"]["started_at"],
+        manifests["a0-last"]["ended_at"],
+    )
     assert (seed_1.status, seed_1.started_at, seed_1.ended_at) == (
-        "completed", manifests["a1"]["started_at"], manifests["a1"]["ended_at"])
+        "completed",
+        manifests["a1"]["started_at"],
+        manifests["a1"]["ended_at"],
+    )
     assert None not in (seed_0.started_at, seed_0.ended_at)
     result = summary.load_member(roots[0], seed_0)
     assert [steps for steps, _ in result.curve("fake/loss")] == [100.0, 200.0, 300.0]  # the fake's 100 a row
@@ -322,8 +388,9 @@ def test_a_failed_run_is_named_in_the_summary_not_dropped(roots, capsys, monkeyp
     recorded = {member.seed: member for member in StudyRecord.read(roots[0] / "studies" / "adopted").members}
     assert (recorded[0].status, recorded[1].status) == ("completed", "failed")
     assert recorded[1].error == "RuntimeError: fake failure at iteration 2"
-    assert found["not_completed"] == [{"member": "first/seed 1", "status": "failed", "runs": ["a1"],
-                                       "error": "fake failure at iteration 2"}]
+    assert found["not_completed"] == [
+        {"member": "first/seed 1", "status": "failed", "runs": ["a1"], "error": "fake failure at iteration 2"}
+    ]
     assert found["agents"]["first"]["scores"]["last loss"]["n"] == 1
     output = capsys.readouterr()
     assert "first/seed 1: failed (runs a1): fake failure at iteration 2" in output.out
@@ -349,13 +416,17 @@ def test_one_row_per_seed_is_drawn_as_a_marker_with_its_band_and_no_curve_at_all
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "1")
     for run_id, seed in (("a0", 0), ("a1", 1), ("b0", 0)):
         assert _run(roots, run_id, "--seed", str(seed)) == 0
-    members = [MemberRecord(agent, seed, (run_id,)) for agent, seed, run_id in
-               (("first", 0, "a0"), ("first", 1, "a1"), ("second", 0, "b0"))]
+    members = [
+        MemberRecord(agent, seed, (run_id,))
+        for agent, seed, run_id in (("first", 0, "a0"), ("first", 1, "a1"), ("second", 0, "b0"))
+    ]
     results = [summary.load_member(roots[0], member) for member in members]
     study = load_study(STUDY)
     axes = summary.curves_figure(study, results).axes[0]
     assert [(line.get_label(), line.get_marker()) for line in axes.lines if not line.get_label().startswith("_")] == [
-        ("first (2 seeds)", "o"), ("second (1 seed)", "o")]
+        ("first (2 seeds)", "o"),
+        ("second (1 seed)", "o"),
+    ]
     assert len(axes.containers) == 1  # first's 95 % interval over its two seeds, as an error bar
     for member in ("a0", "a1", "b0"):
         (roots[1] / member / records.METRICS_FILE).write_text("")
@@ -364,16 +435,29 @@ def test_one_row_per_seed_is_drawn_as_a_marker_with_its_band_and_no_curve_at_all
     assert not axes.lines and axes.texts[0].get_text() == "no completed run has a finite fake/loss; see summary.md"
 
 
-@pytest.mark.parametrize("make_runs, groups, message", [
-    (lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "1", "--smoke")), ("first=a0,a1",),
-     r"mix smoke and full budgets: full \(runs a0\); smoke \(runs a1\)"),
-    (lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "0")), ("first=a0,a1",),
-     r"agent first repeats seed 0: runs a0 and a1"),
-    (lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "1", "--stop-at-iteration", "2")), ("first=a0,a1",),
-     r"agent first's runs differ in configuration .*\(runs a0\); .*\(runs a1\)"),
-])
-def test_a_set_that_cannot_be_compared_is_refused_in_one_line_naming_the_runs(roots, capsys, make_runs, groups,
-                                                                              message):
+@pytest.mark.parametrize(
+    "make_runs, groups, message",
+    [
+        (
+            lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "1", "--smoke")),
+            ("first=a0,a1",),
+            r"mix smoke and full budgets: full \(runs a0\); smoke \(runs a1\)",
+        ),
+        (
+            lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "0")),
+            ("first=a0,a1",),
+            r"agent first repeats seed 0: runs a0 and a1",
+        ),
+        (
+            lambda run: (run("a0", "--seed", "0"), run("a1", "--seed", "1", "--stop-at-iteration", "2")),
+            ("first=a0,a1",),
+            r"agent first's runs differ in configuration .*\(runs a0\); .*\(runs a1\)",
+        ),
+    ],
+)
+def test_a_set_that_cannot_be_compared_is_refused_in_one_line_naming_the_runs(
+    roots, capsys, make_runs, groups, message
+):
     make_runs(lambda *args: _run(roots, *args))
     capsys.readouterr()
     assert _adopt(roots, *groups) == EXIT_USAGE
@@ -381,10 +465,13 @@ def test_a_set_that_cannot_be_compared_is_refused_in_one_line_naming_the_runs(ro
     assert not (roots[0] / "studies").exists()  # refused before anything is written
 
 
-@pytest.mark.parametrize("field, value, message", [
-    (("code", "library", "commit"), "0" * 40, r"differ in commit: .*\(runs a0\); .*\(runs a1\)"),
-    (("build", "lock_sha256"), "f" * 64, r"differ in lock: .*\(runs a0\); .*\(runs a1\)"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        (("code", "library", "commit"), "0" * 40, r"differ in commit: .*\(runs a0\); .*\(runs a1\)"),
+        (("build", "lock_sha256"), "f" * 64, r"differ in lock: .*\(runs a0\); .*\(runs a1\)"),
+    ],
+)
 def test_runs_of_other_code_or_another_lock_are_refused(roots, capsys, field, value, message):
     _run(roots, "a0", "--seed", "0")
     _run(roots, "a1", "--seed", "1")
@@ -402,8 +489,10 @@ def test_runs_of_other_code_or_another_lock_are_refused(roots, capsys, field, va
 
 def test_a_study_module_without_a_study_and_an_unknown_agent_are_one_line_errors(roots, capsys):
     results, artifacts = roots
-    assert cli.main(["rl-harness", "study", FAKE, "--results-dir", str(results), "--artifacts-dir",
-                     str(artifacts)]) == EXIT_USAGE
+    assert (
+        cli.main(["rl-harness", "study", FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts)])
+        == EXIT_USAGE
+    )
     assert "defines no STUDY" in _one_error_line(capsys)
     assert _adopt(roots, "third=a0") == EXIT_USAGE
     assert "expected AGENT=RUN_ID" in _one_error_line(capsys)
@@ -413,13 +502,19 @@ def test_a_study_module_without_a_study_and_an_unknown_agent_are_one_line_errors
 
 
 def test_a_settings_axis_multiplies_the_grid_and_pairs_each_setting():
-    study = Study(agents={"a": FAKE, "b": FAKE}, seeds=(0,), pairs=(("a", "b"),),
-                  hyperparameters={"fake/loss_scale": (1.0, 2.0)})
+    study = Study(
+        agents={"a": FAKE, "b": FAKE}, seeds=(0,), pairs=(("a", "b"),), hyperparameters={"fake/loss_scale": (1.0, 2.0)}
+    )
     assert [member.name for member in study.members()] == [
-        "a[fake/loss_scale=1.0]/seed 0", "a[fake/loss_scale=2.0]/seed 0",
-        "b[fake/loss_scale=1.0]/seed 0", "b[fake/loss_scale=2.0]/seed 0"]
-    assert study.variant_pairs() == [("a[fake/loss_scale=1.0]", "b[fake/loss_scale=1.0]"),
-                                     ("a[fake/loss_scale=2.0]", "b[fake/loss_scale=2.0]")]
+        "a[fake/loss_scale=1.0]/seed 0",
+        "a[fake/loss_scale=2.0]/seed 0",
+        "b[fake/loss_scale=1.0]/seed 0",
+        "b[fake/loss_scale=2.0]/seed 0",
+    ]
+    assert study.variant_pairs() == [
+        ("a[fake/loss_scale=1.0]", "b[fake/loss_scale=1.0]"),
+        ("a[fake/loss_scale=2.0]", "b[fake/loss_scale=2.0]"),
+    ]
     assert Study.from_description(json.loads(json.dumps(study.describe()))) == study
 
 
@@ -427,11 +522,26 @@ def test_each_setting_is_a_member_run_with_its_set_arguments(roots):
     from rl.harness.commands import study as study_command
 
     results, artifacts = roots
-    _, options = cli.parse(["rl-harness", "study", "rl.harness.tests.fake_settings_study", "--results-dir",
-                            str(results), "--artifacts-dir", str(artifacts), "--study-id", "grid"])
+    _, options = cli.parse(
+        [
+            "rl-harness",
+            "study",
+            "rl.harness.tests.fake_settings_study",
+            "--results-dir",
+            str(results),
+            "--artifacts-dir",
+            str(artifacts),
+            "--study-id",
+            "grid",
+        ]
+    )
     trials = study_command.StudyCommand(options)._plan()
-    assert [trial.run_id for trial in trials] == ["grid-first-v0-s0", "grid-first-v1-s0", "grid-first-v0-s1",
-                                                  "grid-first-v1-s1"]
+    assert [trial.run_id for trial in trials] == [
+        "grid-first-v0-s0",
+        "grid-first-v1-s0",
+        "grid-first-v0-s1",
+        "grid-first-v1-s1",
+    ]
     assert trials[1].argv[-2:] == ("--set", "fake/loss_scale=2.0")
 
 
@@ -451,18 +561,33 @@ def test_a_study_wide_env_step_cap_reaches_every_member_and_is_kept_on_resume(ro
     assert "completed (full budget, capped by --stop-at-env-steps 3);" in summary.markdown(found)
     command.record.write(command.folder)
     assert StudyRecord.read(command.folder).stop_at_env_steps == 3
-    assert cli.main(["rl-harness", "study", STUDY, *where, "--resume", "short", "--stop-at-env-steps", "5"]) == EXIT_USAGE
+    assert (
+        cli.main(["rl-harness", "study", STUDY, *where, "--resume", "short", "--stop-at-env-steps", "5"]) == EXIT_USAGE
+    )
     assert "caps its members at 3 env steps" in _one_error_line(capsys)
 
 
 def test_a_setting_no_agent_declares_is_refused_before_any_record(roots, capsys, monkeypatch):
     from rl.harness.tests import fake_settings_study
 
-    monkeypatch.setattr(fake_settings_study, "STUDY", Study(agents={"first": FAKE}, seeds=(0,),
-                                                            hyperparameters={"ppo/lr": (1e-3,)}))
+    monkeypatch.setattr(
+        fake_settings_study, "STUDY", Study(agents={"first": FAKE}, seeds=(0,), hyperparameters={"ppo/lr": (1e-3,)})
+    )
     results, artifacts = roots
-    assert cli.main(["rl-harness", "study", "rl.harness.tests.fake_settings_study", "--results-dir", str(results),
-                     "--artifacts-dir", str(artifacts)]) == EXIT_USAGE
+    assert (
+        cli.main(
+            [
+                "rl-harness",
+                "study",
+                "rl.harness.tests.fake_settings_study",
+                "--results-dir",
+                str(results),
+                "--artifacts-dir",
+                str(artifacts),
+            ]
+        )
+        == EXIT_USAGE
+    )
     assert "hyperparameters do not fit agent first" in _one_error_line(capsys)
     assert not results.exists()
 
@@ -479,8 +604,19 @@ def test_runs_with_other_overrides_are_summarised_as_variants(roots, capsys):
 
 
 def test_a_members_new_status_is_one_line_naming_its_run_and_its_log(roots, capsys, monkeypatch):
-    _, options = cli.parse(["rl-harness", "study", STUDY, "--results-dir", str(roots[0]), "--artifacts-dir",
-                            str(roots[1]), "--study-id", "ev"])
+    _, options = cli.parse(
+        [
+            "rl-harness",
+            "study",
+            STUDY,
+            "--results-dir",
+            str(roots[0]),
+            "--artifacts-dir",
+            str(roots[1]),
+            "--study-id",
+            "ev",
+        ]
+    )
     command = StudyCommand(options)
     first, second = (next(m for m in command.record.members if (m.agent, m.seed) == ("first", seed)) for seed in (0, 1))
     for member, run_id in ((first, "ev-first-s0"), (second, "ev-first-s1")):
@@ -495,8 +631,11 @@ def test_a_members_new_status_is_one_line_naming_its_run_and_its_log(roots, caps
         f"study ev: started first/seed 0 (run ev-first-s0); log {logs / 'ev-first-s0.log'}",
         "study ev: finished first/seed 0 (run ev-first-s0)",
         f"study ev: started first/seed 1 (run ev-first-s1); log {logs / 'ev-first-s1.log'}",
-        f"study ev: failed first/seed 1 (run ev-first-s1); log {logs / 'ev-first-s1.log'}: RuntimeError: fake failure"
-        " at iteration 1"]
+        (
+            f"study ev: failed first/seed 1 (run ev-first-s1); log {logs / 'ev-first-s1.log'}: RuntimeError: fake failure"
+            " at iteration 1"
+        ),
+    ]
 
 
 # -- planning seeds --------------------------------------------------------------------------------
@@ -523,10 +662,17 @@ def test_study_plan_gives_each_agents_seeds_and_compute_time_from_its_members(ro
     assert cli.main([*plan_of, "--score", "last loss"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("study adopted: seeds for a 95 % t interval of the mean at most 0.001 wide")
-    manifests = {run_id: json.loads((roots[0] / run_id / records.MANIFEST_FILE).read_text()) for run_id in ("a0", "a1", "a2")}
-    losses = [json.loads((roots[0] / run_id / "summary.json").read_text())["outcome"]["last_loss"] for run_id in manifests]
-    durations = [datetime.datetime.fromisoformat(manifest["ended_at"]).timestamp()
-                 - datetime.datetime.fromisoformat(manifest["started_at"]).timestamp() for manifest in manifests.values()]
+    manifests = {
+        run_id: json.loads((roots[0] / run_id / records.MANIFEST_FILE).read_text()) for run_id in ("a0", "a1", "a2")
+    }
+    losses = [
+        json.loads((roots[0] / run_id / "summary.json").read_text())["outcome"]["last_loss"] for run_id in manifests
+    ]
+    durations = [
+        datetime.datetime.fromisoformat(manifest["ended_at"]).timestamp()
+        - datetime.datetime.fromisoformat(manifest["started_at"]).timestamp()
+        for manifest in manifests.values()
+    ]
     needed = plan.seeds_for_width(dict(enumerate(losses)), width=0.001, statistic="mean")["needed"]
     [first] = [line.split(" | ") for line in lines if line.startswith("| first |")]
     assert first[1:2] == ["3"] and first[4:6] == [str(needed), str(needed - 3)]
@@ -537,8 +683,10 @@ def test_study_plan_gives_each_agents_seeds_and_compute_time_from_its_members(ro
     assert "IQM" in capsys.readouterr().out
     assert cli.main([*plan_of, "--score", "nothing"]) == EXIT_USAGE
     assert "has no score 'nothing'; its scores: 'iterations', 'last loss'" in _one_error_line(capsys)
-    assert cli.main(["rl-harness", "study", "plan", "missing", "--width", "1", "--results-dir", str(roots[0])]) \
+    assert (
+        cli.main(["rl-harness", "study", "plan", "missing", "--width", "1", "--results-dir", str(roots[0])])
         == EXIT_USAGE
+    )
     assert "no study 'missing'" in _one_error_line(capsys)
 
 
@@ -562,19 +710,30 @@ def test_resume_with_seeds_adds_every_agent_at_each_new_seed_after_the_members_i
     assert "seeds 2, 3 added (4 member(s)); 4 seeds in all" in capsys.readouterr().out
     assert command.record.grid["seeds"] == [0, 1, 2, 3] and command.study.seeds == (0, 1, 2, 3)
     assert [(member.agent, member.seed, member.status) for member in command.record.members[4:]] == [
-        ("first", 2, "pending"), ("second", 2, "pending"), ("first", 3, "pending"), ("second", 3, "pending")]
+        ("first", 2, "pending"),
+        ("second", 2, "pending"),
+        ("first", 3, "pending"),
+        ("second", 3, "pending"),
+    ]
     # only the new seeds run, seed by seed; the completed members stay
-    assert [trial.run_id for trial in command._plan()] == ["grow-first-s2", "grow-second-s2", "grow-first-s3",
-                                                           "grow-second-s3"]
+    assert [trial.run_id for trial in command._plan()] == [
+        "grow-first-s2",
+        "grow-second-s2",
+        "grow-first-s3",
+        "grow-second-s3",
+    ]
     command.record.write(command.folder)
     assert StudyRecord.read(command.folder).grid["seeds"] == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("seeds, message", [
-    ("3-1", "argument --seeds: expected FIRST-LAST or SEED,SEED,... of distinct non-negative integers"),
-    ("1,x", "e.g. 10-42, got '1,x'"),
-    ("1,1", "e.g. 10-42, got '1,1'"),
-])
+@pytest.mark.parametrize(
+    "seeds, message",
+    [
+        ("3-1", "argument --seeds: expected FIRST-LAST or SEED,SEED,... of distinct non-negative integers"),
+        ("1,x", "e.g. 10-42, got '1,x'"),
+        ("1,1", "e.g. 10-42, got '1,1'"),
+    ],
+)
 def test_seeds_that_cannot_be_added_are_refused_in_one_line(roots, capsys, seeds, message):
     results, artifacts = roots
     argv = ["rl-harness", "study", STUDY, "--results-dir", str(results), "--artifacts-dir", str(artifacts)]

@@ -9,18 +9,30 @@ from tensorboard.backend.event_processing.event_accumulator import SCALARS, TENS
 from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from rl.harness.errors import EXIT_USAGE
 from rl.harness.commands import cli, tensorboard_view
+from rl.harness.errors import EXIT_USAGE
 from rl.harness.run import records, tensorboard_events
 from rl.harness.run.layout import RunLayout
 from rl.harness.tests import contexts, run_helpers
 
 ROWS = [
-    {"training_iteration": 1, "num_env_steps_sampled_lifetime": 4000, "time_this_iter_s": 1.25,
-     "env_runners": {"episode_return_mean": None, "num_episodes": 0}, "learners": {"default_policy": {"loss": 0.5}}},
-    {"training_iteration": 2, "num_env_steps_sampled_lifetime": 8000, "time_this_iter_s": 1.5,
-     "env_runners": {"episode_return_mean": 21.5, "num_episodes": 3}, "learners": {"default_policy": {"loss": 0.25}},
-     "done": False, "note": "text is no curve", "odd": math.nan},
+    {
+        "training_iteration": 1,
+        "num_env_steps_sampled_lifetime": 4000,
+        "time_this_iter_s": 1.25,
+        "env_runners": {"episode_return_mean": None, "num_episodes": 0},
+        "learners": {"default_policy": {"loss": 0.5}},
+    },
+    {
+        "training_iteration": 2,
+        "num_env_steps_sampled_lifetime": 8000,
+        "time_this_iter_s": 1.5,
+        "env_runners": {"episode_return_mean": 21.5, "num_episodes": 3},
+        "learners": {"default_policy": {"loss": 0.25}},
+        "done": False,
+        "note": "text is no curve",
+        "odd": math.nan,
+    },
 ]
 
 
@@ -28,8 +40,9 @@ def _scalars(folder) -> dict[str, list[tuple[int, float]]]:
     """tag -> [(step, value)] as TensorBoard reads the folder."""
     accumulator = EventAccumulator(str(folder), size_guidance={SCALARS: 0})
     accumulator.Reload()
-    return {tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
-            for tag in accumulator.Tags()["scalars"]}
+    return {
+        tag: [(event.step, event.value) for event in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]
+    }
 
 
 def _expected(rows: list[dict]) -> dict[str, list[tuple[int, float]]]:
@@ -93,8 +106,9 @@ def test_a_resumed_run_continues_its_parents_curves_in_the_same_folder(tmp_path,
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
 
     def run(*args):
-        return cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir",
-                         str(artifacts), *args])
+        return cli.main(
+            ["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts), *args]
+        )
 
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
     assert run("--run-id", "parent") == 0
@@ -104,8 +118,11 @@ def test_a_resumed_run_continues_its_parents_curves_in_the_same_folder(tmp_path,
     folder = artifacts / "parent" / tensorboard_events.EVENTS_DIR
     for run_id in ("child", "grandchild"):
         assert run_helpers.manifest(results / run_id)["paths"]["tensorboard"] == str(folder)
-    rows = [row for run_id in ("parent", "child")
-            for row in records.read_json_lines(str(artifacts / run_id / records.METRICS_FILE))]
+    rows = [
+        row
+        for run_id in ("parent", "child")
+        for row in records.read_json_lines(str(artifacts / run_id / records.METRICS_FILE))
+    ]
     assert _scalars(folder)["fake/loss"] == _expected(rows)["fake/loss"]
     assert [step for step, _ in _scalars(folder)["fake/loss"]] == [100, 200, 300, 400, 500]
     assert not (artifacts / "child" / tensorboard_events.EVENTS_DIR).exists()
@@ -120,8 +137,9 @@ def test_a_run_resumed_from_an_earlier_checkpoint_draws_no_step_twice(tmp_path, 
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
 
     def run(*args):
-        return cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir",
-                         str(artifacts), *args])
+        return cli.main(
+            ["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts), *args]
+        )
 
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "5")  # checkpoints at 2, 4 and 5; rows 1-5
     assert run("--run-id", "parent") == 0
@@ -139,9 +157,23 @@ def test_a_run_resumed_from_an_earlier_checkpoint_draws_no_step_twice(tmp_path, 
 def test_the_viewer_accepts_an_artifacts_tree_and_one_runs_artifacts(tmp_path, monkeypatch):
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
-    for run_id, *smoke in (("full", ), ("tiny", "--smoke")):
-        assert cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir",
-                         str(artifacts), "--run-id", run_id, *smoke]) == 0
+    for run_id, *smoke in (("full",), ("tiny", "--smoke")):
+        assert (
+            cli.main(
+                [
+                    "rl-harness",
+                    run_helpers.FAKE,
+                    "--results-dir",
+                    str(results),
+                    "--artifacts-dir",
+                    str(artifacts),
+                    "--run-id",
+                    run_id,
+                    *smoke,
+                ]
+            )
+            == 0
+        )
     events = {"full": artifacts / "full" / "tensorboard", "smoke/tiny": artifacts / "smoke" / "tiny" / "tensorboard"}
     assert tensorboard_view.events_folders(artifacts) == {}  # no manifests there
     assert tensorboard_view.events_folders_below(artifacts) == events
@@ -167,13 +199,28 @@ def _headline_charts(folder) -> list[tuple[str, list[str]]]:
 
 def test_the_summarised_metrics_are_the_headline_charts_return_first(tmp_path):
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
-    assert cli.main(["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts),
-                     "--run-id", "r"]) == 0
+    assert (
+        cli.main(
+            [
+                "rl-harness",
+                run_helpers.FAKE,
+                "--results-dir",
+                str(results),
+                "--artifacts-dir",
+                str(artifacts),
+                "--run-id",
+                "r",
+            ]
+        )
+        == 0
+    )
     charts = _headline_charts(artifacts / "r" / tensorboard_events.EVENTS_DIR)
-    assert charts == [("env_runners/episode_return_mean", [r"^env_runners/episode_return_mean$"]),
-                      ("env_runners/episode_len_mean", [r"^env_runners/episode_len_mean$"]),
-                      ("fake/loss", [r"^fake/loss$"]),  # the recipe's own summarize("fake/loss")
-                      ("time_this_iter_s", [r"^time_this_iter_s$"])]
+    assert charts == [
+        ("env_runners/episode_return_mean", [r"^env_runners/episode_return_mean$"]),
+        ("env_runners/episode_len_mean", [r"^env_runners/episode_len_mean$"]),
+        ("fake/loss", [r"^fake/loss$"]),  # the recipe's own summarize("fake/loss")
+        ("time_this_iter_s", [r"^time_this_iter_s$"]),
+    ]
 
 
 @pytest.mark.parametrize("folder", ["missing", "empty"])
@@ -184,8 +231,9 @@ def test_the_viewer_refuses_a_folder_without_events_in_one_line(tmp_path, capsys
     assert error.count("\n") == 1 and error.startswith("tensorboard: error: ")
 
 
-@pytest.mark.parametrize("parent_run", [None, {"parent_run_id": None, "checkpoint": "/elsewhere/iter_000001"},
-                                        {"parent_run_id": "not-here"}])
+@pytest.mark.parametrize(
+    "parent_run", [None, {"parent_run_id": None, "checkpoint": "/elsewhere/iter_000001"}, {"parent_run_id": "not-here"}]
+)
 def test_a_run_without_a_parent_found_here_starts_its_own_curves(tmp_path, parent_run):
     layout = RunLayout(tmp_path / "results", tmp_path / "artifacts", "run", smoke=False)
     assert tensorboard_events.lineage_folder(layout, parent_run) == layout.artifacts_dir / "tensorboard"
@@ -198,7 +246,7 @@ def test_the_crc32c_check_value():
     assert tensorboard_events.masked_crc32c(b"") == 0xA282EAD8
 
 
-@pytest.mark.parametrize("length", [*range(0, 40), 255, 256, 257, 511, 512, 513, 5000, 20_000])
+@pytest.mark.parametrize("length", [*range(40), 255, 256, 257, 511, 512, 513, 5000, 20_000])
 def test_records_are_framed_and_checksummed_as_tensorboards_writer_does(length):
     data = np.random.default_rng(length).integers(0, 256, length, dtype=np.uint8).tobytes()
     assert tensorboard_events.masked_crc32c(data) == pywrap_tensorflow.masked_crc32c(data)
@@ -217,6 +265,11 @@ def test_the_event_encoder_writes_what_protobuf_serializes(seed):
     scalars = {tag: float(values[i % len(values)]) for i, tag in enumerate(tags)}
     encoder = tensorboard_events.ScalarEventEncoder()
     for step, wall_time in [(0, 0.0), (1, 1.0), (127, 5.5), (128, 0.0), (2048, 1.7e9), (1 << 40, 1e9), (-1, 2.0)]:
-        expected = event_pb2.Event(wall_time=wall_time, step=step, summary=summary_pb2.Summary(value=[
-            summary_pb2.Summary.Value(tag=tag, simple_value=value) for tag, value in sorted(scalars.items())]))
+        expected = event_pb2.Event(
+            wall_time=wall_time,
+            step=step,
+            summary=summary_pb2.Summary(
+                value=[summary_pb2.Summary.Value(tag=tag, simple_value=value) for tag, value in sorted(scalars.items())]
+            ),
+        )
         assert encoder.encode(wall_time=wall_time, step=step, scalars=scalars) == expected.SerializeToString()

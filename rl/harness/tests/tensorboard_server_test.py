@@ -46,20 +46,36 @@ def _wait_for_scalars(port: int, server: subprocess.Popen, run: str, tag: str) -
 
 
 def test_the_server_serves_a_real_runs_return_curve_as_metrics_jsonl_has_it(tmp_path):
-    config = (PPOConfig().environment(StatelessCartPole)
-              .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=1)
-              .rl_module(model_config={"fcnet_hiddens": [16]}))
+    config = (
+        PPOConfig()
+        .environment(StatelessCartPole)
+        .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=1)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+    )
     context, recorder = contexts.recorded_context(tmp_path, root_seed=0)
-    in_process.run_in_process(context, config, env=StatelessCartPole(), stop=runners.StopRule(training_iterations=3),
-                              parallel_envs=2)
+    in_process.run_in_process(
+        context, config, env=StatelessCartPole(), stop=runners.StopRule(training_iterations=3), parallel_envs=2
+    )
     recorder.finish("completed")
     expected = [(row[ENV_STEPS], row[RETURN]) for row in context.metrics() if row.get(RETURN) is not None]
     assert expected, "the run ended no episode: no return curve to compare"
 
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "rl.harness.commands.tensorboard_view", str(tmp_path / "results"),
-                               "--host", "127.0.0.1", "--port", str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rl.harness.commands.tensorboard_view",
+            str(tmp_path / "results"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         served = _wait_for_scalars(port, server, run="test/smoke/test", tag=RETURN)
     finally:

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 from absl import logging as absl_logging
 
-from rl.harness.errors import EXIT_USAGE
 from rl.harness.commands import cli, reproduce, tensorboard_view
+from rl.harness.errors import EXIT_USAGE
 from rl.harness.run import finder, records
 from rl.harness.run.manifest import ExperimentRecord, RunManifest, read_manifest
 from rl.harness.tests import run_helpers
@@ -38,8 +38,9 @@ def _edit_last_checkpoint(roots, path):
 
 
 @pytest.mark.parametrize("recorded", ["{planted}", "../../planted", "checkpoints/../../../planted"])
-def test_resuming_a_run_whose_manifest_leads_outside_its_artifacts_is_refused(roots, tmp_path, monkeypatch, capsys,
-                                                                              recorded):
+def test_resuming_a_run_whose_manifest_leads_outside_its_artifacts_is_refused(
+    roots, tmp_path, monkeypatch, capsys, recorded
+):
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     assert _run(roots, "--run-id", "first") == 0
     planted = _plant_checkpoint(roots, tmp_path / "planted")
@@ -53,8 +54,9 @@ def test_resuming_a_run_whose_manifest_leads_outside_its_artifacts_is_refused(ro
     assert not (roots[0] / "second").exists()
 
 
-def test_resuming_from_a_checkpoint_outside_the_results_tree_names_it_in_one_log_line(roots, tmp_path, monkeypatch,
-                                                                                      caplog):
+def test_resuming_from_a_checkpoint_outside_the_results_tree_names_it_in_one_log_line(
+    roots, tmp_path, monkeypatch, caplog
+):
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     with run_helpers.absl_verbosity(absl_logging.WARNING):
         assert _run(roots, "--run-id", "first") == 0
@@ -69,9 +71,14 @@ def test_resuming_from_a_checkpoint_outside_the_results_tree_names_it_in_one_log
 
 # -- reproduce: a recorded patch is code -----------------------------------------------------------
 
+
 def _git(folder, *args):
-    return subprocess.run(["git", "-C", str(folder), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(folder), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -85,7 +92,9 @@ def shared_run(tmp_path):
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "tiny")
     commit = _git(repo, "rev-parse", "HEAD")
-    (repo / "tiny" / "recipe.py").write_text("import os\nos.system('touch /tmp/pwned')\ndef run(context):\n    return None\n")
+    (repo / "tiny" / "recipe.py").write_text(
+        "import os\nos.system('touch /tmp/pwned')\ndef run(context):\n    return None\n"
+    )
     (repo / "README.md").write_text("tiny, changed\n")
     run_dir = tmp_path / "results" / "shared-1"
     run_dir.mkdir(parents=True)
@@ -93,22 +102,40 @@ def shared_run(tmp_path):
     _git(repo, "checkout", "-q", ".")
 
     def run(patch_record=None, **manifest_fields):
-        code = {"experiment_repo": {"root": str(repo), "commit": commit, "dirty": True, "diff_sha256": "0" * 64,
-                                    "patch": patch_record or {"file": records.PATCH_FILE}}}
-        manifest = RunManifest(run_id="shared-1", status="completed", experiment=ExperimentRecord("tiny.recipe"),
-                               seed=0, options={"smoke": False}, paths={"artifacts": str(tmp_path / "artifacts")},
-                               code=code, build={"target": "//tiny:recipe"}, **manifest_fields)
+        code = {
+            "experiment_repo": {
+                "root": str(repo),
+                "commit": commit,
+                "dirty": True,
+                "diff_sha256": "0" * 64,
+                "patch": patch_record or {"file": records.PATCH_FILE},
+            }
+        }
+        manifest = RunManifest(
+            run_id="shared-1",
+            status="completed",
+            experiment=ExperimentRecord("tiny.recipe"),
+            seed=0,
+            options={"smoke": False},
+            paths={"artifacts": str(tmp_path / "artifacts")},
+            code=code,
+            build={"target": "//tiny:recipe"},
+            **manifest_fields,
+        )
         return finder.Run(run_dir=str(run_dir), manifest=manifest)
 
     run.repo, run.run_dir = repo, run_dir
     return run
 
 
-def test_reproduce_shows_the_files_a_patch_touches_and_refuses_code_without_trust(shared_run, tmp_path, capsys,
-                                                                                   monkeypatch):
+def test_reproduce_shows_the_files_a_patch_touches_and_refuses_code_without_trust(
+    shared_run, tmp_path, capsys, monkeypatch
+):
     scratch = tmp_path / "scratch"
     monkeypatch.setenv("RL_HARNESS_REPRODUCE_DIR", str(scratch))
-    with pytest.raises(reproduce.ReproduceError, match=r"changes code or build files \(tiny/recipe.py\).*--trust-patch"):
+    with pytest.raises(
+        reproduce.ReproduceError, match=r"changes code or build files \(tiny/recipe.py\).*--trust-patch"
+    ):
         reproduce.reproduce(shared_run(), repo_root=str(shared_run.repo))
     assert "touches 2 file(s): README.md, tiny/recipe.py" in capsys.readouterr().out
     assert not scratch.exists()  # nothing was checked out, patched, built or run
@@ -126,7 +153,9 @@ def test_reproduce_through_the_cli_refuses_an_untrusted_patch_in_one_line(shared
 
 def test_a_patch_of_documentation_only_needs_no_trust(shared_run, tmp_path):
     patch = tmp_path / "docs.patch"
-    patch.write_text("diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-tiny\n+tiny!\n")
+    patch.write_text(
+        "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-tiny\n+tiny!\n"
+    )
     assert reproduce.check_patch_trust(str(patch), "r", trusted=False) == ["README.md"]
 
 
@@ -149,8 +178,8 @@ def test_a_patch_file_that_is_a_link_is_refused(shared_run, tmp_path):
         reproduce.reproduce(shared_run({"file": "linked.patch"}), repo_root=str(shared_run.repo), trust_patch=True)
 
 
-
 # -- records that name paths ---------------------------------------------------------------------
+
 
 def _edit_manifest(run_dir, edit):
     manifest_file = run_dir / records.MANIFEST_FILE
@@ -172,7 +201,9 @@ def test_the_tensorboard_tree_keeps_every_link_inside_it(roots, tmp_path, capsys
     events = run_helpers.manifest(roots[0] / "second")["paths"]["tensorboard"]
     escape = tmp_path / "escape" / ".."
     (escape / "tensorboard").mkdir(parents=True)  # a folder named `..`'s sibling the crafted path resolves to
-    _edit_manifest(roots[0] / "second", lambda d: d["paths"].update(tensorboard=f"{events}/../../../escape/../tensorboard"))
+    _edit_manifest(
+        roots[0] / "second", lambda d: d["paths"].update(tensorboard=f"{events}/../../../escape/../tensorboard")
+    )
     folders = tensorboard_view.events_folders(roots[0])
     tree = tmp_path / "tree"
     tree.mkdir()

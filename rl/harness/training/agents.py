@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
 
 from absl import logging
 
@@ -51,35 +51,49 @@ class TrainedAgent:
 class AgentsInTurnRunner(lifecycle.Runner):
     """The agents of one run, each built, trained and saved after the one before it."""
 
-    def __init__(self, configs_by_name: Mapping[str, object], *, stop: runners.StopRule,
-                 parallel_envs: Optional[int]):
+    def __init__(self, configs_by_name: Mapping[str, object], *, stop: runners.StopRule, parallel_envs: int | None):
         self.configs = dict(configs_by_name)
         self.stop, self.parallel_envs = stop, parallel_envs
-        self.record: Optional[AgentsInTurnRunnerRecord] = None
+        self.record: AgentsInTurnRunnerRecord | None = None
 
     def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         if context.resume is not None:
-            raise lifecycle.ResumeRefused("a run that trains several agents in turn does not resume; start a new run"
-                             " (drop --resume-from)")
+            raise lifecycle.ResumeRefused(
+                "a run that trains several agents in turn does not resume; start a new run (drop --resume-from)"
+            )
         if not self.configs:
             raise ValueError("train_in_turn needs at least one agent: pass {name: AlgorithmConfig}")
-        return {name: ConfigRequest(config, self.parallel_envs, context.seeds.integer(seed_stream(name)))
-                for name, config in self.configs.items()}
+        return {
+            name: ConfigRequest(config, self.parallel_envs, context.seeds.integer(seed_stream(name)))
+            for name, config in self.configs.items()
+        }
 
     def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> AgentsInTurnRunnerRecord:
         agents = {}
         for name, agent in prepared.items():
             self.configs[name] = agent.config
-            agents[name] = AgentRecord(algorithm=agent.algorithm, rllib_seed=agent.config.seed,
-                                       sampling=agent.sampling, determinism=agent.determinism)
+            agents[name] = AgentRecord(
+                algorithm=agent.algorithm,
+                rllib_seed=agent.config.seed,
+                sampling=agent.sampling,
+                determinism=agent.determinism,
+            )
         self.record = AgentsInTurnRunnerRecord(stop=dataclasses.asdict(self.stop), agents=agents)
         return self.record
 
     def train(self, context: RunContext) -> Iterator[TrainedAgent]:
         for name, config in self.configs.items():
-            row = None if context.session.stop_requested else lifecycle.AlgorithmTraining(
-                config, self.stop, trial=name, tags={AGENT_TAG: name},
-                on_built=lambda algo, name=name: self._record_nodes(context, name, algo)).run(context)
+            row = (
+                None
+                if context.session.stop_requested
+                else lifecycle.AlgorithmTraining(
+                    config,
+                    self.stop,
+                    trial=name,
+                    tags={AGENT_TAG: name},
+                    on_built=lambda algo, name=name: self._record_nodes(context, name, algo),
+                ).run(context)
+            )
             if row is None:
                 logging.warning("stop requested: agent %s and those after it are not trained", name)
                 return
@@ -92,8 +106,13 @@ class AgentsInTurnRunner(lifecycle.Runner):
         context.session.record_runner(self.record)
 
 
-def train_in_turn(context: RunContext, configs_by_name: Mapping[str, object], *, stop: runners.StopRule,
-                  parallel_envs: Optional[int] = None) -> Iterator[TrainedAgent]:
+def train_in_turn(
+    context: RunContext,
+    configs_by_name: Mapping[str, object],
+    *,
+    stop: runners.StopRule,
+    parallel_envs: int | None = None,
+) -> Iterator[TrainedAgent]:
     """Trains the agents of `configs_by_name` (name -> AlgorithmConfig) one after another; yields each once saved.
 
     `parallel_envs` is how many envs each agent steps together (runners.run_direct's). Every

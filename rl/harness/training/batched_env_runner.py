@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 from gymnasium.wrappers.vector import DictInfoToList
-
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.env_runner import ENV_STEP_FAILURE
@@ -58,9 +57,9 @@ from ray.rllib.utils.metrics import (
     TIMERS,
     WEIGHTS_SEQ_NO,
 )
+from ray.rllib.utils.metrics.utils import to_snake_case
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.spaces.space_utils import batch as batch_items
-from ray.rllib.utils.metrics.utils import to_snake_case
 
 from rl.harness.training.sampling_connectors import (
     EpisodesToModuleBatch,
@@ -75,7 +74,7 @@ from rl.harness.training.sampling_connectors import (
 EPISODE_EVENTS = ("on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end")
 
 
-def why_not_batched(runner: SingleAgentEnvRunner) -> Optional[str]:
+def why_not_batched(runner: SingleAgentEnvRunner) -> str | None:
     """Why `runner` must sample with RLlib's loop, or None when the batched loop serves it."""
     if runner.module is None:
         return "the EnvRunner has no RLModule"
@@ -85,7 +84,8 @@ def why_not_batched(runner: SingleAgentEnvRunner) -> Optional[str]:
         return "the module-to-env pipeline is not the harness's ModuleOutputsForVectorEnv"
     for event in EPISODE_EVENTS:
         if getattr(runner.config, f"callbacks_{event}") or any(
-                getattr(type(callback), event) is not getattr(RLlibCallback, event) for callback in runner._callbacks):
+            getattr(type(callback), event) is not getattr(RLlibCallback, event) for callback in runner._callbacks
+        ):
             return f"the config has an {event} callback, which needs a call per env and step"
     return None
 
@@ -96,8 +96,11 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
     def __init__(self, *, config, **kwargs):
         super().__init__(config=config, **kwargs)
         self.fallback = why_not_batched(self)
-        self._initial_state = (as_tensors(convert_to_numpy(self.module.get_initial_state()))
-                               if self.module is not None and self.module.is_stateful() else None)
+        self._initial_state = (
+            as_tensors(convert_to_numpy(self.module.get_initial_state()))
+            if self.module is not None and self.module.is_stateful()
+            else None
+        )
 
     @override(SingleAgentEnvRunner)
     def make_env(self) -> None:
@@ -107,8 +110,13 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
 
     def _sample(self, *, num_timesteps=None, num_episodes=None, explore, random_actions=False, force_reset=False):
         if num_timesteps is None or random_actions or self.fallback:
-            return super()._sample(num_timesteps=num_timesteps, num_episodes=num_episodes, explore=explore,
-                                   random_actions=random_actions, force_reset=force_reset)
+            return super()._sample(
+                num_timesteps=num_timesteps,
+                num_episodes=num_episodes,
+                explore=explore,
+                random_actions=random_actions,
+                force_reset=force_reset,
+            )
         if force_reset or self._needs_initial_reset:
             self._reset_envs_and_episodes(explore)
         done: list[SingleAgentEpisode] = []
@@ -131,12 +139,14 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         finished, ongoing = self._episodes(steps)
         return self._returned(done + _in_order(finished), ongoing, ts)
 
-    def _steps(self) -> "_Steps":
+    def _steps(self) -> _Steps:
         # An episode not yet reset (one ended at the last step) gets its reset observation next step.
-        return _Steps(np.array([not episode.is_reset for episode in self._ongoing_episodes]),
-                      np.array([len(episode) for episode in self._ongoing_episodes]))
+        return _Steps(
+            np.array([not episode.is_reset for episode in self._ongoing_episodes]),
+            np.array([len(episode) for episode in self._ongoing_episodes]),
+        )
 
-    def _act(self, explore: bool, ts: int, steps: "_Steps") -> dict[str, Any]:
+    def _act(self, explore: bool, ts: int, steps: _Steps) -> dict[str, Any]:
         """The module's batched outputs (N, ...) for the cached inputs: the actions as numpy for the env, the rest
         as the module's tensors until the end of the call (`_Steps.stacked`)."""
         inputs, self._cached_to_module = self._cached_to_module, None
@@ -144,17 +154,23 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             if explore:  # the step count RLlib passes, for schedules
                 runners = self.config.num_env_runners or 1
                 outputs = self.module.forward_exploration(
-                    inputs, t=(self.num_env_steps_sampled_lifetime // runners + ts) * runners)
+                    inputs, t=(self.num_env_steps_sampled_lifetime // runners + ts) * runners
+                )
             else:
                 outputs = self.module.forward_inference(inputs)
         start = time.perf_counter()
-        outputs = self._module_to_env.connectors[0].batched(self.module, outputs, self._ongoing_episodes, explore,
-                                                             remove_time_rank=self._initial_state is not None,
-                                                             numpy=False)
+        outputs = self._module_to_env.connectors[0].batched(
+            self.module,
+            outputs,
+            self._ongoing_episodes,
+            explore,
+            remove_time_rank=self._initial_state is not None,
+            numpy=False,
+        )
         steps.pipeline_seconds[MODULE_TO_ENV_CONNECTOR] += time.perf_counter() - start
         return outputs
 
-    def _log_pipeline_times(self, steps: "_Steps") -> None:
+    def _log_pipeline_times(self, steps: _Steps) -> None:
         """The connector pipelines' timers as RLlib's pipelines log them (seconds a call), once per sample:
         the batched loop does their work without calling them."""
         if not steps.count:
@@ -162,22 +178,27 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         pieces = {ENV_TO_MODULE_CONNECTOR: EpisodesToModuleBatch, MODULE_TO_ENV_CONNECTOR: ModuleOutputsForVectorEnv}
         for pipeline, piece in pieces.items():
             seconds = steps.pipeline_seconds[pipeline] / steps.count
-            for key in ((pipeline, CONNECTOR_PIPELINE_TIMER), (pipeline, TIMERS, CONNECTOR_TIMERS, to_snake_case(piece.__name__))):
+            for key in (
+                (pipeline, CONNECTOR_PIPELINE_TIMER),
+                (pipeline, TIMERS, CONNECTOR_TIMERS, to_snake_case(piece.__name__)),
+            ):
                 self.metrics.log_value(key, seconds, reduce="ema")
 
-    def _next_inputs(self, steps: "_Steps", state_out: Any) -> dict[str, Any]:
+    def _next_inputs(self, steps: _Steps, state_out: Any) -> dict[str, Any]:
         """EpisodesToModuleBatch's output for the episodes as they stand after the last step, from the arrays."""
         if self._initial_state is None:
             return as_tensors(module_batch(steps.observations[-1]), self._device)
         resets = steps.resets[-1]  # a fresh episode starts from the initial state
         if resets.any():
             rows = torch.from_numpy(resets)
-            state_out = _leafwise(lambda leaves: torch.where(rows.view(-1, *([1] * leaves[1].dim())), leaves[1], leaves[0]),
-                                  [state_out, self._initial_state])
+            state_out = _leafwise(
+                lambda leaves: torch.where(rows.view(-1, *([1] * leaves[1].dim())), leaves[1], leaves[0]),
+                [state_out, self._initial_state],
+            )
         self._shared_data["_added_single_ts_time_rank"] = True
         return as_tensors(module_batch(steps.observations[-1], state_out), self._device)
 
-    def _episodes(self, steps: "_Steps"):
+    def _episodes(self, steps: _Steps):
         """The finished episodes as (step, env, episode), and the ongoing ones in env order."""
         finished, ongoing = [], []
         if not steps.count:
@@ -196,14 +217,23 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             if start is not None or reset is not None:
                 episode = self._chunk(episode, columns, steps, env, reset, start, steps.count)
             elif episode is None:  # it ended at the last step: the next step resets the env
-                episode = SingleAgentEpisode(observation_space=self.env.single_observation_space,
-                                             action_space=self.env.single_action_space)
+                episode = SingleAgentEpisode(
+                    observation_space=self.env.single_observation_space, action_space=self.env.single_action_space
+                )
             self._ongoing_episodes[env] = episode
             ongoing.append(episode)
         return finished, ongoing
 
-    def _chunk(self, episode: Optional[SingleAgentEpisode], columns: "_Columns", steps: "_Steps", env: int,
-               reset: Optional[int], start: Optional[int], stop: int) -> SingleAgentEpisode:
+    def _chunk(
+        self,
+        episode: SingleAgentEpisode | None,
+        columns: _Columns,
+        steps: _Steps,
+        env: int,
+        reset: int | None,
+        start: int | None,
+        stop: int,
+    ) -> SingleAgentEpisode:
         """A numpy episode: `episode` (None: a new one, reset at step `reset`) with env `env`'s steps start..stop-1.
 
         The episode RLlib's loop builds step by step (`to_numpy()`'d): the same id, start, lookback,
@@ -212,33 +242,44 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         start = stop if start is None else start  # no step yet: only the reset
         if reset is not None:  # the episode RLlib made when the last one ended (None: it ended in this call)
             if episode is None:
-                episode = SingleAgentEpisode(observation_space=self.env.single_observation_space,
-                                             action_space=self.env.single_action_space)
-            first = {"observations": _steps_of(columns.observations, reset, reset + 1, env),
-                     "infos": [steps.infos[reset][env]]}
+                episode = SingleAgentEpisode(
+                    observation_space=self.env.single_observation_space, action_space=self.env.single_action_space
+                )
+            first = {
+                "observations": _steps_of(columns.observations, reset, reset + 1, env),
+                "infos": [steps.infos[reset][env]],
+            }
             started = steps.times[reset]
         else:
             first, started = {}, episode._start_time
-        new = {"observations": _steps_of(columns.observations, start, stop, env),
-               "infos": [steps.infos[step][env] for step in range(start, stop)],
-               "actions": _steps_of(columns.actions, start, stop, env),
-               "rewards": columns.rewards[start:stop, env],
-               **{column: _steps_of(data, start, stop, env) for column, data in columns.outputs.items()},
-               WEIGHTS_SEQ_NO: np.full(stop - start, self._weights_seq_no)}
-        extra = {column: _joined(episode.extra_model_outputs.get(column), data)
-                 for column, data in new.items() if column not in _EPISODE_COLUMNS and stop > start}
+        new = {
+            "observations": _steps_of(columns.observations, start, stop, env),
+            "infos": [steps.infos[step][env] for step in range(start, stop)],
+            "actions": _steps_of(columns.actions, start, stop, env),
+            "rewards": columns.rewards[start:stop, env],
+            **{column: _steps_of(data, start, stop, env) for column, data in columns.outputs.items()},
+            WEIGHTS_SEQ_NO: np.full(stop - start, self._weights_seq_no),
+        }
+        extra = {
+            column: _joined(episode.extra_model_outputs.get(column), data)
+            for column, data in new.items()
+            if column not in _EPISODE_COLUMNS and stop > start
+        }
         chunk = SingleAgentEpisode(
             episode.id_,
             observations=_joined(episode.observations, first.get("observations"), new["observations"]),
-            infos=InfiniteLookbackBuffer(list(episode.infos.data) + first.get("infos", []) + new["infos"],
-                                         lookback=episode.infos.lookback),
+            infos=InfiniteLookbackBuffer(
+                list(episode.infos.data) + first.get("infos", []) + new["infos"], lookback=episode.infos.lookback
+            ),
             actions=_joined(episode.actions, new["actions"]),
             rewards=_joined(episode.rewards, new["rewards"]),
             extra_model_outputs={**episode.extra_model_outputs, **extra},
             terminated=bool(columns.terminateds[stop - 1, env]) if stop > start else False,
             truncated=bool(columns.truncateds[stop - 1, env]) if stop > start else False,
-            t_started=episode.t_started, observation_space=episode.observation_space,
-            action_space=episode.action_space)
+            t_started=episode.t_started,
+            observation_space=episode.observation_space,
+            action_space=episode.action_space,
+        )
         # What RLlib's episode keeps of its steps: when they came, the last observation and infos.
         chunk._custom_data = episode._custom_data
         chunk._start_time = started if started is not None else steps.times[start]
@@ -249,8 +290,9 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
 
     def _returned(self, done: list, ongoing: list, ts: int) -> list:
         """RLlib's end of `_sample`: cut the ongoing episodes, record them for metrics, count the steps."""
-        self._ongoing_episodes = [episode.cut(len_lookback_buffer=self.config.episode_lookback_horizon)
-                                  for episode in ongoing]
+        self._ongoing_episodes = [
+            episode.cut(len_lookback_buffer=self.config.episode_lookback_horizon) for episode in ongoing
+        ]
         chunks = []
         for episode in ongoing:
             if episode.t == 0:
@@ -282,8 +324,11 @@ class ListInfoVectorEnv(gym.vector.VectorWrapper):
     @staticmethod
     def serves(env) -> bool:
         """Whether `env` is RLlib's single-agent vector env as this wrapper expects it."""
-        return (type(env) is DictInfoToList and type(env.env) is gym.vector.SyncVectorEnv
-                and env.env.autoreset_mode == gym.vector.AutoresetMode.NEXT_STEP)
+        return (
+            type(env) is DictInfoToList
+            and type(env.env) is gym.vector.SyncVectorEnv
+            and env.env.autoreset_mode == gym.vector.AutoresetMode.NEXT_STEP
+        )
 
     def reset(self, *, seed=None, options=None):
         if options and "reset_mask" in options:  # a partial reset: SyncVectorEnv's own, its infos as DictInfoToList's
@@ -292,8 +337,10 @@ class ListInfoVectorEnv(gym.vector.VectorWrapper):
             self.autoreset[mask] = False
             return observations, infos
         seeds = [seed + index for index in range(self.num_envs)] if isinstance(seed, int) else seed
-        results = [env.reset(seed=None if seeds is None else seeds[index], options=options)
-                   for index, env in enumerate(self.vector.envs)]
+        results = [
+            env.reset(seed=None if seeds is None else seeds[index], options=options)
+            for index, env in enumerate(self.vector.envs)
+        ]
         self.autoreset[:] = False
         return self._observations([observation for observation, _ in results]), [info for _, info in results]
 
@@ -306,13 +353,18 @@ class ListInfoVectorEnv(gym.vector.VectorWrapper):
             if self.autoreset[index]:
                 observations[index], infos[index] = env.reset()
             else:
-                observations[index], rewards[index], terminateds[index], truncateds[index], infos[index] = env.step(action)
+                observations[index], rewards[index], terminateds[index], truncateds[index], infos[index] = env.step(
+                    action
+                )
         self.autoreset = terminateds | truncateds
         return self._observations(observations), rewards, terminateds, truncateds, infos
 
     def _observations(self, observations: list):
-        return concatenate(self.vector.single_observation_space, observations,
-                           create_empty_array(self.vector.single_observation_space, self.num_envs))
+        return concatenate(
+            self.vector.single_observation_space,
+            observations,
+            create_empty_array(self.vector.single_observation_space, self.num_envs),
+        )
 
 
 class _Steps:
@@ -334,20 +386,37 @@ class _Steps:
         observations, rewards, terminateds, truncateds, infos = results
         resets = self.pending
         dones = ~resets & (terminateds | truncateds)
-        for column, value in ((self.observations, observations), (self.actions, actions), (self.rewards, rewards),
-                              (self.infos, infos), (self.outputs, outputs), (self.terminateds, terminateds),
-                              (self.truncateds, truncateds), (self.resets, resets), (self.dones, dones),
-                              (self.times, now)):
+        for column, value in (
+            (self.observations, observations),
+            (self.actions, actions),
+            (self.rewards, rewards),
+            (self.infos, infos),
+            (self.outputs, outputs),
+            (self.terminateds, terminateds),
+            (self.truncateds, truncateds),
+            (self.resets, resets),
+            (self.dones, dones),
+            (self.times, now),
+        ):
             column.append(value)
         self.pending = dones
         self.lengths = np.where(resets, 0, self.lengths + 1)
         return int(len(rewards) - resets.sum())
 
-    def stacked(self) -> "_Columns":
-        outputs = map_arrays(functools.partial(to_numpy, copy=False), _leafwise(torch.stack, self.outputs))  # fresh stacks
-        return _Columns(stacked(self.observations), stacked(self.actions), np.stack(self.rewards), outputs,
-                        np.stack(self.terminateds), np.stack(self.truncateds), np.stack(self.resets),
-                        np.stack(self.dones))
+    def stacked(self) -> _Columns:
+        outputs = map_arrays(
+            functools.partial(to_numpy, copy=False), _leafwise(torch.stack, self.outputs)
+        )  # fresh stacks
+        return _Columns(
+            stacked(self.observations),
+            stacked(self.actions),
+            np.stack(self.rewards),
+            outputs,
+            np.stack(self.terminateds),
+            np.stack(self.truncateds),
+            np.stack(self.resets),
+            np.stack(self.dones),
+        )
 
 
 class _Columns:
@@ -362,7 +431,7 @@ class _Columns:
 _EPISODE_COLUMNS = ("observations", "infos", "actions", "rewards")
 
 
-def _joined(buffer: Optional[InfiniteLookbackBuffer], *parts: Any) -> InfiniteLookbackBuffer:
+def _joined(buffer: InfiniteLookbackBuffer | None, *parts: Any) -> InfiniteLookbackBuffer:
     """A numpy buffer of `buffer`'s data (lookback included, kept as lookback) followed by `parts` (nests of arrays,
     None skipped), as `to_numpy()` leaves a buffer of those steps."""
     held = None
@@ -393,4 +462,3 @@ def _steps_of(data: Any, start: int, stop: int, env: int) -> Any:
 def _in_order(finished: list) -> list:
     """The finished episodes as RLlib's loop returns them: by the step they ended at, then by env."""
     return [episode for *_, episode in sorted(finished, key=lambda item: item[:2])]
-

@@ -22,7 +22,6 @@ import secrets
 import socket
 import subprocess
 import sys
-from typing import Optional
 
 from rl.harness import env_vars
 from rl.harness.errors import UsageError
@@ -31,8 +30,10 @@ from rl.harness.run import redaction
 _TCP_TIMEOUT_S = 3.0
 _VERSIONS_TIMEOUT_S = 10.0  # for all nodes together, inside the probe's deadline
 RAY_CLIENT_SCHEME = "ray://"
-_HOW_TO_START = ("start a cluster with `ray start --head --port=6379` on the head (docs/cluster.md) and pass"
-                 " <head>:6379, or drop --ray-address to run on a local Ray")
+_HOW_TO_START = (
+    "start a cluster with `ray start --head --port=6379` on the head (docs/cluster.md) and pass"
+    " <head>:6379, or drop --ray-address to run on a local Ray"
+)
 
 
 class ClusterError(UsageError):
@@ -77,32 +78,34 @@ def driver_versions() -> dict:
     return {"ray": importlib.metadata.version("ray"), "python": platform.python_version()}
 
 
-def host_and_port(address: str) -> Optional[tuple[str, int]]:
+def host_and_port(address: str) -> tuple[str, int] | None:
     """(host, port) of `host:port` or `ray://host:port`; None for `auto` (Ray finds the local cluster).
 
     Raises ClusterError for anything else.
     """
     if address == "auto":
         return None
-    rest = address[len(RAY_CLIENT_SCHEME):] if address.startswith(RAY_CLIENT_SCHEME) else address
+    rest = address.removeprefix(RAY_CLIENT_SCHEME)
     host, _, port = rest.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ClusterError(f"--ray-address {address!r} is not an address; pass <head>:<port> (the GCS address"
-                           " `ray start --head` prints), ray://<head>:10001 (Ray Client) or auto")
+        raise ClusterError(
+            f"--ray-address {address!r} is not an address; pass <head>:<port> (the GCS address"
+            " `ray start --head` prints), ray://<head>:10001 (Ray Client) or auto"
+        )
     return host.strip("[]"), int(port)
 
 
-def _tcp_problem(host: str, port: int) -> Optional[str]:
+def _tcp_problem(host: str, port: int) -> str | None:
     try:
         with socket.create_connection((host, port), timeout=_TCP_TIMEOUT_S):
             return None
-    except socket.timeout:
+    except TimeoutError:
         return f"no answer within {_TCP_TIMEOUT_S:g} s"
     except OSError as error:
         return error.strerror or str(error)
 
 
-def check_address(address: str, timeout_s: Optional[float] = None) -> dict:
+def check_address(address: str, timeout_s: float | None = None) -> dict:
     """Connects to `address` once in a subprocess; returns the cluster's facts (`describe`).
 
     Raises ClusterError naming the fix when nothing listens there, no Ray cluster answers within
@@ -112,15 +115,24 @@ def check_address(address: str, timeout_s: Optional[float] = None) -> dict:
     timeout_s = env_vars.ray_connect_timeout_seconds() if timeout_s is None else timeout_s
     endpoint = host_and_port(address)
     if endpoint is not None and (problem := _tcp_problem(*endpoint)):
-        raise ClusterError(f"--ray-address {address}: nothing listens on {endpoint[0]}:{endpoint[1]} ({problem});"
-                           f" {_HOW_TO_START}")
+        raise ClusterError(
+            f"--ray-address {address}: nothing listens on {endpoint[0]}:{endpoint[1]} ({problem}); {_HOW_TO_START}"
+        )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     try:
-        probe = subprocess.run([sys.executable, "-m", __name__, address], capture_output=True, text=True, env=env,
-                               timeout=timeout_s, check=False)
+        probe = subprocess.run(
+            [sys.executable, "-m", __name__, address],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout_s,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
-        raise ClusterError(f"--ray-address {address}: no Ray cluster answered within {timeout_s:g} s (is it the"
-                           f" head's GCS port, and is the cluster up?); {_HOW_TO_START}") from None
+        raise ClusterError(
+            f"--ray-address {address}: no Ray cluster answered within {timeout_s:g} s (is it the"
+            f" head's GCS port, and is the cluster up?); {_HOW_TO_START}"
+        ) from None
     answer = _last_json_line(probe.stdout)
     if answer is None or "error" in answer:
         detail = answer["error"] if answer else (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
@@ -129,7 +141,7 @@ def check_address(address: str, timeout_s: Optional[float] = None) -> dict:
     return answer["cluster"]
 
 
-def _last_json_line(text: str) -> Optional[dict]:
+def _last_json_line(text: str) -> dict | None:
     for line in reversed(text.strip().splitlines()):
         try:
             return json.loads(line)
@@ -138,7 +150,7 @@ def _last_json_line(text: str) -> Optional[dict]:
     return None
 
 
-def check_versions(facts: dict, driver: Optional[dict] = None) -> None:
+def check_versions(facts: dict, driver: dict | None = None) -> None:
     """ClusterError when a node's Ray or Python differs from the driver's (pickled code would not load).
 
     A node that did not say (`versions_error`: busy, or gone meanwhile) is not refused for it.
@@ -149,10 +161,11 @@ def check_versions(facts: dict, driver: Optional[dict] = None) -> None:
             raise ClusterError(
                 f"--ray-address {facts['address']}: node {node['name']} ({node['node_id'][:8]}) runs Ray"
                 f" {node.get('ray')} / Python {node.get('python')}, this driver Ray {driver['ray']} / Python"
-                f" {driver['python']}; run the driver and every node from the same lock (docs/cluster.md)")
+                f" {driver['python']}; run the driver and every node from the same lock (docs/cluster.md)"
+            )
 
 
-def describe(address: Optional[str], *, per_node_versions: bool = True) -> dict:
+def describe(address: str | None, *, per_node_versions: bool = True) -> dict:
     """The connected cluster for the manifest: address, nodes, resources and versions per node.
 
     `per_node_versions` asks every node for its versions with a tiny task pinned to it; without
@@ -168,16 +181,20 @@ def describe(address: Optional[str], *, per_node_versions: bool = True) -> dict:
         "node_count": len(nodes),
         "driver_node_id": ray.get_runtime_context().get_node_id(),
         "driver": driver,
-        "nodes": [{
-            "node_id": node["NodeID"],
-            "name": node.get("NodeName") or node["NodeManagerAddress"],
-            "ip": node["NodeManagerAddress"],
-            "head": "node:__internal_head__" in node["Resources"],
-            # node:<ip> and node:__internal_head__ are Ray's placement labels, not capacity.
-            "resources": {key: value for key, value in sorted(node["Resources"].items())
-                          if not key.startswith("node:")},
-            **versions.get(node["NodeID"], driver),
-        } for node in nodes],
+        "nodes": [
+            {
+                "node_id": node["NodeID"],
+                "name": node.get("NodeName") or node["NodeManagerAddress"],
+                "ip": node["NodeManagerAddress"],
+                "head": "node:__internal_head__" in node["Resources"],
+                # node:<ip> and node:__internal_head__ are Ray's placement labels, not capacity.
+                "resources": {
+                    key: value for key, value in sorted(node["Resources"].items()) if not key.startswith("node:")
+                },
+                **versions.get(node["NodeID"], driver),
+            }
+            for node in nodes
+        ],
     }
 
 
@@ -192,14 +209,19 @@ def _node_versions(node_ids: list[str]) -> dict[str, dict]:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     task = ray.remote(num_cpus=0)(_versions_here)
-    pending = {node_id: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
-               for node_id in node_ids}
+    pending = {
+        node_id: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+        for node_id in node_ids
+    }
     answered, _ = ray.wait(list(pending.values()), num_returns=len(pending), timeout=_VERSIONS_TIMEOUT_S)
     versions = {}
     for node_id, reference in pending.items():
         try:
-            versions[node_id] = (ray.get(reference) if reference in answered else
-                                 _unknown_versions(f"no answer within {_VERSIONS_TIMEOUT_S:g} s"))
+            versions[node_id] = (
+                ray.get(reference)
+                if reference in answered
+                else _unknown_versions(f"no answer within {_VERSIONS_TIMEOUT_S:g} s")
+            )
         except ray.exceptions.RayError as error:
             versions[node_id] = _unknown_versions(f"{type(error).__name__}: {error}")
     return versions

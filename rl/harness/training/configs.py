@@ -18,7 +18,8 @@ yields. `parallel_envs` is the recipe's (it shapes the batch); the hardware prof
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from rl.harness.errors import UsageError
 from rl.harness.run.machine import HardwareProfile
@@ -44,8 +45,9 @@ def default_parallel_envs(train_batch: int) -> int:
     return max(count for count in range(1, min(DEFAULT_PARALLEL_ENVS, train_batch) + 1) if train_batch % count == 0)
 
 
-def plan_sampling(profile: HardwareProfile, config, parallel_envs: Optional[int] = None, *,
-                  in_process: bool = False) -> SamplingPlan:
+def plan_sampling(
+    profile: HardwareProfile, config, parallel_envs: int | None = None, *, in_process: bool = False
+) -> SamplingPlan:
     """Where `parallel_envs` envs step for `config` (an AlgorithmConfig): the one check of a recipe's envs count.
 
     None takes the largest divisor of the train batch up to DEFAULT_PARALLEL_ENVS. Each update
@@ -60,17 +62,23 @@ def plan_sampling(profile: HardwareProfile, config, parallel_envs: Optional[int]
     if not isinstance(parallel_envs, int) or isinstance(parallel_envs, bool) or parallel_envs < 1:
         raise ParallelEnvsError(f"parallel_envs must be an integer >= 1, got {parallel_envs!r}")
     if parallel_envs > batch:
-        raise ParallelEnvsError(f"parallel_envs={parallel_envs} is more than the train batch of {batch} env steps"
-                                f" allows: every env must step at least once per update; use parallel_envs <= {batch}")
+        raise ParallelEnvsError(
+            f"parallel_envs={parallel_envs} is more than the train batch of {batch} env steps"
+            f" allows: every env must step at least once per update; use parallel_envs <= {batch}"
+        )
     if batch % parallel_envs:
-        raise ParallelEnvsError(f"the train batch ({batch} env steps) is not a multiple of parallel_envs={parallel_envs}:"
-                                f" RLlib would sample {-(-batch // parallel_envs) * parallel_envs} steps per update"
-                                f" instead; pick parallel_envs dividing {batch}")
+        raise ParallelEnvsError(
+            f"the train batch ({batch} env steps) is not a multiple of parallel_envs={parallel_envs}:"
+            f" RLlib would sample {-(-batch // parallel_envs) * parallel_envs} steps per update"
+            f" instead; pick parallel_envs dividing {batch}"
+        )
     pipelined = bool(getattr(config, hardware.PIPELINED, False))
     if in_process:
         if pipelined:
-            raise ParallelEnvsError("the in-process runner samples in this process: a pipelined config needs remote"
-                                    " EnvRunners; train it with run_direct")
+            raise ParallelEnvsError(
+                "the in-process runner samples in this process: a pipelined config needs remote"
+                " EnvRunners; train it with run_direct"
+            )
         return hardware.in_process_plan(parallel_envs)
     return hardware.place_envs(profile, parallel_envs, pipelined=pipelined)
 
@@ -86,8 +94,12 @@ def add_callback(config, event: str, function) -> None:
 def sampling_record(plan: SamplingPlan, config) -> dict:
     """The manifest's `runner.sampling`: the plan, which EnvRunner connector pipelines `config` (configured)
     runs, and whether its EnvRunners numpy'ize the episodes they return."""
-    return {**plan.as_dict(), "env_runner": env_runner_name(config), "connectors": connector_pipelines(config),
-            "episodes_to_numpy": config.episodes_to_numpy}
+    return {
+        **plan.as_dict(),
+        "env_runner": env_runner_name(config),
+        "connectors": connector_pipelines(config),
+        "episodes_to_numpy": config.episodes_to_numpy,
+    }
 
 
 def env_runner_name(config) -> str:
@@ -105,7 +117,7 @@ class ConfigRequest:
     promise) and whether every env steps in this process (the in-process runner)."""
 
     config: Any
-    parallel_envs: Optional[int]
+    parallel_envs: int | None
     seed: Any
     trains: str = DIRECT
     in_process: bool = False
@@ -129,7 +141,7 @@ class PreparedConfig:
         return self.config.algo_class.__name__
 
 
-def prepare(request: ConfigRequest, profile: HardwareProfile, plan: Optional[SamplingPlan] = None) -> PreparedConfig:
+def prepare(request: ConfigRequest, profile: HardwareProfile, plan: SamplingPlan | None = None) -> PreparedConfig:
     """A copy of `request`'s config placed by `profile` (as `plan` says, if given), with RLlib's seed, and its records.
 
     The one place the harness writes placement and seed into a config; single-agent configs also
@@ -154,8 +166,9 @@ def prepare(request: ConfigRequest, profile: HardwareProfile, plan: Optional[Sam
         # builds numpy episodes from its step arrays directly.
         config.env_runners(episodes_to_numpy=False)
     config = config.debugging(seed=request.seed)
-    return PreparedConfig(config=config, profile=profile, plan=plan, sampling=sampling_record(plan, config),
-                          determinism=determinism)
+    return PreparedConfig(
+        config=config, profile=profile, plan=plan, sampling=sampling_record(plan, config), determinism=determinism
+    )
 
 
 class Preparation:
@@ -176,7 +189,8 @@ class Preparation:
         return {name: prepare(request, profile, plans.get(name)) for name, request in self.requests.items()}
 
 
-def prepare_config(config, *, seed, profile: HardwareProfile, parallel_envs: Optional[int] = None,
-                   in_process: bool = False):
+def prepare_config(
+    config, *, seed, profile: HardwareProfile, parallel_envs: int | None = None, in_process: bool = False
+):
     """A placed, seeded copy of the recipe's AlgorithmConfig, outside a run's lifecycle (a benchmark, a worker)."""
     return prepare(ConfigRequest(config, parallel_envs, seed, in_process=in_process), profile).config

@@ -29,7 +29,8 @@ import os
 import platform as python_platform
 import re
 import sys
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from rl.harness import env_vars
 from rl.harness.errors import UsageError
@@ -45,8 +46,12 @@ ENV_RUNNERS = (BATCHED_ENV_RUNNER, RLLIB_ENV_RUNNER)
 # ATen's scalar kernels, MKL's SSE2 code path that its vendor keeps the same on Intel and AMD
 # ("conditional numerical reproducibility"), oneDNN up to SSE4.1, OpenBLAS's Nehalem kernels; numpy's
 # dispatched targets are switched off by `portable_kernel_dispatch`.
-PORTABLE_KERNEL_DISPATCH = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41",
-                            "OPENBLAS_CORETYPE": "Nehalem"}
+PORTABLE_KERNEL_DISPATCH = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+    "OPENBLAS_CORETYPE": "Nehalem",
+}
 PORTABLE_TORCH_CAPABILITY = "DEFAULT"  # what torch reports once ATEN_CPU_CAPABILITY=default took effect
 X86_64_MACHINES = ("x86_64", "AMD64")  # platform.machine() of the machines the portable profile's pins apply to
 TORCH_THREADS = 1  # one thread per process: measured up to 5x faster on 2 cores (docs/harness.md)
@@ -84,28 +89,51 @@ def place_envs(profile: HardwareProfile, parallel_envs: int, *, pipelined: bool 
     one on small machines, so that sampling takes the core the learner leaves."""
     if pipelined:
         runners = 1 if profile.num_cpus <= LOCAL_SAMPLING_MAX_CPUS else _runners_for(profile, parallel_envs)
-        return SamplingPlan(parallel_envs, runners, parallel_envs // runners, "remote",
-                            f"pipelined: {runners} remote runner(s) sample the next batch while the learner updates",
-                            pipelined=True)
+        return SamplingPlan(
+            parallel_envs,
+            runners,
+            parallel_envs // runners,
+            "remote",
+            f"pipelined: {runners} remote runner(s) sample the next batch while the learner updates",
+            pipelined=True,
+        )
     if profile.num_cpus <= LOCAL_SAMPLING_MAX_CPUS or profile.max_env_runners < 1:
-        return SamplingPlan(parallel_envs, 0, parallel_envs, "local",
-                            f"{profile.num_cpus} CPU(s) <= {LOCAL_SAMPLING_MAX_CPUS}: sampling and learning in"
-                            " one process was faster than a remote runner (docs/performance.md)")
+        return SamplingPlan(
+            parallel_envs,
+            0,
+            parallel_envs,
+            "local",
+            f"{profile.num_cpus} CPU(s) <= {LOCAL_SAMPLING_MAX_CPUS}: sampling and learning in"
+            " one process was faster than a remote runner (docs/performance.md)",
+        )
     runners = _runners_for(profile, parallel_envs)
-    return SamplingPlan(parallel_envs, runners, parallel_envs // runners, "remote",
-                        f"{profile.num_cpus} CPUs: {runners} remote runner(s) sample in parallel, one CPU each")
+    return SamplingPlan(
+        parallel_envs,
+        runners,
+        parallel_envs // runners,
+        "remote",
+        f"{profile.num_cpus} CPUs: {runners} remote runner(s) sample in parallel, one CPU each",
+    )
 
 
 def _runners_for(profile: HardwareProfile, parallel_envs: int) -> int:
     """The most remote runners (up to the profile's) that split `parallel_envs` evenly."""
-    return max(count for count in range(1, min(max(profile.max_env_runners, 1), parallel_envs) + 1)
-               if parallel_envs % count == 0)
+    return max(
+        count
+        for count in range(1, min(max(profile.max_env_runners, 1), parallel_envs) + 1)
+        if parallel_envs % count == 0
+    )
 
 
 def in_process_plan(parallel_envs: int) -> SamplingPlan:
     """Every one of `parallel_envs` envs in this process's EnvRunner (the in-process runner's only placement)."""
-    return SamplingPlan(parallel_envs, 0, parallel_envs, "local",
-                        "in-process runner: the learner and every env step in one process, without Ray")
+    return SamplingPlan(
+        parallel_envs,
+        0,
+        parallel_envs,
+        "local",
+        "in-process runner: the learner and every env step in one process, without Ray",
+    )
 
 
 def on_cluster(profile: HardwareProfile, cpus: int) -> HardwareProfile:
@@ -126,7 +154,7 @@ def apply_to(profile: HardwareProfile, config, plan: SamplingPlan):
     return config
 
 
-def _read(path: str) -> Optional[str]:
+def _read(path: str) -> str | None:
     try:
         with open(path) as handle:
             return handle.read().strip()
@@ -191,7 +219,7 @@ def _nvidia_device_visible() -> bool:
 _NVIDIA_DRIVER_VERSION = re.compile(r"Kernel Module\s+(?:for \S+\s+)?(\d+(?:\.\d+)+)")
 
 
-def nvidia_driver_version(path: str = "/proc/driver/nvidia/version") -> Optional[str]:
+def nvidia_driver_version(path: str = "/proc/driver/nvidia/version") -> str | None:
     """The NVIDIA kernel driver's version ("580.65.06"), or None without one."""
     match = _NVIDIA_DRIVER_VERSION.search(_read(path) or "")
     return match[1] if match else None
@@ -207,7 +235,7 @@ def torch_determinism(torch) -> dict[str, Any]:
     }
 
 
-def detect_machine(environ: Optional[Mapping[str, str]] = None) -> MachineFacts:
+def detect_machine(environ: Mapping[str, str] | None = None) -> MachineFacts:
     """This machine's facts, its CPUs capped by $RL_HARNESS_CPUS in `environ` (default: this process's)."""
     cpu_count, cpu_limit = usable_cpu_count()
     try:
@@ -258,10 +286,13 @@ def choose_profile(requested: str, facts: MachineFacts, env_runner: str = BATCHE
         raise HardwareError(
             "--hardware-profile cuda, but torch sees no CUDA device "
             f"(NVIDIA driver: {facts.nvidia_driver_version or 'none found'}); use --hardware-profile auto or "
-            "cpu, or on a GPU machine build with `--config=cuda` (CUDA torch; docs/building.md)")
+            "cpu, or on a GPU machine build with `--config=cuda` (CUDA torch; docs/building.md)"
+        )
     if requested == PORTABLE_PROFILE and python_platform.machine() not in X86_64_MACHINES:
-        raise HardwareError(f"--hardware-profile {PORTABLE_PROFILE} pins x86-64 kernels, and this machine is"
-                            f" {python_platform.machine()}; use --hardware-profile cpu")
+        raise HardwareError(
+            f"--hardware-profile {PORTABLE_PROFILE} pins x86-64 kernels, and this machine is"
+            f" {python_platform.machine()}; use --hardware-profile cpu"
+        )
     if name == "mps" and not facts.mps_available:
         raise HardwareError("--hardware-profile mps, but MPS is not available here; use --hardware-profile auto or cpu")
     return HardwareProfile(
@@ -307,17 +338,24 @@ def determinism(profile: HardwareProfile, plan: SamplingPlan, runner: str) -> di
     if profile.learner_device != "cpu":
         reasons.append(f"the learner runs on {profile.learner_device}, whose kernels are not deterministic")
     if profile.torch_threads != 1:
-        reasons.append(f"{profile.torch_threads} torch threads: bit-identity is only established for one (docs/harness.md)")
+        reasons.append(
+            f"{profile.torch_threads} torch threads: bit-identity is only established for one (docs/harness.md)"
+        )
     if reasons:
         return {"expected": False, "why": "; ".join(reasons)}
     if plan.pipelined:
-        return {"expected": True,
-                "why": "pipelined: each remote runner samples batch k+1 with the weights update k starts from (policy"
-                       " lag 1), collected in runner order whatever the timing; CPU learner, one torch thread. A"
-                       " different run from the same seed's sequential one",
-                "scope": platform.IDENTITY_SCOPE}
-    return {"expected": True, "why": "local env runner, CPU learner, one torch thread: one process in a fixed order",
-            "scope": platform.IDENTITY_SCOPE}
+        return {
+            "expected": True,
+            "why": "pipelined: each remote runner samples batch k+1 with the weights update k starts from (policy"
+            " lag 1), collected in runner order whatever the timing; CPU learner, one torch thread. A"
+            " different run from the same seed's sequential one",
+            "scope": platform.IDENTITY_SCOPE,
+        }
+    return {
+        "expected": True,
+        "why": "local env runner, CPU learner, one torch thread: one process in a fixed order",
+        "scope": platform.IDENTITY_SCOPE,
+    }
 
 
 def process_environment(profile: HardwareProfile) -> dict[str, str]:

@@ -85,8 +85,11 @@ class Trainer:
 
     def __init__(self, config, *, env, seed: int, parallel_envs: int, profile: HardwareProfile | None = None):
         profile = profile or default_profile()
-        self._build(configs.prepare_config(config, seed=seed, profile=profile, parallel_envs=parallel_envs,
-                                           in_process=True), env, profile)
+        self._build(
+            configs.prepare_config(config, seed=seed, profile=profile, parallel_envs=parallel_envs, in_process=True),
+            env,
+            profile,
+        )
 
     @classmethod
     def of_prepared(cls, config, *, env, profile: HardwareProfile) -> Trainer:
@@ -102,8 +105,12 @@ class Trainer:
         self.env_runner = SingleAgentEnvRunner(config=config)
         self.row = {ITERATION: 0, ENV_STEPS: 0}
 
-    def train(self, stop: StopRule, *, around_update: Callable[[], ContextManager] | None = None,
-              ) -> Iterator[Update]:
+    def train(
+        self,
+        stop: StopRule,
+        *,
+        around_update: Callable[[], ContextManager] | None = None,
+    ) -> Iterator[Update]:
         """Yields each iteration's Update until `stop` is reached.
 
         `around_update()` is entered around each `Learner.update` alone (not the sampling or the
@@ -111,8 +118,9 @@ class Trainer:
         """
         while not stop.reached(self.row):
             started = time.monotonic()
-            episodes = self.env_runner.sample(num_timesteps=self.config.train_batch_size_per_learner,
-                                              random_actions=False)
+            episodes = self.env_runner.sample(
+                num_timesteps=self.config.train_batch_size_per_learner, random_actions=False
+            )
             env_steps = self.row[ENV_STEPS] + sum(len(episode) for episode in episodes)
             episode_return = self.env_runner.get_metrics().get(EPISODE_RETURN_MEAN)
             with around_update() if around_update is not None else contextlib.nullcontext():
@@ -124,9 +132,12 @@ class Trainer:
                     shuffle_batch_per_epoch=True,
                 )
             self.env_runner.module.set_state(self.learner.module[DEFAULT_MODULE_ID].get_state(inference_only=True))
-            self.row = {ITERATION: self.row[ITERATION] + 1, ENV_STEPS: env_steps,
-                        RETURN: None if episode_return is None else scalar(episode_return),
-                        ITERATION_SECONDS: time.monotonic() - started}
+            self.row = {
+                ITERATION: self.row[ITERATION] + 1,
+                ENV_STEPS: env_steps,
+                RETURN: None if episode_return is None else scalar(episode_return),
+                ITERATION_SECONDS: time.monotonic() - started,
+            }
             yield Update(row=dict(self.row), result=result)
 
     def stop(self) -> None:
@@ -151,8 +162,11 @@ class InProcessRunner(lifecycle.Runner):
     trainer: Trainer | None = None
 
     def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
-        return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, context.seeds.integer("rllib"),
-                                              in_process=True)}
+        return {
+            lifecycle.MAIN: ConfigRequest(
+                self.config, self.parallel_envs, context.seeds.integer("rllib"), in_process=True
+            )
+        }
 
     def start(self, context: RunContext) -> ContextManager[HardwareProfile]:
         return contextlib.nullcontext(context.hardware)
@@ -160,9 +174,16 @@ class InProcessRunner(lifecycle.Runner):
     def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> OwnLoopRunnerRecord:
         main = prepared[lifecycle.MAIN]
         self.trainer = Trainer.of_prepared(main.config, env=self.env, profile=main.profile)
-        return OwnLoopRunnerRecord(kind=RUNNER_KIND, details={
-            "algorithm": main.algorithm, "rllib_seed": main.config.seed, "sampling": main.sampling,
-            "determinism": main.determinism, "stop": dataclasses.asdict(self.stop)})
+        return OwnLoopRunnerRecord(
+            kind=RUNNER_KIND,
+            details={
+                "algorithm": main.algorithm,
+                "rllib_seed": main.config.seed,
+                "sampling": main.sampling,
+                "determinism": main.determinism,
+                "stop": dataclasses.asdict(self.stop),
+            },
+        )
 
     def train(self, context: RunContext) -> Iterator[Update]:
         for update in self.trainer.train(self.stop):

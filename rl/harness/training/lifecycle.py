@@ -34,7 +34,8 @@ import dataclasses
 import gc
 import math
 import time
-from typing import Any, Callable, ContextManager, Iterator, Mapping, Optional
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ContextManager
 
 import ray
 from absl import logging
@@ -135,10 +136,10 @@ def _ray_keeps_off_sigterm() -> Iterator[None]:
 
 
 # The watchdog of the local Ray this process started: its processes die with the driver, even by SIGKILL.
-_REAPER: Optional[Reaper] = None
+_REAPER: Reaper | None = None
 
 
-def init_ray(address: Optional[str], num_cpus: int, kernel_dispatch: Optional[dict] = None) -> None:
+def init_ray(address: str | None, num_cpus: int, kernel_dispatch: dict | None = None) -> None:
     """Attaches to `address`, or starts a local Ray with `num_cpus` (token auth) whose processes end with this
     one (`Reaper`, also on SIGKILL); SIGTERM stays the harness's. End it with `shutdown_ray`.
 
@@ -215,13 +216,13 @@ class ProgressLine:
     last one an episode gave: iterations in which none ended keep showing it ("-" until the first).
     """
 
-    def __init__(self, stop=None, *, cap: Optional[RowBudget] = None, start: Optional[dict] = None):
+    def __init__(self, stop=None, *, cap: RowBudget | None = None, start: dict | None = None):
         self.stop, self.cap = stop, cap if cap is not None and cap.key is not None else None
         self.start = start or {ITERATION: 0, ENV_STEPS: 0}
         self._start_share = self.share(self.start)
-        self._return: Optional[float] = None
+        self._return: float | None = None
 
-    def share(self, row: dict) -> Optional[float]:
+    def share(self, row: dict) -> float | None:
         """How far `row` is toward the nearest bound in force, 0 to 1 (None without any bound)."""
         shares = [rule.progress(row) for rule in (self.stop, self.cap) if rule is not None]
         return max(shares) if shares else None
@@ -232,10 +233,14 @@ class ProgressLine:
             self._return = episode_return
         env_steps, total_s = int(row.get(ENV_STEPS) or 0), row.get("time_total_s") or 0.0  # RLlib counts as floats
         own_steps = env_steps - int(self.start.get(ENV_STEPS) or 0)
-        parts = [f"iter {row.get(ITERATION, 0)}", f"env steps {env_steps}",
-                 f"return {self._return:.2f}" if self._return is not None else "return -",
-                 f"{own_steps / total_s:.0f} env steps/s" if total_s > 0 else "- env steps/s",
-                 f"{row.get(ITERATION_SECONDS) or 0.0:.1f} s/iter", f"{total_s:.0f} s total"]
+        parts = [
+            f"iter {row.get(ITERATION, 0)}",
+            f"env steps {env_steps}",
+            f"return {self._return:.2f}" if self._return is not None else "return -",
+            f"{own_steps / total_s:.0f} env steps/s" if total_s > 0 else "- env steps/s",
+            f"{row.get(ITERATION_SECONDS) or 0.0:.1f} s/iter",
+            f"{total_s:.0f} s total",
+        ]
         done = self.share(row)
         if done is not None:
             gained = done - (self._start_share or 0.0)
@@ -244,8 +249,9 @@ class ProgressLine:
         return " | ".join(parts)
 
 
-def train_rows(context: RunContext, algo, stop, *, row: Optional[dict] = None,
-               trial: Optional[str] = None, tags: Optional[dict] = None) -> Iterator[dict]:
+def train_rows(
+    context: RunContext, algo, stop, *, row: dict | None = None, trial: str | None = None, tags: dict | None = None
+) -> Iterator[dict]:
     """Yields each `algo.train()` result as its logged metrics row until `stop` or a stop signal.
 
     `row` is where the counters start (a fresh run: iteration 0, env steps 0); `trial` keeps a
@@ -305,15 +311,15 @@ class AlgorithmTraining:
 
     config: Any
     stop: Any
-    schedule: Optional[Callable[[int], bool]] = None
+    schedule: Callable[[int], bool] | None = None
     save_initial: bool = False
-    restore_from: Optional[Any] = None
-    restore_iteration: Optional[int] = None
-    trial: Optional[str] = None
-    tags: Optional[dict] = None
-    on_built: Optional[Callable[[Any], None]] = None
+    restore_from: Any | None = None
+    restore_iteration: int | None = None
+    trial: str | None = None
+    tags: dict | None = None
+    on_built: Callable[[Any], None] | None = None
 
-    def run(self, context: RunContext) -> Optional[dict]:
+    def run(self, context: RunContext) -> dict | None:
         """The last row (the counters it stopped at), or None when a stop came before its first iteration."""
         with ray_folders.logs_under(context.artifacts_dir / ray_folders.RAY_LOGS):  # not ~/ray_results
             algo = self.config.build_algo()
@@ -324,7 +330,7 @@ class AlgorithmTraining:
             del algo
             gc.collect()  # the stopped algorithm's cycles, before a runner builds the next one (agents in turn)
 
-    def _train(self, context: RunContext, algo) -> Optional[dict]:
+    def _train(self, context: RunContext, algo) -> dict | None:
         if self.on_built is not None:
             self.on_built(algo)
         if stopping(context, "building the algorithm"):
@@ -333,15 +339,19 @@ class AlgorithmTraining:
         if self.restore_from is not None:
             try:
                 algo.restore_from_path(str(self.restore_from))
-            except Exception as error:  # noqa: BLE001 - whatever RLlib raises for a checkpoint it cannot read
+            except Exception as error:
                 detail = " ".join(str(error).split())  # one line, whatever the library's message holds
-                raise RestoreFailed(f"checkpoint {self.restore_from} could not be restored ({type(error).__name__}"
-                                    f"{': ' + detail if detail else ''}); pass --resume-from an earlier checkpoint folder of that run (its"
-                                    " checkpoints/iter_N)") from error
+                raise RestoreFailed(
+                    f"checkpoint {self.restore_from} could not be restored ({type(error).__name__}"
+                    f"{': ' + detail if detail else ''}); pass --resume-from an earlier checkpoint folder of that run (its"
+                    " checkpoints/iter_N)"
+                ) from error
             row = _restored_counters(algo)
         if self.restore_iteration is not None and row[ITERATION] != self.restore_iteration:
-            raise RuntimeError(f"restoring {self.restore_from} gave iteration {row[ITERATION]}, but the checkpoint"
-                               f" was saved at {self.restore_iteration}: the counters would not continue")
+            raise RuntimeError(
+                f"restoring {self.restore_from} gave iteration {row[ITERATION]}, but the checkpoint"
+                f" was saved at {self.restore_iteration}: the counters would not continue"
+            )
         if self.save_initial:
             self._save(context, algo, row)
         started_at = saved_at = row[ITERATION]

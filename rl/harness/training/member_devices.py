@@ -17,7 +17,7 @@ none when it was given none.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
 
 VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
 
@@ -32,8 +32,9 @@ def gpu_share(*, gpu_count: int, members_at_once: int) -> float:
     return 1.0 / math.ceil(members_at_once / gpu_count) if members_at_once > gpu_count else 1.0
 
 
-def cluster_gpu_share(resources: Mapping[str, float], *, members: int, cpus_per_member: float,
-                      max_concurrent: Optional[int]) -> float:
+def cluster_gpu_share(
+    resources: Mapping[str, float], *, members: int, cpus_per_member: float, max_concurrent: int | None
+) -> float:
     """`gpu_share` for `members` on a Ray cluster with `resources` (`ray.cluster_resources()`): as many run at
     once as its CPUs (and `max_concurrent`) allow."""
     at_once = min(members, max_concurrent or members, max(1, int(resources.get("CPU", 1) // cpus_per_member)))

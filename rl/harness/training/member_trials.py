@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
 
 import ray
 from ray import tune
@@ -61,7 +61,7 @@ class _StopFlag:
     def set(self, name: str) -> None:
         self._signal = self._signal or name
 
-    def get(self) -> Optional[str]:
+    def get(self) -> str | None:
         return self._signal
 
 
@@ -76,8 +76,14 @@ def _start_member(trial: MemberTrial, env: Mapping[str, str]) -> subprocess.Pope
     log = pathlib.Path(trial.log)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as output:  # the child keeps its own descriptor
-        return subprocess.Popen(trial.argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=output,
-                                stderr=subprocess.STDOUT, preexec_fn=_terminate_with_parent)
+        return subprocess.Popen(
+            trial.argv,
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_terminate_with_parent,
+        )
 
 
 def _run_member(config: dict, *, trials: Mapping[str, MemberTrial], env: Mapping[str, str], stop_flag: str) -> None:
@@ -110,7 +116,7 @@ class _EndWaitingTrials(tune.Stopper):
     """After a stop request, ends the experiment once no trial runs: the running ones stop themselves
     (their runs checkpoint), and those still waiting for resources would otherwise keep Tune waiting."""
 
-    def __init__(self, stop_signal: Callable[[], Optional[str]], states: _TrialStates):
+    def __init__(self, stop_signal: Callable[[], str | None], states: _TrialStates):
         self._stop_signal = stop_signal
         self._states = states
 
@@ -121,7 +127,7 @@ class _EndWaitingTrials(tune.Stopper):
         return self._stop_signal() is not None and not self._states.any_running
 
 
-def _watch(stop_signal: Callable[[], Optional[str]], flag, on_tick: Callable[[], None], done: threading.Event) -> None:
+def _watch(stop_signal: Callable[[], str | None], flag, on_tick: Callable[[], None], done: threading.Event) -> None:
     raised = False
     while not done.wait(POLL_S):
         name = stop_signal()
@@ -131,10 +137,19 @@ def _watch(stop_signal: Callable[[], Optional[str]], flag, on_tick: Callable[[],
         on_tick()
 
 
-def run_trials(trials: list[MemberTrial], *, ray_address: Optional[str], num_cpus: int, cpus_per_trial: int,
-               max_concurrent: Optional[int], storage: pathlib.Path, env: Mapping[str, str],
-               stop_signal: Callable[[], Optional[str]], on_tick: Callable[[], None],
-               on_ray_started: Callable[[], None]) -> dict[str, str]:
+def run_trials(
+    trials: list[MemberTrial],
+    *,
+    ray_address: str | None,
+    num_cpus: int,
+    cpus_per_trial: int,
+    max_concurrent: int | None,
+    storage: pathlib.Path,
+    env: Mapping[str, str],
+    stop_signal: Callable[[], str | None],
+    on_tick: Callable[[], None],
+    on_ray_started: Callable[[], None],
+) -> dict[str, str]:
     """Runs `trials` on Tune until all ended; returns {run_id: error} for trials whose worker failed.
 
     `on_ray_started` runs once Ray is up: the place to install the caller's signal handlers, since
@@ -160,26 +175,39 @@ def run_trials(trials: list[MemberTrial], *, ray_address: Optional[str], num_cpu
     try:
         watcher.start()
         # The grid is the run ids alone (what Tune shows and logs); the command lines travel as parameters.
-        trainable = tune.with_parameters(_run_member, trials={trial.run_id: trial for trial in trials},
-                                         env=dict(env), stop_flag=flag_name)
+        trainable = tune.with_parameters(
+            _run_member, trials={trial.run_id: trial for trial in trials}, env=dict(env), stop_flag=flag_name
+        )
         # On GPUs, each member gets a share of one, and its run sees that device only (member_devices.py).
-        gpus_per_trial = member_devices.cluster_gpu_share(ray.cluster_resources(), members=len(trials),
-                                                          cpus_per_member=cpus_per_trial, max_concurrent=max_concurrent)
+        gpus_per_trial = member_devices.cluster_gpu_share(
+            ray.cluster_resources(), members=len(trials), cpus_per_member=cpus_per_trial, max_concurrent=max_concurrent
+        )
         tuner = tune.Tuner(
             tune.with_resources(trainable, member_devices.trial_resources(cpus=cpus_per_trial, gpus=gpus_per_trial)),
             param_space={"run_id": tune.grid_search([trial.run_id for trial in trials])},
-            tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=True,
-                                        trial_name_creator=lambda trial: trial.config["run_id"],
-                                        trial_dirname_creator=lambda trial: trial.config["run_id"]),
-            run_config=tune.RunConfig(name=storage.name, storage_path=str(storage.parent), verbose=0,
-                                      failure_config=tune.FailureConfig(max_failures=0),
-                                      stop=_EndWaitingTrials(stop_signal, states), callbacks=[states]),
+            tune_config=tune.TuneConfig(
+                max_concurrent_trials=max_concurrent,
+                reuse_actors=True,
+                trial_name_creator=lambda trial: trial.config["run_id"],
+                trial_dirname_creator=lambda trial: trial.config["run_id"],
+            ),
+            run_config=tune.RunConfig(
+                name=storage.name,
+                storage_path=str(storage.parent),
+                verbose=0,
+                failure_config=tune.FailureConfig(max_failures=0),
+                stop=_EndWaitingTrials(stop_signal, states),
+                callbacks=[states],
+            ),
         )
         # Trials a stop dropped while they waited for resources left no results; Tune warns for each of them.
         logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
         grid = tuner.fit()
-        return {result.config["run_id"]: f"{type(result.error).__name__}: {result.error}"
-                for result in grid if result.error is not None}
+        return {
+            result.config["run_id"]: f"{type(result.error).__name__}: {result.error}"
+            for result in grid
+            if result.error is not None
+        }
     finally:
         done.set()
         watcher.join()

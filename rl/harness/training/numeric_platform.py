@@ -17,7 +17,7 @@ import os
 import re
 import subprocess
 import sys
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from rl.harness import env_vars
 from rl.harness.errors import HarnessError
@@ -43,7 +43,7 @@ def numpy_simd() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return (tuple(name for name in umath.__cpu_dispatch__ if features.get(name)), tuple(umath.__cpu_baseline__))
 
 
-def _loaded_openblas() -> Optional[str]:
+def _loaded_openblas() -> str | None:
     """The OpenBLAS shared library loaded in this process (numpy's), from /proc/self/maps."""
     try:
         with open("/proc/self/maps") as handle:
@@ -53,7 +53,7 @@ def _loaded_openblas() -> Optional[str]:
     return min(paths) if paths else None
 
 
-def openblas_facts() -> dict[str, Optional[str]]:
+def openblas_facts() -> dict[str, str | None]:
     """numpy's OpenBLAS: its version and the core type it dispatched to (which OPENBLAS_CORETYPE overrides)."""
     import numpy
 
@@ -71,7 +71,7 @@ def openblas_facts() -> dict[str, Optional[str]]:
     return facts
 
 
-def _torch_facts() -> tuple[Optional[str], dict, dict, Optional[platform.GpuPlatform]]:
+def _torch_facts() -> tuple[str | None, dict, dict, platform.GpuPlatform | None]:
     """(torch's CPU capability, its thread counts, MKL and oneDNN versions, the GPU), or Nones without torch."""
     if importlib.util.find_spec("torch") is None:
         return None, {}, {}, None
@@ -85,10 +85,14 @@ def _torch_facts() -> tuple[Optional[str], dict, dict, Optional[platform.GpuPlat
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability(0)
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-        gpu = platform.GpuPlatform(model=torch.cuda.get_device_name(0), compute_capability=f"{major}.{minor}",
-                                   cuda=torch.version.cuda, cudnn=None if cudnn is None else str(cudnn),
-                                   driver=hardware.nvidia_driver_version(),
-                                   determinism=hardware.torch_determinism(torch))
+        gpu = platform.GpuPlatform(
+            model=torch.cuda.get_device_name(0),
+            compute_capability=f"{major}.{minor}",
+            cuda=torch.version.cuda,
+            cudnn=None if cudnn is None else str(cudnn),
+            driver=hardware.nvidia_driver_version(),
+            determinism=hardware.torch_determinism(torch),
+        )
     return torch.backends.cpu.get_cpu_capability(), threads, libraries, gpu
 
 
@@ -104,7 +108,8 @@ def gather() -> platform.NumericPlatform:
         numpy_simd_baseline=baseline,
         threads={**threads, **env_vars.thread_variables()},
         libraries={**libraries, **openblas_facts()},
-        gpu=gpu)
+        gpu=gpu,
+    )
 
 
 def check_pinned(profile: HardwareProfile) -> None:
@@ -115,13 +120,17 @@ def check_pinned(profile: HardwareProfile) -> None:
     torch = sys.modules.get("torch")
     capability = torch.backends.cpu.get_cpu_capability() if torch is not None else hardware.PORTABLE_TORCH_CAPABILITY
     simd, _ = numpy_simd()
-    if (env_vars.kernel_dispatch_variables().items() >= profile.kernel_dispatch.items() and not simd
-            and capability == hardware.PORTABLE_TORCH_CAPABILITY):
+    if (
+        env_vars.kernel_dispatch_variables().items() >= profile.kernel_dispatch.items()
+        and not simd
+        and capability == hardware.PORTABLE_TORCH_CAPABILITY
+    ):
         return
     raise hardware.HardwareError(
         f"--hardware-profile {profile.name} pins the kernels before torch and numpy load, but this process loaded"
         f" them first (torch {capability}, numpy {' '.join(simd) or 'baseline'}); start the run through the"
-        " rl-harness command or an rl_experiment binary, which restart with the pins set")
+        " rl-harness command or an rl_experiment binary, which restart with the pins set"
+    )
 
 
 def _package_root() -> str:
@@ -132,12 +141,19 @@ def _package_root() -> str:
 def probe(environment: Mapping[str, str]) -> platform.NumericPlatform:
     """The record a fresh process with `environment` gathers (this interpreter, this harness)."""
     python_path = os.pathsep.join(filter(None, [_package_root(), environment.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-m", __name__], env={**environment, "PYTHONPATH": python_path},
-                          capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", __name__],
+        env={**environment, "PYTHONPATH": python_path},
+        capture_output=True,
+        text=True,
+        timeout=_PROBE_TIMEOUT_S,
+        check=False,
+    )
     if done.returncode != 0:
         detail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        raise PlatformProbeError(f"probing the numeric platform failed ({detail}); run"
-                                 f" `{sys.executable} -m {__name__}` to see why")
+        raise PlatformProbeError(
+            f"probing the numeric platform failed ({detail}); run `{sys.executable} -m {__name__}` to see why"
+        )
     return platform.NumericPlatform.from_dict(json.loads(done.stdout))
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import pathlib
-from typing import Iterator
+from collections.abc import Iterator
 
 RAY_LOGS = "ray_logs"  # in artifacts/<run-id>/: the log folders of the Algorithms a run builds
 

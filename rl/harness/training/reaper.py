@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from rl.harness.run.status import process_start_ticks
 
@@ -97,15 +97,18 @@ class Reaper:
         self._process, self._pipe = process, pipe
 
     @classmethod
-    def start(cls) -> Optional["Reaper"]:
+    def start(cls) -> Reaper | None:
         """Starts the watchdog of this process's Ray (None where /proc is missing: not Linux)."""
         if not os.path.isdir("/proc"):
             return None
         read_end, write_end = os.pipe()
         process = subprocess.Popen(
             [sys.executable, "-m", __name__, str(os.getpid()), str(read_end)],
-            pass_fds=(read_end,), start_new_session=True, stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+            pass_fds=(read_end,),
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
         os.close(read_end)
         return cls(process, write_end)
 

@@ -34,7 +34,8 @@ import math
 import os
 import shutil
 import signal
-from typing import Any, Callable, Iterator, Mapping, Optional
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import ray
 from absl import logging
@@ -84,7 +85,7 @@ class LogSpaced:
         if iteration < 1:
             return False
         k = round(math.log(iteration, self.base))
-        return any(round(self.base ** j) == iteration for j in (k - 1, k, k + 1))
+        return any(round(self.base**j) == iteration for j in (k - 1, k, k + 1))
 
 
 def _describe(schedule) -> dict:
@@ -97,8 +98,8 @@ def _describe(schedule) -> dict:
 class StopRule:
     """Stop when any given counter reaches its bound (counters continue across resumes)."""
 
-    training_iterations: Optional[int] = None
-    env_steps: Optional[int] = None
+    training_iterations: int | None = None
+    env_steps: int | None = None
 
     def __post_init__(self):
         bounds = dataclasses.asdict(self).values()
@@ -119,16 +120,24 @@ class StopRule:
 class DirectRunner(lifecycle.Runner):
     """RLlib's train loop in this driver: one algorithm, checkpointed on a schedule (`run_direct`)."""
 
-    def __init__(self, config, *, stop: StopRule, schedule: Callable[[int], bool], checkpoint_initial: bool,
-                 parallel_envs: Optional[int]):
+    def __init__(
+        self,
+        config,
+        *,
+        stop: StopRule,
+        schedule: Callable[[int], bool],
+        checkpoint_initial: bool,
+        parallel_envs: int | None,
+    ):
         self.config, self.stop, self.schedule = config, stop, schedule
         self.checkpoint_initial, self.parallel_envs = checkpoint_initial, parallel_envs
 
     def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         resume = context.resume
         if resume is not None and resume.checkpoint is None:
-            raise lifecycle.ResumeRefused(f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls"
-                                          " run_tune")
+            raise lifecycle.ResumeRefused(
+                f"run {resume.parent_run_id} was a Tune run; resume it with a recipe that calls run_tune"
+            )
         check_left_to_do(context, self.stop)
         return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, context.seeds.integer("rllib"))}
 
@@ -136,26 +145,43 @@ class DirectRunner(lifecycle.Runner):
         main = prepared[lifecycle.MAIN]
         self.config = main.config
         return DirectRunnerRecord(
-            algorithm=main.algorithm, rllib_seed=self.config.seed, sampling=main.sampling,
-            determinism=main.determinism, stop=dataclasses.asdict(self.stop),
+            algorithm=main.algorithm,
+            rllib_seed=self.config.seed,
+            sampling=main.sampling,
+            determinism=main.determinism,
+            stop=dataclasses.asdict(self.stop),
             checkpoint_schedule=_describe(self.schedule),
-            checkpoint_initial=self.checkpoint_initial and context.resume is None)
+            checkpoint_initial=self.checkpoint_initial and context.resume is None,
+        )
 
     def train(self, context: RunContext) -> Iterator[dict]:
         resume = context.resume
         training = lifecycle.AlgorithmTraining(
-            self.config, self.stop, schedule=self.schedule, save_initial=self.checkpoint_initial and resume is None,
-            restore_from=resume.checkpoint if resume else None, restore_iteration=resume.iteration if resume else None,
+            self.config,
+            self.stop,
+            schedule=self.schedule,
+            save_initial=self.checkpoint_initial and resume is None,
+            restore_from=resume.checkpoint if resume else None,
+            restore_iteration=resume.iteration if resume else None,
             on_built=lambda algo: context.session.record_cluster(
-                {"env_runner_nodes": lifecycle.env_runner_nodes(algo)}))
+                {"env_runner_nodes": lifecycle.env_runner_nodes(algo)}
+            ),
+        )
         row = training.run(context)
         if row is not None:
             yield {ITERATION: row[ITERATION], ENV_STEPS: row[ENV_STEPS], RETURN: row.get(RETURN)}
 
 
-def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every: Optional[int] = None,
-               checkpoint_at: Optional[Callable[[int], bool]] = None, checkpoint_initial: bool = False,
-               parallel_envs: Optional[int] = None) -> dict:
+def run_direct(
+    context: RunContext,
+    config,
+    *,
+    stop: StopRule,
+    checkpoint_every: int | None = None,
+    checkpoint_at: Callable[[int], bool] | None = None,
+    checkpoint_initial: bool = False,
+    parallel_envs: int | None = None,
+) -> dict:
     """`algo.train()` until `stop` (or a stop signal); checkpoints on a schedule and at the end.
 
     The schedule: every `checkpoint_every` iterations (10 when neither is given) or where
@@ -166,10 +192,15 @@ def run_direct(context: RunContext, config, *, stop: StopRule, checkpoint_every:
     return None, when it was stopped before training).
     """
     if checkpoint_every is not None and checkpoint_at is not None:
-        raise ValueError("give checkpoint_every or checkpoint_at, not both (checkpoint_at=Every(N) is checkpoint_every=N)")
-    schedule = checkpoint_at if checkpoint_at is not None else Every(10 if checkpoint_every is None else checkpoint_every)
-    runner = DirectRunner(config, stop=stop, schedule=schedule, checkpoint_initial=checkpoint_initial,
-                            parallel_envs=parallel_envs)
+        raise ValueError(
+            "give checkpoint_every or checkpoint_at, not both (checkpoint_at=Every(N) is checkpoint_every=N)"
+        )
+    schedule = (
+        checkpoint_at if checkpoint_at is not None else Every(10 if checkpoint_every is None else checkpoint_every)
+    )
+    runner = DirectRunner(
+        config, stop=stop, schedule=schedule, checkpoint_initial=checkpoint_initial, parallel_envs=parallel_envs
+    )
     for outcome in lifecycle.run(context, runner):
         return outcome
     resume = context.resume
@@ -215,14 +246,16 @@ class _StreamToRecords(tune.Callback):
         recorder = _ACTIVE["recorder"]
         row = recorder.log_metrics(lifecycle.result_row(result), trial=trial.trial_id)
         progress = _ACTIVE["progress"].setdefault(
-            trial.trial_id, lifecycle.ProgressLine(_ACTIVE.get("stop"), cap=recorder.budget_cap))
+            trial.trial_id, lifecycle.ProgressLine(_ACTIVE.get("stop"), cap=recorder.budget_cap)
+        )
         logging.info("trial %s %s", trial.trial_id, progress.of(row))
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
         recorder = _ACTIVE["recorder"]
         result = trial.last_result or {}
-        recorder.record_checkpoint(checkpoint.path, iteration=result.get(ITERATION),
-                                   env_steps=result.get(ENV_STEPS), trial_id=trial.trial_id)
+        recorder.record_checkpoint(
+            checkpoint.path, iteration=result.get(ITERATION), env_steps=result.get(ENV_STEPS), trial_id=trial.trial_id
+        )
         if recorder.stop_requested:
             _ACTIVE["saved_after_stop"].add(trial.trial_id)
             self._interrupt_when_all_saved(trials)
@@ -254,24 +287,26 @@ def _trial_table(result_grid, artifacts_dir) -> list[dict]:
     trials = []
     for result in result_grid:
         metrics = result.metrics or {}
-        trials.append({
-            "trial_id": metrics.get("trial_id"),
-            "seed": (result.config or {}).get("seed"),
-            "status": "error" if result.error else "finished" if metrics.get("done") else "unfinished",
-            ITERATION: metrics.get(ITERATION),
-            ENV_STEPS: metrics.get(ENV_STEPS),
-            RETURN: (metrics.get("env_runners") or {}).get("episode_return_mean"),
-            NODE_ID: metrics.get(NODE_ID),
-            "checkpoint": os.path.relpath(result.checkpoint.path, artifacts_dir) if result.checkpoint else None,
-            "error": None if result.error is None else f"{type(result.error).__name__}: {result.error}",
-        })
+        trials.append(
+            {
+                "trial_id": metrics.get("trial_id"),
+                "seed": (result.config or {}).get("seed"),
+                "status": "error" if result.error else "finished" if metrics.get("done") else "unfinished",
+                ITERATION: metrics.get(ITERATION),
+                ENV_STEPS: metrics.get(ENV_STEPS),
+                RETURN: (metrics.get("env_runners") or {}).get("episode_return_mean"),
+                NODE_ID: metrics.get(NODE_ID),
+                "checkpoint": os.path.relpath(result.checkpoint.path, artifacts_dir) if result.checkpoint else None,
+                "error": None if result.error is None else f"{type(result.error).__name__}: {result.error}",
+            }
+        )
     return sorted(trials, key=lambda trial: str(trial["trial_id"]))
 
 
 class TuneRunner(lifecycle.Runner):
     """One Ray Tune trial per seed; Tune runs each trial's train loop and checkpoints (`run_tune`)."""
 
-    def __init__(self, config, *, stop: StopRule, num_seeds: int, checkpoint_every: int, parallel_envs: Optional[int]):
+    def __init__(self, config, *, stop: StopRule, num_seeds: int, checkpoint_every: int, parallel_envs: int | None):
         if checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
         self.config, self.stop, self.num_seeds = config, stop, num_seeds
@@ -281,22 +316,30 @@ class TuneRunner(lifecycle.Runner):
     def requests(self, context: RunContext) -> dict[str, ConfigRequest]:
         resume = context.resume
         if resume is not None and resume.tune_experiment is None:
-            raise lifecycle.ResumeRefused("a Tune run resumes from a previous Tune run's id, not from a checkpoint folder:"
-                                          " --resume-from <run-id>")
+            raise lifecycle.ResumeRefused(
+                "a Tune run resumes from a previous Tune run's id, not from a checkpoint folder: --resume-from <run-id>"
+            )
         os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # SIGINT is the harness's: stop, checkpoint, record
         self.seeds = context.seeds.integers(_TUNE_SEED_STREAM, self.num_seeds)
-        return {lifecycle.MAIN: ConfigRequest(self.config, self.parallel_envs, tune.grid_search(self.seeds),
-                                              trains=configs.TUNE)}
+        return {
+            lifecycle.MAIN: ConfigRequest(
+                self.config, self.parallel_envs, tune.grid_search(self.seeds), trains=configs.TUNE
+            )
+        }
 
     def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> TuneRunnerRecord:
         main = prepared[lifecycle.MAIN]
         self.config = _with_node_ids(main.config)
-        _ACTIVE.update(recorder=context.session, stop=self.stop, saved_after_stop=set(), interrupted=False,
-                       progress={})
+        _ACTIVE.update(recorder=context.session, stop=self.stop, saved_after_stop=set(), interrupted=False, progress={})
         return TuneRunnerRecord(
-            algorithm=main.algorithm, trial_seeds=tuple(self.seeds), storage=TUNE_STORAGE, sampling=main.sampling,
-            determinism=main.determinism, stop=dataclasses.asdict(self.stop),
-            checkpoint_every=self.checkpoint_every)
+            algorithm=main.algorithm,
+            trial_seeds=tuple(self.seeds),
+            storage=TUNE_STORAGE,
+            sampling=main.sampling,
+            determinism=main.determinism,
+            stop=dataclasses.asdict(self.stop),
+            checkpoint_every=self.checkpoint_every,
+        )
 
     def train(self, context: RunContext) -> Iterator[dict]:
         storage = os.path.join(str(context.artifacts_dir), TUNE_STORAGE)
@@ -304,8 +347,13 @@ class TuneRunner(lifecycle.Runner):
         if resume is not None:
             # Tune resumes in place: resume a copy, so the parent's records stay as they were.
             shutil.copytree(resume.tune_experiment, storage)
-            tuner = tune.Tuner.restore(storage, trainable=self.config.algo_class, param_space=self.config,
-                                       resume_unfinished=True, resume_errored=True)
+            tuner = tune.Tuner.restore(
+                storage,
+                trainable=self.config.algo_class,
+                param_space=self.config,
+                resume_unfinished=True,
+                resume_errored=True,
+            )
         else:
             tuner = tune.Tuner(
                 self.config.algo_class,
@@ -315,8 +363,9 @@ class TuneRunner(lifecycle.Runner):
                     name=TUNE_STORAGE,
                     storage_path=str(context.artifacts_dir),
                     stop=tune.stopper.FunctionStopper(lambda trial_id, result: self.stop.reached(result)),
-                    checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=self.checkpoint_every,
-                                                            checkpoint_at_end=True),
+                    checkpoint_config=tune.CheckpointConfig(
+                        checkpoint_frequency=self.checkpoint_every, checkpoint_at_end=True
+                    ),
                     callbacks=[_StreamToRecords()],
                     verbose=0,
                 ),
@@ -332,11 +381,19 @@ class TuneRunner(lifecycle.Runner):
         _ACTIVE.clear()
 
 
-def run_tune(context: RunContext, config, *, stop: StopRule, num_seeds: int = 1, checkpoint_every: int = 10,
-             parallel_envs: Optional[int] = None) -> dict:
+def run_tune(
+    context: RunContext,
+    config,
+    *,
+    stop: StopRule,
+    num_seeds: int = 1,
+    checkpoint_every: int = 10,
+    parallel_envs: int | None = None,
+) -> dict:
     """One Tune trial per seed (the recipe's search space, if any, multiplies); storage in artifacts/."""
-    runner = TuneRunner(config, stop=stop, num_seeds=num_seeds, checkpoint_every=checkpoint_every,
-                          parallel_envs=parallel_envs)
+    runner = TuneRunner(
+        config, stop=stop, num_seeds=num_seeds, checkpoint_every=checkpoint_every, parallel_envs=parallel_envs
+    )
     for outcome in lifecycle.run(context, runner):
         return outcome
     return {"trials": 0, "seeds": runner.seeds}

@@ -39,7 +39,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.module_to_env import GetActions
 from ray.rllib.core.columns import Columns
@@ -68,8 +67,15 @@ class ModuleOutputsForVectorEnv(ConnectorV2):
     rank that the env-to-module pipeline added for a stateful module.
     """
 
-    def __init__(self, input_observation_space=None, input_action_space=None, *, normalize_actions: bool,
-                 clip_actions: bool, **kwargs):
+    def __init__(
+        self,
+        input_observation_space=None,
+        input_action_space=None,
+        *,
+        normalize_actions: bool,
+        clip_actions: bool,
+        **kwargs,
+    ):
         self._action_space_struct = None  # set by recompute_output_action_space once the space is known
         super().__init__(input_observation_space, input_action_space, **kwargs)
         self.normalize_actions = normalize_actions
@@ -89,8 +95,9 @@ class ModuleOutputsForVectorEnv(ConnectorV2):
             output[Columns.STATE_OUT] = _rows(output[Columns.STATE_OUT], len(episodes))
         return output
 
-    def batched(self, rl_module, batch: dict[str, Any], episodes, explore, *, remove_time_rank: bool,
-                numpy: bool = True) -> dict[str, Any]:
+    def batched(
+        self, rl_module, batch: dict[str, Any], episodes, explore, *, remove_time_rank: bool, numpy: bool = True
+    ) -> dict[str, Any]:
         """What `__call__` returns, STATE_OUT too as batched arrays: every column (N, ...) for N episodes.
 
         With `numpy=False` only the actions become numpy arrays (the env needs them now); the other
@@ -98,8 +105,10 @@ class ModuleOutputsForVectorEnv(ConnectorV2):
         """
         if Columns.ACTIONS not in batch:
             self._add_actions(rl_module, batch, episodes, explore)
-        batch = {column: map_arrays(to_numpy, data) if numpy or column == Columns.ACTIONS else data
-                 for column, data in batch.items()}
+        batch = {
+            column: map_arrays(to_numpy, data) if numpy or column == Columns.ACTIONS else data
+            for column, data in batch.items()
+        }
         _check_one_row_per_episode(batch, episodes)
         output = {}
         for column, data in batch.items():
@@ -114,8 +123,12 @@ class ModuleOutputsForVectorEnv(ConnectorV2):
         return output
 
     def _add_actions(self, rl_module, batch: dict[str, Any], episodes, explore) -> None:
-        if (explore and Columns.ACTION_DIST_INPUTS in batch and Columns.ACTION_LOGP not in batch
-                and rl_module.get_exploration_action_dist_cls() is TorchCategorical):
+        if (
+            explore
+            and Columns.ACTION_DIST_INPUTS in batch
+            and Columns.ACTION_LOGP not in batch
+            and rl_module.get_exploration_action_dist_cls() is TorchCategorical
+        ):
             batch[Columns.ACTIONS], batch[Columns.ACTION_LOGP] = sample_categorical(batch[Columns.ACTION_DIST_INPUTS])
         else:
             self._get_actions(rl_module=rl_module, batch=batch, episodes=episodes, explore=explore)
@@ -323,12 +336,14 @@ def use_fast_connectors(config) -> dict[str, str]:
     if config.is_multi_agent:
         return chosen
     if chosen[ENV_TO_MODULE] == RLLIB_PIPELINE:
-        config.env_runners(env_to_module_connector=FastEnvToModule(),
-                           add_default_connectors_to_env_to_module_pipeline=False)
+        config.env_runners(
+            env_to_module_connector=FastEnvToModule(), add_default_connectors_to_env_to_module_pipeline=False
+        )
     if chosen[MODULE_TO_ENV] == RLLIB_PIPELINE:
         config.env_runners(
-            module_to_env_connector=FastModuleToEnv(normalize_actions=config.normalize_actions,
-                                                    clip_actions=config.clip_actions),
+            module_to_env_connector=FastModuleToEnv(
+                normalize_actions=config.normalize_actions, clip_actions=config.clip_actions
+            ),
             add_default_connectors_to_module_to_env_pipeline=False,
         )
     return connector_pipelines(config)

@@ -16,5 +16,11 @@ from rl.learners.aux_prediction.learner import (
     StateAuxPPOLearner,
 )
 
-__all__ = ["NEXT_TOKEN_TARGETS", "STATE_TARGETS", "NextTokenAuxLoss", "NextTokenAuxPPOLearner", "StateAuxLoss",
-           "StateAuxPPOLearner"]
+__all__ = [
+    "NEXT_TOKEN_TARGETS",
+    "STATE_TARGETS",
+    "NextTokenAuxLoss",
+    "NextTokenAuxPPOLearner",
+    "StateAuxLoss",
+    "StateAuxPPOLearner",
+]

@@ -39,7 +39,6 @@ import time
 import gymnasium as gym
 import numpy as np
 import torch
-
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -64,8 +63,15 @@ INFERENCE_BATCH = 64
 INFERENCE_STEPS = 256
 TRANSFORMER = {"d_model": 64, "n_heads": 4, "n_layers": 2, "memory_len": 32, "max_seq_len": 32, "vf_share_layers": True}
 # experiments/mess3's main-job model and the seed project's (both max_seq_len 16, as the main job).
-TRANSFORMER_MAIN_JOB = {"d_model": 32, "n_heads": 2, "n_layers": 2, "feedforward_dim": 64, "memory_len": 16,
-                        "max_seq_len": 16, "vf_share_layers": True}
+TRANSFORMER_MAIN_JOB = {
+    "d_model": 32,
+    "n_heads": 2,
+    "n_layers": 2,
+    "feedforward_dim": 64,
+    "memory_len": 16,
+    "max_seq_len": 16,
+    "vf_share_layers": True,
+}
 TRANSFORMER_SEED_SIZE = {**TRANSFORMER_MAIN_JOB, "d_model": 96, "n_heads": 4, "n_layers": 3, "feedforward_dim": 384}
 
 
@@ -148,7 +154,9 @@ class LearnerUpdate:
 
     def run(self) -> None:
         # What PPO's training_step passes (Learner.update's defaults are one full-batch step).
-        self.learner.update(episodes=self._copy, num_epochs=NUM_EPOCHS, minibatch_size=MINIBATCH_SIZE, shuffle_batch_per_epoch=True)
+        self.learner.update(
+            episodes=self._copy, num_epochs=NUM_EPOCHS, minibatch_size=MINIBATCH_SIZE, shuffle_batch_per_epoch=True
+        )
 
 
 class PlainTorchUpdate:
@@ -183,8 +191,12 @@ class PlainTorchUpdate:
             minibatch = map_tensors(lambda tensor, rows=rows: tensor[rows], self.batch)
             fwd_out = self.module.forward_train(minibatch)
             loss, _ = categorical_ppo_loss(
-                self.module, minibatch, fwd_out, config=self.config,
-                entropy_coeff=self.config.entropy_coeff, kl_coeff=self.config.kl_coeff,
+                self.module,
+                minibatch,
+                fwd_out,
+                config=self.config,
+                entropy_coeff=self.config.entropy_coeff,
+                kl_coeff=self.config.kl_coeff,
             )
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -310,7 +322,8 @@ def main() -> None:
                 name: round(env_steps / statistics.median(seconds[f"plain/{name}"]["wall"]), 1) for name in compared
             },
             "learner_to_plain": {
-                name: round(median_ratio(seconds[f"plain/{name}"]["wall"], seconds[name]["wall"]), 3) for name in compared
+                name: round(median_ratio(seconds[f"plain/{name}"]["wall"], seconds[name]["wall"]), 3)
+                for name in compared
             },
             "learner_to_plain_cpu": {
                 name: round(median_ratio(seconds[f"plain/{name}"]["cpu"], seconds[name]["cpu"]), 3) for name in compared

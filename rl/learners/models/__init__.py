@@ -16,16 +16,16 @@ import importlib
 from typing import Any
 
 from rl.learners.models.aux_heads import (
+    NextTokenAuxConfig,
     NextTokenAuxHead,
     NextTokenAuxMLPModel,
-    NextTokenAuxConfig,
     NextTokenAuxTransformerModel,
-    StateAuxHead,
     StateAuxConfig,
+    StateAuxHead,
     StateAuxTransformerModel,
 )
 from rl.learners.models.base import ACTOR_ENCODER, CRITIC_EMBEDDINGS, CRITIC_ENCODER, ActorCriticModule, observation_dim
-from rl.learners.models.config import ActorCriticConfig, MLPConfig, ConfigError, TransformerConfig
+from rl.learners.models.config import ActorCriticConfig, ConfigError, MLPConfig, TransformerConfig
 from rl.learners.models.mlp import MLPModel
 from rl.learners.models.transformer import ResidualStream, TransformerModel
 
@@ -40,25 +40,25 @@ __all__ = [
     "ACTOR_ENCODER",
     "CRITIC_EMBEDDINGS",
     "CRITIC_ENCODER",
-    "observation_dim",
-    "ActorCriticModule",
-    "IQNValueMixin",
     "ActorCriticConfig",
-    "MLPModel",
+    "ActorCriticModule",
+    "ConfigError",
+    "IQNValueMixin",
     "MLPConfig",
+    "MLPModel",
+    "NextTokenAuxConfig",
     "NextTokenAuxHead",
     "NextTokenAuxMLPModel",
-    "NextTokenAuxConfig",
     "NextTokenAuxTransformerModel",
     "PPGAuxiliaryValueHead",
     "QRValueMixin",
     "ResidualStream",
-    "StateAuxHead",
     "StateAuxConfig",
+    "StateAuxHead",
     "StateAuxTransformerModel",
-    "TransformerModel",
-    "ConfigError",
     "TransformerConfig",
+    "TransformerModel",
+    "observation_dim",
 ]
 
 

@@ -27,7 +27,8 @@ infos.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import torch
@@ -129,7 +130,8 @@ class StateAuxHead:
         super().setup()  # type: ignore[misc]
         self.state_aux_config = aux_head_config(self, StateAuxHead.model_config_section, StateAuxConfig)
         self.state_aux_head = init_linear(
-            nn.Linear(self.embedding_dim, self.state_aux_config.num_states), POLICY_GAIN  # type: ignore[attr-defined]
+            nn.Linear(self.embedding_dim, self.state_aux_config.num_states),
+            POLICY_GAIN,  # type: ignore[attr-defined]
         )
 
     def state_logits_from_embeddings(self, embeddings: torch.Tensor) -> torch.Tensor:

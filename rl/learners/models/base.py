@@ -30,13 +30,12 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
-
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI, ValueFunctionAPI
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
+from torch import nn
 
 from rl.learners.models.config import ActorCriticConfig, parse_config
 from rl.learners.models.heads import ValueHead, build_policy_head

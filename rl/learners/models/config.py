@@ -20,7 +20,8 @@ fields raises ConfigError, whose `fixes` a recipe can name as its own `--set` ke
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Collection, Mapping, TypeVar
+from collections.abc import Collection, Mapping
+from typing import Any, TypeVar
 
 ConfigT = TypeVar("ConfigT")
 
@@ -33,7 +34,9 @@ class ConfigError(ValueError):
     def __init__(self, problem: str, fixes: Mapping[str, Any]):
         self.problem = problem
         self.fixes = dict(fixes)
-        super().__init__(f"{problem}; choose e.g. {' or '.join(f'{name}={value!r}' for name, value in self.fixes.items())}.")
+        super().__init__(
+            f"{problem}; choose e.g. {' or '.join(f'{name}={value!r}' for name, value in self.fixes.items())}."
+        )
 
 
 def require_positive_int(name: str, value: Any) -> None:
@@ -147,6 +150,8 @@ class TransformerConfig(ActorCriticConfig):
         if self.d_model % self.n_heads:
             raise ConfigError(
                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})",
-                fixes={"d_model": self.n_heads * max(1, round(self.d_model / self.n_heads)),
-                       "n_heads": max(h for h in range(1, self.n_heads) if self.d_model % h == 0)},
+                fixes={
+                    "d_model": self.n_heads * max(1, round(self.d_model / self.n_heads)),
+                    "n_heads": max(h for h in range(1, self.n_heads) if self.d_model % h == 0),
+                },
             )

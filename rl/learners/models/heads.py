@@ -1,7 +1,7 @@
 """Heads of the actor-critic modules: policy heads per action space and a scalar value head.
 
-    pi = build_policy_head(gym.spaces.Discrete(2), input_dim=64)   # logits (..., 2)
-    vf = ValueHead(64)                                               # values (...)
+pi = build_policy_head(gym.spaces.Discrete(2), input_dim=64)   # logits (..., 2)
+vf = ValueHead(64)                                               # values (...)
 """
 
 from __future__ import annotations

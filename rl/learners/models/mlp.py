@@ -1,12 +1,12 @@
 """MLPModel: the actor-critic module with a feed-forward encoder.
 
-    from ray.rllib.algorithms.ppo import PPOConfig
-    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-    from rl.learners.models import MLPModel
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from rl.learners.models import MLPModel
 
-    config = PPOConfig().environment("CartPole-v1").rl_module(
-        rl_module_spec=RLModuleSpec(module_class=MLPModel, model_config={"hidden_sizes": [64, 64]})
-    )
+config = PPOConfig().environment("CartPole-v1").rl_module(
+    rl_module_spec=RLModuleSpec(module_class=MLPModel, model_config={"hidden_sizes": [64, 64]})
+)
 """
 
 from __future__ import annotations

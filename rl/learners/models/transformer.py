@@ -43,11 +43,10 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.utils.annotations import override
+from torch import nn
 
 from rl.learners.models.base import ACTOR_ENCODER, ActorCriticModule
 from rl.learners.models.config import TransformerConfig

@@ -34,11 +34,11 @@ tells the harness to place the envs in remote EnvRunners (`hardware.place_envs`)
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import ray
-
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.ppo import PPO, PPOConfig
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE
@@ -108,27 +108,36 @@ class PipelinedPPO(PPO):
     def setup(self, config) -> None:
         super().setup(config)
         if self.env_runner_group is None or self.env_runner_group.num_remote_workers() < 1:
-            raise ValueError("PipelinedPPO samples in remote EnvRunners while its Learner updates: set "
-                             "num_env_runners >= 1 (the harness does for a config whose `pipelined` is True)")
+            raise ValueError(
+                "PipelinedPPO samples in remote EnvRunners while its Learner updates: set "
+                "num_env_runners >= 1 (the harness does for a config whose `pipelined` is True)"
+            )
         self._batch_in_flight = False
 
     def _learner_weights(self) -> dict:
         """The Learner's module weights (inference only) and their number, as an EnvRunner's `set_state` takes them."""
-        state = self.learner_group.get_state(components=f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}",
-                                             inference_only=True)[COMPONENT_LEARNER]
+        state = self.learner_group.get_state(
+            components=f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}", inference_only=True
+        )[COMPONENT_LEARNER]
         return {COMPONENT_RL_MODULE: ray.put(state[COMPONENT_RL_MODULE]), WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]}
 
     def _request_batch(self, weights: dict) -> None:
         runners = self.env_runner_group.num_remote_workers()
-        sent = self.env_runner_group.foreach_env_runner_async(_sample_with, tag=_SAMPLE_TAG, kwargs={"weights": weights})
+        sent = self.env_runner_group.foreach_env_runner_async(
+            _sample_with, tag=_SAMPLE_TAG, kwargs={"weights": weights}
+        )
         if sent != runners:
-            raise RuntimeError(f"{runners - sent} of {runners} EnvRunners refused a sample request (one already in flight)")
+            raise RuntimeError(
+                f"{runners - sent} of {runners} EnvRunners refused a sample request (one already in flight)"
+            )
         self._batch_in_flight = True
 
     def _collect_batch(self) -> tuple[list, list]:
         """Waits for every runner's batch in flight; its episodes and metrics in runner order."""
-        results = sorted(self.env_runner_group.fetch_ready_async_reqs(tags=_SAMPLE_TAG, timeout_seconds=None),
-                         key=lambda result: result[0])
+        results = sorted(
+            self.env_runner_group.fetch_ready_async_reqs(tags=_SAMPLE_TAG, timeout_seconds=None),
+            key=lambda result: result[0],
+        )
         self._batch_in_flight = False
         expected = self.env_runner_group.num_remote_workers()
         if len(results) != expected:
@@ -155,9 +164,12 @@ class PipelinedPPO(PPO):
             learner_results = self.learner_group.update(
                 episodes=episodes,
                 timesteps={
-                    NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)),
+                    NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
+                        (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)
+                    ),
                     NUM_MODULE_STEPS_TRAINED_LIFETIME: self.metrics.peek(
-                        (LEARNER_RESULTS, ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), default=0),
+                        (LEARNER_RESULTS, ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), default=0
+                    ),
                 },
                 num_epochs=self.config.num_epochs,
                 minibatch_size=self.config.minibatch_size,

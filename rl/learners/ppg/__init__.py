@@ -11,9 +11,17 @@
 """
 
 from rl.learners.ppg.config import PPG, PPGConfig
+from rl.learners.ppg.defaults import PPG_DEFAULTS, validate_ppg_config
 from rl.learners.ppg.learner import PPGTorchLearner
 from rl.learners.ppg.module import PPGAuxiliaryValueHead, PPGMLPModel, PPGTransformerModel
-from rl.learners.ppg.defaults import PPG_DEFAULTS, validate_ppg_config
 
-__all__ = ["PPG", "PPGAuxiliaryValueHead", "PPGConfig", "PPGMLPModel", "PPGTorchLearner", "PPGTransformerModel",
-           "PPG_DEFAULTS", "validate_ppg_config"]
+__all__ = [
+    "PPG",
+    "PPG_DEFAULTS",
+    "PPGAuxiliaryValueHead",
+    "PPGConfig",
+    "PPGMLPModel",
+    "PPGTorchLearner",
+    "PPGTransformerModel",
+    "validate_ppg_config",
+]

@@ -31,6 +31,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rl.learners.ppg.defaults import PPG_DEFAULTS, validate_ppg_config
 
+
 class PPGConfig(PPOConfig):
     """PPOConfig plus PPG's auxiliary-phase settings (see the module docstring).
 
@@ -76,7 +77,7 @@ class PPGConfig(PPOConfig):
         aux_value_loss_coeff: float = NotProvided,
         aux_true_value_loss_coeff: float = NotProvided,
         **kwargs: Any,
-    ) -> "PPGConfig":
+    ) -> PPGConfig:
         super().training(**kwargs)
         given = {
             "policy_iterations_per_aux": policy_iterations_per_aux,

@@ -32,7 +32,9 @@ COEFFICIENTS = ("beta_clone", "aux_value_loss_coeff", "aux_true_value_loss_coeff
 def validate_ppg_config(config: Any) -> None:
     """Raises ValueError naming the setting and the fix if `config` (a PPGConfig) cannot run PPG."""
     if config.framework_str != "torch":
-        raise ValueError(f"PPG runs on torch only, got framework {config.framework_str!r}; use config.framework('torch').")
+        raise ValueError(
+            f"PPG runs on torch only, got framework {config.framework_str!r}; use config.framework('torch')."
+        )
     if not config.enable_rl_module_and_learner or not config.enable_env_runner_and_connector_v2:
         raise ValueError(
             "PPG needs RLlib's new API stack (RLModule, Learner, ConnectorV2): call "

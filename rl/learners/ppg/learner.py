@@ -36,11 +36,11 @@ Metrics (per module unless noted): `ppg/aux_phase_triggered`, `ppg/iterations_si
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
-
 from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import COMPONENT_OPTIMIZER, Learner
@@ -48,9 +48,9 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.numpy import convert_to_numpy
 
 from rl.learners.gradient_steps import fused_adam
-from rl.learners.ppg.module import PPGAuxiliaryValueHead
-from rl.learners.ppg.defaults import validate_ppg_config
 from rl.learners.minibatches import map_tensors
+from rl.learners.ppg.defaults import validate_ppg_config
+from rl.learners.ppg.module import PPGAuxiliaryValueHead
 from rl.learners.ppo.learner import ActorCriticPPOTorchLearner
 from rl.losses import masked_mean
 
@@ -218,14 +218,19 @@ class PPGTorchLearner(ActorCriticPPOTorchLearner):
         if config.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(module.parameters(), config.grad_clip)
         optimizer.step()
-        return {"aux_kl": kl.item(), "aux_value_loss": aux_value_loss.item(), "aux_true_value_loss": true_value_loss.item()}
+        return {
+            "aux_kl": kl.item(),
+            "aux_value_loss": aux_value_loss.item(),
+            "aux_true_value_loss": true_value_loss.item(),
+        }
 
     @override(Learner)
     def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict[str, Any]:
         state = super().get_state(components, not_components=not_components, **kwargs)
         if self._check_component(COMPONENT_OPTIMIZER, components, not_components):
             state[AUX_OPTIMIZER_STATE] = {
-                module_id: convert_to_numpy(optimizer.state_dict()) for module_id, optimizer in self._aux_optimizers.items()
+                module_id: convert_to_numpy(optimizer.state_dict())
+                for module_id, optimizer in self._aux_optimizers.items()
             }
         return state
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.columns import Columns
@@ -50,7 +49,6 @@ from rl.learners.gradient_steps import FusedGradientStepMixin
 from rl.learners.minibatches import IndexedMinibatchIterator, select_rows
 from rl.learners.models.base import ActorCriticModule
 from rl.learners.ppo.loss import PPOLossTerms, categorical_ppo_loss, uses_categorical_policy
-
 
 # The AlgorithmConfig attribute of pipelined sampling (rl.learners.pipelined.PipelinedPPOConfig sets it True).
 PIPELINED = "pipelined"
@@ -148,7 +146,9 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         return IndexedMinibatchIterator.replacing(super()._create_iterator_if_necessary(**kwargs))
 
     @override(TorchLearner)
-    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]) -> Any:
+    def compute_loss_for_module(
+        self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
+    ) -> Any:
         module = self.module[module_id].unwrapped()
         if not (config.use_critic and uses_categorical_policy(module)):
             return super().compute_loss_for_module(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
@@ -181,16 +181,23 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
         for module_id, steps in self._trained_steps.items():
             self.metrics.log_value((module_id, WEIGHTS_SEQ_NO), self._weights_seq_no, window=1)
             self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED), steps, reduce="sum")
-            self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME), steps, reduce="lifetime_sum",
-                                   with_throughput=True)
+            self.metrics.log_value(
+                (module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME), steps, reduce="lifetime_sum", with_throughput=True
+            )
             self.metrics.log_value((ALL_MODULES, NUM_MODULE_STEPS_TRAINED), steps, reduce="sum", with_throughput=True)
-            self.metrics.log_value((ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), steps, reduce="lifetime_sum",
-                                   with_throughput=True)
+            self.metrics.log_value(
+                (ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), steps, reduce="lifetime_sum", with_throughput=True
+            )
         if self._trained_steps:
-            self.metrics.log_value((ALL_MODULES, NUM_ENV_STEPS_TRAINED), self._trained_env_steps, reduce="sum",
-                                   with_throughput=True)
-            self.metrics.log_value((ALL_MODULES, NUM_ENV_STEPS_TRAINED_LIFETIME), self._trained_env_steps,
-                                   reduce="lifetime_sum", with_throughput=True)
+            self.metrics.log_value(
+                (ALL_MODULES, NUM_ENV_STEPS_TRAINED), self._trained_env_steps, reduce="sum", with_throughput=True
+            )
+            self.metrics.log_value(
+                (ALL_MODULES, NUM_ENV_STEPS_TRAINED_LIFETIME),
+                self._trained_env_steps,
+                reduce="lifetime_sum",
+                with_throughput=True,
+            )
         self._trained_steps, self._trained_env_steps = {}, 0
 
     @override(Learner)

@@ -30,7 +30,6 @@ import dataclasses
 from typing import Any
 
 import torch
-
 from ray.rllib.algorithms.ppo.ppo import (
     LEARNER_RESULTS_KL_KEY,
     LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
@@ -49,7 +48,10 @@ from rl.losses.policy import categorical_entropy, clipped_surrogate, normalised_
 
 def uses_categorical_policy(module: Any) -> bool:
     """True if `module` trains and explores with RLlib's TorchCategorical (what this loss handles)."""
-    return module.get_train_action_dist_cls() is TorchCategorical and module.get_exploration_action_dist_cls() is TorchCategorical
+    return (
+        module.get_train_action_dist_cls() is TorchCategorical
+        and module.get_exploration_action_dist_cls() is TorchCategorical
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,8 +109,13 @@ def categorical_ppo_loss(
     with torch.no_grad():
         old_log_probs = normalised_logits(batch[Columns.ACTION_DIST_INPUTS])
         old_probs = old_log_probs.softmax(dim=-1)
-    surrogate = clipped_surrogate(log_probs, batch[Columns.ACTIONS], batch[Columns.ACTION_LOGP],
-                                  batch[Postprocessing.ADVANTAGES], clip=config.clip_param)
+    surrogate = clipped_surrogate(
+        log_probs,
+        batch[Columns.ACTIONS],
+        batch[Columns.ACTION_LOGP],
+        batch[Postprocessing.ADVANTAGES],
+        clip=config.clip_param,
+    )
     entropy = categorical_entropy(log_probs, probs)
     values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
     targets = batch[Postprocessing.VALUE_TARGETS]

@@ -14,12 +14,20 @@ The loss math itself is pure and lives in `rl.losses` (quantile_huber_loss, midp
 
 from rl.learners.quantile_critic.learner import IQNPPOTorchLearner, QRPPOTorchLearner, QuantileCriticLoss
 from rl.learners.quantile_critic.module import (
-    IQNValueMixin,
     IQNValueConfig,
-    QRValueMixin,
+    IQNValueMixin,
     QRValueConfig,
+    QRValueMixin,
     QuantileValueMixin,
 )
 
-__all__ = ["IQNPPOTorchLearner", "IQNValueMixin", "IQNValueConfig", "QRPPOTorchLearner", "QRValueMixin",
-           "QRValueConfig", "QuantileCriticLoss", "QuantileValueMixin"]
+__all__ = [
+    "IQNPPOTorchLearner",
+    "IQNValueConfig",
+    "IQNValueMixin",
+    "QRPPOTorchLearner",
+    "QRValueConfig",
+    "QRValueMixin",
+    "QuantileCriticLoss",
+    "QuantileValueMixin",
+]

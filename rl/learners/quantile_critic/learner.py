@@ -34,16 +34,16 @@ the mean-quantile value, which has no weight in the loss.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import torch
-
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.utils.annotations import override
 
-from rl.learners.quantile_critic.module import IQNValueMixin, QRValueMixin, QuantileValueMixin
 from rl.learners.ppo.learner import ActorCriticPPOTorchLearner
+from rl.learners.quantile_critic.module import IQNValueMixin, QRValueMixin, QuantileValueMixin
 from rl.losses import LossTermMixin, LossTermOptions, masked_mean, quantile_huber_loss, require_number
 
 

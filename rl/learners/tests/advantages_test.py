@@ -7,15 +7,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.evaluation.postprocessing import Postprocessing
-
-from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
 from ray.rllib.utils.postprocessing.value_predictions import compute_value_targets
 from ray.rllib.utils.postprocessing.zero_padding import split_and_zero_pad_n_episodes
 
@@ -66,8 +64,9 @@ def test_the_recursion_stops_at_episode_ends_and_terminations():
     rewards = np.ones(6, dtype=np.float32)
     terminateds = np.array([0, 1, 0, 0, 0, 0], dtype=np.float32)
     truncateds = np.array([0, 0, 1, 0, 0, 1], dtype=np.float32)
-    targets = value_targets(np.zeros(6, np.float32), rewards, terminateds, truncateds, episode_lens=[3, 3],
-                            gamma=1.0, lambda_=1.0)
+    targets = value_targets(
+        np.zeros(6, np.float32), rewards, terminateds, truncateds, episode_lens=[3, 3], gamma=1.0, lambda_=1.0
+    )
     np.testing.assert_array_equal(targets, [2, 1, 1, 3, 2, 1])
 
 
@@ -89,11 +88,22 @@ def test_the_pipeline_piece_is_replaced_keeping_its_parameters():
     assert type(piece) is BatchedGeneralAdvantageEstimation and (piece.gamma, piece.lambda_) == (0.9, 0.8)
 
 
-SMALL_TRANSFORMER = {"d_model": 16, "n_heads": 2, "n_layers": 2, "feedforward_dim": 32, "memory_len": 5, "max_seq_len": 8}
+SMALL_TRANSFORMER = {
+    "d_model": 16,
+    "n_heads": 2,
+    "n_layers": 2,
+    "feedforward_dim": 32,
+    "memory_len": 5,
+    "max_seq_len": 8,
+}
 SAMPLERS = {
     "transformer": (TransformerModel, {**SMALL_TRANSFORMER, "vf_share_layers": True}, {}),
     # 16-step episodes: each bootstrap step opens an 8-step chunk of its own, as in the main job.
-    "transformer_whole_chunks": (TransformerModel, {**SMALL_TRANSFORMER, "vf_share_layers": True}, {"max_episode_steps": 16}),
+    "transformer_whole_chunks": (
+        TransformerModel,
+        {**SMALL_TRANSFORMER, "vf_share_layers": True},
+        {"max_episode_steps": 16},
+    ),
     "separate_transformer_critic": (TransformerModel, {**SMALL_TRANSFORMER, "vf_share_layers": False}, {}),
     "mlp": (MLPModel, {"hidden_sizes": [16], "vf_share_layers": True}, {}),
 }

@@ -9,7 +9,6 @@ $TEST_UNDECLARED_OUTPUTS_DIR/cartpole_<case>.json under Bazel.
 """
 
 import pytest
-
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 

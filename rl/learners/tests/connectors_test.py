@@ -7,16 +7,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from ray.rllib.connectors.learner.add_one_ts_to_episodes_and_truncate import AddOneTsToEpisodesAndTruncate
-from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
-from ray.rllib.evaluation.postprocessing import Postprocessing
-
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.connectors.common.add_states_from_episodes_to_batch import AddStatesFromEpisodesToBatch
+from ray.rllib.connectors.learner.add_one_ts_to_episodes_and_truncate import AddOneTsToEpisodesAndTruncate
+from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.postprocessing.zero_padding import split_and_zero_pad
 from ray.rllib.utils.spaces.space_utils import BatchedNdArray
 
@@ -102,8 +101,10 @@ def test_fast_chunking_and_batched_advantages_build_exactly_rllibs_learner_batch
     config = transformer_config()
     learner = config.build_learner(env=gym.make("CartPole-v1"))
     # A stateless sampler leaves no STATE_OUTs: RLlib then trains from the initial state.
-    sampler_config = config if episode_source == "transformer" else transformer_config().rl_module(
-        rl_module_spec=RLModuleSpec(module_class=MLPModel)
+    sampler_config = (
+        config
+        if episode_source == "transformer"
+        else transformer_config().rl_module(rl_module_spec=RLModuleSpec(module_class=MLPModel))
     )
     episodes = sampled_episodes(sampler_config)
     batches = []
@@ -118,7 +119,9 @@ def test_fast_chunking_and_batched_advantages_build_exactly_rllibs_learner_batch
         batches.append(batch[DEFAULT_MODULE_ID])
     # The harness's GAE reads the critic's embeddings from sampling (here from another module's weights:
     # it encodes the batch as RLlib does) and drops them; RLlib's leaves them. The MLP's critic does not run while sampling.
-    assert (CRITIC_EMBEDDINGS in batches[0]) == (episode_source == "transformer") and CRITIC_EMBEDDINGS not in batches[1]
+    assert (CRITIC_EMBEDDINGS in batches[0]) == (episode_source == "transformer") and CRITIC_EMBEDDINGS not in batches[
+        1
+    ]
     batches[0].pop(CRITIC_EMBEDDINGS, None)
     assert batches[0][Columns.OBS].shape[1] == SMALL["max_seq_len"] and batches[0][Columns.STATE_IN]
     assert Postprocessing.ADVANTAGES in batches[0]
@@ -144,12 +147,20 @@ def test_the_bootstrap_step_leaves_numpy_states_uncopied_and_chunk_states_equal_
         # NEXT_STATE_IN is added when the batch has next observations (e.g. off-policy losses).
         batch = {Columns.NEXT_OBS: {}}
         for piece in pieces:
-            batch = piece(as_learner_connector=True)(rl_module=learner.module, batch=batch, episodes=copies,
-                                                     shared_data={})
+            batch = piece(as_learner_connector=True)(
+                rl_module=learner.module, batch=batch, episodes=copies, shared_data={}
+            )
         batches.append({column: batch[column] for column in (Columns.STATE_IN, Columns.NEXT_STATE_IN)})
-        states.append([(len(episode), len(episode.extra_model_outputs[Columns.STATE_OUT]),
-                        all(map(operator.is_, arrays, state_arrays(episode))))
-                       for episode, arrays in zip(copies, before)])
+        states.append(
+            [
+                (
+                    len(episode),
+                    len(episode.extra_model_outputs[Columns.STATE_OUT]),
+                    all(map(operator.is_, arrays, state_arrays(episode))),
+                )
+                for episode, arrays in zip(copies, before)
+            ]
+        )
     # RLlib's copies every state to append the bootstrap step's; AddBootstrapStep leaves them as they were.
     assert states[0] == [(length + 1, length + 1, False) for length in lengths]
     assert states[1] == [(length + 1, length, True) for length in lengths]
@@ -171,9 +182,12 @@ def test_the_learner_batch_is_the_same_from_list_and_numpy_episodes(max_episode_
     for numpy_episodes in (True, False):
         copies = copy.deepcopy(episodes)
         with torch.no_grad():
-            batch = learner._learner_connector(rl_module=learner.module, batch={}, shared_data={},
-                                               episodes=[episode.to_numpy() for episode in copies]
-                                               if numpy_episodes else copies)
+            batch = learner._learner_connector(
+                rl_module=learner.module,
+                batch={},
+                shared_data={},
+                episodes=[episode.to_numpy() for episode in copies] if numpy_episodes else copies,
+            )
         batches.append(batch[DEFAULT_MODULE_ID])
     assert batches[0][Columns.STATE_IN] and Columns.ADVANTAGES in batches[0]
     assert_same_nest(*batches)
@@ -199,8 +213,8 @@ def test_the_learner_chunks_fast_and_predicts_values_without_autograd():
     module = learner.module[DEFAULT_MODULE_ID]
     grad_enabled = []
     compute_values = module.compute_values
-    module.compute_values = lambda *args, **kwargs: grad_enabled.append(torch.is_grad_enabled()) or compute_values(
-        *args, **kwargs
+    module.compute_values = lambda *args, **kwargs: (
+        grad_enabled.append(torch.is_grad_enabled()) or compute_values(*args, **kwargs)
     )
     learner.update(episodes=sampled_episodes(transformer_config()))
     assert grad_enabled[0] is False  # GAE's value predictions in the connector

@@ -3,7 +3,6 @@
 import gymnasium as gym
 import pytest
 import torch
-
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
@@ -85,6 +84,7 @@ def twin_learners(**config_overrides):
 
 def apply_both(ours, rllib, fill_gradient):
     """Applies the same gradients (set by `fill_gradient(index, param)`) to both Learners."""
+
     def rllib_apply(gradients):
         TorchLearner.apply_gradients(rllib, gradients)
 
@@ -144,8 +144,11 @@ def test_the_lean_gradient_hooks_give_rllibs_gradients(grad_clip):
     config = ppo_config().training(grad_clip=grad_clip)
     ours, rllib = build(config), build(config)
     mine = gradients_of(ours, ours.compute_gradients, ours.postprocess_gradients)
-    reference = gradients_of(rllib, lambda losses: TorchLearner.compute_gradients(rllib, losses),
-                             lambda gradients: TorchLearner.postprocess_gradients(rllib, gradients))
+    reference = gradients_of(
+        rllib,
+        lambda losses: TorchLearner.compute_gradients(rllib, losses),
+        lambda gradients: TorchLearner.postprocess_gradients(rllib, gradients),
+    )
     assert len(mine) == len(reference) == len(ours._params)  # keyed by each Learner's own parameters, in order
     for (ref, gradient), expected in zip(mine.items(), reference.values()):
         assert ref in ours._params and torch.equal(gradient, expected)

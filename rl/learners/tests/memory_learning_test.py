@@ -9,7 +9,6 @@ start-up. Records go to $TEST_UNDECLARED_OUTPUTS_DIR/cue_recall_<model>.json.
 """
 
 import pytest
-
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 

@@ -6,7 +6,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -55,11 +54,18 @@ def minibatches(iterator_class, learner, episodes, **options):
     return list(iterator_class(training_batch(learner, episodes), **options))
 
 
-@pytest.mark.parametrize("options", [
-    {"num_epochs": 3, "minibatch_size": 48, "shuffle_batch_per_epoch": True},
-    {"num_epochs": 2, "minibatch_size": 200, "shuffle_batch_per_epoch": False},  # a whole epoch and a bit per minibatch
-    {"minibatch_size": 40, "num_total_minibatches": 7, "shuffle_batch_per_epoch": True},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"num_epochs": 3, "minibatch_size": 48, "shuffle_batch_per_epoch": True},
+        {
+            "num_epochs": 2,
+            "minibatch_size": 200,
+            "shuffle_batch_per_epoch": False,
+        },  # a whole epoch and a bit per minibatch
+        {"minibatch_size": 40, "num_total_minibatches": 7, "shuffle_batch_per_epoch": True},
+    ],
+)
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_the_minibatches_are_rllibs(model, options):
     learner, episodes = learner_and_episodes(model)

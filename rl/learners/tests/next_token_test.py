@@ -20,9 +20,12 @@ def test_it_learns_a_deterministic_successor_and_exposes_its_residual_stream():
     rng = np.random.default_rng(0)
     model = NextTokenModel(num_tokens=3, config=TINY)
     rows = []
-    last = train_next_token(model, lambda batch: cycles(batch, rng),
-                            NextTokenTraining(steps=150, batch_size=32, learning_rate=1e-2, warmup_steps=10, log_every=50),
-                            log=rows.append)
+    last = train_next_token(
+        model,
+        lambda batch: cycles(batch, rng),
+        NextTokenTraining(steps=150, batch_size=32, learning_rate=1e-2, warmup_steps=10, log_every=50),
+        log=rows.append,
+    )
     assert [row["step"] for row in rows] == [50, 100, 150] and last == rows[-1]
     assert rows[0]["loss"] < np.log(3)  # the untrained model sits near ln 3 (uniform guesses)
     assert last["loss"] < 0.05, rows  # the optimum is 0
@@ -41,9 +44,15 @@ def test_snapshots_run_in_eval_mode_without_gradients_and_a_stop_ends_with_a_row
         return cycles(batch, rng)
 
     training = NextTokenTraining(steps=20, batch_size=4, warmup_steps=2, log_every=5)
-    last = train_next_token(model, sample, training, log=rows.append, snapshot_steps=(0, 3, 20),
-                            on_snapshot=lambda step: seen.append((step, model.training, torch.is_grad_enabled())),
-                            should_stop=lambda: len(sampled) == stop_after)
+    last = train_next_token(
+        model,
+        sample,
+        training,
+        log=rows.append,
+        snapshot_steps=(0, 3, 20),
+        on_snapshot=lambda step: seen.append((step, model.training, torch.is_grad_enabled())),
+        should_stop=lambda: len(sampled) == stop_after,
+    )
     assert seen == [(0, False, False), (3, False, False)]  # stopped before step 20
     assert [row["step"] for row in rows] == [5, stop_after] and last["step"] == stop_after
     with pytest.raises(ValueError, match=r"snapshot_steps \[21\] lie outside 0..20"):

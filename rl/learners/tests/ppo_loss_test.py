@@ -6,25 +6,24 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
-from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rl.learners import ActorCriticPPOTorchLearner
-from rl.learners.models import MLPModel, TransformerModel
 from rl.learners.minibatches import select_rows
+from rl.learners.models import MLPModel, TransformerModel
 from rl.learners.ppo.learner import chunks_with_loss_steps
-from rl.losses.masking import masked_means
 from rl.learners.tests.token_env import TokenTransitionEnv
+from rl.losses.masking import masked_means
 
 TRANSFORMER = {"d_model": 16, "n_heads": 2, "n_layers": 1, "feedforward_dim": 32, "memory_len": 8, "max_seq_len": 8}
 MODELS = {"mlp": (MLPModel, {"hidden_sizes": [16]}), "transformer": (TransformerModel, TRANSFORMER)}
@@ -130,7 +129,12 @@ def two_updates(learner, episodes, *, minibatch_size):
     np.random.seed(0)  # the minibatch shuffle
     results = [
         flat_results(
-            learner.update(episodes=copy.deepcopy(episodes), num_epochs=2, minibatch_size=minibatch_size, shuffle_batch_per_epoch=True)
+            learner.update(
+                episodes=copy.deepcopy(episodes),
+                num_epochs=2,
+                minibatch_size=minibatch_size,
+                shuffle_batch_per_epoch=True,
+            )
         )
         for _ in range(2)
     ]
@@ -199,14 +203,21 @@ def test_the_train_batch_keeps_the_chunks_with_loss_steps_and_a_minibatch_the_sa
         assert torch.equal(kept[column], full[column][kept_rows]), column
     for key, state in full[Columns.STATE_IN]["encoder"].items():
         assert torch.equal(kept[Columns.STATE_IN]["encoder"][key], state[kept_rows]), key
-    assert (len(full), len(kept)) == (16 * 17, 16 * 16)  # RLlib counts the bootstrap steps, the kept batch its loss steps
+    assert (len(full), len(kept)) == (
+        16 * 17,
+        16 * 16,
+    )  # RLlib counts the bootstrap steps, the kept batch its loss steps
     # RLlib's first minibatch of 5 chunks on the whole batch holds a chunk with no loss step (row 2).
     on_all = {DEFAULT_MODULE_ID: select_rows(dict(full), torch.arange(5))}
     on_kept = {DEFAULT_MODULE_ID: chunks_with_loss_steps(on_all[DEFAULT_MODULE_ID])}
     assert torch.equal(on_kept[DEFAULT_MODULE_ID][Columns.SEQ_LENS], full[Columns.SEQ_LENS][[0, 1, 3, 4]])
     learner = build_whole_chunk_learner(whole_chunk_config())
-    loss_on_all, gradients_on_all = loss_and_gradients(learner, on_all, ActorCriticPPOTorchLearner.compute_loss_for_module)
-    loss_on_kept, gradients_on_kept = loss_and_gradients(learner, on_kept, ActorCriticPPOTorchLearner.compute_loss_for_module)
+    loss_on_all, gradients_on_all = loss_and_gradients(
+        learner, on_all, ActorCriticPPOTorchLearner.compute_loss_for_module
+    )
+    loss_on_kept, gradients_on_kept = loss_and_gradients(
+        learner, on_kept, ActorCriticPPOTorchLearner.compute_loss_for_module
+    )
     torch.testing.assert_close(loss_on_kept, loss_on_all, rtol=1e-6, atol=1e-7)
     for kept_gradient, gradient in zip(gradients_on_kept, gradients_on_all):
         torch.testing.assert_close(kept_gradient, gradient, rtol=1e-5, atol=1e-7)
@@ -227,21 +238,30 @@ def test_an_update_takes_the_plain_loops_minibatches_and_rllibs_steps_on_them():
     original = learner._update
     learner._update = lambda batch, **kwargs: steps.append(batch) or original(batch, **kwargs)
     np.random.seed(0)  # the minibatch shuffle
-    ours = flat_results(learner.update(episodes=copy.deepcopy(episodes), num_epochs=2, minibatch_size=32,
-                                       shuffle_batch_per_epoch=True))
+    ours = flat_results(
+        learner.update(episodes=copy.deepcopy(episodes), num_epochs=2, minibatch_size=32, shuffle_batch_per_epoch=True)
+    )
     assert len(steps) == 2 * 256 // 32  # on all 48 chunks RLlib cuts minibatches of 5: 20 steps
     assert all(len(batch[DEFAULT_MODULE_ID][Columns.SEQ_LENS]) == 32 // 8 for batch in steps)
     reference_learner = build_whole_chunk_learner(whole_chunk_config(AllChunksLearner))
     full = train_batch(reference_learner, episodes)
-    kept = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(chunks_with_loss_steps(dict(full[DEFAULT_MODULE_ID])),
-                                                           _zero_padded=True, _max_seq_len=8)}, full.env_steps())
+    kept = MultiAgentBatch(
+        {
+            DEFAULT_MODULE_ID: SampleBatch(
+                chunks_with_loss_steps(dict(full[DEFAULT_MODULE_ID])), _zero_padded=True, _max_seq_len=8
+            )
+        },
+        full.env_steps(),
+    )
     np.random.seed(0)
-    reference = flat_results(reference_learner.update(batch=kept, num_epochs=2, minibatch_size=32,
-                                                      shuffle_batch_per_epoch=True))
+    reference = flat_results(
+        reference_learner.update(batch=kept, num_epochs=2, minibatch_size=32, shuffle_batch_per_epoch=True)
+    )
     compared = [key for key in reference if LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY not in key and "steps" not in key[-1]]
     assert len(compared) > 10
     for key in compared:
         assert ours[key] == pytest.approx(reference[key], rel=1e-5, abs=1e-6, nan_ok=True), key
-    for mine, theirs in zip(learner.module[DEFAULT_MODULE_ID].parameters(),
-                            reference_learner.module[DEFAULT_MODULE_ID].parameters()):
+    for mine, theirs in zip(
+        learner.module[DEFAULT_MODULE_ID].parameters(), reference_learner.module[DEFAULT_MODULE_ID].parameters()
+    ):
         torch.testing.assert_close(mine.detach(), theirs.detach(), rtol=1e-5, atol=1e-6)

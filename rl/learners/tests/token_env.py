@@ -26,7 +26,9 @@ class TokenTransitionEnv(gym.Env):
         self.num_states = int(config.pop("num_states", 3))
         self.episode_length = int(config.pop("episode_length", 20))
         if config:
-            raise ValueError(f"TokenTransitionEnv got unknown config keys {sorted(config)}; it reads num_states and episode_length.")
+            raise ValueError(
+                f"TokenTransitionEnv got unknown config keys {sorted(config)}; it reads num_states and episode_length."
+            )
         self.observation_space = gym.spaces.Box(0.0, 1.0, (self.num_states,), np.float32)
         self.action_space = gym.spaces.Discrete(2)
         self._state = 0

@@ -1,27 +1,25 @@
 """Train-until-solved loop and result records for the slow learning tests.
 
-    record = train_until(config, target_return=450.0, max_env_steps=200_000)
-    save_record("ppo_mlp_cartpole", record)   # JSON in $TEST_UNDECLARED_OUTPUTS_DIR under Bazel
-    assert record.reached
+record = train_until(config, target_return=450.0, max_env_steps=200_000)
+save_record("ppo_mlp_cartpole", record)   # JSON in $TEST_UNDECLARED_OUTPUTS_DIR under Bazel
+assert record.reached
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import tempfile
 import time
-
-import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 from unittest import mock
 
 import ray
 import ray.tune.trainable.trainable
 import torch
-
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN, NUM_ENV_STEPS_SAMPLED_LIFETIME
 

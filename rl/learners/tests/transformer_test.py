@@ -4,7 +4,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -122,7 +121,11 @@ def test_a_large_batch_without_gradients_gives_the_same_outputs_in_pieces():
     chunks = ROWS_PER_INFERENCE_PIECE // SMALL["max_seq_len"] + 5
     obs = torch.randn(chunks, SMALL["max_seq_len"], 3)
     cache_shape = (chunks, SMALL["n_layers"], SMALL["memory_len"], SMALL["d_model"])
-    cache = {"keys": torch.randn(cache_shape), "values": torch.randn(cache_shape), "valid": torch.rand(chunks, 5).round()}
+    cache = {
+        "keys": torch.randn(cache_shape),
+        "values": torch.randn(cache_shape),
+        "valid": torch.rand(chunks, 5).round(),
+    }
     for state in (None, cache):
         whole_embeddings, whole_state = encoder(obs, state)  # with gradients: one pass
         with torch.no_grad():
@@ -141,7 +144,11 @@ def test_gae_value_pass_equals_the_full_pass_up_to_each_seq_len(vf_share_layers)
     obs = torch.randn(chunks, length, 3) * (torch.arange(length) < seq_lens[:, None]).unsqueeze(-1)  # zero padding
     cache_shape = (chunks, SMALL["n_layers"], SMALL["memory_len"], SMALL["d_model"])
     state = {
-        name: {"keys": torch.randn(cache_shape), "values": torch.randn(cache_shape), "valid": torch.rand(chunks, 5).round()}
+        name: {
+            "keys": torch.randn(cache_shape),
+            "values": torch.randn(cache_shape),
+            "valid": torch.rand(chunks, 5).round(),
+        }
         for name in module.get_initial_state()
     }
     batch = {Columns.OBS: obs, Columns.STATE_IN: state, Columns.SEQ_LENS: seq_lens.float()}
@@ -177,10 +184,13 @@ def reference_encoder(encoder, obs, cached_keys, cached_values, cached_valid):
                 seen = [k for k in range(query_position + 1) if query_position - k <= memory and valid[b, k]]
                 for h in range(heads):
                     part = slice(h * head_dim, (h + 1) * head_dim)
-                    scores = torch.stack([
-                        queries[b, t, part] @ keys[b, k, part] / head_dim**0.5 + block.distance_bias[h, query_position - k]
-                        for k in seen
-                    ])
+                    scores = torch.stack(
+                        [
+                            queries[b, t, part] @ keys[b, k, part] / head_dim**0.5
+                            + block.distance_bias[h, query_position - k]
+                            for k in seen
+                        ]
+                    )
                     weights = scores.softmax(dim=0)
                     attended[b, t, part] = sum(weight * values[b, k, part] for weight, k in zip(weights, seen))
         x = x + attended @ block.attention_out.weight.T + block.attention_out.bias
@@ -198,8 +208,11 @@ def test_the_encoder_equals_a_reference_transformer_written_step_by_step():
     batch, length = 3, SMALL["max_seq_len"]
     obs = torch.randn(batch, length, 3)
     cache_shape = (batch, SMALL["n_layers"], SMALL["memory_len"], SMALL["d_model"])
-    state = {"keys": torch.randn(cache_shape), "values": torch.randn(cache_shape),
-             "valid": torch.tensor([[0.0] * 5, [0.0, 0.0, 1.0, 1.0, 1.0], [1.0] * 5])}
+    state = {
+        "keys": torch.randn(cache_shape),
+        "values": torch.randn(cache_shape),
+        "valid": torch.tensor([[0.0] * 5, [0.0, 0.0, 1.0, 1.0, 1.0], [1.0] * 5]),
+    }
     with torch.no_grad():
         reference = reference_encoder(encoder, obs, state["keys"], state["values"], state["valid"])
         without_gradients, _ = encoder(obs, state)  # rollouts and GAE: scaled_dot_product_attention
@@ -303,6 +316,6 @@ def test_a_separate_critic_reads_in_the_learner_the_state_the_env_runner_collect
         with torch.no_grad():
             values = module.compute_values(batch)[batch[Columns.LOSS_MASK]]
         assert values.shape == (len(observations),)
-        assert (values - reference[0, -len(observations):]).abs().max() < TOLERANCE
+        assert (values - reference[0, -len(observations) :]).abs().max() < TOLERANCE
     assert continued > 0
     learner.update(episodes=episodes)  # PPO trains both encoders from these batches

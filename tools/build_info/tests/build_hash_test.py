@@ -8,8 +8,7 @@ import pathlib
 from tools.build_info import compute
 
 RUNFILES = pathlib.Path(os.environ.get("TEST_SRCDIR", "."), os.environ.get("TEST_WORKSPACE", "rl_harness"))
-IDENTITY = {"version": "3.11.7", "executable_sha256": "e" * 64, "libpython_sha256": "l" * 64,
-            "bazel_version": "4.2.3"}
+IDENTITY = {"version": "3.11.7", "executable_sha256": "e" * 64, "libpython_sha256": "l" * 64, "bazel_version": "4.2.3"}
 
 
 def _tree(tmp_path, files):
@@ -87,4 +86,8 @@ def test_pinned_library_revision_is_recorded(tmp_path):
     revision = tmp_path / "LIBRARY_REVISION.json"
     revision.write_text(json.dumps({"commit": "abc123", "dirty": False, "source": "remote"}))
     assert compute.library_record(str(revision)) == {
-        "commit": "abc123", "dirty": False, "source": "remote", "external": True}
+        "commit": "abc123",
+        "dirty": False,
+        "source": "remote",
+        "external": True,
+    }

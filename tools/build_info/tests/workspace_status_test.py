@@ -4,8 +4,9 @@ import os
 import pathlib
 import subprocess
 
-SCRIPT = pathlib.Path(os.environ.get("TEST_SRCDIR", "."), os.environ.get("TEST_WORKSPACE", "rl_harness"),
-                      "tools", "workspace_status.sh")
+SCRIPT = pathlib.Path(
+    os.environ.get("TEST_SRCDIR", "."), os.environ.get("TEST_WORKSPACE", "rl_harness"), "tools", "workspace_status.sh"
+)
 
 
 def _status(repo: pathlib.Path) -> dict:

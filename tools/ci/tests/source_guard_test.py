@@ -43,8 +43,12 @@ def _runfiles(tmp_path, checkout):
 
 
 def _guard(action, checkout, state):
-    return subprocess.run([sys.executable, source_guard.__file__, action, str(state), "--root", str(checkout)],
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, source_guard.__file__, action, str(state), "--root", str(checkout)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def _guarded(checkout, state, build):
@@ -64,7 +68,8 @@ def test_a_test_writing_into_its_runfiles_fails_the_guard_naming_the_file(tmp_pa
     checked = _guarded(checkout, tmp_path / "state.json", lambda: (runfiles / "core.py").write_text(""))
     assert checked.returncode == 1
     assert checked.stderr.splitlines() == [
-        "source_guard: the build touched the source tree: pkg/core.py: content (sha256, size, mtime_ns changed)"]
+        "source_guard: the build touched the source tree: pkg/core.py: content (sha256, size, mtime_ns changed)"
+    ]
 
 
 def test_an_empty_file_written_again_with_its_own_content_fails_the_guard(tmp_path, checkout):

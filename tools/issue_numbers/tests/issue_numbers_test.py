@@ -59,8 +59,11 @@ def test_a_planted_issue_number_is_found_with_its_file_and_line(checkout, phrase
 
 
 def test_every_scanned_folder_and_text_kind_is_read(checkout):
-    planted = [f"{folder}/sub/file{suffix}" for folder in check_issue_numbers.SCANNED_FOLDERS
-               for suffix in sorted(check_issue_numbers.TEXT_SUFFIXES)]
+    planted = [
+        f"{folder}/sub/file{suffix}"
+        for folder in check_issue_numbers.SCANNED_FOLDERS
+        for suffix in sorted(check_issue_numbers.TEXT_SUFFIXES)
+    ]
     for relative in planted:
         _track(checkout, relative, f"x = 1\ny = 2  # {ISSUE} 7\n")
     mentions = check_issue_numbers.find_mentions(checkout, check_issue_numbers.tracked_text_files(checkout))

@@ -106,7 +106,8 @@ def test_the_locks_carry_different_torch_builds():
 def test_a_missing_pin_and_a_missing_hash_are_named():
     lock = parse(
         "# requires: torch -> triton==3.7.1\n# requires: torch -> sympy>=1.13\n"
-        "sympy==1.12 \\\n    --hash=sha256:" + "a" * 64 + "\nfilelock==3.0\n")
+        "sympy==1.12 \\\n    --hash=sha256:" + "a" * 64 + "\nfilelock==3.0\n"
+    )
     assert problems(lock) == [
         "filelock==3.0 has no --hash",
         "torch requires triton==3.7.1, which the lock does not pin",

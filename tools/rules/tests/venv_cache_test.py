@@ -47,6 +47,7 @@ def _fake_build(log: pathlib.Path):
         time.sleep(0.3)  # long enough for a second builder to arrive while the first holds the lock
         (folder / "bin").mkdir(parents=True)
         (folder / venv_cache.COMPLETE_MARKER).write_text(lock.name)
+
     return build
 
 
@@ -92,8 +93,18 @@ def test_the_command_prints_the_python_of_the_cached_venv(tmp_path, monkeypatch,
     lock = tmp_path / "requirements_lock.txt"
     lock.write_text("numpy==2.0 --hash=sha256:00\n")
     monkeypatch.setattr(venv_cache, "build", _fake_build(tmp_path / "builds.log"))
-    monkeypatch.setattr("sys.argv", ["venv_cache.py", "--lock", str(lock), "--cache-root", str(tmp_path / "venvs"),
-                                     "--identity", json.dumps(IDENTITY)])
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "venv_cache.py",
+            "--lock",
+            str(lock),
+            "--cache-root",
+            str(tmp_path / "venvs"),
+            "--identity",
+            json.dumps(IDENTITY),
+        ],
+    )
     venv_cache.main()
     printed = pathlib.Path(capsys.readouterr().out.strip())
     assert printed.parts[-2:] == ("bin", "python3") and (printed.parent.parent / "COMPLETE").is_file()

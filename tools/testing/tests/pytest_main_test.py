@@ -62,13 +62,18 @@ def test_tmp_path_lies_under_the_tests_own_temporary_folder(tmp_path):
         "import os\n\n"
         "def test_where(tmp_path):\n"
         "    with open(os.environ['REPORT'], 'w') as report:\n"
-        "        report.write(str(tmp_path))\n")
+        "        report.write(str(tmp_path))\n"
+    )
     test_tmpdir = tmp_path / "test_tmpdir"
     test_tmpdir.mkdir()
-    environment = {name: value for name, value in os.environ.items()
-                   if name not in ("TEST_SRCDIR", "XML_OUTPUT_FILE")}
+    environment = {name: value for name, value in os.environ.items() if name not in ("TEST_SRCDIR", "XML_OUTPUT_FILE")}
     environment.update(TEST_TMPDIR=str(test_tmpdir), REPORT=str(tmp_path / "report"))
-    ran = subprocess.run([sys.executable, pytest_main.__file__, str(tmp_path / "where_test.py")],
-                         env=environment, capture_output=True, text=True, check=False)
+    ran = subprocess.run(
+        [sys.executable, pytest_main.__file__, str(tmp_path / "where_test.py")],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert (tmp_path / "report").read_text().startswith(str(test_tmpdir / "pytest") + os.sep)

@@ -19,7 +19,7 @@ from b2sdk.v2.exception import Unauthorized
 from rl.harness.remote import b2_mirror
 
 # The simulator names keys appKey<N>; from here on they are as long as a secret must be to be masked.
-_FIRST_KEY_NUMBER = 10 ** 7
+_FIRST_KEY_NUMBER = 10**7
 
 
 class RestrictingSimulator(RawSimulator):
@@ -30,8 +30,7 @@ class RestrictingSimulator(RawSimulator):
         self.app_key_counter = _FIRST_KEY_NUMBER
         self._upload_url_keys = {}
 
-    def _assert_account_auth(self, api_url, account_auth_token, account_id, capability, bucket_id=None,
-                             file_name=None):
+    def _assert_account_auth(self, api_url, account_auth_token, account_id, capability, bucket_id=None, file_name=None):
         # The simulator names no bucket for uploads and listings of unfinished files: those calls are
         # checked against the key's own bucket (these tests have one bucket).
         key = self.auth_token_to_key.get(account_auth_token)

@@ -57,7 +57,8 @@ import secrets
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 LOOPBACK = "127.0.0.1"
 
@@ -77,11 +78,26 @@ _QUERY_CONTROL_KEYS = {"order", "type", "limit", "allocated_storage", "disable_b
 def offer(offer_id: int, **fields) -> dict:
     """An offer row that passes the library's default gates unless `fields` say otherwise."""
     row = {
-        "id": offer_id, "ask_contract_id": offer_id, "machine_id": 1000 + offer_id, "host_id": 500 + offer_id,
-        "num_gpus": 1, "gpu_name": "RTX 4090", "gpu_ram": 24564, "cuda_max_good": 13.0, "driver_version": "580.95.05",
+        "id": offer_id,
+        "ask_contract_id": offer_id,
+        "machine_id": 1000 + offer_id,
+        "host_id": 500 + offer_id,
+        "num_gpus": 1,
+        "gpu_name": "RTX 4090",
+        "gpu_ram": 24564,
+        "cuda_max_good": 13.0,
+        "driver_version": "580.95.05",
         "reliability": 0.995,
-        "verified": True, "rentable": True, "rented": False, "external": False, "disk_space": 200.0,
-        "cpu_cores_effective": 16.0, "cpu_ram": 64000, "dlperf": 60.0, "dph_total": 0.40, "geolocation": "XX",
+        "verified": True,
+        "rentable": True,
+        "rented": False,
+        "external": False,
+        "disk_space": 200.0,
+        "cpu_cores_effective": 16.0,
+        "cpu_ram": 64000,
+        "dlperf": 60.0,
+        "dph_total": 0.40,
+        "geolocation": "XX",
     }
     row.update(fields)
     row.setdefault("min_bid", round(row["dph_total"] / 2, 3))
@@ -95,22 +111,22 @@ class Fault:
     kind: str
     code: int = 500
     seconds: float = 0.0
-    retry_after: Optional[float] = None
+    retry_after: float | None = None
 
     @classmethod
-    def status(cls, code: int, *, retry_after: Optional[float] = 0.0) -> "Fault":
+    def status(cls, code: int, *, retry_after: float | None = 0.0) -> Fault:
         return cls(kind="status", code=code, retry_after=retry_after if code == 429 else None)
 
     @classmethod
-    def delay(cls, seconds: float) -> "Fault":
+    def delay(cls, seconds: float) -> Fault:
         return cls(kind="delay", seconds=seconds)
 
     @classmethod
-    def echo_credentials(cls, code: int = 500) -> "Fault":
+    def echo_credentials(cls, code: int = 500) -> Fault:
         return cls(kind="echo", code=code)
 
     @classmethod
-    def after_acting(cls, code: int) -> "Fault":
+    def after_acting(cls, code: int) -> Fault:
         """The endpoint acts (an instance is made), then `code` is answered: a gateway lost the answer."""
         return cls(kind="after", code=code)
 
@@ -135,13 +151,21 @@ class RecordedRequest:
 class FakeVastApi:
     """The fake server (see the module docstring). Use as a context manager, or start()/stop()."""
 
-    def __init__(self, api_key: str, offers: list[dict] = (), *, boot_delay_s: float = 0.0,
-                 never_boot_machines: frozenset = frozenset(), lifetime_s: float = 120.0, max_delay_s: float = 5.0):
+    def __init__(
+        self,
+        api_key: str,
+        offers: list[dict] = (),
+        *,
+        boot_delay_s: float = 0.0,
+        never_boot_machines: frozenset = frozenset(),
+        lifetime_s: float = 120.0,
+        max_delay_s: float = 5.0,
+    ):
         self.api_key = api_key
         self.offers = {row["id"]: dict(row) for row in offers}
         self.instances: dict[int, dict] = {}
         self.requests: list[RecordedRequest] = []
-        self.max_in_flight = 0    # the most requests handled at once (proves parallel clients)
+        self.max_in_flight = 0  # the most requests handled at once (proves parallel clients)
         self._in_flight = 0
         self.boot_delay_s = boot_delay_s
         self.never_boot_machines = set(never_boot_machines)
@@ -150,20 +174,20 @@ class FakeVastApi:
         self._faults: list[_FaultRule] = []
         self._logs: dict[int, str] = {}
         self._statuses: dict[int, str] = {}
-        self._log_urls: dict[str, tuple[int, Optional[int]]] = {}
+        self._log_urls: dict[str, tuple[int, int | None]] = {}
         self._ids = itertools.count(70001)
         self._container_keys: dict[int, str] = {}
-        self.offers_of: dict[int, int] = {}   # instance id: the offer it rented (rentable again once destroyed)
-        self._billed: dict[int, list] = {}   # id: [price per hour, created at, destroyed at or None]
-        self.log_files: dict[int, pathlib.Path] = {}   # an instance's log read from a file (a fake host's)
-        self.hosts: list = []   # objects with created(row), stopped(id), destroyed(id)
+        self.offers_of: dict[int, int] = {}  # instance id: the offer it rented (rentable again once destroyed)
+        self._billed: dict[int, list] = {}  # id: [price per hour, created at, destroyed at or None]
+        self.log_files: dict[int, pathlib.Path] = {}  # an instance's log read from a file (a fake host's)
+        self.hosts: list = []  # objects with created(row), stopped(id), destroyed(id)
         self._lock = threading.RLock()
-        self._server: Optional[http.server.ThreadingHTTPServer] = None
-        self._watchdog: Optional[threading.Timer] = None
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self._watchdog: threading.Timer | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
 
-    def start(self) -> "FakeVastApi":
+    def start(self) -> FakeVastApi:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._server = http.server.ThreadingHTTPServer((LOOPBACK, 0), handler)
         self._server.daemon_threads = True
@@ -182,7 +206,7 @@ class FakeVastApi:
             server.shutdown()
             server.server_close()
 
-    def __enter__(self) -> "FakeVastApi":
+    def __enter__(self) -> FakeVastApi:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -219,7 +243,7 @@ class FakeVastApi:
         with self._lock:
             return self._container_keys[instance_id]
 
-    def bill(self, now: Optional[float] = None) -> float:
+    def bill(self, now: float | None = None) -> float:
         """Dollars charged so far: each instance's price per hour over its life (creation to destruction)."""
         now = time.time() if now is None else now
         with self._lock:
@@ -231,7 +255,7 @@ class FakeVastApi:
 
     # ---- request handling (called from the handler threads) -----------------------------------------------
 
-    def _take_fault(self, method: str, path: str) -> Optional[Fault]:
+    def _take_fault(self, method: str, path: str) -> Fault | None:
         with self._lock:
             for rule in self._faults:
                 if rule.times > 0 and rule.method == method and rule.path.search(path):
@@ -240,8 +264,10 @@ class FakeVastApi:
         return None
 
     def _row(self, instance: dict) -> dict:
-        booted = (time.time() - instance["start_date"] >= self.boot_delay_s
-                  and instance["machine_id"] not in self.never_boot_machines)
+        booted = (
+            time.time() - instance["start_date"] >= self.boot_delay_s
+            and instance["machine_id"] not in self.never_boot_machines
+        )
         status = self._statuses.get(instance["id"], "running" if booted else "loading")
         return {**instance, "actual_status": status, "status_msg": "pulling image" if status == "loading" else status}
 
@@ -274,9 +300,15 @@ class FakeVastApi:
                 self._route(method, path, query, body)
                 return fault.code, {"error": f"injected_{fault.code}", "msg": "injected fault after acting"}, {}
             elif fault.kind == "echo":
-                return fault.code, {"error": "server_error",
-                                      "msg": f"failed {method} {path} with Authorization: {headers.get('authorization')}"
-                                             f" api_key={self.api_key}"}, {}
+                return (
+                    fault.code,
+                    {
+                        "error": "server_error",
+                        "msg": f"failed {method} {path} with Authorization: {headers.get('authorization')}"
+                        f" api_key={self.api_key}",
+                    },
+                    {},
+                )
             else:
                 extra = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
                 return fault.code, {"error": f"injected_{fault.code}", "msg": "injected fault"}, extra
@@ -308,7 +340,7 @@ class FakeVastApi:
         for field, direction in reversed(body.get("order") or []):
             rows.sort(key=lambda row: row.get(field, 0), reverse=direction == "desc")
         if body.get("limit"):
-            rows = rows[:body["limit"]]
+            rows = rows[: body["limit"]]
         return 200, {"offers": rows}, {}
 
     def _create(self, offer_id: int, *, query: dict, body: dict) -> tuple[int, Any, dict]:
@@ -318,7 +350,11 @@ class FakeVastApi:
                 return 404, {"success": False, "error": "no_such_ask", "msg": f"offer {offer_id} is not available"}, {}
             bid = body.get("price")
             if bid is not None and bid < ask["min_bid"]:
-                return 400, {"success": False, "error": "bid_too_low", "msg": f"bid {bid} < min_bid {ask['min_bid']}"}, {}
+                return (
+                    400,
+                    {"success": False, "error": "bid_too_low", "msg": f"bid {bid} < min_bid {ask['min_bid']}"},
+                    {},
+                )
             ask["rented"] = True
             instance_id = next(self._ids)
             price = ask["dph_total"] if bid is None else bid
@@ -326,12 +362,24 @@ class FakeVastApi:
             self._container_keys[instance_id] = secrets.token_hex(16)
             self.offers_of[instance_id] = offer_id
             self.instances[instance_id] = {
-                "id": instance_id, "machine_id": ask["machine_id"], "host_id": ask["host_id"],
-                "label": body.get("label"), "image_uuid": body.get("image"), "onstart": body.get("onstart"),
-                "image_runtype": body.get("runtype"), "extra_env": [[k, v] for k, v in (body.get("env") or {}).items()],
-                "disk_space": body.get("disk"), "start_date": time.time(), "dph_total": price, "is_bid": bid is not None,
-                "num_gpus": ask["num_gpus"], "gpu_name": ask["gpu_name"], "cur_state": "running",
-                "intended_status": "running", "ssh_host": LOOPBACK, "ssh_port": 20000 + instance_id % 10000,
+                "id": instance_id,
+                "machine_id": ask["machine_id"],
+                "host_id": ask["host_id"],
+                "label": body.get("label"),
+                "image_uuid": body.get("image"),
+                "onstart": body.get("onstart"),
+                "image_runtype": body.get("runtype"),
+                "extra_env": [[k, v] for k, v in (body.get("env") or {}).items()],
+                "disk_space": body.get("disk"),
+                "start_date": time.time(),
+                "dph_total": price,
+                "is_bid": bid is not None,
+                "num_gpus": ask["num_gpus"],
+                "gpu_name": ask["gpu_name"],
+                "cur_state": "running",
+                "intended_status": "running",
+                "ssh_host": LOOPBACK,
+                "ssh_port": 20000 + instance_id % 10000,
                 "public_ipaddr": LOOPBACK,
             }
             row = dict(self.instances[instance_id])
@@ -349,7 +397,7 @@ class FakeVastApi:
         start = int(query.get("after_token", 0))
         with self._lock:
             rows = [self._row(self.instances[i]) for i in sorted(self.instances)]
-        page = rows[start:start + limit]
+        page = rows[start : start + limit]
         token = str(start + limit) if start + limit < len(rows) else None
         return 200, {"instances": page, "next_token": token, "total_instances": len(rows)}, {}
 
@@ -379,7 +427,11 @@ class FakeVastApi:
                 return 404, "no such log", {}
             instance_id, tail = self._log_urls[token]
             path = self.log_files.get(instance_id)
-            text = path.read_text(errors="replace") if path is not None and path.exists() else self._logs.get(instance_id, "")
+            text = (
+                path.read_text(errors="replace")
+                if path is not None and path.exists()
+                else self._logs.get(instance_id, "")
+            )
             lines = text.splitlines(keepends=True)
         return 200, "".join(lines[-tail:] if tail else lines), {}
 
@@ -414,5 +466,5 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     do_GET = do_PUT = do_POST = do_DELETE = _dispatch
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args) -> None:
         """Silent: the requests are in `fake.requests`."""

@@ -24,7 +24,6 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Optional
 
 _BAZEL_STUB = """#!/bin/bash
 # Stands in for `bazel run <flags> <target> -- <args>`: a real harness run of $RLH_FAKE_RECIPE with <args>.
@@ -115,22 +114,34 @@ class FakeHosts:
         (folder / "onstart.sh").write_text(script)
         run_id = re.search(r"^readonly RUN_ID=(\S+)$", script, flags=re.MULTILINE).group(1).strip("'")
         self.fake.log_files[instance_id] = folder / "work" / "out" / "vast" / run_id / "bootstrap.log"
-        env = {**self.environment, "PATH": f"{self.stubs}:{os.environ['PATH']}", "HOME": str(folder),
-               "CONTAINER_ID": str(instance_id), "CONTAINER_API_KEY": self.fake.container_key(instance_id),
-               "RLH_VAST_URL": self.fake.url, **{key: value for key, value in row["extra_env"]}}
+        env = {
+            **self.environment,
+            "PATH": f"{self.stubs}:{os.environ['PATH']}",
+            "HOME": str(folder),
+            "CONTAINER_ID": str(instance_id),
+            "CONTAINER_API_KEY": self.fake.container_key(instance_id),
+            "RLH_VAST_URL": self.fake.url,
+            **{key: value for key, value in row["extra_env"]},
+        }
         with self._lock:
             if instance_id not in self.fake.instances or instance_id in self._processes:
                 return  # destroyed (or stopped) while it booted
             with open(folder / "stderr.txt", "w") as stderr:
                 self._processes[instance_id] = subprocess.Popen(
-                    ["bash", str(folder / "onstart.sh")], env=env, cwd=folder, start_new_session=True,
-                    stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr)
+                    ["bash", str(folder / "onstart.sh")],
+                    env=env,
+                    cwd=folder,
+                    start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=stderr,
+                    stderr=stderr,
+                )
             self.started_at[instance_id] = time.time()
 
     def _kill(self, instance_id: int) -> None:
         with self._lock:
             timer = self._timers.pop(instance_id, None)
-            process: Optional[subprocess.Popen] = self._processes.get(instance_id)
+            process: subprocess.Popen | None = self._processes.get(instance_id)
             if timer is not None:
                 timer.cancel()
             self._processes.setdefault(instance_id, process)

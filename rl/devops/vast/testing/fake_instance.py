@@ -37,8 +37,12 @@ class FakeDisks:
             path = out / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
-        sums = {path.relative_to(out).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-                for kind in ("results", "artifacts") for path in sorted((out / kind).rglob("*")) if path.is_file()}
+        sums = {
+            path.relative_to(out).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for kind in ("results", "artifacts")
+            for path in sorted((out / kind).rglob("*"))
+            if path.is_file()
+        }
         record = out / "vast" / run_id
         record.mkdir(parents=True, exist_ok=True)
         (record / "SHA256SUMS").write_text("".join(f"{digest}  {path}\n" for path, digest in sums.items()))

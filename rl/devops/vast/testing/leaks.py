@@ -1,8 +1,8 @@
 """A check that a secret leaked nowhere: in output, error messages, or files.
 
-    from rl.devops.vast.testing.leaks import assert_no_secret
+from rl.devops.vast.testing.leaks import assert_no_secret
 
-    assert_no_secret(api_key, captured_output, caught_error, state_dir / "state.json")
+assert_no_secret(api_key, captured_output, caught_error, state_dir / "state.json")
 """
 
 from __future__ import annotations

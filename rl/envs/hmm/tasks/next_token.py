@@ -1,7 +1,7 @@
 """Next-token prediction: a passive task rewarding a correct guess of the token about to be emitted.
 
-    task = NextTokenPrediction(mess3_process())
-    env = HMMEnv(task, episode_length=128)   # action k: "the next token is k"; reward 1 when right
+task = NextTokenPrediction(mess3_process())
+env = HMMEnv(task, episode_length=128)   # action k: "the next token is k"; reward 1 when right
 """
 
 from __future__ import annotations

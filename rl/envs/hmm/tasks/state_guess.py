@@ -1,7 +1,7 @@
 """State guess: a passive task rewarding a correct guess of the hidden state the step starts in.
 
-    task = StateGuess(mess3_process())
-    env = HMMEnv(task, episode_length=128)   # action i: "the process is in state i now"
+task = StateGuess(mess3_process())
+env = HMMEnv(task, episode_length=128)   # action i: "the process is in state i now"
 """
 
 from __future__ import annotations

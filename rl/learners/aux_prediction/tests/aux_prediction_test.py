@@ -11,7 +11,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -19,9 +18,9 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rl.learners import ActorCriticPPOTorchLearner, NextTokenAuxLoss, NextTokenAuxPPOLearner, StateAuxLoss
+from rl.learners.aux_prediction import NEXT_TOKEN_TARGETS, STATE_TARGETS
 from rl.learners.connectors import AddInfoColumn
 from rl.learners.models import MLPModel, NextTokenAuxHead, NextTokenAuxMLPModel, StateAuxHead, TransformerModel
-from rl.learners.aux_prediction import NEXT_TOKEN_TARGETS, STATE_TARGETS
 from rl.learners.tests.token_env import TokenTransitionEnv
 
 
@@ -39,7 +38,11 @@ class BothAuxPPOLearner(NextTokenAuxLoss, StateAuxLoss, ActorCriticPPOTorchLearn
 
 NUM_STATES = 3
 EPISODE_LENGTH = 20
-SECTIONS = {"vf_share_layers": True, "next_token_aux": {"num_tokens": NUM_STATES}, "state_aux": {"num_states": NUM_STATES}}
+SECTIONS = {
+    "vf_share_layers": True,
+    "next_token_aux": {"num_tokens": NUM_STATES},
+    "state_aux": {"num_states": NUM_STATES},
+}
 TRANSFORMER = {"d_model": 16, "n_heads": 2, "n_layers": 1, "feedforward_dim": 32, "memory_len": 4, "max_seq_len": 8}
 MLP = {"hidden_sizes": [16]}
 MODELS = {"transformer": (AuxTransformer, {**TRANSFORMER, **SECTIONS}), "mlp": (AuxMLP, {**MLP, **SECTIONS})}
@@ -54,7 +57,10 @@ def aux_config(model="transformer", learner_class=BothAuxPPOLearner, learner_con
         .environment(env or TokenTransitionEnv, env_config={} if env else {"episode_length": EPISODE_LENGTH})
         .rl_module(rl_module_spec=RLModuleSpec(module_class=module_class, model_config=model_config))
         .training(train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1)
-        .learners(learner_class=learner_class, learner_config_dict=BOTH_ON if learner_config_dict is None else learner_config_dict)
+        .learners(
+            learner_class=learner_class,
+            learner_config_dict=BOTH_ON if learner_config_dict is None else learner_config_dict,
+        )
         .env_runners(num_env_runners=0, num_envs_per_env_runner=2)
     )
 
@@ -84,7 +90,9 @@ def learner_batch(learner, episodes):
 def module(model="transformer", **model_config):
     module_class, default_config = MODELS[model]
     return module_class(
-        observation_space=OBS_SPACE, action_space=gym.spaces.Discrete(2), model_config={**default_config, **model_config}
+        observation_space=OBS_SPACE,
+        action_space=gym.spaces.Discrete(2),
+        model_config={**default_config, **model_config},
     )
 
 
@@ -121,8 +129,16 @@ def test_inference_only_module_has_no_aux_heads():
 @pytest.mark.parametrize(
     "model_config, action_space, message",
     [
-        ({"next_token_aux": None}, gym.spaces.Discrete(2), r"model_config\['next_token_aux'\] must be a dict with \['num_tokens'\]"),
-        ({"state_aux": {}}, gym.spaces.Discrete(2), r"model_config\['state_aux'\] must be a dict with \['num_states'\]"),
+        (
+            {"next_token_aux": None},
+            gym.spaces.Discrete(2),
+            r"model_config\['next_token_aux'\] must be a dict with \['num_tokens'\]",
+        ),
+        (
+            {"state_aux": {}},
+            gym.spaces.Discrete(2),
+            r"model_config\['state_aux'\] must be a dict with \['num_states'\]",
+        ),
         ({"state_aux": {"num_states": 0}}, gym.spaces.Discrete(2), "num_states must be a positive int"),
         ({"next_token_aux": {"num_tokens": 3, "size": 2}}, gym.spaces.Discrete(2), r"unknown key\(s\) \['size'\]"),
         ({"vf_share_layers": False}, gym.spaces.Discrete(2), r"set model_config\['vf_share_layers'\] = True"),
@@ -132,7 +148,9 @@ def test_inference_only_module_has_no_aux_heads():
 def test_bad_module_settings_raise_one_clear_line(model_config, action_space, message):
     model_class, default_config = MODELS["mlp"]
     with pytest.raises(ValueError, match=message) as error:
-        model_class(observation_space=OBS_SPACE, action_space=action_space, model_config={**default_config, **model_config})
+        model_class(
+            observation_space=OBS_SPACE, action_space=action_space, model_config={**default_config, **model_config}
+        )
     assert "\n" not in str(error.value)
 
 
@@ -162,9 +180,13 @@ def test_an_update_trains_both_heads_and_logs_namespaced_metrics(model):
     config = aux_config(model)
     learner = build(config)
     aux = learner.module[DEFAULT_MODULE_ID].unwrapped()
-    heads_before = [parameter.clone() for head in (aux.next_token_aux_head, aux.state_aux_head) for parameter in head.parameters()]
+    heads_before = [
+        parameter.clone() for head in (aux.next_token_aux_head, aux.state_aux_head) for parameter in head.parameters()
+    ]
     results = learner.update(episodes=sampled_episodes(config))[DEFAULT_MODULE_ID]
-    heads_after = [parameter for head in (aux.next_token_aux_head, aux.state_aux_head) for parameter in head.parameters()]
+    heads_after = [
+        parameter for head in (aux.next_token_aux_head, aux.state_aux_head) for parameter in head.parameters()
+    ]
     assert not any(torch.equal(before, after) for before, after in zip(heads_before, heads_after))
     for namespace in ("next_token_aux", "state_aux"):
         # Near-uniform initial predictions (head gain 0.01): cross-entropy about log 3.
@@ -174,11 +196,17 @@ def test_an_update_trains_both_heads_and_logs_namespaced_metrics(model):
 
 def test_zero_coefficient_computes_logs_and_reads_nothing():
     # CartPole has no infos: at coefficient 0 the target column is never built, so nothing fails.
-    config = aux_config(learner_class=NextTokenAuxPPOLearner, learner_config_dict={"next_token_aux/loss_coefficient": 0.0},
-                        module=CARTPOLE_MODULE, env="CartPole-v1")
+    config = aux_config(
+        learner_class=NextTokenAuxPPOLearner,
+        learner_config_dict={"next_token_aux/loss_coefficient": 0.0},
+        module=CARTPOLE_MODULE,
+        env="CartPole-v1",
+    )
     learner = build(config)
     assert not any(isinstance(piece, AddInfoColumn) for piece in learner._learner_connector.connectors)
-    head_before = [parameter.clone() for parameter in learner.module[DEFAULT_MODULE_ID].next_token_aux_head.parameters()]
+    head_before = [
+        parameter.clone() for parameter in learner.module[DEFAULT_MODULE_ID].next_token_aux_head.parameters()
+    ]
     results = learner.update(episodes=sampled_episodes(config))[DEFAULT_MODULE_ID]
     assert not any(key.startswith("next_token_aux/") for key in results)
     head_after = learner.module[DEFAULT_MODULE_ID].next_token_aux_head.parameters()
@@ -186,10 +214,16 @@ def test_zero_coefficient_computes_logs_and_reads_nothing():
 
 
 def test_an_env_without_the_info_key_fails_naming_key_and_env():
-    config = aux_config(learner_class=NextTokenAuxPPOLearner, learner_config_dict={"next_token_aux/loss_coefficient": 0.5},
-                        module=CARTPOLE_MODULE, env="CartPole-v1")
+    config = aux_config(
+        learner_class=NextTokenAuxPPOLearner,
+        learner_config_dict={"next_token_aux/loss_coefficient": 0.5},
+        module=CARTPOLE_MODULE,
+        env="CartPole-v1",
+    )
     learner = build(config)
-    with pytest.raises(ValueError, match=r"needs info\['token'\] at every step, but env 'CartPole-v1' returned") as error:
+    with pytest.raises(
+        ValueError, match=r"needs info\['token'\] at every step, but env 'CartPole-v1' returned"
+    ) as error:
         learner.update(episodes=sampled_episodes(config))
     assert "\n" not in str(error.value)
 
@@ -197,12 +231,28 @@ def test_an_env_without_the_info_key_fails_naming_key_and_env():
 @pytest.mark.parametrize(
     "module, learner_config_dict, error, message",
     [
-        ((TransformerModel, {**TRANSFORMER, "vf_share_layers": True}), BOTH_ON, TypeError,
-         r"'next_token_aux' term needs modules with NextTokenAuxHead, but module 'default_policy' is TransformerModel; "
-         r"use e.g. `class Model\(NextTokenAuxHead, TransformerModel\): pass`"),
-        (None, {**BOTH_ON, "state_aux/loss_coeficient": 0.5}, ValueError, r"unknown key\(s\) \['state_aux/loss_coeficient'\]"),
+        (
+            (TransformerModel, {**TRANSFORMER, "vf_share_layers": True}),
+            BOTH_ON,
+            TypeError,
+            (
+                r"'next_token_aux' term needs modules with NextTokenAuxHead, but module 'default_policy' is TransformerModel; "
+                r"use e.g. `class Model\(NextTokenAuxHead, TransformerModel\): pass`"
+            ),
+        ),
+        (
+            None,
+            {**BOTH_ON, "state_aux/loss_coeficient": 0.5},
+            ValueError,
+            r"unknown key\(s\) \['state_aux/loss_coeficient'\]",
+        ),
         (None, {"state_aux/loss_coefficient": 0.5}, ValueError, "lacks 'next_token_aux/loss_coefficient'"),
-        (None, {**BOTH_ON, "state_aux/loss_coefficient": -1.0}, ValueError, "state_aux/loss_coefficient must be a finite number >= 0"),
+        (
+            None,
+            {**BOTH_ON, "state_aux/loss_coefficient": -1.0},
+            ValueError,
+            "state_aux/loss_coefficient must be a finite number >= 0",
+        ),
     ],
 )
 def test_bad_learner_settings_fail_when_built_with_one_clear_line(module, learner_config_dict, error, message):

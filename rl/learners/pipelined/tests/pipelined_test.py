@@ -13,10 +13,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
+from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
-from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
@@ -32,9 +31,13 @@ ITERATIONS = 4
 
 
 def _episode(weights: list[int]) -> SingleAgentEpisode:
-    episode = SingleAgentEpisode(observations=[0] * (len(weights) + 1), actions=[0] * len(weights),
-                                 rewards=[0.0] * len(weights),
-                                 extra_model_outputs={WEIGHTS_SEQ_NO: list(weights)}, len_lookback_buffer=0)
+    episode = SingleAgentEpisode(
+        observations=[0] * (len(weights) + 1),
+        actions=[0] * len(weights),
+        rewards=[0.0] * len(weights),
+        extra_model_outputs={WEIGHTS_SEQ_NO: list(weights)},
+        len_lookback_buffer=0,
+    )
     return episode.to_numpy()
 
 
@@ -47,11 +50,14 @@ def test_policy_lag_counts_updates_from_the_oldest_sampled_step():
 
 
 def _cartpole(config_class):
-    return (config_class().environment("CartPole-v1")
-            .rl_module(rl_module_spec=RLModuleSpec(module_class=MLPModel, model_config={"hidden_sizes": (16,)}))
-            .training(train_batch_size_per_learner=64, minibatch_size=32)
-            .learners(learner_class=ActorCriticPPOTorchLearner)
-            .debugging(seed=0))
+    return (
+        config_class()
+        .environment("CartPole-v1")
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=MLPModel, model_config={"hidden_sizes": (16,)}))
+        .training(train_batch_size_per_learner=64, minibatch_size=32)
+        .learners(learner_class=ActorCriticPPOTorchLearner)
+        .debugging(seed=0)
+    )
 
 
 @pytest.mark.parametrize("config_class", [PipelinedPPOConfig, PPOConfig])
@@ -99,12 +105,15 @@ def _sampled_logp_matches(module, weights: dict, episodes: list) -> bool:
 
 @pytest.mark.slow
 def test_each_update_trains_on_a_batch_sampled_with_the_weights_one_update_older(tmp_path):
-    config = (PipelinedPPOConfig().environment("CartPole-v1")
-              .env_runners(num_env_runners=1, num_envs_per_env_runner=4)
-              .rl_module(rl_module_spec=RLModuleSpec(module_class=MLPModel, model_config={"hidden_sizes": (16,)}))
-              .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=2, lr=1e-2)
-              .learners(learner_class=ActorCriticPPOTorchLearner)
-              .debugging(seed=0))
+    config = (
+        PipelinedPPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=1, num_envs_per_env_runner=4)
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=MLPModel, model_config={"hidden_sizes": (16,)}))
+        .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=2, lr=1e-2)
+        .learners(learner_class=ActorCriticPPOTorchLearner)
+        .debugging(seed=0)
+    )
     with local_ray(tmp_path):
         algo = config.build_algo()
         try:
@@ -122,8 +131,12 @@ def test_each_update_trains_on_a_batch_sampled_with_the_weights_one_update_older
             algo.stop()
     assert lags == [0] + [1] * (ITERATIONS - 1)
     env = gym.make("CartPole-v1")
-    module = MLPModel(observation_space=env.observation_space, action_space=env.action_space,
-                      model_config={"hidden_sizes": (16,)}, inference_only=True)
+    module = MLPModel(
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        model_config={"hidden_sizes": (16,)},
+        inference_only=True,
+    )
     assert _sampled_logp_matches(module, before_update[0], batches[0])  # the first batch: the same weights
     for k in range(1, ITERATIONS):
         assert _sampled_logp_matches(module, before_update[k - 1], batches[k]), k  # one update older

@@ -7,7 +7,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
 from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -23,7 +22,14 @@ class PPGTransformer(PPGAuxiliaryValueHead, TransformerModel):
     pass
 
 
-TRANSFORMER_CONFIG = {"d_model": 16, "n_heads": 2, "n_layers": 1, "feedforward_dim": 32, "memory_len": 8, "max_seq_len": 8}
+TRANSFORMER_CONFIG = {
+    "d_model": 16,
+    "n_heads": 2,
+    "n_layers": 1,
+    "feedforward_dim": 32,
+    "memory_len": 8,
+    "max_seq_len": 8,
+}
 # The settings under test; a buffered batch smaller than aux_minibatch_size is one minibatch.
 ISSUE_SETTINGS = {
     "aux_epochs": 6,
@@ -64,7 +70,9 @@ def train(config, iterations, learner=None):
     results = []
     for _ in range(iterations):
         episodes = runner.sample(num_timesteps=config.train_batch_size_per_learner, random_actions=False)
-        results.append(learner.update(episodes=episodes, num_epochs=config.num_epochs, minibatch_size=config.minibatch_size))
+        results.append(
+            learner.update(episodes=episodes, num_epochs=config.num_epochs, minibatch_size=config.minibatch_size)
+        )
     return learner, results
 
 
@@ -88,7 +96,9 @@ def test_default_config_builds_the_detach_mlp_with_a_shared_encoder():
     [(PPGMLPModel, {}, 64), (PPGTransformer, TRANSFORMER_CONFIG, 64)],
 )
 def test_issue_api_runs_an_auxiliary_phase_with_both_models(module_class, model_config, minibatch_size):
-    config = ppg_config(module_class, model_config, policy_iterations_per_aux=1, minibatch_size=minibatch_size, **ISSUE_SETTINGS)
+    config = ppg_config(
+        module_class, model_config, policy_iterations_per_aux=1, minibatch_size=minibatch_size, **ISSUE_SETTINGS
+    )
     _, (result,) = train(config, 1)
     assert peek(result, "ppg/aux_phase_triggered", ALL_MODULES) == 1.0
     for name in ("aux_kl", "aux_kl_max", "aux_value_loss", "aux_true_value_loss", "aux_value_loss_first_epoch"):
@@ -207,8 +217,10 @@ def test_beta_clone_may_be_zero_when_the_value_losses_are_off():
 
 
 def test_old_api_stack_is_rejected():
-    config = PPGConfig().environment("CartPole-v1").api_stack(
-        enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False
+    config = (
+        PPGConfig()
+        .environment("CartPole-v1")
+        .api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
     )
     with pytest.raises(ValueError, match="new API stack"):
         config.validate()

@@ -8,10 +8,9 @@ tests, Ray start-up included). Records go to $TEST_UNDECLARED_OUTPUTS_DIR/cartpo
 
 import numpy as np
 import pytest
-
 from ray import tune
-from ray.rllib.utils.metrics import LEARNER_RESULTS
 from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
+from ray.rllib.utils.metrics import LEARNER_RESULTS
 
 from rl.learners import PPGConfig
 from rl.learners.tests.training import local_ray, save_record, train_until
@@ -67,7 +66,9 @@ def aux_rows(results):
 
 def test_ppg_solves_cartpole_and_aux_phases_fit_values_without_moving_the_policy(results_dir):
     results = []
-    record = train_until(cartpole_config(), target_return=TARGET_RETURN, max_env_steps=MAX_ENV_STEPS, on_result=results.append)
+    record = train_until(
+        cartpole_config(), target_return=TARGET_RETURN, max_env_steps=MAX_ENV_STEPS, on_result=results.append
+    )
     save_record("cartpole_ppg_mlp", record)
     assert record.reached, f"mean return {record.returns[-3:]} after {record.env_steps} env steps"
     phases = aux_rows(results)
@@ -102,7 +103,9 @@ def test_ppg_runs_under_tune_with_remote_env_runners_and_learner(results_dir):
 
 def learner_cycle(algo):
     """(iterations since the last aux phase, buffered batches) of the algorithm's one Learner."""
-    (call,) = algo.learner_group.foreach_learner(lambda learner: (learner.iterations_since_aux, len(learner.aux_buffer.batches)))
+    (call,) = algo.learner_group.foreach_learner(
+        lambda learner: (learner.iterations_since_aux, len(learner.aux_buffer.batches))
+    )
     return call.get()
 
 

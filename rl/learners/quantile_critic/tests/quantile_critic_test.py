@@ -4,7 +4,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -46,7 +45,13 @@ def ppo_config(module_class, learner_class, model_config, learner_config_dict, *
         .environment("CartPole-v1")
         .rl_module(rl_module_spec=RLModuleSpec(module_class=module_class, model_config=model_config))
         .training(
-            **{"vf_loss_coeff": 0.0, "train_batch_size_per_learner": 128, "minibatch_size": 64, "num_epochs": 1, **training}
+            **{
+                "vf_loss_coeff": 0.0,
+                "train_batch_size_per_learner": 128,
+                "minibatch_size": 64,
+                "num_epochs": 1,
+                **training,
+            }
         )
         .learners(learner_class=learner_class, learner_config_dict=learner_config_dict)
         .env_runners(num_env_runners=0, num_envs_per_env_runner=2)

@@ -7,7 +7,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
 from ray.rllib.core.columns import Columns
 
 from rl.learners.models import MLPModel
