@@ -364,7 +364,7 @@ def cli_run(fake, api_key, tmp_path, monkeypatch, capsys, git_env, pin):
     for name, value in git_env.items():
         monkeypatch.setenv(name, value)
 
-    def run_cli(*argv, commit=pin.commit):
+    def run_cli(*argv, commit=pin.commit, job=("--target", "//experiments/x:y", "--seeds", "0-2")):
         code = cli.main(
             [
                 "--server-url",
@@ -380,10 +380,7 @@ def cli_run(fake, api_key, tmp_path, monkeypatch, capsys, git_env, pin):
                 pin.url,
                 "--commit",
                 commit,
-                "--target",
-                "//experiments/x:y",
-                "--seeds",
-                "0-2",
+                *job,
                 "--hours",
                 "1",
                 "--yes",
@@ -459,6 +456,46 @@ def test_a_commit_not_pushed_is_refused(cli_run, fake, store_env, instance_store
     line = _error_line(output)
     assert code == 2 and f"commit {'f' * 40} cannot be fetched from https://git.example.com/src" in line
     assert line.endswith("push it (git push) or pin a pushed commit") and fake.calls("PUT", r"/asks/") == []
+
+
+STUDY = ("--study", "//experiments/x:study")
+
+
+def test_a_study_with_seeds_is_refused(cli_run, fake, store_env):
+    code, output = cli_run("--sink", "store", job=(*STUDY, "--seeds", "0-2"))
+    assert code == 2 and _error_line(output).startswith(
+        "error: --seeds goes with --target: study //experiments/x:study runs the seeds its STUDY declares"
+    )
+    assert fake.calls("PUT", r"/asks/") == []
+
+
+def test_a_study_over_several_instances_without_a_store_is_refused(cli_run, fake, monkeypatch, tmp_path):
+    _no_store(monkeypatch, tmp_path)
+    code, output = cli_run("--instances", "2", job=STUDY)
+    assert code == 2 and "a study over 2 instances meets only in the store, and no store is configured" in (
+        _error_line(output)
+    )
+    assert fake.calls("PUT", r"/asks/") == []
+
+
+def test_a_study_over_several_instances_needs_the_store_sink(cli_run, fake, store_env):
+    code, output = cli_run("--instances", "2", job=STUDY)
+    assert code == 2 and _error_line(output) == (
+        "error: a study over 2 instances meets only in the store: add --sink store"
+    )
+    assert fake.calls("PUT", r"/asks/") == []
+
+
+def test_a_study_that_passes_the_checks_rents_nothing(cli_run, fake, store_env):
+    code, output = cli_run("--sink", "store", "--instances", "2", job=STUDY)
+    assert code == 2 and "`up --study` cannot run a study's members on instances" in _error_line(output)
+    assert fake.calls("PUT", r"/asks/") == []
+
+
+def test_instances_without_a_study_are_refused(cli_run, fake):
+    code, output = cli_run("--instances", "2")
+    assert code == 2 and _error_line(output).startswith("error: --instances 2 spreads a study's members (--study)")
+    assert fake.calls("PUT", r"/asks/") == []
 
 
 def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instance_store_file, capsys):

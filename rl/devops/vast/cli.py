@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from rl.devops.vast import api, bootstrap, durability, fleet, managed, managed_cli, offers, preflight, redact, state
 
 EXIT_KEPT = 3
+DEFAULT_SEED = 42
 
 
 def _path(text: str) -> pathlib.Path:
@@ -150,8 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
         f"(as ${bootstrap.LIBRARY_CHECKOUT_ENV})",
     )
     up.add_argument("--library-commit", help="its full commit")
-    up.add_argument("--target", action="append", required=True, help="Bazel target (repeat for several)")
-    up.add_argument("--seeds", type=_seeds, default=[42], help="e.g. 0-3 or 1,4,9")
+    what = up.add_mutually_exclusive_group(required=True)
+    what.add_argument("--target", action="append", help="Bazel target (repeat for several)")
+    what.add_argument("--study", help="a study's Bazel target (rl_study): its own agents x seeds on rented instances")
+    up.add_argument("--seeds", type=_seeds, help=f"with --target: e.g. 0-3 or 1,4,9 (default {DEFAULT_SEED})")
+    up.add_argument("--instances", type=int, default=1, help="with --study: instances its members are spread over")
     up.add_argument("--image", default="python:3.11-bookworm", help="Docker image (Debian-based, Python 3.11)")
     up.add_argument("--hours", type=float, required=True, help="expected run time, for the cost estimate")
     up.add_argument("--max-hours", type=float, default=12.0, help="the run is stopped (SIGTERM) after this")
@@ -234,15 +238,29 @@ def _up(args: argparse.Namespace) -> int:
         upload_artifacts=args.sink == durability.B2,
         max_hours=args.max_hours,
     )
+    if args.study is not None:
+        preflight.check_study(args.study, seeds=args.seeds, instances=args.instances)
+        preflight.store_for(sink=args.sink, interruptible=args.interruptible, instances=args.instances, study=True)
+        raise redact.BadInput(
+            f"study {args.study} passes the checks, but `up --study` cannot run a study's members"
+            ' on instances: launch its recipes with --target and --seeds (docs/vast.md, "A study'
+            ' on rented machines")'
+        )
+    if args.instances != 1:
+        raise redact.BadInput(
+            f"--instances {args.instances} spreads a study's members (--study); with --target each"
+            " (target, seed) gets an instance of its own: drop --instances"
+        )
+    seeds = args.seeds or [DEFAULT_SEED]
     if args.sink == durability.STORE or args.interruptible:
         launch_id = fleet.new_launch_id()
-        jobs = fleet.make_jobs(args.target, args.seeds, launch_id=launch_id, extra_args=tuple(args.run_args))
+        jobs = fleet.make_jobs(args.target, seeds, launch_id=launch_id, extra_args=tuple(args.run_args))
         path = _path(args.instance_store_file) if args.instance_store_file else None
         return managed_cli.up(args, _fleet(args, fleet_config), _gates(args), setup, jobs, launch_id, path)
     bucket = durability.b2_credentials().bucket if args.sink == durability.B2 else None
     spec = durability.SinkSpec(kind=args.sink, dest=str(_path(args.dest)), remote_out=setup.out_dir(), b2_bucket=bucket)
     launch_id = fleet.new_launch_id()
-    jobs = fleet.make_jobs(args.target, args.seeds, launch_id=launch_id, extra_args=tuple(args.run_args))
+    jobs = fleet.make_jobs(args.target, seeds, launch_id=launch_id, extra_args=tuple(args.run_args))
     fl = _fleet(args, fleet_config)
     plan = fl.plan(_gates(args), jobs, launch_id=launch_id, hours=args.hours)
     print(f"launch {launch_id}: {plan.describe()}")

@@ -4,6 +4,7 @@ from rl.devops.vast import preflight
 
 preflight.check_pushed(bootstrap.GitPin(url, commit))      # the instances can fetch the commit
 config = preflight.store_for(sink="store", interruptible=True, instances=3)   # the store they resume from
+preflight.check_study("//experiments/mess3:belief_study", seeds=None, instances=2)   # before store_for(study=True)
 env = preflight.instance_store_env(config, path)            # what an instance gets to reach that store
 """
 
@@ -48,14 +49,32 @@ def check_pushed(pin: bootstrap.GitPin) -> None:
             )
 
 
-def store_for(*, sink: str, interruptible: bool, instances: int) -> remote_store.StoreConfig | None:
-    """The configured store when the launch needs one (DevopsError naming the fix when there is none)."""
+def check_study(study: str, *, seeds: list[int] | None, instances: int) -> None:
+    """BadInput for what a study launch cannot take: seeds of its own (the study declares them), no instance."""
+    if seeds is not None:
+        raise redact.BadInput(
+            f"--seeds goes with --target: study {study} runs the seeds its STUDY declares; drop"
+            " --seeds (add seeds to a study with `study --resume <study-id> --seeds ...`)"
+        )
+    if instances < 1:
+        raise redact.BadInput(f"--instances {instances}: a study needs at least one instance")
+
+
+def store_for(
+    *, sink: str, interruptible: bool, instances: int, study: bool = False
+) -> remote_store.StoreConfig | None:
+    """The configured store when the launch needs one (DevopsError naming the fix when there is none).
+
+    `study`: the instances share one study, whose members' records and checkpoints meet in the store.
+    """
     needs = []
+    if study and instances > 1:
+        needs.append(f"a study over {instances} instances meets only in the store")
     if sink == durability.STORE:
         needs.append("--sink store keeps the runs in the store")
     if interruptible:
         needs.append("--interruptible rents instances that can be stopped mid-run, resumed only from a store")
-    if sink == durability.STORE and instances > 1:
+    if sink == durability.STORE and instances > 1 and not study:
         needs.append(f"{instances} instances meet only in the store")
     if not needs:
         return None
