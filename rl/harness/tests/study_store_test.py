@@ -1,6 +1,7 @@
 """A study whose home is the store (moto's S3 server, started here): its driver killed with SIGKILL mid-study and
 its machine's folders deleted, then `study --resume` from a fresh clone with no results or artifacts completes it
-from the store alone, and `fetch <study-id>` brings the whole study back (slow: starts Ray)."""
+from the store alone, and `fetch <study-id>` brings the whole study back; a study on a two-node loopback cluster
+whose nodes have folders (and HOMEs) of their own, summarised from the store (slow: starts Ray)."""
 
 import json
 import os
@@ -8,6 +9,7 @@ import pathlib
 import shutil
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -15,7 +17,7 @@ from rl.harness import env_vars
 from rl.harness.run import records
 from rl.harness.run.status import process_start_ticks
 from rl.harness.study import summary
-from rl.harness.tests import run_helpers, s3_server
+from rl.harness.tests import loopback_cluster, run_helpers, s3_server
 from rl.harness.training import reaper
 
 STUDY = "rl.harness.tests.fake_study"
@@ -158,4 +160,42 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
         assert [row["training_iteration"] for row in rows] == list(range(1, ITERATIONS + 1)), member
         scores = found["agents"][member["agent"]]["scores"]
         assert scores["iterations"]["values"][str(member["seed"])] == ITERATIONS
+        assert scores["last loss"]["values"][str(member["seed"])] == pytest.approx(rows[-1]["fake/loss"])
+
+
+def _node_environment(server, folder):
+    """A loopback node's own folders (HOME, $RL_HARNESS_NODE_FOLDER) and the store's key, as `ray start` on a machine
+    of its own would have them."""
+    (folder / "home").mkdir(parents=True)
+    knobs = {name: str(value) for name, value in _knobs(server, str(_REPOSITORY)).items() if name != "PYTHONPATH"}
+    return {**knobs, "HOME": str(folder / "home"), env_vars.NODE_FOLDER_ENV: str(folder)}
+
+
+@pytest.mark.slow
+def test_a_study_on_two_nodes_that_share_only_the_store_is_summarised_from_the_store(server, tmp_path):
+    nodes = [tmp_path / "head", tmp_path / "worker"]
+    driver = tmp_path / "driver"
+    with loopback_cluster.running(head_cpus=1, worker_cpus=[1],
+                                  environments=[_node_environment(server, node) for node in nodes]) as cluster:
+        code, stdout, stderr = run_helpers.run_cli(
+            ["study", STUDY, "--study-id", "spread", *_roots(driver), "--ray-address", cluster.address], timeout=300,
+            cwd=_REPOSITORY, **{**_knobs(server, ":".join(sys.path)), "HOME": driver})
+    logs = sorted(str(log) for node in nodes for log in node.rglob("*.log"))
+    assert code == 0, (stdout + stderr)[-3000:] + "".join(pathlib.Path(log).read_text()[-1500:] for log in logs)
+    record = _record(driver, "spread")
+    assert record["status"] == "completed" and {member["status"] for member in record["members"]} == {"completed"}
+    ran = {node.name: {folder.name for folder in (node / "results").iterdir() if folder.is_dir()} for node in nodes}
+    run_ids = {member["runs"][-1] for member in record["members"]}
+    assert set().union(*ran.values()) == run_ids and all(ran.values()), ran  # each node ran members, in its folders
+    # The driver's folders hold the study's own files, never a member's records or metrics: it read them from the store.
+    assert [path.name for path in (driver / "results").iterdir() if path.is_dir()] == ["studies"]
+    assert not [path for path in driver.rglob("*") if path.name in (records.MANIFEST_FILE, records.METRICS_FILE)
+                or path.name in run_ids and path.parent.name in ("results", "artifacts")]
+    found = json.loads((driver / "results" / "studies" / "spread" / summary.SUMMARY_JSON).read_text())
+    assert (found["members"], found["completed"], found["without_curve"]) == (4, 4, [])
+    for member in record["members"]:
+        node = next(node for node in nodes if member["runs"][-1] in ran[node.name])
+        rows = records.read_run_rows(node / "artifacts" / member["runs"][-1])  # on the node that ran it
+        assert [row["training_iteration"] for row in rows] == list(range(1, ITERATIONS + 1)), member
+        scores = found["agents"][member["agent"]]["scores"]
         assert scores["last loss"]["values"][str(member["seed"])] == pytest.approx(rows[-1]["fake/loss"])
