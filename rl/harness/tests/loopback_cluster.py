@@ -43,7 +43,7 @@ class LoopbackCluster:
         self.worker_ids.remove(node_id)
 
 
-def _processes_naming(text: str) -> list[int]:
+def processes_naming(text: str) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
@@ -105,9 +105,9 @@ def running(*, head_cpus: int, worker_cpus: list, environments: list | None = No
         if cluster is not None:
             cluster.shutdown()
         deadline = time.monotonic() + _SHUTDOWN_S
-        while _processes_naming(temp_dir) and time.monotonic() < deadline:
+        while processes_naming(temp_dir) and time.monotonic() < deadline:
             time.sleep(0.2)
-        leftovers = _processes_naming(temp_dir)
+        leftovers = processes_naming(temp_dir)
         for pid in leftovers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

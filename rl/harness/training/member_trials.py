@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 
 import ray
 from ray import tune
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rl.harness import env_vars
 from rl.harness.training import lifecycle, member_devices
@@ -180,7 +181,9 @@ def run_trials(
         lifecycle.init_ray(ray_address, num_cpus)
     on_ray_started()
     flag_name = f"stop-{storage.name}-{os.getpid()}"
-    flag = _StopFlag.options(name=flag_name, namespace=_STOP_FLAG_NAMESPACE).remote()
+    # On the driver's node: the flag outlives any other node the cluster loses (every trial asks it).
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    flag = _StopFlag.options(name=flag_name, namespace=_STOP_FLAG_NAMESPACE, scheduling_strategy=here).remote()
     done = threading.Event()
     states = _TrialStates()
     watcher = threading.Thread(target=_watch, args=(stop_signal, flag, on_tick, done), daemon=True)
