@@ -8,8 +8,13 @@ _NODE = {env_vars.NODE_FOLDER_ENV: "/data/node-7"}
 
 
 def _trial(node_folders):
-    return MemberTrial(run_id="s1-first-s0", argv=_ARGV, roots=("/home/me/results", "/home/me/artifacts"),
-                       log="studies/s1/logs/s1-first-s0.log", node_folders=node_folders)
+    return MemberTrial(
+        run_id="s1-first-s0",
+        argv=_ARGV,
+        roots=("/home/me/results", "/home/me/artifacts"),
+        log="studies/s1/logs/s1-first-s0.log",
+        node_folders=node_folders,
+    )
 
 
 def test_with_a_store_a_node_with_its_own_folder_keeps_the_member_there():

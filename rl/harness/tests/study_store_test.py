@@ -174,14 +174,17 @@ def _node_environment(server, folder):
 def _two_nodes(server, tmp_path):
     """A head and a worker of one CPU each, with folders of their own."""
     nodes = [tmp_path / "head", tmp_path / "worker"]
-    return nodes, loopback_cluster.running(head_cpus=1, worker_cpus=[1],
-                                           environments=[_node_environment(server, node) for node in nodes])
+    return nodes, loopback_cluster.running(
+        head_cpus=1, worker_cpus=[1], environments=[_node_environment(server, node) for node in nodes]
+    )
 
 
 def _study_on(cluster, driver, server, *arguments):
     """The study command's arguments and environment on `cluster`, from `driver`'s folders and HOME."""
-    return ((["study", STUDY, *arguments, *_roots(driver), "--ray-address", cluster.address]),
-            {**_knobs(server, ":".join(sys.path)), "HOME": driver})
+    return (
+        (["study", STUDY, *arguments, *_roots(driver), "--ray-address", cluster.address]),
+        {**_knobs(server, ":".join(sys.path)), "HOME": driver},
+    )
 
 
 @pytest.mark.slow
@@ -200,8 +203,10 @@ def test_a_study_on_two_nodes_that_share_only_the_store_is_summarised_from_the_s
     assert set().union(*ran.values()) == run_ids and all(ran.values()), ran  # each node ran members, in its folders
     # The driver's folders hold the study's own files, never a member's records or metrics: it read them from the store.
     assert [path.name for path in (driver / "results").iterdir() if path.is_dir()] == ["studies"]
-    assert not [path for path in driver.rglob("*") if path.name in (records.MANIFEST_FILE, records.METRICS_FILE)
-                or path.name in run_ids and path.parent.name in ("results", "artifacts")]
+    # (Tune's own folder of each trial, its exit status, is the study's: artifacts/studies/<study-id>/tune-<n>/.)
+    member_files = (records.MANIFEST_FILE, records.METRICS_FILE)
+    assert not [path for path in driver.rglob("*") if path.name in member_files]
+    assert not [run_id for run_id in run_ids for root in ("results", "artifacts") if (driver / root / run_id).exists()]
     found = json.loads((driver / "results" / "studies" / "spread" / summary.SUMMARY_JSON).read_text())
     assert (found["members"], found["completed"], found["without_curve"]) == (4, 4, [])
     for member in record["members"]:
@@ -220,10 +225,13 @@ def test_a_member_whose_node_was_killed_resumes_on_the_other_node_from_its_check
         arguments, environment = _study_on(cluster, driver, server, "--study-id", "lossy")
         process = run_helpers.start_cli(arguments, cwd=_REPOSITORY, **environment)
         try:
+
             def midway_on_the_worker():  # a run on the worker with a checkpoint in the store, far from its end
                 for run in (worker / "results").glob("lossy-*"):
-                    if (_checkpoint_in_store(server, run.name)
-                            and len(records.read_run_rows(worker / "artifacts" / run.name)) <= ITERATIONS // 2):
+                    if (
+                        _checkpoint_in_store(server, run.name)
+                        and len(records.read_run_rows(worker / "artifacts" / run.name)) <= ITERATIONS // 2
+                    ):
                         return run.name
                 return None
 
@@ -235,8 +243,10 @@ def test_a_member_whose_node_was_killed_resumes_on_the_other_node_from_its_check
             process.wait(timeout=300)
         finally:
             run_helpers.stop_group(process)
-        assert next(member for member in _record(driver, "lossy")["members"]
-                    if lost in member["runs"])["status"] in ("crashed", "failed")
+        assert next(member for member in _record(driver, "lossy")["members"] if lost in member["runs"])["status"] in (
+            "crashed",
+            "failed",
+        )
         arguments, environment = _study_on(cluster, driver, server, "--resume", "lossy")
         code, stdout, stderr = run_helpers.run_cli(arguments, timeout=300, cwd=_REPOSITORY, **environment)
     logs = "".join(log.read_text()[-1500:] for log in sorted(head.rglob("*.log")))
