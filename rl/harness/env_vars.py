@@ -54,6 +54,10 @@ RAY_AUTH_TOKEN_ENV = "RAY_AUTH_TOKEN"
 # CPUs one run may use, below what the machine grants it: a study's trial sets its share, so a
 # run does not size its Ray cluster and env runners by the whole machine that others share.
 CPU_SHARE_ENV = "RL_HARNESS_CPUS"
+# A cluster node's own folder, set in the environment that starts the node (`ray start`): a study
+# member that runs on the node, with a store, writes its results and artifacts below it, never to
+# the driver's roots (docs/cluster.md).
+NODE_FOLDER_ENV = "RL_HARNESS_NODE_FOLDER"
 
 # -- the numeric platform: which kernels torch, MKL, oneDNN, OpenBLAS and numpy dispatch to -------
 # Each library reads its variable once, when it loads (numpy, OpenBLAS) or on first use (ATen,

@@ -58,6 +58,9 @@ from rl.harness.training import hardware
 
 _RUN_COMMAND = ("-m", "rl.harness.commands.cli")
 _EVENT_WORDS = {RUNNING: "started", COMPLETED: "finished"}  # other statuses name themselves (failed, interrupted)
+_ON_NODES = (
+    f" (on a cluster node started with ${env_vars.NODE_FOLDER_ENV}: below that folder's artifacts/, on the node)"
+)
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # each member's run: the harness's own command line
 
 
@@ -355,7 +358,7 @@ class StudyCommand:
         done = sum(member.status == COMPLETED for member in self.record.members)
         print(
             f"study {self.record.study_id}: {len(trials)} run(s) to go, {done} completed; record {self.folder};"
-            f" each member's output in {self._log('<run id>')}",
+            f" each member's output in {self._log('<run id>')}{_ON_NODES if self.store else ''}",
             flush=True,
         )
         errors = self._run_trials(trials) if trials else {}
@@ -413,10 +416,6 @@ class StudyCommand:
                 str(member.seed),
                 "--run-id",
                 run_id,
-                "--results-dir",
-                str(self.results_root),
-                "--artifacts-dir",
-                str(self.artifacts_root),
                 *(["--smoke"] if self.record.smoke else []),
                 "--upload-artifacts" if self.store else "--no-upload-artifacts",
                 *(["--resume-from", resume_from] if resume_from else []),
@@ -425,7 +424,15 @@ class StudyCommand:
             ]
             if self.options.ray_address:
                 argv += ["--ray-address", self.options.ray_address]
-            trials.append(MemberTrial(run_id=run_id, argv=tuple(argv), log=str(self._log(run_id))))
+            trials.append(
+                MemberTrial(
+                    run_id=run_id,
+                    argv=tuple(argv),
+                    roots=(str(self.results_root), str(self.artifacts_root)),
+                    log=str(self._log(run_id).relative_to(self.artifacts_root)),
+                    node_folders=self.store is not None,
+                )
+            )
             self.record = self.record.with_member(dataclasses.replace(member, runs=(*member.runs, run_id)))
         return trials
 

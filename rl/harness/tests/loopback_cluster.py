@@ -5,6 +5,9 @@
         cluster.worker_ids[0]          # a worker's Ray node id, to compare with where runners ran
         cluster.kill(node_id)          # node loss: every process of that node, SIGKILL
 
+    with loopback_cluster.running(head_cpus=1, worker_cpus=[1], environments=[{"HOME": a}, {"HOME": b}]):
+        ...                            # each node (head first) started with those variables set
+
 Ray's own multi-node test utility (`ray.cluster_utils.Cluster`) starts each node's GCS, raylet
 and object store from this process, with its own node name and the custom resource WORKER_RESOURCE
 on workers, under a fresh short temp dir (Unix socket paths must stay under 108 bytes) and
@@ -40,7 +43,7 @@ class LoopbackCluster:
         self.worker_ids.remove(node_id)
 
 
-def _processes_naming(text: str) -> list[int]:
+def processes_naming(text: str) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
@@ -54,16 +57,22 @@ def _processes_naming(text: str) -> list[int]:
 
 
 @contextlib.contextmanager
-def running(*, head_cpus: int, worker_cpus: list):
-    """A head with `head_cpus` CPUs and one worker node per entry of `worker_cpus`."""
+def running(*, head_cpus: int, worker_cpus: list, environments: list | None = None):
+    """A head with `head_cpus` CPUs and one worker node per entry of `worker_cpus`; `environments` (head first):
+    variables each node's processes (its raylet, and so its workers) start with."""
     from ray.cluster_utils import Cluster
 
-    python_path = os.environ.get("PYTHONPATH")
-    # The nodes' worker processes import the harness (callbacks pickled by the driver).
-    os.environ["PYTHONPATH"] = os.pathsep.join(sys.path)
+    environments = environments or [{}] * (1 + len(worker_cpus))
+    saved = dict(os.environ)
+
+    def environ(node: int) -> None:  # the nodes' worker processes import the harness (callbacks pickled by the driver)
+        os.environ.clear()
+        os.environ.update({**saved, "PYTHONPATH": os.pathsep.join(sys.path), **environments[node]})
+
     temp_dir = tempfile.mkdtemp(prefix="rlh-ray-", dir="/tmp")
     cluster = None
     try:
+        environ(0)
         cluster = Cluster(
             initialize_head=True,
             head_node_args={
@@ -76,9 +85,12 @@ def running(*, head_cpus: int, worker_cpus: list):
         nodes = {cluster.head_node.node_id: cluster.head_node}
         workers = []
         for index, cpus in enumerate(worker_cpus, start=1):
+            environ(index)
             node = cluster.add_node(num_cpus=cpus, node_name=f"worker-{index}", resources={WORKER_RESOURCE: 1})
             nodes[node.node_id] = node
             workers.append(node.node_id)
+        os.environ.clear()
+        os.environ.update({**saved, "PYTHONPATH": os.pathsep.join(sys.path)})
         yield LoopbackCluster(
             cluster.address,
             cluster.head_node.node_id,
@@ -88,16 +100,14 @@ def running(*, head_cpus: int, worker_cpus: list):
             {node_id: nodes[node_id] for node_id in workers},
         )
     finally:
-        if python_path is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = python_path
+        os.environ.clear()
+        os.environ.update(saved)
         if cluster is not None:
             cluster.shutdown()
         deadline = time.monotonic() + _SHUTDOWN_S
-        while _processes_naming(temp_dir) and time.monotonic() < deadline:
+        while processes_naming(temp_dir) and time.monotonic() < deadline:
             time.sleep(0.2)
-        leftovers = _processes_naming(temp_dir)
+        leftovers = processes_naming(temp_dir)
         for pid in leftovers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

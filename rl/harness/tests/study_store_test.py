@@ -1,6 +1,7 @@
 """A study whose home is the store (moto's S3 server, started here): its driver killed with SIGKILL mid-study and
 its machine's folders deleted, then `study --resume` from a fresh clone with no results or artifacts completes it
-from the store alone, and `fetch <study-id>` brings the whole study back (slow: starts Ray)."""
+from the store alone, and `fetch <study-id>` brings the whole study back; a study on a two-node loopback cluster
+whose nodes have folders (and HOMEs) of their own, summarised from the store (slow: starts Ray)."""
 
 import json
 import os
@@ -8,6 +9,7 @@ import pathlib
 import shutil
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -15,7 +17,7 @@ from rl.harness import env_vars
 from rl.harness.run import records
 from rl.harness.run.status import process_start_ticks
 from rl.harness.study import summary
-from rl.harness.tests import run_helpers, s3_server
+from rl.harness.tests import loopback_cluster, run_helpers, s3_server
 from rl.harness.training import reaper
 
 STUDY = "rl.harness.tests.fake_study"
@@ -159,3 +161,102 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
         scores = found["agents"][member["agent"]]["scores"]
         assert scores["iterations"]["values"][str(member["seed"])] == ITERATIONS
         assert scores["last loss"]["values"][str(member["seed"])] == pytest.approx(rows[-1]["fake/loss"])
+
+
+def _node_environment(server, folder):
+    """A loopback node's own folders (HOME, $RL_HARNESS_NODE_FOLDER) and the store's key, as `ray start` on a machine
+    of its own would have them."""
+    (folder / "home").mkdir(parents=True)
+    knobs = {name: str(value) for name, value in _knobs(server, str(_REPOSITORY)).items() if name != "PYTHONPATH"}
+    return {**knobs, "HOME": str(folder / "home"), env_vars.NODE_FOLDER_ENV: str(folder)}
+
+
+def _two_nodes(server, tmp_path):
+    """A head and a worker of one CPU each, with folders of their own."""
+    nodes = [tmp_path / "head", tmp_path / "worker"]
+    return nodes, loopback_cluster.running(
+        head_cpus=1, worker_cpus=[1], environments=[_node_environment(server, node) for node in nodes]
+    )
+
+
+def _study_on(cluster, driver, server, *arguments):
+    """The study command's arguments and environment on `cluster`, from `driver`'s folders and HOME."""
+    return (
+        (["study", STUDY, *arguments, *_roots(driver), "--ray-address", cluster.address]),
+        {**_knobs(server, ":".join(sys.path)), "HOME": driver},
+    )
+
+
+@pytest.mark.slow
+def test_a_study_on_two_nodes_that_share_only_the_store_is_summarised_from_the_store(server, tmp_path):
+    nodes, cluster_running = _two_nodes(server, tmp_path)
+    driver = tmp_path / "driver"
+    with cluster_running as cluster:
+        arguments, environment = _study_on(cluster, driver, server, "--study-id", "spread")
+        code, stdout, stderr = run_helpers.run_cli(arguments, timeout=300, cwd=_REPOSITORY, **environment)
+    logs = sorted(str(log) for node in nodes for log in node.rglob("*.log"))
+    assert code == 0, (stdout + stderr)[-3000:] + "".join(pathlib.Path(log).read_text()[-1500:] for log in logs)
+    record = _record(driver, "spread")
+    assert record["status"] == "completed" and {member["status"] for member in record["members"]} == {"completed"}
+    ran = {node.name: {folder.name for folder in (node / "results").iterdir() if folder.is_dir()} for node in nodes}
+    run_ids = {member["runs"][-1] for member in record["members"]}
+    assert set().union(*ran.values()) == run_ids and all(ran.values()), ran  # each node ran members, in its folders
+    # The driver's folders hold the study's own files, never a member's records or metrics: it read them from the store.
+    assert [path.name for path in (driver / "results").iterdir() if path.is_dir()] == ["studies"]
+    # (Tune's own folder of each trial, its exit status, is the study's: artifacts/studies/<study-id>/tune-<n>/.)
+    member_files = (records.MANIFEST_FILE, records.METRICS_FILE)
+    assert not [path for path in driver.rglob("*") if path.name in member_files]
+    assert not [run_id for run_id in run_ids for root in ("results", "artifacts") if (driver / root / run_id).exists()]
+    found = json.loads((driver / "results" / "studies" / "spread" / summary.SUMMARY_JSON).read_text())
+    assert (found["members"], found["completed"], found["without_curve"]) == (4, 4, [])
+    for member in record["members"]:
+        node = next(node for node in nodes if member["runs"][-1] in ran[node.name])
+        rows = records.read_run_rows(node / "artifacts" / member["runs"][-1])  # on the node that ran it
+        assert [row["training_iteration"] for row in rows] == list(range(1, ITERATIONS + 1)), member
+        scores = found["agents"][member["agent"]]["scores"]
+        assert scores["last loss"]["values"][str(member["seed"])] == pytest.approx(rows[-1]["fake/loss"])
+
+
+@pytest.mark.slow
+def test_a_member_whose_node_was_killed_resumes_on_the_other_node_from_its_checkpoint_in_the_store(server, tmp_path):
+    (head, worker), cluster_running = _two_nodes(server, tmp_path)
+    driver = tmp_path / "driver"
+    with cluster_running as cluster:
+        arguments, environment = _study_on(cluster, driver, server, "--study-id", "lossy")
+        process = run_helpers.start_cli(arguments, cwd=_REPOSITORY, **environment)
+        try:
+
+            def midway_on_the_worker():  # a run on the worker with a checkpoint in the store, far from its end
+                for run in (worker / "results").glob("lossy-*"):
+                    if (
+                        _checkpoint_in_store(server, run.name)
+                        and len(records.read_run_rows(worker / "artifacts" / run.name)) <= ITERATIONS // 2
+                    ):
+                        return run.name
+                return None
+
+            lost = run_helpers.wait_for(midway_on_the_worker, 240, "a member midway on the worker")
+            # The machine is gone: its member's run with it (no chance to checkpoint), then the node's Ray.
+            for pid in loopback_cluster.processes_naming(str(worker)):
+                os.kill(pid, signal.SIGKILL)
+            cluster.kill(cluster.worker_ids[0])
+            process.wait(timeout=300)
+        finally:
+            run_helpers.stop_group(process)
+        assert next(member for member in _record(driver, "lossy")["members"] if lost in member["runs"])["status"] in (
+            "crashed",
+            "failed",
+        )
+        arguments, environment = _study_on(cluster, driver, server, "--resume", "lossy")
+        code, stdout, stderr = run_helpers.run_cli(arguments, timeout=300, cwd=_REPOSITORY, **environment)
+    logs = "".join(log.read_text()[-1500:] for log in sorted(head.rglob("*.log")))
+    assert code == 0, (stdout + stderr)[-3000:] + logs
+    member = next(member for member in _record(driver, "lossy")["members"] if lost in member["runs"])
+    assert member["status"] == "completed" and member["runs"][-2] == lost
+    resumed = member["runs"][-1]
+    manifest = json.loads((head / "results" / resumed / records.MANIFEST_FILE).read_text())  # it ran on the head
+    assert manifest["parent_run"]["parent_run_id"] == lost
+    own = records.read_json_lines(head / "artifacts" / resumed / records.METRICS_FILE)
+    assert own[0]["training_iteration"] > 1  # from the lost run's checkpoint, fetched from the store, not from scratch
+    rows = records.read_run_rows(head / "artifacts" / resumed)  # the lost run's rows to its checkpoint, then its own
+    assert [row["training_iteration"] for row in rows] == list(range(1, ITERATIONS + 1))

@@ -1,7 +1,8 @@
 """A study's members as parallel Ray Tune trials: each trial runs one member's ordinary run in a child process.
 
     trials = [MemberTrial(run_id="s1-reward_only-s0", argv=(sys.executable, "-m", "rl.harness.commands.cli", ...),
-                          log="artifacts/studies/s1/logs/s1-reward_only-s0.log")]
+                          roots=("results", "artifacts"), log="studies/s1/logs/s1-reward_only-s0.log",
+                          node_folders=True)]
     errors = member_trials.run_trials(trials, ray_address=None, num_cpus=2, cpus_per_trial=1, max_concurrent=None,
                                       storage=artifacts / "tune", env={...}, stop_signal=lambda: stop,
                                       on_tick=refresh_record)
@@ -16,6 +17,11 @@ on other nodes stop too; a trial that starts after the stop runs nothing, and on
 the trials still waiting for resources (a busy cluster) are dropped, so a stop ends the study
 within seconds. If a trial's worker dies, Linux sends its child SIGTERM (PR_SET_PDEATHSIG), and
 the run still records itself `interrupted`.
+
+Where a member writes: the study's roots, passed as `--results-dir`/`--artifacts-dir`; with
+`node_folders` (a study with a store, which reads its members from the store), a node started with
+$RL_HARNESS_NODE_FOLDER gives its own `results/` and `artifacts/` below that folder instead, so a
+cluster's nodes share no disk with the driver or each other.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from collections.abc import Callable, Mapping
 
 import ray
 from ray import tune
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from rl.harness import env_vars
 from rl.harness.training import lifecycle, member_devices
 
 POLL_S = 0.5  # how often a trial looks at its child and at the stop flag
@@ -44,11 +52,21 @@ _STOP_FLAG_NAMESPACE = "rl_harness_study"
 
 @dataclasses.dataclass(frozen=True)
 class MemberTrial:
-    """One member's run: its id (the trial's name), the command line that runs it and the file its output goes to."""
+    """One member's run: its id (the trial's name), the command line that runs it less its folders, the study's
+    (results, artifacts) roots, the file its output goes to (below the artifacts root), and whether a node's own
+    folder replaces the roots."""
 
     run_id: str
     argv: tuple[str, ...]
+    roots: tuple[str, str]
     log: str
+    node_folders: bool
+
+    def on_node(self, environ: Mapping[str, str]) -> tuple[list[str], pathlib.Path]:
+        """The full command line and the log file on the node whose environment is `environ`."""
+        node = environ.get(env_vars.NODE_FOLDER_ENV) if self.node_folders else None
+        results, artifacts = (os.path.join(node, "results"), os.path.join(node, "artifacts")) if node else self.roots
+        return [*self.argv, "--results-dir", results, "--artifacts-dir", artifacts], pathlib.Path(artifacts, self.log)
 
 
 @ray.remote(num_cpus=0)
@@ -72,12 +90,12 @@ def _terminate_with_parent() -> None:
 
 
 def _start_member(trial: MemberTrial, env: Mapping[str, str]) -> subprocess.Popen:
-    """The member's run as a child process whose stdout and stderr go to `trial.log`."""
-    log = pathlib.Path(trial.log)
+    """The member's run as a child process on this node, whose stdout and stderr go to its log."""
+    argv, log = trial.on_node(os.environ)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as output:  # the child keeps its own descriptor
         return subprocess.Popen(
-            trial.argv,
+            argv,
             env={**os.environ, **env},
             stdin=subprocess.DEVNULL,
             stdout=output,
@@ -163,7 +181,9 @@ def run_trials(
         lifecycle.init_ray(ray_address, num_cpus)
     on_ray_started()
     flag_name = f"stop-{storage.name}-{os.getpid()}"
-    flag = _StopFlag.options(name=flag_name, namespace=_STOP_FLAG_NAMESPACE).remote()
+    # On the driver's node: the flag outlives any other node the cluster loses (every trial asks it).
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    flag = _StopFlag.options(name=flag_name, namespace=_STOP_FLAG_NAMESPACE, scheduling_strategy=here).remote()
     done = threading.Event()
     states = _TrialStates()
     watcher = threading.Thread(target=_watch, args=(stop_signal, flag, on_tick, done), daemon=True)
