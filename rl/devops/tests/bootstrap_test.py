@@ -83,7 +83,7 @@ def _run(tmp_path, plan, *, exit_code=0):
     stubs.mkdir(exist_ok=True)
     (stubs / "bazel").write_text(_FAKE_BAZEL)
     (stubs / "apt-get").write_text("#!/bin/sh\necho 'apt-get must not run: every tool is present' >&2\nexit 9\n")
-    for tool in ("rsync", "zip", "python3.11"):
+    for tool in ("rsync", "zip", "curl", "python3.11"):  # what the script checks for; git is real
         (stubs / tool).write_text("#!/bin/sh\nexit 0\n")
     for stub in stubs.iterdir():
         stub.chmod(0o755)

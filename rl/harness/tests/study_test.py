@@ -555,7 +555,7 @@ def test_a_study_wide_env_step_cap_reaches_every_member_and_is_kept_on_resume(ro
     command = study_command.StudyCommand(options)
     trials = command._plan()
     assert all(trial.argv[-2:] == ("--stop-at-env-steps", "3") for trial in trials)
-    assert cli.main(["rl-harness", *trials[0].argv[3:]]) == 0  # the member's run, as the trial starts it
+    assert cli.main(["rl-harness", *trials[0].on_node({})[0][3:]]) == 0  # the member's run, as the trial starts it
     assert read_manifest(results / trials[0].run_id).budget_cap == {"key": "num_env_steps_sampled_lifetime", "bound": 3}
     found = summary.summarise(command.study, [summary.load_member(results, command.record.members[0])])
     assert "completed (full budget, capped by --stop-at-env-steps 3);" in summary.markdown(found)
@@ -701,7 +701,7 @@ def test_resume_with_seeds_adds_every_agent_at_each_new_seed_after_the_members_i
     _, options = cli.parse(["rl-harness", "study", STUDY, *where, "--study-id", "grow"])
     command = study_command.StudyCommand(options)
     for trial in command._plan():  # the study's seeds 0 and 1, each member's run as its trial starts it
-        assert cli.main(["rl-harness", *trial.argv[3:]]) == 0
+        assert cli.main(["rl-harness", *trial.on_node({})[0][3:]]) == 0
     command.record.write(command.folder)
     command._refresh({}, final=True)
 
