@@ -8,7 +8,6 @@ import pytest
 
 from rl.analysis import tables
 from rl.harness import RecordError
-from rl.harness.commands import cli
 from rl.harness.tests import run_helpers
 
 STUDY = "rl.harness.tests.fake_study"
@@ -20,42 +19,8 @@ def study(tmp_path, monkeypatch):
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
     for run_id, seed in (("a0", 0), ("a1", 1), ("b0", 0)):
-        assert (
-            cli.main(
-                [
-                    "rl-harness",
-                    run_helpers.FAKE,
-                    "--results-dir",
-                    str(results),
-                    "--artifacts-dir",
-                    str(artifacts),
-                    "--run-id",
-                    run_id,
-                    "--seed",
-                    str(seed),
-                ]
-            )
-            == 0
-        )
-    assert (
-        cli.main(
-            [
-                "rl-harness",
-                "study",
-                STUDY,
-                "--results-dir",
-                str(results),
-                "--artifacts-dir",
-                str(artifacts),
-                "--study-id",
-                "adopted",
-                "--runs",
-                "first=a0,a1",
-                "second=b0",
-            ]
-        )
-        == 0
-    )
+        assert run_helpers.run_fake(results, artifacts, "--run-id", run_id, "--seed", str(seed)) == 0
+    assert run_helpers.adopt_study(results, artifacts, STUDY, "adopted", "first=a0,a1", "second=b0") == 0
     return results
 
 

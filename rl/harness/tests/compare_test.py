@@ -23,24 +23,7 @@ def roots(tmp_path, monkeypatch):
         ("tiny", 3, "--smoke"),
         ("scaled", 2, "--set", "fake/loss_scale=2"),
     ):
-        assert (
-            cli.main(
-                [
-                    "rl-harness",
-                    run_helpers.FAKE,
-                    "--results-dir",
-                    str(results),
-                    "--artifacts-dir",
-                    str(artifacts),
-                    "--run-id",
-                    run_id,
-                    "--seed",
-                    str(seed),
-                    *extra,
-                ]
-            )
-            == 0
-        )
+        assert run_helpers.run_fake(results, artifacts, "--run-id", run_id, "--seed", str(seed), *extra) == 0
     return results, artifacts
 
 

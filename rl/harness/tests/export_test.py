@@ -176,25 +176,7 @@ def test_a_run_and_a_study_read_back_with_mlflow_as_recorded(roots, tmp_path, ca
         for seed in (0, 1):
             _run(roots, f"{agent}{seed}", "--seed", str(seed))
     results, artifacts = roots
-    assert (
-        cli.main(
-            [
-                "rl-harness",
-                "study",
-                STUDY,
-                "--results-dir",
-                str(results),
-                "--artifacts-dir",
-                str(artifacts),
-                "--study-id",
-                "s1",
-                "--runs",
-                "first=a0,a1",
-                "second=b0,b1",
-            ]
-        )
-        == 0
-    )
+    assert run_helpers.adopt_study(results, artifacts, STUDY, "s1", "first=a0,a1", "second=b0,b1") == 0
     # what a killed export leaves: a0's MLflow run created, its metrics not all written (no `exported` tag)
     subprocess.run([python, "-c", PART_WRITTEN, uri], check=True, capture_output=True, timeout=300)
     assert _export(roots, "s1", "--python", python, "--tracking-uri", uri) == 0

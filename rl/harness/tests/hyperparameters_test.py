@@ -135,19 +135,7 @@ def roots(tmp_path):
 
 def _run(roots, run_id, *args):
     results, artifacts = roots
-    return cli.main(
-        [
-            "rl-harness",
-            run_helpers.FAKE,
-            "--results-dir",
-            str(results),
-            "--artifacts-dir",
-            str(artifacts),
-            "--run-id",
-            run_id,
-            *args,
-        ]
-    )
+    return run_helpers.run_fake(results, artifacts, "--run-id", run_id, *args)
 
 
 def test_an_override_reaches_the_recipe_and_is_recorded_shown_diffed_and_repeated(roots, capsys):

@@ -61,6 +61,27 @@ def run_fake(results_root, artifacts_root, *args) -> int:
     )
 
 
+def adopt_study(results_root, artifacts_root, study, study_id, *groups) -> int:
+    """`study <study> --runs <groups>` in this process: runs already in the roots adopted as one study; its status."""
+    from rl.harness.commands import cli
+
+    return cli.main(
+        [
+            "rl-harness",
+            "study",
+            study,
+            "--results-dir",
+            str(results_root),
+            "--artifacts-dir",
+            str(artifacts_root),
+            "--study-id",
+            study_id,
+            "--runs",
+            *groups,
+        ]
+    )
+
+
 def one_error_line(capture) -> str:
     """The one line a refused command printed on stderr (`capture`: pytest's capsys or capfd)."""
     lines = [line for line in capture.readouterr().err.splitlines() if line.strip()]

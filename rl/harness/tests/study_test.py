@@ -244,21 +244,7 @@ def _run(roots, run_id, *args):
 
 def _adopt(roots, *groups):
     results, artifacts = roots
-    return cli.main(
-        [
-            "rl-harness",
-            "study",
-            STUDY,
-            "--results-dir",
-            str(results),
-            "--artifacts-dir",
-            str(artifacts),
-            "--study-id",
-            "adopted",
-            "--runs",
-            *groups,
-        ]
-    )
+    return run_helpers.adopt_study(results, artifacts, STUDY, "adopted", *groups)
 
 
 def _one_error_line(capsys) -> str:

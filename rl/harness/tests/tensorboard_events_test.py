@@ -9,7 +9,7 @@ from tensorboard.backend.event_processing.event_accumulator import SCALARS, TENS
 from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from rl.harness.commands import cli, tensorboard_view
+from rl.harness.commands import tensorboard_view
 from rl.harness.errors import EXIT_USAGE
 from rl.harness.run import records, tensorboard_events
 from rl.harness.run.layout import RunLayout
@@ -106,9 +106,7 @@ def test_a_resumed_run_continues_its_parents_curves_in_the_same_folder(tmp_path,
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
 
     def run(*args):
-        return cli.main(
-            ["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts), *args]
-        )
+        return run_helpers.run_fake(results, artifacts, *args)
 
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "3")
     assert run("--run-id", "parent") == 0
@@ -137,9 +135,7 @@ def test_a_run_resumed_from_an_earlier_checkpoint_draws_no_step_twice(tmp_path, 
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
 
     def run(*args):
-        return cli.main(
-            ["rl-harness", run_helpers.FAKE, "--results-dir", str(results), "--artifacts-dir", str(artifacts), *args]
-        )
+        return run_helpers.run_fake(results, artifacts, *args)
 
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "5")  # checkpoints at 2, 4 and 5; rows 1-5
     assert run("--run-id", "parent") == 0
@@ -158,22 +154,7 @@ def test_the_viewer_accepts_an_artifacts_tree_and_one_runs_artifacts(tmp_path, m
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
     monkeypatch.setenv("FAKE_RECIPE_ITERATIONS", "2")
     for run_id, *smoke in (("full",), ("tiny", "--smoke")):
-        assert (
-            cli.main(
-                [
-                    "rl-harness",
-                    run_helpers.FAKE,
-                    "--results-dir",
-                    str(results),
-                    "--artifacts-dir",
-                    str(artifacts),
-                    "--run-id",
-                    run_id,
-                    *smoke,
-                ]
-            )
-            == 0
-        )
+        assert run_helpers.run_fake(results, artifacts, "--run-id", run_id, *smoke) == 0
     events = {"full": artifacts / "full" / "tensorboard", "smoke/tiny": artifacts / "smoke" / "tiny" / "tensorboard"}
     assert tensorboard_view.events_folders(artifacts) == {}  # no manifests there
     assert tensorboard_view.events_folders_below(artifacts) == events
@@ -199,21 +180,7 @@ def _headline_charts(folder) -> list[tuple[str, list[str]]]:
 
 def test_the_summarised_metrics_are_the_headline_charts_return_first(tmp_path):
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
-    assert (
-        cli.main(
-            [
-                "rl-harness",
-                run_helpers.FAKE,
-                "--results-dir",
-                str(results),
-                "--artifacts-dir",
-                str(artifacts),
-                "--run-id",
-                "r",
-            ]
-        )
-        == 0
-    )
+    assert run_helpers.run_fake(results, artifacts, "--run-id", "r") == 0
     charts = _headline_charts(artifacts / "r" / tensorboard_events.EVENTS_DIR)
     assert charts == [
         ("env_runners/episode_return_mean", [r"^env_runners/episode_return_mean$"]),
