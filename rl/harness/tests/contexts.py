@@ -9,20 +9,24 @@ from rl.harness.run.rows import RowBudget
 from rl.harness.training import hardware
 
 
-def machine_profile(cpus: int) -> HardwareProfile:
-    """The `cpu` profile of a made-up machine with `cpus` cores and no GPU."""
-    facts = MachineFacts(
+def machine_facts(cpus: int = 2, *, cuda: bool = False, mps: bool = False) -> MachineFacts:
+    """A made-up machine with `cpus` cores and, with `cuda`, one H100."""
+    return MachineFacts(
         cpu_count=cpus,
         cpu_count_os=cpus,
         cpu_limit="test",
-        cuda_available=False,
-        gpu_count=0,
-        gpu_model=None,
-        cuda_version=None,
-        mps_available=False,
+        cuda_available=cuda,
+        gpu_count=int(cuda),
+        gpu_model="H100" if cuda else None,
+        cuda_version="12.8" if cuda else None,
+        mps_available=mps,
         platform="test",
     )
-    return hardware.choose_profile("cpu", facts)
+
+
+def machine_profile(cpus: int, env_runner: str = hardware.BATCHED_ENV_RUNNER) -> HardwareProfile:
+    """The `cpu` profile of a made-up machine with `cpus` cores and no GPU."""
+    return hardware.choose_profile("cpu", machine_facts(cpus), env_runner)
 
 
 def recorded_context(tmp_path, *, root_seed: int, cpus: int = 2, budget_cap=RowBudget(), resume=None):

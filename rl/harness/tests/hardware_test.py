@@ -3,7 +3,7 @@ import os
 import pytest
 
 from rl.harness import env_vars
-from rl.harness.run.machine import MachineFacts
+from rl.harness.tests import contexts
 from rl.harness.training import hardware
 
 
@@ -44,17 +44,7 @@ def test_a_fractional_quota_rounds_down_and_caps_the_affinity_count(tmp_path):
 
 
 def _facts(cpus=8, cuda=False, mps=False):
-    return MachineFacts(
-        cpu_count=cpus,
-        cpu_count_os=cpus,
-        cpu_limit="test",
-        cuda_available=cuda,
-        gpu_count=int(cuda),
-        gpu_model="H100" if cuda else None,
-        cuda_version="12.8" if cuda else None,
-        mps_available=mps,
-        platform="test",
-    )
+    return contexts.machine_facts(cpus, cuda=cuda, mps=mps)
 
 
 def test_auto_picks_cuda_then_mps_then_cpu():

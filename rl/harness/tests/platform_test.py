@@ -10,9 +10,8 @@ import torch
 from rl.harness import env_vars
 from rl.harness.commands import catalog, cli, reproduce
 from rl.harness.run import finder, platform, records
-from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import read_manifest
-from rl.harness.tests import run_helpers
+from rl.harness.tests import contexts, run_helpers
 from rl.harness.training import hardware, numeric_platform
 
 _X86_BASE = "fpu vme lm cx16 lahf_lm popcnt pni sse4_1 sse4_2 ssse3 sse sse2"
@@ -135,17 +134,7 @@ def test_a_failed_probe_is_one_line_naming_how_to_see_why(tmp_path, monkeypatch)
 
 # -- the portable profile -----------------------------------------------------------------------------
 
-MACHINE = MachineFacts(
-    cpu_count=2,
-    cpu_count_os=2,
-    cpu_limit="test",
-    cuda_available=False,
-    gpu_count=0,
-    gpu_model=None,
-    cuda_version=None,
-    mps_available=False,
-    platform="test",
-)
+MACHINE = contexts.machine_facts(2)
 
 
 def test_the_portable_profile_places_as_cpu_and_pins_every_library():

@@ -7,23 +7,12 @@ import pytest
 from rl.harness import env_vars
 from rl.harness.commands import checkout, cli, reproduce, reproduce_inputs
 from rl.harness.run import begin, provenance, records
-from rl.harness.run.machine import MachineFacts
 from rl.harness.run.manifest import MANIFEST_SCHEMA_VERSION, RunManifest, read_manifest
 from rl.harness.run.rows import RowBudget
-from rl.harness.tests import run_helpers
+from rl.harness.tests import contexts, run_helpers
 from rl.harness.training import hardware
 
-MACHINE = MachineFacts(
-    cpu_count=2,
-    cpu_count_os=2,
-    cpu_limit="test",
-    cuda_available=False,
-    gpu_count=0,
-    gpu_model=None,
-    cuda_version=None,
-    mps_available=False,
-    platform="test",
-)
+MACHINE = contexts.machine_facts(2)
 
 
 @pytest.fixture
