@@ -6,7 +6,7 @@ import base64
 import datetime
 import hashlib
 import http.server
-import io
+import importlib.util
 import json
 import os
 import pathlib
@@ -100,7 +100,7 @@ class _FakeB2(http.server.BaseHTTPRequestHandler):
 
     key_id, key, token, objects = "0051234567890abcdef", "K005" + "s3cr3t" * 4, "4_auth-token", {}
 
-    def do_GET(self):  # noqa: N802 -- http.server's name
+    def do_GET(self):
         basic = base64.b64encode(f"{self.key_id}:{self.key}".encode()).decode()
         if self.path == "/b2api/v3/b2_authorize_account" and self.headers["Authorization"] == f"Basic {basic}":
             url = f"http://127.0.0.1:{self.server.server_port}"
@@ -125,7 +125,9 @@ def test_a_b2_store_is_read_through_b2s_download_api(monkeypatch):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeB2)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        monkeypatch.setattr(prebuilt, "B2_AUTHORIZE_URL", f"http://127.0.0.1:{server.server_port}/b2api/v3/b2_authorize_account")
+        monkeypatch.setattr(
+            prebuilt, "B2_AUTHORIZE_URL", f"http://127.0.0.1:{server.server_port}/b2api/v3/b2_authorize_account"
+        )
         _FakeB2.objects["/file/lab-runs/rl-harness/prebuilt/x/environment.json"] = b'{"a": 1}'
         environ = {
             env_vars.STORE_ENV: "b2://lab-runs/rl-harness",
@@ -138,7 +140,10 @@ def test_a_b2_store_is_read_through_b2s_download_api(monkeypatch):
         with pytest.raises(prebuilt.Unavailable, match="none in the store"), reader.open("rl-harness/absent"):
             pass
         wrong = prebuilt.StoreReader({**environ, env_vars.B2_KEY_ENV: "K005" + "wrong" * 5})
-        with pytest.raises(prebuilt.Unavailable, match="HTTP 401"), wrong.open("rl-harness/prebuilt/x/environment.json"):
+        with (
+            pytest.raises(prebuilt.Unavailable, match="HTTP 401"),
+            wrong.open("rl-harness/prebuilt/x/environment.json"),
+        ):
             pass
     finally:
         server.shutdown()
@@ -300,9 +305,9 @@ def _lines(log):
 
 def _local_build_hash(tmp_path, pin_folder: pathlib.Path) -> str:
     """The build hash a local build of the same checkout records (this machine's interpreter, the same lock)."""
-    sys.path.insert(0, str(REPO_ROOT))
-    from tools.build_info import compute
-
+    spec = importlib.util.spec_from_file_location("compute", REPO_ROOT / "tools" / "build_info" / "compute.py")
+    compute = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compute)
     lock = pin_folder / bootstrap.CUDA_LOCK_FILE
     identity = json.loads(
         subprocess.run(
@@ -314,7 +319,7 @@ def _local_build_hash(tmp_path, pin_folder: pathlib.Path) -> str:
     )
     identity["bazel_version"] = "stub"
     sources = compute.sources_hash([("BUILD", str(pin_folder / "BUILD"))])
-    return compute.build_hash(identity, compute._sha256_file(str(lock)), sources)
+    return compute.build_hash(identity, hashlib.sha256(lock.read_bytes()).hexdigest(), sources)
 
 
 @pytest.mark.slow

@@ -62,7 +62,10 @@ COMPLETE_MARKER = "COMPLETE"  # venv_cache.py's: a folder without it is a build 
 # rl.harness.env_vars's names (tests/prebuilt_test.py checks them): the store an instance was given.
 STORE_ENV = "RL_HARNESS_STORE"
 STORE_ENDPOINT_ENV = "RL_HARNESS_STORE_ENDPOINT"
-KEY_VARIABLES = {"s3": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"), "b2": ("B2_APPLICATION_KEY_ID", "B2_APPLICATION_KEY")}
+KEY_VARIABLES = {
+    "s3": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+    "b2": ("B2_APPLICATION_KEY_ID", "B2_APPLICATION_KEY"),
+}
 B2_AUTHORIZE_URL = "https://api.backblazeb2.com/b2api/v3/b2_authorize_account"
 S3_REGION = "us-east-1"  # the harness's S3 client's (rl/harness/remote/s3_store.py); S3-compatible servers take it
 TIMEOUT_S = 60.0
@@ -87,7 +90,9 @@ def _venv_cache(library: pathlib.Path):
     return module
 
 
-def environment(library: pathlib.Path, lock: pathlib.Path, cache_root: pathlib.Path, python: str) -> tuple[str, pathlib.Path]:
+def environment(
+    library: pathlib.Path, lock: pathlib.Path, cache_root: pathlib.Path, python: str
+) -> tuple[str, pathlib.Path]:
     """(the store's name of the venv, its folder): the name is `<lock stem>-<full key>`, the folder venv_cache's."""
     probe = subprocess.run(
         [python, str(library / "tools" / "rules" / "probe_interpreter.py"), str(lock)],
@@ -123,11 +128,13 @@ def _s3_request(endpoint: str | None, bucket: str, key: str, key_id: str, secret
     """A GET of `key` signed with AWS Signature Version 4 (path-style, as the harness's client addresses it)."""
     base = urllib.parse.urlsplit(endpoint or "https://s3.amazonaws.com")
     path = "/" + urllib.parse.quote(f"{bucket}/{key}", safe="/-_.~")
-    at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    at = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     empty = hashlib.sha256(b"").hexdigest()
     headers = {"host": base.netloc, "x-amz-content-sha256": empty, "x-amz-date": at}
     signed = ";".join(sorted(headers))
-    canonical = "\n".join(["GET", path, "", *(f"{name}:{headers[name]}" for name in sorted(headers)), "", signed, empty])
+    canonical = "\n".join(
+        ["GET", path, "", *(f"{name}:{headers[name]}" for name in sorted(headers)), "", signed, empty]
+    )
     scope = f"{at[:8]}/{S3_REGION}/s3/aws4_request"
     digest = hashlib.sha256(canonical.encode()).hexdigest()
     signing_key = ("AWS4" + secret).encode()
@@ -277,7 +284,9 @@ def fetch(name: str, folder: pathlib.Path, reader: StoreReader) -> str:
         unpack(download, folder, pointer["packed_from"])
     finally:
         download.unlink(missing_ok=True)
-    return f"{LINE} unpacked {name} from the store ({size / 1e6:.0f} MB in {time.monotonic() - started:.1f} s); no build"
+    return (
+        f"{LINE} unpacked {name} from the store ({size / 1e6:.0f} MB in {time.monotonic() - started:.1f} s); no build"
+    )
 
 
 def publish(name: str, folder: pathlib.Path, store, *, replace: bool = False) -> str:

@@ -72,7 +72,6 @@ def test_a_run_uploads_every_file_verified_to_an_s3_server(server, tmp_path, mon
             assert server.read_write[1] not in path.read_text() and server.read_write[0] not in path.read_text()
 
 
-
 def test_a_file_named_like_a_compressed_one_is_stored_as_its_bytes(server, tmp_path, monkeypatch):
     """pyarrow guesses a compression from a path's extension unless told not to: `.gz` would be gzipped again."""
     _environment(monkeypatch, server)
@@ -84,6 +83,7 @@ def test_a_file_named_like_a_compressed_one_is_stored_as_its_bytes(server, tmp_p
         assert stream.read() == payload  # what any other client reads
     store.get_file("lab/x.tar.gz", str(tmp_path / "back.tar.gz"))
     assert (tmp_path / "back.tar.gz").read_bytes() == payload
+
 
 def test_a_prefix_that_holds_another_runs_records_is_never_overwritten(server, tmp_path, monkeypatch, capsys):
     _environment(monkeypatch, server)
