@@ -58,8 +58,8 @@ def test_the_variables_it_reads_before_any_venv_are_the_harness_s():
     assert prebuilt.KEY_VARIABLES == stores.KEY_VARIABLES
 
 
-def _venv(folder: pathlib.Path) -> None:
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, capture_output=True, timeout=120)
+def _venv(folder: pathlib.Path, *options: str) -> None:
+    subprocess.run([sys.executable, "-m", "venv", *options, str(folder)], check=True, capture_output=True, timeout=120)
 
 
 def test_an_unpacked_venv_works_from_another_folder_once_its_own_is_gone(tmp_path):
@@ -151,7 +151,7 @@ def test_a_b2_store_is_read_through_b2s_download_api(monkeypatch):
 
 def test_two_publishers_at_once_leave_a_pointer_to_a_complete_tarball_and_a_third_puts_nothing(store_env, tmp_path):
     folder = tmp_path / "venvs" / "requirements_lock_cuda-0123"
-    _venv(folder)
+    _venv(folder, "--without-pip")
     (folder / prebuilt.COMPLETE_MARKER).write_text("built\n")
     lines, barrier = [], threading.Barrier(2)
 

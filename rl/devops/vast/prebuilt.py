@@ -233,7 +233,9 @@ def unpack(tarball: pathlib.Path, folder: pathlib.Path, packed_from: str) -> Non
     staging = folder.parent / f".prebuilt-{secrets.token_hex(4)}"
     try:
         with tarfile.open(tarball, "r:gz") as archive:
-            archive.extractall(staging, filter="tar")  # "tar", not "data": bin/python links to the interpreter
+            # "tar", not "data": bin/python links to the interpreter. Pythons before 3.11.4 (Debian's 3.11.2) have no
+            # filters; the tarball is the one whose sha256 its pointer names, no less trusted than the venv it holds.
+            archive.extractall(staging, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
         with open(f"{folder}.lock", "w") as guard:
             fcntl.flock(guard, fcntl.LOCK_EX)
             if (folder / COMPLETE_MARKER).is_file():
