@@ -79,6 +79,19 @@ def test_an_unpacked_venv_works_from_another_folder_once_its_own_is_gone(tmp_pat
     assert (moved / prebuilt.COMPLETE_MARKER).is_file() and not list(moved.parent.glob(".prebuilt-*"))
 
 
+def test_an_instance_given_no_readable_store_builds_and_publishes_nothing(tmp_path, monkeypatch, capsys):
+    """The B2 sink's instances get a launch key that may not read, under B2's own variables: no store to reuse."""
+    for name in env_vars.STORE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(env_vars.B2_KEY_ID_ENV, "0051234567890abcdef")
+    monkeypatch.setenv(env_vars.B2_KEY_ENV, "K005" + "launch-key" * 3)
+    lock = tmp_path / bootstrap.CUDA_LOCK_FILE
+    lock.write_text("")
+    arguments = ["--library", str(REPO_ROOT), "--lock", str(lock), "--cache-root", str(tmp_path / "venvs")]
+    assert prebuilt.main(["fetch", *arguments]) == prebuilt.BUILD_WITHOUT_STORE
+    assert capsys.readouterr().out == f"{prebuilt.LINE} no store is configured (${env_vars.STORE_ENV}); building it\n"
+
+
 # ---- the store: read without a venv, published with the harness's clients ---------------------------------------
 
 

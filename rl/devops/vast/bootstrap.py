@@ -21,10 +21,14 @@ line on the container log (which `vast logs` shows):
    variable the template's `rl_harness_library` rule reads
    (experiments_template/tools/rl_library.bzl), so the run records it
    (`build.library.local_checkout`, and its commit in `code.library`);
-3. `bazel run --repo_env=RL_PYTHON_LOCK=cuda <target> -- --seed N --run-id R --results-dir OUT/results
+3. the environment: with a store configured, unpacks the CUDA lock's venv from it when an instance
+   built it before (`prebuilt.py`: keyed by the lock and the interpreter, sha256-verified), into
+   `$RL_PYTHON_VENV_CACHE` (`WORKDIR/venvs`), where the build finds it complete; else the build
+   makes it, and once complete it is packed into the store beside the run for the next instance;
+4. `bazel run --repo_env=RL_PYTHON_LOCK=cuda <target> -- --seed N --run-id R --results-dir OUT/results
    --artifacts-dir OUT/artifacts [--upload-artifacts] <extra args>` under
    `timeout` (SIGTERM after `max_hours`, so the harness checkpoints and stops);
-4. always (an EXIT trap), writes `OUT/vast/<run-id>/SHA256SUMS` over every
+5. always (an EXIT trap), waits for a venv being packed, writes `OUT/vast/<run-id>/SHA256SUMS` over every
    file under results/ and artifacts/, then prints `RLH_DONE exit_code=N`.
 
 Secrets never appear in the script (it is visible in the instance record):
@@ -293,7 +297,8 @@ if [ -f "$library/rl/devops/vast/prebuilt.py" ]; then
   prebuilt python3.11 -m rl.devops.vast.prebuilt fetch "${{environment[@]}}"
   fetched=$?
   set -e
-  if [ "$fetched" -ne 0 ] && venv=$(prebuilt python3.11 -m rl.devops.vast.prebuilt folder "${{environment[@]}}"); then
+  if {{ [ "$fetched" -eq {build_status} ] || [ "$fetched" -eq {replace_status} ]; }} \\
+      && venv=$(prebuilt python3.11 -m rl.devops.vast.prebuilt folder "${{environment[@]}}"); then
     replace=()
     if [ "$fetched" -eq {replace_status} ]; then replace=(--replace); fi
     (
@@ -361,6 +366,7 @@ def render(plan: Bootstrap, job: Job) -> str:
         prebuilt=_PREBUILT.format(
             library_env=LIBRARY_CHECKOUT_ENV,
             lock=CUDA_LOCK_FILE,
+            build_status=prebuilt.BUILD,
             replace_status=prebuilt.BUILD_AND_REPLACE,
             line=prebuilt.LINE,
         ),

@@ -76,6 +76,10 @@ class Unavailable(Exception):
     """The store holds no usable environment for this key; the message says why (never a secret)."""
 
 
+class NoStore(Unavailable):
+    """The instance was given no store it can read (the B2 sink's launch keys may not read): build, publish nothing."""
+
+
 class Corrupt(Unavailable):
     """The store's tarball does not match its pointer's sha256: refused, and replaced once rebuilt."""
 
@@ -116,10 +120,10 @@ def _store_from(environ) -> tuple[str, str, str, str, str, str | None] | None:
         return None
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in KEY_VARIABLES or not parts.netloc:
-        raise Unavailable(f"${STORE_ENV} is not a b2:// or s3:// store URL")
+        raise NoStore(f"${STORE_ENV} is not a b2:// or s3:// store URL")
     id_name, key_name = KEY_VARIABLES[parts.scheme]
     if not environ.get(id_name) or not environ.get(key_name):
-        raise Unavailable(f"${STORE_ENV} names a {parts.scheme} store but ${id_name} or ${key_name} is not set")
+        raise NoStore(f"${STORE_ENV} names a {parts.scheme} store but ${id_name} or ${key_name} is not set")
     prefix = parts.path.strip("/") or "rl-harness"
     return parts.scheme, parts.netloc, prefix, environ[id_name], environ[key_name], environ.get(STORE_ENDPOINT_ENV)
 
@@ -166,7 +170,7 @@ class StoreReader:
     def __init__(self, environ):
         found = _store_from(environ)
         if found is None:
-            raise Unavailable("no store is configured")
+            raise NoStore(f"no store is configured (${STORE_ENV})")
         self.scheme, self.bucket, self.prefix, self._key_id, self._key, self._endpoint = found
 
     def _redact(self, text: str) -> str:
@@ -317,12 +321,13 @@ def _open_store():
 
     config = stores.load()
     if config is None:
-        raise Unavailable("no store is configured")
+        raise NoStore(f"no store is configured (${STORE_ENV})")
     return stores.open_store(config)
 
 
-# fetch's exit statuses: the venv is in place; the build makes it (publish it then); the store's was corrupt (replace it).
-FETCHED, BUILD, BUILD_AND_REPLACE = 0, 1, 3
+# fetch's exit statuses: the venv is in place; the build makes it (publish it then); the build makes it and there
+# is no store to publish to; the store's was corrupt (the build makes it, publish over it).
+FETCHED, BUILD, BUILD_WITHOUT_STORE, BUILD_AND_REPLACE = 0, 1, 2, 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -347,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     except Corrupt as reason:
         print(f"{LINE} {reason}; {otherwise}", flush=True)
         return BUILD_AND_REPLACE
+    except NoStore as reason:
+        print(f"{LINE} {reason}; {otherwise}", flush=True)
+        return BUILD_WITHOUT_STORE
     except Unavailable as reason:
         print(f"{LINE} {reason}; {otherwise}", flush=True)
     except Exception as error:  # noqa: BLE001 -- the environment only saves time: its faults never end a launch
