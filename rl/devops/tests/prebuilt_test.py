@@ -65,18 +65,20 @@ def _venv(folder: pathlib.Path, *options: str) -> None:
 def test_an_unpacked_venv_works_from_another_folder_once_its_own_is_gone(tmp_path):
     built = tmp_path / "instance1" / "venvs" / "requirements_lock_cuda-0123"
     _venv(built)
-    tarball = tmp_path / "venv.tar.gz"
+    tarball = tmp_path / "venv.tar"
     sha256, size = prebuilt.pack(built, tarball)
     assert (sha256, size) == (hashlib.sha256(tarball.read_bytes()).hexdigest(), tarball.stat().st_size)
     shutil.rmtree(tmp_path / "instance1")  # nothing of the packed folder is left to fall back on
     moved = tmp_path / "instance2" / "venvs" / "requirements_lock_cuda-0123"
     moved.parent.mkdir(parents=True)
-    prebuilt.unpack(tarball, moved, str(built))
+    with open(tarball, "rb") as source:
+        prebuilt.extract(source, tmp_path / "staging")
+    prebuilt.install(tmp_path / "staging", moved, str(built))
     # pip is a console script: its shebang names the venv's folder, rewritten to the one it is unpacked in.
     pip = subprocess.run([str(moved / "bin" / "pip"), "--version"], capture_output=True, text=True, check=True)
     assert f"from {moved}/lib/" in pip.stdout
     assert str(built) not in (moved / "bin" / "activate").read_text() + (moved / "pyvenv.cfg").read_text()
-    assert (moved / prebuilt.COMPLETE_MARKER).is_file() and not list(moved.parent.glob(".prebuilt-*"))
+    assert (moved / prebuilt.COMPLETE_MARKER).is_file() and not (tmp_path / "staging").exists()
 
 
 def test_an_instance_given_no_readable_store_builds_and_publishes_nothing(tmp_path, monkeypatch, capsys):
@@ -183,6 +185,27 @@ def test_two_publishers_at_once_leave_a_pointer_to_a_complete_tarball_and_a_thir
     line = prebuilt.fetch(folder.name, destination, prebuilt.StoreReader(os.environ))
     assert line.startswith(f"{prebuilt.LINE} unpacked") and (destination / prebuilt.COMPLETE_MARKER).is_file()
     assert "already holds" in prebuilt.publish(folder.name, folder, _store())
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["extracted-while-downloaded", "verified-first"])
+def test_a_whole_tarball_that_is_not_its_pointers_is_refused_and_nothing_is_left(
+    store_env, tmp_path, monkeypatch, streaming
+):
+    monkeypatch.setattr(prebuilt, "STREAMING", streaming and prebuilt.STREAMING)
+    folder = tmp_path / "built" / "requirements_lock_cuda-0123"
+    _venv(folder, "--without-pip")
+    (folder / prebuilt.COMPLETE_MARKER).write_text("built\n")
+    store = _store()
+    prebuilt.publish(folder.name, folder, store)
+    reader = prebuilt.StoreReader(os.environ)
+    assert prebuilt.fetch(folder.name, tmp_path / "good" / folder.name, reader).startswith(f"{prebuilt.LINE} unpacked")
+    (tarball,) = [key for key in store.list_keys(f"{store.config.prefix}/prebuilt") if key.endswith(".tar")]
+    (folder / "planted").write_text("not what the pointer names\n")
+    prebuilt.pack(folder, tmp_path / "other.tar")  # a valid tarball: it extracts completely before the check
+    store.put_file(str(tmp_path / "other.tar"), tarball, "", (tmp_path / "other.tar").stat().st_size)
+    with pytest.raises(prebuilt.Corrupt, match="is corrupt"):
+        prebuilt.fetch(folder.name, tmp_path / "bad" / folder.name, reader)
+    assert list((tmp_path / "bad").iterdir()) == []  # no venv, no staging folder, no download
 
 
 # ---- end to end: instances that build, reuse, and refuse a corrupt tarball ----------------------------------------
@@ -358,7 +381,7 @@ def test_the_second_instance_unpacks_what_the_first_built_and_a_corrupt_one_is_r
     assert second_manifest["build"]["build_hash"] == build_hash == _local_build_hash(tmp_path, tmp_path / "git/library")
 
     store = _store()
-    (tarball,) = [key for key in store.list_keys(store.config.prefix + "/prebuilt") if key.endswith(".tar.gz")]
+    (tarball,) = [key for key in store.list_keys(store.config.prefix + "/prebuilt") if key.endswith(".tar")]
     store.put_bytes(b"not a tarball", tarball)  # the object corrupted in the store
     third, third_log, third_s, _ = _instance(tmp_path, "instance3", library, store_env)
     warnings = [line for line in _lines(third_log) if "WARNING" in line]

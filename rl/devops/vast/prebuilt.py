@@ -16,12 +16,13 @@ The build hash adds Bazel's version and the sources, neither of which is in the 
 venv's path: a run built on an unpacked venv records the build hash a local build records.
 
 **Store.** `<prefix>/prebuilt/<lock stem>-<key>/environment.json` (the pointer: the tarball's
-name, sha256 and size, the folder it was packed from) and `.../<sha256>.tar.gz`. The tarball is
+name, sha256 and size, the folder it was packed from) and `.../<sha256>.tar`. The tarball is
 put before the pointer, each one atomic put of a complete object: two instances that build one
 key at once each put a complete tarball of their own, and the pointer (the last put wins) names
 one of them with its sha256. A publisher that finds a pointer puts nothing (the first one wins).
-A reader verifies the sha256 while it downloads; a tarball that does not match is refused (one
-warning line) and the instance builds.
+A reader extracts the tarball into a staging folder as it downloads and hashes it on the way; one
+that does not match its pointer is refused (one warning line, the staging folder deleted) and the
+instance builds. Only a verified venv is moved into place and marked complete.
 
 **Relocation.** A venv names its folder in its scripts' shebangs (`bin/pip`, console scripts),
 in `bin/activate*` and in `pyvenv.cfg`'s `command`; its python finds its prefix from the
@@ -200,9 +201,10 @@ class StoreReader:
 
 
 def pack(folder: pathlib.Path, tarball: pathlib.Path) -> tuple[str, int]:
-    """`folder`'s venv as a gzip tarball (level 1: speed over size), its completeness marker left out;
-    returns (sha256, size)."""
-    with tarfile.open(tarball, "w:gz", compresslevel=1) as archive:
+    """`folder`'s venv as an uncompressed tarball, its completeness marker left out; returns (sha256, size).
+    Uncompressed: gunzip alone took half of unpacking the CUDA venv (docs/vast.md), and the files' writing,
+    the other half, overlaps the download."""
+    with tarfile.open(tarball, "w") as archive:
         for entry in sorted(folder.iterdir()):
             if entry.name != COMPLETE_MARKER:
                 archive.add(entry, arcname=entry.name)
@@ -215,6 +217,35 @@ def _sha256(path: pathlib.Path) -> str:
         for block in iter(lambda: handle.read(CHUNK_BYTES), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+class _Hashing:
+    """Reads a stream, hashing and counting what passes."""
+
+    def __init__(self, stream):
+        self._stream, self.digest, self.size = stream, hashlib.sha256(), 0
+
+    def read(self, size: int = -1) -> bytes:
+        block = self._stream.read(size)
+        self.digest.update(block)
+        self.size += len(block)
+        return block
+
+    def drain(self) -> None:
+        for _ in iter(lambda: self.read(CHUNK_BYTES), b""):
+            pass
+
+
+# Tar filters (Python 3.11.4+) keep every file of a tarball inside the folder it is extracted to, so a tarball may be
+# extracted as it downloads, before its sha256 is known; without them (Debian's 3.11.2) it is verified first.
+STREAMING = hasattr(tarfile, "tar_filter")
+
+
+def extract(source, staging: pathlib.Path) -> None:
+    """The tarball read from the stream `source` into the new folder `staging`."""
+    with tarfile.open(fileobj=source, mode="r|", bufsize=CHUNK_BYTES) as archive:
+        # "tar", not "data": bin/python links to the interpreter, outside the venv.
+        archive.extractall(staging, **({"filter": "tar"} if STREAMING else {}))
 
 
 def relocate(folder: pathlib.Path, packed_from: str) -> None:
@@ -232,34 +263,27 @@ def relocate(folder: pathlib.Path, packed_from: str) -> None:
             path.chmod(mode)
 
 
-def unpack(tarball: pathlib.Path, folder: pathlib.Path, packed_from: str) -> None:
-    """The venv of `tarball` at `folder`, relocated and checked, made complete last under venv_cache's lock."""
-    staging = folder.parent / f".prebuilt-{secrets.token_hex(4)}"
-    try:
-        with tarfile.open(tarball, "r:gz") as archive:
-            # "tar", not "data": bin/python links to the interpreter. Pythons before 3.11.4 (Debian's 3.11.2) have no
-            # filters; the tarball is the one whose sha256 its pointer names, no less trusted than the venv it holds.
-            archive.extractall(staging, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
-        with open(f"{folder}.lock", "w") as guard:
-            fcntl.flock(guard, fcntl.LOCK_EX)
-            if (folder / COMPLETE_MARKER).is_file():
-                return  # another process made it meanwhile
+def install(staging: pathlib.Path, folder: pathlib.Path, packed_from: str) -> None:
+    """The venv extracted to `staging` moved to `folder`, relocated and checked, made complete last (under
+    venv_cache's lock, so a build started meanwhile waits, then finds it)."""
+    with open(f"{folder}.lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if (folder / COMPLETE_MARKER).is_file():
+            return  # another process made it meanwhile
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
+        relocate(folder, packed_from)
+        prefix = subprocess.run(
+            [str(folder / "bin" / "python3"), "-c", "import sys; print(sys.prefix)"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        ).stdout.strip()
+        if prefix != str(folder):
             shutil.rmtree(folder, ignore_errors=True)
-            staging.rename(folder)
-            relocate(folder, packed_from)
-            prefix = subprocess.run(
-                [str(folder / "bin" / "python3"), "-c", "import sys; print(sys.prefix)"],
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT_S,
-                check=False,
-            ).stdout.strip()
-            if prefix != str(folder):
-                shutil.rmtree(folder, ignore_errors=True)
-                raise Unavailable(f"the unpacked venv's python reports prefix {prefix!r}, not {folder}")
-            (folder / COMPLETE_MARKER).write_text("unpacked from the store\n")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            raise Unavailable(f"the unpacked venv's python reports prefix {prefix!r}, not {folder}")
+        (folder / COMPLETE_MARKER).write_text("unpacked from the store\n")
 
 
 # ---- the commands -----------------------------------------------------------------------------------------------
@@ -274,25 +298,38 @@ def fetch(name: str, folder: pathlib.Path, reader: StoreReader) -> str:
         pointer = json.load(response)
     started = time.monotonic()
     folder.parent.mkdir(parents=True, exist_ok=True)
-    download = folder.parent / f".download-{secrets.token_hex(4)}.tar.gz"
+    staging = folder.parent / f".prebuilt-{secrets.token_hex(4)}"
+    download = folder.parent / f".download-{secrets.token_hex(4)}.tar"
     try:
-        digest, size = hashlib.sha256(), 0
-        with reader.open(f"{base}/{pointer['tarball']}") as response, open(download, "wb") as handle:
-            for block in iter(lambda: response.read(CHUNK_BYTES), b""):
-                digest.update(block)
-                size += len(block)
-                handle.write(block)
-        if digest.hexdigest() != pointer["sha256"] or size != pointer["size"]:
+        with reader.open(f"{base}/{pointer['tarball']}") as response:
+            received = _Hashing(response)
+            unreadable = None
+            if STREAMING:
+                try:
+                    extract(received, staging)
+                except (tarfile.TarError, EOFError) as error:
+                    unreadable = error  # told apart below: a tarball that is not its pointer's, or one that is
+                received.drain()
+            else:
+                with open(download, "wb") as handle:
+                    shutil.copyfileobj(received, handle, CHUNK_BYTES)
+        digest = received.digest.hexdigest()
+        if digest != pointer["sha256"] or received.size != pointer["size"]:
             raise Corrupt(
-                f"WARNING the store's {name} is corrupt (sha256 {digest.hexdigest()[:12]}..., {size} bytes; its"
+                f"WARNING the store's {name} is corrupt (sha256 {digest[:12]}..., {received.size} bytes; its"
                 f" pointer says {pointer['sha256'][:12]}..., {pointer['size']} bytes): refused"
             )
-        unpack(download, folder, pointer["packed_from"])
+        if unreadable is not None:
+            raise Unavailable(f"the store's {name} matches its sha256 but is not a tarball ({unreadable})")
+        if not STREAMING:
+            with open(download, "rb") as handle:
+                extract(handle, staging)
+        install(staging, folder, pointer["packed_from"])
     finally:
+        shutil.rmtree(staging, ignore_errors=True)
         download.unlink(missing_ok=True)
-    return (
-        f"{LINE} unpacked {name} from the store ({size / 1e6:.0f} MB in {time.monotonic() - started:.1f} s); no build"
-    )
+    seconds = time.monotonic() - started
+    return f"{LINE} unpacked {name} from the store ({received.size / 1e6:.0f} MB in {seconds:.1f} s); no build"
 
 
 def publish(name: str, folder: pathlib.Path, store, *, replace: bool = False) -> str:
@@ -304,13 +341,13 @@ def publish(name: str, folder: pathlib.Path, store, *, replace: bool = False) ->
     if not replace and f"{base}/{POINTER}" in store.list_keys(base):
         return f"{LINE} the store already holds {name}; nothing published"
     started = time.monotonic()
-    tarball = folder.parent / f".pack-{secrets.token_hex(4)}.tar.gz"
+    tarball = folder.parent / f".pack-{secrets.token_hex(4)}.tar"
     try:
         sha256, size = pack(folder, tarball)
-        store.put_file(str(tarball), f"{base}/{sha256}.tar.gz", sha256, size)
+        store.put_file(str(tarball), f"{base}/{sha256}.tar", sha256, size)
     finally:
         tarball.unlink(missing_ok=True)
-    pointer = {"tarball": f"{sha256}.tar.gz", "sha256": sha256, "size": size, "packed_from": str(folder)}
+    pointer = {"tarball": f"{sha256}.tar", "sha256": sha256, "size": size, "packed_from": str(folder)}
     store.put_bytes(json.dumps(pointer, sort_keys=True).encode(), f"{base}/{POINTER}")
     return f"{LINE} published {name} to the store ({size / 1e6:.0f} MB in {time.monotonic() - started:.1f} s)"
 
