@@ -153,6 +153,7 @@ def test_it_checks_out_the_pin_runs_the_target_and_lists_every_output(tmp_path):
     assert [line.split()[1] for line in log.splitlines() if line.startswith("RLH_PHASE")] == [
         "install",
         "checkout",
+        "environment",
         "run",
     ]
     assert bootstrap.parse_done(log) == 0

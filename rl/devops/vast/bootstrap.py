@@ -21,10 +21,14 @@ line on the container log (which `vast logs` shows):
    variable the template's `rl_harness_library` rule reads
    (experiments_template/tools/rl_library.bzl), so the run records it
    (`build.library.local_checkout`, and its commit in `code.library`);
-3. `bazel run --repo_env=RL_PYTHON_LOCK=cuda <target> -- --seed N --run-id R --results-dir OUT/results
+3. the environment: with a store configured, unpacks the CUDA lock's venv from it when an instance
+   built it before (`prebuilt.py`: keyed by the lock and the interpreter, sha256-verified), into
+   `$RL_PYTHON_VENV_CACHE` (`WORKDIR/venvs`), where the build finds it complete; else the build
+   makes it, and once complete it is packed into the store beside the run for the next instance;
+4. `bazel run --repo_env=RL_PYTHON_LOCK=cuda <target> -- --seed N --run-id R --results-dir OUT/results
    --artifacts-dir OUT/artifacts [--upload-artifacts] <extra args>` under
    `timeout` (SIGTERM after `max_hours`, so the harness checkpoints and stops);
-4. always (an EXIT trap), writes `OUT/vast/<run-id>/SHA256SUMS` over every
+5. always (an EXIT trap), waits for a venv being packed, writes `OUT/vast/<run-id>/SHA256SUMS` over every
    file under results/ and artifacts/, then prints `RLH_DONE exit_code=N`.
 
 Secrets never appear in the script (it is visible in the instance record):
@@ -40,7 +44,7 @@ import dataclasses
 import re
 import shlex
 
-from rl.devops.vast import redact
+from rl.devops.vast import prebuilt, redact
 from rl.harness import env_vars
 from rl.harness.run import status
 
@@ -57,6 +61,7 @@ DEFAULT_WORKDIR = "/workspace/rlh"
 # Every offer rented has a GPU (offers.Gates.num_gpus >= 1): build the venv from the CUDA lock.
 # --repo_env rather than --config=cuda, which a dependent workspace's .bazelrc may not define.
 CUDA_LOCK_FLAG = "--repo_env=RL_PYTHON_LOCK=cuda"
+CUDA_LOCK_FILE = "requirements_lock_cuda.txt"  # the library's lock that flag selects
 
 # Matched whole (re.fullmatch): `$` alone would let a trailing newline through into the script.
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -184,6 +189,8 @@ phase() {{ echo "{phase_marker} $1 $(date -u +%Y-%m-%dT%H:%M:%SZ)"; }}
 finish() {{
   local code=$?
   set +e
+  touch "$WORK/.run-ended"
+  if [ -n "${{publish_pid:-}}" ]; then wait "$publish_pid"; fi  # a venv being packed for the next instance
   (cd "$OUT" && find results artifacts -type f -print0 | sort -z | xargs -0 -r sha256sum) >"$RECORD/SHA256SUMS.tmp" \\
     && mv "$RECORD/SHA256SUMS.tmp" "$RECORD/SHA256SUMS"
   echo "{done_marker} exit_code=$code run_id=$RUN_ID"
@@ -240,7 +247,7 @@ checkout {repo_url} {repo_commit} "$WORK/repo"
 # The token was for the checkout only: the build and the run never see it.
 unset {git_token_env} GIT_ASKPASS
 rm -f "$WORK/git-askpass"
-phase run
+{prebuilt}phase run
 cd "$WORK/repo"
 set +e
 timeout --signal=TERM --kill-after=300 {max_seconds} \\
@@ -275,6 +282,37 @@ _DEADLINE_TIMER = """\
 # A run that ended: its instance has nothing left. A failed one waits, so a watcher reads its error first.
 _END_WHEN_DONE = """\
   if [ "$code" -eq 0 ]; then end_self completed; else sleep {failed_linger_s}; end_self failed; fi
+"""
+
+# The venv (rl/devops/vast/prebuilt.py): unpacked from the store where an instance built it before; else the run's
+# build makes it and, once it is complete, it is packed into the store beside the run (niced) for the next instance.
+_PREBUILT = """\
+phase environment
+export RL_PYTHON_VENV_CACHE="$WORK/venvs"
+library="${{{library_env}:-$WORK/repo}}"
+environment=(--library "$library" --lock "$library/{lock}" --cache-root "$RL_PYTHON_VENV_CACHE" --python python3.11)
+prebuilt() {{ PYTHONPATH="$library${{PYTHONPATH:+:$PYTHONPATH}}" "$@"; }}
+if [ -f "$library/rl/devops/vast/prebuilt.py" ]; then
+  set +e
+  prebuilt python3.11 -m rl.devops.vast.prebuilt fetch "${{environment[@]}}"
+  fetched=$?
+  set -e
+  if {{ [ "$fetched" -eq {build_status} ] || [ "$fetched" -eq {replace_status} ]; }} \\
+      && venv=$(prebuilt python3.11 -m rl.devops.vast.prebuilt folder "${{environment[@]}}"); then
+    replace=()
+    if [ "$fetched" -eq {replace_status} ]; then replace=(--replace); fi
+    (
+      until [ -f "$venv/COMPLETE" ]; do
+        if [ -f "$WORK/.run-ended" ]; then exit 0; fi
+        sleep 2
+      done
+      prebuilt nice -n 10 "$venv/bin/python3" -m rl.devops.vast.prebuilt publish "${{environment[@]}}" "${{replace[@]}}"
+    ) &
+    publish_pid=$!
+  fi
+else
+  echo "{line} $library has no rl/devops/vast/prebuilt.py; building it"
+fi
 """
 
 
@@ -325,6 +363,13 @@ def render(plan: Bootstrap, job: Job) -> str:
         library_checkout=library_checkout,
         cuda_lock_flag=CUDA_LOCK_FLAG,
         max_seconds=int(plan.max_hours * 3600),
+        prebuilt=_PREBUILT.format(
+            library_env=LIBRARY_CHECKOUT_ENV,
+            lock=CUDA_LOCK_FILE,
+            build_status=prebuilt.BUILD,
+            replace_status=prebuilt.BUILD_AND_REPLACE,
+            line=prebuilt.LINE,
+        ),
         target=shlex.quote(job.target),
         run_args=" ".join(run_args),
     )

@@ -72,7 +72,7 @@ class S3Store(Store):
 
     def _put_file(self, path: str, key: str, sha256: str, size: int) -> str | None:
         def upload():
-            with open(path, "rb") as source, self._fs.open_output_stream(self._path(key)) as target:
+            with open(path, "rb") as source, self._fs.open_output_stream(self._path(key), compression=None) as target:
                 for chunk in chunks_of_prefix(source, size, path):
                     target.write(chunk)
 
@@ -81,14 +81,14 @@ class S3Store(Store):
 
     def _put_bytes(self, data: bytes, key: str) -> None:
         def upload():
-            with self._fs.open_output_stream(self._path(key)) as target:
+            with self._fs.open_output_stream(self._path(key), compression=None) as target:
                 target.write(data)
 
         self._call(upload)
 
     def _get_file(self, key: str, path: str) -> None:
         def download():
-            with self._fs.open_input_stream(self._path(key)) as source, open(path, "wb") as target:
+            with self._fs.open_input_stream(self._path(key), compression=None) as source, open(path, "wb") as target:
                 shutil.copyfileobj(source, target, CHUNK_BYTES)
 
         self._call(download)

@@ -72,6 +72,19 @@ def test_a_run_uploads_every_file_verified_to_an_s3_server(server, tmp_path, mon
             assert server.read_write[1] not in path.read_text() and server.read_write[0] not in path.read_text()
 
 
+def test_a_file_named_like_a_compressed_one_is_stored_as_its_bytes(server, tmp_path, monkeypatch):
+    """pyarrow guesses a compression from a path's extension unless told not to: `.gz` would be gzipped again."""
+    _environment(monkeypatch, server)
+    store = stores.open_store(stores.load())
+    payload = b"not gzip, whatever the name says\n" * 100
+    (tmp_path / "x.tar.gz").write_bytes(payload)
+    store.put_file(str(tmp_path / "x.tar.gz"), "lab/x.tar.gz", hashlib.sha256(payload).hexdigest(), len(payload))
+    with s3_server.reader(server).open_input_stream(f"{server.bucket}/lab/x.tar.gz", compression=None) as stream:
+        assert stream.read() == payload  # what any other client reads
+    store.get_file("lab/x.tar.gz", str(tmp_path / "back.tar.gz"))
+    assert (tmp_path / "back.tar.gz").read_bytes() == payload
+
+
 def test_a_prefix_that_holds_another_runs_records_is_never_overwritten(server, tmp_path, monkeypatch, capsys):
     _environment(monkeypatch, server)
     assert _run(tmp_path / "first", "taken", "--upload-artifacts") == 0
