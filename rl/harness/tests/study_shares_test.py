@@ -1,0 +1,78 @@
+"""A study's members split into fixed shares (`study --share INDEX/COUNT`) and gathered back: the split, bad input
+(one line each), and the whole study's record from its shares' records."""
+
+import dataclasses
+
+import pytest
+
+from rl.harness.errors import UsageError
+from rl.harness.study import Study, StudyRecord, shares
+from rl.harness.study.record import COMPLETED, PENDING, RUNNING
+
+STUDY = Study(agents={"first": "rl.harness.tests.fake_recipe", "second": "rl.harness.tests.fake_recipe"}, seeds=(0, 1, 2))
+
+
+def _names(members):
+    return [f"{member.agent}/{member.seed}" for member in members]
+
+
+def test_member_i_belongs_to_share_i_mod_count():
+    # The study's order: seed by seed, agent by agent.
+    split = [_names(shares.Share.parse("s1", f"{k}/4").members(STUDY.members())) for k in range(4)]
+    assert split == [["first/0", "first/2"], ["second/0", "second/2"], ["first/1"], ["second/1"]]
+
+
+def test_the_share_record_is_named_after_the_whole_study():
+    assert shares.Share.parse("s1", "2/3").record_id == "s1.share-2-of-3"
+    assert shares.is_share_of("s1", "s1.share-2-of-3") and not shares.is_share_of("s1", "s10.share-2-of-3")
+
+
+@pytest.mark.parametrize(
+    ("study_id", "text", "message"),
+    [
+        ("s1", "3/3", "--share '3/3': expected INDEX/COUNT with 0 <= INDEX < COUNT, e.g. 0/3"),
+        ("s1", "1/0", "--share '1/0': expected INDEX/COUNT with 0 <= INDEX < COUNT"),
+        ("s1", "-1/3", "--share '-1/3': expected INDEX/COUNT"),
+        ("s1", "one/3", "--share 'one/3': expected INDEX/COUNT"),
+        (None, "0/3", "--share 0/3 runs a share of one study: name it with --study-id"),
+        ("a/b", "0/3", "study id 'a/b' contains '/'"),
+    ],
+)
+def test_a_bad_share_is_refused_in_one_line(study_id, text, message):
+    with pytest.raises(UsageError) as refused:
+        shares.Share.parse(study_id, text)
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+
+
+def _share_record(share, statuses):
+    record = StudyRecord.new(
+        share.record_id, module="m", study=STUDY, smoke=True, code={}, build={}, command_line=["study", share.record_id]
+    )
+    mine = share.members(STUDY.members())
+    members = tuple(
+        dataclasses.replace(member, status=statuses.pop(0), runs=(f"s1-{member.agent}-s{member.seed}",))
+        for member in record.members
+        if member.member in mine
+    )
+    return record.replace(members=members, share=dataclasses.asdict(share))
+
+
+def test_the_whole_study_is_its_shares_members_in_the_study_order():
+    first = _share_record(shares.Share("s1", 0, 3), [COMPLETED, RUNNING])
+    third = _share_record(shares.Share("s1", 2, 3), [COMPLETED, COMPLETED])  # share 1 never recorded anything
+    whole = shares.gather("s1", [third, first])
+    assert whole.study_id == "s1" and whole.share is None and whole.status == RUNNING
+    assert [(f"{m.agent}/{m.seed}", m.status, m.runs) for m in whole.members] == [
+        ("first/0", COMPLETED, ("s1-first-s0",)),
+        ("second/0", PENDING, ()),
+        ("first/1", COMPLETED, ("s1-first-s1",)),
+        ("second/1", RUNNING, ("s1-second-s1",)),
+        ("first/2", PENDING, ()),
+        ("second/2", COMPLETED, ("s1-second-s2",)),
+    ]
+
+
+def test_records_of_another_study_are_not_gathered():
+    other = _share_record(shares.Share("s2", 0, 3), [COMPLETED, COMPLETED])
+    with pytest.raises(UsageError, match="the records given are not shares of study s1"):
+        shares.gather("s1", [other])
