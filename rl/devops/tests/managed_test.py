@@ -2,119 +2,36 @@
 and a real harness run) and a real S3-compatible server (moto's) as the store: recovery, caps, self-ending."""
 
 import datetime
-import io
 import json
-import os
-import pathlib
 import re
-import subprocess
 import threading
 import time
 
 import pytest
 
-from rl.devops.vast import api, bootstrap, cli, fleet, managed, offers, state, store_runs
-from rl.devops.vast.testing import fake_api, fake_hosts
+from rl.devops.tests import managed_fixtures as setup
+from rl.devops.vast import bootstrap, cli, fleet, managed, offers, state, store_runs
 from rl.harness import env_vars
-from rl.harness.tests import s3_server
 
-REMOTE = "https://git.example.com/"
-ITERATIONS = 30
-FAST = fleet.FleetConfig(boot_timeout_s=2.0, poll_interval_s=0.2, quarantine_hours=24, log_tail=50)
-
-
-@pytest.fixture(scope="module")
-def server():
-    with s3_server.S3Server() as running:
-        yield running
-
-
-@pytest.fixture
-def fake(api_key):
-    """Four good offers (ids 1-4; offer 1 scores best), for as long as a few real runs take."""
-    offers_ = [fake_api.offer(i, dph_total=round(0.30 + 0.05 * i, 2)) for i in range(1, 5)]
-    with fake_api.FakeVastApi(api_key, offers_, lifetime_s=400, boot_delay_s=0.3) as server:
-        yield server
-
-
-@pytest.fixture
-def store_env(server, monkeypatch):
-    """The store on this machine and on the instances: moto's bucket, the read-write key."""
-    key_id, key = server.read_write
-    variables = {
-        env_vars.STORE_ENV: f"s3://{server.bucket}/managed-{time.time_ns()}",
-        env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-        env_vars.S3_KEY_ID_ENV: key_id,
-        env_vars.S3_KEY_ENV: key,
-    }
-    for name, value in variables.items():
-        monkeypatch.setenv(name, value)
-    return variables
-
-
-def _git(*args, cwd):
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
-@pytest.fixture
-def pin(tmp_path):
-    """A pushed commit of an experiment repository, served from a local folder under an https:// name."""
-    source = tmp_path / "git" / "src"
-    source.mkdir(parents=True)
-    _git("init", "-q", cwd=source)
-    (source / "BUILD").write_text("# experiment\n")
-    _git("add", "BUILD", cwd=source)
-    _git("commit", "-q", "-m", "first", cwd=source)
-    return bootstrap.GitPin(REMOTE + "src", _git("rev-parse", "HEAD", cwd=source))
-
-
-@pytest.fixture
-def git_env(tmp_path):
-    return {
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": f"url.{tmp_path / 'git'}/.insteadOf",
-        "GIT_CONFIG_VALUE_0": REMOTE,
-    }
-
-
-def runtime_python() -> str:
-    """The runtime venv's python (a harness run trains with it; this test runs in the operator's venv)."""
-    return json.loads(pathlib.Path(os.environ["RL_RUNTIME_IDENTITY_FILE"]).read_text())["venv_python"]
-
-
-@pytest.fixture
-def hosts(fake, tmp_path, git_env):
-    repo_root = pathlib.Path(__file__).resolve().parents[3]
-    environment = {
-        **git_env,
-        "RLH_FAKE_PYTHON": runtime_python(),
-        "RLH_FAKE_RECIPE": "rl.harness.tests.fake_recipe",
-        "PYTHONPATH": str(repo_root),
-        "OMP_NUM_THREADS": "1",
-        "FAKE_RECIPE_ITERATIONS": str(ITERATIONS),
-        "FAKE_RECIPE_SLEEP_S": "0.5",
-        env_vars.MIRROR_INTERVAL_ENV: "0.2",
-    }
-    running = fake_hosts.FakeHosts(fake, tmp_path / "hosts", workdir=bootstrap.DEFAULT_WORKDIR, environment=environment)
-    fake.hosts.append(running)
-    yield running
-    running.close()
-
-
-@pytest.fixture
-def progress():
-    return io.StringIO()
-
-
-@pytest.fixture
-def fl(tmp_path, account, progress):
-    return fleet.Fleet(account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), FAST)
+ITERATIONS, FAST, _until, _error_line, _no_store = (
+    setup.ITERATIONS,
+    setup.FAST,
+    setup.until,
+    setup.error_line,
+    setup.no_store,
+)
+server, fake, store_env, pin, git_env, hosts, progress, fl, cli_run, instance_store_file = (
+    setup.server,
+    setup.fake,
+    setup.store_env,
+    setup.pin,
+    setup.git_env,
+    setup.hosts,
+    setup.progress,
+    setup.fl,
+    setup.cli_run,
+    setup.instance_store_file,
+)
 
 
 def _launch(fl, pin, seeds, *, budget=None, max_hours=1.0, **setup_fields):
@@ -159,17 +76,6 @@ def _first_row_at(hosts, record):
     path = hosts.folder(record.instance_id) / "work" / "out" / "artifacts" / record.run_id / "metrics.jsonl"
     lines = path.read_text().splitlines() if path.exists() else []
     return datetime.datetime.fromisoformat(json.loads(lines[0])["harness/logged_at"]).timestamp() if lines else None
-
-
-def _until(condition, timeout_s, what, tick=None):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if tick is not None:
-            tick()
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.slow
@@ -356,71 +262,6 @@ def test_an_instance_ends_itself_at_its_deadline_with_no_watcher(fl, fake, hosts
 # ---- bad input: one line each, exit 2, nothing rented ---------------------------------------------------------
 
 
-@pytest.fixture
-def cli_run(fake, api_key, tmp_path, monkeypatch, capsys, git_env, pin):
-    """cli.main against the fake API, pins fetched from the local repository; returns (exit code, output)."""
-    monkeypatch.setenv(api.API_KEY_ENV, api_key)
-    monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))
-    for name, value in git_env.items():
-        monkeypatch.setenv(name, value)
-
-    def run_cli(*argv, commit=pin.commit, job=("--target", "//experiments/x:y", "--seeds", "0-2")):
-        code = cli.main(
-            [
-                "--server-url",
-                fake.url,
-                "--state-dir",
-                "state",
-                "--request-timeout",
-                "2",
-                "--poll-interval",
-                "0.05",
-                "up",
-                "--repo",
-                pin.url,
-                "--commit",
-                commit,
-                *job,
-                "--hours",
-                "1",
-                "--yes",
-                *argv,
-            ]
-        )
-        out, err = capsys.readouterr()
-        return code, out + err
-
-    return run_cli
-
-
-@pytest.fixture
-def instance_store_file(tmp_path, store_env):
-    path = tmp_path / "instances.json"
-    path.write_text(
-        json.dumps(
-            {
-                "url": store_env[env_vars.STORE_ENV],
-                "endpoint": store_env[env_vars.STORE_ENDPOINT_ENV],
-                "key_id": store_env[env_vars.S3_KEY_ID_ENV],
-                "key": store_env[env_vars.S3_KEY_ENV],
-            }
-        )
-    )
-    path.chmod(0o600)
-    return str(path)
-
-
-def _no_store(monkeypatch, tmp_path):
-    for name in (env_vars.STORE_ENV, env_vars.STORE_FILE_ENV, env_vars.B2_KEY_ID_ENV):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.config/rl-harness/store.json either
-
-
-def _error_line(output):
-    (line,) = [line for line in output.splitlines() if line.startswith("error: ")]
-    return line
-
-
 def test_several_instances_without_a_store_are_refused(cli_run, fake, monkeypatch, tmp_path):
     _no_store(monkeypatch, tmp_path)
     code, output = cli_run("--sink", "store")
@@ -456,40 +297,6 @@ def test_a_commit_not_pushed_is_refused(cli_run, fake, store_env, instance_store
     line = _error_line(output)
     assert code == 2 and f"commit {'f' * 40} cannot be fetched from https://git.example.com/src" in line
     assert line.endswith("push it (git push) or pin a pushed commit") and fake.calls("PUT", r"/asks/") == []
-
-
-STUDY = ("--study", "//experiments/x:study")
-
-
-def test_a_study_with_seeds_is_refused(cli_run, fake, store_env):
-    code, output = cli_run("--sink", "store", job=(*STUDY, "--seeds", "0-2"))
-    assert code == 2 and _error_line(output).startswith(
-        "error: --seeds goes with --target: study //experiments/x:study runs the seeds its STUDY declares"
-    )
-    assert fake.calls("PUT", r"/asks/") == []
-
-
-def test_a_study_over_several_instances_without_a_store_is_refused(cli_run, fake, monkeypatch, tmp_path):
-    _no_store(monkeypatch, tmp_path)
-    code, output = cli_run("--instances", "2", job=STUDY)
-    assert code == 2 and "a study over 2 instances meets only in the store, and no store is configured" in (
-        _error_line(output)
-    )
-    assert fake.calls("PUT", r"/asks/") == []
-
-
-def test_a_study_over_several_instances_needs_the_store_sink(cli_run, fake, store_env):
-    code, output = cli_run("--instances", "2", job=STUDY)
-    assert code == 2 and _error_line(output) == (
-        "error: a study over 2 instances meets only in the store: add --sink store"
-    )
-    assert fake.calls("PUT", r"/asks/") == []
-
-
-def test_a_study_that_passes_the_checks_rents_nothing(cli_run, fake, store_env):
-    code, output = cli_run("--sink", "store", "--instances", "2", job=STUDY)
-    assert code == 2 and "`up --study` cannot run a study's members on instances" in _error_line(output)
-    assert fake.calls("PUT", r"/asks/") == []
 
 
 def test_instances_without_a_study_are_refused(cli_run, fake):

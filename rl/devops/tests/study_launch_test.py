@@ -1,0 +1,238 @@
+"""A study on rented instances (`up --study`): its members in fixed shares, one share per instance, against the fake
+API, fake instances (local processes running the real bootstrap and a real `study --share` on Ray Tune) and moto's
+S3 server as the store; bad input refused in one line, nothing rented."""
+
+import json
+import pathlib
+import re
+import subprocess
+import time
+
+import pytest
+
+from rl.devops.tests import managed_fixtures as setup
+from rl.devops.vast import bootstrap, managed, offers, redact, store_runs, study_launch
+from rl.devops.vast.testing import fake_api
+from rl.harness import env_vars
+
+ITERATIONS, FAST, _until, _error_line, _no_store = (
+    setup.ITERATIONS,
+    setup.FAST,
+    setup.until,
+    setup.error_line,
+    setup.no_store,
+)
+server, store_env, pin, git_env, hosts, progress, fl, cli_run, instance_store_file = (
+    setup.server,
+    setup.store_env,
+    setup.pin,
+    setup.git_env,
+    setup.hosts,
+    setup.progress,
+    setup.fl,
+    setup.cli_run,
+    setup.instance_store_file,
+)
+STUDY = ("--study", "//experiments/x:study")
+STUDY_MODULE = "rl.harness.tests.fake_study"  # two agents x seeds 0 and 1: members first/0, second/0, first/1, second/1
+
+
+@pytest.fixture
+def fake(api_key):
+    """Six good offers (ids 1-6; offer 1 scores best): three shares, their replacements, machines quarantined."""
+    offers_ = [fake_api.offer(i, dph_total=round(0.30 + 0.05 * i, 2)) for i in range(1, 7)]
+    with fake_api.FakeVastApi(api_key, offers_, lifetime_s=600, boot_delay_s=0.3) as server:
+        yield server
+
+
+# ---- bad input: one line each, exit 2, nothing rented ---------------------------------------------------------
+
+
+def test_a_study_with_seeds_is_refused(cli_run, fake, store_env):
+    code, output = cli_run("--sink", "store", job=(*STUDY, "--seeds", "0-2"))
+    assert code == 2 and _error_line(output).startswith(
+        "error: --seeds goes with --target: study //experiments/x:study runs the seeds its STUDY declares"
+    )
+    assert fake.calls("PUT", r"/asks/") == []
+
+
+def test_a_study_over_several_instances_without_a_store_is_refused(cli_run, fake, monkeypatch, tmp_path):
+    _no_store(monkeypatch, tmp_path)
+    code, output = cli_run("--instances", "2", job=STUDY)
+    assert code == 2 and "a study over 2 instances meets only in the store, and no store is configured" in (
+        _error_line(output)
+    )
+    assert fake.calls("PUT", r"/asks/") == []
+
+
+def test_a_study_on_one_instance_needs_the_store_sink(cli_run, fake, store_env):
+    code, output = cli_run(job=STUDY)
+    assert code == 2 and _error_line(output) == (
+        "error: a study's members on an instance go to the store, which outlives it: add --sink store"
+    )
+    assert fake.calls("PUT", r"/asks/") == []
+
+
+def test_a_study_over_no_instance_is_refused(cli_run, fake, store_env):
+    code, output = cli_run("--sink", "store", "--instances", "0", job=STUDY)
+    assert code == 2 and _error_line(output) == "error: --instances 0: a study needs at least one instance"
+    assert fake.calls("PUT", r"/asks/") == []
+
+
+@pytest.mark.parametrize(
+    ("study_id", "index", "count", "message"),
+    [
+        ("s1", 3, 3, "share 3/3: expected 0 <= index < count"),
+        ("s1", -1, 3, "share -1/3: expected 0 <= index < count"),
+        ("a/b", 0, 3, "study id 'a/b' contains '/'"),
+    ],
+)
+def test_a_bad_share_is_refused_in_one_line(study_id, index, count, message):
+    with pytest.raises(redact.DevopsError) as refused:
+        bootstrap.StudyShare(study_id, index, count)
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+
+
+def test_a_job_is_a_seed_or_a_share_never_both():
+    share = bootstrap.StudyShare("s1", 0, 2)
+    for seed, given in ((3, share), (None, None)):
+        with pytest.raises(redact.DevopsError, match="must be >= 0 \\(and None only for a study's share\\)"):
+            bootstrap.Job(target="//experiments/x:study", seed=seed, run_id="r1", share=given)
+
+
+# ---- the launch ---------------------------------------------------------------------------------------------
+
+
+def test_a_study_launch_rents_one_instance_per_share(cli_run, fake, store_env, instance_store_file):
+    code, output = cli_run(
+        "--sink", "store", "--interruptible", "--instance-store-file", instance_store_file, "--instances", "3", job=STUDY
+    )
+    assert code == 0, output
+    assert "(managed): 3 instances" in output and "launched; keep it going with `watch " in output
+    scripts = sorted(request.body["onstart"] for request in fake.calls("PUT", r"/asks/"))
+    (study_id,) = set(re.findall(r"--study-id (\S+) --share", "".join(scripts)))
+    assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{6}", study_id)
+    shares = [re.search(r"bazel run \S+ //experiments/x:study -- (.*?) --results-dir", s).group(1) for s in scripts]
+    assert sorted(shares) == [f"--study-id {study_id} --share {k}/3" for k in range(3)]
+    assert all("--seed" not in script and "--upload-artifacts" in script for script in scripts)
+    assert "members 2/3: active, 1 instances" in output
+
+
+# ---- end to end: preempted, never booted, capped; gathered and completed ---------------------------------------
+
+
+def _member_rows(hosts, instance_id, run_id):
+    """The training iterations the member run `run_id` logged on instance `instance_id` (its own disk)."""
+    (path,) = (hosts.folder(instance_id) / "work" / "out" / "artifacts").rglob(f"{run_id}/metrics.jsonl")
+    return [json.loads(line)["training_iteration"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def _operator_study(store_env, tmp_path, *argv):
+    """`rl-harness study` on the operator's machine (the runtime venv): exit code and output."""
+    process = subprocess.run(
+        [setup.runtime_python(), "-m", "rl.harness.commands.cli", "study", STUDY_MODULE, *argv],
+        env={
+            **store_env,
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path / "operator"),
+            "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[3]),
+            "OMP_NUM_THREADS": "1",
+            "FAKE_RECIPE_ITERATIONS": str(ITERATIONS),
+            "FAKE_RECIPE_SLEEP_S": "0.2",
+            env_vars.MIRROR_INTERVAL_ENV: "0.2",
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return process.returncode, process.stdout + process.stderr
+
+
+@pytest.mark.slow
+def test_a_study_over_three_instances_survives_a_preemption_a_dead_boot_and_the_cap(
+    fl, fake, hosts, pin, store_env, progress, tmp_path
+):
+    hosts.environment["RLH_FAKE_RECIPE"] = f"study {STUDY_MODULE}"
+    fake.never_boot_machines.add(1001)  # the best offer's machine (share 0's first instance) never boots
+    setup_ = bootstrap.Bootstrap(repo=pin, upload_artifacts=True, max_hours=1.0, self_end=True, end_grace_s=5)
+    # One member at a time on each instance: share 0 (first/0, then second/1) has a last member to cap.
+    jobs = study_launch.jobs("//experiments/x:study", 3, launch_id="ab12cd", extra_args=("--max-concurrent", "1"))
+    launch = managed.Launch.new(
+        "ab12cd",
+        jobs,
+        setup_,
+        offers.Gates(max_dph=0.8, interruptible=True),
+        image="python:3.11-bookworm",
+        boot_timeout_s=FAST.boot_timeout_s,
+        silence_s=60.0,
+        start_timeout_s=120.0,
+    )
+    managed.record_launch(fl.store, launch)
+    study_id = launch.study_id
+    runs = store_runs.StoreRuns(store_runs.open_configured())
+    watcher = managed.Watcher(fl, study_launch.ShareRuns(runs, fl.store, launch), "ab12cd", instance_env=dict(store_env))
+
+    def checkpoint(run_id):
+        seen = runs.look([run_id]).get(run_id)
+        return (seen.checkpoint_iteration or 0) if seen else 0
+
+    def live(share):
+        return next((r for r in fl.store.read().live() if r.share == share and r.instance_id is not None), None)
+
+    # Share 1 (second/0) preempted mid-member: outbid, its process killed with SIGKILL.
+    _until(lambda: checkpoint(f"{study_id}-second-s0") >= 6, 240, "second/0 to checkpoint past 6", tick=watcher.tick)
+    victim = live(1)
+    fake.preempt(victim.instance_id)
+    preempted_at = _member_rows(hosts, victim.instance_id, f"{study_id}-second-s0")[-1]
+    # The cap, lowered while share 0 runs its last member (`watch ab12cd --budget`): the share is stopped.
+    _until(lambda: checkpoint(f"{study_id}-second-s1") >= 6, 300, "second/1 to checkpoint past 6", tick=watcher.tick)
+    capped = live(0)
+    with fl.store.update() as current:
+        current.launches["ab12cd"]["budget"] = managed.projection(current, launch, time.time()) - 0.05
+    watcher.tick()
+    capped_at = _member_rows(hosts, capped.instance_id, f"{study_id}-second-s1")[-1]
+    final = watcher.watch(time.time() + 240)
+
+    statuses = [share.status for share in final.shares]
+    assert statuses == [managed.STOPPED, managed.COMPLETED, managed.COMPLETED], progress.getvalue()
+    assert "budget $" in final.shares[0].note and "members not completed: second/seed 1" in final.shares[0].note
+    assert f"--resume {study_id}" in final.shares[0].note
+    assert "never booted" in fl.store.read().records["rlh-ab12cd-000-1"].note
+    assert {1001, victim.machine_id} <= set(fl.store.read().quarantined())
+    resumed = fl.store.read().records["rlh-ab12cd-001-2"]
+    rows = _member_rows(hosts, resumed.instance_id, f"{study_id}-second-s0-a2")
+    assert rows == list(range(rows[0], ITERATIONS + 1)) and rows[0] <= preempted_at + 1  # joins, no gap
+    redone_preempted = preempted_at - (rows[0] - 1)
+    assert 0 <= redone_preempted <= ITERATIONS / 10, (preempted_at, rows[0])
+    assert fake.instances == {} and hosts.running() == []  # nothing left running
+    spent = managed.spend(fl.store.read(), "ab12cd", time.time())
+    assert spent == pytest.approx(fake.bill(), rel=0.05)  # accounted against the fake API's bill
+
+    # The operator's machine: the shares gathered from the store, the capped member resumed, the summary written.
+    roots = ["--results-dir", str(tmp_path / "results"), "--artifacts-dir", str(tmp_path / "artifacts")]
+    code, output = _operator_study(store_env, tmp_path, "--resume", study_id, *roots)
+    assert code == 0, output[-4000:]
+    folder = tmp_path / "results" / "studies" / study_id
+    record = json.loads((folder / "study.json").read_text())
+    assert record["status"] == "completed" and [(m["agent"], m["seed"], m["status"]) for m in record["members"]] == [
+        ("first", 0, "completed"),
+        ("second", 0, "completed"),
+        ("first", 1, "completed"),
+        ("second", 1, "completed"),
+    ]
+    assert [m["runs"] for m in record["members"] if m["seed"] == 1 and m["agent"] == "second"] == [
+        [f"{study_id}-second-s1", f"{study_id}-second-s1-a2"]
+    ]
+    local = tmp_path / "artifacts"
+    (metrics,) = local.rglob(f"{study_id}-second-s1-a2/metrics.jsonl")
+    rows = [json.loads(line)["training_iteration"] for line in metrics.read_text().splitlines() if line.strip()]
+    assert rows == list(range(rows[0], ITERATIONS + 1)) and rows[0] <= capped_at + 1
+    redone_capped = capped_at - (rows[0] - 1)
+    assert 0 <= redone_capped <= ITERATIONS / 10, (capped_at, rows[0])
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["completed"] == summary["members"] == 4
+    print(
+        f"redone: preempted {redone_preempted}/{ITERATIONS}, capped {redone_capped}/{ITERATIONS}; spend"
+        f" ${spent:.5f} against the bill ${fake.bill():.5f}"
+    )
