@@ -63,9 +63,9 @@ class ShareRuns:
         )
         found = {}
         for key in keys:
-            if match := pattern.fullmatch(key):
-                found[int(match.group(1))] = (key[: -len("/results/study.json")], self.runs.read_json(key))
-        return found
+            if (match := pattern.fullmatch(key)) and "members" in (document := self.runs.read_json(key)):
+                found[int(match.group(1))] = (key[: -len("/results/study.json")], document)
+        return found  # a record that cannot be read (replaced while read) counts at the next pass
 
     def look(self, run_ids: Iterable[str]) -> dict[str, RunInStore]:
         """{run id of an instance: its share as the store says}, only where the share's record was written since
