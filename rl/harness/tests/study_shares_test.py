@@ -5,7 +5,9 @@ import dataclasses
 
 import pytest
 
-from rl.harness.errors import UsageError
+from rl.harness.commands import cli
+from rl.harness.commands import study as study_command
+from rl.harness.errors import EXIT_USAGE, UsageError
 from rl.harness.study import Study, StudyRecord, shares
 from rl.harness.study.record import COMPLETED, PENDING, RUNNING
 
@@ -76,3 +78,47 @@ def test_records_of_another_study_are_not_gathered():
     other = _share_record(shares.Share("s2", 0, 3), [COMPLETED, COMPLETED])
     with pytest.raises(UsageError, match="the records given are not shares of study s1"):
         shares.gather("s1", [other])
+
+
+# ---- `study --share`: the command (members run in this process, as their trials start them; no Ray) ----------------
+
+FAKE_STUDY = "rl.harness.tests.fake_study"  # members first/0, second/0, first/1, second/1
+
+
+def test_a_share_runs_its_members_named_after_the_whole_study_and_the_same_command_continues_it(tmp_path, capsys):
+    where = ["--results-dir", str(tmp_path / "results"), "--artifacts-dir", str(tmp_path / "artifacts")]
+    argv = ["rl-harness", "study", FAKE_STUDY, *where, "--study-id", "s1", "--share", "1/2"]
+    command = study_command.StudyCommand(cli.parse(argv)[1])
+    assert command.record.study_id == "s1.share-1-of-2" and command.record.share == {
+        "study_id": "s1",
+        "index": 1,
+        "count": 2,
+    }
+    (first, second) = command._plan()
+    assert [first.run_id, second.run_id] == ["s1-second-s0", "s1-second-s1"]
+    assert cli.main(["rl-harness", *first.on_node({})[0][3:]]) == 0  # second/1 never starts: its machine was lost
+    command.record.write(command.folder)
+    command._refresh({}, final=True)
+
+    again = study_command.StudyCommand(cli.parse(argv)[1])  # the replacement: the same command line
+    assert again.record.study_id == "s1.share-1-of-2"
+    assert [trial.run_id for trial in again._plan()] == ["s1-second-s1"]  # only what is not completed
+    assert cli.main(["rl-harness", *again._plan()[0].on_node({})[0][3:]]) == 0
+    again.record.write(again.folder)
+    again._refresh({}, final=True)
+    assert again._share_done() == 0
+    assert [(m.agent, m.seed, m.status) for m in StudyRecord.read(again.folder).members] == [
+        ("second", 0, COMPLETED),
+        ("second", 1, COMPLETED),
+    ]
+    assert "study s1: share 1/2 ended, 2 of its 2 member(s) completed; the whole study's summary:" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_share_goes_with_a_study_id_only(tmp_path, capsys):
+    argv = ["rl-harness", "study", FAKE_STUDY, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
+    assert cli.main([*argv, "--resume", "s1", "--share", "0/2"]) == EXIT_USAGE
+    assert "--share starts or continues a share of a study: it goes with --study-id only" in capsys.readouterr().err
+    assert cli.main([*argv, "--share", "0/2"]) == EXIT_USAGE
+    assert "--share 0/2 runs a share of one study: name it with --study-id" in capsys.readouterr().err
