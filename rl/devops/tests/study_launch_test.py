@@ -105,7 +105,14 @@ def test_a_job_is_a_seed_or_a_share_never_both():
 
 def test_a_study_launch_rents_one_instance_per_share(cli_run, fake, store_env, instance_store_file):
     code, output = cli_run(
-        "--sink", "store", "--interruptible", "--instance-store-file", instance_store_file, "--instances", "3", job=STUDY
+        "--sink",
+        "store",
+        "--interruptible",
+        "--instance-store-file",
+        instance_store_file,
+        "--instances",
+        "3",
+        job=STUDY,
     )
     assert code == 0, output
     assert "(managed): 3 instances" in output and "launched; keep it going with `watch " in output
@@ -116,6 +123,7 @@ def test_a_study_launch_rents_one_instance_per_share(cli_run, fake, store_env, i
     assert sorted(shares) == [f"--study-id {study_id} --share {k}/3" for k in range(3)]
     assert all("--seed" not in script and "--upload-artifacts" in script for script in scripts)
     assert "members 2/3: active, 1 instances" in output
+    assert f"study {study_id}: `bazel run //experiments/x:study -- --resume {study_id}` gathers its shares" in output
 
 
 # ---- end to end: preempted, never booted, capped; gathered and completed ---------------------------------------
@@ -171,7 +179,9 @@ def test_a_study_over_three_instances_survives_a_preemption_a_dead_boot_and_the_
     managed.record_launch(fl.store, launch)
     study_id = launch.study_id
     runs = store_runs.StoreRuns(store_runs.open_configured())
-    watcher = managed.Watcher(fl, study_launch.ShareRuns(runs, fl.store, launch), "ab12cd", instance_env=dict(store_env))
+    watcher = managed.Watcher(
+        fl, study_launch.ShareRuns(runs, fl.store, launch), "ab12cd", instance_env=dict(store_env)
+    )
 
     def checkpoint(run_id):
         seen = runs.look([run_id]).get(run_id)

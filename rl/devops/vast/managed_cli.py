@@ -72,6 +72,11 @@ def _watcher(fl: fleet.Fleet, config, launch_id: str, env: dict[str, str]) -> ma
 
 def _report(fl: fleet.Fleet, launch: managed.Launch) -> int:
     print("\n".join(managed.describe(fl.store.read(), launch.launch_id, time.time())))
+    if launch.study_id is not None:
+        print(
+            f"study {launch.study_id}: `bazel run {launch.shares[0].target} -- --resume {launch.study_id}` gathers its"
+            " shares from the store, runs what is not completed and writes its summary"
+        )
     return 0 if all(share.status == managed.COMPLETED for share in launch.shares) else 1
 
 

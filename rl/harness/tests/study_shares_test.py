@@ -11,7 +11,9 @@ from rl.harness.errors import EXIT_USAGE, UsageError
 from rl.harness.study import Study, StudyRecord, shares
 from rl.harness.study.record import COMPLETED, PENDING, RUNNING
 
-STUDY = Study(agents={"first": "rl.harness.tests.fake_recipe", "second": "rl.harness.tests.fake_recipe"}, seeds=(0, 1, 2))
+STUDY = Study(
+    agents={"first": "rl.harness.tests.fake_recipe", "second": "rl.harness.tests.fake_recipe"}, seeds=(0, 1, 2)
+)
 
 
 def _names(members):
@@ -117,7 +119,15 @@ def test_a_share_runs_its_members_named_after_the_whole_study_and_the_same_comma
 
 
 def test_a_share_goes_with_a_study_id_only(tmp_path, capsys):
-    argv = ["rl-harness", "study", FAKE_STUDY, "--results-dir", str(tmp_path / "r"), "--artifacts-dir", str(tmp_path / "a")]
+    argv = [
+        "rl-harness",
+        "study",
+        FAKE_STUDY,
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--artifacts-dir",
+        str(tmp_path / "a"),
+    ]
     assert cli.main([*argv, "--resume", "s1", "--share", "0/2"]) == EXIT_USAGE
     assert "--share starts or continues a share of a study: it goes with --study-id only" in capsys.readouterr().err
     assert cli.main([*argv, "--share", "0/2"]) == EXIT_USAGE
