@@ -79,6 +79,12 @@ def test_a_study_over_no_instance_is_refused(cli_run, fake, store_env):
     assert fake.calls("PUT", r"/asks/") == []
 
 
+def test_a_study_whose_commit_is_not_pushed_is_refused(cli_run, fake, store_env, instance_store_file):
+    code, output = cli_run("--sink", "store", "--instance-store-file", instance_store_file, commit="f" * 40, job=STUDY)
+    assert code == 2 and _error_line(output).endswith("push it (git push) or pin a pushed commit")
+    assert fake.calls("PUT", r"/asks/") == []
+
+
 @pytest.mark.parametrize(
     ("study_id", "index", "count", "message"),
     [
