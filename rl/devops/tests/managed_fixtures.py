@@ -1,10 +1,10 @@
 """Fixtures of the managed launches' tests: the fake API with offers for a few real runs, moto's S3 server as the
 store, a pushed commit, fake instances running the real bootstrap and a real harness run, the command line.
 
-A test file takes them by name (pytest finds a fixture among a module's names):
+A test file takes the fixtures into its names, where pytest finds them, and the rest through the module:
 
-    from rl.devops.tests import managed_fixtures as setup
-    fake, fl, hosts, pin, store_env = setup.fake, setup.fl, setup.hosts, setup.pin, setup.store_env
+    from rl.devops.tests import managed_fixtures as fixtures
+    from rl.devops.tests.managed_fixtures import *  # noqa: F403 - its fixtures, which pytest finds by name here
 """
 
 import io
@@ -20,6 +20,19 @@ from rl.devops.vast import api, bootstrap, cli, fleet, state
 from rl.devops.vast.testing import fake_api, fake_hosts
 from rl.harness import env_vars
 from rl.harness.tests import s3_server
+
+__all__ = [
+    "cli_run",
+    "fake",
+    "fl",
+    "git_env",
+    "hosts",
+    "instance_store_file",
+    "pin",
+    "progress",
+    "server",
+    "store_env",
+]
 
 REMOTE = "https://git.example.com/"
 ITERATIONS = 30

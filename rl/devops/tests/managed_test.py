@@ -9,29 +9,10 @@ import time
 
 import pytest
 
-from rl.devops.tests import managed_fixtures as setup
+from rl.devops.tests import managed_fixtures as fixtures
+from rl.devops.tests.managed_fixtures import *
 from rl.devops.vast import bootstrap, cli, fleet, managed, offers, state, store_runs
 from rl.harness import env_vars
-
-ITERATIONS, FAST, _until, _error_line, _no_store = (
-    setup.ITERATIONS,
-    setup.FAST,
-    setup.until,
-    setup.error_line,
-    setup.no_store,
-)
-server, fake, store_env, pin, git_env, hosts, progress, fl, cli_run, instance_store_file = (
-    setup.server,
-    setup.fake,
-    setup.store_env,
-    setup.pin,
-    setup.git_env,
-    setup.hosts,
-    setup.progress,
-    setup.fl,
-    setup.cli_run,
-    setup.instance_store_file,
-)
 
 
 def _launch(fl, pin, seeds, *, budget=None, max_hours=1.0, **setup_fields):
@@ -52,7 +33,7 @@ def _launch(fl, pin, seeds, *, budget=None, max_hours=1.0, **setup_fields):
         offers.Gates(max_dph=0.8, interruptible=True),
         image="python:3.11-bookworm",
         budget=budget,
-        boot_timeout_s=FAST.boot_timeout_s,
+        boot_timeout_s=fixtures.FAST.boot_timeout_s,
         silence_s=20.0,
         start_timeout_s=60.0,
     )
@@ -94,7 +75,7 @@ def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl,
         iteration = seen[run_ids[-1]].checkpoint_iteration if seen else None
         return iteration is not None and iteration >= 6
 
-    _until(checkpointed, 120, "share 0's run to mirror a checkpoint past iteration 6", tick=watcher.tick)
+    fixtures.until(checkpointed, 120, "share 0's run to mirror a checkpoint past iteration 6", tick=watcher.tick)
     (victim,) = [r for r in fl.store.read().live() if r.share == 0]
     fake.preempt(victim.instance_id)  # outbid: stopped, its process killed with SIGKILL
     killed_at = _metrics(hosts, victim.instance_id, victim.run_id)[-1]
@@ -107,10 +88,10 @@ def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl,
     resumed = fl.store.read().records[f"rlh-ab12cd-000-{victim.attempts + 1}"]
     assert f"resuming run {victim.run_id} from its newest checkpoint" in progress.getvalue()
     rows = _metrics(hosts, resumed.instance_id, resumed.run_id)
-    assert rows == list(range(rows[0], ITERATIONS + 1))  # the curve goes on to the end ...
+    assert rows == list(range(rows[0], fixtures.ITERATIONS + 1))  # the curve goes on to the end ...
     assert rows[0] <= killed_at + 1  # ... without a gap
     redone = killed_at - (rows[0] - 1)
-    assert 0 <= redone <= ITERATIONS / 10, (killed_at, rows[0])  # at most a tenth redone
+    assert 0 <= redone <= fixtures.ITERATIONS / 10, (killed_at, rows[0])  # at most a tenth redone
     assert fake.instances == {} and hosts.running() == []  # nothing left running (each ended itself)
     spent = managed.spend(fl.store.read(), "ab12cd", time.time())
     assert spent == pytest.approx(fake.bill(), rel=0.05)  # accounted against the fake API's bill
@@ -120,7 +101,7 @@ def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl,
         if record.instance_id in hosts.started_at and _first_row_at(hosts, record) is not None
     )
     print(
-        f"redone {redone}/{ITERATIONS}; spend ${spent:.5f} against the bill ${fake.bill():.5f}; rented to training"
+        f"redone {redone}/{fixtures.ITERATIONS}; spend ${spent:.5f} against the bill ${fake.bill():.5f}; rented to training"
         f" {', '.join(f'{seconds:.1f}' for seconds in to_training)} s"
     )
 
@@ -157,7 +138,8 @@ def _shares(fl):
 def test_two_watchers_at_once_never_rent_twice_for_one_share(fl, fake, pin, store_env, tmp_path, progress):
     _launch(fl, pin, [0, 1, 2])
     others = [
-        fleet.Fleet(fl.account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), FAST) for _ in range(2)
+        fleet.Fleet(fl.account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), fixtures.FAST)
+        for _ in range(2)
     ]
     watchers = [_watcher(other, store_env) for other in others]
     barrier = threading.Barrier(len(watchers))
@@ -183,13 +165,13 @@ def test_a_run_that_fails_twice_the_same_way_is_recorded_failed(fl, fake, pin, s
     watcher.tick()
     first = _live(fl, 0)
     _put_run(first.run_id, status="failed", checkpoint=4, error="loss is nan at iteration 5")
-    _until(lambda: not watcher.tick() or len(_shares(fl)[0].run_ids) == 2, 30, "a second instance")
+    fixtures.until(lambda: not watcher.tick() or len(_shares(fl)[0].run_ids) == 2, 30, "a second instance")
     assert first.instance_id not in fake.instances
     assert _shares(fl)[0].failures == ("RuntimeError: loss is nan at iteration 5",)
     assert f"resuming run {first.run_id} from its newest checkpoint" in progress.getvalue()
     second = _live(fl, 0)
     _put_run(second.run_id, status="failed", error="loss is nan at iteration 5")
-    _until(lambda: not watcher.tick(), 30, "the share to end")
+    fixtures.until(lambda: not watcher.tick(), 30, "the share to end")
     (share,) = _shares(fl)
     assert share.status == managed.FAILED and share.note == (
         "failed twice the same way: RuntimeError: loss is nan at iteration 5"
@@ -200,7 +182,7 @@ def test_a_run_that_fails_twice_the_same_way_is_recorded_failed(fl, fake, pin, s
 def test_a_silent_run_counts_as_lost_and_is_replaced(fl, fake, pin, store_env, progress):
     _launch(fl, pin, [0])
     watcher = _watcher(fl, store_env)
-    _until(
+    fixtures.until(
         lambda: fl.store.read().live() and _live(fl, 0).status == state.RUNNING,
         30,
         "a running instance",
@@ -252,7 +234,7 @@ def test_an_instance_ends_itself_at_its_deadline_with_no_watcher(fl, fake, hosts
     _launch(fl, pin, [0], max_hours=0.002, end_grace_s=3)  # SIGTERM at 7.2 s; the end at 10.2 s
     _watcher(fl, store_env).tick()  # rented; then no watcher at all
     (record,) = fl.store.read().live()
-    _until(lambda: record.instance_id not in fake.instances, 90, "the instance to end itself")
+    fixtures.until(lambda: record.instance_id not in fake.instances, 90, "the instance to end itself")
     (deleted,) = fake.calls("DELETE", rf"/instances/{record.instance_id}/$")
     assert deleted.headers["authorization"] == f"Bearer {fake.container_key(record.instance_id)}"  # its own key
     assert "RLH_END deadline" in fake.log_files[record.instance_id].read_text()
@@ -263,29 +245,31 @@ def test_an_instance_ends_itself_at_its_deadline_with_no_watcher(fl, fake, hosts
 
 
 def test_several_instances_without_a_store_are_refused(cli_run, fake, monkeypatch, tmp_path):
-    _no_store(monkeypatch, tmp_path)
+    fixtures.no_store(monkeypatch, tmp_path)
     code, output = cli_run("--sink", "store")
-    assert code == 2 and "3 instances meet only in the store, and no store is configured" in _error_line(output)
+    assert code == 2 and "3 instances meet only in the store, and no store is configured" in fixtures.error_line(output)
     assert fake.calls("PUT", r"/asks/") == []
 
 
 def test_interruptible_without_a_store_is_refused(cli_run, fake, monkeypatch, tmp_path):
-    _no_store(monkeypatch, tmp_path)
+    fixtures.no_store(monkeypatch, tmp_path)
     code, output = cli_run("--interruptible")
-    assert code == 2 and "resumed only from a store" in _error_line(output) and "no store is configured" in output
+    assert (
+        code == 2 and "resumed only from a store" in fixtures.error_line(output) and "no store is configured" in output
+    )
     assert fake.calls("PUT", r"/asks/") == []
 
 
 def test_interruptible_with_a_store_still_needs_the_store_sink(cli_run, fake, store_env):
     code, output = cli_run("--interruptible")
-    assert code == 2 and _error_line(output).endswith("add --sink store") and fake.calls("PUT", r"/asks/") == []
+    assert code == 2 and fixtures.error_line(output).endswith("add --sink store") and fake.calls("PUT", r"/asks/") == []
 
 
 def test_a_budget_below_one_instance_hour_is_refused(cli_run, fake, store_env, instance_store_file):
     code, output = cli_run(
         "--sink", "store", "--interruptible", "--instance-store-file", instance_store_file, "--budget", "0.15"
     )
-    assert code == 2 and _error_line(output) == (
+    assert code == 2 and fixtures.error_line(output) == (
         "error: --budget $0.15 is below one instance-hour of the cheapest offer that passes the gates ($0.193/h);"
         " raise the budget or relax --max-dph"
     )
@@ -294,14 +278,16 @@ def test_a_budget_below_one_instance_hour_is_refused(cli_run, fake, store_env, i
 
 def test_a_commit_not_pushed_is_refused(cli_run, fake, store_env, instance_store_file):
     code, output = cli_run("--sink", "store", "--instance-store-file", instance_store_file, commit="f" * 40)
-    line = _error_line(output)
+    line = fixtures.error_line(output)
     assert code == 2 and f"commit {'f' * 40} cannot be fetched from https://git.example.com/src" in line
     assert line.endswith("push it (git push) or pin a pushed commit") and fake.calls("PUT", r"/asks/") == []
 
 
 def test_instances_without_a_study_are_refused(cli_run, fake):
     code, output = cli_run("--instances", "2")
-    assert code == 2 and _error_line(output).startswith("error: --instances 2 spreads a study's members (--study)")
+    assert code == 2 and fixtures.error_line(output).startswith(
+        "error: --instances 2 spreads a study's members (--study)"
+    )
     assert fake.calls("PUT", r"/asks/") == []
 
 

@@ -10,29 +10,12 @@ import time
 
 import pytest
 
-from rl.devops.tests import managed_fixtures as setup
+from rl.devops.tests import managed_fixtures as fixtures
+from rl.devops.tests.managed_fixtures import *
 from rl.devops.vast import bootstrap, managed, offers, redact, store_runs, study_launch
 from rl.devops.vast.testing import fake_api
 from rl.harness import env_vars
 
-ITERATIONS, FAST, _until, _error_line, _no_store = (
-    setup.ITERATIONS,
-    setup.FAST,
-    setup.until,
-    setup.error_line,
-    setup.no_store,
-)
-server, store_env, pin, git_env, hosts, progress, fl, cli_run, instance_store_file = (
-    setup.server,
-    setup.store_env,
-    setup.pin,
-    setup.git_env,
-    setup.hosts,
-    setup.progress,
-    setup.fl,
-    setup.cli_run,
-    setup.instance_store_file,
-)
 STUDY = ("--study", "//experiments/x:study")
 STUDY_MODULE = "rl.harness.tests.fake_study"  # two agents x seeds 0 and 1: members first/0, second/0, first/1, second/1
 
@@ -50,24 +33,24 @@ def fake(api_key):
 
 def test_a_study_with_seeds_is_refused(cli_run, fake, store_env):
     code, output = cli_run("--sink", "store", job=(*STUDY, "--seeds", "0-2"))
-    assert code == 2 and _error_line(output).startswith(
+    assert code == 2 and fixtures.error_line(output).startswith(
         "error: --seeds goes with --target: study //experiments/x:study runs the seeds its STUDY declares"
     )
     assert fake.calls("PUT", r"/asks/") == []
 
 
 def test_a_study_over_several_instances_without_a_store_is_refused(cli_run, fake, monkeypatch, tmp_path):
-    _no_store(monkeypatch, tmp_path)
+    fixtures.no_store(monkeypatch, tmp_path)
     code, output = cli_run("--instances", "2", job=STUDY)
     assert code == 2 and "a study over 2 instances meets only in the store, and no store is configured" in (
-        _error_line(output)
+        fixtures.error_line(output)
     )
     assert fake.calls("PUT", r"/asks/") == []
 
 
 def test_a_study_on_one_instance_needs_the_store_sink(cli_run, fake, store_env):
     code, output = cli_run(job=STUDY)
-    assert code == 2 and _error_line(output) == (
+    assert code == 2 and fixtures.error_line(output) == (
         "error: a study's members on an instance go to the store, which outlives it: add --sink store"
     )
     assert fake.calls("PUT", r"/asks/") == []
@@ -75,13 +58,13 @@ def test_a_study_on_one_instance_needs_the_store_sink(cli_run, fake, store_env):
 
 def test_a_study_over_no_instance_is_refused(cli_run, fake, store_env):
     code, output = cli_run("--sink", "store", "--instances", "0", job=STUDY)
-    assert code == 2 and _error_line(output) == "error: --instances 0: a study needs at least one instance"
+    assert code == 2 and fixtures.error_line(output) == "error: --instances 0: a study needs at least one instance"
     assert fake.calls("PUT", r"/asks/") == []
 
 
 def test_a_study_whose_commit_is_not_pushed_is_refused(cli_run, fake, store_env, instance_store_file):
     code, output = cli_run("--sink", "store", "--instance-store-file", instance_store_file, commit="f" * 40, job=STUDY)
-    assert code == 2 and _error_line(output).endswith("push it (git push) or pin a pushed commit")
+    assert code == 2 and fixtures.error_line(output).endswith("push it (git push) or pin a pushed commit")
     assert fake.calls("PUT", r"/asks/") == []
 
 
@@ -144,14 +127,14 @@ def _member_rows(hosts, instance_id, run_id):
 def _operator_study(store_env, tmp_path, *argv):
     """`rl-harness study` on the operator's machine (the runtime venv): exit code and output."""
     process = subprocess.run(
-        [setup.runtime_python(), "-m", "rl.harness.commands.cli", "study", STUDY_MODULE, *argv],
+        [fixtures.runtime_python(), "-m", "rl.harness.commands.cli", "study", STUDY_MODULE, *argv],
         env={
             **store_env,
             "PATH": "/usr/bin:/bin",
             "HOME": str(tmp_path / "operator"),
             "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[3]),
             "OMP_NUM_THREADS": "1",
-            "FAKE_RECIPE_ITERATIONS": str(ITERATIONS),
+            "FAKE_RECIPE_ITERATIONS": str(fixtures.ITERATIONS),
             "FAKE_RECIPE_SLEEP_S": "0.2",
             env_vars.MIRROR_INTERVAL_ENV: "0.2",
         },
@@ -169,16 +152,16 @@ def test_a_study_over_three_instances_survives_a_preemption_a_dead_boot_and_the_
 ):
     hosts.environment["RLH_FAKE_RECIPE"] = f"study {STUDY_MODULE}"
     fake.never_boot_machines.add(1001)  # the best offer's machine (share 0's first instance) never boots
-    setup_ = bootstrap.Bootstrap(repo=pin, upload_artifacts=True, max_hours=1.0, self_end=True, end_grace_s=5)
+    setup = bootstrap.Bootstrap(repo=pin, upload_artifacts=True, max_hours=1.0, self_end=True, end_grace_s=5)
     # Shares: 0 = first/0 and second/1 (one at a time on its instance), 1 = second/0, 2 = first/1.
     jobs = study_launch.jobs("//experiments/x:study", 3, launch_id="ab12cd", extra_args=("--max-concurrent", "1"))
     launch = managed.Launch.new(
         "ab12cd",
         jobs,
-        setup_,
+        setup,
         offers.Gates(max_dph=0.8, interruptible=True),
         image="python:3.11-bookworm",
-        boot_timeout_s=FAST.boot_timeout_s,
+        boot_timeout_s=fixtures.FAST.boot_timeout_s,
         silence_s=60.0,
         start_timeout_s=120.0,
     )
@@ -198,13 +181,13 @@ def test_a_study_over_three_instances_survives_a_preemption_a_dead_boot_and_the_
 
     # Share 1 (second/0) preempted mid-member: outbid, its process killed with SIGKILL.
     member = f"{study_id}-second-s0"
-    _until(lambda: checkpoint(member) >= 6, 240, "second/0 to checkpoint past 6", tick=watcher.tick)
+    fixtures.until(lambda: checkpoint(member) >= 6, 240, "second/0 to checkpoint past 6", tick=watcher.tick)
     victim = live(1)
     fake.preempt(victim.instance_id)
     preempted_at = _member_rows(hosts, victim.instance_id, member)[-1]
     # Its replacement resumes it; then the cap is lowered below the projection (`watch ab12cd --budget`): the
     # least-advanced share, this one (its member was cut short once), is stopped mid-member.
-    _until(lambda: checkpoint(f"{member}-a2") > preempted_at, 240, "second/0 to resume", tick=watcher.tick)
+    fixtures.until(lambda: checkpoint(f"{member}-a2") > preempted_at, 240, "second/0 to resume", tick=watcher.tick)
     capped = live(1)
     with fl.store.update() as current:
         current.launches["ab12cd"]["budget"] = managed.projection(current, launch, time.time()) - 0.05
@@ -220,7 +203,7 @@ def test_a_study_over_three_instances_survives_a_preemption_a_dead_boot_and_the_
     assert {1001, victim.machine_id} <= set(fl.store.read().quarantined())
     assert resumed == list(range(resumed[0], resumed[-1] + 1)) and resumed[0] <= preempted_at + 1  # joins, no gap
     redone_preempted = preempted_at - (resumed[0] - 1)
-    assert 0 <= redone_preempted <= ITERATIONS / 10, (preempted_at, resumed[0])
+    assert 0 <= redone_preempted <= fixtures.ITERATIONS / 10, (preempted_at, resumed[0])
     assert fake.instances == {} and hosts.running() == []  # nothing left running
     spent = managed.spend(fl.store.read(), "ab12cd", time.time())
     assert spent == pytest.approx(fake.bill(), rel=0.05)  # accounted against the fake API's bill
@@ -240,12 +223,12 @@ def test_a_study_over_three_instances_survives_a_preemption_a_dead_boot_and_the_
     assert record["members"][1]["runs"] == [member, f"{member}-a2", f"{member}-a3"]
     (metrics,) = (tmp_path / "artifacts").rglob(f"{member}-a3/metrics.jsonl")
     rows = [json.loads(line)["training_iteration"] for line in metrics.read_text().splitlines() if line.strip()]
-    assert rows == list(range(rows[0], ITERATIONS + 1)) and rows[0] <= resumed[-1] + 1  # joins, to the end
+    assert rows == list(range(rows[0], fixtures.ITERATIONS + 1)) and rows[0] <= resumed[-1] + 1  # joins, to the end
     redone_capped = resumed[-1] - (rows[0] - 1)
-    assert 0 <= redone_capped <= ITERATIONS / 10, (resumed[-1], rows[0])
+    assert 0 <= redone_capped <= fixtures.ITERATIONS / 10, (resumed[-1], rows[0])
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["completed"] == summary["members"] == 4
     print(
-        f"redone: preempted {redone_preempted}/{ITERATIONS}, capped {redone_capped}/{ITERATIONS}; spend"
+        f"redone: preempted {redone_preempted}/{fixtures.ITERATIONS}, capped {redone_capped}/{fixtures.ITERATIONS}; spend"
         f" ${spent:.5f} against the bill ${fake.bill():.5f}"
     )
