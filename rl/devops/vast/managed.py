@@ -204,7 +204,8 @@ class Watcher:
     """Keeps the shares of launch `launch_id` going (see the module docstring).
 
     `instance_env` is what each instance gets as environment (its store key, a git token): secrets,
-    never written to the state file. `runs` reads the store the runs mirror to.
+    never written to the state file. `runs` reads the store the runs mirror to (`StoreRuns`; a study
+    launch's `study_launch.ShareRuns`, which reads its shares there in the same shape).
     """
 
     def __init__(

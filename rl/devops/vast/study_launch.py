@@ -25,9 +25,9 @@ from rl.devops.vast import bootstrap, redact, state
 from rl.devops.vast.store_runs import RunInStore, StoreRuns, epoch
 from rl.harness.run import records
 
-# The share record's statuses (rl.harness.study.record) a watcher reads.
-_ENDED_MEMBER = frozenset({"completed", "failed"})
-_ENDED_SHARE = frozenset({"completed", "failed"})  # every member ended: failures are the study's to report
+# A member's statuses (rl.harness.study.record) that end it; a share whose members all ended is done, its failed
+# members the study's to report.
+_ENDED = frozenset({"completed", "failed"})
 
 
 def jobs(
@@ -90,11 +90,11 @@ class ShareRuns:
             heartbeat = max((beat for beat in beats if beat is not None), default=None)
             if heartbeat is None or heartbeat < (record.created_at or 0.0):
                 continue
-            ended = all(member["status"] in _ENDED_MEMBER for member in document["members"])
+            ended = all(member["status"] in _ENDED for member in document["members"])
             index_key = f"{folder}/results/{records.REMOTE_ARTIFACTS_FILE}"
             found[run_id] = RunInStore(
                 run_id=run_id,
-                status="completed" if document.get("status") in _ENDED_SHARE and ended else document.get("status"),
+                status="completed" if document.get("status") in _ENDED and ended else document.get("status"),
                 error="",
                 heartbeat_at=heartbeat,
                 checkpoint_iteration=sum(run.checkpoint_iteration or 0 for run in seen) if seen else None,

@@ -634,10 +634,12 @@ class StudyCommand:
         return 0 if complete else EXIT_FAILED
 
     def _share_done(self) -> int:
-        """A share ends when each of its members ended (completed or failed, its error recorded); the whole study's
+        """A share is done when each of its members ended, completed or failed (its error recorded): exit 0; a member
+        left otherwise (its trial's worker died) exits 1, and the same command line continues it. The whole study's
         summary is `study --resume <study-id>`'s, which gathers the shares."""
         share = shares.Share.of(self.record)
         completed = sum(member.status == COMPLETED for member in self.record.members)
+        ended = all(member.status in (COMPLETED, FAILED) for member in self.record.members)
         self.record = self.record.replace(status=COMPLETED if completed == len(self.record.members) else FAILED)
         self.record.write(self.folder)
         whole = buildinfo.harness_command(
@@ -647,7 +649,7 @@ class StudyCommand:
             f"study {share.study_id}: share {share.index}/{share.count} ended, {completed} of its"
             f" {len(self.record.members)} member(s) completed; the whole study's summary: `{whole}`"
         )
-        return 0
+        return 0 if ended else EXIT_FAILED
 
     def _summary_not_written(self, failure: OSError) -> int:
         """The summary files could not be written (a full disk): they stay as they were, the record says `failed`
