@@ -4,7 +4,7 @@ store, a pushed commit, fake instances running the real bootstrap and a real har
 A test file takes the fixtures into its names, where pytest finds them, and the rest through the module:
 
     from rl.devops.tests import managed_fixtures as fixtures
-    from rl.devops.tests.managed_fixtures import *  # noqa: F403 - its fixtures, which pytest finds by name here
+    from rl.devops.tests.managed_fixtures import *  # its fixtures (its __all__), which pytest finds by name here
 """
 
 import io
@@ -12,11 +12,12 @@ import json
 import os
 import pathlib
 import subprocess
+import threading
 import time
 
 import pytest
 
-from rl.devops.vast import api, bootstrap, cli, fleet, state
+from rl.devops.vast import api, bootstrap, cli, fleet, state, store_runs
 from rl.devops.vast.testing import fake_api, fake_hosts
 from rl.harness import env_vars
 from rl.harness.tests import s3_server
@@ -146,13 +147,14 @@ def until(condition, timeout_s, what, tick=None):
 
 @pytest.fixture
 def cli_run(fake, api_key, tmp_path, monkeypatch, capsys, git_env, pin):
-    """cli.main against the fake API, pins fetched from the local repository; returns (exit code, output)."""
+    """`up` through cli.main against the fake API, pins fetched from the local repository; returns (exit code,
+    output). `cli_run.command(...)` runs any other command so."""
     monkeypatch.setenv(api.API_KEY_ENV, api_key)
     monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))
     for name, value in git_env.items():
         monkeypatch.setenv(name, value)
 
-    def run_cli(*argv, commit=pin.commit, job=("--target", "//experiments/x:y", "--seeds", "0-2")):
+    def command(*argv):
         code = cli.main(
             [
                 "--server-url",
@@ -163,21 +165,16 @@ def cli_run(fake, api_key, tmp_path, monkeypatch, capsys, git_env, pin):
                 "2",
                 "--poll-interval",
                 "0.05",
-                "up",
-                "--repo",
-                pin.url,
-                "--commit",
-                commit,
-                *job,
-                "--hours",
-                "1",
-                "--yes",
                 *argv,
             ]
         )
         out, err = capsys.readouterr()
         return code, out + err
 
+    def run_cli(*argv, commit=pin.commit, job=("--target", "//experiments/x:y", "--seeds", "0-2")):
+        return command("up", "--repo", pin.url, "--commit", commit, *job, "--hours", "1", "--yes", *argv)
+
+    run_cli.command = command
     return run_cli
 
 
@@ -207,3 +204,36 @@ def no_store(monkeypatch, tmp_path):
 def error_line(output):
     (line,) = [line for line in output.splitlines() if line.startswith("error: ")]
     return line
+
+
+def put_run(run_id, *, status="running", checkpoint=None, error=None, heartbeat_age_s=0.0):
+    """A run's manifest in the store, as a run on an instance mirrors it (and its checkpoint's state file)."""
+    store = store_runs.open_configured(write=True)
+    prefix = f"{store.config.prefix}/x/{run_id}"
+    at = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - heartbeat_age_s))
+    manifest = {
+        "run_id": run_id,
+        "status": status,
+        "heartbeat": {"at": at},
+        "error": {"type": "RuntimeError", "message": error} if error else None,
+        "checkpoints": [{"path": f"checkpoints/iter_{checkpoint:06d}", "iteration": checkpoint}] if checkpoint else [],
+    }
+    store.put_bytes(json.dumps(manifest).encode(), f"{prefix}/results/run_manifest.json")
+    if checkpoint:
+        store.put_bytes(b"{}", f"{prefix}/artifacts/checkpoints/iter_{checkpoint:06d}/harness_checkpoint.json")
+
+
+def tick_at_once(watchers, passes=3):
+    """`passes` passes of every watcher in `watchers`, each in a thread of its own, all started at once."""
+    barrier = threading.Barrier(len(watchers))
+
+    def watch(watcher):
+        barrier.wait()
+        for _ in range(passes):
+            watcher.tick()
+
+    threads = [threading.Thread(target=watch, args=(watcher,)) for watcher in watchers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)

@@ -4,14 +4,13 @@ and a real harness run) and a real S3-compatible server (moto's) as the store: r
 import datetime
 import json
 import re
-import threading
 import time
 
 import pytest
 
 from rl.devops.tests import managed_fixtures as fixtures
-from rl.devops.tests.managed_fixtures import *
-from rl.devops.vast import bootstrap, cli, fleet, managed, offers, state, store_runs
+from rl.devops.tests.managed_fixtures import *  # its fixtures (its __all__), which pytest finds by name here
+from rl.devops.vast import bootstrap, fleet, managed, offers, state, store_runs
 from rl.harness import env_vars
 
 
@@ -109,23 +108,6 @@ def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl,
 # ---- the watcher's decisions, with runs written into the store by hand (no instance process) -----------------
 
 
-def _put_run(run_id, *, status="running", checkpoint=None, error=None, heartbeat_age_s=0.0):
-    """A run's manifest in the store, as a run on an instance mirrors it (and its checkpoint's state file)."""
-    store = store_runs.open_configured(write=True)
-    prefix = f"{store.config.prefix}/x/{run_id}"
-    at = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - heartbeat_age_s))
-    manifest = {
-        "run_id": run_id,
-        "status": status,
-        "heartbeat": {"at": at},
-        "error": {"type": "RuntimeError", "message": error} if error else None,
-        "checkpoints": [{"path": f"checkpoints/iter_{checkpoint:06d}", "iteration": checkpoint}] if checkpoint else [],
-    }
-    store.put_bytes(json.dumps(manifest).encode(), f"{prefix}/results/run_manifest.json")
-    if checkpoint:
-        store.put_bytes(b"{}", f"{prefix}/artifacts/checkpoints/iter_{checkpoint:06d}/harness_checkpoint.json")
-
-
 def _live(fl, share):
     (record,) = [r for r in fl.store.read().live() if r.share == share]
     return record
@@ -141,19 +123,7 @@ def test_two_watchers_at_once_never_rent_twice_for_one_share(fl, fake, pin, stor
         fleet.Fleet(fl.account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), fixtures.FAST)
         for _ in range(2)
     ]
-    watchers = [_watcher(other, store_env) for other in others]
-    barrier = threading.Barrier(len(watchers))
-
-    def watch(watcher):
-        barrier.wait()
-        for _ in range(3):
-            watcher.tick()
-
-    threads = [threading.Thread(target=watch, args=(watcher,)) for watcher in watchers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    fixtures.tick_at_once([_watcher(other, store_env) for other in others])
     creates = [request.body["label"] for request in fake.calls("PUT", r"/asks/")]
     assert sorted(creates) == ["rlh-ab12cd-000-1", "rlh-ab12cd-001-1", "rlh-ab12cd-002-1"]
     assert len(fake.instances) == 3 and [len(share.run_ids) for share in _shares(fl)] == [1, 1, 1]
@@ -164,13 +134,13 @@ def test_a_run_that_fails_twice_the_same_way_is_recorded_failed(fl, fake, pin, s
     watcher = _watcher(fl, store_env)
     watcher.tick()
     first = _live(fl, 0)
-    _put_run(first.run_id, status="failed", checkpoint=4, error="loss is nan at iteration 5")
+    fixtures.put_run(first.run_id, status="failed", checkpoint=4, error="loss is nan at iteration 5")
     fixtures.until(lambda: not watcher.tick() or len(_shares(fl)[0].run_ids) == 2, 30, "a second instance")
     assert first.instance_id not in fake.instances
     assert _shares(fl)[0].failures == ("RuntimeError: loss is nan at iteration 5",)
     assert f"resuming run {first.run_id} from its newest checkpoint" in progress.getvalue()
     second = _live(fl, 0)
-    _put_run(second.run_id, status="failed", error="loss is nan at iteration 5")
+    fixtures.put_run(second.run_id, status="failed", error="loss is nan at iteration 5")
     fixtures.until(lambda: not watcher.tick(), 30, "the share to end")
     (share,) = _shares(fl)
     assert share.status == managed.FAILED and share.note == (
@@ -189,7 +159,7 @@ def test_a_silent_run_counts_as_lost_and_is_replaced(fl, fake, pin, store_env, p
         tick=watcher.tick,
     )
     silent = _live(fl, 0)
-    _put_run(silent.run_id, checkpoint=8, heartbeat_age_s=3600)
+    fixtures.put_run(silent.run_id, checkpoint=8, heartbeat_age_s=3600)
     watcher.tick()
     assert silent.instance_id not in fake.instances and silent.machine_id in fl.store.read().quarantined()
     assert "its run has been silent for over 20 s" in fl.store.read().records[silent.label].note
@@ -214,8 +184,8 @@ def test_a_cap_passed_while_running_stops_the_least_advanced_share(fl, fake, pin
     watcher = _watcher(fl, store_env)
     watcher.tick()
     ahead, behind = _live(fl, 0), _live(fl, 1)
-    _put_run(ahead.run_id, checkpoint=10)
-    _put_run(behind.run_id, checkpoint=4)
+    fixtures.put_run(ahead.run_id, checkpoint=10)
+    fixtures.put_run(behind.run_id, checkpoint=4)
     with fl.store.update() as current:  # what `watch --budget 0.25` does
         current.launches["ab12cd"]["budget"] = 0.25
     watcher.tick()
@@ -291,7 +261,7 @@ def test_instances_without_a_study_are_refused(cli_run, fake):
     assert fake.calls("PUT", r"/asks/") == []
 
 
-def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instance_store_file, capsys):
+def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instance_store_file):
     code, output = cli_run(
         "--sink", "store", "--interruptible", "--instance-store-file", instance_store_file, "--budget", "20"
     )  # 3 bids of about $0.22/h for 12 h + 10 min
@@ -304,23 +274,7 @@ def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instan
     assert env[env_vars.STORE_ENV] == store_env[env_vars.STORE_ENV] and env_vars.S3_KEY_ENV in env
     launch_id = next(line.split()[1] for line in output.splitlines() if line.startswith("launch "))
 
-    def command(*argv):
-        code = cli.main(
-            [
-                "--server-url",
-                fake.url,
-                "--state-dir",
-                "state",
-                "--request-timeout",
-                "2",
-                "--poll-interval",
-                "0.05",
-                *argv,
-            ]
-        )
-        out, err = capsys.readouterr()
-        return code, out + err
-
+    command = cli_run.command
     code, output = command("status")
     assert code == 0 and f"launch {launch_id}: spent $0.00 so far, projected $" in output and "cap $20.00" in output
     code, output = command(

@@ -2,6 +2,7 @@
 API, fake instances (local processes running the real bootstrap and a real `study --share` on Ray Tune) and moto's
 S3 server as the store; bad input refused in one line, nothing rented."""
 
+import datetime
 import json
 import pathlib
 import re
@@ -11,8 +12,8 @@ import time
 import pytest
 
 from rl.devops.tests import managed_fixtures as fixtures
-from rl.devops.tests.managed_fixtures import *
-from rl.devops.vast import bootstrap, managed, offers, redact, store_runs, study_launch
+from rl.devops.tests.managed_fixtures import *  # its fixtures (its __all__), which pytest finds by name here
+from rl.devops.vast import bootstrap, fleet, managed, offers, redact, state, store_runs, study_launch
 from rl.devops.vast.testing import fake_api
 from rl.harness import env_vars
 
@@ -115,6 +116,83 @@ def test_a_study_launch_rents_one_instance_per_share(cli_run, fake, store_env, i
     assert f"study {study_id}: `bazel run //experiments/x:study -- --resume {study_id}` gathers its shares" in output
 
 
+# ---- the watcher's reading of a share, its record written into the store by hand (no instance process) ----------
+
+
+def _study_launch(fl, pin, count, extra_args=(), silence_s=20.0, start_timeout_s=60.0):
+    """A study launch over `count` instances, recorded, and what its watcher reads of its shares."""
+    setup = bootstrap.Bootstrap(repo=pin, upload_artifacts=True, max_hours=1.0, self_end=True, end_grace_s=5)
+    launch = managed.Launch.new(
+        "ab12cd",
+        study_launch.jobs("//experiments/x:study", count, launch_id="ab12cd", extra_args=extra_args),
+        setup,
+        offers.Gates(max_dph=0.8, interruptible=True),
+        image="python:3.11-bookworm",
+        boot_timeout_s=fixtures.FAST.boot_timeout_s,
+        silence_s=silence_s,
+        start_timeout_s=start_timeout_s,
+    )
+    managed.record_launch(fl.store, launch)
+    runs = store_runs.StoreRuns(store_runs.open_configured())
+    return launch, study_launch.ShareRuns(runs, fl.store, launch)
+
+
+def _put_share(launch, index, status, members, *, age_s=0.0, drained=False):
+    """Share `index`'s record in the store, as its study command mirrors it: `members` (agent, seed, status, runs)."""
+    store = store_runs.open_configured(write=True)
+    folder = f"{store.config.prefix}/{STUDY_MODULE}/studies/{launch.study_id}.share-{index}-of-{len(launch.shares)}"
+    record = {
+        "status": status,
+        "updated_at": datetime.datetime.fromtimestamp(time.time() - age_s, datetime.UTC).isoformat(),
+        "members": [{"agent": a, "seed": s, "status": m, "runs": list(runs)} for a, s, m, runs in members],
+    }
+    store.put_bytes(json.dumps(record).encode(), f"{folder}/results/study.json")
+    index_status = json.dumps({"status": "complete" if drained else "running"}).encode()
+    store.put_bytes(index_status, f"{folder}/results/remote_artifacts.json")
+
+
+def test_a_share_is_read_from_its_record_and_its_members_runs_in_the_store(fl, fake, pin, store_env, progress):
+    launch, runs = _study_launch(fl, pin, 2)  # share 0: first/0 and first/1
+    watcher = managed.Watcher(fl, runs, "ab12cd", instance_env=dict(store_env))
+    watcher.tick()
+    (rented,) = [record for record in fl.store.read().live() if record.share == 0]
+    first, second = f"{launch.study_id}-first-s0", f"{launch.study_id}-first-s1"
+    fixtures.put_run(first, checkpoint=8, heartbeat_age_s=3600)
+    _put_share(launch, 0, "running", [("first", 0, "running", [first])], age_s=3600)
+    assert runs.look([rented.run_id]) == {}  # an earlier instance's record: this one has written nothing yet
+
+    fixtures.put_run(first, status="completed", checkpoint=30)
+    fixtures.put_run(second, checkpoint=4)
+    _put_share(launch, 0, "running", [("first", 0, "completed", [first]), ("first", 1, "running", [second])])
+    seen = runs.look([rented.run_id])[rented.run_id]
+    assert (seen.status, seen.checkpoint_iteration, seen.remote_complete) == ("running", 34, False)
+    assert time.time() - seen.heartbeat_at < 60
+
+    # Every member ended, one of them failed (the study's to report): the share is done once its mirror drained.
+    fixtures.put_run(second, status="failed", checkpoint=4, error="loss is nan")
+    _put_share(launch, 0, "failed", [("first", 0, "completed", [first]), ("first", 1, "failed", [second])])
+    assert runs.look([rented.run_id])[rented.run_id].status == "completed"
+    watcher.tick()
+    assert managed.launch_of(fl.store.read(), "ab12cd").shares[0].status == managed.ACTIVE  # not drained yet
+    _put_share(
+        launch, 0, "failed", [("first", 0, "completed", [first]), ("first", 1, "failed", [second])], drained=True
+    )
+    watcher.tick()
+    assert managed.launch_of(fl.store.read(), "ab12cd").shares[0].status == managed.COMPLETED
+    assert rented.instance_id not in fake.instances
+
+
+def test_two_watchers_at_once_never_rent_twice_for_one_share_of_a_study(fl, fake, pin, store_env, tmp_path, progress):
+    launch, runs = _study_launch(fl, pin, 3)
+    others = [fleet.Fleet(fl.account, state.StateFile(tmp_path / "state"), fl.progress, fl.config) for _ in range(2)]
+    runs_of = [study_launch.ShareRuns(runs.runs, other.store, launch) for other in others]
+    fixtures.tick_at_once(
+        [managed.Watcher(other, seen, "ab12cd", instance_env=dict(store_env)) for other, seen in zip(others, runs_of)]
+    )
+    creates = sorted(request.body["label"] for request in fake.calls("PUT", r"/asks/"))
+    assert creates == ["rlh-ab12cd-000-1", "rlh-ab12cd-001-1", "rlh-ab12cd-002-1"] and len(fake.instances) == 3
+
+
 # ---- end to end: preempted, never booted, capped; gathered and completed ---------------------------------------
 
 
@@ -152,25 +230,12 @@ def test_a_study_over_three_instances_survives_a_preemption_a_dead_boot_and_the_
 ):
     hosts.environment["RLH_FAKE_RECIPE"] = f"study {STUDY_MODULE}"
     fake.never_boot_machines.add(1001)  # the best offer's machine (share 0's first instance) never boots
-    setup = bootstrap.Bootstrap(repo=pin, upload_artifacts=True, max_hours=1.0, self_end=True, end_grace_s=5)
     # Shares: 0 = first/0 and second/1 (one at a time on its instance), 1 = second/0, 2 = first/1.
-    jobs = study_launch.jobs("//experiments/x:study", 3, launch_id="ab12cd", extra_args=("--max-concurrent", "1"))
-    launch = managed.Launch.new(
-        "ab12cd",
-        jobs,
-        setup,
-        offers.Gates(max_dph=0.8, interruptible=True),
-        image="python:3.11-bookworm",
-        boot_timeout_s=fixtures.FAST.boot_timeout_s,
-        silence_s=60.0,
-        start_timeout_s=120.0,
+    launch, shares = _study_launch(
+        fl, pin, 3, extra_args=("--max-concurrent", "1"), silence_s=60.0, start_timeout_s=120.0
     )
-    managed.record_launch(fl.store, launch)
-    study_id = launch.study_id
-    runs = store_runs.StoreRuns(store_runs.open_configured())
-    watcher = managed.Watcher(
-        fl, study_launch.ShareRuns(runs, fl.store, launch), "ab12cd", instance_env=dict(store_env)
-    )
+    study_id, runs = launch.study_id, shares.runs
+    watcher = managed.Watcher(fl, shares, "ab12cd", instance_env=dict(store_env))
 
     def checkpoint(run_id):
         seen = runs.look([run_id]).get(run_id)
