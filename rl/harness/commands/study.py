@@ -230,6 +230,10 @@ class StudyCommand:
         self.at_commit: str | None = None  # the study's commit, when this checkout's code or lock is not its
         share = shares.Share.parse(options.study_id, options.share) if options.share else None
         resume = options.resume or (share.record_id if share and self._recorded(share.record_id) else None)
+        # The same share command line started again: on a launch's replacement machine, rented once the machine
+        # that ran the share was destroyed, so a member still reading `running` there (its heartbeat not yet stale)
+        # was cut off with it, and continues from its newest checkpoint.
+        self._continuing_share = share is not None and resume is not None
         if resume:
             self.record = self._resumable(resume)
             if self.at_commit:
@@ -318,7 +322,7 @@ class StudyCommand:
         self._update_view(record.members, force=True)
         for member in record.members:
             result = self._look(member)[1]
-            if result.status == RUNNING:
+            if result.status == RUNNING and not self._continuing_share:
                 raise UsageError(
                     f"{member.member.name}: run {result.run_ids[-1]} is still running (pid"
                     f" {result.last.process.pid if result.last.process else '?'}); wait for it or stop it"
@@ -427,7 +431,7 @@ class StudyCommand:
         trials = []
         for planned in self.record.members:
             member, result = self._look(planned)
-            status = result.status
+            status = CRASHED if result.status == RUNNING and self._continuing_share else result.status
             if status == COMPLETED or (status == FAILED and not self.options.retry_failed):
                 continue
             resume_from = member.last_run if status in (INTERRUPTED, CRASHED) and result.last.checkpoints else None

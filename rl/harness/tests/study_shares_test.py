@@ -2,6 +2,8 @@
 (one line each), and the whole study's record from its shares' records."""
 
 import dataclasses
+import datetime
+import json
 
 import pytest
 
@@ -132,3 +134,28 @@ def test_a_share_goes_with_a_study_id_only(tmp_path, capsys):
     assert "--share starts or continues a share of a study: it goes with --study-id only" in capsys.readouterr().err
     assert cli.main([*argv, "--share", "0/2"]) == EXIT_USAGE
     assert "--share 0/2 runs a share of one study: name it with --study-id" in capsys.readouterr().err
+
+
+def test_a_share_continued_elsewhere_resumes_a_member_its_lost_machine_left_running(tmp_path, capsys):
+    where = ["--results-dir", str(tmp_path / "results"), "--artifacts-dir", str(tmp_path / "artifacts")]
+    argv = ["rl-harness", "study", FAKE_STUDY, *where, "--study-id", "s1", "--share", "0/2"]
+    command = study_command.StudyCommand(cli.parse(argv)[1])
+    cut = command._plan()[0]
+    assert cli.main(["rl-harness", *cut.on_node({})[0][3:]]) == 0
+    # As its record reads once its machine is lost: running, on another machine, its heartbeat still fresh.
+    (path,) = (tmp_path / "results").rglob(f"{cut.run_id}/run_manifest.json")
+    manifest = json.loads(path.read_text())
+    manifest["status"], manifest["ended_at"] = "running", None
+    manifest["heartbeat"]["at"] = datetime.datetime.now(datetime.UTC).isoformat()
+    manifest["process"]["hostname"] = "the-lost-machine"
+    path.write_text(json.dumps(manifest))
+    command.record.write(command.folder)
+    command._refresh({}, final=True)
+
+    again = study_command.StudyCommand(cli.parse(argv)[1])  # the same command line, on the replacement
+    resumed = again._plan()[0]
+    assert resumed.run_id == f"{cut.run_id}-a2" and ["--resume-from", cut.run_id] == [
+        word for word in resumed.argv if word in ("--resume-from", cut.run_id)
+    ]
+    by_hand = [*argv[:-4], "--resume", "s1.share-0-of-2"]  # elsewhere, `--resume` waits for a running member
+    assert cli.main(by_hand) == EXIT_USAGE and f"run {cut.run_id} is still running" in capsys.readouterr().err
