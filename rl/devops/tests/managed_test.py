@@ -2,119 +2,16 @@
 and a real harness run) and a real S3-compatible server (moto's) as the store: recovery, caps, self-ending."""
 
 import datetime
-import io
 import json
-import os
-import pathlib
 import re
-import subprocess
-import threading
 import time
 
 import pytest
 
-from rl.devops.vast import api, bootstrap, cli, fleet, managed, offers, state, store_runs
-from rl.devops.vast.testing import fake_api, fake_hosts
+from rl.devops.tests import managed_fixtures as fixtures
+from rl.devops.tests.managed_fixtures import *  # its fixtures (its __all__), which pytest finds by name here
+from rl.devops.vast import bootstrap, fleet, managed, offers, state, store_runs
 from rl.harness import env_vars
-from rl.harness.tests import s3_server
-
-REMOTE = "https://git.example.com/"
-ITERATIONS = 30
-FAST = fleet.FleetConfig(boot_timeout_s=2.0, poll_interval_s=0.2, quarantine_hours=24, log_tail=50)
-
-
-@pytest.fixture(scope="module")
-def server():
-    with s3_server.S3Server() as running:
-        yield running
-
-
-@pytest.fixture
-def fake(api_key):
-    """Four good offers (ids 1-4; offer 1 scores best), for as long as a few real runs take."""
-    offers_ = [fake_api.offer(i, dph_total=round(0.30 + 0.05 * i, 2)) for i in range(1, 5)]
-    with fake_api.FakeVastApi(api_key, offers_, lifetime_s=400, boot_delay_s=0.3) as server:
-        yield server
-
-
-@pytest.fixture
-def store_env(server, monkeypatch):
-    """The store on this machine and on the instances: moto's bucket, the read-write key."""
-    key_id, key = server.read_write
-    variables = {
-        env_vars.STORE_ENV: f"s3://{server.bucket}/managed-{time.time_ns()}",
-        env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-        env_vars.S3_KEY_ID_ENV: key_id,
-        env_vars.S3_KEY_ENV: key,
-    }
-    for name, value in variables.items():
-        monkeypatch.setenv(name, value)
-    return variables
-
-
-def _git(*args, cwd):
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
-@pytest.fixture
-def pin(tmp_path):
-    """A pushed commit of an experiment repository, served from a local folder under an https:// name."""
-    source = tmp_path / "git" / "src"
-    source.mkdir(parents=True)
-    _git("init", "-q", cwd=source)
-    (source / "BUILD").write_text("# experiment\n")
-    _git("add", "BUILD", cwd=source)
-    _git("commit", "-q", "-m", "first", cwd=source)
-    return bootstrap.GitPin(REMOTE + "src", _git("rev-parse", "HEAD", cwd=source))
-
-
-@pytest.fixture
-def git_env(tmp_path):
-    return {
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": f"url.{tmp_path / 'git'}/.insteadOf",
-        "GIT_CONFIG_VALUE_0": REMOTE,
-    }
-
-
-def runtime_python() -> str:
-    """The runtime venv's python (a harness run trains with it; this test runs in the operator's venv)."""
-    return json.loads(pathlib.Path(os.environ["RL_RUNTIME_IDENTITY_FILE"]).read_text())["venv_python"]
-
-
-@pytest.fixture
-def hosts(fake, tmp_path, git_env):
-    repo_root = pathlib.Path(__file__).resolve().parents[3]
-    environment = {
-        **git_env,
-        "RLH_FAKE_PYTHON": runtime_python(),
-        "RLH_FAKE_RECIPE": "rl.harness.tests.fake_recipe",
-        "PYTHONPATH": str(repo_root),
-        "OMP_NUM_THREADS": "1",
-        "FAKE_RECIPE_ITERATIONS": str(ITERATIONS),
-        "FAKE_RECIPE_SLEEP_S": "0.5",
-        env_vars.MIRROR_INTERVAL_ENV: "0.2",
-    }
-    running = fake_hosts.FakeHosts(fake, tmp_path / "hosts", workdir=bootstrap.DEFAULT_WORKDIR, environment=environment)
-    fake.hosts.append(running)
-    yield running
-    running.close()
-
-
-@pytest.fixture
-def progress():
-    return io.StringIO()
-
-
-@pytest.fixture
-def fl(tmp_path, account, progress):
-    return fleet.Fleet(account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), FAST)
 
 
 def _launch(fl, pin, seeds, *, budget=None, max_hours=1.0, **setup_fields):
@@ -135,7 +32,7 @@ def _launch(fl, pin, seeds, *, budget=None, max_hours=1.0, **setup_fields):
         offers.Gates(max_dph=0.8, interruptible=True),
         image="python:3.11-bookworm",
         budget=budget,
-        boot_timeout_s=FAST.boot_timeout_s,
+        boot_timeout_s=fixtures.FAST.boot_timeout_s,
         silence_s=20.0,
         start_timeout_s=60.0,
     )
@@ -161,17 +58,6 @@ def _first_row_at(hosts, record):
     return datetime.datetime.fromisoformat(json.loads(lines[0])["harness/logged_at"]).timestamp() if lines else None
 
 
-def _until(condition, timeout_s, what, tick=None):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if tick is not None:
-            tick()
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.slow
 def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl, fake, hosts, pin, store_env, progress):
     fake.never_boot_machines.add(1001)  # the best offer's machine: its instance never boots
@@ -188,7 +74,7 @@ def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl,
         iteration = seen[run_ids[-1]].checkpoint_iteration if seen else None
         return iteration is not None and iteration >= 6
 
-    _until(checkpointed, 120, "share 0's run to mirror a checkpoint past iteration 6", tick=watcher.tick)
+    fixtures.until(checkpointed, 120, "share 0's run to mirror a checkpoint past iteration 6", tick=watcher.tick)
     (victim,) = [r for r in fl.store.read().live() if r.share == 0]
     fake.preempt(victim.instance_id)  # outbid: stopped, its process killed with SIGKILL
     killed_at = _metrics(hosts, victim.instance_id, victim.run_id)[-1]
@@ -201,10 +87,10 @@ def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl,
     resumed = fl.store.read().records[f"rlh-ab12cd-000-{victim.attempts + 1}"]
     assert f"resuming run {victim.run_id} from its newest checkpoint" in progress.getvalue()
     rows = _metrics(hosts, resumed.instance_id, resumed.run_id)
-    assert rows == list(range(rows[0], ITERATIONS + 1))  # the curve goes on to the end ...
+    assert rows == list(range(rows[0], fixtures.ITERATIONS + 1))  # the curve goes on to the end ...
     assert rows[0] <= killed_at + 1  # ... without a gap
     redone = killed_at - (rows[0] - 1)
-    assert 0 <= redone <= ITERATIONS / 10, (killed_at, rows[0])  # at most a tenth redone
+    assert 0 <= redone <= fixtures.ITERATIONS / 10, (killed_at, rows[0])  # at most a tenth redone
     assert fake.instances == {} and hosts.running() == []  # nothing left running (each ended itself)
     spent = managed.spend(fl.store.read(), "ab12cd", time.time())
     assert spent == pytest.approx(fake.bill(), rel=0.05)  # accounted against the fake API's bill
@@ -214,29 +100,12 @@ def test_a_preempted_instance_is_replaced_and_its_run_resumes_from_the_store(fl,
         if record.instance_id in hosts.started_at and _first_row_at(hosts, record) is not None
     )
     print(
-        f"redone {redone}/{ITERATIONS}; spend ${spent:.5f} against the bill ${fake.bill():.5f}; rented to training"
+        f"redone {redone}/{fixtures.ITERATIONS}; spend ${spent:.5f} against the bill ${fake.bill():.5f}; rented to training"
         f" {', '.join(f'{seconds:.1f}' for seconds in to_training)} s"
     )
 
 
 # ---- the watcher's decisions, with runs written into the store by hand (no instance process) -----------------
-
-
-def _put_run(run_id, *, status="running", checkpoint=None, error=None, heartbeat_age_s=0.0):
-    """A run's manifest in the store, as a run on an instance mirrors it (and its checkpoint's state file)."""
-    store = store_runs.open_configured(write=True)
-    prefix = f"{store.config.prefix}/x/{run_id}"
-    at = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - heartbeat_age_s))
-    manifest = {
-        "run_id": run_id,
-        "status": status,
-        "heartbeat": {"at": at},
-        "error": {"type": "RuntimeError", "message": error} if error else None,
-        "checkpoints": [{"path": f"checkpoints/iter_{checkpoint:06d}", "iteration": checkpoint}] if checkpoint else [],
-    }
-    store.put_bytes(json.dumps(manifest).encode(), f"{prefix}/results/run_manifest.json")
-    if checkpoint:
-        store.put_bytes(b"{}", f"{prefix}/artifacts/checkpoints/iter_{checkpoint:06d}/harness_checkpoint.json")
 
 
 def _live(fl, share):
@@ -251,21 +120,10 @@ def _shares(fl):
 def test_two_watchers_at_once_never_rent_twice_for_one_share(fl, fake, pin, store_env, tmp_path, progress):
     _launch(fl, pin, [0, 1, 2])
     others = [
-        fleet.Fleet(fl.account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), FAST) for _ in range(2)
+        fleet.Fleet(fl.account, state.StateFile(tmp_path / "state"), fleet.Progress(progress), fixtures.FAST)
+        for _ in range(2)
     ]
-    watchers = [_watcher(other, store_env) for other in others]
-    barrier = threading.Barrier(len(watchers))
-
-    def watch(watcher):
-        barrier.wait()
-        for _ in range(3):
-            watcher.tick()
-
-    threads = [threading.Thread(target=watch, args=(watcher,)) for watcher in watchers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    fixtures.tick_at_once([_watcher(other, store_env) for other in others])
     creates = [request.body["label"] for request in fake.calls("PUT", r"/asks/")]
     assert sorted(creates) == ["rlh-ab12cd-000-1", "rlh-ab12cd-001-1", "rlh-ab12cd-002-1"]
     assert len(fake.instances) == 3 and [len(share.run_ids) for share in _shares(fl)] == [1, 1, 1]
@@ -276,14 +134,14 @@ def test_a_run_that_fails_twice_the_same_way_is_recorded_failed(fl, fake, pin, s
     watcher = _watcher(fl, store_env)
     watcher.tick()
     first = _live(fl, 0)
-    _put_run(first.run_id, status="failed", checkpoint=4, error="loss is nan at iteration 5")
-    _until(lambda: not watcher.tick() or len(_shares(fl)[0].run_ids) == 2, 30, "a second instance")
+    fixtures.put_run(first.run_id, status="failed", checkpoint=4, error="loss is nan at iteration 5")
+    fixtures.until(lambda: not watcher.tick() or len(_shares(fl)[0].run_ids) == 2, 30, "a second instance")
     assert first.instance_id not in fake.instances
     assert _shares(fl)[0].failures == ("RuntimeError: loss is nan at iteration 5",)
     assert f"resuming run {first.run_id} from its newest checkpoint" in progress.getvalue()
     second = _live(fl, 0)
-    _put_run(second.run_id, status="failed", error="loss is nan at iteration 5")
-    _until(lambda: not watcher.tick(), 30, "the share to end")
+    fixtures.put_run(second.run_id, status="failed", error="loss is nan at iteration 5")
+    fixtures.until(lambda: not watcher.tick(), 30, "the share to end")
     (share,) = _shares(fl)
     assert share.status == managed.FAILED and share.note == (
         "failed twice the same way: RuntimeError: loss is nan at iteration 5"
@@ -294,14 +152,14 @@ def test_a_run_that_fails_twice_the_same_way_is_recorded_failed(fl, fake, pin, s
 def test_a_silent_run_counts_as_lost_and_is_replaced(fl, fake, pin, store_env, progress):
     _launch(fl, pin, [0])
     watcher = _watcher(fl, store_env)
-    _until(
+    fixtures.until(
         lambda: fl.store.read().live() and _live(fl, 0).status == state.RUNNING,
         30,
         "a running instance",
         tick=watcher.tick,
     )
     silent = _live(fl, 0)
-    _put_run(silent.run_id, checkpoint=8, heartbeat_age_s=3600)
+    fixtures.put_run(silent.run_id, checkpoint=8, heartbeat_age_s=3600)
     watcher.tick()
     assert silent.instance_id not in fake.instances and silent.machine_id in fl.store.read().quarantined()
     assert "its run has been silent for over 20 s" in fl.store.read().records[silent.label].note
@@ -326,8 +184,8 @@ def test_a_cap_passed_while_running_stops_the_least_advanced_share(fl, fake, pin
     watcher = _watcher(fl, store_env)
     watcher.tick()
     ahead, behind = _live(fl, 0), _live(fl, 1)
-    _put_run(ahead.run_id, checkpoint=10)
-    _put_run(behind.run_id, checkpoint=4)
+    fixtures.put_run(ahead.run_id, checkpoint=10)
+    fixtures.put_run(behind.run_id, checkpoint=4)
     with fl.store.update() as current:  # what `watch --budget 0.25` does
         current.launches["ab12cd"]["budget"] = 0.25
     watcher.tick()
@@ -346,7 +204,7 @@ def test_an_instance_ends_itself_at_its_deadline_with_no_watcher(fl, fake, hosts
     _launch(fl, pin, [0], max_hours=0.002, end_grace_s=3)  # SIGTERM at 7.2 s; the end at 10.2 s
     _watcher(fl, store_env).tick()  # rented; then no watcher at all
     (record,) = fl.store.read().live()
-    _until(lambda: record.instance_id not in fake.instances, 90, "the instance to end itself")
+    fixtures.until(lambda: record.instance_id not in fake.instances, 90, "the instance to end itself")
     (deleted,) = fake.calls("DELETE", rf"/instances/{record.instance_id}/$")
     assert deleted.headers["authorization"] == f"Bearer {fake.container_key(record.instance_id)}"  # its own key
     assert "RLH_END deadline" in fake.log_files[record.instance_id].read_text()
@@ -356,95 +214,32 @@ def test_an_instance_ends_itself_at_its_deadline_with_no_watcher(fl, fake, hosts
 # ---- bad input: one line each, exit 2, nothing rented ---------------------------------------------------------
 
 
-@pytest.fixture
-def cli_run(fake, api_key, tmp_path, monkeypatch, capsys, git_env, pin):
-    """cli.main against the fake API, pins fetched from the local repository; returns (exit code, output)."""
-    monkeypatch.setenv(api.API_KEY_ENV, api_key)
-    monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))
-    for name, value in git_env.items():
-        monkeypatch.setenv(name, value)
-
-    def run_cli(*argv, commit=pin.commit, job=("--target", "//experiments/x:y", "--seeds", "0-2")):
-        code = cli.main(
-            [
-                "--server-url",
-                fake.url,
-                "--state-dir",
-                "state",
-                "--request-timeout",
-                "2",
-                "--poll-interval",
-                "0.05",
-                "up",
-                "--repo",
-                pin.url,
-                "--commit",
-                commit,
-                *job,
-                "--hours",
-                "1",
-                "--yes",
-                *argv,
-            ]
-        )
-        out, err = capsys.readouterr()
-        return code, out + err
-
-    return run_cli
-
-
-@pytest.fixture
-def instance_store_file(tmp_path, store_env):
-    path = tmp_path / "instances.json"
-    path.write_text(
-        json.dumps(
-            {
-                "url": store_env[env_vars.STORE_ENV],
-                "endpoint": store_env[env_vars.STORE_ENDPOINT_ENV],
-                "key_id": store_env[env_vars.S3_KEY_ID_ENV],
-                "key": store_env[env_vars.S3_KEY_ENV],
-            }
-        )
-    )
-    path.chmod(0o600)
-    return str(path)
-
-
-def _no_store(monkeypatch, tmp_path):
-    for name in (env_vars.STORE_ENV, env_vars.STORE_FILE_ENV, env_vars.B2_KEY_ID_ENV):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.config/rl-harness/store.json either
-
-
-def _error_line(output):
-    (line,) = [line for line in output.splitlines() if line.startswith("error: ")]
-    return line
-
-
 def test_several_instances_without_a_store_are_refused(cli_run, fake, monkeypatch, tmp_path):
-    _no_store(monkeypatch, tmp_path)
+    fixtures.no_store(monkeypatch, tmp_path)
     code, output = cli_run("--sink", "store")
-    assert code == 2 and "3 instances meet only in the store, and no store is configured" in _error_line(output)
+    assert code == 2 and "3 instances meet only in the store, and no store is configured" in fixtures.error_line(output)
     assert fake.calls("PUT", r"/asks/") == []
 
 
 def test_interruptible_without_a_store_is_refused(cli_run, fake, monkeypatch, tmp_path):
-    _no_store(monkeypatch, tmp_path)
+    fixtures.no_store(monkeypatch, tmp_path)
     code, output = cli_run("--interruptible")
-    assert code == 2 and "resumed only from a store" in _error_line(output) and "no store is configured" in output
+    assert (
+        code == 2 and "resumed only from a store" in fixtures.error_line(output) and "no store is configured" in output
+    )
     assert fake.calls("PUT", r"/asks/") == []
 
 
 def test_interruptible_with_a_store_still_needs_the_store_sink(cli_run, fake, store_env):
     code, output = cli_run("--interruptible")
-    assert code == 2 and _error_line(output).endswith("add --sink store") and fake.calls("PUT", r"/asks/") == []
+    assert code == 2 and fixtures.error_line(output).endswith("add --sink store") and fake.calls("PUT", r"/asks/") == []
 
 
 def test_a_budget_below_one_instance_hour_is_refused(cli_run, fake, store_env, instance_store_file):
     code, output = cli_run(
         "--sink", "store", "--interruptible", "--instance-store-file", instance_store_file, "--budget", "0.15"
     )
-    assert code == 2 and _error_line(output) == (
+    assert code == 2 and fixtures.error_line(output) == (
         "error: --budget $0.15 is below one instance-hour of the cheapest offer that passes the gates ($0.193/h);"
         " raise the budget or relax --max-dph"
     )
@@ -453,52 +248,20 @@ def test_a_budget_below_one_instance_hour_is_refused(cli_run, fake, store_env, i
 
 def test_a_commit_not_pushed_is_refused(cli_run, fake, store_env, instance_store_file):
     code, output = cli_run("--sink", "store", "--instance-store-file", instance_store_file, commit="f" * 40)
-    line = _error_line(output)
+    line = fixtures.error_line(output)
     assert code == 2 and f"commit {'f' * 40} cannot be fetched from https://git.example.com/src" in line
     assert line.endswith("push it (git push) or pin a pushed commit") and fake.calls("PUT", r"/asks/") == []
 
 
-STUDY = ("--study", "//experiments/x:study")
-
-
-def test_a_study_with_seeds_is_refused(cli_run, fake, store_env):
-    code, output = cli_run("--sink", "store", job=(*STUDY, "--seeds", "0-2"))
-    assert code == 2 and _error_line(output).startswith(
-        "error: --seeds goes with --target: study //experiments/x:study runs the seeds its STUDY declares"
-    )
-    assert fake.calls("PUT", r"/asks/") == []
-
-
-def test_a_study_over_several_instances_without_a_store_is_refused(cli_run, fake, monkeypatch, tmp_path):
-    _no_store(monkeypatch, tmp_path)
-    code, output = cli_run("--instances", "2", job=STUDY)
-    assert code == 2 and "a study over 2 instances meets only in the store, and no store is configured" in (
-        _error_line(output)
-    )
-    assert fake.calls("PUT", r"/asks/") == []
-
-
-def test_a_study_over_several_instances_needs_the_store_sink(cli_run, fake, store_env):
-    code, output = cli_run("--instances", "2", job=STUDY)
-    assert code == 2 and _error_line(output) == (
-        "error: a study over 2 instances meets only in the store: add --sink store"
-    )
-    assert fake.calls("PUT", r"/asks/") == []
-
-
-def test_a_study_that_passes_the_checks_rents_nothing(cli_run, fake, store_env):
-    code, output = cli_run("--sink", "store", "--instances", "2", job=STUDY)
-    assert code == 2 and "`up --study` cannot run a study's members on instances" in _error_line(output)
-    assert fake.calls("PUT", r"/asks/") == []
-
-
 def test_instances_without_a_study_are_refused(cli_run, fake):
     code, output = cli_run("--instances", "2")
-    assert code == 2 and _error_line(output).startswith("error: --instances 2 spreads a study's members (--study)")
+    assert code == 2 and fixtures.error_line(output).startswith(
+        "error: --instances 2 spreads a study's members (--study)"
+    )
     assert fake.calls("PUT", r"/asks/") == []
 
 
-def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instance_store_file, capsys):
+def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instance_store_file):
     code, output = cli_run(
         "--sink", "store", "--interruptible", "--instance-store-file", instance_store_file, "--budget", "20"
     )  # 3 bids of about $0.22/h for 12 h + 10 min
@@ -511,23 +274,7 @@ def test_a_managed_launch_from_the_command_line(cli_run, fake, store_env, instan
     assert env[env_vars.STORE_ENV] == store_env[env_vars.STORE_ENV] and env_vars.S3_KEY_ENV in env
     launch_id = next(line.split()[1] for line in output.splitlines() if line.startswith("launch "))
 
-    def command(*argv):
-        code = cli.main(
-            [
-                "--server-url",
-                fake.url,
-                "--state-dir",
-                "state",
-                "--request-timeout",
-                "2",
-                "--poll-interval",
-                "0.05",
-                *argv,
-            ]
-        )
-        out, err = capsys.readouterr()
-        return code, out + err
-
+    command = cli_run.command
     code, output = command("status")
     assert code == 0 and f"launch {launch_id}: spent $0.00 so far, projected $" in output and "cap $20.00" in output
     code, output = command(

@@ -26,7 +26,8 @@ line on the container log (which `vast logs` shows):
    `$RL_PYTHON_VENV_CACHE` (`WORKDIR/venvs`), where the build finds it complete; else the build
    makes it, and once complete it is packed into the store beside the run for the next instance;
 4. `bazel run --repo_env=RL_PYTHON_LOCK=cuda <target> -- --seed N --run-id R --results-dir OUT/results
-   --artifacts-dir OUT/artifacts [--upload-artifacts] <extra args>` under
+   --artifacts-dir OUT/artifacts [--upload-artifacts] <extra args>` (a study's share: `--study-id S --share k/K`
+   instead of `--seed` and `--run-id`) under
    `timeout` (SIGTERM after `max_hours`, so the harness checkpoints and stops);
 5. always (an EXIT trap), waits for a venv being packed, writes `OUT/vast/<run-id>/SHA256SUMS` over every
    file under results/ and artifacts/, then prints `RLH_DONE exit_code=N`.
@@ -102,20 +103,39 @@ class GitPin:
 
 
 @dataclasses.dataclass(frozen=True)
+class StudyShare:
+    """A study target's fixed share of its members: member i runs in share i mod `count` (`study --share`)."""
+
+    study_id: str
+    index: int
+    count: int
+
+    def __post_init__(self):
+        if problem := status.run_id_problem(self.study_id):
+            raise redact.DevopsError(problem.replace("run id", "study id"))
+        if not 0 <= self.index < self.count:
+            raise redact.DevopsError(f"share {self.index}/{self.count}: expected 0 <= index < count")
+
+    def arguments(self) -> list[str]:
+        return ["--study-id", self.study_id, "--share", f"{self.index}/{self.count}"]
+
+
+@dataclasses.dataclass(frozen=True)
 class Job:
-    """One run: one Bazel target with one seed, on one instance."""
+    """One run on one instance: a Bazel target with one seed, or a study target with its share of the members."""
 
     target: str
-    seed: int
-    run_id: str
+    seed: int | None  # None for a study's share
+    run_id: str  # the instance's record (`OUT/vast/<run-id>`); a recipe's run is named so too
     extra_args: tuple[str, ...] = ()
     resume_from: str | None = None  # a previous run of this job, resumed from its newest checkpoint in the store
+    share: StudyShare | None = None
 
     def __post_init__(self):
         if not _TARGET.fullmatch(self.target):
             raise redact.DevopsError(f"target {self.target!r} is not a Bazel label like //experiments/x:y")
-        if self.seed < 0:
-            raise redact.DevopsError(f"seed {self.seed} must be >= 0")
+        if (self.seed is None) != (self.share is not None) or (self.seed is not None and self.seed < 0):
+            raise redact.DevopsError(f"seed {self.seed} must be >= 0 (and None only for a study's share)")
         for run_id in (self.run_id, self.resume_from):
             problem = run_id and status.run_id_problem(run_id)
             if problem:
@@ -327,11 +347,9 @@ def render(plan: Bootstrap, job: Job) -> str:
             f'checkout {shlex.quote(library.url)} {shlex.quote(library.commit)} "$WORK/library"\n'
             f'export {LIBRARY_CHECKOUT_ENV}="$WORK/library"\n'
         )
+    what = job.share.arguments() if job.share else ["--seed", str(job.seed), "--run-id", job.run_id]
     run_args = [
-        "--seed",
-        str(job.seed),
-        "--run-id",
-        shlex.quote(job.run_id),
+        *(shlex.quote(argument) for argument in what),
         "--results-dir",
         '"$OUT/results"',
         "--artifacts-dir",

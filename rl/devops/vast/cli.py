@@ -238,14 +238,9 @@ def _up(args: argparse.Namespace) -> int:
         upload_artifacts=args.sink == durability.B2,
         max_hours=args.max_hours,
     )
+    path = _path(args.instance_store_file) if args.instance_store_file else None
     if args.study is not None:
-        preflight.check_study(args.study, seeds=args.seeds, instances=args.instances)
-        preflight.store_for(sink=args.sink, interruptible=args.interruptible, instances=args.instances, study=True)
-        raise redact.BadInput(
-            f"study {args.study} passes the checks, but `up --study` cannot run a study's members"
-            ' on instances: launch its recipes with --target and --seeds (docs/vast.md, "A study'
-            ' on rented machines")'
-        )
+        return managed_cli.up_study(args, _fleet(args, fleet_config), _gates(args), setup, path)
     if args.instances != 1:
         raise redact.BadInput(
             f"--instances {args.instances} spreads a study's members (--study); with --target each"
@@ -255,7 +250,6 @@ def _up(args: argparse.Namespace) -> int:
     if args.sink == durability.STORE or args.interruptible:
         launch_id = fleet.new_launch_id()
         jobs = fleet.make_jobs(args.target, seeds, launch_id=launch_id, extra_args=tuple(args.run_args))
-        path = _path(args.instance_store_file) if args.instance_store_file else None
         return managed_cli.up(args, _fleet(args, fleet_config), _gates(args), setup, jobs, launch_id, path)
     bucket = durability.b2_credentials().bucket if args.sink == durability.B2 else None
     spec = durability.SinkSpec(kind=args.sink, dest=str(_path(args.dest)), remote_out=setup.out_dir(), b2_bucket=bucket)

@@ -307,9 +307,10 @@ class Fleet:
     ) -> state.Record:
         """Rents `offer` for `record` (already in the state file); the record after the create call."""
         kind = f"bid ${bid:.3f}/h" if bid is not None else f"${offer['dph_total']:.3f}/h"
+        job = f"seed {record.seed}" if record.seed is not None else f"share {record.share}"
         self.progress(
             f"{record.label}: renting offer {offer['id']} (machine {offer.get('machine_id')}, "
-            f"{kind}) for {record.target} seed {record.seed}"
+            f"{kind}) for {record.target} {job}"
         )
         try:
             created = self.account.create_instance(

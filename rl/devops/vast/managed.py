@@ -9,7 +9,8 @@
     watcher.watch(deadline)         # passes until every share has ended (or the deadline); `watch` command
     managed.describe(fleet.store.read(), launch_id, now)   # status lines: shares, spend, projection, cap
 
-A *share* is one job (a target and a seed) of the launch. Its runs go to the store as they
+A *share* is one job of the launch: a target and a seed, or a study's fixed share of its members
+(study_launch.py). Its runs go to the store as they
 train (docs/scale_out.md), so an instance holds nothing that matters beyond the mirror interval.
 A watcher (`up --wait` or `watch <launch>`, started again from the state file at any time) notices
 an instance that is gone, stopped (an outbid interruptible one), never booted, or whose run went
@@ -47,7 +48,7 @@ _FAILED_RUN = frozenset({"failed", "crashed"})
 class Share:
     index: int
     target: str
-    seed: int
+    seed: int | None  # None: a share of study `Launch.study_id`'s members
     run_ids: tuple[str, ...] = ()  # one per instance rented for it, oldest first
     status: str = ACTIVE
     failures: tuple[str, ...] = ()  # the errors its runs failed with, oldest first
@@ -69,6 +70,7 @@ class Launch:
     start_timeout_s: float = 3 * 3600.0  # from rented to the run's first record in the store (install, build)
     silence_s: float = 900.0  # a run whose heartbeat in the store is older than this is lost
     max_instances: int = 4  # per share, replacements included
+    study_id: str | None = None  # a study launch: share k runs the study's members i with i mod len(shares) = k
 
     @classmethod
     def new(
@@ -90,6 +92,7 @@ class Launch:
             image=image,
             shares=shares,
             extra_args=jobs[0].extra_args if jobs else (),
+            study_id=jobs[0].share.study_id if jobs and jobs[0].share else None,
             **options,
         )
 
@@ -112,6 +115,9 @@ class Launch:
     def deadline_s(self) -> float:
         """How long an instance of this launch may live (its script ends it then)."""
         return self.bootstrap().deadline_s()
+
+    def study_share(self, index: int) -> bootstrap.StudyShare | None:
+        return bootstrap.StudyShare(self.study_id, index, len(self.shares)) if self.study_id else None
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -166,7 +172,9 @@ def describe(current: state.State, launch_id: str, now: float) -> list[str]:
     """Status lines of a managed launch: each share, then spend so far, the projected total and the cap."""
     launch = launch_of(current, launch_id)
     lines = [
-        f"  share {share.index} {share.target} seed {share.seed}: {share.status}, {len(share.run_ids)} instances"
+        f"  share {share.index} {share.target}"
+        f" {f'seed {share.seed}' if share.seed is not None else f'members {share.index}/{len(launch.shares)}'}:"
+        f" {share.status}, {len(share.run_ids)} instances"
         f"{f', run {share.run_ids[-1]}' if share.run_ids else ''}{f' ({share.note})' if share.note else ''}"
         for share in launch.shares
     ]
@@ -196,7 +204,8 @@ class Watcher:
     """Keeps the shares of launch `launch_id` going (see the module docstring).
 
     `instance_env` is what each instance gets as environment (its store key, a git token): secrets,
-    never written to the state file. `runs` reads the store the runs mirror to.
+    never written to the state file. `runs` reads the store the runs mirror to (`StoreRuns`; a study
+    launch's `study_launch.ShareRuns`, which reads its shares there in the same shape).
     """
 
     def __init__(
@@ -270,7 +279,7 @@ class Watcher:
                 self._set_share(
                     share.index,
                     status=STOPPED,
-                    note=f"its run reached --max-hours; continue it with --resume-from {record.run_id}",
+                    note=f"its run reached --max-hours; continue it with {self.runs.continue_with(record.run_id)}",
                 )
             return
         if record.instance_id is None:  # claimed; its create call has not answered (here or in another watcher)
@@ -406,6 +415,7 @@ class Watcher:
             run_id=record.run_id,
             extra_args=launch.extra_args,
             resume_from=resume_from,
+            share=launch.study_share(index),
         )
         self._progress(
             f"{record.label}: share {index} on a new instance"
@@ -481,5 +491,5 @@ class Watcher:
                 self._set_share(
                     least.index,
                     status=STOPPED,
-                    note=f"budget ${launch.budget:.2f}; resume with --resume-from {least.run_ids[-1]}",
+                    note=f"budget ${launch.budget:.2f}; resume with {self.runs.continue_with(least.run_ids[-1])}",
                 )

@@ -3,6 +3,8 @@
     bazel run //rl/devops:vast_cli -- up --sink store --interruptible --instance-store-file ~/instances.json \\
         --repo ... --commit ... --target //experiments/mess3:reward_only --seeds 0-3 --hours 3 --budget 20 --yes --wait
     bazel run //rl/devops:vast_cli -- watch <launch> [--budget 15]     # again, from any shell, at any time
+    bazel run //rl/devops:vast_cli -- up --sink store --interruptible --instance-store-file ~/instances.json \\
+        --repo ... --commit ... --study //experiments/mess3:belief_study --instances 3 --hours 3 --budget 20 --yes --wait
 
 `cli.py` parses and dispatches; this module does what a managed launch adds (docs/vast.md, "Recovery").
 """
@@ -14,7 +16,7 @@ import dataclasses
 import os
 import time
 
-from rl.devops.vast import bootstrap, fleet, managed, offers, preflight, redact, store_runs
+from rl.devops.vast import bootstrap, fleet, managed, offers, preflight, redact, store_runs, study_launch
 from rl.harness.remote import stores
 
 
@@ -61,11 +63,20 @@ def _instance_env(config, path) -> dict[str, str]:
 def _watcher(fl: fleet.Fleet, config, launch_id: str, env: dict[str, str]) -> managed.Watcher:
     with redact.guarded("open the store"):
         store = stores.open_store(config)
-    return managed.Watcher(fl, store_runs.StoreRuns(store), launch_id, instance_env=env)
+    runs = store_runs.StoreRuns(store)
+    launch = managed.launch_of(fl.store.read(), launch_id)
+    if launch.study_id is not None:
+        runs = study_launch.ShareRuns(runs, fl.store, launch)
+    return managed.Watcher(fl, runs, launch_id, instance_env=env)
 
 
 def _report(fl: fleet.Fleet, launch: managed.Launch) -> int:
     print("\n".join(managed.describe(fl.store.read(), launch.launch_id, time.time())))
+    if launch.study_id is not None:
+        print(
+            f"study {launch.study_id}: `bazel run {launch.shares[0].target} -- --resume {launch.study_id}` gathers its"
+            " shares from the store, runs what is not completed and writes its summary"
+        )
     return 0 if all(share.status == managed.COMPLETED for share in launch.shares) else 1
 
 
@@ -79,7 +90,8 @@ def up(
     path,
 ) -> int:
     """A managed launch: checks (nothing rented on bad input), the plan, then the first pass of its watcher."""
-    config = preflight.store_for(sink=args.sink, interruptible=args.interruptible, instances=len(jobs))
+    study = jobs[0].share is not None
+    config = preflight.store_for(sink=args.sink, interruptible=args.interruptible, instances=len(jobs), study=study)
     env = _instance_env(config, path)
     plan = fl.plan(gates, jobs, launch_id=launch_id, hours=args.hours)
     print(f"launch {launch_id} (managed): {plan.describe()}")
@@ -109,6 +121,14 @@ def up(
     return _report(fl, watcher.watch(time.time() + launch.deadline_s() * launch.max_instances))
 
 
+def up_study(args: argparse.Namespace, fl: fleet.Fleet, gates: offers.Gates, setup: bootstrap.Bootstrap, path) -> int:
+    """`up --study <target> --instances K`: a managed launch of K shares of the study's members (study_launch.py)."""
+    preflight.check_study(args.study, seeds=args.seeds, instances=args.instances)
+    launch_id = fleet.new_launch_id()
+    jobs = study_launch.jobs(args.study, args.instances, launch_id=launch_id, extra_args=tuple(args.run_args))
+    return up(args, fl, gates, setup, jobs, launch_id, path)
+
+
 def watch(args: argparse.Namespace, fl: fleet.Fleet, path) -> int:
     """`watch <launch>`: passes of the launch's watcher until every share ended (or --hours)."""
     launch = managed.launch_of(fl.store.read(), args.launch)
@@ -116,7 +136,9 @@ def watch(args: argparse.Namespace, fl: fleet.Fleet, path) -> int:
         with fl.store.update() as current:
             changed = dataclasses.replace(managed.launch_of(current, args.launch), budget=args.budget)
             current.launches[args.launch] = changed.to_json()
-    config = preflight.store_for(sink="store", interruptible=False, instances=len(launch.shares))
+    config = preflight.store_for(
+        sink="store", interruptible=False, instances=len(launch.shares), study=launch.study_id is not None
+    )
     watcher = _watcher(fl, config, args.launch, _instance_env(config, path))
     hours = args.hours if args.hours is not None else launch.deadline_s() * launch.max_instances / 3600
     return _report(fl, watcher.watch(time.time() + hours * 3600))

@@ -68,8 +68,12 @@ def store_for(
     `study`: the instances share one study, whose members' records and checkpoints meet in the store.
     """
     needs = []
-    if study and instances > 1:
-        needs.append(f"a study over {instances} instances meets only in the store")
+    if study:
+        needs.append(
+            f"a study over {instances} instances meets only in the store"
+            if instances > 1
+            else "a study's members on an instance go to the store, which outlives it"
+        )
     if sink == durability.STORE:
         needs.append("--sink store keeps the runs in the store")
     if interruptible:

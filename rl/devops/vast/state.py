@@ -53,7 +53,7 @@ class Record:
     label: str
     launch_id: str
     target: str
-    seed: int
+    seed: int | None  # None: an instance of a study's share (study_launch.py)
     run_id: str
     sink: str  # "copy" or "b2" (durability.SinkSpec)
     dest: str  # where results are copied back to

@@ -37,7 +37,7 @@ class RunInStore:
     remote_complete: bool  # the store's index of the run says complete: its mirror drained
 
 
-def _epoch(text: str | None) -> float | None:
+def epoch(text: str | None) -> float | None:
     try:
         return datetime.datetime.fromisoformat(text).timestamp() if text else None
     except ValueError:
@@ -58,7 +58,7 @@ def _from_manifest(run_id: str, manifest: dict, index: dict, run_prefix: str, ke
         run_id=run_id,
         status=manifest.get("status"),
         error=f"{error.get('type')}: {error.get('message')}" if error else "",
-        heartbeat_at=_epoch((manifest.get("heartbeat") or {}).get("at")),
+        heartbeat_at=epoch((manifest.get("heartbeat") or {}).get("at")),
         checkpoint_iteration=max(iterations) if iterations else None,
         remote_complete=index.get("status") == "complete",
     )
@@ -80,8 +80,8 @@ class StoreRuns:
                 run_id = run_prefix.rsplit("/", 1)[-1]
                 if run_id in wanted:
                     index_key = f"{run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}"
-                    index = self._json(index_key) if index_key in keys else {}
-                    found[run_id] = _from_manifest(run_id, self._json(key), index, run_prefix, keys)
+                    index = self.read_json(index_key) if index_key in keys else {}
+                    found[run_id] = _from_manifest(run_id, self.read_json(key), index, run_prefix, keys)
         return found
 
     def resumable(self, run_ids: list[str]) -> str | None:
@@ -96,7 +96,11 @@ class StoreRuns:
             None,
         )
 
-    def _json(self, key: str) -> dict:
+    def continue_with(self, run_id: str) -> str:
+        """How the operator continues run `run_id` (of a share the watcher stopped)."""
+        return f"--resume-from {run_id}"
+
+    def read_json(self, key: str) -> dict:
         with tempfile.TemporaryDirectory() as folder:
             path = pathlib.Path(folder) / "object.json"
             self.store.get_file(key, str(path))

@@ -4,6 +4,7 @@
     rl-harness study experiments.mess3.belief_study --resume <study-id>      # continue: finished runs stay
     rl-harness study experiments.mess3.belief_study --resume <study-id> --seeds 5-14   # more seeds, the study's commit
     rl-harness study experiments.mess3.belief_study --runs reward_only=<id>,<id> memoryless=<id>,<id>
+    rl-harness study experiments.mess3.belief_study --study-id s1 --share 1/3   # members 1, 4, 7, ... (one machine's)
 
 Each member is an ordinary run (`rl-harness <agent recipe> --seed S --run-id <study>-<agent>-s<S>`)
 with its own manifest under the same results/ and artifacts/; the study's record and summary are
@@ -13,7 +14,10 @@ it alone (commands/study_transfer.py). `--resume` runs only what is not complete
 member from scratch, an interrupted one from its last checkpoint (`--resume-from` its run), a
 failed one again only with `--retry-failed`; from a checkout whose code or lock is not the study's, the
 study's commit, built in a scratch worktree, resumes it (`study_commit.py`). `--runs` summarises runs
-made elsewhere (no training).
+made elsewhere (no training). `--share INDEX/COUNT` runs one fixed share of the study's members under a record
+of its own (study/shares.py), started or continued by the same command line; `--resume <study-id>` gathers
+the shares from the store into the whole study and continues it (what a rented instance of
+rl/devops/vast does: docs/vast.md, "A study on rented machines").
 A summary refuses, in one line naming the runs, a set that mixes smoke and full runs, repeats a
 seed, or differs in commit, lock or settings (summary.check_comparable).
 """
@@ -39,7 +43,7 @@ from rl.harness.run import begin, buildinfo, finder, hyperparameters, provenance
 from rl.harness.run.layout import RunLayout
 from rl.harness.run.manifest import read_manifest
 from rl.harness.run.status import new_run_id, run_id_problem, this_process
-from rl.harness.study import hparams, plan, statistics, summary
+from rl.harness.study import hparams, plan, shares, statistics, summary
 from rl.harness.study.declaration import Study
 from rl.harness.study.record import (
     COMPLETED,
@@ -81,6 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser, user_path, positive) -> None:
         type=parse_seeds,
         metavar="SEEDS",
         help="with --resume: add these seeds to the study (10-42, or 10,12,15), every agent at each",
+    )
+    parser.add_argument(
+        "--share",
+        metavar="INDEX/COUNT",
+        help="with --study-id: run (or continue) only members i with i mod COUNT = INDEX, recorded as that share",
     )
     parser.add_argument("--runs", nargs="+", metavar="AGENT=ID,ID", help="summarise these runs as the study's members")
     parser.add_argument("--max-concurrent", type=int, help="trials at once (default: as many as the CPUs allow)")
@@ -197,6 +206,8 @@ class StudyCommand:
             raise UsageError("--seeds adds seeds to a study: it goes with --resume <study-id>")
         if options.runs and options.resume:
             raise UsageError("--runs makes a new study from finished runs; it does not go with --resume")
+        if options.share and (options.resume or options.runs):
+            raise UsageError("--share starts or continues a share of a study: it goes with --study-id only")
         if options.ray_address is None:  # a cluster may grow (an autoscaler); this machine does not
             _check_fits_this_machine(options.cpus_per_trial, options.max_concurrent)
         self.study = load_study(options.module)
@@ -217,12 +228,18 @@ class StudyCommand:
         self.view = study_transfer.MemberView(self.store, pathlib.Path(self._view_folder.name)) if self.store else None
         self._view_due, self._view_failing = 0.0, False
         self.at_commit: str | None = None  # the study's commit, when this checkout's code or lock is not its
-        if options.resume:
-            self.record = self._resumable(options.resume)
+        share = shares.Share.parse(options.study_id, options.share) if options.share else None
+        resume = options.resume or (share.record_id if share and self._recorded(share.record_id) else None)
+        # The same share command line started again: on a launch's replacement machine, rented once the machine
+        # that ran the share was destroyed, so a member still reading `running` there (its heartbeat not yet stale)
+        # was cut off with it, and continues from its newest checkpoint.
+        self._continuing_share = share is not None and resume is not None
+        if resume:
+            self.record = self._resumable(resume)
             if self.at_commit:
                 return
         else:
-            study_id = options.study_id or new_run_id()
+            study_id = share.record_id if share else (options.study_id or new_run_id())
             if problem := run_id_problem(study_id):
                 raise UsageError(problem.replace("run id", "study id"))
             self.record = StudyRecord.new(
@@ -235,6 +252,12 @@ class StudyCommand:
                 command_line=sys.argv,
                 stop_at_env_steps=options.stop_at_env_steps,
             )
+            if share is not None:
+                mine = share.members(self.study.members())
+                self.record = self.record.replace(
+                    members=tuple(member for member in self.record.members if member.member in mine),
+                    share=dataclasses.asdict(share),
+                )
             if self.folder.exists():
                 raise UsageError(
                     f"study {study_id} already exists at {self.folder}; resume it with --resume {study_id}"
@@ -258,12 +281,19 @@ class StudyCommand:
     def folder(self) -> pathlib.Path:
         return study_folder(self.results_root, self.record.study_id, self.record.smoke)
 
+    def _recorded(self, study_id: str) -> bool:
+        """Whether study `study_id` has a record here or in the store."""
+        in_store = self.store is not None and study_transfer.find_study(self.store, study_id) is not None
+        return find_study(self.results_root, study_id) is not None or in_store
+
     def _resumable(self, study_id: str) -> StudyRecord:
         if problem := run_id_problem(study_id):
             raise UsageError(problem.replace("run id", "study id"))
         folder = find_study(self.results_root, study_id)
         if folder is None and self.store is not None:
             folder = study_transfer.fetch_record(self.store, study_id, self.results_root, self.artifacts_root)
+        if folder is None and self.store is not None:
+            folder = study_transfer.gather_shares(self.store, study_id, self.results_root, self.artifacts_root)
         if folder is None:
             elsewhere = f" nor in {self.store.config.url}" if self.store else ""
             raise UsageError(
@@ -292,7 +322,7 @@ class StudyCommand:
         self._update_view(record.members, force=True)
         for member in record.members:
             result = self._look(member)[1]
-            if result.status == RUNNING:
+            if result.status == RUNNING and not self._continuing_share:
                 raise UsageError(
                     f"{member.member.name}: run {result.run_ids[-1]} is still running (pid"
                     f" {result.last.process.pid if result.last.process else '?'}); wait for it or stop it"
@@ -372,7 +402,7 @@ class StudyCommand:
                 file=sys.stderr,
             )
             return 128 + int(getattr(signal, self.stop_signal))
-        return self._summarise()
+        return self._share_done() if self.record.share else self._summarise()
 
     def resume_command(self) -> str:
         """The command that continues this study, as printed: run from the repository root, it finds the study."""
@@ -389,18 +419,24 @@ class StudyCommand:
             *(word for flag, folder in folders if folder is not None for word in (flag, str(folder))),
         )
 
+    @property
+    def _members_id(self) -> str:
+        """What the members' run ids start with: the study's id (the whole study's, for a share)."""
+        share = shares.Share.of(self.record)
+        return share.study_id if share else self.record.study_id
+
     def _plan(self) -> list:
         from rl.harness.training.member_trials import MemberTrial  # Ray only when trials run
 
         trials = []
         for planned in self.record.members:
             member, result = self._look(planned)
-            status = result.status
+            status = CRASHED if result.status == RUNNING and self._continuing_share else result.status
             if status == COMPLETED or (status == FAILED and not self.options.retry_failed):
                 continue
             resume_from = member.last_run if status in (INTERRUPTED, CRASHED) and result.last.checkpoints else None
             variant = f"-v{self.study.settings().index(member.setting)}" if self.study.hyperparameters else ""
-            first = f"{self.record.study_id}-{member.agent}{variant}-s{member.seed}"
+            first = f"{self._members_id}-{member.agent}{variant}-s{member.seed}"
             attempt = len(member.runs) + 1
             run_id = f"{first}-a{attempt}" if member.runs else first
             while self._begun_unrecorded(run_id, member.agent):
@@ -600,6 +636,24 @@ class StudyCommand:
                 file=sys.stderr,
             )
         return 0 if complete else EXIT_FAILED
+
+    def _share_done(self) -> int:
+        """A share is done when each of its members ended, completed or failed (its error recorded): exit 0; a member
+        left otherwise (its trial's worker died) exits 1, and the same command line continues it. The whole study's
+        summary is `study --resume <study-id>`'s, which gathers the shares."""
+        share = shares.Share.of(self.record)
+        completed = sum(member.status == COMPLETED for member in self.record.members)
+        ended = all(member.status in (COMPLETED, FAILED) for member in self.record.members)
+        self.record = self.record.replace(status=COMPLETED if completed == len(self.record.members) else FAILED)
+        self.record.write(self.folder)
+        whole = buildinfo.harness_command(
+            "study", self.record.module, "--resume", share.study_id, *(["--smoke"] if self.record.smoke else [])
+        )
+        print(
+            f"study {share.study_id}: share {share.index}/{share.count} ended, {completed} of its"
+            f" {len(self.record.members)} member(s) completed; the whole study's summary: `{whole}`"
+        )
+        return 0 if ended else EXIT_FAILED
 
     def _summary_not_written(self, failure: OSError) -> int:
         """The summary files could not be written (a full disk): they stay as they were, the record says `failed`

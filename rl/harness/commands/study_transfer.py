@@ -7,6 +7,7 @@ the whole study fetched back anywhere.
     view = study_transfer.MemberView(store, folder)     # its members' records and metrics, as the store holds them
     view.update(run_ids)                                # then summary.load_member(view.results_root, ...)
     folder = study_transfer.fetch_record(store, study_id, results_root, artifacts_root)   # `study --resume` elsewhere
+    folder = study_transfer.gather_shares(store, study_id, results_root, artifacts_root)  # a study run in shares
     exit_code = study_transfer.fetch(identifier, results_dir=None, artifacts_dir=None, records_only=False)   # a study or a run
 
 Keys: a study's own folders are `<prefix>/<study module>/[smoke/]studies/<study-id>/{results,artifacts}/`
@@ -34,6 +35,7 @@ from rl.harness.remote.run_fetch import FetchError, RemoteRun
 from rl.harness.remote.store import Store, UploadError
 from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
+from rl.harness.study import shares
 from rl.harness.study.record import STUDIES_DIR, StudyRecord
 
 _INDEX = f"/results/{records.REMOTE_ARTIFACTS_FILE}"
@@ -131,6 +133,31 @@ def fetch_record(
         layout.results_dir,
     )
     return layout.results_dir
+
+
+def gather_shares(
+    store: Store, study_id: str, results_root: pathlib.Path, artifacts_root: pathlib.Path
+) -> pathlib.Path | None:
+    """Study `study_id` run in shares (`study --share`, study/shares.py): each share's record fetched from the store,
+    verified, and the whole study's record written from them into `results_root`; its folder, or None when the store
+    holds no share of it."""
+    tail = f"/{STUDIES_DIR}/"
+    found = sorted(
+        {
+            key[: -len(_INDEX)].rsplit("/", 1)[-1]
+            for key in store.list_keys(store.config.prefix)
+            if key.endswith(_INDEX) and tail in key
+        }
+    )
+    share_ids = [candidate for candidate in found if shares.is_share_of(study_id, candidate)]
+    if not share_ids:
+        return None
+    parts = [StudyRecord.read(fetch_record(store, share_id, results_root, artifacts_root)) for share_id in share_ids]
+    whole = shares.gather(study_id, parts)
+    folder = study_layout(results_root, artifacts_root, study_id, whole.smoke).results_dir
+    whole.write(folder)
+    logging.info("study %s: gathered from its %d share(s) in %s", study_id, len(parts), store.config.url)
+    return folder
 
 
 class MemberView:

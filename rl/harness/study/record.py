@@ -93,6 +93,7 @@ class StudyRecord:
     schema_version: int = SCHEMA_VERSION
     stop_at_env_steps: int | None = None  # every member's run capped here (`study --stop-at-env-steps`)
     process: WriterProcess | None = None  # the study command running it (None in records that predate it)
+    share: Mapping[str, Any] | None = None  # a share of a study (study/shares.py): study_id, index, count
 
     @property
     def effective_status(self) -> str:

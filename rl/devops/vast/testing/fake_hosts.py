@@ -11,7 +11,8 @@ machine of `never_boot_machines`) and runs the real bootstrap script with bash, 
 own (the script's workdir points there), with the environment vast.ai gives a container: the
 create call's `env`, CONTAINER_ID and CONTAINER_API_KEY (its own key), and RLH_VAST_URL naming the
 fake API. `bazel` is a stub that runs `python -m rl.harness.commands.cli <recipe> <the run's args>`
-with $RLH_FAKE_PYTHON and $RLH_FAKE_RECIPE, so the run is a real harness run; `apt-get` fails (every
+with $RLH_FAKE_PYTHON and $RLH_FAKE_RECIPE (`study <module>` for a study's target), so the run is a real
+harness run; `apt-get` fails (every
 tool must be there). A stop or destroy kills its whole session with SIGKILL, as a lost machine does.
 """
 
@@ -29,7 +30,8 @@ _BAZEL_STUB = """#!/bin/bash
 # Stands in for `bazel run <flags> <target> -- <args>`: a real harness run of $RLH_FAKE_RECIPE with <args>.
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done
 shift
-exec "$RLH_FAKE_PYTHON" -m rl.harness.commands.cli "$RLH_FAKE_RECIPE" "$@"
+read -ra recipe <<<"$RLH_FAKE_RECIPE"  # a recipe's module, or `study <module>` for a study's target
+exec "$RLH_FAKE_PYTHON" -m rl.harness.commands.cli "${recipe[@]}" "$@"
 """
 _APT_STUB = "#!/bin/sh\necho 'apt-get must not run on a fake instance: every tool is present' >&2\nexit 9\n"
 
