@@ -9,30 +9,21 @@ import subprocess
 import pytest
 
 from rl.devops.vast import bootstrap, durability, redact
+from rl.devops.vast.testing import repos
 
 TOKEN = "ghp_" + "t0k3n" * 6
 B2_KEY = "K005" + "made-up-b2-key" * 2  # shaped like a B2 application key, never a real one
 
 
-def _git(*args, cwd):
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 def _repo(path: pathlib.Path) -> str:
     path.mkdir()
-    _git("init", "-q", cwd=path)
+    repos.git("init", "-q", cwd=path)
     (path / "BUILD").write_text("# experiment\n")
-    _git("add", "BUILD", cwd=path)
-    _git("commit", "-q", "-m", "first", cwd=path)
-    first = _git("rev-parse", "HEAD", cwd=path)
+    repos.git("add", "BUILD", cwd=path)
+    repos.git("commit", "-q", "-m", "first", cwd=path)
+    first = repos.git("rev-parse", "HEAD", cwd=path)
     (path / "BUILD").write_text("# later\n")
-    _git("commit", "-q", "-am", "second", cwd=path)
+    repos.git("commit", "-q", "-am", "second", cwd=path)
     return first  # pin the older commit: the checkout must not take the branch tip
 
 
@@ -157,8 +148,8 @@ def test_it_checks_out_the_pin_runs_the_target_and_lists_every_output(tmp_path):
         "run",
     ]
     assert bootstrap.parse_done(log) == 0
-    assert _git("rev-parse", "HEAD", cwd=tmp_path / "work" / "repo") == commit
-    assert _git("rev-parse", "HEAD", cwd=tmp_path / "work" / "library") == library_commit
+    assert repos.git("rev-parse", "HEAD", cwd=tmp_path / "work" / "repo") == commit
+    assert repos.git("rev-parse", "HEAD", cwd=tmp_path / "work" / "library") == library_commit
     # The build takes the library from the checkout the documented way, so its rule records it in build.library.
     assert (tmp_path / "argv.library").read_text() == f"{tmp_path}/work/library\n"
     out = tmp_path / "work" / "out"

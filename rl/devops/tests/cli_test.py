@@ -1,11 +1,9 @@
 """The CLI against the fake API: the commands, progress output, exit codes, and redaction on every error path."""
 
-import subprocess
-
 import pytest
 
 from rl.devops.vast import api, cli, fleet
-from rl.devops.vast.testing import fake_api
+from rl.devops.vast.testing import fake_api, repos
 from rl.devops.vast.testing.leaks import assert_no_secret
 
 # Stand-ins for the commits of the fixture's repositories, which `up` checks the instances can fetch.
@@ -13,22 +11,12 @@ COMMIT = "<pushed commit>"
 LIBRARY_COMMIT = "<pushed library commit>"
 
 
-def _git(*args, cwd):
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 def _repository(path):
     """A repository with one commit, at `path`; returns the commit."""
     path.mkdir(parents=True)
-    _git("init", "-q", cwd=path)
-    _git("commit", "-q", "--allow-empty", "-m", "first", cwd=path)
-    return _git("rev-parse", "HEAD", cwd=path)
+    repos.git("init", "-q", cwd=path)
+    repos.git("commit", "-q", "--allow-empty", "-m", "first", cwd=path)
+    return repos.git("rev-parse", "HEAD", cwd=path)
 
 
 @pytest.fixture

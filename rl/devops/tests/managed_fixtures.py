@@ -11,14 +11,13 @@ import io
 import json
 import os
 import pathlib
-import subprocess
 import threading
 import time
 
 import pytest
 
 from rl.devops.vast import api, bootstrap, cli, fleet, state, store_runs
-from rl.devops.vast.testing import fake_api, fake_hosts
+from rl.devops.vast.testing import fake_api, fake_hosts, repos
 from rl.harness import env_vars
 from rl.harness.tests import s3_server
 
@@ -69,26 +68,16 @@ def store_env(server, monkeypatch):
     return variables
 
 
-def _git(*args, cwd):
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 @pytest.fixture
 def pin(tmp_path):
     """A pushed commit of an experiment repository, served from a local folder under an https:// name."""
     source = tmp_path / "git" / "src"
     source.mkdir(parents=True)
-    _git("init", "-q", cwd=source)
+    repos.git("init", "-q", cwd=source)
     (source / "BUILD").write_text("# experiment\n")
-    _git("add", "BUILD", cwd=source)
-    _git("commit", "-q", "-m", "first", cwd=source)
-    return bootstrap.GitPin(REMOTE + "src", _git("rev-parse", "HEAD", cwd=source))
+    repos.git("add", "BUILD", cwd=source)
+    repos.git("commit", "-q", "-m", "first", cwd=source)
+    return bootstrap.GitPin(REMOTE + "src", repos.git("rev-parse", "HEAD", cwd=source))
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import zipfile
 import pytest
 
 from rl.devops.vast import bootstrap, prebuilt
+from rl.devops.vast.testing import repos
 from rl.harness import env_vars
 from rl.harness.remote import stores
 from rl.harness.tests import s3_server
@@ -211,16 +212,6 @@ def test_a_whole_tarball_that_is_not_its_pointers_is_refused_and_nothing_is_left
 # ---- end to end: instances that build, reuse, and refuse a corrupt tarball ----------------------------------------
 
 
-def _git(*args, cwd):
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 def _runtime_site_packages() -> str:
     """The runtime venv's packages: the run adds them to the path of the venv the instance built or unpacked, so
     that venv's python runs the harness as the CUDA lock's would (the runtime venv's python is in identity.json)."""
@@ -290,10 +281,10 @@ def library(tmp_path):
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     (source / bootstrap.CUDA_LOCK_FILE).write_text(f"rlh-probe @ {wheel.as_uri()} --hash=sha256:{digest}\n")
     (source / "BUILD").write_text("# experiment\n")
-    _git("init", "-q", cwd=source)
-    _git("add", ".", cwd=source)
-    _git("commit", "-q", "-m", "library", cwd=source)
-    return bootstrap.GitPin(REMOTE + "library", _git("rev-parse", "HEAD", cwd=source))
+    repos.git("init", "-q", cwd=source)
+    repos.git("add", ".", cwd=source)
+    repos.git("commit", "-q", "-m", "library", cwd=source)
+    return bootstrap.GitPin(REMOTE + "library", repos.git("rev-parse", "HEAD", cwd=source))
 
 
 def _instance(tmp_path, name, pin, store_env):
