@@ -80,19 +80,26 @@ def policy_lag(learner_weights: int, episodes: Sequence[Any]) -> int:
     return int(learner_weights - min(sampled))
 
 
-def _sample_with(env_runner, *, weights: dict) -> tuple[list, dict]:
-    """On a remote EnvRunner: take `weights`, sample one batch, return it with the runner's metrics.
+def trim_for_learner(rl_module: Any, episodes: list) -> None:
+    """Drops from a pipelined batch, in place, what its Learner does not read, before it crosses to the driver.
 
-    The batch crosses to the driver pickled, so it leaves out what the Learner does not read: the
-    per-step recurrent states but the chunk starts' (`keep_chunk_start_states`; most of a
+    The per-step recurrent states but the chunk starts' (`keep_chunk_start_states`; most of a
     Transformer's batch) and the critic embeddings, sampled with the older weights (GAE encodes
     the batch with the Learner's).
+
+    Example:
+        trim_for_learner(env_runner.module, episodes)   # on the remote EnvRunner that sampled them
     """
-    env_runner.set_state(weights)
-    episodes = env_runner.sample()
     for episode in episodes:
         episode.extra_model_outputs.pop(CRITIC_EMBEDDINGS, None)
-    keep_chunk_start_states(env_runner.module, episodes)
+    keep_chunk_start_states(rl_module, episodes)
+
+
+def _sample_with(env_runner, *, weights: dict) -> tuple[list, dict]:
+    """On a remote EnvRunner: take `weights`, sample one batch, return it (trimmed) with the runner's metrics."""
+    env_runner.set_state(weights)
+    episodes = env_runner.sample()
+    trim_for_learner(env_runner.module, episodes)
     return episodes, env_runner.get_metrics()
 
 
