@@ -4,7 +4,7 @@
 
 A module of its own, importing only the env's package: RLlib's registry pickles `make_env` by
 reference, so every remote EnvRunner imports this module, and through controlled_mess3 it would
-import the analysis stack too (matplotlib, scipy's probes: ~80 MiB of resident memory a runner,
+import the analysis stack too (rl.analysis, matplotlib: ~82 MiB of resident memory a runner,
 measured in docs/performance.md). controlled_mess3 re-exports all of it.
 """
 
