@@ -71,6 +71,47 @@ def _map_states(function: Any, *states: Any) -> Any:
     return function(*states)
 
 
+# custom_data of an episode whose per-step STATE_OUTs `keep_chunk_start_states` dropped: the states
+# AddChunkStartStates reads in their place.
+CHUNK_START_STATES = "chunk_start_states"
+
+
+def keep_chunk_start_states(rl_module: Any, episodes: list) -> None:
+    """Replaces each numpy episode's per-step STATE_OUTs by the few that AddChunkStartStates reads, in place.
+
+    Episodes that cross processes are pickled whole, and a stateful module's per-step state is
+    most of their bytes (TransformerModel's cached keys and values), while the Learner reads one
+    state per `max_seq_len` steps: the look-back state and every chunk's last step's STATE_OUT.
+    Only those are kept, under `custom_data[CHUNK_START_STATES]`; the Learner's batch is the same.
+    A loss that reads next states (NEXT_STATE_IN) needs the per-step ones: AddChunkStartStates
+    refuses such episodes for it.
+
+    Example:
+        keep_chunk_start_states(env_runner.module, episodes)   # on a remote EnvRunner, before returning them
+    """
+    for episode in episodes:
+        module = _single_agent_module(rl_module, episode)
+        if not (episode.is_numpy and module.is_stateful() and Columns.STATE_OUT in episode.extra_model_outputs):
+            continue
+        max_seq_len = module.model_config["max_seq_len"]
+        look_back = None
+        if episode.t_started > 0:
+            look_back = _map_states(
+                np.array,
+                episode.get_extra_model_outputs(key=Columns.STATE_OUT, indices=-1, neg_index_as_lookback=True),
+            )
+        chunk_ends = _map_states(
+            lambda outs, step=max_seq_len: np.ascontiguousarray(outs[step - 1 :: step]),
+            episode.get_extra_model_outputs(key=Columns.STATE_OUT),
+        )
+        del episode.extra_model_outputs[Columns.STATE_OUT]
+        episode.custom_data[CHUNK_START_STATES] = {
+            "max_seq_len": max_seq_len,
+            "look_back": look_back,
+            "chunk_ends": chunk_ends,
+        }
+
+
 def _single_agent_module(rl_module: Any, episode: Any) -> Any:
     """The RLModule that trains on `episode` (as RLlib's stateful pieces pick it)."""
     if episode.module_id is not None:
@@ -131,11 +172,14 @@ class AddChunkStartStates(AddStatesFromEpisodesToBatch):
                 continue
             max_seq_len = module.model_config["max_seq_len"]
             chunks = math.ceil(len(episode) / max_seq_len)
-            has_states = Columns.STATE_OUT in episode.extra_model_outputs
+            kept = episode.custom_data.get(CHUNK_START_STATES)
+            has_states = kept is not None or Columns.STATE_OUT in episode.extra_model_outputs
             if episode.t_started == 0 or not has_states:
                 if id(module) not in initial_states:
                     initial_states[id(module)] = convert_to_numpy(module.get_initial_state())
                 look_back_state = initial_states[id(module)]
+            elif kept is not None:
+                look_back_state = kept["look_back"]
             else:  # a continuation chunk of a cut episode starts from the state before it
                 look_back_state = episode.get_extra_model_outputs(
                     key=Columns.STATE_OUT, indices=-1, neg_index_as_lookback=True
@@ -143,7 +187,15 @@ class AddChunkStartStates(AddStatesFromEpisodesToBatch):
             # RLlib: STATE_IN of chunk k is the STATE_OUT of step k * max_seq_len - 1 (the
             # look-back state for k = 0); without STATE_OUTs, the look-back state throughout.
             # STATE_IN never reads the last step's STATE_OUT (AddBootstrapStep leaves the bootstrap step's out).
-            if has_states:
+            if kept is not None:
+                _check_kept_states(kept, max_seq_len, batch)
+                state_outs = None
+                chunk_states = _map_states(
+                    lambda first, ends, count=chunks - 1: np.concatenate([first[None], ends[:count]]),
+                    look_back_state,
+                    kept["chunk_ends"],
+                )
+            elif has_states:
                 state_outs = episode.get_extra_model_outputs(key=Columns.STATE_OUT)
                 last = len(episode) - 1
                 chunk_states = _map_states(
@@ -169,6 +221,20 @@ class AddChunkStartStates(AddStatesFromEpisodesToBatch):
                 )
                 self.add_n_batch_items(batch, Columns.NEXT_STATE_IN, next_states, chunks, episode)
         return batch
+
+
+def _check_kept_states(kept: dict, max_seq_len: int, batch: dict) -> None:
+    """Raises unless the states `keep_chunk_start_states` kept are the ones this Learner's batch needs."""
+    if kept["max_seq_len"] != max_seq_len:
+        raise ValueError(
+            f"an episode kept the chunk starts' states of max_seq_len {kept['max_seq_len']}, the Learner's module "
+            f"chunks by {max_seq_len}: give the EnvRunners' module the Learner's model_config"
+        )
+    if Columns.NEXT_OBS in batch:
+        raise ValueError(
+            "this loss reads next states (NEXT_STATE_IN), but the episodes kept only the chunk starts' states: "
+            "do not call keep_chunk_start_states on episodes for it"
+        )
 
 
 class AddInfoColumn(ConnectorV2):

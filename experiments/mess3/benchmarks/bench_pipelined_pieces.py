@@ -5,11 +5,12 @@
 In one process, on one 2048-step batch of the main job at a time (its module, env, 32 envs, the
 harness's BatchedEnvRunner), medians over `--repeats` of CPU seconds (`time.process_time`, which
 other processes' load inflates far less than wall time):
-- runner side: `sample`, pickling the batch's episodes as Ray does (`pickle_episodes`), taking the
-  Learner's weights (`weights_in`);
+- runner side: `sample`, dropping what the Learner does not read (`trim_episodes`, as PipelinedPPO's
+  runners do), pickling the batch's episodes as Ray does (`pickle_episodes`), taking the Learner's
+  weights (`weights_in`);
 - driver side: unpickling the episodes (`unpickle_episodes`), the update of a pipelined config's
-  Learner (its KL reference recomputed) on a batch whose critic embeddings were dropped, as
-  PipelinedPPO hands it over (`update_pipelined`), sending the weights (`weights_out`); and the
+  Learner (its KL reference recomputed) on the trimmed batch, as PipelinedPPO hands it over
+  (`update_pipelined`), sending the weights (`weights_out`); and the
   update of the sequential path (`update`, embeddings kept).
 On two free cores the sequential iteration takes `sample + update`, the pipelined one the longer
 side; `bound` is their ratio: the most pipelining can gain over the default path, before the
@@ -32,9 +33,9 @@ from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, WEIGHTS_SEQ_NO
 
 from experiments.mess3.benchmarks.bench_sampling import STEPS_PER_SAMPLE, WARMUP_SAMPLES, build_runner
-from rl.learners.models import CRITIC_EMBEDDINGS
+from rl.learners.pipelined import trim_for_learner
 
-RUNNER_SIDE = ("sample", "pickle_episodes", "weights_in")
+RUNNER_SIDE = ("sample", "trim_episodes", "pickle_episodes", "weights_in")
 DRIVER_SIDE = ("unpickle_episodes", "update_pipelined", "weights_out")
 
 
@@ -73,13 +74,12 @@ def measure(repeats: int) -> dict:
     for _ in range(repeats):
         episodes, seconds_taken = _cpu_seconds(lambda: runner.sample(num_timesteps=STEPS_PER_SAMPLE))
         timed = {"sample": seconds_taken}
+        sequential = copy.deepcopy(episodes)  # the Learner connector and the trimming change episodes in place
+        _, timed["trim_episodes"] = _cpu_seconds(functools.partial(trim_for_learner, runner.module, episodes))
         pickled, timed["pickle_episodes"] = _cpu_seconds(functools.partial(cloudpickle.dumps, episodes))
         handed_over, timed["unpickle_episodes"] = _cpu_seconds(functools.partial(pickle.loads, pickled))
         pipelined_learner.set_state(learner.get_state())  # both updates start from the same weights
-        sequential = copy.deepcopy(episodes)  # the Learner connector changes episodes in place
         _, timed["update"] = _cpu_seconds(functools.partial(update, sequential))
-        for episode in handed_over:
-            episode.extra_model_outputs.pop(CRITIC_EMBEDDINGS, None)
         _, timed["update_pipelined"] = _cpu_seconds(functools.partial(update, handed_over, pipelined_learner))
         sent, timed["weights_out"] = _cpu_seconds(lambda: cloudpickle.dumps(weights()))
         _, timed["weights_in"] = _cpu_seconds(lambda sent=sent: runner.set_state(pickle.loads(sent)))

@@ -33,7 +33,9 @@ within an hour on a quiet machine: docs/performance.md).
 its own phases; for `harness_pipelined` sampling is the wait for the batch in flight);
 `learner_samples_per_s` is train batch / learning seconds; `peak_rss_mib` is each part's own
 process (ru_maxrss), `peak_tree_rss_mib` the largest sum of resident memory over it and every
-process it started (Ray's and its remote runners), sampled every 0.2 s.
+process it started (Ray's and its remote runners), sampled every 0.2 s, and `peak_tree_pss_mib` the
+same sum of proportional set sizes (a page several processes map, the libraries' code above all,
+counted once: what the tree takes from the machine).
 `--hardware-profile cpu-portable` pins every part's kernel dispatch as that profile does (its
 variables set before each part's process starts), to measure what the portable profile costs.
 `--seed-size` runs every part with the seed project's Transformer (controlled_mess3.SEED_PROJECT_SIZE:
@@ -69,6 +71,7 @@ RATIOS = [
     ("pipelined_ratio_vs_torch_reference", "harness_pipelined", "torch_reference", "env_steps_per_s"),
     ("pipelined_ratio_vs_harness", "harness_pipelined", "harness", "env_steps_per_s"),
     ("pipelined_memory_vs_harness", "harness_pipelined", "harness", "peak_tree_rss_mib"),
+    ("pipelined_pss_vs_harness", "harness_pipelined", "harness", "peak_tree_pss_mib"),
 ]
 PIPELINED = {"training/pipelined": "true"}
 # The throughput targets (docs/performance.md): against bare RLlib, against the plain PyTorch loop, and the seed-size rate.
@@ -233,7 +236,7 @@ def _measure(part: str, iterations: int, warmup: int, sizes: dict, profile: str)
     }[part]
     with process_memory.TreeMemory() as memory:
         figures = measure(iterations, warmup, sizes)
-    return {**figures, "peak_tree_rss_mib": memory.peak_mib}
+    return {**figures, "peak_tree_rss_mib": memory.peak_mib, "peak_tree_pss_mib": memory.peak_pss_mib}
 
 
 def main(argv=None) -> None:
@@ -295,6 +298,7 @@ def main(argv=None) -> None:
         },
         "peak_rss_mib": {part: round(figure["peak_rss_mib"], 1) for part, figure in figures.items()},
         "peak_tree_rss_mib": {part: round(figure["peak_tree_rss_mib"], 1) for part, figure in figures.items()},
+        "peak_tree_pss_mib": {part: round(figure["peak_tree_pss_mib"], 1) for part, figure in figures.items()},
         "sampling": {part: figure["sampling"] for part, figure in figures.items()},
         "targets": SEED_SIZE_TARGETS if options.seed_size else TARGETS,
     }
@@ -309,7 +313,7 @@ def main(argv=None) -> None:
 
 def _median_figures(measured: list[dict]) -> dict:
     """One part's figures over rounds: the median of every number, the first round's sampling plan."""
-    numbers = ("env_steps_per_s", "sample_s", "learn_s", "peak_rss_mib", "peak_tree_rss_mib")
+    numbers = ("env_steps_per_s", "sample_s", "learn_s", "peak_rss_mib", "peak_tree_rss_mib", "peak_tree_pss_mib")
     return {**measured[0], **{key: statistics.median(figure[key] for figure in measured) for key in numbers}}
 
 

@@ -4,11 +4,15 @@
 
     with process_memory.TreeMemory() as memory:     # samples every 0.2 s in a thread
         train()                                     # e.g. a run whose Ray workers sample
-    memory.peak_mib
+    memory.peak_mib                                 # resident memory summed over the processes
+    memory.peak_pss_mib                             # proportional: each shared page split among its processes
 
 `resource.getrusage` sees this process (and waited-for children) only; Ray's processes and its
 remote EnvRunners are started by Ray's own daemons below this process, so a run's whole memory is
-the sum over its process tree, sampled while it runs.
+the sum over its process tree, sampled while it runs. Summed resident memory counts a page
+that several processes map (the libraries' code, Ray's object store, pages a fork shares) once
+in each; the proportional set size (PSS) splits it among them, so its sum is what the tree takes
+from the machine.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ class TreeMemory:
 
     def __init__(self, period_s: float = 0.2):
         self.peak_mib = 0.0
+        self.peak_pss_mib = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, args=(period_s,), daemon=True)
 
@@ -35,7 +40,9 @@ class TreeMemory:
 
     def _sample(self, period_s: float) -> None:
         while not self._stop.wait(period_s):
-            self.peak_mib = max(self.peak_mib, sum(_rss_kib(pid) for pid in _descendants(os.getpid())) / 1024)
+            sizes = [_resident_kib(pid) for pid in _descendants(os.getpid())]
+            self.peak_mib = max(self.peak_mib, sum(rss for rss, _ in sizes) / 1024)
+            self.peak_pss_mib = max(self.peak_pss_mib, sum(pss for _, pss in sizes) / 1024)
 
 
 def _descendants(root: int) -> list[int]:
@@ -57,9 +64,15 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _rss_kib(pid: int) -> int:
+def _resident_kib(pid: int) -> tuple[int, int]:
+    """(resident, proportional) set size of `pid` in KiB; (0, 0) once it has ended."""
+    sizes = {}
     try:
-        with open(f"/proc/{pid}/status") as status:
-            return next((int(line.split()[1]) for line in status if line.startswith("VmRSS:")), 0)
-    except OSError:
-        return 0
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                key, *value = line.split()
+                if key in ("Rss:", "Pss:"):
+                    sizes[key] = int(value[0])
+    except (OSError, ValueError):
+        return 0, 0
+    return sizes.get("Rss:", 0), sizes.get("Pss:", 0)

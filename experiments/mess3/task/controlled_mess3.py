@@ -24,53 +24,25 @@ import gymnasium
 import numpy as np
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.tune.registry import register_env
 
+from experiments.mess3.task.environment import ENV_KWARGS, ENV_NAME, A, X, make_env
 from rl.analysis import ContextProbing, ProbePlan, RolloutProbing, random_network
 from rl.analysis.probes import ProbeOptions
 from rl.envs.hmm import belief_after
-from rl.envs.mess3 import CONTROL_DEFAULTS, mess3_env, mess3_process
+from rl.envs.mess3 import mess3_process
 from rl.harness import Range
 from rl.learners import ActorCriticPPOTorchLearner, PipelinedPPOConfig
 from rl.learners.models import ConfigError, TransformerConfig, TransformerModel
 
 # -- environment ---------------------------------------------------------------------------------
 
-X, A = 0.05, 0.85
-# The agent sees the last token and its own previous action: the action changes the dynamics
-# the belief is filtered with, so without it the belief would not be a function of the inputs.
-ENV_KWARGS = {
-    "x": X,
-    "a": A,
-    "episode_length": 64,
-    "observation": ("tokens", "previous_action"),
-    "history_length": 1,
-    **CONTROL_DEFAULTS,
-}
+# ENV_KWARGS, ENV_NAME, make_env: task/environment.py (what a remote EnvRunner imports, kept light).
 # The oracle's observation (oracle_belief_separate_critic.py): the exact belief over the current
 # hidden state, all that the belief-optimal reference acts on, so memory is given rather than learned.
 BELIEF_OBSERVATION = ("belief",)
-ENV_NAME = "experiments.mess3/controlled_mess3"
 # Envs stepping together (the policy's forward pass batched over them): a train batch of 2048
 # (smoke 1024) is 32 envs x 64 (32) steps, so a full batch holds 32 whole 64-step episodes.
 PARALLEL_ENVS = 32
-
-
-def make_env(env_config=None) -> gymnasium.Env:
-    """The controlled Mess3 env of this task; `env_config` (RLlib's EnvContext) may change only its observation.
-
-    The dynamics and rewards stay ENV_KWARGS' so that every run is scored on the same references.
-    """
-    changed = dict(env_config or {})
-    if set(changed) - {"observation"}:
-        raise ValueError(
-            f"env_config keys {sorted(set(changed) - {'observation'})}: only 'observation' may differ "
-            "between this task's runs (the references are those of ENV_KWARGS)"
-        )
-    return mess3_env("control", **{**ENV_KWARGS, **changed})
-
-
-register_env(ENV_NAME, make_env)
 
 # -- agent -----------------------------------------------------------------------------------------
 

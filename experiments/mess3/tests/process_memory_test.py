@@ -1,9 +1,12 @@
 """TreeMemory counts the memory of the processes a process starts, which getrusage does not."""
 
+import os
 import resource
 import subprocess
 import sys
 import time
+
+import numpy as np
 
 from experiments.mess3.benchmarks import process_memory
 
@@ -25,3 +28,20 @@ def test_without_children_the_peak_is_this_process():
         time.sleep(0.3)
     own_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert 0.5 * own_mib <= memory.peak_mib <= own_mib * 1.05
+
+
+def test_pages_a_child_shares_count_in_each_resident_sum_and_once_in_the_proportional_one():
+    block = np.ones(CHILD_MIB * 2**20, dtype=np.uint8)  # written before the fork: the child shares its pages
+    child = os.fork()
+    if child == 0:
+        time.sleep(1.5)
+        os._exit(0)
+    try:
+        with process_memory.TreeMemory(period_s=0.05) as memory:
+            time.sleep(1.0)
+    finally:
+        os.waitpid(child, 0)
+    own_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert memory.peak_mib >= own_mib + 0.9 * CHILD_MIB
+    assert memory.peak_pss_mib <= own_mib + 0.2 * CHILD_MIB
+    assert block.sum() == CHILD_MIB * 2**20

@@ -11,6 +11,7 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.tune.registry import register_env
+from ray.util.metrics import Counter
 
 from rl.harness.tests.episodes import assert_equal_nests, assert_same_episodes, numpy_copies
 from rl.harness.training.batched_env_runner import BatchedEnvRunner, ListInfoVectorEnv, why_not_batched
@@ -116,6 +117,26 @@ def test_the_episodes_and_metrics_are_rllibs(model_config, episodes_to_numpy, en
     )
     assert_same_samples(expected, actual)
     assert_same_metrics(expected_metrics, actual_metrics)
+
+
+def test_rays_env_step_counters_count_what_rllibs_runner_counts(monkeypatch):
+    counted = []
+    inc = Counter.inc
+    monkeypatch.setattr(
+        Counter,
+        "inc",
+        lambda counter, value=1.0, tags=None: (
+            counted.append((counter.info["name"], value)) or inc(counter, value, tags)
+        ),
+    )
+    totals, calls = [], []
+    for runner_class in (SingleAgentEnvRunner, BatchedEnvRunner):
+        counted.clear()
+        sample_with(runner_class, config_for())
+        totals.append({name: sum(value for named, value in counted if named == name) for name, _ in counted})
+        calls.append(len(counted))
+    assert totals[0] == totals[1] and totals[0]["rllib_env_runner_num_try_env_step_counter"] > len(SAMPLES)
+    assert calls[1] == 2 * len(SAMPLES)  # each counter once a sample() call
 
 
 def test_greedy_sampling_is_rllibs():

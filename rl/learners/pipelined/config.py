@@ -21,7 +21,9 @@ update when the config is pipelined): against the behaviour policy it would coun
 update's move too, and the adaptive KL coefficient grows on it and holds early learning back
 (measured: docs/performance.md, "Pipelined PPO"). The value targets carry no lag: the critic
 embeddings sampled with the older weights are dropped from the episodes, so GAE encodes the batch
-with the Learner's (`advantages.batch_values`). docs/performance.md says why this correction and
+with the Learner's (`advantages.batch_values`). The runners send only the recurrent states the
+Learner reads, the chunk starts' (`connectors.keep_chunk_start_states`): the main job's batch
+crosses processes as 1.5 MiB instead of 16.8. docs/performance.md says why this correction and
 not V-trace.
 
 Results repeat: each runner's batch k+1 is sampled with the weights update k starts from, whatever
@@ -55,6 +57,7 @@ from ray.rllib.utils.metrics import (
     WEIGHTS_SEQ_NO,
 )
 
+from rl.learners.connectors import keep_chunk_start_states
 from rl.learners.models.base import CRITIC_EMBEDDINGS
 
 # Updates between the weights that sampled an update's batch and the Learner's: a metric of every iteration.
@@ -77,10 +80,27 @@ def policy_lag(learner_weights: int, episodes: Sequence[Any]) -> int:
     return int(learner_weights - min(sampled))
 
 
+def trim_for_learner(rl_module: Any, episodes: list) -> None:
+    """Drops from a pipelined batch, in place, what its Learner does not read, before it crosses to the driver.
+
+    The per-step recurrent states but the chunk starts' (`keep_chunk_start_states`; most of a
+    Transformer's batch) and the critic embeddings, sampled with the older weights (GAE encodes
+    the batch with the Learner's).
+
+    Example:
+        trim_for_learner(env_runner.module, episodes)   # on the remote EnvRunner that sampled them
+    """
+    for episode in episodes:
+        episode.extra_model_outputs.pop(CRITIC_EMBEDDINGS, None)
+    keep_chunk_start_states(rl_module, episodes)
+
+
 def _sample_with(env_runner, *, weights: dict) -> tuple[list, dict]:
-    """On a remote EnvRunner: take `weights`, sample one batch, return it with the runner's metrics."""
+    """On a remote EnvRunner: take `weights`, sample one batch, return it (trimmed) with the runner's metrics."""
     env_runner.set_state(weights)
-    return env_runner.sample(), env_runner.get_metrics()
+    episodes = env_runner.sample()
+    trim_for_learner(env_runner.module, episodes)
+    return episodes, env_runner.get_metrics()
 
 
 class PipelinedPPOConfig(PPOConfig):
@@ -143,8 +163,6 @@ class PipelinedPPO(PPO):
         if len(results) != expected:
             raise RuntimeError(f"{expected - len(results)} of {expected} EnvRunners returned no batch (failed)")
         episodes = [episode for _, (batch, _) in results for episode in batch]
-        for episode in episodes:  # sampled with the older weights: GAE encodes the batch with the Learner's
-            episode.extra_model_outputs.pop(CRITIC_EMBEDDINGS, None)
         return episodes, [metrics for _, (_, metrics) in results]
 
     @override(PPO)

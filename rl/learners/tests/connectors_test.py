@@ -2,6 +2,7 @@
 
 import copy
 import operator
+import pickle
 
 import gymnasium as gym
 import numpy as np
@@ -22,11 +23,13 @@ from ray.rllib.utils.spaces.space_utils import BatchedNdArray
 from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.advantages import use_batched_advantages
 from rl.learners.connectors import (
+    CHUNK_START_STATES,
     AddBootstrapStep,
     AddChunkStartStates,
     AddInfoColumn,
     ZeroPadToChunks,
     insert_before_chunking,
+    keep_chunk_start_states,
     use_fast_chunking,
     zero_padded_chunks,
 )
@@ -233,3 +236,42 @@ def test_info_column_goes_before_chunking_and_rejects_bad_settings():
     pipeline.remove("ZeroPadToChunks")
     with pytest.raises(ValueError, match="has no AddTimeDimToBatchAndZeroPad to insert AddInfoColumn before"):
         insert_before_chunking(pipeline, piece)
+
+
+def test_episodes_keeping_only_chunk_start_states_give_rllibs_learner_states():
+    # Episodes of max_seq_len steps (each bootstrap step opens a chunk of its own) and continuations.
+    config = transformer_config().environment("CartPole-v1", env_config={"max_episode_steps": SMALL["max_seq_len"]})
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    episodes = sampled_episodes(transformer_config(), num_timesteps=80) + sampled_episodes(config, num_timesteps=80)
+    assert any(episode.t_started > 0 for episode in episodes)
+    assert SMALL["max_seq_len"] in [len(episode) for episode in episodes]
+    kept = copy.deepcopy(episodes)
+    keep_chunk_start_states(learner.module, kept)
+    assert all(Columns.STATE_OUT not in episode.extra_model_outputs for episode in kept)
+    assert len(pickle.dumps(kept)) < len(pickle.dumps(episodes)) / 3
+    batches = []
+    for pieces, source in (
+        ((AddOneTsToEpisodesAndTruncate, AddStatesFromEpisodesToBatch), episodes),
+        ((AddBootstrapStep, AddChunkStartStates), pickle.loads(pickle.dumps(kept))),
+    ):
+        batch = {}
+        for piece in pieces:
+            batch = piece(as_learner_connector=True)(
+                rl_module=learner.module, batch=batch, episodes=copy.deepcopy(source), shared_data={}
+            )
+        batches.append(batch[Columns.STATE_IN])
+    assert_same_nest(*batches)
+
+
+def test_kept_chunk_start_states_refuse_another_chunk_length_and_next_states():
+    config = transformer_config()
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    episodes = sampled_episodes(config, num_timesteps=40)
+    keep_chunk_start_states(learner.module, episodes)
+    piece = AddChunkStartStates(as_learner_connector=True)
+    with pytest.raises(ValueError, match="reads next states"):
+        piece(rl_module=learner.module, batch={Columns.NEXT_OBS: {}}, episodes=copy.deepcopy(episodes))
+    for episode in episodes:
+        episode.custom_data[CHUNK_START_STATES]["max_seq_len"] = 2 * SMALL["max_seq_len"]
+    with pytest.raises(ValueError, match="max_seq_len 16, the Learner's module chunks by 8"):
+        piece(rl_module=learner.module, batch={}, episodes=episodes)
