@@ -229,6 +229,8 @@ def test_a_study_over_three_instances_survives_a_preemption_a_dead_boot_and_the_
     fl, fake, hosts, pin, store_env, progress, tmp_path
 ):
     hosts.environment["RLH_FAKE_RECIPE"] = f"study {STUDY_MODULE}"
+    # A second an iteration: the cap must land while the resumed member still runs, however slow the watcher's ticks.
+    hosts.environment["FAKE_RECIPE_SLEEP_S"] = "1.0"
     fake.never_boot_machines.add(1001)  # the best offer's machine (share 0's first instance) never boots
     # Shares: 0 = first/0 and second/1 (one at a time on its instance), 1 = second/0, 2 = first/1.
     launch, shares = _study_launch(
