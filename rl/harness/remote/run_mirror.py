@@ -13,7 +13,10 @@ sent), a record once replaced (atomically; read once, so the copy sent is the on
 grow). Each file's sha256 is recorded with its key, in `results/<run-id>/remote_artifacts.json` here
 and under the same name in the store (the index that `fetch` verifies against). A pass sends the
 artifacts first, then writes the index, then the records: a record that names a checkpoint is never
-in the store before the index lists that checkpoint. A record sent again in place of its earlier
+in the store before the index lists that checkpoint. A checkpoint's state file goes after the rest of
+its folder and is followed by the index, so the index names every checkpoint whole in the store, even
+while the records lag (a resume takes the newest of them). A file removed while a pass sends it (a
+rolling checkpoint replaced by the next) is skipped, not a fault of the store. A record sent again in place of its earlier
 copy is announced in that index as its entry's `replacement` (size, sha256), so that a process
 killed mid-pass leaves every record in the store matching its entry or its replacement, never
 neither (a growing file's indexed prefix stays valid). Memory stays bounded: files stream in 1 MiB
@@ -44,6 +47,17 @@ REMOTE_ARTIFACTS_SCHEMA_VERSION = 1
 _UNFINISHED = (".partial-", ".tmp-")  # a checkpoint being saved, a record being replaced
 MAX_BACKOFF_S = 300.0
 SNAPSHOT_BYTES = 1 << 20  # records up to this size are read once per pass, hashed and sent from memory
+
+
+_STATE_FILE_TAIL = f"/{records.CHECKPOINT_STATE_FILE}"
+
+
+def _state_file_last(relative: str) -> str:
+    """Sort key: a checkpoint's state file after every other file of its folder, so that the store holds a
+    checkpoint whole once its state file is indexed (`run_fetch.RemoteRun.complete_checkpoints`)."""
+    return (
+        relative[: -len(records.CHECKPOINT_STATE_FILE)] + "\uffff" if relative.endswith(_STATE_FILE_TAIL) else relative
+    )
 
 
 def sha256_of_prefix(path: pathlib.Path, size: int) -> str:
@@ -150,7 +164,10 @@ class RunMirror:
             if relative.startswith("results/") and not self._holds(relative, versions[relative][1])
         ]
         sent = self._send(
-            [relative for relative in sorted(versions) if not relative.startswith("results/")], versions, attempts, halt
+            sorted((relative for relative in versions if not relative.startswith("results/")), key=_state_file_last),
+            versions,
+            attempts,
+            halt,
         )
         replaced = {
             relative: {"size": versions[relative][1].size, "sha256": versions[relative][1].sha256}
@@ -184,6 +201,8 @@ class RunMirror:
                     else:
                         file_id = self.store.put_bytes(version.data, key, attempts=attempts)
                 except UploadError as error:
+                    if not path.exists():  # removed meanwhile: the next pass sees what is there
+                        continue
                     error.file = relative
                     raise
                 self._sent[relative] = {
@@ -194,6 +213,10 @@ class RunMirror:
                     "file_id": file_id,
                 }
                 sent += 1
+                if relative.endswith(_STATE_FILE_TAIL):  # a checkpoint whole in the store: resumable at once
+                    self.store.put_bytes(
+                        self._index(), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}", attempts=attempts
+                    )
             self._seen[relative] = version.seen
         return sent
 
