@@ -152,16 +152,19 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
         for place in places:
             storage = recorded_folder(place, manifest.runner.storage, "Tune storage")
             if storage.is_dir():
-                return ResumeSource(
-                    checkpoint=None,
-                    parent_run_id=run_id,
-                    tune_experiment=storage,
-                    experiment=manifest.experiment.module,
-                )
+                return _tune_source(run_id, manifest, storage)
+        storage = recorded_folder(layout.artifacts_dir, manifest.runner.storage, "Tune storage")
+        if transfer.fetch_artifacts(layout, manifest.runner.storage):
+            logging.info(
+                "the Tune storage of run %s is not on this machine: fetched it from the store into %s, verified",
+                run_id,
+                storage,
+            )
+            return _tune_source(run_id, manifest, storage)
         raise UsageError(
             f"the Tune storage of run {run_id} is not on this machine (looked in"
-            f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative}"
-            " (docs/artifact_storage.md)"
+            f" {', '.join(map(str, places))}) and no store is configured; configure the store it was mirrored to,"
+            f" or fetch artifacts/{layout.relative} (docs/artifact_storage.md)"
         )
     trials = sorted({c.trial_id for c in (*manifest.checkpoints, *manifest.rolling_checkpoints) if c.trial_id})
     if trials:
@@ -204,6 +207,12 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
         f"checkpoint {newest.path} of run {run_id} is not on this machine (looked in"
         f" {', '.join(map(str, places))}) and no store is configured; configure the store it was"
         f" mirrored to (docs/artifact_storage.md), or pass --resume-from <checkpoint folder>"
+    )
+
+
+def _tune_source(run_id: str, manifest: RunManifest, storage: pathlib.Path) -> ResumeSource:
+    return ResumeSource(
+        checkpoint=None, parent_run_id=run_id, tune_experiment=storage, experiment=manifest.experiment.module
     )
 
 

@@ -129,6 +129,22 @@ def fetch_records(run_id: str, results_root: pathlib.Path, artifacts_root: pathl
     return layout.results_dir
 
 
+def fetch_artifacts(layout: RunLayout, folder: str) -> bool:
+    """`folder` (inside the run's artifacts folder: a Tune run's storage) fetched from the configured store into
+    `layout`, verified; False when no store is configured. UsageError when the store lacks the run or the folder."""
+    if stores.load() is None:
+        return False
+    store = configured_store(write=False)
+    remote = RemoteRun.find(store, layout.run_id)
+    fetched, _ = remote.fetch(layout, only=f"artifacts/{folder.strip('/')}/")
+    if not fetched and not (layout.artifacts_dir / folder).is_dir():
+        raise UsageError(
+            f"run {layout.run_id} has no artifacts/{folder} in {store.config.url};"
+            f" run `rl-harness sync {layout.run_id}` where the run is"
+        )
+    return True
+
+
 def fetch_newest_checkpoint(layout: RunLayout) -> pathlib.Path | None:
     """The newest checkpoint of run `layout.run_id`'s own line that is whole in the configured store, fetched into
     `layout`'s artifacts folder and verified (sha256), or None when no store is configured; UsageError when the

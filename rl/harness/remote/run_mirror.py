@@ -34,6 +34,7 @@ import json
 import pathlib
 import threading
 import time
+from collections.abc import Mapping
 
 from absl import logging
 
@@ -82,9 +83,13 @@ class _Version:
 class RunMirror:
     """What of one run is in the store: one entry (key, size, sha256) per file sent."""
 
-    def __init__(self, store: Store, layout: RunLayout, experiment: str):
+    def __init__(
+        self, store: Store, layout: RunLayout, experiment: str, *, also: Mapping[str, pathlib.Path] | None = None
+    ):
+        """`also`: files outside the run's folders sent as its own ({"artifacts/member.log": path}: a member's log)."""
         self.store = store
         self.layout = layout
+        self.also = dict(also or {})
         self.run_prefix = layout.remote_prefix(store.config.prefix, experiment)
         self.started_at = utc_now()
         self._sent: dict[str, dict] = {}  # "artifacts/metrics.jsonl" -> its entry in the record
@@ -115,7 +120,7 @@ class RunMirror:
                 if kind == "results" and relative.as_posix() == records.REMOTE_ARTIFACTS_FILE:
                     continue
                 files[f"{kind}/{relative.as_posix()}"] = path
-        return files
+        return {**files, **{relative: path for relative, path in self.also.items() if path.is_file()}}
 
     def pending(self) -> list[tuple[str, pathlib.Path]]:
         """The files not in the store as they are now."""
