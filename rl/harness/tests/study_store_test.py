@@ -66,15 +66,19 @@ def _record(clone, study_id):
         return None
 
 
-def _checkpoint_in_store(server, run_id):
-    """Whether the store's index of run `run_id` lists a checkpoint and the run's manifest."""
+def _indexed(server, run_id) -> set[str]:
+    """The files the store's index of run `run_id` lists (none before it has one)."""
     index = f"{server.bucket}/lab/{run_helpers.FAKE}/{run_id}/results/{records.REMOTE_ARTIFACTS_FILE}"
     try:
         with s3_server.reader(server).open_input_stream(index) as stream:
-            files = json.loads(stream.read())["files"]
+            return {entry["local"] for entry in json.loads(stream.read())["files"]}
     except (OSError, ValueError):
-        return False
-    indexed = {entry["local"] for entry in files}
+        return set()
+
+
+def _checkpoint_in_store(server, run_id):
+    """Whether the store's index of run `run_id` lists a checkpoint and the run's manifest."""
+    indexed = _indexed(server, run_id)
     return f"results/{records.MANIFEST_FILE}" in indexed and any(
         local.startswith(f"artifacts/{records.CHECKPOINTS_DIR}/") for local in indexed
     )
@@ -263,6 +267,8 @@ def test_a_member_whose_node_was_killed_continues_on_the_other_node_within_the_s
     member = next(member for member in record["members"] if lost in member["runs"])
     assert member["runs"][-2] == lost
     child = member["runs"][-1]
+    # Each attempt's log, written on its node, reached the store with its run.
+    assert all(f"artifacts/{records.MEMBER_LOG_FILE}" in _indexed(server, run_id) for run_id in (lost, child))
     manifest = json.loads((head / "results" / child / records.MANIFEST_FILE).read_text())  # it ran on the head
     assert manifest["parent_run"]["parent_run_id"] == lost
     own = records.read_json_lines(head / "artifacts" / child / records.METRICS_FILE)
