@@ -704,10 +704,12 @@ def _as_recorded(member: MemberRecord, result: summary.MemberResult, error: str 
 
 
 def _started_runs(member: MemberRecord, results_root: pathlib.Path) -> MemberRecord:
-    """`member` without a last planned run that has no folder yet (planned, never started)."""
-    if member.runs and RunLayout.find(results_root, member.runs[-1]) is None:
-        return dataclasses.replace(member, runs=member.runs[:-1])
-    return member
+    """`member` without its last runs that have no folder (planned and never started; or, as the store holds them,
+    lost with a node before their records reached it, and the attempt after them that could not resume them)."""
+    runs = member.runs
+    while runs and RunLayout.find(results_root, runs[-1]) is None:
+        runs = runs[:-1]
+    return member if runs == member.runs else dataclasses.replace(member, runs=runs)
 
 
 def run_study(options: argparse.Namespace) -> int:
