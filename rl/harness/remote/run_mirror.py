@@ -16,10 +16,10 @@ artifacts first, then writes the index, then the records: a record that names a 
 in the store before the index lists that checkpoint. A checkpoint's state file goes after the rest of
 its folder and is followed by the index, so the index names every checkpoint whole in the store, even
 while the records lag (a resume takes the newest of them). A file removed while a pass sends it (a
-rolling checkpoint replaced by the next) is skipped, not a fault of the store. A record sent again in place of its earlier
-copy is announced in that index as its entry's `replacement` (size, sha256), so that a process
-killed mid-pass leaves every record in the store matching its entry or its replacement, never
-neither (a growing file's indexed prefix stays valid). Memory stays bounded: files stream in 1 MiB
+rolling checkpoint replaced by the next) is skipped, not a fault of the store. A record sent again
+in place of its earlier copy is announced in that index as its entry's `replacement` (size, sha256),
+so that a process killed mid-pass leaves every record in the store matching its entry or its
+replacement, never neither (a growing file's indexed prefix stays valid). Memory stays bounded: files stream in 1 MiB
 chunks, a pass holds only the records it sends (each at most SNAPSHOT_BYTES), and the mirror keeps
 one entry per file. A store that fails mid-run costs one warning; the
 thread retries with backoff and the record lists what is not yet remote (`rl-harness sync <run-id>`
