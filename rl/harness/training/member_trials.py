@@ -22,7 +22,7 @@ A trial lost with its node (the machine gone, its run killed with it) is tried a
 node that is left, up to `retries` times (a study with a store). A run id is never used twice (the
 store keeps each run's records), so the next attempt is a run of its own, `<run-id>-a<N>`
 (`MemberTrial.attempt_id`), resumed (`--resume-from`) from the previous attempt's run: its newest
-checkpoint in the store. The attempts are counted where the stop flag is, on the driver's node, and
+checkpoint in the store. The attempts are counted where the stop flag is, on the cluster's head, and
 `on_tick` receives them, so the study names each attempt's run as its member's.
 
 Where a member writes: the study's roots, passed as `--results-dir`/`--artifacts-dir`; with
@@ -47,7 +47,6 @@ from collections.abc import Callable, Mapping
 
 import ray
 from ray import tune
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rl.harness import env_vars
 from rl.harness.training import lifecycle, member_devices
@@ -56,6 +55,7 @@ POLL_S = 0.5  # how often a trial looks at its child and at the stop flag
 WORKER_NICENESS_ENV = "RAY_worker_niceness"  # Ray's override of its RayConfig value
 _STOP_FLAG_NAMESPACE = "rl_harness_study"
 _RUN_ID_FLAG, _RESUME_FLAG = "--run-id", "--resume-from"
+_HEAD_RESOURCE = "node:__internal_head__"  # Ray's resource of the head node alone
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,9 +226,9 @@ def run_trials(
         lifecycle.init_ray(ray_address, num_cpus)
     on_ray_started()
     flag_name = f"stop-{storage.name}-{os.getpid()}"
-    # On the driver's node: the flag outlives any other node the cluster loses (every trial asks it).
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-    flag = _StopFlag.options(name=flag_name, namespace=_STOP_FLAG_NAMESPACE, scheduling_strategy=here).remote()
+    # On the head (as Ray Train places its state actor): the flag outlives any other node the cluster loses
+    # (every trial asks it). The driver's own node is not it: a driver on a worker's machine may attach to its raylet.
+    flag = _StopFlag.options(name=flag_name, namespace=_STOP_FLAG_NAMESPACE, resources={_HEAD_RESOURCE: 0.001}).remote()
     done = threading.Event()
     states = _TrialStates()
     watcher = threading.Thread(target=_watch, args=(stop_signal, flag, on_tick, done), daemon=True)
