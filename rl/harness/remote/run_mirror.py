@@ -13,9 +13,10 @@ sent), a record once replaced (atomically; read once, so the copy sent is the on
 grow). Each file's sha256 is recorded with its key, in `results/<run-id>/remote_artifacts.json` here
 and under the same name in the store (the index that `fetch` verifies against). A pass sends the
 artifacts first, then writes the index, then the records: a record that names a checkpoint is never
-in the store before the index lists that checkpoint. A checkpoint's state file goes after the rest of
-its folder and is followed by the index, so the index names every checkpoint whole in the store, even
-while the records lag (a resume takes the newest of them). A file removed while a pass sends it (a
+in the store before the index lists that checkpoint. Of the artifacts, the metrics and events go
+first, then the checkpoints, newest first; a checkpoint's state file goes after the rest of its
+folder and is followed by the index, so the index names every checkpoint whole in the store, with
+the rows it reflects, even while the records lag (a resume takes the newest of them). A file removed while a pass sends it (a
 rolling checkpoint replaced by the next) is skipped, not a fault of the store. A record sent again
 in place of its earlier copy is announced in that index as its entry's `replacement` (size, sha256),
 so that a process killed mid-pass leaves every record in the store matching its entry or its
@@ -32,6 +33,7 @@ import dataclasses
 import hashlib
 import json
 import pathlib
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -51,14 +53,18 @@ SNAPSHOT_BYTES = 1 << 20  # records up to this size are read once per pass, hash
 
 
 _STATE_FILE_TAIL = f"/{records.CHECKPOINT_STATE_FILE}"
+_CHECKPOINT_FOLDER = re.compile(r"artifacts/checkpoints/(?:[^/]+/)?(?:rolling_)?iter_(\d+)/")
 
 
-def _state_file_last(relative: str) -> str:
-    """Sort key: a checkpoint's state file after every other file of its folder, so that the store holds a
+def _send_order(relative: str) -> tuple:
+    """Sort key of the artifacts a pass sends: first what is not a checkpoint (metrics, events: read after the
+    checkpoints were listed, so they hold every row those reflect), then the checkpoints newest first (what a resume
+    wants, when the mirror is behind), each folder's state file after the rest of it, so that the store holds a
     checkpoint whole once its state file is indexed (`run_fetch.RemoteRun.complete_checkpoints`)."""
-    return (
-        relative[: -len(records.CHECKPOINT_STATE_FILE)] + "\uffff" if relative.endswith(_STATE_FILE_TAIL) else relative
-    )
+    match = _CHECKPOINT_FOLDER.match(relative)
+    if match is None:
+        return (0, 0, "", False, relative)
+    return (1, -int(match[1]), relative[: match.end()], relative.endswith(_STATE_FILE_TAIL), relative)
 
 
 def sha256_of_prefix(path: pathlib.Path, size: int) -> str:
@@ -169,7 +175,7 @@ class RunMirror:
             if relative.startswith("results/") and not self._holds(relative, versions[relative][1])
         ]
         sent = self._send(
-            sorted((relative for relative in versions if not relative.startswith("results/")), key=_state_file_last),
+            sorted((relative for relative in versions if not relative.startswith("results/")), key=_send_order),
             versions,
             attempts,
             halt,

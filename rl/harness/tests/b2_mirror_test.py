@@ -143,7 +143,11 @@ def test_a_failure_mid_upload_keeps_everything_local_and_records_what_arrived(si
         run_mirror.upload_run(mirror, experiment=run_helpers.FAKE, layout=_layout(run))
     assert delays == [1.0, 2.0]  # exponential backoff between the three attempts
     record = json.loads((run[0] / records.REMOTE_ARTIFACTS_FILE).read_text())
-    assert record["status"] == "failed" and len(record["files"]) == 3
+    arrived = set(mirror.list_keys(f"lab/{run_helpers.FAKE}/r1")) - {
+        record["run_prefix"] + f"/results/{records.REMOTE_ARTIFACTS_FILE}"
+    }
+    assert record["status"] == "failed" and {entry["key"] for entry in record["files"]} == arrived
+    assert 0 < len(arrived) < len(record["files"]) + len(record["not_uploaded"])
     assert record["error"]["file"] == record["not_uploaded"][0] and len(record["not_uploaded"]) > 0
     after = _snapshot(*run)
     after.pop(str(run[0] / records.REMOTE_ARTIFACTS_FILE))
@@ -334,10 +338,14 @@ def test_a_checkpoint_whose_state_file_is_indexed_is_whole_in_the_store_wherever
             mirror.send_pending(attempts=1)
         except store_module.UploadError:
             pass
-        indexed = {entry["local"] for entry in mirror.record("failed")["files"]}
+        entries = {entry["local"]: entry for entry in mirror.record("failed")["files"]}
         for folder, members in folders.items():
-            if f"{folder}/{records.CHECKPOINT_STATE_FILE}" in indexed:
-                assert members <= indexed, (uploads, folder, members - indexed)
+            if f"{folder}/{records.CHECKPOINT_STATE_FILE}" in entries:
+                assert members <= set(entries), (uploads, folder, members - set(entries))
+                # ... and the metrics in the store hold the rows up to it (a resume carries them)
+                metrics = entries[f"artifacts/{records.METRICS_FILE}"]
+                rows = (artifacts / records.METRICS_FILE).read_bytes()[: metrics["size"]].decode().splitlines()
+                assert json.loads(rows[-1])["training_iteration"] >= int(folder.rsplit("_", 1)[1]), (uploads, folder)
 
 
 class RollingReplacedMidPass(FlakySimulator):
@@ -363,7 +371,7 @@ def test_a_checkpoint_removed_while_a_pass_sends_it_is_skipped_not_a_store_fault
     api.authorize_account("production", key_id, key)
     api.create_bucket(BUCKET, "allPrivate")
     store = _connect(simulator, [])(b2_mirror.b2_config(key_id, key, BUCKET, "lab", "environment"))
-    replaced = max((artifacts / "checkpoints").glob("iter_*"))
+    replaced = min((artifacts / "checkpoints").glob("iter_*"))  # sent last: the older
     simulator.replaced = replaced
     mirror = run_mirror.RunMirror(store, _layout(run), run_helpers.FAKE)
     assert mirror.send_pending(attempts=1) > 0  # no UploadError: the pass goes on, records included
