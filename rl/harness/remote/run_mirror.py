@@ -15,16 +15,17 @@ and under the same name in the store (the index that `fetch` verifies against). 
 artifacts first, then writes the index, then the records: a record that names a checkpoint is never
 in the store before the index lists that checkpoint. Of the artifacts, the metrics and events go
 first, then the checkpoints, newest first; a checkpoint's state file goes after the rest of its
-folder and is followed by the index, so the index names every checkpoint whole in the store, with
-the rows it reflects, even while the records lag (a resume takes the newest of them). A file removed while a pass sends it (a
+folder, and the newest one's is followed by the index at once (the others by the pass's index), so
+the index names checkpoints only once whole in the store, with the rows they reflect, even while
+the records lag (a resume takes the newest of them). A file removed while a pass sends it (a
 rolling checkpoint replaced by the next) is skipped, not a fault of the store. A record sent again
 in place of its earlier copy is announced in that index as its entry's `replacement` (size, sha256),
 so that a process killed mid-pass leaves every record in the store matching its entry or its
-replacement, never neither (a growing file's indexed prefix stays valid). Memory stays bounded: files stream in 1 MiB
-chunks, a pass holds only the records it sends (each at most SNAPSHOT_BYTES), and the mirror keeps
-one entry per file. A store that fails mid-run costs one warning; the
-thread retries with backoff and the record lists what is not yet remote (`rl-harness sync <run-id>`
-sends it later).
+replacement, never neither (a growing file's indexed prefix stays valid). Memory stays bounded:
+files stream in 1 MiB chunks, a pass holds only the records it sends (each at most SNAPSHOT_BYTES),
+and the mirror keeps one entry per file. A store that fails mid-run costs one warning; the thread
+retries with backoff and the record lists what is not yet remote (`rl-harness sync <run-id>` sends
+it later).
 """
 
 from __future__ import annotations
@@ -200,6 +201,7 @@ class RunMirror:
 
     def _send(self, files: list[str], versions: dict, attempts: int | None, halt: threading.Event | None) -> int:
         sent = 0
+        indexed = False
         for relative in files:
             if halt is not None and halt.is_set():
                 break
@@ -224,7 +226,8 @@ class RunMirror:
                     "file_id": file_id,
                 }
                 sent += 1
-                if relative.endswith(_STATE_FILE_TAIL):  # a checkpoint whole in the store: resumable at once
+                if relative.endswith(_STATE_FILE_TAIL) and not indexed:  # the newest whole: resumable at once
+                    indexed = True  # (older ones wait for the pass's index: one index, not one per checkpoint)
                     self.store.put_bytes(
                         self._index(), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}", attempts=attempts
                     )
