@@ -18,8 +18,9 @@ the trials still waiting for resources (a busy cluster) are dropped, so a stop e
 within seconds. If a trial's worker dies, Linux sends its child SIGTERM (PR_SET_PDEATHSIG), and
 the run still records itself `interrupted`.
 
-A trial lost with its node (the machine gone, its run killed with it) is tried again by Tune on a
-node that is left, up to `retries` times (a study with a store). A run id is never used twice (the
+A trial lost with its node (the machine gone, its run killed with it), or whose run was killed by
+a signal the study did not send, is tried again by Tune on a node that is left, up to `retries`
+times (a study with a store). A run id is never used twice (the
 store keeps each run's records), so the next attempt is a run of its own, `<run-id>-a<N>`
 (`MemberTrial.attempt_id`), resumed (`--resume-from`) from the previous attempt's run: its newest
 checkpoint in the store. The attempts are counted where the stop flag is, on the cluster's head, and
@@ -94,6 +95,10 @@ class MemberTrial:
         return f"{self.run_id}-a{attempt}"
 
 
+class MemberKilled(RuntimeError):
+    """A member's run ended by a signal the study did not send: its trial failed, and is tried again (`retries`)."""
+
+
 @ray.remote(num_cpus=0)
 class _StopFlag:
     """The signal name once the study was asked to stop (None before), and how many times each trial began; zero
@@ -154,6 +159,10 @@ def _run_member(config: dict, *, trials: Mapping[str, MemberTrial], env: Mapping
             child.send_signal(signal.SIGTERM)  # the run finishes its iteration, checkpoints, records `interrupted`
             asked = True
         time.sleep(POLL_S)
+    if child.returncode < 0 and not asked:  # killed by a signal the study did not send (its machine going down)
+        raise MemberKilled(
+            f"run {child.args[child.args.index(_RUN_ID_FLAG) + 1]} was killed by signal {-child.returncode}"
+        )
     tune.report({"exit_code": child.returncode, "skipped": False})
 
 
