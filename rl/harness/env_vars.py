@@ -58,6 +58,9 @@ CPU_SHARE_ENV = "RL_HARNESS_CPUS"
 # member that runs on the node, with a store, writes its results and artifacts below it, never to
 # the driver's roots (docs/cluster.md).
 NODE_FOLDER_ENV = "RL_HARNESS_NODE_FOLDER"
+# The file a study member's output goes to, set by its trial: the member's run mirrors it with its own
+# files (as artifacts/<run-id>/member.log), so a log written on another node reaches the store.
+MEMBER_LOG_ENV = "RL_HARNESS_MEMBER_LOG"
 
 # -- the numeric platform: which kernels torch, MKL, oneDNN, OpenBLAS and numpy dispatch to -------
 # Each library reads its variable once, when it loads (numpy, OpenBLAS) or on first use (ATen,
@@ -162,6 +165,11 @@ def cpu_share(environ: Mapping[str, str] | None = None) -> int | None:
     if not value.isdigit() or int(value) < 1:
         raise EnvVarError(f"${CPU_SHARE_ENV}={value!r} is not a positive whole number of CPUs; unset it or fix it")
     return int(value)
+
+
+def member_log(environ: Mapping[str, str] | None = None) -> str | None:
+    """$RL_HARNESS_MEMBER_LOG: the file this run's output goes to when it is a study's member; None otherwise."""
+    return _environ(environ).get(MEMBER_LOG_ENV) or None
 
 
 def kernel_dispatch_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:

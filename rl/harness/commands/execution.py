@@ -232,8 +232,10 @@ def execute(plan: Plan, verbosity: int | None = None) -> int:
         ) from None
     mirror = None
     if plan.upload is not None:
+        log = env_vars.member_log()  # a study member's output, on whichever node ran it
+        also = {f"artifacts/{records.MEMBER_LOG_FILE}": pathlib.Path(log)} if log else {}
         mirror = run_mirror.LiveMirror(
-            run_mirror.RunMirror(plan.upload, layout, plan.module_name), interval_s=plan.mirror_s[0]
+            run_mirror.RunMirror(plan.upload, layout, plan.module_name, also=also), interval_s=plan.mirror_s[0]
         )
         mirror.start()
     logging.info(

@@ -142,7 +142,11 @@ def load_module(module_name: str):
 
 def load_recipe(module_name: str):
     """The recipe module (`load_module`), which must define run(context)."""
+    verbosity = logging.get_verbosity()
     module = load_module(module_name)
+    # Its imports (RLlib) raise the root logger's level: the lines before the run starts (what `--resume-from`
+    # fetched from the store) would otherwise never reach the log.
+    logging.set_verbosity(verbosity)
     if not callable(getattr(module, "run", None)):
         raise UsageError(f"{module_name} has no run(context) function; define `def run(context): ...` in it")
     return module

@@ -21,6 +21,7 @@ from absl import logging
 from rl.harness.commands import transfer
 from rl.harness.errors import UsageError
 from rl.harness.run import buildinfo, records
+from rl.harness.run.checkpoint_folders import science_name
 from rl.harness.run.layout import RunLayout, outside_trees, recorded_folder
 from rl.harness.run.manifest import CheckpointEntry, ResumeSource, RunManifest, TuneRunnerRecord, read_manifest
 from rl.harness.run.status import COMPLETED, run_id_problem
@@ -151,16 +152,19 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
         for place in places:
             storage = recorded_folder(place, manifest.runner.storage, "Tune storage")
             if storage.is_dir():
-                return ResumeSource(
-                    checkpoint=None,
-                    parent_run_id=run_id,
-                    tune_experiment=storage,
-                    experiment=manifest.experiment.module,
-                )
+                return _tune_source(run_id, manifest, storage)
+        storage = recorded_folder(layout.artifacts_dir, manifest.runner.storage, "Tune storage")
+        if transfer.fetch_artifacts(layout, manifest.runner.storage):
+            logging.info(
+                "the Tune storage of run %s is not on this machine: fetched it from the store into %s, verified",
+                run_id,
+                storage,
+            )
+            return _tune_source(run_id, manifest, storage)
         raise UsageError(
             f"the Tune storage of run {run_id} is not on this machine (looked in"
-            f" {', '.join(map(str, places))}); fetch artifacts/{layout.relative}"
-            " (docs/artifact_storage.md)"
+            f" {', '.join(map(str, places))}) and no store is configured; configure the store it was mirrored to,"
+            f" or fetch artifacts/{layout.relative} (docs/artifact_storage.md)"
         )
     trials = sorted({c.trial_id for c in (*manifest.checkpoints, *manifest.rolling_checkpoints) if c.trial_id})
     if trials:
@@ -180,18 +184,23 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
                 source, **_lineage(manifest, place, newest), parent_completed=manifest.effective_status == COMPLETED
             )
     recorded_folder(layout.artifacts_dir, newest.path, "checkpoint")  # inside the run's folder, or RecordError
-    fetched = transfer.fetch_checkpoint(layout, newest.path)
+    fetched = transfer.fetch_newest_checkpoint(layout)
     if fetched is not None:
+        source = checkpoint_source(fetched, parent_run_id=run_id)
+        checkpoint = str(fetched.relative_to(layout.artifacts_dir))
         logging.info(
-            "checkpoint %s of run %s is not on this machine: fetched it from the store into %s, verified",
-            newest.path,
+            "checkpoint %s of run %s is not on this machine: fetched it from the store into %s, verified%s",
+            checkpoint,
             run_id,
             fetched,
+            ""
+            if checkpoint == newest.path
+            else f" (the newest whole there; the run's manifest names {newest.path}, iteration {newest.iteration})",
         )
-        source = checkpoint_source(fetched, parent_run_id=run_id)
+        reached = CheckpointEntry(checkpoint, source.iteration, source.env_steps)
         return dataclasses.replace(
             source,
-            **_lineage(manifest, layout.artifacts_dir, newest),
+            **_lineage(manifest, layout.artifacts_dir, reached),
             parent_completed=manifest.effective_status == COMPLETED,
         )
     raise UsageError(
@@ -201,11 +210,22 @@ def _resume_from_run(run_id: str, run_dir: pathlib.Path, artifacts_root: pathlib
     )
 
 
+def _tune_source(run_id: str, manifest: RunManifest, storage: pathlib.Path) -> ResumeSource:
+    return ResumeSource(
+        checkpoint=None, parent_run_id=run_id, tune_experiment=storage, experiment=manifest.experiment.module
+    )
+
+
 def _lineage(manifest: RunManifest, place: pathlib.Path, newest: CheckpointEntry) -> dict:
     """What a run resumed from `newest` (in artifacts folder `place`) carries: the science checkpoints up to it
-    that are on this machine, and the lineage's metrics files (the parent's carried rows, then its own)."""
+    that are on this machine (`newest` too when it is one the manifest has not recorded yet), and the lineage's
+    metrics files (the parent's carried rows, then its own)."""
+    recorded = manifest.checkpoints_of(None)
+    unrecorded = pathlib.PurePath(newest.path).name == science_name(newest.iteration or 0) and newest.path not in {
+        e.path for e in recorded
+    }
     checkpoints = []
-    for entry in manifest.checkpoints_of(None):
+    for entry in (*recorded, *((newest,) if unrecorded else ())):
         folder = recorded_folder(place, entry.path, "checkpoint")
         if (entry.iteration or 0) <= (newest.iteration or 0) and folder.is_dir():
             checkpoints.append(dataclasses.replace(entry, path=str(folder)))

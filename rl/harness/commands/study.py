@@ -66,6 +66,8 @@ _ON_NODES = (
     f" (on a cluster node started with ${env_vars.NODE_FOLDER_ENV}: below that folder's artifacts/, on the node)"
 )
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # each member's run: the harness's own command line
+# How many times a member (with a store) is continued on another node after its own was lost, in one study command.
+_NODE_LOSSES = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser, user_path, positive) -> None:
@@ -485,8 +487,9 @@ class StudyCommand:
         install_signals()  # and again once Ray is up: ray.init replaces them
         lock = threading.Lock()
 
-        def tick():
+        def tick(attempts: dict[str, int]):
             with lock:
+                self._note_attempts(trials, attempts)
                 self._refresh({})
 
         try:
@@ -507,10 +510,19 @@ class StudyCommand:
                 stop_signal=lambda: self.stop_signal,
                 on_tick=tick,
                 on_ray_started=install_signals,
+                retries=_NODE_LOSSES if self.store else 0,
             )
         finally:
             for number in _STOP_SIGNALS:
                 signal.signal(number, previous[number])
+
+    def _note_attempts(self, trials: list, attempts: dict[str, int]) -> None:
+        """Names each further attempt's run (a trial tried again after its node was lost) as its member's latest."""
+        for trial in trials:
+            member = next(member for member in self.record.members if trial.run_id in member.runs)
+            later = [trial.attempt_id(attempt) for attempt in range(2, attempts.get(trial.run_id, 1) + 1)]
+            if missing := [run_id for run_id in later if run_id not in member.runs]:
+                self.record = self.record.with_member(dataclasses.replace(member, runs=(*member.runs, *missing)))
 
     def _on_signal(self, number: int, frame) -> None:
         if self.stop_signal is None:
@@ -746,10 +758,12 @@ def _as_recorded(member: MemberRecord, result: summary.MemberResult, error: str 
 
 
 def _started_runs(member: MemberRecord, results_root: pathlib.Path) -> MemberRecord:
-    """`member` without a last planned run that has no folder yet (planned, never started)."""
-    if member.runs and RunLayout.find(results_root, member.runs[-1]) is None:
-        return dataclasses.replace(member, runs=member.runs[:-1])
-    return member
+    """`member` without its last runs that have no folder (planned and never started; or, as the store holds them,
+    lost with a node before their records reached it, and the attempt after them that could not resume them)."""
+    runs = member.runs
+    while runs and RunLayout.find(results_root, runs[-1]) is None:
+        runs = runs[:-1]
+    return member if runs == member.runs else dataclasses.replace(member, runs=runs)
 
 
 def run_study(options: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """Runs between this machine and the store: `sync` sends what the store lacks, `fetch` brings a run back,
-`runs --store` lists what the store holds, and `--resume-from` fetches a run's records and checkpoint that are
-not here.
+`runs --store` lists what the store holds, and `--resume-from` fetches a run's records and its newest checkpoint that
+are not here.
 
     exit_code = transfer.sync(run, artifacts_root=None, connect_store=stores.open_store)   # a finder.Run
     exit_code = transfer.fetch("20261201T011500Z-3f9a2c", results_dir=None, artifacts_dir=None, records_only=False)
@@ -19,10 +19,12 @@ import pathlib
 import tempfile
 from collections.abc import Callable
 
+from absl import logging
+
 from rl.harness.commands import recipes
 from rl.harness.errors import EXIT_UPLOAD_FAILED, UsageError
 from rl.harness.remote import run_mirror, stores
-from rl.harness.remote.run_fetch import RemoteRun
+from rl.harness.remote.run_fetch import FetchError, RemoteRun
 from rl.harness.remote.store import Store, UploadError
 from rl.harness.run import records
 from rl.harness.run.finder import Run
@@ -127,9 +129,27 @@ def fetch_records(run_id: str, results_root: pathlib.Path, artifacts_root: pathl
     return layout.results_dir
 
 
-def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> pathlib.Path | None:
-    """`checkpoint` (a path inside the run's artifacts folder) fetched from the configured store into `layout`'s
-    artifacts folder, or None when no store is configured; UsageError when the store lacks it.
+def fetch_artifacts(layout: RunLayout, folder: str) -> bool:
+    """`folder` (inside the run's artifacts folder: a Tune run's storage) fetched from the configured store into
+    `layout`, verified; False when no store is configured. UsageError when the store lacks the run or the folder."""
+    if stores.load() is None:
+        return False
+    store = configured_store(write=False)
+    remote = RemoteRun.find(store, layout.run_id)
+    fetched, _ = remote.fetch(layout, only=f"artifacts/{folder.strip('/')}/")
+    if not fetched and not (layout.artifacts_dir / folder).is_dir():
+        raise UsageError(
+            f"run {layout.run_id} has no artifacts/{folder} in {store.config.url};"
+            f" run `rl-harness sync {layout.run_id}` where the run is"
+        )
+    return True
+
+
+def fetch_newest_checkpoint(layout: RunLayout) -> pathlib.Path | None:
+    """The newest checkpoint of run `layout.run_id`'s own line that is whole in the configured store, fetched into
+    `layout`'s artifacts folder and verified (sha256), or None when no store is configured; UsageError when the
+    store holds none that verifies. The store's index, not the run's manifest, says which: the manifest in the
+    store may lag the checkpoints there (a run lost mid-pass of its mirror).
 
     The run's metrics files come with it where this machine lacks them: a resumed run carries its
     lineage's rows up to the checkpoint, so its curve joins its parent's.
@@ -138,12 +158,18 @@ def fetch_checkpoint(layout: RunLayout, checkpoint: str) -> pathlib.Path | None:
         return None
     store = configured_store(write=False)
     remote = RemoteRun.find(store, layout.run_id)
-    for wanted in (f"{checkpoint.strip('/')}/", records.LINEAGE_METRICS_FILE, records.METRICS_FILE):
-        remote.fetch(layout, only=f"artifacts/{wanted}")
-    folder = layout.artifacts_dir / checkpoint
-    if not folder.is_dir():
-        raise UsageError(
-            f"checkpoint {checkpoint} of run {layout.run_id} is neither here nor in {store.config.url};"
-            f" run `rl-harness sync {layout.run_id}` where the run is"
-        )
-    return folder
+    for _, checkpoint in remote.complete_checkpoints():
+        try:
+            remote.fetch(layout, only=f"artifacts/{checkpoint}/")
+        except FetchError as error:
+            logging.warning(
+                "checkpoint %s of run %s is not usable (%s); trying an older one", checkpoint, layout.run_id, error
+            )
+            continue
+        for metrics in (records.LINEAGE_METRICS_FILE, records.METRICS_FILE):
+            remote.fetch(layout, only=f"artifacts/{metrics}")
+        return layout.artifacts_dir / checkpoint
+    raise UsageError(
+        f"run {layout.run_id} has no whole checkpoint in {store.config.url};"
+        f" run `rl-harness sync {layout.run_id}` where the run is, or start a new run"
+    )

@@ -3,6 +3,7 @@
     remote = run_fetch.RemoteRun.find(store, "20261201T011500Z-3f9a2c")       # UsageError if the store lacks it
     remote.fetch(RunLayout(results_root, artifacts_root, remote.run_id, remote.smoke))
     remote.fetch(layout, only="artifacts/checkpoints/iter_000010/")         # one checkpoint (--resume-from)
+    remote.complete_checkpoints()      # [(36, "checkpoints/rolling_iter_000036"), ...]: newest first
     remote.fetch(view, only="results/", update=True)   # a copy of a run still going, brought up to date
 
 Every file is checked against the store's index (`results/remote_artifacts.json`, which the mirror
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import tempfile
 
 from rl.harness.errors import EXIT_UPLOAD_FAILED, HarnessError, UsageError
@@ -29,6 +31,10 @@ from rl.harness.run import records
 from rl.harness.run.layout import RunLayout
 
 _KINDS = ("artifacts", "results")
+# A checkpoint of the run's own line (not a trial's): science (iter_N) or rolling (rolling_iter_N).
+_OWN_CHECKPOINT_STATE = re.compile(
+    rf"artifacts/(checkpoints/(?:rolling_)?iter_(\d+))/{re.escape(records.CHECKPOINT_STATE_FILE)}"
+)
 
 
 class FetchError(HarnessError, RuntimeError):
@@ -99,6 +105,13 @@ class RemoteRun:
                     )
             self._entries = files
         return self._entries
+
+    def complete_checkpoints(self) -> list[tuple[int, str]]:
+        """(iteration, folder inside the artifacts) of each checkpoint of the run's own line that is whole in the
+        store, newest first. The mirror sends a checkpoint's state file after the rest of its folder, so an
+        indexed state file means every file of the folder is indexed; the index may be ahead of the records."""
+        found = [_OWN_CHECKPOINT_STATE.fullmatch(entry["local"]) for entry in self.entries()]
+        return sorted(((int(match[2]), match[1]) for match in found if match), reverse=True)
 
     def fetch(self, layout: RunLayout, *, only: str = "", update: bool = False) -> tuple[int, int]:
         """Downloads the entries whose local path starts with `only` into `layout`; returns (fetched, kept here).

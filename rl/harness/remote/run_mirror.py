@@ -13,14 +13,19 @@ sent), a record once replaced (atomically; read once, so the copy sent is the on
 grow). Each file's sha256 is recorded with its key, in `results/<run-id>/remote_artifacts.json` here
 and under the same name in the store (the index that `fetch` verifies against). A pass sends the
 artifacts first, then writes the index, then the records: a record that names a checkpoint is never
-in the store before the index lists that checkpoint. A record sent again in place of its earlier
-copy is announced in that index as its entry's `replacement` (size, sha256), so that a process
-killed mid-pass leaves every record in the store matching its entry or its replacement, never
-neither (a growing file's indexed prefix stays valid). Memory stays bounded: files stream in 1 MiB
-chunks, a pass holds only the records it sends (each at most SNAPSHOT_BYTES), and the mirror keeps
-one entry per file. A store that fails mid-run costs one warning; the
-thread retries with backoff and the record lists what is not yet remote (`rl-harness sync <run-id>`
-sends it later).
+in the store before the index lists that checkpoint. Of the artifacts, the metrics and events go
+first, then the checkpoints, newest first; a checkpoint's state file goes after the rest of its
+folder, and the newest one's is followed by the index at once (the others by the pass's index), so
+the index names checkpoints only once whole in the store, with the rows they reflect, even while
+the records lag (a resume takes the newest of them). A file removed while a pass sends it (a
+rolling checkpoint replaced by the next) is skipped, not a fault of the store. A record sent again
+in place of its earlier copy is announced in that index as its entry's `replacement` (size, sha256),
+so that a process killed mid-pass leaves every record in the store matching its entry or its
+replacement, never neither (a growing file's indexed prefix stays valid). Memory stays bounded:
+files stream in 1 MiB chunks, a pass holds only the records it sends (each at most SNAPSHOT_BYTES),
+and the mirror keeps one entry per file. A store that fails mid-run costs one warning; the thread
+retries with backoff and the record lists what is not yet remote (`rl-harness sync <run-id>` sends
+it later).
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ import dataclasses
 import hashlib
 import json
 import pathlib
+import re
 import threading
 import time
+from collections.abc import Mapping
 
 from absl import logging
 
@@ -44,6 +51,21 @@ REMOTE_ARTIFACTS_SCHEMA_VERSION = 1
 _UNFINISHED = (".partial-", ".tmp-")  # a checkpoint being saved, a record being replaced
 MAX_BACKOFF_S = 300.0
 SNAPSHOT_BYTES = 1 << 20  # records up to this size are read once per pass, hashed and sent from memory
+
+
+_STATE_FILE_TAIL = f"/{records.CHECKPOINT_STATE_FILE}"
+_CHECKPOINT_FOLDER = re.compile(r"artifacts/checkpoints/(?:[^/]+/)?(?:rolling_)?iter_(\d+)/")
+
+
+def _send_order(relative: str) -> tuple:
+    """Sort key of the artifacts a pass sends: first what is not a checkpoint (metrics, events: read after the
+    checkpoints were listed, so they hold every row those reflect), then the checkpoints newest first (what a resume
+    wants, when the mirror is behind), each folder's state file after the rest of it, so that the store holds a
+    checkpoint whole once its state file is indexed (`run_fetch.RemoteRun.complete_checkpoints`)."""
+    match = _CHECKPOINT_FOLDER.match(relative)
+    if match is None:
+        return (0, 0, "", False, relative)
+    return (1, -int(match[1]), relative[: match.end()], relative.endswith(_STATE_FILE_TAIL), relative)
 
 
 def sha256_of_prefix(path: pathlib.Path, size: int) -> str:
@@ -68,9 +90,13 @@ class _Version:
 class RunMirror:
     """What of one run is in the store: one entry (key, size, sha256) per file sent."""
 
-    def __init__(self, store: Store, layout: RunLayout, experiment: str):
+    def __init__(
+        self, store: Store, layout: RunLayout, experiment: str, *, also: Mapping[str, pathlib.Path] | None = None
+    ):
+        """`also`: files outside the run's folders sent as its own ({"artifacts/member.log": path}: a member's log)."""
         self.store = store
         self.layout = layout
+        self.also = dict(also or {})
         self.run_prefix = layout.remote_prefix(store.config.prefix, experiment)
         self.started_at = utc_now()
         self._sent: dict[str, dict] = {}  # "artifacts/metrics.jsonl" -> its entry in the record
@@ -101,7 +127,7 @@ class RunMirror:
                 if kind == "results" and relative.as_posix() == records.REMOTE_ARTIFACTS_FILE:
                     continue
                 files[f"{kind}/{relative.as_posix()}"] = path
-        return files
+        return {**files, **{relative: path for relative, path in self.also.items() if path.is_file()}}
 
     def pending(self) -> list[tuple[str, pathlib.Path]]:
         """The files not in the store as they are now."""
@@ -150,7 +176,10 @@ class RunMirror:
             if relative.startswith("results/") and not self._holds(relative, versions[relative][1])
         ]
         sent = self._send(
-            [relative for relative in sorted(versions) if not relative.startswith("results/")], versions, attempts, halt
+            sorted((relative for relative in versions if not relative.startswith("results/")), key=_send_order),
+            versions,
+            attempts,
+            halt,
         )
         replaced = {
             relative: {"size": versions[relative][1].size, "sha256": versions[relative][1].sha256}
@@ -172,6 +201,7 @@ class RunMirror:
 
     def _send(self, files: list[str], versions: dict, attempts: int | None, halt: threading.Event | None) -> int:
         sent = 0
+        indexed = False
         for relative in files:
             if halt is not None and halt.is_set():
                 break
@@ -184,6 +214,8 @@ class RunMirror:
                     else:
                         file_id = self.store.put_bytes(version.data, key, attempts=attempts)
                 except UploadError as error:
+                    if not path.exists():  # removed meanwhile: the next pass sees what is there
+                        continue
                     error.file = relative
                     raise
                 self._sent[relative] = {
@@ -194,6 +226,11 @@ class RunMirror:
                     "file_id": file_id,
                 }
                 sent += 1
+                if relative.endswith(_STATE_FILE_TAIL) and not indexed:  # the newest whole: resumable at once
+                    indexed = True  # (older ones wait for the pass's index: one index, not one per checkpoint)
+                    self.store.put_bytes(
+                        self._index(), f"{self.run_prefix}/results/{records.REMOTE_ARTIFACTS_FILE}", attempts=attempts
+                    )
             self._seen[relative] = version.seen
         return sent
 

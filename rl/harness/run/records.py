@@ -47,6 +47,8 @@ def output_place(name: str) -> str:
 METRICS_FILE = "metrics.jsonl"
 # A resumed run's copy of the rows its lineage logged up to the checkpoint it starts from (RunSession.carry).
 LINEAGE_METRICS_FILE = "lineage_metrics.jsonl"
+# A study member's output (stdout and stderr), written beside its run by its trial and mirrored with the run.
+MEMBER_LOG_FILE = "member.log"
 REMOTE_ARTIFACTS_FILE = "remote_artifacts.json"
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_STATE_FILE = "harness_checkpoint.json"

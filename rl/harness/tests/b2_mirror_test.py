@@ -143,7 +143,11 @@ def test_a_failure_mid_upload_keeps_everything_local_and_records_what_arrived(si
         run_mirror.upload_run(mirror, experiment=run_helpers.FAKE, layout=_layout(run))
     assert delays == [1.0, 2.0]  # exponential backoff between the three attempts
     record = json.loads((run[0] / records.REMOTE_ARTIFACTS_FILE).read_text())
-    assert record["status"] == "failed" and len(record["files"]) == 3
+    arrived = set(mirror.list_keys(f"lab/{run_helpers.FAKE}/r1")) - {
+        record["run_prefix"] + f"/results/{records.REMOTE_ARTIFACTS_FILE}"
+    }
+    assert record["status"] == "failed" and {entry["key"] for entry in record["files"]} == arrived
+    assert 0 < len(arrived) < len(record["files"]) + len(record["not_uploaded"])
     assert record["error"]["file"] == record["not_uploaded"][0] and len(record["not_uploaded"]) > 0
     after = _snapshot(*run)
     after.pop(str(run[0] / records.REMOTE_ARTIFACTS_FILE))
@@ -311,3 +315,66 @@ def test_the_start_up_check_needs_write_access_but_not_delete(simulator, credent
     else:
         with pytest.raises(store_module.StoreUnusable, match=f"{refusal}.* fix \\${env_vars.B2_KEY_ID_ENV} and"):
             store.check()
+
+
+def test_a_checkpoint_whose_state_file_is_indexed_is_whole_in_the_store_wherever_a_pass_stops(
+    simulator, credentials, run
+):
+    _results, artifacts = run
+    newest = max((artifacts / "checkpoints").glob("iter_*"))
+    (newest / "rllib_checkpoint.json").write_text("{}")  # a file that sorts after the state file, as RLlib's does
+    store = _connect(simulator, [])(credentials)
+    folders = {
+        f"artifacts/{folder.relative_to(artifacts).as_posix()}": {
+            f"artifacts/{path.relative_to(artifacts).as_posix()}" for path in folder.rglob("*") if path.is_file()
+        }
+        for folder in (artifacts / "checkpoints").glob("iter_*")
+    }
+    files = sum(len(members) for members in folders.values())
+    for uploads in range(files + 2):  # the store fails after each number of uploads in turn
+        simulator.fail_after = simulator.uploads + uploads
+        mirror = run_mirror.RunMirror(store, _layout(run), run_helpers.FAKE)
+        try:
+            mirror.send_pending(attempts=1)
+        except store_module.UploadError:
+            pass
+        entries = {entry["local"]: entry for entry in mirror.record("failed")["files"]}
+        for folder, members in folders.items():
+            if f"{folder}/{records.CHECKPOINT_STATE_FILE}" in entries:
+                assert members <= set(entries), (uploads, folder, members - set(entries))
+                # ... and the metrics in the store hold the rows up to it (a resume carries them)
+                metrics = entries[f"artifacts/{records.METRICS_FILE}"]
+                rows = (artifacts / records.METRICS_FILE).read_bytes()[: metrics["size"]].decode().splitlines()
+                assert json.loads(rows[-1])["training_iteration"] >= int(folder.rsplit("_", 1)[1]), (uploads, folder)
+
+
+class RollingReplacedMidPass(FlakySimulator):
+    """Removes `replaced` (a rolling checkpoint the run replaced) from the disk when the first file arrives."""
+
+    replaced = None
+
+    def upload_file(self, *args, **kwargs):
+        if self.replaced is not None:
+            for path in sorted(self.replaced.rglob("*"), reverse=True):
+                path.rmdir() if path.is_dir() else path.unlink()
+            self.replaced.rmdir()
+            self.replaced = None
+        return super().upload_file(*args, **kwargs)
+
+
+def test_a_checkpoint_removed_while_a_pass_sends_it_is_skipped_not_a_store_fault(run):
+    _results, artifacts = run
+    simulator = RollingReplacedMidPass()
+    simulator.uploads = 0
+    key_id, key = simulator.create_account()
+    api = B2Api(InMemoryAccountInfo(), api_config=_config(simulator))
+    api.authorize_account("production", key_id, key)
+    api.create_bucket(BUCKET, "allPrivate")
+    store = _connect(simulator, [])(b2_mirror.b2_config(key_id, key, BUCKET, "lab", "environment"))
+    replaced = min((artifacts / "checkpoints").glob("iter_*"))  # sent last: the older
+    simulator.replaced = replaced
+    mirror = run_mirror.RunMirror(store, _layout(run), run_helpers.FAKE)
+    assert mirror.send_pending(attempts=1) > 0  # no UploadError: the pass goes on, records included
+    indexed = {entry["local"] for entry in mirror.record("partial")["files"]}
+    assert f"results/{records.MANIFEST_FILE}" in indexed and f"artifacts/{records.METRICS_FILE}" in indexed
+    assert not any(local.startswith(f"artifacts/checkpoints/{replaced.name}/") for local in indexed)

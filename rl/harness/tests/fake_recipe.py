@@ -8,7 +8,8 @@ FAKE_RECIPE_TAIL_S (a stage after training that does not poll stop requests, as 
 FAKE_RECIPE_OUTPUT_BYTES (after training, an output of that size, in FAKE_RECIPE_OUTPUT_PLACE: results
 or artifacts, as a probe report or a figure), FAKE_RECIPE_PICKLE (state saved and loaded as a pickle,
 as RLlib's learner state is: what a planted checkpoint would run), FAKE_RECIPE_ROLLING (checkpoints as a runner
-saves them on a long budget: rolling ones on the session's cadence, a science one only at the end).
+saves them on a long budget: rolling ones on the session's cadence, a science one only at the end),
+FAKE_RECIPE_CHECKPOINT_EVERY (otherwise a science checkpoint every that many iterations, default 2).
 Declared hyperparameters (--set): fake/iterations (int >= 0; 0 = the knob above) and fake/loss_scale (float, any).
 """
 
@@ -64,6 +65,7 @@ def run(context):
     context.recorder.summarize("fake/loss")
     saved, loss = None, None
     rolling = bool(os.environ.get("FAKE_RECIPE_ROLLING"))
+    checkpoint_every = int(os.environ.get("FAKE_RECIPE_CHECKPOINT_EVERY", "2"))
     context.recorder.rolling_restart(iteration / max(iterations, 1))
     while iteration < iterations and not context.recorder.stop_requested:
         iteration += 1
@@ -84,7 +86,7 @@ def run(context):
             started = time.perf_counter()
             _save(context, iteration, env_steps, rolling=True)
             context.recorder.rolling_restart(iteration / iterations, save_s=time.perf_counter() - started)
-        elif not rolling and iteration % 2 == 0:
+        elif not rolling and iteration % checkpoint_every == 0:
             _save(context, iteration, env_steps)
             saved = iteration
         time.sleep(sleep_s)
