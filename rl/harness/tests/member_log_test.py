@@ -12,12 +12,8 @@ def test_a_members_log_is_mirrored_with_its_run_and_fetched_back(tmp_path):
     log.parent.mkdir(parents=True)
     log.write_text("the member's output, as its trial writes it\n")
     with s3_server.S3Server() as server:
-        key_id, secret = server.read_write
         environment = {
-            env_vars.STORE_ENV: f"s3://{server.bucket}/lab",
-            env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-            env_vars.S3_KEY_ID_ENV: key_id,
-            env_vars.S3_KEY_ENV: secret,
+            **server.store_env(),
             env_vars.MEMBER_LOG_ENV: log,
             "FAKE_RECIPE_ITERATIONS": 3,
         }

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-from rl.harness import env_vars
 from rl.harness.remote import stores
 from rl.harness.remote.run_fetch import RemoteRun
 from rl.harness.run import records
@@ -42,12 +41,8 @@ mirror.send_pending()
 
 def test_a_mirror_killed_between_a_records_new_copy_and_the_index_leaves_a_run_that_fetches(tmp_path, monkeypatch):
     with s3_server.S3Server() as server:
-        key_id, secret = server.read_write
         variables = {
-            env_vars.STORE_ENV: f"s3://{server.bucket}/lab",
-            env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-            env_vars.S3_KEY_ID_ENV: key_id,
-            env_vars.S3_KEY_ENV: secret,
+            **server.store_env(),
         }
         lost = RunLayout(tmp_path / "lost" / "r", tmp_path / "lost" / "a", "cut1", False)
         lost.results_dir.mkdir(parents=True)

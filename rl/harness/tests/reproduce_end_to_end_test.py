@@ -21,7 +21,6 @@ import sys
 
 import pytest
 
-from rl.harness import env_vars
 from rl.harness.commands import cli
 from rl.harness.run import records
 from rl.harness.tests import fake_bazel, run_helpers, s3_server
@@ -346,12 +345,8 @@ def test_a_run_under_a_cpu_share_is_reproduced_under_it_saying_so_first(repo, ca
 
 def test_metrics_in_the_store_are_fetched_and_compared_row_by_row(repo, capsys, monkeypatch):
     with s3_server.S3Server() as server:
-        key_id, secret = server.read_write
         store = {
-            env_vars.STORE_ENV: f"s3://{server.bucket}/lab",
-            env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-            env_vars.S3_KEY_ID_ENV: key_id,
-            env_vars.S3_KEY_ENV: secret,
+            **server.store_env(),
         }
         original = _run(
             repo, "20261202T000000Z-store1", TARGET, "--upload-artifacts", environment={**os.environ, **store}

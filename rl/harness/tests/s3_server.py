@@ -85,6 +85,18 @@ class S3Server:
         self.read_only = self._user("reader", _READ_ONLY)
         self._create_bucket()
 
+    def store_env(self, prefix: str = "lab") -> dict[str, str]:
+        """The variables that make this server's bucket, below `prefix`, a run's store, with the read-write key."""
+        from rl.harness import env_vars
+
+        key_id, secret = self.read_write
+        return {
+            env_vars.STORE_ENV: f"s3://{self.bucket}/{prefix}",
+            env_vars.STORE_ENDPOINT_ENV: self.endpoint,
+            env_vars.S3_KEY_ID_ENV: key_id,
+            env_vars.S3_KEY_ENV: secret,
+        }
+
     def _wait_until_listening(self, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -32,12 +32,8 @@ def _whole_in_store(server) -> list[int]:
 
 def test_resume_takes_the_newest_whole_checkpoint_in_the_store_when_its_manifest_lags(tmp_path):
     with s3_server.S3Server() as server:
-        key_id, secret = server.read_write
         environment = {
-            env_vars.STORE_ENV: f"s3://{server.bucket}/lab",
-            env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-            env_vars.S3_KEY_ID_ENV: key_id,
-            env_vars.S3_KEY_ENV: secret,
+            **server.store_env(),
             env_vars.MIRROR_INTERVAL_ENV: "0.2",
             "FAKE_RECIPE_ITERATIONS": BUDGET,
             "FAKE_RECIPE_SLEEP_S": 0.3,

@@ -19,12 +19,8 @@ def _roots(folder):
 
 def test_a_run_killed_at_90_percent_resumes_in_a_fresh_folder_from_the_store_redoing_at_most_a_tenth(tmp_path):
     with s3_server.S3Server() as server:
-        key_id, secret = server.read_write
         environment = {
-            env_vars.STORE_ENV: f"s3://{server.bucket}/lab",
-            env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-            env_vars.S3_KEY_ID_ENV: key_id,
-            env_vars.S3_KEY_ENV: secret,
+            **server.store_env(),
             env_vars.MIRROR_INTERVAL_ENV: "0.5",
             "FAKE_RECIPE_ITERATIONS": BUDGET,
             "FAKE_RECIPE_SLEEP_S": ITERATION_S,

@@ -18,12 +18,8 @@ def _roots(folder):
 
 def test_a_tune_runs_checkpoints_reach_the_store_and_it_resumes_from_there_in_a_fresh_folder(tmp_path):
     with s3_server.S3Server() as server:
-        key_id, secret = server.read_write
         environment = {
-            env_vars.STORE_ENV: f"s3://{server.bucket}/lab",
-            env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-            env_vars.S3_KEY_ID_ENV: key_id,
-            env_vars.S3_KEY_ENV: secret,
+            **server.store_env(),
             env_vars.MIRROR_INTERVAL_ENV: "0.5",
             "PPO_RECIPE_RUNNER": "tune",
             "PPO_RECIPE_ITERATIONS": ITERATIONS,
