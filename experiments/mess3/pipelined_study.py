@@ -1,6 +1,6 @@
 """Does pipelined PPO learn as reward_only does? reward_only with `training/pipelined=true`, seeds 0-9.
 
-    ./bazelw run //experiments/mess3:pipelined_study -- --max-concurrent 1     # ~2 h of 2 cores
+    ./bazelw run //experiments/mess3:pipelined_study -- --max-concurrent 1     # ~50 min of 2 cores
     ./bazelw run //experiments/mess3:pipelined_check -- --study <study-id>     # against the critic study
 
 Each member is reward_only's ordinary run at its full budget (2^20 env steps) with one update of

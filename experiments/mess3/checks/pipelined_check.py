@@ -1,6 +1,6 @@
 """Does pipelined PPO learn as reward_only does? The pipelined study against the committed critic study.
 
-    ./bazelw run //experiments/mess3:pipelined_study -- --max-concurrent 1      # ~2 h of 2 cores: its study id
+    ./bazelw run //experiments/mess3:pipelined_study -- --max-concurrent 1      # ~50 min of 2 cores: its study id
     ./bazelw run //experiments/mess3:pipelined_check -- --study <study-id>      # prints one JSON object
 
 The reference is the critic study's reward_only members (REFERENCE_STUDY, committed under
