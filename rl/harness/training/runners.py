@@ -45,7 +45,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from rl.harness.run.context import RunContext, check_left_to_do
 from rl.harness.run.manifest import DirectRunnerRecord, TuneRunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
-from rl.harness.training import configs, lifecycle
+from rl.harness.training import configs, lifecycle, trial_checkpoints
 from rl.harness.training.configs import ConfigRequest, PreparedConfig
 
 TUNE_STORAGE = "tune"
@@ -253,9 +253,14 @@ class _StreamToRecords(tune.Callback):
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
         recorder = _ACTIVE["recorder"]
         result = trial.last_result or {}
-        recorder.record_checkpoint(
-            checkpoint.path, iteration=result.get(ITERATION), env_steps=result.get(ENV_STEPS), trial_id=trial.trial_id
-        )
+        try:  # saved on the disk of the trial's node: the run records (and mirrors) it from here
+            trial_checkpoints.bring_here(checkpoint.path, result.get(NODE_ID))
+        except ray.exceptions.RayError as error:
+            logging.warning("checkpoint %s stayed on node %s, unreachable: %s", checkpoint.path, result.get(NODE_ID), error)
+        else:
+            recorder.record_checkpoint(
+                checkpoint.path, iteration=result.get(ITERATION), env_steps=result.get(ENV_STEPS), trial_id=trial.trial_id
+            )
         if recorder.stop_requested:
             _ACTIVE["saved_after_stop"].add(trial.trial_id)
             self._interrupt_when_all_saved(trials)
