@@ -39,6 +39,7 @@ import pytest
 WORKER_RESOURCE = "rl_harness_worker"
 _SHUTDOWN_S = 30
 _CLONE_NEWNS = 0x00020000  # unshare(2): a mount namespace of the calling thread's own
+_CLONE_FS = 0x00000200  # unshare(2): its root and working folder no longer shared with the threads it started
 
 
 @dataclasses.dataclass
@@ -86,7 +87,8 @@ def _with_own_disks(disks: dict, start):
                 subprocess.run(["mount", "--bind", str(disk), str(folder)], check=True)
             return start()
         finally:
-            if libc.setns(own, _CLONE_NEWNS) != 0:
+            # setns refuses a thread that shares its file-system state (with the threads Ray started meanwhile)
+            if libc.unshare(_CLONE_FS) != 0 or libc.setns(own, _CLONE_NEWNS) != 0:
                 raise OSError(ctypes.get_errno(), "could not return to this process's mounts (setns)")
     finally:
         os.close(own)

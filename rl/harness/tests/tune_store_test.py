@@ -26,14 +26,14 @@ def _environment(server):
     }
 
 
-def _stopped_at_its_first_result(lost, environment, *arguments) -> dict:
-    """Run `first` in `lost`, stopped with SIGTERM at its first result; its manifest, once it checked that the store's
-    index lists every file of every checkpoint the manifest names."""
+def _stopped_at_each_trials_first_result(lost, environment, *arguments) -> dict:
+    """Run `first` in `lost`, stopped with SIGTERM once each trial reported; its manifest, once it checked that the
+    store's index lists every file of every checkpoint the manifest names."""
     status, stderr = run_helpers.run_until(
         [run_helpers.PPO, "--run-id", "first", "--upload-artifacts", *arguments, *_roots(lost)],
-        lambda: run_helpers.metrics_rows(lost / "a"),
+        lambda: len({row["trial_id"] for row in run_helpers.metrics_rows(lost / "a")}) == 2,
         signal.SIGTERM,
-        "the first result",
+        "each trial's first result",
         **environment,
     )
     assert status == 128 + signal.SIGTERM, stderr[-3000:]
@@ -75,7 +75,7 @@ def _resumed_in_a_fresh_folder(clone, environment, first) -> list[dict]:
 def test_a_tune_runs_checkpoints_reach_the_store_and_it_resumes_from_there_in_a_fresh_folder(tmp_path):
     with s3_server.S3Server() as server:
         environment = _environment(server)
-        first = _stopped_at_its_first_result(tmp_path / "lost", environment)
+        first = _stopped_at_each_trials_first_result(tmp_path / "lost", environment)
         _resumed_in_a_fresh_folder(tmp_path / "clone", environment, first)
 
 
@@ -87,7 +87,7 @@ def test_trials_on_two_nodes_that_share_no_disk_reach_the_store_and_resume_from_
         environment = _environment(server)
         # One CPU on each node and local sampling: each trial fits one node only.
         with loopback_cluster.running(head_cpus=1, worker_cpus=[1], disks=[{lost / "a": worker_disk}]) as cluster:
-            first = _stopped_at_its_first_result(lost, environment, "--ray-address", cluster.address)
+            first = _stopped_at_each_trials_first_result(lost, environment, "--ray-address", cluster.address)
             nodes = (cluster.head_id, cluster.worker_ids[0])
         rows = run_helpers.metrics_rows(lost / "a" / "first")
         assert {row["node_id"] for row in rows} == set(nodes)

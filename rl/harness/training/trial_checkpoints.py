@@ -9,6 +9,12 @@ therefore copied here, one file at a time (at most one file in memory), by tasks
 into a `.partial-*` folder renamed into place: the mirror never sees half a checkpoint, and the
 store's index and sha256 cover it as any checkpoint of the run. Where the folder is already here (a
 trial of the driver's node, a shared disk), nothing is copied.
+
+Tune refuses to save a trial's checkpoint where the driver's storage marker (a file Tune writes into
+the storage folder when the experiment starts) is not found, its guard against a path that is not a
+shared disk. Copying replaces the shared disk, so each trial writes the marker on its own node
+(`mark_storage`, an RLlib on_algorithm_init callback); `tests/tune_store_test.py` fails once Tune
+changes that guard.
 """
 
 from __future__ import annotations
@@ -31,6 +37,13 @@ def _files(folder: str) -> list[str]:
 @ray.remote(num_cpus=0)
 def _read(path: str) -> bytes:
     return pathlib.Path(path).read_bytes()
+
+
+def mark_storage(*, algorithm, **_) -> None:
+    """RLlib on_algorithm_init callback (in the trial's process): Tune's storage marker on this node's disk."""
+    storage = getattr(algorithm, "_storage", None)  # Tune's StorageContext; None outside Tune
+    if storage is not None:
+        storage._create_validation_file()
 
 
 def bring_here(path: str, node_id: str | None) -> bool:
