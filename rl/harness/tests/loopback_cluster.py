@@ -8,24 +8,38 @@
     with loopback_cluster.running(head_cpus=1, worker_cpus=[1], environments=[{"HOME": a}, {"HOME": b}]):
         ...                            # each node (head first) started with those variables set
 
+    with loopback_cluster.running(head_cpus=1, worker_cpus=[1], disks=[{artifacts: worker_disk}]):
+        ...                            # the worker's processes see `worker_disk` at `artifacts`: no shared disk
+
 Ray's own multi-node test utility (`ray.cluster_utils.Cluster`) starts each node's GCS, raylet
 and object store from this process, with its own node name and the custom resource WORKER_RESOURCE
 on workers, under a fresh short temp dir (Unix socket paths must stay under 108 bytes) and
 random ports. Leaving the block removes every node, kills whatever process still names the temp
 dir, and fails the test if it had to: a test never leaves raylets behind.
+
+A worker given `disks` is started inside a mount namespace of its own, in which each
+folder is a bind mount of another: what its processes write there, the head and the driver never see,
+as on machines that share no disk. The test is skipped, naming why, where mounting is not allowed.
 """
 
 import contextlib
+import ctypes
 import dataclasses
+import functools
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 
+import pytest
+
 WORKER_RESOURCE = "rl_harness_worker"
 _SHUTDOWN_S = 30
+_CLONE_NEWNS = 0x00020000  # unshare(2): a mount namespace of the calling thread's own
+_CLONE_FS = 0x00000200  # unshare(2): its root and working folder no longer shared with the threads it started
 
 
 @dataclasses.dataclass
@@ -56,13 +70,39 @@ def processes_naming(text: str) -> list[int]:
     return pids
 
 
+def _with_own_disks(disks: dict, start):
+    """start() inside a mount namespace (inherited by what it starts) that shows each folder of `disks` as its
+    value; then back to this process's own mounts. In the calling thread: Ray sets signal handlers there."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    own = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY)
+    try:
+        if libc.unshare(_CLONE_NEWNS) != 0:
+            pytest.skip(
+                f"cannot give a loopback node a disk of its own (needs root with CAP_SYS_ADMIN): "
+                f"{os.strerror(ctypes.get_errno())}"
+            )
+        try:
+            subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+            for folder, disk in disks.items():
+                subprocess.run(["mount", "--bind", str(disk), str(folder)], check=True)
+            return start()
+        finally:
+            # setns refuses a thread that shares its file-system state (with the threads Ray started meanwhile)
+            if libc.unshare(_CLONE_FS) != 0 or libc.setns(own, _CLONE_NEWNS) != 0:
+                raise OSError(ctypes.get_errno(), "could not return to this process's mounts (setns)")
+    finally:
+        os.close(own)
+
+
 @contextlib.contextmanager
-def running(*, head_cpus: int, worker_cpus: list, environments: list | None = None):
+def running(*, head_cpus: int, worker_cpus: list, environments: list | None = None, disks: list | None = None):
     """A head with `head_cpus` CPUs and one worker node per entry of `worker_cpus`; `environments` (head first):
-    variables each node's processes (its raylet, and so its workers) start with."""
+    variables each node's processes (its raylet, and so its workers) start with; `disks` (workers only):
+    {folder: another folder} that worker's processes see in its place."""
     from ray.cluster_utils import Cluster
 
     environments = environments or [{}] * (1 + len(worker_cpus))
+    disks = disks or []
     saved = dict(os.environ)
 
     def environ(node: int) -> None:  # the nodes' worker processes import the harness (callbacks pickled by the driver)
@@ -86,7 +126,10 @@ def running(*, head_cpus: int, worker_cpus: list, environments: list | None = No
         workers = []
         for index, cpus in enumerate(worker_cpus, start=1):
             environ(index)
-            node = cluster.add_node(num_cpus=cpus, node_name=f"worker-{index}", resources={WORKER_RESOURCE: 1})
+            add = functools.partial(
+                cluster.add_node, num_cpus=cpus, node_name=f"worker-{index}", resources={WORKER_RESOURCE: 1}
+            )
+            node = _with_own_disks(disks[index - 1], add) if index <= len(disks) else add()
             nodes[node.node_id] = node
             workers.append(node.node_id)
         os.environ.clear()

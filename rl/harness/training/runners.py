@@ -45,7 +45,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from rl.harness.run.context import RunContext, check_left_to_do
 from rl.harness.run.manifest import DirectRunnerRecord, TuneRunnerRecord
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, RETURN
-from rl.harness.training import configs, lifecycle
+from rl.harness.training import configs, lifecycle, trial_checkpoints
 from rl.harness.training.configs import ConfigRequest, PreparedConfig
 
 TUNE_STORAGE = "tune"
@@ -251,11 +251,18 @@ class _StreamToRecords(tune.Callback):
         logging.info("trial %s %s", trial.trial_id, progress.of(row))
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
-        recorder = _ACTIVE["recorder"]
-        result = trial.last_result or {}
-        recorder.record_checkpoint(
-            checkpoint.path, iteration=result.get(ITERATION), env_steps=result.get(ENV_STEPS), trial_id=trial.trial_id
-        )
+        recorder, result = _ACTIVE["recorder"], trial.last_result or {}
+        try:  # saved on the disk of the trial's node: the run records (and mirrors) it from this one
+            trial_checkpoints.bring_here(checkpoint.path, result.get(NODE_ID))
+        except ray.exceptions.RayError as error:  # its node lost meanwhile
+            logging.warning("checkpoint %s stayed on its node, unreachable: %s", checkpoint.path, error)
+        else:
+            recorder.record_checkpoint(
+                checkpoint.path,
+                iteration=result.get(ITERATION),
+                env_steps=result.get(ENV_STEPS),
+                trial_id=trial.trial_id,
+            )
         if recorder.stop_requested:
             _ACTIVE["saved_after_stop"].add(trial.trial_id)
             self._interrupt_when_all_saved(trials)
@@ -277,9 +284,11 @@ def _record_node_id(*, result, **_):
     result[NODE_ID] = ray.get_runtime_context().get_node_id()
 
 
-def _with_node_ids(config):
-    """`config` whose results name their node, after any on_train_result callables of the recipe's."""
+def _for_trials(config):
+    """`config` for Tune's trials: their results name their node (after any on_train_result callables of the
+    recipe's), and they may save checkpoints on their node's own disk (`trial_checkpoints`)."""
     configs.add_callback(config, "on_train_result", _record_node_id)
+    configs.add_callback(config, "on_algorithm_init", trial_checkpoints.mark_storage)
     return config
 
 
@@ -329,7 +338,7 @@ class TuneRunner(lifecycle.Runner):
 
     def build(self, context: RunContext, prepared: Mapping[str, PreparedConfig]) -> TuneRunnerRecord:
         main = prepared[lifecycle.MAIN]
-        self.config = _with_node_ids(main.config)
+        self.config = _for_trials(main.config)
         _ACTIVE.update(recorder=context.session, stop=self.stop, saved_after_stop=set(), interrupted=False, progress={})
         return TuneRunnerRecord(
             algorithm=main.algorithm,
