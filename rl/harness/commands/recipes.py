@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging as std_logging
 import os
 import pathlib
 import sys
@@ -142,11 +143,13 @@ def load_module(module_name: str):
 
 def load_recipe(module_name: str):
     """The recipe module (`load_module`), which must define run(context)."""
-    verbosity = logging.get_verbosity()
-    module = load_module(module_name)
     # Its imports (RLlib) raise the root logger's level: the lines before the run starts (what `--resume-from`
-    # fetched from the store) would otherwise never reach the log.
-    logging.set_verbosity(verbosity)
+    # fetched from the store) would otherwise never reach the log. Both loggers' own levels are put back as they were
+    # (absl's verbosity flag is not the level in force where absl's handler is not installed, as under pytest).
+    levels = [(logger, logger.level) for logger in (std_logging.getLogger(), logging.get_absl_logger())]
+    module = load_module(module_name)
+    for logger, level in levels:
+        logger.setLevel(level)
     if not callable(getattr(module, "run", None)):
         raise UsageError(f"{module_name} has no run(context) function; define `def run(context): ...` in it")
     return module
