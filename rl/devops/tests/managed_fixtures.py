@@ -56,13 +56,7 @@ def fake(api_key):
 @pytest.fixture
 def store_env(server, monkeypatch):
     """The store on this machine and on the instances: moto's bucket, the read-write key."""
-    key_id, key = server.read_write
-    variables = {
-        env_vars.STORE_ENV: f"s3://{server.bucket}/managed-{time.time_ns()}",
-        env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-        env_vars.S3_KEY_ID_ENV: key_id,
-        env_vars.S3_KEY_ENV: key,
-    }
+    variables = server.store_env(f"managed-{time.time_ns()}")
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     return variables

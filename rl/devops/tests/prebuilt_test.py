@@ -38,13 +38,7 @@ def server():
 
 @pytest.fixture
 def store_env(server, monkeypatch):
-    key_id, key = server.read_write
-    variables = {
-        env_vars.STORE_ENV: f"s3://{server.bucket}/prebuilt-{time.time_ns()}",
-        env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-        env_vars.S3_KEY_ID_ENV: key_id,
-        env_vars.S3_KEY_ENV: key,
-    }
+    variables = server.store_env(f"prebuilt-{time.time_ns()}")
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     return variables
