@@ -243,6 +243,9 @@ def test_a_study_over_three_instances_survives_a_preemption_a_dead_boot_and_the_
         seen = runs.look([run_id]).get(run_id)
         return (seen.checkpoint_iteration or 0) if seen else 0
 
+    def share_status(index):
+        return managed.launch_of(fl.store.read(), "ab12cd").shares[index].status
+
     def live(share):
         return next((r for r in fl.store.read().live() if r.share == share and r.instance_id is not None), None)
 
@@ -255,6 +258,10 @@ def test_a_study_over_three_instances_survives_a_preemption_a_dead_boot_and_the_
     # Its replacement resumes it; then the cap is lowered below the projection (`watch ab12cd --budget`): the
     # least-advanced share, this one (its member was cut short once), is stopped mid-member.
     fixtures.until(lambda: checkpoint(f"{member}-a2") > preempted_at, 240, "second/0 to resume", tick=watcher.tick)
+    # Share 2 ends first: its instance leaving the projection in the tick that applies the cap would bring the
+    # total under the cap by itself, and nothing would be stopped.
+    fixtures.until(lambda: share_status(2) == managed.COMPLETED, 240, "share 2 to complete", tick=watcher.tick)
+    assert share_status(1) == managed.ACTIVE, progress.getvalue()
     capped = live(1)
     with fl.store.update() as current:
         current.launches["ab12cd"]["budget"] = managed.projection(current, launch, time.time()) - 0.05
