@@ -1,6 +1,7 @@
 """The batched EnvRunner returns RLlib's episodes and metrics, and the Learner builds the same batch from them."""
 
 import copy
+import gc
 import itertools
 
 import gymnasium as gym
@@ -204,6 +205,20 @@ def test_the_vector_env_hands_over_each_envs_own_infos():
         assert isinstance(info["state"], int) and isinstance(info["reward_components"]["pole"], float)
     finally:
         runner.stop()
+
+
+def test_a_remote_runner_freezes_its_long_lived_objects_and_the_local_one_leaves_them_to_the_driver():
+    # The local runner lives in the driver, whose training loop freezes and unfreezes its own objects.
+    gc.unfreeze()
+    local = BatchedEnvRunner(config=config_for("info_cartpole"))
+    assert gc.get_freeze_count() == 0
+    local.stop()
+    remote = BatchedEnvRunner(config=config_for("info_cartpole"), worker_index=1)
+    try:
+        assert gc.get_freeze_count() > 10_000  # the imports and the module, at least
+    finally:
+        remote.stop()
+        gc.unfreeze()
 
 
 def test_configs_it_cannot_batch_sample_with_rllibs_loop_and_say_why():
