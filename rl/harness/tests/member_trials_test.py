@@ -10,11 +10,10 @@ import signal
 import time
 
 from rl.harness.run import records
-from rl.harness.run.status import parse_time, process_start_ticks
+from rl.harness.run.status import parse_time
 from rl.harness.study import summary
 from rl.harness.study.record import StudyRecord
 from rl.harness.tests import loopback_cluster, run_helpers
-from rl.harness.training import reaper
 
 STUDY = "rl.harness.tests.fake_study"
 STAGED_STUDY = "rl.harness.tests.staged_study"
@@ -129,7 +128,6 @@ def test_sigterm_mid_study_then_resume_repeats_no_finished_trial_and_loses_no_ro
 def test_a_study_killed_with_sigkill_reads_as_crashed_leaves_no_process_and_resumes(tmp_path):
     knobs = {"FAKE_RECIPE_ITERATIONS": 12, "FAKE_RECIPE_SLEEP_S": 0.5}
     process = run_helpers.start_cli(_args(tmp_path, "--study-id", "killed"), **knobs)
-    noted = {}
     try:
 
         def members_running():
@@ -137,18 +135,10 @@ def test_a_study_killed_with_sigkill_reads_as_crashed_leaves_no_process_and_resu
             return record and [member for member in record["members"] if member["status"] == "running"]
 
         run_helpers.wait_for(members_running, 240, "a running member")
-        noted = {pid: process_start_ticks(pid) for pid in reaper.descendants(process.pid)}
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait()
-        run_helpers.wait_for(
-            lambda: not [pid for pid, ticks in noted.items() if process_start_ticks(pid) == ticks],
-            30,
-            "every process of the killed study (Ray's, the members' runs) to end",
+        run_helpers.kill_with_descendants(
+            process, 30, "every process of the killed study (Ray's, the members' runs) to end"
         )
     finally:
-        for pid, ticks in noted.items():
-            if process_start_ticks(pid) == ticks:
-                os.kill(pid, signal.SIGKILL)
         run_helpers.stop_group(process)
     folder = tmp_path / "results" / "studies" / "killed"
     assert _record(tmp_path, "killed")["status"] == "running"  # as written; read back, it is crashed

@@ -12,6 +12,8 @@ import time
 from absl import logging as absl_logging
 
 from rl.harness.run import records
+from rl.harness.run.status import process_start_ticks
+from rl.harness.training import reaper
 
 FAKE = "rl.harness.tests.fake_recipe"
 PPO = "rl.harness.tests.ppo_cartpole_recipe"
@@ -121,6 +123,33 @@ def stop_group(process):
         pass
     if process.returncode is None:
         process.wait()
+
+
+def kill_with_descendants(process, timeout, what):
+    """SIGKILL to a CLI subprocess; waits until every process it had started (Ray's, the runs') ended, as `what`."""
+    noted = {pid: process_start_ticks(pid) for pid in reaper.descendants(process.pid)}
+    try:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        wait_for(lambda: not [pid for pid, ticks in noted.items() if process_start_ticks(pid) == ticks], timeout, what)
+    finally:
+        for pid, ticks in noted.items():
+            if process_start_ticks(pid) == ticks:
+                os.kill(pid, signal.SIGKILL)
+        stop_group(process)
+
+
+def store_roots(folder) -> list:
+    """`--results-dir` and `--artifacts-dir` under `folder` (r/ and a/): one machine's checkout in the store tests."""
+    return ["--results-dir", folder / "r", "--artifacts-dir", folder / "a"]
+
+
+def resume_fake_from(parent: str, folder, **env):
+    """`rl-harness <fake recipe> --run-id resumed --resume-from <parent>` into `store_roots(folder)`, no upload:
+    (exit status, stdout, stderr)."""
+    return run_cli(
+        [FAKE, "--run-id", "resumed", "--resume-from", parent, "--no-upload-artifacts", *store_roots(folder)], **env
+    )
 
 
 def wait_for(predicate, timeout, what):

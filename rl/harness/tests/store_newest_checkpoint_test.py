@@ -18,10 +18,6 @@ KILLED_AT = 10  # the fake recipe saves a checkpoint every second iteration
 _CHECKPOINT = re.compile(r"/checkpoints/iter_(\d+)/" + re.escape(records.CHECKPOINT_STATE_FILE) + "$")
 
 
-def _roots(folder):
-    return ["--results-dir", folder / "r", "--artifacts-dir", folder / "a"]
-
-
 def _whole_in_store(server) -> list[int]:
     """Iterations of the checkpoints whose state file the store holds (read with another client)."""
     from pyarrow import fs
@@ -40,7 +36,7 @@ def test_resume_takes_the_newest_whole_checkpoint_in_the_store_when_its_manifest
         }
         lost = tmp_path / "lost"
         status, stderr = run_helpers.run_until(
-            [run_helpers.FAKE, "--run-id", "lost1", "--upload-artifacts", *_roots(lost)],
+            [run_helpers.FAKE, "--run-id", "lost1", "--upload-artifacts", *run_helpers.store_roots(lost)],
             lambda: len(run_helpers.metrics_rows(lost / "a")) >= KILLED_AT and len(_whole_in_store(server)) >= 3,
             signal.SIGKILL,
             f"iteration {KILLED_AT} and three checkpoints in the store",
@@ -66,23 +62,12 @@ def test_resume_takes_the_newest_whole_checkpoint_in_the_store_when_its_manifest
             f"{server.bucket}/lab/{run_helpers.FAKE}/lost1/results/{index.name}"
         ) as handle:
             index.write_bytes(handle.read())  # what the killed mirror sent: `sync` keeps it and adds the changes
-        status, _, stderr = run_helpers.run_cli(["sync", "lost1", *_roots(lost)], **environment)
+        status, _, stderr = run_helpers.run_cli(["sync", "lost1", *run_helpers.store_roots(lost)], **environment)
         assert status == 0, stderr[-3000:]
         newest = _whole_in_store(server)[-1]  # the sync sent the checkpoints the killed mirror had not
 
         clone = tmp_path / "clone"
-        status, _, stderr = run_helpers.run_cli(
-            [
-                run_helpers.FAKE,
-                "--run-id",
-                "resumed",
-                "--resume-from",
-                "lost1",
-                "--no-upload-artifacts",
-                *_roots(clone),
-            ],
-            **environment,
-        )
+        status, _, stderr = run_helpers.resume_fake_from("lost1", clone, **environment)
     assert status == 0, stderr[-3000:]
     assert newest > oldest
     fetched = [line for line in stderr.splitlines() if "is not on this machine: fetched it from the store" in line]

@@ -13,10 +13,6 @@ KILLED_AT = 36  # 90 % of the budget
 ITERATION_S = 1.5  # a tenth of the budget (6 s) outlasts the rolling saves' cost cap for saves of up to 15 ms
 
 
-def _roots(folder):
-    return ["--results-dir", folder / "r", "--artifacts-dir", folder / "a"]
-
-
 def test_a_run_killed_at_90_percent_resumes_in_a_fresh_folder_from_the_store_redoing_at_most_a_tenth(tmp_path):
     with s3_server.S3Server() as server:
         environment = {
@@ -28,7 +24,7 @@ def test_a_run_killed_at_90_percent_resumes_in_a_fresh_folder_from_the_store_red
         }
         lost = tmp_path / "lost"
         status, stderr = run_helpers.run_until(
-            [run_helpers.FAKE, "--run-id", "lost1", "--upload-artifacts", *_roots(lost)],
+            [run_helpers.FAKE, "--run-id", "lost1", "--upload-artifacts", *run_helpers.store_roots(lost)],
             lambda: len(run_helpers.metrics_rows(lost / "a")) >= KILLED_AT,
             signal.SIGKILL,
             f"iteration {KILLED_AT} of {BUDGET}",
@@ -39,18 +35,7 @@ def test_a_run_killed_at_90_percent_resumes_in_a_fresh_folder_from_the_store_red
         assert trained == list(range(1, len(trained) + 1)) and KILLED_AT <= len(trained) < BUDGET
 
         clone = tmp_path / "clone"  # another machine: a checkout without the run's records or artifacts
-        status, _, stderr = run_helpers.run_cli(
-            [
-                run_helpers.FAKE,
-                "--run-id",
-                "resumed",
-                "--resume-from",
-                "lost1",
-                "--no-upload-artifacts",
-                *_roots(clone),
-            ],
-            **environment,
-        )
+        status, _, stderr = run_helpers.resume_fake_from("lost1", clone, **environment)
     assert status == 0, stderr[-3000:]
     assert "run lost1 is not on this machine: fetched its records from the store" in stderr, stderr[-3000:]
     fetched = [line for line in stderr.splitlines() if "is not on this machine: fetched it from the store" in line]

@@ -15,10 +15,8 @@ import pytest
 
 from rl.harness import env_vars
 from rl.harness.run import records
-from rl.harness.run.status import process_start_ticks
 from rl.harness.study import summary
 from rl.harness.tests import loopback_cluster, run_helpers, s3_server
-from rl.harness.training import reaper
 
 STUDY = "rl.harness.tests.fake_study"
 ITERATIONS = 12
@@ -84,24 +82,6 @@ def _checkpoint_in_store(server, run_id):
     )
 
 
-def _kill_with_everything_it_started(process):
-    """SIGKILL to the study's command; waits until every process it had started (Ray's, the members' runs) ended."""
-    noted = {pid: process_start_ticks(pid) for pid in reaper.descendants(process.pid)}
-    try:
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait()
-        run_helpers.wait_for(
-            lambda: not [pid for pid, ticks in noted.items() if process_start_ticks(pid) == ticks],
-            90,
-            "every process of the killed study to end (the members drain to the store)",
-        )
-    finally:
-        for pid, ticks in noted.items():
-            if process_start_ticks(pid) == ticks:
-                os.kill(pid, signal.SIGKILL)
-        run_helpers.stop_group(process)
-
-
 @pytest.mark.slow
 def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh_clone(server, tmp_path):
     lost = _clone(tmp_path, "lost")
@@ -123,7 +103,9 @@ def test_a_study_whose_driver_was_killed_resumes_from_the_store_alone_in_a_fresh
             return "completed" in [member["status"] for member in members] and midway
 
         run_helpers.wait_for(one_finished_one_midway, 240, "a finished member and one midway")
-        _kill_with_everything_it_started(process)
+        run_helpers.kill_with_descendants(
+            process, 90, "every process of the killed study to end (the members drain to the store)"
+        )
     finally:
         run_helpers.stop_group(process)
     started = _record(lost, "homeless")
