@@ -1,7 +1,9 @@
-"""Fixtures of the rl.devops tests: a fake vast.ai API, and a guard that no request leaves the machine."""
+"""Fixtures of the rl.devops tests: a fake vast.ai API, moto's S3 server as the store, and a guard that no request
+leaves the machine."""
 
 import secrets
 import socket
+import time
 
 import pytest
 
@@ -80,3 +82,21 @@ def disks(tmp_path):
 def rsync(disks):
     """A CopyBack runner that copies from `disks` instead of over SSH."""
     return fake_instance.FakeRsync(disks)
+
+
+@pytest.fixture(scope="module")
+def server():
+    """Moto's S3 server (the test tools' venv), for the tests whose target depends on //rl/harness:test_recipes."""
+    from rl.harness.tests import s3_server  # only those targets carry it
+
+    with s3_server.S3Server() as running:
+        yield running
+
+
+@pytest.fixture
+def store_env(server, monkeypatch):
+    """The store on this machine and on the instances: moto's bucket below a fresh prefix, the read-write key."""
+    variables = server.store_env(f"devops-{time.time_ns()}")
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    return variables

@@ -1,5 +1,5 @@
-"""Fixtures of the managed launches' tests: the fake API with offers for a few real runs, moto's S3 server as the
-store, a pushed commit, fake instances running the real bootstrap and a real harness run, the command line.
+"""Fixtures of the managed launches' tests: the fake API with offers for a few real runs, a pushed commit, fake
+instances running the real bootstrap and a real harness run, the command line (the store: conftest's `store_env`).
 
 A test file takes the fixtures into its names, where pytest finds them, and the rest through the module:
 
@@ -19,7 +19,6 @@ import pytest
 from rl.devops.vast import api, bootstrap, cli, fleet, state, store_runs
 from rl.devops.vast.testing import fake_api, fake_hosts, repos
 from rl.harness import env_vars
-from rl.harness.tests import s3_server
 
 __all__ = [
     "cli_run",
@@ -30,19 +29,11 @@ __all__ = [
     "instance_store_file",
     "pin",
     "progress",
-    "server",
-    "store_env",
 ]
 
 REMOTE = "https://git.example.com/"
 ITERATIONS = 30
 FAST = fleet.FleetConfig(boot_timeout_s=2.0, poll_interval_s=0.2, quarantine_hours=24, log_tail=50)
-
-
-@pytest.fixture(scope="module")
-def server():
-    with s3_server.S3Server() as running:
-        yield running
 
 
 @pytest.fixture
@@ -51,15 +42,6 @@ def fake(api_key):
     offers_ = [fake_api.offer(i, dph_total=round(0.30 + 0.05 * i, 2)) for i in range(1, 5)]
     with fake_api.FakeVastApi(api_key, offers_, lifetime_s=400, boot_delay_s=0.3) as server:
         yield server
-
-
-@pytest.fixture
-def store_env(server, monkeypatch):
-    """The store on this machine and on the instances: moto's bucket, the read-write key."""
-    variables = server.store_env(f"managed-{time.time_ns()}")
-    for name, value in variables.items():
-        monkeypatch.setenv(name, value)
-    return variables
 
 
 @pytest.fixture

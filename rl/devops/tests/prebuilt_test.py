@@ -23,25 +23,10 @@ from rl.devops.vast import bootstrap, prebuilt
 from rl.devops.vast.testing import repos
 from rl.harness import env_vars
 from rl.harness.remote import stores
-from rl.harness.tests import s3_server
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 REMOTE = "https://git.example.com/"
 RECIPE_ITERATIONS = 5
-
-
-@pytest.fixture(scope="module")
-def server():
-    with s3_server.S3Server() as running:
-        yield running
-
-
-@pytest.fixture
-def store_env(server, monkeypatch):
-    variables = server.store_env(f"prebuilt-{time.time_ns()}")
-    for name, value in variables.items():
-        monkeypatch.setenv(name, value)
-    return variables
 
 
 def _store():

@@ -115,18 +115,6 @@ def _harness_run(iterations, folder, store=None):
         raise SystemExit(f"the harness run failed with exit status {status}")
 
 
-def _store_variables(server) -> dict:
-    from rl.harness import env_vars
-
-    key_id, key = server.read_write
-    return {
-        env_vars.STORE_ENV: f"s3://{server.bucket}/bench",
-        env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-        env_vars.S3_KEY_ID_ENV: key_id,
-        env_vars.S3_KEY_ENV: key,
-    }
-
-
 def _against_plain(plain, loop) -> dict:
     """A loop's figures (mean train s, s between calls, period s) against the plain loop's."""
     ratio = (loop[0] + loop[1]) / (loop[0] + plain[1])
@@ -168,7 +156,7 @@ def main(argv=None) -> dict:
         if options.store:
             from rl.harness.tests import s3_server
 
-            store = _store_variables(stack.enter_context(s3_server.S3Server()))
+            store = stack.enter_context(s3_server.S3Server()).store_env("bench")
         ray.init(address="local", num_cpus=profile.num_cpus, include_dashboard=False)  # never a running cluster
         stack.callback(ray.shutdown)
         for kind in order:

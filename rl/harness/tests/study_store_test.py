@@ -38,12 +38,8 @@ def _clone(tmp_path, name, commit="HEAD"):
 
 
 def _knobs(server, clone):
-    key_id, key = server.read_write
     return {
-        env_vars.STORE_ENV: f"s3://{server.bucket}/lab",
-        env_vars.STORE_ENDPOINT_ENV: server.endpoint,
-        env_vars.S3_KEY_ID_ENV: key_id,
-        env_vars.S3_KEY_ENV: key,
+        **server.store_env("lab"),
         env_vars.MIRROR_INTERVAL_ENV: 0.5,
         env_vars.MIRROR_DRAIN_ENV: 60,
         "PYTHONPATH": clone,
