@@ -82,7 +82,7 @@ def keep_chunk_start_states(rl_module: Any, episodes: list) -> None:
     Episodes that cross processes are pickled whole, and a stateful module's per-step state is
     most of their bytes (TransformerModel's cached keys and values), while the Learner reads one
     state per `max_seq_len` steps: the look-back state and every chunk's last step's STATE_OUT.
-    Only those are kept, under `custom_data[CHUNK_START_STATES]`; the Learner's batch is the same.
+    Only those are kept (`store_chunk_start_states`); the Learner's batch is the same.
     A loss that reads next states (NEXT_STATE_IN) needs the per-step ones: AddChunkStartStates
     refuses such episodes for it.
 
@@ -105,11 +105,26 @@ def keep_chunk_start_states(rl_module: Any, episodes: list) -> None:
             episode.get_extra_model_outputs(key=Columns.STATE_OUT),
         )
         del episode.extra_model_outputs[Columns.STATE_OUT]
-        episode.custom_data[CHUNK_START_STATES] = {
-            "max_seq_len": max_seq_len,
-            "look_back": look_back,
-            "chunk_ends": chunk_ends,
-        }
+        store_chunk_start_states(episode, max_seq_len=max_seq_len, look_back=look_back, chunk_ends=chunk_ends)
+
+
+def store_chunk_start_states(episode: Any, *, max_seq_len: int, look_back: Any, chunk_ends: Any) -> None:
+    """Gives `episode`, which holds no per-step STATE_OUT, the recurrent states AddChunkStartStates reads.
+
+    `look_back`: the STATE_OUT of the step before the episode's first (None when it starts at
+    t=0); `chunk_ends`: the STATE_OUTs of its steps `max_seq_len - 1`, `2 * max_seq_len - 1`, ...,
+    stacked (the nest of the module's state, each leaf (chunk ends, ...)). A Learner whose batch
+    reads no other states names this function as its `store_chunk_start_states` attribute, and
+    the harness's EnvRunner then keeps only these while it samples.
+
+    Example:
+        store_chunk_start_states(episode, max_seq_len=16, look_back=None, chunk_ends=states[15::16])
+    """
+    episode.custom_data[CHUNK_START_STATES] = {
+        "max_seq_len": max_seq_len,
+        "look_back": look_back,
+        "chunk_ends": chunk_ends,
+    }
 
 
 def _single_agent_module(rl_module: Any, episode: Any) -> Any:

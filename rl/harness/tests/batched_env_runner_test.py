@@ -9,14 +9,16 @@ import numpy as np
 import pytest
 import torch
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.tune.registry import register_env
 from ray.util.metrics import Counter
 
 from rl.harness.tests.episodes import assert_equal_nests, assert_same_episodes, numpy_copies
 from rl.harness.training.batched_env_runner import BatchedEnvRunner, ListInfoVectorEnv, why_not_batched
-from rl.harness.training.sampling_connectors import use_fast_connectors
+from rl.harness.training.sampling_connectors import map_arrays, use_fast_connectors
 
 # RLlib's default PPO module with an LSTM: recurrent state in and out of every step.
 LSTM = {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 8, "fcnet_hiddens": [16]}
@@ -162,6 +164,66 @@ def test_the_learner_builds_the_same_batch():
                 ]
             )
     assert_equal_nests(*batches, "learner batch")
+
+
+class _ChunkStartStatesLearner(PPOTorchLearner):
+    """A Learner that says it reads recurrent states only at chunk starts; it stores what it is given as is."""
+
+    @staticmethod
+    def store_chunk_start_states(episode, **states):
+        episode.custom_data["stored_states"] = states
+
+
+def _without_states(episode):
+    copied = copy.deepcopy(episode)
+    copied.extra_model_outputs.pop(Columns.STATE_OUT, None)
+    return copied
+
+
+def test_for_a_learner_that_reads_chunk_start_states_it_keeps_only_those_and_the_look_back():
+    # RLlib's runner keeps every step's STATE_OUT; this one keeps the chunk ends' and the last one, which RLlib's
+    # cut keeps as look-back: the same states, taken from the same steps, and every other column the same.
+    config = config_for(model_config=LSTM)
+    chunk_config = config.copy(copy_frozen=False).learners(learner_class=_ChunkStartStatesLearner)
+    calls, cuts = [], []
+    for runner_class, runner_config in ((SingleAgentEnvRunner, config), (BatchedEnvRunner, chunk_config)):
+        torch.manual_seed(0)
+        runner = runner_class(config=runner_config.copy(copy_frozen=False))
+        try:
+            calls.append([])
+            cuts.append([])
+            for size in SAMPLES:
+                calls[-1].append(numpy_copies(runner.sample(num_timesteps=size)))
+                cuts[-1].append(copy.deepcopy(runner._ongoing_episodes))
+        finally:
+            runner.stop()
+    (expected, chunked), (expected_cuts, chunked_cuts) = calls, cuts
+    length = LSTM["max_seq_len"]
+    without_states = lambda calls: [[_without_states(episode) for episode in call] for call in calls]
+    assert_same_samples(without_states(expected), without_states(chunked))
+    for rllib, fast in zip(itertools.chain(*expected), itertools.chain(*chunked), strict=True):
+        assert Columns.STATE_OUT not in fast.extra_model_outputs
+        stored = fast.custom_data["stored_states"]
+        outs = rllib.get_extra_model_outputs(Columns.STATE_OUT)
+        assert stored["max_seq_len"] == length
+        assert_equal_nests(map_arrays(lambda states: states[length - 1 :: length], outs), stored["chunk_ends"], "ends")
+        if rllib.t_started == 0:
+            assert stored["look_back"] is None
+        else:
+            look_back = rllib.get_extra_model_outputs(Columns.STATE_OUT, indices=-1, neg_index_as_lookback=True)
+            assert_equal_nests(look_back, stored["look_back"], "look-back")
+    assert any(len(episode) >= 2 * length for call in expected for episode in call), "the test needs several chunks"
+    for rllib_cuts, fast_cuts in zip(expected_cuts, chunked_cuts, strict=True):
+        for rllib, fast in zip(rllib_cuts, fast_cuts, strict=True):
+            assert ("stored_states" in fast.custom_data) is False  # stored after the cut, in the returned chunk only
+            if Columns.STATE_OUT in rllib.extra_model_outputs:
+                assert_equal_nests(
+                    rllib.get_extra_model_outputs(Columns.STATE_OUT, indices=-1, neg_index_as_lookback=True),
+                    fast.get_extra_model_outputs(Columns.STATE_OUT, indices=-1, neg_index_as_lookback=True),
+                    "cut",
+                )
+            else:
+                assert Columns.STATE_OUT not in fast.extra_model_outputs
 
 
 class _FailingCartPole(gym.Wrapper):

@@ -26,6 +26,14 @@ loop (`why_not_batched` says why). It overrides RLlib 2.56's private `_sample` a
 runner's own state and helpers (`_ongoing_episodes`, `_cached_to_module`, `_reset_envs_and_episodes`,
 `_try_env_step`, the metrics counters) and an episode's step times (`_chunk`); Ray is pinned, and
 the tests above fail if any of it changes.
+
+Where the config's Learner reads a stateful module's recurrent state only at chunk starts (its
+class names a `store_chunk_start_states` function, as `rl.learners.ActorCriticPPOTorchLearner`
+does), the runner keeps only those states while it samples: the STATE_OUT of each episode's
+every `max_seq_len`-th step and, for the episodes it cuts, the last one, which RLlib's cut keeps
+as look-back. The episodes then carry no per-step STATE_OUT (the main job's: 16 MiB of keys and
+values a sample, stacked and copied) but what that function stores for the Learner, which builds
+the same batch from it (`tests/batched_env_runner_test.py`).
 """
 
 from __future__ import annotations
@@ -103,6 +111,11 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             if self.module is not None and self.module.is_stateful()
             else None
         )
+        self._store_chunk_start_states = chunk_start_states_store(config) if self._initial_state is not None else None
+        # The chunk length where only the chunk starts' recurrent states are kept.
+        self._chunk_length = self.module.model_config["max_seq_len"] if self._store_chunk_start_states else None
+        # Episodes of the current sample() and the chunk starts' states to store in each once it is cut.
+        self._chunk_start_states: list[tuple[SingleAgentEpisode, dict[str, Any]]] = []
         if self.worker_index:  # 1, 2, ...: a remote runner (the local one has 0, or none when built by hand)
             # A remote runner's process holds its imports and module for as long as it lives: frozen, a full
             # collection walks only what sampling makes, not ~0.2 s of them every ~20 samples while the
@@ -132,6 +145,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             return self._batched_sample(num_timesteps, explore)
         finally:
             calls, self._env_step_calls = self._env_step_calls, None
+            self._chunk_start_states = []
             if calls:
                 super()._log_env_steps(metric=self._metrics_num_try_env_step, num_steps=calls)
 
@@ -165,13 +179,14 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                 self.metrics.log_value(key, int(steps.lengths.sum()))  # as RLlib's env-to-module pipeline, per step
         self._log_pipeline_times(steps)
         finished, ongoing = self._episodes(steps)
-        return self._returned(done + _in_order(finished), ongoing, ts)
+        return self._returned(done + _in_order(finished), ongoing, ts, steps)
 
     def _steps(self) -> _Steps:
         # An episode not yet reset (one ended at the last step) gets its reset observation next step.
         return _Steps(
             np.array([not episode.is_reset for episode in self._ongoing_episodes]),
             np.array([len(episode) for episode in self._ongoing_episodes]),
+            self._chunk_length,
         )
 
     def _act(self, explore: bool, ts: int, steps: _Steps) -> dict[str, Any]:
@@ -293,6 +308,9 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             for column, data in new.items()
             if column not in _EPISODE_COLUMNS and stop > start
         }
+        held = episode.extra_model_outputs
+        if steps.chunk_length is not None:  # the look-back state the last cut kept is the chunk's, not a step's
+            held = {column: buffer for column, buffer in held.items() if column != Columns.STATE_OUT}
         chunk = SingleAgentEpisode(
             episode.id_,
             observations=_joined(episode.observations, first.get("observations"), new["observations"]),
@@ -301,7 +319,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             ),
             actions=_joined(episode.actions, new["actions"]),
             rewards=_joined(episode.rewards, new["rewards"]),
-            extra_model_outputs={**episode.extra_model_outputs, **extra},
+            extra_model_outputs={**held, **extra},
             terminated=bool(columns.terminateds[stop - 1, env]) if stop > start else False,
             truncated=bool(columns.truncateds[stop - 1, env]) if stop > start else False,
             t_started=episode.t_started,
@@ -314,13 +332,17 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         chunk._last_step_time = steps.times[stop - 1] if stop > start else episode._last_step_time
         chunk._last_added_observation = chunk.get_observations(-1)
         chunk._last_added_infos = chunk.infos.data[-1]
+        if steps.chunk_length is not None and stop > start:
+            self._chunk_start_states.append((chunk, _chunk_start_states(episode, columns, env, reset, start, stop)))
         return chunk
 
-    def _returned(self, done: list, ongoing: list, ts: int) -> list:
+    def _returned(self, done: list, ongoing: list, ts: int, steps: _Steps) -> list:
         """RLlib's end of `_sample`: cut the ongoing episodes, record them for metrics, count the steps."""
         self._ongoing_episodes = [
             episode.cut(len_lookback_buffer=self.config.episode_lookback_horizon) for episode in ongoing
         ]
+        if steps.chunk_length is not None:
+            self._keep_look_back_states(ongoing, steps)
         chunks = []
         for episode in ongoing:
             if episode.t == 0:
@@ -329,10 +351,51 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             self._ongoing_episodes_for_metrics[episode.id_].append(episode)
             chunks.append(episode)
         self._done_episodes_for_metrics.extend(done)
+        for episode, states in self._chunk_start_states:  # after the cuts, which deep-copy custom_data
+            self._store_chunk_start_states(episode, **states)
         samples = done + chunks
         self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=ts)
         self._increase_sampled_metrics(ts, len(done))
         return samples
+
+    def _keep_look_back_states(self, ongoing: list, steps: _Steps) -> None:
+        """Gives each cut episode the look-back STATE_OUT that RLlib's cut keeps: its chunk's last step's."""
+        last = map_arrays(functools.partial(to_numpy, copy=False), steps.last_state)
+        for env, (episode, cut) in enumerate(zip(ongoing, self._ongoing_episodes, strict=True)):
+            if len(episode) == 0:  # no step in this call: the cut holds what the episode held
+                continue
+            buffer = InfiniteLookbackBuffer(map_arrays(lambda array, env=env: array[env : env + 1].copy(), last))
+            buffer.lookback = 1  # the constructor caps it at a nest's key count
+            cut.extra_model_outputs[Columns.STATE_OUT] = buffer
+
+
+def chunk_start_states_store(config: Any) -> Any:
+    """The config's Learner's `store_chunk_start_states` (module docstring), or None where the runner keeps every step's state.
+
+    With a look-back horizon above one step RLlib's cut keeps more than the last state: every step's is kept.
+    """
+    if config.episode_lookback_horizon != 1:
+        return None
+    return getattr(config.learner_class, "store_chunk_start_states", None)
+
+
+def _chunk_start_states(
+    episode: SingleAgentEpisode, columns: _Columns, env: int, reset: int | None, start: int, stop: int
+) -> dict[str, Any]:
+    """`store_chunk_start_states`' arguments for env `env`'s steps start..stop-1 of `episode` (None: reset at `reset`)."""
+    look_back = None
+    if reset is None and episode.t_started > 0:  # its cut kept the look-back (`_keep_look_back_states`)
+        look_back = map_arrays(
+            np.array,
+            episode.get_extra_model_outputs(key=Columns.STATE_OUT, indices=-1, neg_index_as_lookback=True),
+        )
+    length = columns.chunk_length
+    rows = [columns.state_rows[step] for step in range(start + length - 1, stop, length)]
+    return {
+        "max_seq_len": length,
+        "look_back": look_back,
+        "chunk_ends": map_arrays(lambda states: states[rows, env], columns.states),
+    }
 
 
 class ListInfoVectorEnv(gym.vector.VectorWrapper):
@@ -398,11 +461,16 @@ class ListInfoVectorEnv(gym.vector.VectorWrapper):
 class _Steps:
     """Each vectorised step's arrays as they came, and per env whether it reset or ended there."""
 
-    def __init__(self, pending: np.ndarray, lengths: np.ndarray):
+    def __init__(self, pending: np.ndarray, lengths: np.ndarray, chunk_length: int | None = None):
         self.observations, self.actions, self.rewards, self.infos, self.outputs = [], [], [], [], []
         self.terminateds, self.truncateds, self.resets, self.dones, self.times = [], [], [], [], []
         self.pending = pending  # envs whose next step is a reset
         self.lengths = lengths  # each env's episode chunk's steps so far (a reset starts a new one)
+        # With a chunk length, STATE_OUT is kept only at steps where some env's chunk reaches a multiple
+        # of it (None elsewhere), and the last step's for the look-back.
+        self.chunk_length = chunk_length
+        self.states: list[Any] = []
+        self.last_state: Any = None
         self.pipeline_seconds = {ENV_TO_MODULE_CONNECTOR: 0.0, MODULE_TO_ENV_CONNECTOR: 0.0}
 
     @property
@@ -414,6 +482,9 @@ class _Steps:
         observations, rewards, terminateds, truncateds, infos = results
         resets = self.pending
         dones = ~resets & (terminateds | truncateds)
+        state = outputs.get(Columns.STATE_OUT)
+        if self.chunk_length is not None:
+            outputs = {column: output for column, output in outputs.items() if column != Columns.STATE_OUT}
         for column, value in (
             (self.observations, observations),
             (self.actions, actions),
@@ -429,13 +500,15 @@ class _Steps:
             column.append(value)
         self.pending = dones
         self.lengths = np.where(resets, 0, self.lengths + 1)
+        if self.chunk_length is not None:
+            self.states.append(state if (~resets & (self.lengths % self.chunk_length == 0)).any() else None)
+            self.last_state = state
         return int(len(rewards) - resets.sum())
 
     def stacked(self) -> _Columns:
-        outputs = map_arrays(
-            functools.partial(to_numpy, copy=False), _leafwise(torch.stack, self.outputs)
-        )  # fresh stacks
-        return _Columns(
+        numpy = functools.partial(to_numpy, copy=False)  # of fresh stacks
+        outputs = map_arrays(numpy, _leafwise(torch.stack, self.outputs))
+        columns = _Columns(
             stacked(self.observations),
             stacked(self.actions),
             np.stack(self.rewards),
@@ -445,6 +518,13 @@ class _Steps:
             np.stack(self.resets),
             np.stack(self.dones),
         )
+        if self.chunk_length is not None:
+            states = [*self.states[:-1], self.last_state]  # the last step's too: it shapes an empty selection
+            kept = [step for step, state in enumerate(states) if state is not None]
+            columns.chunk_length = self.chunk_length
+            columns.state_rows = {step: row for row, step in enumerate(kept)}
+            columns.states = map_arrays(numpy, _leafwise(torch.stack, [states[step] for step in kept]))
+        return columns
 
 
 class _Columns:
@@ -453,6 +533,11 @@ class _Columns:
     def __init__(self, observations, actions, rewards, outputs, terminateds, truncateds, resets, dones):
         self.observations, self.actions, self.rewards, self.outputs = observations, actions, rewards, outputs
         self.terminateds, self.truncateds, self.resets, self.dones = terminateds, truncateds, resets, dones
+        # Where only the chunk starts' states are kept: the chunk length, the kept steps' STATE_OUTs
+        # (kept steps, envs, ...) and each kept step's row there.
+        self.chunk_length: int | None = None
+        self.states: Any = None
+        self.state_rows: dict[int, int] = {}
 
 
 # The episode's own buffers; every other column of a step is a model output.

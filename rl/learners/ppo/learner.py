@@ -44,7 +44,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rl.learners.advantages import use_batched_advantages
-from rl.learners.connectors import use_fast_chunking
+from rl.learners.connectors import store_chunk_start_states, use_fast_chunking
 from rl.learners.gradient_steps import FusedGradientStepMixin
 from rl.learners.minibatches import IndexedMinibatchIterator, select_rows
 from rl.learners.models.base import ActorCriticModule
@@ -95,6 +95,10 @@ def _with_loss_steps(module_batch: SampleBatch) -> SampleBatch:
 
 class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
     """PPOTorchLearner that validates its ActorCriticModules against the algorithm config."""
+
+    # Its batch reads a stateful module's recurrent state only at chunk starts (PPO reads no next
+    # states): an EnvRunner that knows this attribute keeps only those while it samples.
+    store_chunk_start_states = staticmethod(store_chunk_start_states)
 
     @override(Learner)
     def build(self) -> None:
