@@ -180,8 +180,18 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
             self._trained_steps[module_id] = self._trained_steps.get(module_id, 0) + len(module_batch)
         self._trained_env_steps += batch.env_steps()
 
+    @override(Learner)
+    def _log_metrics(self, batch: Any) -> None:
+        # RLlib adds every SGD step's env and module steps to two Prometheus counters of Ray's, a call into
+        # Ray's metrics each; _log_trained_steps adds the update's sums once: the same counts.
+        pass
+
     def _log_trained_steps(self) -> None:
-        """The step counters `_log_steps_trained_metrics` summed over the update, as RLlib names and reduces them."""
+        """The step counters `_log_steps_trained_metrics` summed over the update, as RLlib names and reduces them,
+        and to Ray's two Prometheus counters that RLlib's `_log_metrics` adds to every SGD step."""
+        if self._trained_env_steps > 0:
+            self._metrics_all_modules_num_env_steps_trained.inc(value=int(self._trained_env_steps))
+            self._metrics_all_modules_num_module_steps_trained.inc(value=sum(self._trained_steps.values()))
         for module_id, steps in self._trained_steps.items():
             self.metrics.log_value((module_id, WEIGHTS_SEQ_NO), self._weights_seq_no, window=1)
             self.metrics.log_value((module_id, NUM_MODULE_STEPS_TRAINED), steps, reduce="sum")

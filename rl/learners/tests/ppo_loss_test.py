@@ -17,6 +17,7 @@ from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.util.metrics import Counter
 
 from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.minibatches import select_rows
@@ -35,6 +36,7 @@ class RLlibLossLearner(ActorCriticPPOTorchLearner):
     compute_loss_for_module = PPOTorchLearner.compute_loss_for_module
     _compute_off_policyness = TorchLearner._compute_off_policyness
     _log_steps_trained_metrics = Learner._log_steps_trained_metrics
+    _log_metrics = Learner._log_metrics
 
 
 class AllChunksLearner(ActorCriticPPOTorchLearner):
@@ -156,6 +158,28 @@ def test_an_update_logs_rllibs_metrics_and_takes_its_steps(model):
             assert ours[key] == pytest.approx(rllib[key], rel=1e-5, abs=1e-7, nan_ok=True), key
     for mine, reference in zip(our_weights, rllib_weights):
         torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
+
+
+def test_rays_trained_step_counters_count_what_rllibs_learner_counts(monkeypatch):
+    counted = []
+    inc = Counter.inc
+    monkeypatch.setattr(
+        Counter,
+        "inc",
+        lambda counter, value=1.0, tags=None: (
+            counted.append((counter.info["name"], value)) or inc(counter, value, tags)
+        ),
+    )
+    config = ppo_config("transformer")
+    episodes = sample(config)
+    totals, calls = [], []
+    for learner_config in (config.copy(copy_frozen=False).learners(learner_class=RLlibLossLearner), config):
+        counted.clear()
+        two_updates(build(learner_config), episodes, minibatch_size=64)
+        totals.append({name: sum(value for named, value in counted if named == name) for name, _ in counted})
+        calls.append(len(counted))
+    assert totals[0] == totals[1] and len(totals[0]) == 2 and min(totals[0].values()) > 0
+    assert calls[1] == 2 * 2 < calls[0]  # each counter once an update, not once an SGD step
 
 
 def test_masked_means_sum_the_valid_steps_of_each_term():
