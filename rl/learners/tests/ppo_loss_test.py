@@ -17,7 +17,6 @@ from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
-from ray.util.metrics import Counter
 
 from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.minibatches import select_rows
@@ -160,22 +159,28 @@ def test_an_update_logs_rllibs_metrics_and_takes_its_steps(model):
         torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
 
 
-def test_rays_trained_step_counters_count_what_rllibs_learner_counts(monkeypatch):
+def counted_trained_steps(learner) -> list:
+    """The (counter name, value) of each increment of the Learner's two Prometheus counters of trained steps."""
     counted = []
-    inc = Counter.inc
-    monkeypatch.setattr(
-        Counter,
-        "inc",
-        lambda counter, value=1.0, tags=None: (
-            counted.append((counter.info["name"], value)) or inc(counter, value, tags)
-        ),
-    )
+    for counter in (
+        learner._metrics_all_modules_num_env_steps_trained,
+        learner._metrics_all_modules_num_module_steps_trained,
+    ):
+        add = counter.inc
+        counter.inc = lambda value=1.0, tags=None, name=counter.info["name"], add=add: (
+            counted.append((name, value)) or add(value, tags)
+        )
+    return counted
+
+
+def test_rays_trained_step_counters_count_what_rllibs_learner_counts():
     config = ppo_config("transformer")
     episodes = sample(config)
     totals, calls = [], []
     for learner_config in (config.copy(copy_frozen=False).learners(learner_class=RLlibLossLearner), config):
-        counted.clear()
-        two_updates(build(learner_config), episodes, minibatch_size=64)
+        learner = build(learner_config)
+        counted = counted_trained_steps(learner)
+        two_updates(learner, episodes, minibatch_size=64)
         totals.append({name: sum(value for named, value in counted if named == name) for name, _ in counted})
         calls.append(len(counted))
     assert totals[0] == totals[1] and len(totals[0]) == 2 and min(totals[0].values()) > 0
