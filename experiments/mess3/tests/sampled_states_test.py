@@ -2,12 +2,12 @@
 
 import copy
 
-import numpy as np
 import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 
 from experiments.mess3.task import controlled_mess3 as task
+from rl.harness.tests.episodes import assert_equal_nests
 from rl.harness.training import batched_env_runner, configs, in_process
 
 # Calls that cut episodes (64 steps) mid-way and mid-chunk (16 steps), so chunks continue across calls.
@@ -36,17 +36,6 @@ def _batches(config, learner) -> list[dict]:
         runner.stop()
 
 
-def _assert_equal(expected, actual, where: str) -> None:
-    if isinstance(expected, dict):
-        assert sorted(expected) == sorted(actual), where
-        for key in expected:
-            _assert_equal(expected[key], actual[key], f"{where}/{key}")
-        return
-    expected, actual = np.asarray(expected), np.asarray(actual)
-    assert expected.dtype == actual.dtype and expected.shape == actual.shape, where
-    np.testing.assert_array_equal(actual, expected, err_msg=where)
-
-
 def test_the_learner_batch_is_the_same_from_chunk_start_states_alone(monkeypatch):
     config = configs.prepare_config(
         task.ppo_config(smoke=True), seed=3, profile=in_process.default_profile(), parallel_envs=8, in_process=True
@@ -62,4 +51,4 @@ def test_the_learner_batch_is_the_same_from_chunk_start_states_alone(monkeypatch
     assert [kept for kept, _ in every_step] == [False] * len(SAMPLES)
     for call, ((_, expected), (_, actual)) in enumerate(zip(every_step, chunked, strict=True)):
         assert Columns.STATE_IN in expected
-        _assert_equal(dict(expected), dict(actual), f"call {call}")
+        assert_equal_nests(dict(expected), dict(actual), f"call {call}")

@@ -215,7 +215,7 @@ def test_for_a_learner_that_reads_chunk_start_states_it_keeps_only_those_and_the
     assert any(len(episode) >= 2 * length for call in expected for episode in call), "the test needs several chunks"
     for rllib_cuts, fast_cuts in zip(expected_cuts, chunked_cuts, strict=True):
         for rllib, fast in zip(rllib_cuts, fast_cuts, strict=True):
-            assert ("stored_states" in fast.custom_data) is False  # stored after the cut, in the returned chunk only
+            assert "stored_states" not in fast.custom_data  # stored after the cut, in the returned chunk only
             if Columns.STATE_OUT in rllib.extra_model_outputs:
                 assert_equal_nests(
                     rllib.get_extra_model_outputs(Columns.STATE_OUT, indices=-1, neg_index_as_lookback=True),

@@ -333,7 +333,9 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         chunk._last_added_observation = chunk.get_observations(-1)
         chunk._last_added_infos = chunk.infos.data[-1]
         if steps.chunk_length is not None and stop > start:
-            self._chunk_start_states.append((chunk, _chunk_start_states(episode, columns, env, reset, start, stop)))
+            self._chunk_start_states.append(
+                (chunk, _chunk_start_states(episode, columns, steps.chunk_length, env, reset, start, stop))
+            )
         return chunk
 
     def _returned(self, done: list, ongoing: list, ts: int, steps: _Steps) -> list:
@@ -380,16 +382,16 @@ def chunk_start_states_store(config: Any) -> Any:
 
 
 def _chunk_start_states(
-    episode: SingleAgentEpisode, columns: _Columns, env: int, reset: int | None, start: int, stop: int
+    episode: SingleAgentEpisode, columns: _Columns, length: int, env: int, reset: int | None, start: int, stop: int
 ) -> dict[str, Any]:
-    """`store_chunk_start_states`' arguments for env `env`'s steps start..stop-1 of `episode` (None: reset at `reset`)."""
+    """`store_chunk_start_states`' arguments for env `env`'s steps start..stop-1 of `episode` (None: reset at `reset`),
+    in chunks of `length` steps."""
     look_back = None
     if reset is None and episode.t_started > 0:  # its cut kept the look-back (`_keep_look_back_states`)
         look_back = map_arrays(
             np.array,
             episode.get_extra_model_outputs(key=Columns.STATE_OUT, indices=-1, neg_index_as_lookback=True),
         )
-    length = columns.chunk_length
     rows = [columns.state_rows[step] for step in range(start + length - 1, stop, length)]
     return {
         "max_seq_len": length,
@@ -521,7 +523,6 @@ class _Steps:
         if self.chunk_length is not None:
             states = [*self.states[:-1], self.last_state]  # the last step's too: it shapes an empty selection
             kept = [step for step, state in enumerate(states) if state is not None]
-            columns.chunk_length = self.chunk_length
             columns.state_rows = {step: row for row, step in enumerate(kept)}
             columns.states = map_arrays(numpy, _leafwise(torch.stack, [states[step] for step in kept]))
         return columns
@@ -533,9 +534,8 @@ class _Columns:
     def __init__(self, observations, actions, rewards, outputs, terminateds, truncateds, resets, dones):
         self.observations, self.actions, self.rewards, self.outputs = observations, actions, rewards, outputs
         self.terminateds, self.truncateds, self.resets, self.dones = terminateds, truncateds, resets, dones
-        # Where only the chunk starts' states are kept: the chunk length, the kept steps' STATE_OUTs
-        # (kept steps, envs, ...) and each kept step's row there.
-        self.chunk_length: int | None = None
+        # Where only the chunk starts' states are kept: the kept steps' STATE_OUTs (kept steps, envs, ...)
+        # and each kept step's row there.
         self.states: Any = None
         self.state_rows: dict[int, int] = {}
 
