@@ -288,7 +288,8 @@ class AddInfoColumn(ConnectorV2):
                 raise ValueError(
                     f"column '{self.column}' needs info['{self.info_key}'] at every step, but {self.info_source} "
                     f"returned an info without it (keys {sorted(infos[missing])}, episode step "
-                    f"{missing + self.offset}); make the env return it or drop the term that reads '{self.column}'."
+                    f"{missing + self.offset}); make the env return it or drop the term that reads '{self.column}' (a "
+                    f"pipelined runner sends only the keys the Learner class's batch_info_keys() names)."
                 )
             values = np.asarray([info[self.info_key] for info in infos])
             self.add_n_batch_items(batch, self.column, values, len(episode), episode)

@@ -33,7 +33,7 @@ from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, WEIGHTS_SEQ_NO
 
 from experiments.mess3.benchmarks.bench_sampling import STEPS_PER_SAMPLE, WARMUP_SAMPLES, build_runner
-from rl.learners.pipelined import trim_for_learner
+from rl.learners.pipelined import learner_info_keys, trim_for_learner
 
 RUNNER_SIDE = ("sample", "trim_episodes", "pickle_episodes", "weights_in")
 DRIVER_SIDE = ("unpickle_episodes", "update_pipelined", "weights_out")
@@ -75,7 +75,9 @@ def measure(repeats: int) -> dict:
         episodes, seconds_taken = _cpu_seconds(lambda: runner.sample(num_timesteps=STEPS_PER_SAMPLE))
         timed = {"sample": seconds_taken}
         sequential = copy.deepcopy(episodes)  # the Learner connector and the trimming change episodes in place
-        _, timed["trim_episodes"] = _cpu_seconds(functools.partial(trim_for_learner, runner.module, episodes))
+        _, timed["trim_episodes"] = _cpu_seconds(
+            functools.partial(trim_for_learner, runner.module, episodes, info_keys=learner_info_keys(runner.config))
+        )
         pickled, timed["pickle_episodes"] = _cpu_seconds(functools.partial(cloudpickle.dumps, episodes))
         handed_over, timed["unpickle_episodes"] = _cpu_seconds(functools.partial(pickle.loads, pickled))
         pipelined_learner.set_state(learner.get_state())  # both updates start from the same weights

@@ -75,6 +75,16 @@ class AuxPredictionLoss(LossTermMixin):
                 term.set_up_term(self)
 
     @classmethod
+    def batch_info_keys(cls) -> frozenset[str] | None:
+        """Each stacked prediction term's `info_key` and the Learner's others (None where the Learner names none:
+        it may read any)."""
+        others = getattr(super(), "batch_info_keys", None)
+        if others is None or others() is None:
+            return None
+        terms = [term for term in cls.__mro__ if issubclass(term, AuxPredictionLoss) and "info_key" in term.__dict__]
+        return others() | {term.info_key for term in terms}
+
+    @classmethod
     def set_up_term(cls, learner: Any) -> None:
         """Checks every module has the head and valid options; adds the target column where the term is on."""
         mixin = cls.head_mixin.__name__

@@ -15,8 +15,17 @@ from rl.learners.pipelined.config import (
     POLICY_LAG,
     PipelinedPPO,
     PipelinedPPOConfig,
+    learner_info_keys,
     policy_lag,
     trim_for_learner,
 )
 
-__all__ = ["MAX_POLICY_LAG", "POLICY_LAG", "PipelinedPPO", "PipelinedPPOConfig", "policy_lag", "trim_for_learner"]
+__all__ = [
+    "MAX_POLICY_LAG",
+    "POLICY_LAG",
+    "PipelinedPPO",
+    "PipelinedPPOConfig",
+    "learner_info_keys",
+    "policy_lag",
+    "trim_for_learner",
+]

@@ -23,7 +23,9 @@ update's move too, and the adaptive KL coefficient grows on it and holds early l
 embeddings sampled with the older weights are dropped from the episodes, so GAE encodes the batch
 with the Learner's (`advantages.batch_values`). The runners send only the recurrent states the
 Learner reads, the chunk starts' (`connectors.keep_chunk_start_states`): the main job's batch
-crosses processes as 1.5 MiB instead of 16.8. docs/performance.md says why this correction and
+crosses processes as 1.5 MiB instead of 16.8; and of the steps' infos only the keys the
+Learner class's `batch_info_keys()` names (none for PPO: pickling Mess3's infos took 9 of the
+runner's 11.5 ms a batch and unpickling them 4 of the driver's 4.8). docs/performance.md says why this correction and
 not V-trace.
 
 Results repeat: each runner's batch k+1 is sampled with the weights update k starts from, whatever
@@ -80,26 +82,36 @@ def policy_lag(learner_weights: int, episodes: Sequence[Any]) -> int:
     return int(learner_weights - min(sampled))
 
 
-def trim_for_learner(rl_module: Any, episodes: list) -> None:
+def trim_for_learner(rl_module: Any, episodes: list, *, info_keys: frozenset[str] | None = None) -> None:
     """Drops from a pipelined batch, in place, what its Learner does not read, before it crosses to the driver.
 
     The per-step recurrent states but the chunk starts' (`keep_chunk_start_states`; most of a
-    Transformer's batch) and the critic embeddings, sampled with the older weights (GAE encodes
-    the batch with the Learner's).
+    Transformer's batch), the critic embeddings, sampled with the older weights (GAE encodes
+    the batch with the Learner's), and every key of the steps' infos but `info_keys` (the
+    Learner class's `batch_info_keys()`; None keeps them all). Infos are dicts per step, often
+    of small arrays: most of the time it takes to pickle and unpickle a batch.
 
     Example:
-        trim_for_learner(env_runner.module, episodes)   # on the remote EnvRunner that sampled them
+        trim_for_learner(env_runner.module, episodes, info_keys=frozenset())  # on the remote EnvRunner
     """
     for episode in episodes:
         episode.extra_model_outputs.pop(CRITIC_EMBEDDINGS, None)
+        if info_keys is not None:
+            episode.infos.data = [{key: info[key] for key in info_keys if key in info} for info in episode.infos.data]
     keep_chunk_start_states(rl_module, episodes)
+
+
+def learner_info_keys(config: Any) -> frozenset[str] | None:
+    """The info keys the batch of `config`'s Learner reads (its class's `batch_info_keys()`), or None: all."""
+    read = getattr(config.learner_class, "batch_info_keys", None)
+    return None if read is None else read()
 
 
 def _sample_with(env_runner, *, weights: dict) -> tuple[list, dict]:
     """On a remote EnvRunner: take `weights`, sample one batch, return it (trimmed) with the runner's metrics."""
     env_runner.set_state(weights)
     episodes = env_runner.sample()
-    trim_for_learner(env_runner.module, episodes)
+    trim_for_learner(env_runner.module, episodes, info_keys=learner_info_keys(env_runner.config))
     return episodes, env_runner.get_metrics()
 
 

@@ -100,6 +100,16 @@ class ActorCriticPPOTorchLearner(FusedGradientStepMixin, PPOTorchLearner):
     # states): an EnvRunner that knows this attribute keeps only those while it samples.
     store_chunk_start_states = staticmethod(store_chunk_start_states)
 
+    @classmethod
+    def batch_info_keys(cls) -> frozenset[str]:
+        """The keys of the env's infos that this Learner's batch reads: none (PPO's columns hold no infos).
+
+        A pipelined EnvRunner sends its Learner only these keys of every step's info
+        (`rl.learners.pipelined.trim_for_learner`). A subclass whose connector reads an info key
+        (`connectors.AddInfoColumn`) adds it, as the auxiliary prediction Learners do.
+        """
+        return frozenset()
+
     @override(Learner)
     def build(self) -> None:
         super().build()
