@@ -12,7 +12,10 @@ the next one (carrying the Learner's weights in the same request), and updates o
 batch while they sample. The batch an update trains on was therefore sampled with the weights
 one update older than the Learner's (the first iteration's with the same weights): the policy lag
 is one update, never more (`policy_lag` reads it from the weights number every sampled step
-carries, and the iteration fails if it exceeds one).
+carries, and the iteration fails if it exceeds one). A runner whose process dies while sampling
+is restarted by RLlib (`restart_failed_env_runners`) and samples its batch again with the
+Learner's weights (a lag of 0 for that part); where it may not or cannot be restarted, the
+iteration fails with one line naming `--resume-from`.
 
 The lag is corrected by PPO's own ratio: the loss compares the Learner's policy with the logp
 each step was sampled with (`Columns.ACTION_LOGP`), clipped, and its KL term is taken against
@@ -31,18 +34,21 @@ not V-trace.
 Results repeat: each runner's batch k+1 is sampled with the weights update k starts from, whatever
 the timing (one request per runner in flight, collected in runner order), so a seed gives the same run on the
 same platform; it is a different run from PPO's sequential one (the batches come from other
-weights). Connector states are not merged or broadcast between iterations (a blocking call to
-runners that are sampling); the harness's connectors hold none. The config's `pipelined` attribute
+weights), and a run in which a runner was restarted is not a repeat of one without. Connector
+states are not merged or broadcast between iterations (a blocking call to runners that are
+sampling); the harness's connectors hold none. The config's `pipelined` attribute
 tells the harness to place the envs in remote EnvRunners (`hardware.place_envs`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import ray
+from ray.exceptions import RayActorError
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.ppo import PPO, PPOConfig
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE
@@ -66,6 +72,8 @@ from rl.learners.models.base import CRITIC_EMBEDDINGS
 POLICY_LAG = "pipelined/policy_lag"
 MAX_POLICY_LAG = 1
 _SAMPLE_TAG = "pipelined_sample"
+# A runner that Ray is still restarting fails RLlib's probe at once: probing once a second waits without spinning.
+_RESTART_PROBE_INTERVAL_S = 1.0
 
 
 def policy_lag(learner_weights: int, episodes: Sequence[Any]) -> int:
@@ -115,6 +123,16 @@ def _sample_with(env_runner, *, weights: dict) -> tuple[list, dict]:
     return episodes, env_runner.get_metrics()
 
 
+def _lost_runners_message(problem: str) -> str:
+    """One line: the lost EnvRunners' `problem`, and how to continue the run."""
+    return f"{problem}: continue the run from its last checkpoint (rl-harness --resume-from <run id or checkpoint>)"
+
+
+_RESTARTS_OFF = (
+    "and restart_failed_env_runners is off (.fault_tolerance(restart_failed_env_runners=True) restarts them)"
+)
+
+
 class PipelinedPPOConfig(PPOConfig):
     """PPOConfig for PipelinedPPO (module docstring); `pipelined` tells the harness to sample in remote EnvRunners."""
 
@@ -144,6 +162,7 @@ class PipelinedPPO(PPO):
                 "PipelinedPPO samples in remote EnvRunners while its Learner updates: set "
                 "num_env_runners >= 1 (the harness does for a config whose `pipelined` is True)"
             )
+        self._runners = sorted(self.env_runner_group.healthy_env_runner_ids())
         self._batch_in_flight = False
 
     def _learner_weights(self) -> dict:
@@ -153,34 +172,67 @@ class PipelinedPPO(PPO):
         )[COMPONENT_LEARNER]
         return {COMPONENT_RL_MODULE: ray.put(state[COMPONENT_RL_MODULE]), WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]}
 
-    def _request_batch(self, weights: dict) -> None:
-        runners = self.env_runner_group.num_remote_workers()
+    def _request_batch(self, weights: dict, runners: list[int]) -> None:
         sent = self.env_runner_group.foreach_env_runner_async(
-            _sample_with, tag=_SAMPLE_TAG, kwargs={"weights": weights}
+            _sample_with, tag=_SAMPLE_TAG, kwargs={"weights": weights}, remote_worker_ids=runners
         )
-        if sent != runners:
+        if sent != len(runners):
             raise RuntimeError(
-                f"{runners - sent} of {runners} EnvRunners refused a sample request (one already in flight)"
+                f"{len(runners) - sent} of {len(runners)} EnvRunners refused a sample request (one already in flight)"
             )
         self._batch_in_flight = True
 
-    def _collect_batch(self) -> tuple[list, list]:
-        """Waits for every runner's batch in flight; its episodes and metrics in runner order."""
-        results = sorted(
-            self.env_runner_group.fetch_ready_async_reqs(tags=_SAMPLE_TAG, timeout_seconds=None),
-            key=lambda result: result[0],
+    def _fetch_batches(self) -> dict[int, tuple[list, dict]]:
+        """Waits for the batches in flight; each returning runner's episodes and metrics, by runner id."""
+        try:
+            return dict(self.env_runner_group.fetch_ready_async_reqs(tags=_SAMPLE_TAG, timeout_seconds=None))
+        except RayActorError as error:  # RLlib raises a lost runner's error only when it may not restart the runner
+            raise RuntimeError(_lost_runners_message(f"an EnvRunner died while sampling {_RESTARTS_OFF}")) from error
+        finally:
+            self._batch_in_flight = False
+
+    def _restore(self, lost: list[int]) -> None:
+        """Has RLlib restore the runners `lost` (restarted by Ray) and sync them, as it does before an iteration.
+
+        Waits up to `env_runner_health_probe_timeout_s` for Ray to restart them.
+        """
+        if not self.config.restart_failed_env_runners:
+            raise RuntimeError(_lost_runners_message(f"EnvRunners {lost} died while sampling {_RESTARTS_OFF}"))
+        deadline = time.monotonic() + self.config.env_runner_health_probe_timeout_s
+        restored = self.restore_env_runners(self.env_runner_group)
+        while unrestored := sorted(set(lost) - set(restored)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    _lost_runners_message(
+                        f"EnvRunners {unrestored} died while sampling and RLlib could not restart them "
+                        "(max_num_env_runner_restarts reached, or not back within env_runner_health_probe_timeout_s)"
+                    )
+                )
+            time.sleep(_RESTART_PROBE_INTERVAL_S)
+            restored += self.restore_env_runners(self.env_runner_group)
+        self._make_on_env_runners_recreated_callbacks(
+            config=self.config, env_runner_group=self.env_runner_group, restored_env_runner_indices=restored
         )
-        self._batch_in_flight = False
-        expected = self.env_runner_group.num_remote_workers()
-        if len(results) != expected:
-            raise RuntimeError(f"{expected - len(results)} of {expected} EnvRunners returned no batch (failed)")
-        episodes = [episode for _, (batch, _) in results for episode in batch]
-        return episodes, [metrics for _, (_, metrics) in results]
+
+    def _collect_batch(self) -> tuple[list, list]:
+        """Waits for every runner's batch in flight; its episodes and metrics in runner order.
+
+        A runner whose process died is restarted and samples its batch again with the Learner's
+        current weights (a lag of 0 for that part), until every runner has returned one.
+        """
+        batches = self._fetch_batches()
+        while lost := [runner for runner in self._runners if runner not in batches]:
+            self._restore(lost)
+            self._request_batch(self._learner_weights(), lost)
+            batches |= self._fetch_batches()
+        in_runner_order = [batches[runner] for runner in self._runners]
+        episodes = [episode for batch, _ in in_runner_order for episode in batch]
+        return episodes, [metrics for _, metrics in in_runner_order]
 
     @override(PPO)
     def training_step(self) -> None:
         if not self._batch_in_flight:  # the first iteration (or the first after a restore)
-            self._request_batch(self._learner_weights())
+            self._request_batch(self._learner_weights(), self._runners)
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
             episodes, env_runner_results = self._collect_batch()
             self.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
@@ -189,7 +241,7 @@ class PipelinedPPO(PPO):
         if lag > MAX_POLICY_LAG:
             raise RuntimeError(f"a batch was sampled with weights {lag} updates old (the bound is {MAX_POLICY_LAG})")
         self.metrics.log_value(POLICY_LAG, lag, window=1)
-        self._request_batch(weights)  # the next batch samples while the Learner updates on this one
+        self._request_batch(weights, self._runners)  # the next batch samples while the Learner updates on this one
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             learner_results = self.learner_group.update(
                 episodes=episodes,

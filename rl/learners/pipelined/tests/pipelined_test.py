@@ -3,11 +3,15 @@
 The bound is checked twice: by the lag the algorithm logs (read from the weights number each sampled
 step carries) and independently, by recomputing each sampled step's logp from snapshots of the
 Learner's weights: the batch of update k (k >= 1) is reproduced by the weights before update k-1,
-not by those of update k. The Ray part is slow (a remote EnvRunner). The KL term's reference is
-checked without Ray: the Learner's logits at the update's start, not the sampling policy's.
+not by those of update k. A runner killed while sampling is restarted and samples the batch again
+with the Learner's weights (lag 0), or, with restarts off, the run ends with one line. The Ray parts
+are slow (a remote EnvRunner). The KL term's reference is checked without Ray: the Learner's logits
+at the update's start, not the sampling policy's.
 """
 
 import copy
+import os
+import signal
 
 import gymnasium as gym
 import numpy as np
@@ -20,7 +24,7 @@ from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+from ray.rllib.utils.metrics import FAULT_TOLERANCE_STATS, NUM_ENV_STEPS_SAMPLED_LIFETIME, WEIGHTS_SEQ_NO
 
 from rl.learners import ActorCriticPPOTorchLearner, PipelinedPPOConfig
 from rl.learners.models import MLPModel
@@ -141,3 +145,48 @@ def test_each_update_trains_on_a_batch_sampled_with_the_weights_one_update_older
     for k in range(1, ITERATIONS):
         assert _sampled_logp_matches(module, before_update[k - 1], batches[k]), k  # one update older
         assert not _sampled_logp_matches(module, before_update[k], batches[k]), k  # not the Learner's own
+
+
+def _runner_killed_while_sampling(tmp_path, *, restart_failed_env_runners: bool, iterations_after_kill: int) -> list:
+    """Trains one iteration, SIGKILLs the remote EnvRunner while it samples the next batch, trains on.
+
+    Returns the results of the iterations after the kill. Sampling a batch takes far longer than the update on
+    it (one epoch, one minibatch), so the runner is sampling when train() returns and the kill lands.
+    """
+    config = (
+        _cartpole(PipelinedPPOConfig)
+        .env_runners(num_env_runners=1)
+        .training(train_batch_size_per_learner=2000, minibatch_size=2000, num_epochs=1)
+        .fault_tolerance(restart_failed_env_runners=restart_failed_env_runners)
+    )
+    with local_ray(tmp_path):
+        algo = config.build_algo()
+        try:
+            [pid] = algo.env_runner_group.foreach_env_runner(lambda runner: os.getpid(), local_env_runner=False)
+            algo.train()  # returns with the next batch requested
+            os.kill(pid, signal.SIGKILL)
+            return [algo.train() for _ in range(iterations_after_kill)]
+        finally:
+            algo.stop()
+
+
+@pytest.mark.slow
+def test_a_runner_killed_while_sampling_is_restarted_and_samples_with_the_learners_weights(tmp_path):
+    after_kill, *later = _runner_killed_while_sampling(
+        tmp_path, restart_failed_env_runners=True, iterations_after_kill=3
+    )
+    assert after_kill[FAULT_TOLERANCE_STATS]["num_remote_worker_restarts"] == 1
+    assert after_kill[POLICY_LAG] == 0  # the batch lost with the runner is sampled again, with the Learner's weights
+    assert [result[POLICY_LAG] for result in later] == [1, 1]
+    assert later[-1][FAULT_TOLERANCE_STATS]["num_remote_worker_restarts"] == 1
+    # 2000 steps an iteration, before and after the kill: the lost batch is sampled once, in full.
+    assert [result[NUM_ENV_STEPS_SAMPLED_LIFETIME] for result in (after_kill, *later)] == [4000, 6000, 8000]
+
+
+@pytest.mark.slow
+def test_a_runner_killed_without_restarts_ends_the_run_with_one_line_naming_the_fix(tmp_path):
+    with pytest.raises(
+        RuntimeError, match="died while sampling and restart_failed_env_runners is off.*--resume-from"
+    ) as raised:
+        _runner_killed_while_sampling(tmp_path, restart_failed_env_runners=False, iterations_after_kill=1)
+    assert "\n" not in str(raised.value)
