@@ -16,6 +16,7 @@ import os
 import pathlib
 import shutil
 import signal
+import sys
 import traceback
 from collections.abc import Callable
 
@@ -282,7 +283,7 @@ def execute(plan: Plan, verbosity: int | None = None) -> int:
         except OSError:
             if full is None:
                 raise
-        known = full or (str(failure) if isinstance(failure, HarnessError) else None)
+        known = full or (str(failure) if isinstance(failure, HarnessError) else lost_process(failure, layout))
         if known is None:
             logging.error("run %s %s: %s", layout.run_id, status, described)
         else:  # the cause is known and named: no traceback (it is in traceback.txt when there was room)
@@ -317,15 +318,38 @@ def _discard(run: session.RunSession, status: str, error: BaseException | None) 
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def disk_full(failure: BaseException, layout: RunLayout) -> str | None:
-    """For a full disk anywhere in `failure`'s chain: one line naming the folder, its free space and the fix."""
+def _chain(failure: BaseException | None) -> list[BaseException]:
+    """`failure` and the errors it was raised from or during, outermost first."""
     chain = []
     while failure is not None and failure not in chain:
         chain.append(failure)
         failure = failure.__cause__ or failure.__context__
+    return chain
+
+
+def lost_process(failure: BaseException, layout: RunLayout) -> str | None:
+    """For a Ray actor's death anywhere in `failure`'s chain (an EnvRunner or Learner process killed, or its
+    machine lost): one line saying so and how to continue the run.
+
+    Its traceback says nothing about the cause (it is in traceback.txt all the same).
+    """
+    exceptions = sys.modules.get("ray.exceptions")  # a run that never imported Ray lost no actor
+    if exceptions is None or not any(isinstance(error, exceptions.RayActorError) for error in _chain(failure)):
+        return None
+    said = str(failure).strip().splitlines()[0] if str(failure).strip() else type(failure).__name__
+    if "--resume-from" in said:
+        return said
+    return (
+        f"a process of the run died ({said}); continue the run from its last checkpoint with --resume-from "
+        f"{layout.run_id}"
+    )
+
+
+def disk_full(failure: BaseException, layout: RunLayout) -> str | None:
+    """For a full disk anywhere in `failure`'s chain: one line naming the folder, its free space and the fix."""
     full = [
         error
-        for error in chain
+        for error in _chain(failure)
         if (isinstance(error, OSError) and error.errno in DISK_FULL) or "No space left on device" in str(error)
     ]
     if not full:

@@ -2,7 +2,8 @@
 
 Test knobs (environment): FAKE_RECIPE_ITERATIONS (default 5; smoke: 2), FAKE_RECIPE_SLEEP_S
 (pause per iteration, default 0), FAKE_RECIPE_FAIL_AT (raise at that iteration; with
-FAKE_RECIPE_FAIL_SEED, only in the run of that root seed),
+FAKE_RECIPE_FAIL_SEED, only in the run of that root seed; FAKE_RECIPE_FAIL_AS: error (default), lost_actor or
+lost_actor_explained, a Ray actor's death as it is or under an algorithm's one line),
 FAKE_RECIPE_TRIAL (checkpoint under that trial, as a recipe training several agents does),
 FAKE_RECIPE_TAIL_S (a stage after training that does not poll stop requests, as scoring a policy),
 FAKE_RECIPE_OUTPUT_BYTES (after training, an output of that size, in FAKE_RECIPE_OUTPUT_PLACE: results
@@ -50,6 +51,20 @@ def _load(checkpoint):
         return json.load(handle)
 
 
+def _fail(iteration: int, kind: str) -> None:
+    """Raises the failure FAKE_RECIPE_FAIL_AS names: a plain error, or a Ray actor's death (as a lost EnvRunner's),
+    raised as it is or from the one line an algorithm says of it."""
+    if kind == "error":
+        raise RuntimeError(f"fake failure at iteration {iteration}")
+    from ray.exceptions import ActorDiedError
+
+    if kind == "lost_actor":
+        raise ActorDiedError()
+    if kind == "lost_actor_explained":
+        raise RuntimeError("EnvRunners [1] died while sampling: continue the run (--resume-from)") from ActorDiedError()
+    raise ValueError(f"FAKE_RECIPE_FAIL_AS: unknown failure {kind!r}")
+
+
 def run(context):
     iterations = 2 if context.smoke else int(os.environ.get("FAKE_RECIPE_ITERATIONS", "5"))
     iterations = context.hyperparameters.get("fake/iterations") or iterations
@@ -71,7 +86,7 @@ def run(context):
         iteration += 1
         env_steps += STEPS_PER_ITERATION
         if iteration == fail_at:
-            raise RuntimeError(f"fake failure at iteration {iteration}")
+            _fail(iteration, os.environ.get("FAKE_RECIPE_FAIL_AS", "error"))
         loss = context.hyperparameters.get("fake/loss_scale", 1.0) * (
             1.0 / iteration + 0.01 * float(noise.standard_normal())
         )

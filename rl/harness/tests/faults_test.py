@@ -74,6 +74,33 @@ def test_a_full_artifacts_disk_fails_the_run_in_one_line_naming_the_folder_and_i
     assert [row["training_iteration"] for row in rows] == [1, 2]  # what was written before stays
 
 
+@pytest.mark.parametrize(
+    "kind, said",
+    [
+        (
+            "lost_actor",
+            (
+                "] run r1 failed: a process of the run died (The actor died unexpectedly before finishing this "
+                "task.); continue the run from its last checkpoint with --resume-from r1"
+            ),
+        ),
+        (
+            "lost_actor_explained",
+            "] run r1 failed: EnvRunners [1] died while sampling: continue the run (--resume-from)",
+        ),
+    ],
+)
+def test_a_lost_ray_actor_fails_the_run_in_one_line_naming_resume(tmp_path, kind, said):
+    code, _, stderr = _run(
+        tmp_path / "results", tmp_path / "artifacts", "--run-id", "r1", FAKE_RECIPE_FAIL_AT=2, FAKE_RECIPE_FAIL_AS=kind
+    )
+    assert code == EXIT_FAILED, stderr
+    assert "Traceback" not in stderr
+    [line] = [line for line in stderr.splitlines() if "died" in line]
+    assert line.endswith(said)
+    assert "ActorDiedError" in (tmp_path / "artifacts" / "smoke" / "r1" / execution.TRACEBACK_FILE).read_text()
+
+
 def test_a_results_disk_full_at_the_start_refuses_the_run_and_keeps_nothing(tmp_path):
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
     with mounts.small(results, "200k"):

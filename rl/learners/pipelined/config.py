@@ -210,6 +210,8 @@ class PipelinedPPO(PPO):
                 )
             time.sleep(_RESTART_PROBE_INTERVAL_S)
             restored += self.restore_env_runners(self.env_runner_group)
+        # RLlib's private method, called as its own training loop calls it after a restore (the one
+        # private call here; pipelined_test checks the callback fires).
         self._make_on_env_runners_recreated_callbacks(
             config=self.config, env_runner_group=self.env_runner_group, restored_env_runner_indices=restored
         )

@@ -147,10 +147,13 @@ def test_each_update_trains_on_a_batch_sampled_with_the_weights_one_update_older
         assert not _sampled_logp_matches(module, before_update[k], batches[k]), k  # not the Learner's own
 
 
-def _runner_killed_while_sampling(tmp_path, *, restart_failed_env_runners: bool, iterations_after_kill: int) -> list:
+def _runner_killed_while_sampling(
+    tmp_path, *, restart_failed_env_runners: bool, iterations_after_kill: int
+) -> tuple[list, list]:
     """Trains one iteration, SIGKILLs the remote EnvRunner while it samples the next batch, trains on.
 
-    Returns the results of the iterations after the kill. Sampling a batch takes far longer than the update on
+    Returns the results of the iterations after the kill and the runner indices each
+    `on_env_runners_recreated` callback was given. Sampling a batch takes far longer than the update on
     it (one epoch, one minibatch), so the runner is sampling when train() returns and the kill lands.
     """
     config = (
@@ -158,23 +161,26 @@ def _runner_killed_while_sampling(tmp_path, *, restart_failed_env_runners: bool,
         .env_runners(num_env_runners=1)
         .training(train_batch_size_per_learner=2000, minibatch_size=2000, num_epochs=1)
         .fault_tolerance(restart_failed_env_runners=restart_failed_env_runners)
+        .callbacks(on_env_runners_recreated=lambda env_runner_indices, **_: recreated.append(env_runner_indices))
     )
+    recreated = []
     with local_ray(tmp_path):
         algo = config.build_algo()
         try:
             [pid] = algo.env_runner_group.foreach_env_runner(lambda runner: os.getpid(), local_env_runner=False)
             algo.train()  # returns with the next batch requested
             os.kill(pid, signal.SIGKILL)
-            return [algo.train() for _ in range(iterations_after_kill)]
+            return [algo.train() for _ in range(iterations_after_kill)], recreated
         finally:
             algo.stop()
 
 
 @pytest.mark.slow
 def test_a_runner_killed_while_sampling_is_restarted_and_samples_with_the_learners_weights(tmp_path):
-    after_kill, *later = _runner_killed_while_sampling(
+    (after_kill, *later), recreated = _runner_killed_while_sampling(
         tmp_path, restart_failed_env_runners=True, iterations_after_kill=3
     )
+    assert recreated == [[1]]  # RLlib's callback, as its sequential loop calls it
     assert after_kill[FAULT_TOLERANCE_STATS]["num_remote_worker_restarts"] == 1
     assert after_kill[POLICY_LAG] == 0  # the batch lost with the runner is sampled again, with the Learner's weights
     assert [result[POLICY_LAG] for result in later] == [1, 1]
