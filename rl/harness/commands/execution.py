@@ -328,19 +328,20 @@ def _chain(failure: BaseException | None) -> list[BaseException]:
 
 
 def lost_process(failure: BaseException, layout: RunLayout) -> str | None:
-    """For a Ray actor's death anywhere in `failure`'s chain (an EnvRunner or Learner process killed, or its
-    machine lost): one line saying so and how to continue the run.
+    """For a Ray actor's death or silence anywhere in `failure`'s chain (an EnvRunner or Learner process killed,
+    its machine lost, or no result in time): one line saying so and how to continue the run.
 
     Its traceback says nothing about the cause (it is in traceback.txt all the same).
     """
     exceptions = sys.modules.get("ray.exceptions")  # a run that never imported Ray lost no actor
-    if exceptions is None or not any(isinstance(error, exceptions.RayActorError) for error in _chain(failure)):
+    faults = () if exceptions is None else (exceptions.RayActorError, exceptions.GetTimeoutError)
+    if not any(isinstance(error, faults) for error in _chain(failure)):
         return None
     said = str(failure).strip().splitlines()[0] if str(failure).strip() else type(failure).__name__
     if "--resume-from" in said:
         return said
     return (
-        f"a process of the run died ({said}); continue the run from its last checkpoint with --resume-from "
+        f"a process of the run died or stopped answering ({said}); continue the run from its last checkpoint with --resume-from "
         f"{layout.run_id}"
     )
 

@@ -2,8 +2,9 @@
 
 Test knobs (environment): FAKE_RECIPE_ITERATIONS (default 5; smoke: 2), FAKE_RECIPE_SLEEP_S
 (pause per iteration, default 0), FAKE_RECIPE_FAIL_AT (raise at that iteration; with
-FAKE_RECIPE_FAIL_SEED, only in the run of that root seed; FAKE_RECIPE_FAIL_AS: error (default), lost_actor or
-lost_actor_explained, a Ray actor's death as it is or under an algorithm's one line),
+FAKE_RECIPE_FAIL_SEED, only in the run of that root seed; FAKE_RECIPE_FAIL_AS: error (default), lost_actor,
+silent_actor or lost_actor_explained: a Ray actor's death or timeout as Ray raises it, or under an algorithm's one
+line),
 FAKE_RECIPE_TRIAL (checkpoint under that trial, as a recipe training several agents does),
 FAKE_RECIPE_TAIL_S (a stage after training that does not poll stop requests, as scoring a policy),
 FAKE_RECIPE_OUTPUT_BYTES (after training, an output of that size, in FAKE_RECIPE_OUTPUT_PLACE: results
@@ -60,6 +61,10 @@ def _fail(iteration: int, kind: str) -> None:
 
     if kind == "lost_actor":
         raise ActorDiedError()
+    if kind == "silent_actor":
+        from ray.exceptions import GetTimeoutError
+
+        raise GetTimeoutError("no result from the actor within 1 s")
     if kind == "lost_actor_explained":
         raise RuntimeError("EnvRunners [1] died while sampling: continue the run (--resume-from)") from ActorDiedError()
     raise ValueError(f"FAKE_RECIPE_FAIL_AS: unknown failure {kind!r}")

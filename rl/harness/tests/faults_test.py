@@ -80,8 +80,15 @@ def test_a_full_artifacts_disk_fails_the_run_in_one_line_naming_the_folder_and_i
         (
             "lost_actor",
             (
-                "] run r1 failed: a process of the run died (The actor died unexpectedly before finishing this "
-                "task.); continue the run from its last checkpoint with --resume-from r1"
+                "] run r1 failed: a process of the run died or stopped answering (The actor died unexpectedly "
+                "before finishing this task.); continue the run from its last checkpoint with --resume-from r1"
+            ),
+        ),
+        (
+            "silent_actor",
+            (
+                "] run r1 failed: a process of the run died or stopped answering (no result from the actor within 1 "
+                "s); continue the run from its last checkpoint with --resume-from r1"
             ),
         ),
         (
@@ -90,7 +97,7 @@ def test_a_full_artifacts_disk_fails_the_run_in_one_line_naming_the_folder_and_i
         ),
     ],
 )
-def test_a_lost_ray_actor_fails_the_run_in_one_line_naming_resume(tmp_path, kind, said):
+def test_a_lost_or_silent_ray_actor_fails_the_run_in_one_line_naming_resume(tmp_path, kind, said):
     code, _, stderr = _run(
         tmp_path / "results", tmp_path / "artifacts", "--run-id", "r1", FAKE_RECIPE_FAIL_AT=2, FAKE_RECIPE_FAIL_AS=kind
     )
@@ -98,7 +105,8 @@ def test_a_lost_ray_actor_fails_the_run_in_one_line_naming_resume(tmp_path, kind
     assert "Traceback" not in stderr
     [line] = [line for line in stderr.splitlines() if "died" in line]
     assert line.endswith(said)
-    assert "ActorDiedError" in (tmp_path / "artifacts" / "smoke" / "r1" / execution.TRACEBACK_FILE).read_text()
+    error = "GetTimeoutError" if kind == "silent_actor" else "ActorDiedError"
+    assert error in (tmp_path / "artifacts" / "smoke" / "r1" / execution.TRACEBACK_FILE).read_text()
 
 
 def test_a_results_disk_full_at_the_start_refuses_the_run_and_keeps_nothing(tmp_path):

@@ -15,7 +15,8 @@ is one update, never more (`policy_lag` reads it from the weights number every s
 carries, and the iteration fails if it exceeds one). A runner whose process dies while sampling
 is restarted by RLlib (`restart_failed_env_runners`) and samples its batch again with the
 Learner's weights (a lag of 0 for that part); where it may not or cannot be restarted, the
-iteration fails with one line naming `--resume-from`.
+iteration fails with one line naming `--resume-from`, as it does when a runner that is alive sends
+no batch within the config's `sample_timeout_s` (an env that hangs would otherwise hang the run).
 
 The lag is corrected by PPO's own ratio: the loss compares the Learner's policy with the logp
 each step was sampled with (`Columns.ACTION_LOGP`), clipped, and its KL term is taken against
@@ -48,7 +49,7 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import RayActorError
+from ray.exceptions import GetTimeoutError, RayActorError
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.ppo import PPO, PPOConfig
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE
@@ -183,13 +184,25 @@ class PipelinedPPO(PPO):
         self._batch_in_flight = True
 
     def _fetch_batches(self) -> dict[int, tuple[list, dict]]:
-        """Waits for the batches in flight; each returning runner's episodes and metrics, by runner id."""
+        """Waits up to `sample_timeout_s` for the batches in flight; each returning runner's episodes and metrics,
+        by runner id. A runner that is alive but sent none by then fails the iteration in one line."""
+        timeout = self.config.sample_timeout_s
         try:
-            return dict(self.env_runner_group.fetch_ready_async_reqs(tags=_SAMPLE_TAG, timeout_seconds=None))
+            batches = dict(self.env_runner_group.fetch_ready_async_reqs(tags=_SAMPLE_TAG, timeout_seconds=timeout))
         except RayActorError as error:  # RLlib raises a lost runner's error only when it may not restart the runner
             raise RuntimeError(_lost_runners_message(f"an EnvRunner died while sampling {_RESTARTS_OFF}")) from error
         finally:
             self._batch_in_flight = False
+        alive = set(self.env_runner_group.healthy_env_runner_ids())
+        if silent := [runner for runner in self._runners if runner not in batches and runner in alive]:
+            # Ray's own word for a result that did not come in time, as the cause.
+            raise RuntimeError(
+                _lost_runners_message(
+                    f"EnvRunners {silent} sent no batch within sample_timeout_s={timeout} s (an env that hangs, "
+                    "or a batch slower to sample than that: .env_runners(sample_timeout_s=...) allows longer)"
+                )
+            ) from GetTimeoutError(f"no batch from EnvRunners {silent} within {timeout} s")
+        return batches
 
     def _restore(self, lost: list[int]) -> None:
         """Has RLlib restore the runners `lost` (restarted by Ray) and sync them, as it does before an iteration.

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from ray.exceptions import GetTimeoutError
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -196,3 +197,24 @@ def test_a_runner_killed_without_restarts_ends_the_run_with_one_line_naming_the_
     ) as raised:
         _runner_killed_while_sampling(tmp_path, restart_failed_env_runners=False, iterations_after_kill=1)
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.slow
+def test_a_runner_silent_past_the_sample_timeout_ends_the_run_with_one_line_naming_the_setting(tmp_path):
+    # A 2000-step CartPole batch takes the runner over a second: far past 0.2 s.
+    config = (
+        _cartpole(PipelinedPPOConfig)
+        .env_runners(num_env_runners=1, sample_timeout_s=0.2)
+        .training(train_batch_size_per_learner=2000, minibatch_size=2000, num_epochs=1)
+    )
+    with local_ray(tmp_path):
+        algo = config.build_algo()
+        try:
+            with pytest.raises(
+                RuntimeError, match=r"EnvRunners \[1\] sent no batch within sample_timeout_s=0.2 s"
+            ) as raised:
+                algo.train()
+        finally:
+            algo.stop()
+    assert "\n" not in str(raised.value) and "--resume-from" in str(raised.value)
+    assert isinstance(raised.value.__cause__, GetTimeoutError)
