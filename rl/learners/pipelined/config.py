@@ -183,9 +183,10 @@ class PipelinedPPO(PPO):
             )
         self._batch_in_flight = True
 
-    def _fetch_batches(self) -> dict[int, tuple[list, dict]]:
-        """Waits up to `sample_timeout_s` for the batches in flight; each returning runner's episodes and metrics,
-        by runner id. A runner that is alive but sent none by then fails the iteration in one line."""
+    def _fetch_batches(self, runners: list[int]) -> dict[int, tuple[list, dict]]:
+        """Waits up to `sample_timeout_s` for the batches in flight from `runners`; each returning runner's episodes
+        and metrics, by runner id. One of `runners` that is alive but sent none by then fails the iteration in one
+        line."""
         timeout = self.config.sample_timeout_s
         try:
             batches = dict(self.env_runner_group.fetch_ready_async_reqs(tags=_SAMPLE_TAG, timeout_seconds=timeout))
@@ -194,7 +195,7 @@ class PipelinedPPO(PPO):
         finally:
             self._batch_in_flight = False
         alive = set(self.env_runner_group.healthy_env_runner_ids())
-        if silent := [runner for runner in self._runners if runner not in batches and runner in alive]:
+        if silent := [runner for runner in runners if runner not in batches and runner in alive]:
             # Ray's own word for a result that did not come in time, as the cause.
             raise RuntimeError(
                 _lost_runners_message(
@@ -235,11 +236,11 @@ class PipelinedPPO(PPO):
         A runner whose process died is restarted and samples its batch again with the Learner's
         current weights (a lag of 0 for that part), until every runner has returned one.
         """
-        batches = self._fetch_batches()
+        batches = self._fetch_batches(self._runners)
         while lost := [runner for runner in self._runners if runner not in batches]:
             self._restore(lost)
             self._request_batch(self._learner_weights(), lost)
-            batches |= self._fetch_batches()
+            batches |= self._fetch_batches(lost)
         in_runner_order = [batches[runner] for runner in self._runners]
         episodes = [episode for batch, _ in in_runner_order for episode in batch]
         return episodes, [metrics for _, metrics in in_runner_order]

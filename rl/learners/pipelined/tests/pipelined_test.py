@@ -149,9 +149,10 @@ def test_each_update_trains_on_a_batch_sampled_with_the_weights_one_update_older
 
 
 def _runner_killed_while_sampling(
-    tmp_path, *, restart_failed_env_runners: bool, iterations_after_kill: int
+    tmp_path, *, restart_failed_env_runners: bool, iterations_after_kill: int, runners: int = 1
 ) -> tuple[list, list]:
-    """Trains one iteration, SIGKILLs the remote EnvRunner while it samples the next batch, trains on.
+    """Trains one iteration, SIGKILLs the first of `runners` remote EnvRunners while it samples the next batch,
+    trains on.
 
     Returns the results of the iterations after the kill and the runner indices each
     `on_env_runners_recreated` callback was given. Sampling a batch takes far longer than the update on
@@ -159,7 +160,7 @@ def _runner_killed_while_sampling(
     """
     config = (
         _cartpole(PipelinedPPOConfig)
-        .env_runners(num_env_runners=1)
+        .env_runners(num_env_runners=runners)
         .training(train_batch_size_per_learner=2000, minibatch_size=2000, num_epochs=1)
         .fault_tolerance(restart_failed_env_runners=restart_failed_env_runners)
         .callbacks(on_env_runners_recreated=lambda env_runner_indices, **_: recreated.append(env_runner_indices))
@@ -168,7 +169,7 @@ def _runner_killed_while_sampling(
     with local_ray(tmp_path):
         algo = config.build_algo()
         try:
-            [pid] = algo.env_runner_group.foreach_env_runner(lambda runner: os.getpid(), local_env_runner=False)
+            pid, *_ = algo.env_runner_group.foreach_env_runner(lambda runner: os.getpid(), local_env_runner=False)
             algo.train()  # returns with the next batch requested
             os.kill(pid, signal.SIGKILL)
             return [algo.train() for _ in range(iterations_after_kill)], recreated
@@ -187,6 +188,17 @@ def test_a_runner_killed_while_sampling_is_restarted_and_samples_with_the_learne
     assert [result[POLICY_LAG] for result in later] == [1, 1]
     assert later[-1][FAULT_TOLERANCE_STATS]["num_remote_worker_restarts"] == 1
     # 2000 steps an iteration, before and after the kill: the lost batch is sampled once, in full.
+    assert [result[NUM_ENV_STEPS_SAMPLED_LIFETIME] for result in (after_kill, *later)] == [4000, 6000, 8000]
+
+
+@pytest.mark.slow
+def test_of_two_runners_the_killed_one_samples_again_and_the_other_ones_batch_is_kept(tmp_path):
+    (after_kill, *later), recreated = _runner_killed_while_sampling(
+        tmp_path, restart_failed_env_runners=True, iterations_after_kill=3, runners=2
+    )
+    assert recreated == [[1]]
+    assert after_kill[FAULT_TOLERANCE_STATS]["num_remote_worker_restarts"] == 1
+    assert [result[POLICY_LAG] for result in (after_kill, *later)] == [1, 1, 1]  # the other runner's part lags one
     assert [result[NUM_ENV_STEPS_SAMPLED_LIFETIME] for result in (after_kill, *later)] == [4000, 6000, 8000]
 
 
