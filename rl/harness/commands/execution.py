@@ -337,12 +337,13 @@ def lost_process(failure: BaseException, layout: RunLayout) -> str | None:
     faults = () if exceptions is None else (exceptions.RayActorError, exceptions.GetTimeoutError)
     if not any(isinstance(error, faults) for error in _chain(failure)):
         return None
-    said = str(failure).strip().splitlines()[0] if str(failure).strip() else type(failure).__name__
+    text = str(failure).strip()
+    said = text.splitlines()[0] if text else type(failure).__name__
     if "--resume-from" in said:
         return said
     return (
-        f"a process of the run died or stopped answering ({said}); continue the run from its last checkpoint with --resume-from "
-        f"{layout.run_id}"
+        f"a process of the run died or stopped answering ({said}); continue the run from its last checkpoint with "
+        f"--resume-from {layout.run_id}"
     )
 
 

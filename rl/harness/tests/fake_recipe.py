@@ -57,13 +57,11 @@ def _fail(iteration: int, kind: str) -> None:
     raised as it is or from the one line an algorithm says of it."""
     if kind == "error":
         raise RuntimeError(f"fake failure at iteration {iteration}")
-    from ray.exceptions import ActorDiedError
+    from ray.exceptions import ActorDiedError, GetTimeoutError
 
     if kind == "lost_actor":
         raise ActorDiedError()
     if kind == "silent_actor":
-        from ray.exceptions import GetTimeoutError
-
         raise GetTimeoutError("no result from the actor within 1 s")
     if kind == "lost_actor_explained":
         raise RuntimeError("EnvRunners [1] died while sampling: continue the run (--resume-from)") from ActorDiedError()

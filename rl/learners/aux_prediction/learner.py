@@ -78,11 +78,12 @@ class AuxPredictionLoss(LossTermMixin):
     def batch_info_keys(cls) -> frozenset[str] | None:
         """Each stacked prediction term's `info_key` and the Learner's others (None where the Learner names none:
         it may read any)."""
-        others = getattr(super(), "batch_info_keys", None)
-        if others is None or others() is None:
+        read = getattr(super(), "batch_info_keys", None)
+        others = None if read is None else read()
+        if others is None:
             return None
         terms = [term for term in cls.__mro__ if issubclass(term, AuxPredictionLoss) and "info_key" in term.__dict__]
-        return others() | {term.info_key for term in terms}
+        return others | {term.info_key for term in terms}
 
     @classmethod
     def set_up_term(cls, learner: Any) -> None:

@@ -17,22 +17,15 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-from rl.learners import ActorCriticPPOTorchLearner, NextTokenAuxLoss, NextTokenAuxPPOLearner, StateAuxLoss
+from rl.learners import NextTokenAuxPPOLearner
 from rl.learners.aux_prediction import NEXT_TOKEN_TARGETS, STATE_TARGETS
 from rl.learners.connectors import AddInfoColumn
 from rl.learners.models import MLPModel, NextTokenAuxHead, NextTokenAuxMLPModel, StateAuxHead, TransformerModel
+from rl.learners.tests.aux_models import AuxTransformer, BothAuxPPOLearner
 from rl.learners.tests.token_env import TokenTransitionEnv
 
 
-class AuxTransformer(NextTokenAuxHead, StateAuxHead, TransformerModel):
-    pass
-
-
 class AuxMLP(StateAuxHead, NextTokenAuxHead, MLPModel):  # the other order: mixins stack either way
-    pass
-
-
-class BothAuxPPOLearner(NextTokenAuxLoss, StateAuxLoss, ActorCriticPPOTorchLearner):
     pass
 
 

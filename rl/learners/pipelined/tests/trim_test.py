@@ -20,20 +20,11 @@ from rl.learners import (
     IQNPPOTorchLearner,
     NextTokenAuxLoss,
     NextTokenAuxPPOLearner,
-    StateAuxLoss,
     StateAuxPPOLearner,
 )
-from rl.learners.models import NextTokenAuxHead, StateAuxHead, TransformerModel
 from rl.learners.pipelined import learner_info_keys, trim_for_learner
+from rl.learners.tests.aux_models import AuxTransformer, BothAuxPPOLearner
 from rl.learners.tests.token_env import TokenTransitionEnv
-
-
-class AuxTransformer(NextTokenAuxHead, StateAuxHead, TransformerModel):
-    pass
-
-
-class BothAuxPPOLearner(NextTokenAuxLoss, StateAuxLoss, ActorCriticPPOTorchLearner):
-    pass
 
 
 class NextTokenOnPlainPPOLearner(NextTokenAuxLoss, PPOTorchLearner):
