@@ -16,7 +16,9 @@ carries, and the iteration fails if it exceeds one). A runner whose process dies
 is restarted by RLlib (`restart_failed_env_runners`) and samples its batch again with the
 Learner's weights (a lag of 0 for that part); where it may not or cannot be restarted, the
 iteration fails with one line naming `--resume-from`, as it does when a runner that is alive sends
-no batch within the config's `sample_timeout_s` (an env that hangs would otherwise hang the run).
+no batch within the config's `sample_timeout_s`. Such a runner (an env step that never returns, a
+frozen process) is killed first: RLlib's `stop()` calls every runner, and its call would queue
+behind the batch for good.
 
 The lag is corrected by PPO's own ratio: the loss compares the Learner's policy with the logp
 each step was sampled with (`Columns.ACTION_LOGP`), clipped, and its KL term is taken against
@@ -124,6 +126,11 @@ def _sample_with(env_runner, *, weights: dict) -> tuple[list, dict]:
     return episodes, env_runner.get_metrics()
 
 
+def _own_handle(env_runner) -> tuple[int, Any]:
+    """On a remote EnvRunner: its index and the handle of its own actor (to kill it once it stops answering)."""
+    return env_runner.worker_index, ray.get_runtime_context().current_actor
+
+
 def _lost_runners_message(problem: str) -> str:
     """One line: the lost EnvRunners' `problem`, and how to continue the run."""
     return f"{problem}: continue the run from its last checkpoint (rl-harness --resume-from <run id or checkpoint>)"
@@ -165,6 +172,14 @@ class PipelinedPPO(PPO):
             )
         self._runners = sorted(self.env_runner_group.healthy_env_runner_ids())
         self._batch_in_flight = False
+        # Taken now: a runner stuck in its batch answers no call, not even one for its handle.
+        self._handles = {}
+        self._take_handles(self._runners)
+
+    def _take_handles(self, runners: list[int]) -> None:
+        self._handles |= dict(
+            self.env_runner_group.foreach_env_runner(_own_handle, local_env_runner=False, remote_worker_ids=runners)
+        )
 
     def _learner_weights(self) -> dict:
         """The Learner's module weights (inference only) and their number, as an EnvRunner's `set_state` takes them."""
@@ -196,6 +211,9 @@ class PipelinedPPO(PPO):
             self._batch_in_flight = False
         alive = set(self.env_runner_group.healthy_env_runner_ids())
         if silent := [runner for runner in runners if runner not in batches and runner in alive]:
+            # A runner stuck in its batch would hold up RLlib's stop(), whose call to it queues behind the batch.
+            for runner in silent:
+                ray.kill(self._handles[runner], no_restart=True)
             # Ray's own word for a result that did not come in time, as the cause.
             raise RuntimeError(
                 _lost_runners_message(
@@ -229,6 +247,7 @@ class PipelinedPPO(PPO):
         self._make_on_env_runners_recreated_callbacks(
             config=self.config, env_runner_group=self.env_runner_group, restored_env_runner_indices=restored
         )
+        self._take_handles(restored)
 
     def _collect_batch(self) -> tuple[list, list]:
         """Waits for every runner's batch in flight; its episodes and metrics in runner order.

@@ -12,6 +12,8 @@ at the update's start, not the sampling policy's.
 import copy
 import os
 import signal
+import threading
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -30,6 +32,7 @@ from ray.rllib.utils.metrics import FAULT_TOLERANCE_STATS, NUM_ENV_STEPS_SAMPLED
 from rl.learners import ActorCriticPPOTorchLearner, PipelinedPPOConfig
 from rl.learners.models import MLPModel
 from rl.learners.pipelined import POLICY_LAG, policy_lag
+from rl.learners.tests.stuck_env import CartPoleStuckAfter
 from rl.learners.tests.training import local_ray
 
 ITERATIONS = 4
@@ -230,3 +233,31 @@ def test_a_runner_silent_past_the_sample_timeout_ends_the_run_with_one_line_nami
             algo.stop()
     assert "\n" not in str(raised.value) and "--resume-from" in str(raised.value)
     assert isinstance(raised.value.__cause__, GetTimeoutError)
+
+
+@pytest.mark.slow
+def test_a_runner_stuck_in_an_env_step_is_stopped_so_the_run_ends_with_one_line(tmp_path):
+    # The first batch (1000 steps) samples; the next one hangs at its 500th step, for good.
+    config = (
+        _cartpole(PipelinedPPOConfig)
+        .environment(CartPoleStuckAfter, env_config={"steps": 1500})
+        .env_runners(num_env_runners=1, sample_timeout_s=2)
+        .training(train_batch_size_per_learner=1000, minibatch_size=1000, num_epochs=1)
+    )
+    with local_ray(tmp_path):
+        algo = config.build_algo()
+        try:
+            algo.train()
+            with pytest.raises(
+                RuntimeError, match=r"EnvRunners \[1\] sent no batch within sample_timeout_s=2"
+            ) as raised:
+                algo.train()
+        finally:
+            # RLlib's stop() calls every runner: one still in its batch would hold it up for good.
+            stop = threading.Thread(target=algo.stop, daemon=True)
+            started = time.monotonic()
+            stop.start()
+            stop.join(timeout=60)
+    assert not stop.is_alive(), "Algorithm.stop() still waits on the stuck runner after 60 s"
+    assert time.monotonic() - started < 30
+    assert "\n" not in str(raised.value)
