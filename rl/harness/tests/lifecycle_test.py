@@ -1,7 +1,9 @@
-"""The lifecycle's progress line (budget share, speed, ETA, the last return) and its frozen long-lived objects."""
+"""The lifecycle's progress line (budget share, speed, ETA, the last return), its frozen long-lived objects, and
+the stop of an algorithm whose run failed (RLlib's logs of its lost runners left out)."""
 
 import contextlib
 import gc
+import logging
 import pathlib
 import re
 import types
@@ -92,12 +94,9 @@ class _Algo:
         pass
 
 
-def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collected_once_it_stops(tmp_path):
-    algo, stop_calls = _Algo(), []
-    algo.me = algo  # a cycle: only the collector frees it
-    algo.stop = lambda: stop_calls.append("stop")
-    stopped = weakref.ref(algo)
-    recorder = types.SimpleNamespace(
+def _recorder():
+    """A session that records nothing: rows pass through, checkpoints go nowhere, no stop is asked."""
+    return types.SimpleNamespace(
         stop_requested=False,
         budget_cap=RowBudget(),
         log_metrics=lambda row, trial=None: row,
@@ -105,15 +104,57 @@ def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collecte
         rolling_restart=lambda *_, **__: None,
         rolling_due=lambda *_, **__: False,
     )
+
+
+def test_an_algorithm_trains_with_its_objects_frozen_and_its_cycles_are_collected_once_it_stops(tmp_path):
+    algo, stop_calls = _Algo(), []
+    algo.me = algo  # a cycle: only the collector frees it
+    algo.stop = lambda: stop_calls.append("stop")
+    stopped = weakref.ref(algo)
     training = lifecycle.AlgorithmTraining(
         config=types.SimpleNamespace(build_algo=lambda: stopped()), stop=runners.StopRule(training_iterations=2)
     )
     frozen = algo.frozen_while_training
     del algo
-    last = training.run(types.SimpleNamespace(session=recorder, artifacts_dir=tmp_path))
+    last = training.run(types.SimpleNamespace(session=_recorder(), artifacts_dir=tmp_path))
     assert last[ITERATION] == 2 and frozen == [True, True]
     assert stop_calls == ["stop"] and gc.get_freeze_count() == 0
     assert stopped() is None  # collected by the run, with no collection of the test's
+
+
+class _FailingAlgo(_Algo):
+    def train(self):
+        raise RuntimeError("EnvRunners [1] sent no batch")
+
+
+def _log_a_lost_runner():
+    """What RLlib's actor manager logs on stopping a runner that was killed: its error, with `exception`."""
+    try:
+        raise ConnectionError("The actor died unexpectedly")
+    except ConnectionError:
+        logging.getLogger(lifecycle.RUNNER_LOGGERS[0]).exception("taking actor 1 out of service")
+
+
+@pytest.mark.parametrize("algo_class", [_FailingAlgo, _Algo])
+def test_runner_errors_logged_while_stopping_a_failed_run_are_left_out(tmp_path, algo_class):
+    algo = algo_class()
+    algo.stop = _log_a_lost_runner
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    runner_logger = logging.getLogger(lifecycle.RUNNER_LOGGERS[0])
+    runner_logger.addHandler(handler)
+    training = lifecycle.AlgorithmTraining(
+        config=types.SimpleNamespace(build_algo=lambda: algo), stop=runners.StopRule(training_iterations=1)
+    )
+    failing = algo_class is _FailingAlgo
+    try:
+        with pytest.raises(RuntimeError, match="sent no batch") if failing else contextlib.nullcontext():
+            training.run(types.SimpleNamespace(session=_recorder(), artifacts_dir=tmp_path))
+    finally:
+        runner_logger.removeHandler(handler)
+    assert len(records) == (0 if failing else 1)  # a run that succeeded shows what its stop logs
+    assert runner_logger.level == logging.NOTSET  # restored
 
 
 @pytest.mark.parametrize(

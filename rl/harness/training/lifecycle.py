@@ -32,6 +32,7 @@ import abc
 import contextlib
 import dataclasses
 import gc
+import logging as stdlib_logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -300,6 +301,25 @@ def long_lived_objects_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
+# RLlib's loggers of its EnvRunners: stopping them after a run lost one (killed, or stuck in a step and
+# killed), they log that runner's error at ERROR level, and with `logger.exception` the run's own traceback.
+RUNNER_LOGGERS = ("ray.rllib.utils.actor_manager", "ray.rllib.env.env_runner_group")
+
+
+@contextlib.contextmanager
+def _runner_logs_off() -> Iterator[None]:
+    """Silences RUNNER_LOGGERS for the block; their levels are restored after it."""
+    loggers = [stdlib_logging.getLogger(name) for name in RUNNER_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(stdlib_logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
 @dataclasses.dataclass
 class AlgorithmTraining:
     """One prepared AlgorithmConfig's phases: build, restore, train rows, checkpoint on `schedule` and at the end, stop.
@@ -325,9 +345,15 @@ class AlgorithmTraining:
         with ray_folders.logs_under(context.artifacts_dir / ray_folders.RAY_LOGS):  # not ~/ray_results
             algo = self.config.build_algo()
         try:
-            return self._train(context, algo)
-        finally:
+            last = self._train(context, algo)
+        except BaseException:
+            with _runner_logs_off():  # the failure's one line says what was lost
+                algo.stop()
+            raise
+        else:
             algo.stop()
+            return last
+        finally:
             del algo
             gc.collect()  # the stopped algorithm's cycles, before a runner builds the next one (agents in turn)
 
