@@ -11,6 +11,8 @@ import weakref
 
 import pytest
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.env import env_runner_group
+from ray.rllib.utils import actor_manager
 
 from rl.harness.run.manifest import ResumeSource
 from rl.harness.run.metric_keys import ENV_STEPS, ITERATION, ITERATION_SECONDS, RETURN
@@ -127,23 +129,29 @@ class _FailingAlgo(_Algo):
         raise RuntimeError("EnvRunners [1] sent no batch")
 
 
-def _log_a_lost_runner():
-    """What RLlib's actor manager logs on stopping a runner that was killed: its error, with `exception`."""
+def _log_lost_runners():
+    """What RLlib logs on stopping runners that were killed: each logger their error, with `exception`."""
     try:
         raise ConnectionError("The actor died unexpectedly")
     except ConnectionError:
-        logging.getLogger(lifecycle.RUNNER_LOGGERS[0]).exception("taking actor 1 out of service")
+        for name in lifecycle.RUNNER_LOGGERS:
+            logging.getLogger(name).exception("taking actor 1 out of service")
+
+
+def test_the_runner_loggers_are_rllibs():
+    assert lifecycle.RUNNER_LOGGERS == (actor_manager.logger.name, env_runner_group.logger.name)
 
 
 @pytest.mark.parametrize("algo_class", [_FailingAlgo, _Algo])
 def test_runner_errors_logged_while_stopping_a_failed_run_are_left_out(tmp_path, algo_class):
-    algo = algo_class()
-    algo.stop = _log_a_lost_runner
+    algo, stopped = algo_class(), []
+    algo.stop = lambda: stopped.append(_log_lost_runners())
     records = []
     handler = logging.Handler()
     handler.emit = records.append
-    runner_logger = logging.getLogger(lifecycle.RUNNER_LOGGERS[0])
-    runner_logger.addHandler(handler)
+    runner_loggers = [logging.getLogger(name) for name in lifecycle.RUNNER_LOGGERS]
+    for runner_logger in runner_loggers:
+        runner_logger.addHandler(handler)
     training = lifecycle.AlgorithmTraining(
         config=types.SimpleNamespace(build_algo=lambda: algo), stop=runners.StopRule(training_iterations=1)
     )
@@ -152,9 +160,11 @@ def test_runner_errors_logged_while_stopping_a_failed_run_are_left_out(tmp_path,
         with pytest.raises(RuntimeError, match="sent no batch") if failing else contextlib.nullcontext():
             training.run(types.SimpleNamespace(session=_recorder(), artifacts_dir=tmp_path))
     finally:
-        runner_logger.removeHandler(handler)
-    assert len(records) == (0 if failing else 1)  # a run that succeeded shows what its stop logs
-    assert runner_logger.level == logging.NOTSET  # restored
+        for runner_logger in runner_loggers:
+            runner_logger.removeHandler(handler)
+    assert len(stopped) == 1  # stopped all the same
+    assert len(records) == (0 if failing else 2)  # a run that succeeded shows what its stop logs
+    assert [runner_logger.level for runner_logger in runner_loggers] == [logging.NOTSET] * 2  # restored
 
 
 @pytest.mark.parametrize(

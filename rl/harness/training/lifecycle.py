@@ -32,7 +32,7 @@ import abc
 import contextlib
 import dataclasses
 import gc
-import logging as stdlib_logging
+import logging as std_logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -301,19 +301,20 @@ def long_lived_objects_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-# RLlib's loggers of its EnvRunners: stopping them after a run lost one (killed, or stuck in a step and
-# killed), they log that runner's error at ERROR level, and with `logger.exception` the run's own traceback.
+# RLlib's loggers of its EnvRunners (their modules' `logger`s): stopping them after a run lost one (killed, or
+# stuck in a step and killed), they log that runner's error at ERROR level, and with `logger.exception` the run's
+# own traceback again.
 RUNNER_LOGGERS = ("ray.rllib.utils.actor_manager", "ray.rllib.env.env_runner_group")
 
 
 @contextlib.contextmanager
 def _runner_logs_off() -> Iterator[None]:
     """Silences RUNNER_LOGGERS for the block; their levels are restored after it."""
-    loggers = [stdlib_logging.getLogger(name) for name in RUNNER_LOGGERS]
+    loggers = [std_logging.getLogger(name) for name in RUNNER_LOGGERS]
     levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(stdlib_logging.CRITICAL + 1)
     try:
+        for logger in loggers:
+            logger.setLevel(std_logging.CRITICAL + 1)
         yield
     finally:
         for logger, level in zip(loggers, levels):
@@ -347,7 +348,7 @@ class AlgorithmTraining:
         try:
             last = self._train(context, algo)
         except BaseException:
-            with _runner_logs_off():  # the failure's one line says what was lost
+            with _runner_logs_off():  # their logs of the runners a failure lost repeat that failure
                 algo.stop()
             raise
         else:

@@ -177,6 +177,7 @@ class PipelinedPPO(PPO):
         self._take_handles(self._runners)
 
     def _take_handles(self, runners: list[int]) -> None:
+        """Keeps each of `runners`' actor handle, by index (asked of the runner, so while it answers)."""
         self._handles |= dict(
             self.env_runner_group.foreach_env_runner(_own_handle, local_env_runner=False, remote_worker_ids=runners)
         )
@@ -206,14 +207,13 @@ class PipelinedPPO(PPO):
         try:
             batches = dict(self.env_runner_group.fetch_ready_async_reqs(tags=_SAMPLE_TAG, timeout_seconds=timeout))
         except RayActorError as error:  # RLlib raises a lost runner's error only when it may not restart the runner
+            self._kill(runners)  # the run ends: none of them may still be stuck in its batch
             raise RuntimeError(_lost_runners_message(f"an EnvRunner died while sampling {_RESTARTS_OFF}")) from error
         finally:
             self._batch_in_flight = False
         alive = set(self.env_runner_group.healthy_env_runner_ids())
         if silent := [runner for runner in runners if runner not in batches and runner in alive]:
-            # A runner stuck in its batch would hold up RLlib's stop(), whose call to it queues behind the batch.
-            for runner in silent:
-                ray.kill(self._handles[runner], no_restart=True)
+            self._kill(silent)
             # Ray's own word for a result that did not come in time, as the cause.
             raise RuntimeError(
                 _lost_runners_message(
@@ -222,6 +222,14 @@ class PipelinedPPO(PPO):
                 )
             ) from GetTimeoutError(f"no batch from EnvRunners {silent} within {timeout} s")
         return batches
+
+    def _kill(self, runners: list[int]) -> None:
+        """Kills `runners`' actors before the iteration fails: one stuck in its batch would hold up RLlib's
+        `stop()`, whose call to it queues behind the batch. A runner whose handle was never taken (it failed
+        while the algorithm was set up) is left to RLlib."""
+        for runner in runners:
+            if (handle := self._handles.get(runner)) is not None:
+                ray.kill(handle, no_restart=True)
 
     def _restore(self, lost: list[int]) -> None:
         """Has RLlib restore the runners `lost` (restarted by Ray) and sync them, as it does before an iteration.
@@ -247,7 +255,7 @@ class PipelinedPPO(PPO):
         self._make_on_env_runners_recreated_callbacks(
             config=self.config, env_runner_group=self.env_runner_group, restored_env_runner_indices=restored
         )
-        self._take_handles(restored)
+        self._take_handles(restored)  # Ray restarts an actor under its handle; this also takes one setup missed
 
     def _collect_batch(self) -> tuple[list, list]:
         """Waits for every runner's batch in flight; its episodes and metrics in runner order.
