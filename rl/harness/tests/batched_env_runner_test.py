@@ -283,6 +283,17 @@ def test_a_remote_runner_freezes_its_long_lived_objects_and_the_local_one_leaves
         gc.unfreeze()
 
 
+def test_a_runner_skips_torchs_fill_of_new_tensors_in_its_process(monkeypatch):
+    # A remote runner's or a Tune trial's process: no harness code but the runner sets it there.
+    monkeypatch.setattr(torch.utils.deterministic, "fill_uninitialized_memory", True)
+    runner = BatchedEnvRunner(config=config_for("info_cartpole"), worker_index=1)
+    try:
+        assert torch.utils.deterministic.fill_uninitialized_memory is False
+    finally:
+        runner.stop()
+        gc.unfreeze()
+
+
 def test_configs_it_cannot_batch_sample_with_rllibs_loop_and_say_why():
     step_callback = config_for().callbacks(on_episode_step=lambda **_: None)
     runner = BatchedEnvRunner(config=step_callback)

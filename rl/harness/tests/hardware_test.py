@@ -124,10 +124,15 @@ def test_on_a_cluster_the_cluster_cpus_place_the_runners_and_the_learner_stays_l
     assert hardware.place_envs(no_cpu, 16).placement == "local"  # no CPU anywhere: the driver samples
 
 
-def test_process_settings_set_torch_threads(monkeypatch):
+def test_process_settings_set_torch_threads_and_skip_the_fill_of_new_tensors(monkeypatch):
+    import torch
+
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    monkeypatch.setattr(torch.utils.deterministic, "fill_uninitialized_memory", True)
     hardware.apply_process_settings(hardware.choose_profile("cpu", _facts()))
     assert os.environ["OMP_NUM_THREADS"] == "1"
+    assert torch.get_num_threads() == 1
+    assert torch.utils.deterministic.fill_uninitialized_memory is False
 
 
 def test_nvidia_driver_version_is_read_from_the_kernel_module(tmp_path):

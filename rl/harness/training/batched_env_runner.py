@@ -70,6 +70,7 @@ from ray.rllib.utils.metrics.utils import to_snake_case
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.spaces.space_utils import batch as batch_items
 
+from rl.harness.training import hardware
 from rl.harness.training.sampling_connectors import (
     EpisodesToModuleBatch,
     ModuleOutputsForVectorEnv,
@@ -104,6 +105,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
 
     def __init__(self, *, config, **kwargs):
         super().__init__(config=config, **kwargs)
+        hardware.skip_uninitialized_fill(torch)  # this process may be a remote runner's or a Tune trial's
         self.fallback = why_not_batched(self)
         self._env_step_calls: int | None = None  # counted while the batched loop runs (`_log_env_steps`)
         self._initial_state = (

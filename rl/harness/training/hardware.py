@@ -4,6 +4,7 @@
     profile = hardware.choose_profile("auto", facts)  # a run.machine.HardwareProfile
     hardware.apply_to(profile, config, plan)       # an RLlib AlgorithmConfig (configs.prepare calls this)
     hardware.apply_process_settings(profile)       # torch threads for this process and its children
+    hardware.skip_uninitialized_fill(torch)        # deterministic torch without its NaN fill of new tensors
 
 Profiles (docs/harness.md explains the choices):
 
@@ -370,3 +371,19 @@ def apply_process_settings(profile: HardwareProfile) -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(profile.torch_threads)
+        skip_uninitialized_fill(torch)
+
+
+def skip_uninitialized_fill(torch) -> None:
+    """Keeps torch's deterministic algorithms, without their fill of every new tensor's memory.
+
+    RLlib's seeding turns on `torch.use_deterministic_algorithms`, which also fills the memory
+    of every tensor torch allocates uninitialized (`torch.empty` and the ops built on it) with
+    NaN, so that a read of uninitialized memory gives the same bits every time. A program that
+    reads none is as deterministic without the fill, torch's documentation says
+    (`torch.utils.deterministic.fill_uninitialized_memory`), and its results are the same bits
+    (`hardware_test`). It cost the main job's Learner 2-4 ms of a 90 ms update
+    (docs/performance.md). A process-wide setting: the harness makes it where it builds
+    RLlib's pieces (`apply_process_settings`, and `BatchedEnvRunner` for runner and trial processes).
+    """
+    torch.utils.deterministic.fill_uninitialized_memory = False

@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+import tree
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
@@ -294,3 +295,36 @@ def test_an_update_takes_the_plain_loops_minibatches_and_rllibs_steps_on_them():
         learner.module[DEFAULT_MODULE_ID].parameters(), reference_learner.module[DEFAULT_MODULE_ID].parameters()
     ):
         torch.testing.assert_close(mine.detach(), theirs.detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_sampling_and_updates_are_the_same_bits_without_torchs_fill_of_new_tensors(model, monkeypatch):
+    """With deterministic algorithms (RLlib's seeding turns them on), torch fills every new tensor with NaN.
+
+    The harness turns the fill off (`hardware.skip_uninitialized_fill`): the same bits, since nothing reads a
+    tensor's memory before writing it; a read would carry the NaN into the results.
+    """
+    monkeypatch.setattr(torch.utils.deterministic, "fill_uninitialized_memory", True)
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = []
+        for fill in (True, False):
+            torch.utils.deterministic.fill_uninitialized_memory = fill
+            config = ppo_config(model).debugging(seed=0)  # RLlib seeds the envs too
+            episodes = sample(config)
+            results, weights = two_updates(build(config), episodes, minibatch_size=64)
+            sampled = [
+                (e.get_actions(), e.get_extra_model_outputs(key)) for e in episodes for key in e.extra_model_outputs
+            ]
+            runs.append((sampled, results, weights))
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    (filled_episodes, filled_results, filled_weights), (episodes, results, weights) = runs
+    for (filled_actions, filled_outputs), (actions, outputs) in zip(filled_episodes, episodes, strict=True):
+        np.testing.assert_array_equal(filled_actions, actions)
+        for filled_output, output in zip(tree.flatten(filled_outputs), tree.flatten(outputs), strict=True):
+            np.testing.assert_array_equal(filled_output, output)
+    assert filled_results == results
+    for filled, weight in zip(filled_weights, weights, strict=True):
+        assert torch.equal(filled, weight)
