@@ -378,12 +378,12 @@ def skip_uninitialized_fill(torch) -> None:
     """Keeps torch's deterministic algorithms, without their fill of every new tensor's memory.
 
     RLlib's seeding turns on `torch.use_deterministic_algorithms`, which also fills the memory
-    of every tensor torch allocates uninitialized (`torch.empty` and the ops built on it) with
+    of the tensors torch creates uninitialized (`torch.empty` and its kin, `resize_`) with
     NaN, so that a read of uninitialized memory gives the same bits every time. A program that
     reads none is as deterministic without the fill, torch's documentation says
-    (`torch.utils.deterministic.fill_uninitialized_memory`), and its results are the same bits
-    (`hardware_test`). It cost the main job's Learner 2-4 ms of a 90 ms update
-    (docs/performance.md). A process-wide setting: the harness makes it where it builds
-    RLlib's pieces (`apply_process_settings`, and `BatchedEnvRunner` for runner and trial processes).
+    (`torch.utils.deterministic.fill_uninitialized_memory`), and the harness's results are the same bits
+    (docs/harness.md, Determinism). The fill cost the main job's update ~2 ms of 85-135
+    (docs/performance.md). A process-wide setting: the harness makes it where it builds RLlib's
+    pieces (`apply_process_settings`, and `BatchedEnvRunner` for runner and trial processes).
     """
     torch.utils.deterministic.fill_uninitialized_memory = False
