@@ -6,7 +6,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-import tree
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
@@ -297,6 +296,13 @@ def test_an_update_takes_the_plain_loops_minibatches_and_rllibs_steps_on_them():
         torch.testing.assert_close(mine.detach(), theirs.detach(), rtol=1e-5, atol=1e-6)
 
 
+def leaves(value) -> list:
+    """The arrays of a nest of dicts (a recurrent state), in key order."""
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value) for leaf in leaves(value[key])]
+    return [value]
+
+
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_sampling_and_updates_are_the_same_bits_without_torchs_fill_of_new_tensors(model, monkeypatch):
     """With deterministic algorithms (RLlib's seeding turns them on), torch fills every new tensor with NaN.
@@ -323,7 +329,7 @@ def test_sampling_and_updates_are_the_same_bits_without_torchs_fill_of_new_tenso
     (filled_episodes, filled_results, filled_weights), (episodes, results, weights) = runs
     for (filled_actions, filled_outputs), (actions, outputs) in zip(filled_episodes, episodes, strict=True):
         np.testing.assert_array_equal(filled_actions, actions)
-        for filled_output, output in zip(tree.flatten(filled_outputs), tree.flatten(outputs), strict=True):
+        for filled_output, output in zip(leaves(filled_outputs), leaves(outputs), strict=True):
             np.testing.assert_array_equal(filled_output, output)
     assert filled_results == results
     for filled, weight in zip(filled_weights, weights, strict=True):
