@@ -297,7 +297,7 @@ def test_an_update_takes_the_plain_loops_minibatches_and_rllibs_steps_on_them():
 
 
 def leaves(value) -> list:
-    """The arrays of a nest of dicts (a recurrent state), in key order."""
+    """The arrays of a nest of dicts (an episode's model outputs, a recurrent state among them), in key order."""
     if isinstance(value, dict):
         return [leaf for key in sorted(value) for leaf in leaves(value[key])]
     return [value]
@@ -321,7 +321,8 @@ def test_sampling_and_updates_are_the_same_bits_without_torchs_fill_of_new_tenso
             episodes = sample(config)
             results, weights = two_updates(build(config), episodes, minibatch_size=64)
             sampled = [
-                (e.get_actions(), e.get_extra_model_outputs(key)) for e in episodes for key in e.extra_model_outputs
+                (e.get_actions(), {key: e.get_extra_model_outputs(key) for key in e.extra_model_outputs})
+                for e in episodes
             ]
             runs.append((sampled, results, weights))
     finally:
