@@ -35,6 +35,7 @@ from rl.learners.connectors import (
 )
 from rl.learners.models import MLPModel, TransformerModel
 from rl.learners.models.base import CRITIC_EMBEDDINGS
+from rl.learners.tests.nests import assert_same_nest, leaves
 
 # The samplers here are not synced with the Learners, so GAE encodes the whole batch, as RLlib's does
 # (the batches are compared bit for bit), and warns that the sampled critic embeddings went unused.
@@ -54,27 +55,6 @@ def transformer_config():
         .learners(learner_class=ActorCriticPPOTorchLearner)
         .env_runners(num_env_runners=0, num_envs_per_env_runner=2)
     )
-
-
-def leaves(nest, path=()):
-    """(path, leaf) pairs of a nest of dicts and lists, dict keys sorted."""
-    if isinstance(nest, dict):
-        for key in sorted(nest):
-            yield from leaves(nest[key], (*path, key))
-    elif isinstance(nest, (list, tuple)):
-        for index, item in enumerate(nest):
-            yield from leaves(item, (*path, index))
-    else:
-        yield path, nest
-
-
-def assert_same_nest(expected, actual):
-    expected_leaves, actual_leaves = list(leaves(expected)), list(leaves(actual))
-    assert [path for path, _ in expected_leaves] == [path for path, _ in actual_leaves]
-    for (path, want), (_, got) in zip(expected_leaves, actual_leaves):
-        want, got = np.asarray(want), np.asarray(got)
-        assert (want.dtype, want.shape) == (got.dtype, got.shape), path
-        assert np.array_equal(want, got), path
 
 
 @pytest.mark.parametrize(

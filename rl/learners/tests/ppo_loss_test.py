@@ -22,6 +22,7 @@ from rl.learners import ActorCriticPPOTorchLearner
 from rl.learners.minibatches import select_rows
 from rl.learners.models import MLPModel, TransformerModel
 from rl.learners.ppo.learner import chunks_with_loss_steps
+from rl.learners.tests.nests import assert_same_nest
 from rl.learners.tests.token_env import TokenTransitionEnv
 from rl.losses.masking import masked_means
 
@@ -296,13 +297,6 @@ def test_an_update_takes_the_plain_loops_minibatches_and_rllibs_steps_on_them():
         torch.testing.assert_close(mine.detach(), theirs.detach(), rtol=1e-5, atol=1e-6)
 
 
-def leaves(value) -> list:
-    """The arrays of a nest of dicts (an episode's model outputs, a recurrent state among them), in key order."""
-    if isinstance(value, dict):
-        return [leaf for key in sorted(value) for leaf in leaves(value[key])]
-    return [value]
-
-
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_sampling_and_updates_are_the_same_bits_without_torchs_fill_of_new_tensors(model, monkeypatch):
     """With deterministic algorithms (RLlib's seeding turns them on), torch fills every new tensor with NaN.
@@ -330,8 +324,7 @@ def test_sampling_and_updates_are_the_same_bits_without_torchs_fill_of_new_tenso
     (filled_episodes, filled_results, filled_weights), (episodes, results, weights) = runs
     for (filled_actions, filled_outputs), (actions, outputs) in zip(filled_episodes, episodes, strict=True):
         np.testing.assert_array_equal(filled_actions, actions)
-        for filled_output, output in zip(leaves(filled_outputs), leaves(outputs), strict=True):
-            np.testing.assert_array_equal(filled_output, output)
+        assert_same_nest(filled_outputs, outputs)
     assert filled_results == results
     for filled, weight in zip(filled_weights, weights, strict=True):
         assert torch.equal(filled, weight)
