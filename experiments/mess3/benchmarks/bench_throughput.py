@@ -4,6 +4,7 @@
     bazel run //experiments/mess3:bench_throughput -- --iterations 10 --warmup 3
     bazel run //experiments/mess3:bench_throughput -- --seed-size     # the seed project's Transformer
     bazel run //experiments/mess3:bench_throughput -- --hardware-profile cpu-portable   # kernels pinned
+    bazel run //experiments/mess3:bench_throughput -- --parts harness torch_reference --rounds 5 --interleave
 
 One process per part, run one after another on the same machine (so none competes with
 another for the 2 cores), all with one torch thread and the main job's model, env and PPO
@@ -28,6 +29,11 @@ and the targets are ratios to it (docs/performance.md, "Pipelined PPO").
 slow minute of the machine hits both sides of a ratio: figures are then medians over rounds,
 and `ratio_rounds` lists each round's ratio (single rounds of the main job's ratio ranged 0.66-0.80
 within an hour on a quiet machine: docs/performance.md).
+`--interleave` runs each round's parts side by side instead, one process each, taking turns
+iteration by iteration (`turns`): only one part works at a time, and each part's iterations
+meet the same minutes of the machine as the other's, whose speed drifts within minutes; each
+part's waits are taken out of its own timing. Not for harness_pipelined, whose runner samples
+across iterations.
 `seconds_per_iteration` splits an iteration into sampling and learning (both RLlib parts: PPO's
 `synchronous_parallel_sample` and `LearnerGroup.update` timed in the driver; the reference times
 its own phases; for `harness_pipelined` sampling is the wait for the batch in flight);
@@ -56,7 +62,7 @@ import sys
 import tempfile
 import time
 
-from experiments.mess3.benchmarks import process_memory
+from experiments.mess3.benchmarks import process_memory, turns
 
 # Re-exported: this module is the harness part's recipe, and the harness checks --set against a recipe's HYPERPARAMETERS.
 from experiments.mess3.reward_only import HYPERPARAMETERS  # noqa: F401
@@ -84,6 +90,18 @@ TARGETS = {
 }
 SEED_SIZE_TARGETS = {"harness_env_steps_per_s": 4000.0}
 _ITERATIONS_ENV = "BENCH_THROUGHPUT_ITERATIONS"
+# With --interleave, this process's seat at the parts' turns (set by the pool's initializer); else None.
+_seat: turns.Seat | None = None
+
+
+def _sit(seat: turns.Seat) -> None:
+    global _seat
+    _seat = seat
+
+
+def _take_turn() -> None:
+    if _seat is not None:
+        _seat.take()
 
 
 def run(context):
@@ -132,6 +150,8 @@ def _peak_rss_mib() -> float:
 
 
 def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str, pipelined: bool = False) -> dict:
+    from ray.tune.trainable import Trainable
+
     from rl.harness import read_manifest
     from rl.harness.commands import cli
     from rl.harness.run import records
@@ -139,6 +159,13 @@ def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str, pipelin
 
     os.environ[_ITERATIONS_ENV] = str(warmup + iterations)
     phases = _PhaseTimer()
+    train = Trainable.train
+
+    def train_in_turn(self):
+        _take_turn()
+        return train(self)
+
+    Trainable.train = train_in_turn
     with tempfile.TemporaryDirectory() as folder:
         status = cli.main(
             [
@@ -160,10 +187,11 @@ def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str, pipelin
             raise RuntimeError(f"the harness run failed with status {status}")
         manifest = read_manifest(os.path.join(folder, "results", "bench"))
         rows = records.read_json_lines(os.path.join(folder, "artifacts", "bench", records.METRICS_FILE))
-    first, last = rows[warmup - 1], rows[-1]
+    first, last = (run_status.parse_time(rows[index]["harness/logged_at"]) for index in (warmup - 1, -1))
+    waited = _seat.waited_within(first, last) if _seat is not None else 0.0
+    steps = rows[-1]["num_env_steps_sampled_lifetime"] - rows[warmup - 1]["num_env_steps_sampled_lifetime"]
     return {
-        "env_steps_per_s": (last["num_env_steps_sampled_lifetime"] - first["num_env_steps_sampled_lifetime"])
-        / (run_status.parse_time(last["harness/logged_at"]) - run_status.parse_time(first["harness/logged_at"])),
+        "env_steps_per_s": steps / (last - first - waited),
         **phases.split(warmup),
         "sampling": manifest.runner.sampling,
         "peak_rss_mib": _peak_rss_mib(),
@@ -184,6 +212,7 @@ def _bare_rllib(iterations: int, warmup: int, sizes: dict, *, split: bool) -> di
     try:
         seconds, results = [], []
         for _ in range(warmup + iterations):
+            _take_turn()
             start = time.perf_counter()
             results.append(algo.train())
             seconds.append(time.perf_counter() - start)
@@ -213,6 +242,7 @@ def _torch_reference(iterations: int, warmup: int, sizes: dict) -> dict:
         train_batch=task.ppo_config(smoke=False).total_train_batch_size,
         seed=0,
         model_config=task.transformer_config(sizes),
+        before_iteration=_take_turn,
     )
     return {
         "env_steps_per_s": result["env_steps_per_s"],
@@ -234,8 +264,12 @@ def _measure(part: str, iterations: int, warmup: int, sizes: dict, profile: str)
         "rllib_split": functools.partial(_bare_rllib, split=True),
         "torch_reference": _torch_reference,
     }[part]
-    with process_memory.TreeMemory() as memory:
-        figures = measure(iterations, warmup, sizes)
+    try:
+        with process_memory.TreeMemory() as memory:
+            figures = measure(iterations, warmup, sizes)
+    finally:
+        if _seat is not None:
+            _seat.leave()
     return {**figures, "peak_tree_rss_mib": memory.peak_mib, "peak_tree_pss_mib": memory.peak_pss_mib}
 
 
@@ -249,6 +283,11 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--rounds", type=int, default=1, help="run the parts in turn this many times; report medians")
     parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="each round runs the parts side by side, taking turns iteration by iteration (not harness_pipelined)",
+    )
+    parser.add_argument(
         "--hardware-profile",
         choices=("cpu", "cpu-portable"),
         default="cpu",
@@ -259,6 +298,11 @@ def main(argv=None) -> None:
         parser.error("steady state needs --iterations >= 5 and --warmup >= 1")
     if options.rounds < 1:
         parser.error("--rounds must be >= 1")
+    if options.interleave and "harness_pipelined" in options.parts:
+        parser.error(
+            "--interleave times parts that stop working between iterations, but harness_pipelined's runner samples "
+            "across them (into the other parts' turns); measure it without --interleave"
+        )
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"  # inherited by every part's process
     if options.hardware_profile == "cpu-portable":
         from rl.harness.training import hardware
@@ -269,17 +313,18 @@ def main(argv=None) -> None:
     sizes = task.SEED_PROJECT_SIZE if options.seed_size else {}
     rounds = {part: [] for part in options.parts}
     spawn = multiprocessing.get_context("spawn")
+    arguments = (options.iterations, options.warmup, sizes, options.hardware_profile)
     for round_index in range(options.rounds):
+        announce = f"bench_throughput: round {round_index + 1}/{options.rounds}"
+        if options.interleave:
+            print(f"{announce}, {' and '.join(options.parts)} taking turns...", file=sys.stderr)
+            for part, figures in zip(options.parts, _interleaved(spawn, options.parts, arguments)):
+                rounds[part].append(figures)
+            continue
         for part in options.parts:
-            print(
-                f"bench_throughput: round {round_index + 1}/{options.rounds}, {part} "
-                f"({options.warmup} + {options.iterations} iterations)...",
-                file=sys.stderr,
-            )
+            print(f"{announce}, {part} ({options.warmup} + {options.iterations} iterations)...", file=sys.stderr)
             with spawn.Pool(1) as pool:  # a fresh process per part: its own peak RSS, no state shared
-                rounds[part].append(
-                    pool.apply(_measure, (part, options.iterations, options.warmup, sizes, options.hardware_profile))
-                )
+                rounds[part].append(pool.apply(_measure, (part, *arguments)))
     figures = {part: _median_figures(measured) for part, measured in rounds.items()}
     rate = {part: figure["env_steps_per_s"] for part, figure in figures.items()}
     batch = task.ppo_config(smoke=False).total_train_batch_size
@@ -290,6 +335,7 @@ def main(argv=None) -> None:
         "train_batch": batch,
         "parallel_envs": task.PARALLEL_ENVS,
         "iterations": {"warmup": options.warmup, "timed": options.iterations},
+        "interleaved": options.interleave,
         "env_steps_per_s": {part: round(value, 1) for part, value in rate.items()},
         "learner_samples_per_s": {part: round(batch / figure["learn_s"], 1) for part, figure in figures.items()},
         "seconds_per_iteration": {
@@ -309,6 +355,18 @@ def main(argv=None) -> None:
             if options.rounds > 1:
                 report.setdefault("ratio_rounds", {})[name] = [round(ratio, 3) for ratio in ratios]
     print(json.dumps(report, indent=1))
+
+
+def _interleaved(spawn, parts: list[str], arguments: tuple) -> list[dict]:
+    """Each part's figures from one process per part, all at once, taking turns iteration by iteration."""
+    table = turns.Table(len(parts), spawn)
+    pools = [spawn.Pool(1, initializer=_sit, initargs=(table.seat(index),)) for index in range(len(parts))]
+    try:
+        pending = [pool.apply_async(_measure, (part, *arguments)) for pool, part in zip(pools, parts)]
+        return [result.get() for result in pending]
+    finally:
+        for pool in pools:
+            pool.terminate()
 
 
 def _median_figures(measured: list[dict]) -> dict:

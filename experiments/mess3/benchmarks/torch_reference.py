@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -186,11 +187,13 @@ def run(
     minibatch: int | None = None,
     seed: int = 0,
     model_config: dict | None = None,
+    before_iteration: Callable[[], None] | None = None,
 ) -> dict:
     """Trains for `iterations` PPO iterations; see the module docstring for the result's keys.
 
     `train_batch` and `minibatch` default to controlled_mess3.ppo_config(smoke=False)'s (2048, 256),
-    `model_config` to controlled_mess3.MODEL_CONFIG.
+    `model_config` to controlled_mess3.MODEL_CONFIG. `before_iteration` runs before each
+    iteration, outside its timing (a benchmark's turns between processes).
     """
     model_config = dict(model_config or controlled_mess3.MODEL_CONFIG)
     hp = controlled_mess3.ppo_config(smoke=False)
@@ -221,6 +224,8 @@ def run(
     kl_coeff = hp.kl_coeff
     result = {"sample_s": [], "learn_s": [], "episode_return_mean": []}
     for _ in range(iterations):
+        if before_iteration is not None:
+            before_iteration()
         started = time.perf_counter()
         rollout = sampler.sample(train_batch // num_envs)
         sampled = time.perf_counter()

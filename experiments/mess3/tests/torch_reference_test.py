@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -25,6 +26,23 @@ def test_a_tiny_run_reports_throughput_and_returns():
     assert result["env_steps"] == 512
     assert len(result["sample_s"]) == len(result["learn_s"]) == 2
     assert all(math.isfinite(value) for value in result["episode_return_mean"])
+
+
+def test_the_hook_before_each_iteration_runs_outside_its_timing():
+    calls = []
+
+    def pause() -> None:  # as a benchmark's turn: another process works meanwhile
+        calls.append(time.perf_counter())
+        time.sleep(0.5)
+
+    result = torch_reference.run(
+        iterations=3, warmup=1, num_envs=4, train_batch=256, minibatch=64, seed=0, before_iteration=pause
+    )
+    assert len(calls) == 3
+    iterations_s = [sample + learn for sample, learn in zip(result["sample_s"], result["learn_s"], strict=True)]
+    # Each iteration runs between two pauses, and none of its timing holds a pause.
+    assert all(0 < seconds < later - earlier - 0.5 for seconds, earlier, later in zip(iterations_s, calls, calls[1:]))
+    assert result["env_steps_per_s"] == pytest.approx(2 * 256 / sum(iterations_s[1:]))
 
 
 def test_bad_batch_sizes_name_the_fix():

@@ -1,0 +1,88 @@
+"""Turns between processes: each runs an iteration only while the others wait, one after another.
+
+    from experiments.mess3.benchmarks import turns
+
+    table = turns.Table(2, multiprocessing.get_context("spawn"))   # in the parent
+    # pass table.seat(0) and table.seat(1) to the two processes (a Pool's initargs), then in each:
+    seat.take()          # at the start of every iteration: ends this seat's last turn, waits for its next
+    seat.leave()         # when done (also after a failure): the others go on without it
+    seat.waited_within(first, last)   # seconds spent waiting between two time.time() stamps
+
+Two benchmark parts timed one after another meet different minutes of a shared machine, whose
+speed drifts by a fifth within minutes (docs/performance.md); taking turns iteration by
+iteration, each part's iterations meet the same minutes as the other's, while only one of them
+works at a time. A turn runs from one `take()` to the next, so whatever a part does between
+iterations (records, checkpoints) is inside its turns; the waits are not, and each part takes
+them out of its own timing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+# A turn longer than this means the process holding it stopped without leaving.
+TURN_TIMEOUT_S = 600.0
+
+
+class Table:
+    """The shared state of one set of turns: whose turn it is and who still takes part."""
+
+    def __init__(self, seats: int, context: Any):
+        if seats < 1:
+            raise ValueError(f"a table needs at least one seat, got {seats}")
+        self._condition = context.Condition()
+        self._turn = context.Value("i", 0, lock=False)
+        self._present = context.Array("b", [1] * seats, lock=False)
+
+    def seat(self, index: int) -> Seat:
+        """The seat of the `index`-th process (seat 0 has the first turn)."""
+        if not 0 <= index < len(self._present):
+            raise ValueError(f"seat {index} is not at a table of {len(self._present)}")
+        return Seat(self._condition, self._turn, self._present, index)
+
+
+class Seat:
+    """One process's place in the turns; built by `Table.seat` and handed to the process at its start."""
+
+    def __init__(self, condition: Any, turn: Any, present: Any, index: int):
+        self._condition, self._turn, self._present, self.index = condition, turn, present, index
+        self._holding = False
+        self.waits: list[tuple[float, float]] = []  # (start, end) of each wait, time.time()
+
+    def take(self, timeout_s: float = TURN_TIMEOUT_S) -> None:
+        """Ends this seat's current turn, if it holds one, and waits for its next."""
+        with self._condition:
+            if self._holding:
+                self._pass()
+            started = time.time()
+            if not self._condition.wait_for(lambda: self._turn.value == self.index, timeout=timeout_s):
+                raise TimeoutError(
+                    f"seat {self.index} waited {timeout_s:.0f} s for its turn: the process holding it stopped "
+                    "without leaving; run the parts one after another (without --interleave) to see why"
+                )
+            self.waits.append((started, time.time()))
+            self._holding = True
+
+    def leave(self) -> None:
+        """Takes this seat out of the turns (passing its turn on, if it holds one); idempotent."""
+        with self._condition:
+            self._present[self.index] = 0
+            if self._holding or self._turn.value == self.index:
+                self._pass()
+            self._holding = False
+
+    def waited_within(self, first: float, last: float) -> float:
+        """Seconds of the waits that ended after `first` and at or before `last` (time.time() stamps)."""
+        return sum(end - start for start, end in self.waits if first < end <= last)
+
+    def _pass(self) -> None:
+        """Gives the turn to the next seat still present (this one again when it is alone); the condition is held."""
+        seats = len(self._present)
+        for step in range(1, seats + 1):
+            candidate = (self.index + step) % seats
+            if self._present[candidate]:
+                self._turn.value = candidate
+                break
+        self._holding = False
+        self._condition.notify_all()
