@@ -2,7 +2,7 @@
 
     from experiments.mess3.benchmarks import process_memory
 
-    with process_memory.TreeMemory() as memory:     # samples every 0.2 s in a thread
+    with process_memory.TreeMemory() as memory:     # a watcher process samples every 0.2 s
         train()                                     # e.g. a run whose Ray workers sample
     memory.peak_mib                                 # resident memory summed over the processes
     memory.peak_pss_mib                             # proportional: each shared page split among its processes
@@ -13,36 +13,64 @@ the sum over its process tree, sampled while it runs. Summed resident memory cou
 that several processes map (the libraries' code, Ray's object store, pages a fork shares) once
 in each; the proportional set size (PSS) splits it among them, so its sum is what the tree takes
 from the machine.
+
+The sampling runs in a watcher process of its own (left out of the sums), not in a thread of the
+process it measures: a pass over a Ray run's tree takes ~20 ms, most of it reading each
+process's page summary, which every 0.2 s would take a tenth of a core and the GIL from the
+training it measures (docs/performance.md, How to measure).
 """
 
 from __future__ import annotations
 
 import os
-import threading
+import select
+import subprocess
+import sys
 
 
 class TreeMemory:
-    """The largest resident memory of this process and all its descendants together, sampled in a thread (Linux)."""
+    """The largest resident memory of this process and all its descendants together, sampled by a watcher (Linux)."""
 
     def __init__(self, period_s: float = 0.2):
         self.peak_mib = 0.0
         self.peak_pss_mib = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, args=(period_s,), daemon=True)
+        self._period_s = period_s
+        self._watcher: subprocess.Popen | None = None
 
     def __enter__(self) -> TreeMemory:
-        self._thread.start()
+        self._watcher = subprocess.Popen(
+            [sys.executable, "-c", _WATCH, str(os.getpid()), str(self._period_s)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)},
+        )
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self._stop.set()
-        self._thread.join()
+        output, _ = self._watcher.communicate()  # closing its input ends the watch
+        if self._watcher.returncode != 0 or not output.split():
+            raise RuntimeError(
+                f"the memory watcher failed (exit status {self._watcher.returncode}); see its stderr above"
+            )
+        self.peak_mib, self.peak_pss_mib = (float(value) for value in output.split())
 
-    def _sample(self, period_s: float) -> None:
-        while not self._stop.wait(period_s):
-            sizes = [_resident_kib(pid) for pid in _descendants(os.getpid())]
-            self.peak_mib = max(self.peak_mib, sum(rss for rss, _ in sizes) / 1024)
-            self.peak_pss_mib = max(self.peak_pss_mib, sum(pss for _, pss in sizes) / 1024)
+
+# The watcher: samples the tree under argv[1] (itself left out) every argv[2] seconds until its input closes,
+# then prints the peaks in MiB.
+_WATCH = "from experiments.mess3.benchmarks.process_memory import watch; import sys; watch(int(sys.argv[1]), float(sys.argv[2]))"
+
+
+def watch(root: int, period_s: float) -> None:
+    """The watcher's loop (run by TreeMemory in its own process): peaks to stdout once stdin closes."""
+    peak_mib = peak_pss_mib = 0.0
+    while True:
+        sizes = [_resident_kib(pid) for pid in _descendants(root) if pid != os.getpid()]
+        peak_mib = max(peak_mib, sum(rss for rss, _ in sizes) / 1024)
+        peak_pss_mib = max(peak_pss_mib, sum(pss for _, pss in sizes) / 1024)
+        if select.select([sys.stdin], [], [], period_s)[0] and not sys.stdin.read(1):
+            break
+    print(peak_mib, peak_pss_mib, flush=True)
 
 
 def _descendants(root: int) -> list[int]:

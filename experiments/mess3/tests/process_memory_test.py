@@ -1,6 +1,7 @@
 """TreeMemory counts the memory of the processes a process starts, which getrusage does not."""
 
 import os
+import pathlib
 import resource
 import subprocess
 import sys
@@ -28,6 +29,15 @@ def test_without_children_the_peak_is_this_process():
         time.sleep(0.3)
     own_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert 0.5 * own_mib <= memory.peak_mib <= own_mib * 1.05
+
+
+def test_the_sampling_runs_in_a_watcher_process_not_in_a_thread_of_the_measured_one():
+    threads = len(os.listdir("/proc/self/task"))
+    with process_memory.TreeMemory(period_s=0.05):
+        time.sleep(0.3)
+        assert len(os.listdir("/proc/self/task")) == threads
+        below = process_memory._descendants(os.getpid())[1:]
+        assert any(b"process_memory import watch" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes() for pid in below)
 
 
 def test_pages_a_child_shares_count_in_each_resident_sum_and_once_in_the_proportional_one():
