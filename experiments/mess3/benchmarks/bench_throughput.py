@@ -32,8 +32,8 @@ within an hour on a quiet machine: docs/performance.md).
 `--interleave` runs each round's parts side by side instead, one process each, taking turns
 iteration by iteration (`turns`): only one part works at a time, and each part's iterations
 meet the same minutes of the machine as the other's, whose speed drifts within minutes; each
-part's waits are taken out of its own timing. Not for harness_pipelined, whose runner samples
-across iterations.
+part's waits are taken out of its own timing, and each round another part takes the first turn.
+Not for harness_pipelined, whose runner samples across iterations.
 `seconds_per_iteration` splits an iteration into sampling and learning (both RLlib parts: PPO's
 `synchronous_parallel_sample` and `LearnerGroup.update` timed in the driver; the reference times
 its own phases; for `harness_pipelined` sampling is the wait for the batch in flight);
@@ -317,8 +317,11 @@ def main(argv=None) -> None:
     for round_index in range(options.rounds):
         announce = f"bench_throughput: round {round_index + 1}/{options.rounds}"
         if options.interleave:
-            print(f"{announce}, {' and '.join(options.parts)} taking turns...", file=sys.stderr)
-            for part, figures in zip(options.parts, _interleaved(spawn, options.parts, arguments)):
+            # Each round another part takes the first turn, so no part keeps one place in the turns.
+            shift = round_index % len(options.parts)
+            order = [*options.parts[shift:], *options.parts[:shift]]
+            print(f"{announce}, {' and '.join(order)} taking turns...", file=sys.stderr)
+            for part, figures in zip(order, _interleaved(spawn, order, arguments)):
                 rounds[part].append(figures)
             continue
         for part in options.parts:
