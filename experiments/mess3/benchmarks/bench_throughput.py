@@ -52,6 +52,7 @@ values), the rest of the main job unchanged.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import functools
 import json
 import multiprocessing
@@ -92,16 +93,20 @@ SEED_SIZE_TARGETS = {"harness_env_steps_per_s": 4000.0}
 _ITERATIONS_ENV = "BENCH_THROUGHPUT_ITERATIONS"
 # With --interleave, this process's seat at the parts' turns (set by the pool's initializer); else None.
 _seat: turns.Seat | None = None
+# What a part that waited too long for its turn is told to try.
+_TURN_HINT = "run the parts one after another (without --interleave) to see why"
 
 
-def _sit(seat: turns.Seat) -> None:
+def _take_seat(seat: turns.Seat) -> None:
+    """A part process's initializer under --interleave: the seat its iterations take turns at."""
     global _seat
     _seat = seat
 
 
 def _take_turn() -> None:
+    """Waits for this part's next turn (under --interleave; else returns at once); an iteration starts after it."""
     if _seat is not None:
-        _seat.take()
+        _seat.take(hint=_TURN_HINT)
 
 
 def run(context):
@@ -161,6 +166,8 @@ def _harness(iterations: int, warmup: int, sizes: dict, *, profile: str, pipelin
     phases = _PhaseTimer()
     train = Trainable.train
 
+    # The harness trains in this process through Algorithm.train, which is Tune's Trainable.train: each
+    # iteration, with the records and checkpoints after it, then runs in one turn.
     def train_in_turn(self):
         _take_turn()
         return train(self)
@@ -254,17 +261,17 @@ def _torch_reference(iterations: int, warmup: int, sizes: dict) -> dict:
 
 
 def _measure(part: str, iterations: int, warmup: int, sizes: dict, profile: str) -> dict:
-    import torch
-
-    torch.set_num_threads(1)
-    measure = {
-        "harness": functools.partial(_harness, profile=profile),
-        "harness_pipelined": functools.partial(_harness, profile=profile, pipelined=True),
-        "rllib_default": functools.partial(_bare_rllib, split=False),
-        "rllib_split": functools.partial(_bare_rllib, split=True),
-        "torch_reference": _torch_reference,
-    }[part]
     try:
+        import torch
+
+        torch.set_num_threads(1)
+        measure = {
+            "harness": functools.partial(_harness, profile=profile),
+            "harness_pipelined": functools.partial(_harness, profile=profile, pipelined=True),
+            "rllib_default": functools.partial(_bare_rllib, split=False),
+            "rllib_split": functools.partial(_bare_rllib, split=True),
+            "torch_reference": _torch_reference,
+        }[part]
         with process_memory.TreeMemory() as memory:
             figures = measure(iterations, warmup, sizes)
     finally:
@@ -361,15 +368,30 @@ def main(argv=None) -> None:
 
 
 def _interleaved(spawn, parts: list[str], arguments: tuple) -> list[dict]:
-    """Each part's figures from one process per part, all at once, taking turns iteration by iteration."""
+    """Each part's figures from one process per part, all at once, taking turns iteration by iteration.
+
+    A part that fails, or whose process dies, leaves the turns at once (here, where its own
+    process may not have), so the others finish before its error is raised.
+    """
     table = turns.Table(len(parts), spawn)
-    pools = [spawn.Pool(1, initializer=_sit, initargs=(table.seat(index),)) for index in range(len(parts))]
+    executors = [
+        concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=spawn, initializer=_take_seat, initargs=(table.seat(index),)
+        )
+        for index in range(len(parts))
+    ]
     try:
-        pending = [pool.apply_async(_measure, (part, *arguments)) for pool, part in zip(pools, parts)]
-        return [result.get() for result in pending]
+        pending = {
+            executor.submit(_measure, part, *arguments): index
+            for index, (executor, part) in enumerate(zip(executors, parts))
+        }
+        for done in concurrent.futures.as_completed(pending):
+            if done.exception() is not None:
+                table.seat(pending[done]).leave()
+        return [future.result() for future in pending]
     finally:
-        for pool in pools:
-            pool.terminate()
+        for executor in executors:
+            executor.shutdown()
 
 
 def _median_figures(measured: list[dict]) -> dict:

@@ -27,6 +27,9 @@ import select
 import subprocess
 import sys
 
+# A watcher that takes longer than this to end once asked has hung: it is killed.
+WATCHER_TIMEOUT_S = 30.0
+
 
 class TreeMemory:
     """The largest resident memory of this process and all its descendants together, sampled by a watcher (Linux)."""
@@ -48,10 +51,16 @@ class TreeMemory:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        output, _ = self._watcher.communicate()  # closing its input ends the watch
-        if self._watcher.returncode != 0 or not output.split():
+        try:
+            output, _ = self._watcher.communicate(timeout=WATCHER_TIMEOUT_S)  # closing its input ends the watch
+        except subprocess.TimeoutExpired:
+            self._watcher.kill()
+            self._watcher.communicate()
+            output = ""
+        if self._watcher.returncode != 0 or len(output.split()) != 2:
             raise RuntimeError(
-                f"the memory watcher failed (exit status {self._watcher.returncode}); see its stderr above"
+                f"the memory watcher failed (exit status {self._watcher.returncode}, output {output.strip()!r}); "
+                "its error is on stderr above"
             )
         self.peak_mib, self.peak_pss_mib = (float(value) for value in output.split())
 

@@ -9,9 +9,9 @@
     seat.waited_within(first, last)   # seconds spent waiting between two time.time() stamps
 
 Two benchmark parts timed one after another meet different minutes of a shared machine, whose
-speed drifts by a fifth within minutes (docs/performance.md); taking turns iteration by
-iteration, each part's iterations meet the same minutes as the other's, while only one of them
-works at a time. A turn runs from one `take()` to the next, so whatever a part does between
+speed drifts within seconds (docs/performance.md, How to measure); taking turns iteration by
+iteration, each part's iterations meet the same seconds as the other's, while only one of them
+trains at a time. A turn runs from one `take()` to the next, so whatever a part does between
 iterations (records, checkpoints) is inside its turns; the waits are not, and each part takes
 them out of its own timing.
 """
@@ -50,8 +50,8 @@ class Seat:
         self._holding = False
         self.waits: list[tuple[float, float]] = []  # (start, end) of each wait, time.time()
 
-    def take(self, timeout_s: float = TURN_TIMEOUT_S) -> None:
-        """Ends this seat's current turn, if it holds one, and waits for its next."""
+    def take(self, timeout_s: float = TURN_TIMEOUT_S, hint: str = "") -> None:
+        """Ends this seat's current turn, if it holds one, and waits for its next; `hint` ends a timeout's message."""
         with self._condition:
             if self._holding:
                 self._pass()
@@ -59,7 +59,7 @@ class Seat:
             if not self._condition.wait_for(lambda: self._turn.value == self.index, timeout=timeout_s):
                 raise TimeoutError(
                     f"seat {self.index} waited {timeout_s:.0f} s for its turn: the process holding it stopped "
-                    "without leaving; run the parts one after another (without --interleave) to see why"
+                    f"without leaving{'; ' + hint if hint else ''}"
                 )
             self.waits.append((started, time.time()))
             self._holding = True

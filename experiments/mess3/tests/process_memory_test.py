@@ -8,6 +8,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from experiments.mess3.benchmarks import process_memory
 
@@ -38,6 +39,13 @@ def test_the_sampling_runs_in_a_watcher_process_not_in_a_thread_of_the_measured_
         assert len(os.listdir("/proc/self/task")) == threads
         below = process_memory._descendants(os.getpid())[1:]
         assert any(b"process_memory import watch" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes() for pid in below)
+
+
+def test_a_failed_watcher_ends_in_one_error_not_in_zero_peaks(monkeypatch):
+    monkeypatch.setattr(process_memory, "_WATCH", "import sys; sys.exit(3)")
+    failed = pytest.raises(RuntimeError, match=r"the memory watcher failed \(exit status 3, output ''\)")
+    with failed, process_memory.TreeMemory(period_s=0.05):
+        time.sleep(0.1)
 
 
 def test_pages_a_child_shares_count_in_each_resident_sum_and_once_in_the_proportional_one():

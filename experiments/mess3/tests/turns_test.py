@@ -69,8 +69,8 @@ def test_a_turn_never_passed_on_ends_in_one_line_naming_the_way_out():
     table = turns.Table(2, SPAWN)
     holder, waiter = table.seat(0), table.seat(1)
     holder.take()
-    with pytest.raises(TimeoutError, match="seat 1 waited 0 s for its turn.*without --interleave"):
-        waiter.take(timeout_s=0.2)
+    with pytest.raises(TimeoutError, match="seat 1 waited 0 s for its turn: .* without leaving; look at seat 0"):
+        waiter.take(timeout_s=0.2, hint="look at seat 0")
     holder.leave()
     waiter.take(timeout_s=1.0)  # its turn now
 
