@@ -31,7 +31,7 @@ and `ratio_rounds` lists each round's ratio (single rounds of the main job's rat
 within an hour on a quiet machine: docs/performance.md).
 `--interleave` runs each round's parts side by side instead, one process each, taking turns
 iteration by iteration (`turns`): only one part works at a time, and each part's iterations
-meet the same minutes of the machine as the other's, whose speed drifts within minutes; each
+meet the same seconds of the machine as the other's, whose speed drifts within seconds; each
 part's waits are taken out of its own timing, and each round another part takes the first turn.
 Not for harness_pipelined, whose runner samples across iterations.
 `seconds_per_iteration` splits an iteration into sampling and learning (both RLlib parts: PPO's
