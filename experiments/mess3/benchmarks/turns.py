@@ -68,9 +68,8 @@ class Seat:
         """Takes this seat out of the turns (passing its turn on, if it holds one); idempotent."""
         with self._condition:
             self._present[self.index] = 0
-            if self._holding or self._turn.value == self.index:
+            if self._turn.value == self.index:  # held, or passed to it and not yet taken
                 self._pass()
-            self._holding = False
 
     def waited_within(self, first: float, last: float) -> float:
         """Seconds of the waits that ended after `first` and at or before `last` (time.time() stamps)."""
