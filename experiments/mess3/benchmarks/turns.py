@@ -26,49 +26,57 @@ TURN_TIMEOUT_S = 600.0
 
 
 class Table:
-    """The shared state of one set of turns: whose turn it is and who still takes part."""
+    """The shared state of one set of turns: whose turn it is, who still takes part, and each seat's signal.
+
+    A turn is handed over by releasing the next seat's semaphore, which never waits on anyone: a
+    process killed while it waits for its turn holds up no other (a shared Condition's notify
+    waits for every sleeper it wakes, a dead one included, so it would).
+    """
 
     def __init__(self, seats: int, context: Any):
         if seats < 1:
             raise ValueError(f"a table needs at least one seat, got {seats}")
-        self._condition = context.Condition()
+        self._lock = context.Lock()  # over the turn and the present seats, held for microseconds
         self._turn = context.Value("i", 0, lock=False)
         self._present = context.Array("b", [1] * seats, lock=False)
+        self._signals = [context.Semaphore(1 if index == 0 else 0) for index in range(seats)]
 
     def seat(self, index: int) -> Seat:
         """The seat of the `index`-th process (seat 0 has the first turn)."""
         if not 0 <= index < len(self._present):
             raise ValueError(f"seat {index} is not at a table of {len(self._present)}")
-        return Seat(self._condition, self._turn, self._present, index)
+        return Seat(self._lock, self._turn, self._present, self._signals, index)
 
 
 class Seat:
     """One process's place in the turns; built by `Table.seat` and handed to the process at its start."""
 
-    def __init__(self, condition: Any, turn: Any, present: Any, index: int):
-        self._condition, self._turn, self._present, self.index = condition, turn, present, index
+    def __init__(self, lock: Any, turn: Any, present: Any, signals: list, index: int):
+        self._lock, self._turn, self._present, self._signals, self.index = lock, turn, present, signals, index
         self._holding = False
         self.waits: list[tuple[float, float]] = []  # (start, end) of each wait, time.time()
 
     def take(self, timeout_s: float = TURN_TIMEOUT_S, hint: str = "") -> None:
         """Ends this seat's current turn, if it holds one, and waits for its next; `hint` ends a timeout's message."""
-        with self._condition:
-            if self._holding:
+        if self._holding:
+            with self._lock:
                 self._pass()
-            started = time.time()
-            if not self._condition.wait_for(lambda: self._turn.value == self.index, timeout=timeout_s):
-                raise TimeoutError(
-                    f"seat {self.index} waited {timeout_s:.0f} s for its turn: the process holding it stopped "
-                    f"without leaving{'; ' + hint if hint else ''}"
-                )
-            self.waits.append((started, time.time()))
-            self._holding = True
+        started = time.time()
+        if not self._signals[self.index].acquire(timeout=timeout_s):
+            raise TimeoutError(
+                f"seat {self.index} waited {timeout_s:.0f} s for its turn: the process holding it stopped "
+                f"without leaving{'; ' + hint if hint else ''}"
+            )
+        self.waits.append((started, time.time()))
+        self._holding = True
 
     def leave(self) -> None:
-        """Takes this seat out of the turns (passing its turn on, if it holds one); idempotent."""
-        with self._condition:
+        """Takes this seat out of the turns (passing its turn on, if it holds one); idempotent.
+
+        Another process may leave for it (a benchmark's parent, for a part that died)."""
+        with self._lock:
             self._present[self.index] = 0
-            if self._turn.value == self.index:  # held, or passed to it and not yet taken
+            if self._turn.value == self.index:  # held, or handed to it and not yet taken
                 self._pass()
 
     def waited_within(self, first: float, last: float) -> float:
@@ -76,12 +84,12 @@ class Seat:
         return sum(end - start for start, end in self.waits if first < end <= last)
 
     def _pass(self) -> None:
-        """Gives the turn to the next seat still present (this one again when it is alone); the condition is held."""
+        """Hands the turn to the next seat still present (this one again when it is alone); the lock is held."""
         seats = len(self._present)
         for step in range(1, seats + 1):
             candidate = (self.index + step) % seats
             if self._present[candidate]:
                 self._turn.value = candidate
+                self._signals[candidate].release()
                 break
         self._holding = False
-        self._condition.notify_all()

@@ -2,6 +2,9 @@
 
 import itertools
 import multiprocessing
+import os
+import signal
+import threading
 import time
 
 import pytest
@@ -56,6 +59,35 @@ def test_a_seat_that_leaves_early_does_not_hold_up_the_others():
     spans, _ = _run([2, 7])
     by_start = sorted(spans, key=lambda span: span[1])
     assert [index for index, _, _ in by_start] == [0, 1, 0, 1, 1, 1, 1, 1, 1]
+
+
+def _wait_for_a_turn(seat: turns.Seat, waiting) -> None:
+    waiting.set()
+    seat.take()  # seat 0 holds the turn: this waits until the process is killed
+
+
+def test_a_process_killed_while_it_waits_holds_up_no_other():
+    table = turns.Table(2, SPAWN)
+    holder = table.seat(0)
+    holder.take()
+    waiting = SPAWN.Event()
+    waiter = SPAWN.Process(target=_wait_for_a_turn, args=(table.seat(1), waiting))
+    waiter.start()
+    assert waiting.wait(timeout=60)
+    time.sleep(0.5)  # into its wait for the turn
+    os.kill(waiter.pid, signal.SIGKILL)
+    waiter.join(timeout=30)
+    table.seat(1).leave()  # as bench_throughput does for a part whose process died
+    went_on = threading.Event()
+
+    def next_turn() -> None:
+        holder.take(timeout_s=5)  # hands the turn on, finds no one else, takes it again
+        went_on.set()
+
+    thread = threading.Thread(target=next_turn, daemon=True)
+    thread.start()
+    thread.join(timeout=15)
+    assert went_on.is_set()
 
 
 def test_waited_within_counts_the_waits_that_end_between_two_stamps():
